@@ -1,0 +1,3 @@
+from prefixscope.cli.main import main
+
+main()

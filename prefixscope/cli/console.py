@@ -1,0 +1,68 @@
+"""Where output goes: data on stdout, progress/warnings/errors on stderr.
+
+The only module (with the command modules) that knows about rich. In ``--json``
+mode nothing but the JSON document reaches stdout. Progress bars appear only when
+stderr is a terminal and neither ``--json`` nor ``--quiet`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from ..exitcodes import ExitCode
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+def print_json(data: Any) -> None:
+    """The JSON document, alone, on stdout."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    sys.stdout.write("\n")
+
+
+def fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
+    """Print a one-line error on stderr and return the Exit to raise."""
+    err.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    return typer.Exit(code=int(code))
+
+
+def warn(message: str, quiet: int = 0) -> None:
+    if quiet < 2:
+        err.print(f"[yellow]warning:[/] {message}", markup=True, soft_wrap=True)
+
+
+def note(message: str, quiet: int = 0) -> None:
+    if quiet < 1:
+        err.print(message, markup=False, soft_wrap=True)
+
+
+def show_progress(json_mode: bool, quiet: int) -> bool:
+    return sys.stderr.isatty() and not json_mode and quiet == 0
+
+
+@contextmanager
+def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
+    """A callback (name, done, total) driving a rich progress bar, or a no-op."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
+                               TimeRemainingColumn)
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TimeRemainingColumn(), console=err, transient=True) as progress:
+        task = progress.add_task(description, total=None)
+
+        def update(name: str, done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total or None,
+                            description=f"{description} {name[-40:]}")
+
+        yield update

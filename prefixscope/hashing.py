@@ -1,0 +1,72 @@
+"""Content hashing: the one contract every stored or compared hash follows.
+
+Contract (version ``x3``): a JSON-able value is serialized by `canonical_json`
+(keys sorted, separators ``,`` and ``:``, UTF-8 without ASCII escaping, floats as
+JSON writes them), then hashed with xxh3-128; `content_hash` returns
+``"x3:" + 32 hex digits``. Changing any of this changes every hash, so a change
+must bump the tag. Chained hashes (`chain_hashes`) use xxh3-64 seeded with the
+parent, as vLLM chains block hashes on their parent block, so "B extends A" is a
+single comparison of the chain value at A's length.
+
+`strip_cache_control` removes Anthropic/OpenAI-style ``cache_control`` markers,
+which change between turns without changing the prompt the model sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+import xxhash
+
+HASH_VERSION = "x3"
+
+
+def _canonical_bytes(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize `value` deterministically (sorted keys, compact, UTF-8)."""
+    return _canonical_bytes(value).decode()
+
+
+def content_hash(value: Any) -> str:
+    """Tagged xxh3-128 of the canonical JSON of `value` (strings hashed as JSON strings)."""
+    return f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(_canonical_bytes(value))}"
+
+
+def exact_json(value: Any) -> str:
+    """Serialize `value` keeping its key order (what was logged, byte for byte in structure)."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+
+
+def exact_hash(text: str) -> str:
+    """Tagged xxh3-128 of already-serialized text (e.g. `exact_json` output)."""
+    return f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(text.encode())}"
+
+
+def text_hash64(text: str | bytes, seed: int = 0) -> int:
+    """xxh3-64 of raw text, as an unsigned int."""
+    data = text.encode() if isinstance(text, str) else text
+    return xxhash.xxh3_64_intdigest(data, seed=seed)
+
+
+def chain_hashes(items: Iterable[Any]) -> list[int]:
+    """Prefix-chained xxh3-64 over canonical items: h[i] depends on items[0..i]."""
+    out: list[int] = []
+    parent = 0
+    for item in items:
+        parent = xxhash.xxh3_64_intdigest(_canonical_bytes(item), seed=parent)
+        out.append(parent)
+    return out
+
+
+def strip_cache_control(value: Any) -> Any:
+    """Return `value` with every ``cache_control`` key removed (recursively)."""
+    if isinstance(value, dict):
+        return {k: strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache_control(v) for v in value]
+    return value

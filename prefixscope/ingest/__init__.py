@@ -1,0 +1,290 @@
+"""Ingest: turn log files of any supported format into normalized requests in a store.
+
+`ingest_paths` is the one entry point. It expands paths (files, directories
+recursively, globs, ``-`` for stdin; gzip transparently), detects each file's
+format from its content (`formats.all_formats`, first ``sniff`` that says yes) or
+uses the forced one, streams the parser's records into the store in batches, and
+re-threads sessions at the end. A bad record is skipped and reported with its file,
+place and reason; a file no format recognizes is reported with the formats tried.
+Nothing here raises for bad input.
+
+Stable ids: a record's id is xxh3-128 of (format, the record's key, how many times
+that key was already seen in the file). The key is the source's own request id
+when it has one, else the canonical JSON of the raw record, so re-ingesting the
+same file adds nothing.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+
+import xxhash
+
+from ..model import Record, Request, Skip
+from .formats import all_formats, format_names, get_format
+from .source import Source, probe
+
+MAX_LISTED_ERRORS = 100
+BATCH = 2000
+
+# In a directory walk, files with these endings are documentation or config, never logs.
+_NOT_LOGS = {
+    ".md", ".rst", ".txt.md", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".j2", ".jinja",
+    ".py", ".js", ".ts", ".html", ".css", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf",
+    ".lock", ".sh", ".parquet",
+}
+_NOT_LOG_NAMES = {"LICENSE", "NOTICE", "README", ".gitignore", ".DS_Store"}
+
+ProgressFn = Callable[[str, int, int], None]  # (file name, bytes done, bytes total)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestError:
+    """One skipped record or unusable file."""
+
+    file: str  # as given / found
+    line: int | None  # 1-based line, row or element; None for the whole file
+    reason: str  # one line
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What one `ingest_paths` call did."""
+
+    ingested: int  # requests added to the store
+    already_present: int  # records whose id was already stored (re-ingest)
+    skipped: int  # bad records and unrecognized files
+    by_format: dict[str, int]  # records read per format (new and already present)
+    sessions: int  # sessions in the store after threading
+    files: int  # files read
+    errors: tuple[IngestError, ...]  # the first MAX_LISTED_ERRORS problems (all are counted)
+    unrecognized: tuple[str, ...] = ()  # files no format recognized
+    ignored: tuple[str, ...] = ()  # documentation/config files passed over in directory walks
+    failed: bool = False  # --strict and something was skipped: nothing was stored
+
+
+@dataclass
+class _Tally:
+    errors: list[IngestError] = field(default_factory=list)
+    skipped: int = 0
+    by_format: Counter[str] = field(default_factory=Counter)
+    read: int = 0
+    files: int = 0
+    unrecognized: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+    def error(self, file: str, line: int | None, reason: str) -> None:
+        self.skipped += 1
+        if len(self.errors) < MAX_LISTED_ERRORS:
+            self.errors.append(IngestError(file, line, reason))
+
+
+def expand_paths(paths: Iterable[str], tally: _Tally) -> Iterator[Source]:
+    """Sources for files, directories (recursive, sorted), globs and ``-``."""
+    companions = [m.is_companion for m in all_formats() if hasattr(m, "is_companion")]
+    for given in paths:
+        if given == "-":
+            yield Source.from_stdin()
+            continue
+        matches = sorted(glob.glob(given, recursive=True)) if glob.has_magic(given) else [given]
+        if not matches:
+            tally.error(given, None, "no such file or directory (glob matched nothing)")
+            continue
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                for root, dirs, files in os.walk(path):
+                    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                    for name in sorted(files):
+                        file = Path(root) / name
+                        if _is_documentation(file) or any(c(file) for c in companions):
+                            tally.ignored.append(str(file))
+                            continue
+                        yield Source.from_path(file)
+            elif path.is_file():
+                yield Source.from_path(path)
+            else:
+                tally.error(match, None, "no such file or directory")
+
+
+def _is_documentation(path: Path) -> bool:
+    if path.name in _NOT_LOG_NAMES or path.name.startswith("."):
+        return True
+    suffixes = path.suffixes
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return bool(suffixes) and suffixes[-1].lower() in _NOT_LOGS
+
+
+def detect(source: Source) -> tuple[ModuleType | None, object]:
+    """The first format whose sniff accepts the source, and the probe used."""
+    pr = probe(source)
+    for module in all_formats():
+        try:
+            if module.sniff(pr):
+                return module, pr
+        except Exception:  # noqa: BLE001 - a sniffer must never stop detection
+            continue
+    return None, pr
+
+
+def record_id(fmt: str, key: str, occurrence: int) -> str:
+    return xxhash.xxh3_128_hexdigest(f"{fmt}\x00{key}\x00{occurrence}".encode())
+
+
+def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Request | Skip]:
+    """Parse one source, assigning stable ids; yields requests and skips."""
+    seen: Counter[str] = Counter()
+    parser = module.parse(source, pr)
+    while True:
+        try:
+            item = next(parser)
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the run
+            yield Skip(None, f"{module.NAME} parser stopped: {type(exc).__name__}: {exc}")
+            return
+        if isinstance(item, Skip):
+            yield item
+            continue
+        assert isinstance(item, Record)
+        occurrence = seen[item.key]
+        seen[item.key] += 1
+        yield replace(item.request, id=record_id(module.NAME, item.key, occurrence),
+                      source_format=module.NAME, source_file=source.name)
+
+
+def read_requests(path: str | Path, fmt: str = "auto") -> tuple[list[Request], list[Skip]]:
+    """Parse one file without a store (tests, render/diff of a file). Raises ValueError if unrecognized."""
+    source = Source.from_stdin() if str(path) == "-" else Source.from_path(Path(path))
+    try:
+        if fmt == "auto":
+            module, pr = detect(source)
+            if module is None:
+                raise ValueError(unrecognized_reason(source))
+        else:
+            module, pr = get_format(fmt), probe(source)
+        requests: list[Request] = []
+        skips: list[Skip] = []
+        for item in parse_source(source, module, pr):
+            (skips if isinstance(item, Skip) else requests).append(item)  # type: ignore[arg-type]
+        return requests, skips
+    finally:
+        source.close()
+
+
+def unrecognized_reason(source: Source) -> str:
+    return f"not a recognized log format (tried: {', '.join(format_names())})"
+
+
+def ingest_paths(
+    paths: Iterable[str],
+    store: object,
+    *,
+    fmt: str = "auto",
+    strict: bool = False,
+    session_gap_s: float = 3600.0,
+    progress: ProgressFn | None = None,
+) -> IngestResult:
+    """Ingest log files into `store` (a `prefixscope.store.Store`) and re-thread sessions.
+
+    Args:
+        paths: files, directories, globs, or "-" for stdin.
+        store: an open writable Store.
+        fmt: "auto" to detect per file, or a format name to force.
+        strict: any skipped record or unrecognized file fails the run; nothing is stored.
+        session_gap_s: longest pause between two turns of one threaded session.
+        progress: called with (file, bytes done, bytes total) as files are read.
+
+    Returns:
+        An IngestResult; `failed` is set when strict mode rejected the input.
+
+    Raises:
+        KeyError: `fmt` is not a known format name.
+    """
+    from ..sessions import thread_sessions
+    from ..store import Store
+
+    assert isinstance(store, Store)
+    forced = get_format(fmt) if fmt != "auto" else None
+    tally = _Tally()
+    new = 0
+    sources = list(expand_paths(paths, tally))
+    total = sum(_safe_size(s) for s in sources)
+    done = 0
+    store.run("BEGIN TRANSACTION")
+    try:
+        for source in sources:
+            try:
+                new += _ingest_one(source, forced, store, tally)
+            finally:
+                source.close()
+            done += _safe_size(source)
+            if progress:
+                progress(source.name, done, total)
+        failed = strict and tally.skipped > 0
+        if failed:
+            store.run("ROLLBACK")
+            new = 0
+        else:
+            links = thread_sessions(store.threading_rows(), gap_s=session_gap_s)
+            store.replace_sessions(links)
+            store.run("COMMIT")
+    except BaseException:
+        store.run("ROLLBACK")
+        raise
+    return IngestResult(
+        ingested=new, already_present=tally.read - new, skipped=tally.skipped,
+        by_format=dict(sorted(tally.by_format.items())), sessions=store.session_count(),
+        files=tally.files, errors=tuple(tally.errors), unrecognized=tuple(tally.unrecognized),
+        ignored=tuple(tally.ignored), failed=failed,
+    )
+
+
+def _safe_size(source: Source) -> int:
+    try:
+        return source.size
+    except OSError:
+        return 0
+
+
+def _ingest_one(source: Source, forced: ModuleType | None, store: object, tally: _Tally) -> int:
+    try:
+        if forced is not None:
+            module, pr = forced, probe(source)
+        else:
+            module, pr = detect(source)
+    except OSError as exc:
+        tally.error(source.name, None, f"cannot read: {exc.strerror or exc}")
+        return 0
+    except (EOFError, ValueError) as exc:  # truncated gzip, bad encoding
+        tally.error(source.name, None, f"cannot read: {exc}")
+        return 0
+    if module is None:
+        tally.unrecognized.append(source.name)
+        tally.error(source.name, None, unrecognized_reason(source))
+        return 0
+    tally.files += 1
+    new = 0
+    batch: list[Request] = []
+    try:
+        for item in parse_source(source, module, pr):
+            if isinstance(item, Skip):
+                tally.error(source.name, item.line, item.reason)
+                continue
+            batch.append(item)
+            tally.by_format[module.NAME] += 1
+            tally.read += 1
+            if len(batch) >= BATCH:
+                new += store.add(batch)  # type: ignore[attr-defined]
+                batch.clear()
+    except (OSError, EOFError) as exc:
+        tally.error(source.name, None, f"read failed part-way: {exc}")
+    new += store.add(batch)  # type: ignore[attr-defined]
+    return new

@@ -1,0 +1,252 @@
+"""Field-level helpers shared by the format parsers: numbers, times, JSON-in-strings, usage.
+
+Logs disagree on everything: numbers arrive as strings, times as ISO text or epoch
+seconds / milliseconds / nanoseconds, JSON as strings that are themselves JSON
+strings (Langfuse double-encodes). And "input tokens" means two different things
+(formats.md §0, §10): Anthropic-native `input_tokens` excludes cache reads and
+writes, OpenAI `prompt_tokens` / Responses `input_tokens` / OTel include them. The
+`usage_*` functions below turn each convention into `Usage` with cache-inclusive
+`prompt_tokens`, keep the convention in `semantics`, and leave unreported values
+as None.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from ..model import Usage
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def to_int(value: Any) -> int | None:
+    """An int from an int, integral float or numeric string; None for missing/blank/bad."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        s = value.strip()
+        if not s or s.lower() in {"null", "none", "nan"}:
+            return None
+        try:
+            return int(s)
+        except ValueError:
+            try:
+                f = float(s)
+            except ValueError:
+                return None
+            return int(f) if math.isfinite(f) else None
+    return None
+
+
+def to_bool(value: Any) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return bool(value)
+    if isinstance(value, str):
+        s = value.strip().lower()
+        if s in {"true", "t", "1", "yes"}:
+            return True
+        if s in {"false", "f", "0", "no"}:
+            return False
+    return None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A naive-UTC datetime from ISO text or epoch s / ms / us / ns (guessed by magnitude)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+    if isinstance(value, str):
+        s = value.strip()
+        if not s:
+            return None
+        try:
+            num = float(s)
+        except ValueError:
+            try:
+                dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace(" UTC", "+00:00"))
+            except ValueError:
+                return None
+            return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo else dt
+        value = num
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        v = float(value)
+        if not math.isfinite(v):
+            return None
+        mag = abs(v)
+        if mag >= 1e17:
+            seconds = v / 1e9
+        elif mag >= 1e14:
+            seconds = v / 1e6
+        elif mag >= 1e11:
+            seconds = v / 1e3
+        else:
+            seconds = v
+        try:
+            return _EPOCH + timedelta(seconds=seconds)
+        except OverflowError:
+            return None
+    return None
+
+
+def loads_deep(value: Any, max_depth: int = 4) -> Any:
+    """Parse JSON strings repeatedly until the result is not a JSON string (Langfuse double-encoding).
+
+    Text that is not JSON is returned unchanged.
+    """
+    for _ in range(max_depth):
+        if not isinstance(value, (str, bytes)):
+            return value
+        s = value.strip() if isinstance(value, str) else value.strip().decode("utf-8", "replace")
+        if not s or s[0] not in '[{"' and s not in ("null", "true", "false"):
+            return value
+        try:
+            value = orjson.loads(s)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def dig(obj: Any, *path: str | int) -> Any:
+    """obj[p0][p1]... or None when any step is missing."""
+    for step in path:
+        if isinstance(obj, dict):
+            obj = obj.get(step)  # type: ignore[arg-type]
+        elif isinstance(obj, list) and isinstance(step, int) and -len(obj) <= step < len(obj):
+            obj = obj[step]
+        else:
+            return None
+    return obj
+
+
+def first_present(*values: Any) -> Any:
+    for v in values:
+        if v is not None and v != "":
+            return v
+    return None
+
+
+def _sum_present(*values: int | None) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def usage_anthropic(u: dict[str, Any] | None) -> Usage:
+    """Anthropic Messages usage: `input_tokens` EXCLUDES cache reads and writes."""
+    if not isinstance(u, dict):
+        return Usage()
+    uncached = to_int(u.get("input_tokens"))
+    read = to_int(u.get("cache_read_input_tokens"))
+    write = to_int(u.get("cache_creation_input_tokens"))
+    if write is None and isinstance(u.get("cache_creation"), dict):
+        cc = u["cache_creation"]
+        write = _sum_present(to_int(cc.get("ephemeral_5m_input_tokens")),
+                             to_int(cc.get("ephemeral_1h_input_tokens")))
+    prompt = None if uncached is None else uncached + (read or 0) + (write or 0)
+    return Usage(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=write,
+                 output_tokens=to_int(u.get("output_tokens")), semantics="anthropic")
+
+
+def usage_openai_chat(u: dict[str, Any] | None) -> Usage:
+    """OpenAI Chat usage (also vLLM, DeepSeek): `prompt_tokens` INCLUDES cached tokens."""
+    if not isinstance(u, dict):
+        return Usage()
+    details = u.get("prompt_tokens_details") if isinstance(u.get("prompt_tokens_details"), dict) else {}
+    deepseek_hit = to_int(u.get("prompt_cache_hit_tokens"))
+    read = deepseek_hit if deepseek_hit is not None else to_int(first_present(
+        details.get("cached_tokens"), details.get("cached_read_tokens"),
+        u.get("cache_read_input_tokens")))
+    write = to_int(first_present(u.get("cache_write_tokens"), details.get("cache_write_tokens"),
+                                 details.get("cached_write_tokens"),
+                                 details.get("cache_creation_tokens"),
+                                 u.get("cache_creation_input_tokens")))
+    prompt = to_int(u.get("prompt_tokens"))
+    if prompt is None and deepseek_hit is not None:
+        prompt = _sum_present(deepseek_hit, to_int(u.get("prompt_cache_miss_tokens")))
+    return Usage(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=write,
+                 output_tokens=to_int(u.get("completion_tokens")),
+                 semantics="deepseek" if deepseek_hit is not None else "openai")
+
+
+def usage_openai_responses(u: dict[str, Any] | None) -> Usage:
+    """OpenAI Responses usage: `input_tokens` INCLUDES cached tokens."""
+    if not isinstance(u, dict):
+        return Usage()
+    details = u.get("input_tokens_details") if isinstance(u.get("input_tokens_details"), dict) else {}
+    return Usage(prompt_tokens=to_int(u.get("input_tokens")),
+                 cached_tokens=to_int(details.get("cached_tokens")),
+                 cache_write_tokens=to_int(details.get("cache_write_tokens")),
+                 output_tokens=to_int(u.get("output_tokens")), semantics="openai-responses")
+
+
+def usage_auto(u: Any, endpoint: str = "unknown") -> Usage:
+    """Pick the convention from the keys present, falling back on the endpoint protocol."""
+    if not isinstance(u, dict):
+        return Usage()
+    if "prompt_tokens" in u or "prompt_cache_hit_tokens" in u:
+        return usage_openai_chat(u)
+    if "input_tokens_details" in u:
+        return usage_openai_responses(u)
+    if "cache_read_input_tokens" in u or "cache_creation_input_tokens" in u:
+        return usage_anthropic(u)
+    if "input_tokens" in u:
+        if endpoint == "openai-responses":
+            return usage_openai_responses(u)
+        return usage_anthropic(u)
+    return Usage()
+
+
+def merge_usage(base: Usage, later: Usage) -> Usage:
+    """Fill fields of `base` from `later` where `later` reported them (SSE: message_delta after message_start)."""
+    return Usage(
+        prompt_tokens=first_present(later.prompt_tokens, base.prompt_tokens),
+        cached_tokens=first_present(later.cached_tokens, base.cached_tokens),
+        cache_write_tokens=first_present(later.cache_write_tokens, base.cache_write_tokens),
+        output_tokens=first_present(later.output_tokens, base.output_tokens),
+        semantics=base.semantics or later.semantics,
+    )
+
+
+def detect_endpoint(body: Any) -> str:
+    """Guess the protocol of a request body from its keys."""
+    if not isinstance(body, dict):
+        return "unknown"
+    if "input" in body and "messages" not in body and (
+        "instructions" in body or isinstance(body.get("input"), (list, str))
+    ):
+        return "openai-responses"
+    msgs = body.get("messages")
+    if not isinstance(msgs, list):
+        return "unknown"
+    if "system" in body or any(
+        isinstance(t, dict) and "input_schema" in t for t in body.get("tools") or []
+    ):
+        return "anthropic-messages"
+    for m in msgs:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") in ("system", "developer", "tool") or "tool_calls" in m:
+            return "openai-chat"
+        content = m.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") in (
+                    "tool_use", "tool_result", "thinking", "redacted_thinking"):
+                    return "anthropic-messages"
+                if isinstance(block, dict) and block.get("type") in ("image_url", "input_audio"):
+                    return "openai-chat"
+    if any(isinstance(t, dict) and t.get("type") == "function" for t in body.get("tools") or []):
+        return "openai-chat"
+    return "openai-chat"

@@ -1,0 +1,55 @@
+"""The registry of ingest formats, in detection order.
+
+Every format is a module in this package exposing:
+
+* ``NAME`` -- the name users pass to ``--format`` and see in ``by_format``;
+* ``DESCRIPTION`` -- one line for ``prefixscope ingest --help`` and docs;
+* ``sniff(probe: Probe) -> bool`` -- True when the content is this format
+  (decided from content: keys, columns, tables -- never from the file name alone);
+* ``parse(source: Source, probe: Probe) -> Iterator[Record | Skip]`` -- every
+  record of the file, each either a `Record` or a `Skip` with its place and
+  reason; a parser never raises for one bad record;
+* optionally ``is_companion(path: Path) -> bool`` -- True for a file that another
+  file of this format reads along with it (a ``NN.response.json`` next to its
+  ``NN.request.json``), so a directory walk does not ingest it twice.
+
+Order matters: more specific formats are sniffed first.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from types import ModuleType
+
+# Module names under prefixscope.ingest, in detection order.
+_MODULES = (
+    "blocktrace",
+    "tracelab",
+    "otel",
+    "langfuse",
+    "newapi",
+    "litellm",
+    "bifrost",
+    "claude_code",
+    "swe_agent",
+    "openhands",
+    "mini_swe_agent",
+    "raw",
+)
+
+
+@cache
+def all_formats() -> tuple[ModuleType, ...]:
+    return tuple(importlib.import_module(f"prefixscope.ingest.{m}") for m in _MODULES)
+
+
+def format_names() -> tuple[str, ...]:
+    return tuple(m.NAME for m in all_formats())
+
+
+def get_format(name: str) -> ModuleType:
+    for module in all_formats():
+        if module.NAME == name:
+            return module
+    raise KeyError(name)

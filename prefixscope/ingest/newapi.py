@@ -1,0 +1,260 @@
+"""new-api (QuantumNous/new-api) billing logs: the `logs` table, read in place or exported.
+
+new-api is the gateway in prefixscope's headline case (formats.md §0.3, §2.4): it
+converts Claude Messages to OpenAI Chat and joins the system blocks with no
+separator. Its `logs` table (`model/log.go`, struct `Log`) holds one row per
+billing event, and its default database is SQLite (`one-api.db`), so this module
+reads that file directly; CSV / JSON / JSON-lines exports of the same table (and
+the admin API's `{"data": {"items": [...]}}` page) are read the same way, columns
+by name, extras and fork columns tolerated, `request_id` optional (older versions).
+Fork layouts with daily tables `logs_YYYY_MM_DD` are read table by table.
+
+Guarantees:
+
+* Only consume rows (`type == 2`) are requests. Top-ups, management, system,
+  error (5) and refund rows are not requests and are not reported; neither are
+  the quota re-settlements of async tasks (`RecordReConsumeLog`: `other.task_id`
+  + `other.quota_delta`).
+* Usage follows formats.md §2.3: when `other.claude` is true the upstream was
+  Claude-native and `prompt_tokens` is the *uncached* input, so cache reads
+  (`other.cache_tokens`) and writes (`other.cache_creation_tokens`) are added
+  (semantics ``new-api:claude``); otherwise `prompt_tokens` already includes the
+  cache (``new-api:openai``). An `other` that is not a JSON object leaves the
+  convention unknown (``new-api:unknown``, `metadata["other_error"]`).
+* No bodies: new-api stores no prompt. `endpoint` is the protocol of the client
+  route (`other.request_path`), `gateway` the conversion chain
+  (`other.request_conversion`, e.g. ``anthropic-to-openai``). No session id
+  exists (§2.5): sessions are threaded heuristically later.
+
+The small container helpers at the bottom (`first_table_row`, `row_keys`) are
+shared with the LiteLLM and Bifrost table readers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from ..model import Record, Request, Skip, Usage
+from .fields import loads_deep, parse_time, to_bool, to_int
+from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows
+
+NAME = "new-api"
+DESCRIPTION = "new-api / one-api `logs` table: SQLite database (one-api.db) or CSV / JSON export"
+
+LOG_TYPE_CONSUME = 2
+# Columns every new-api `logs` table has and no other supported format has together.
+REQUIRED_COLUMNS = frozenset({"type", "model_name", "quota", "prompt_tokens", "other"})
+_DAILY_TABLE = re.compile(r"logs_\d{4}_\d{2}_\d{2}")
+
+# `other.request_conversion` names (service/log_info_generate.go) -> protocol family.
+_CONVERSION_NAMES = {
+    "claude messages": "anthropic",
+    "openai compatible": "openai",
+    "openai responses": "openai-responses",
+    "google gemini": "gemini",
+}
+# Client route suffix -> protocol of the request the client sent.
+_ROUTE_ENDPOINTS = (
+    ("/v1/messages", "anthropic-messages"),
+    ("/chat/completions", "openai-chat"),
+    ("/v1/responses", "openai-responses"),
+)
+
+
+def sniff(probe: Probe) -> bool:
+    if probe.kind == "sqlite":
+        return bool(log_tables(probe))
+    return REQUIRED_COLUMNS <= row_keys(probe)
+
+
+def log_tables(probe: Probe) -> list[str]:
+    """The new-api log tables of a SQLite database: `logs` first, then daily fork tables."""
+    names = [t for t, cols in probe.tables.items()
+             if (t == "logs" or _DAILY_TABLE.fullmatch(t)) and REQUIRED_COLUMNS <= set(cols)]
+    return sorted(names, key=lambda t: (t != "logs", t))
+
+
+def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
+    if probe.kind == "sqlite":
+        for table in log_tables(probe):
+            for place, row in iter_sqlite_rows(source, table):
+                item = _parse_row(place, row, table)
+                if item is not None:
+                    yield item
+        return
+    for place, row in iter_table_rows(source, probe, "logs"):
+        item = _parse_row(place, row, "logs")
+        if item is not None:
+            yield item
+
+
+def _parse_row(place: int, row: Any, table: str) -> Record | Skip | None:
+    if isinstance(row, BadRecord):
+        return Skip(place, str(row))
+    if not isinstance(row, dict):
+        return Skip(place, f"log row is a {type(row).__name__}, not an object")
+    log_type = to_int(row.get("type"))
+    if log_type is None:
+        return Skip(place, f"log row has no numeric `type` (got {row.get('type')!r})")
+    if log_type != LOG_TYPE_CONSUME:
+        return None  # top-up / manage / system / error / refund: not a request
+    other, other_error = _parse_other(row.get("other"))
+    if "task_id" in other and "quota_delta" in other:
+        return None  # async task quota re-settlement, not a model call
+    log_id = _text(row.get("id"))
+    request_id = _text(row.get("request_id"))
+    if log_id is None and request_id is None:
+        return Skip(place, "consume row has neither `id` nor `request_id`")
+    in_table = "" if table == "logs" else f"{table}:"
+    key = f"request_id:{request_id}" if request_id else f"log:{in_table}{log_id}"
+    metadata = _metadata(row, other, table)
+    if other_error:
+        metadata["other_error"] = other_error
+    request = Request(
+        id="", source_format="", source_file="", source_line=place,
+        timestamp=parse_time(row.get("created_at")),
+        endpoint=_endpoint(other.get("request_path")),
+        model=_text(row.get("model_name")),
+        user=_text(row.get("username")) or _text(row.get("user_id")),
+        client=_text(row.get("token_name")),
+        channel=_text(row.get("channel_id") if row.get("channel_id") is not None
+                      else row.get("channel")),
+        gateway=_gateway(other.get("request_conversion")),
+        native_id=request_id or f"log:{log_id}",
+        usage=newapi_usage(row, other, convention_known=other_error is None),
+        metadata=metadata,
+    )
+    return Record(request=request, key=key)
+
+
+def newapi_usage(row: dict[str, Any], other: dict[str, Any], *, convention_known: bool = True) -> Usage:
+    """Usage of a consume row, cache-inclusive whatever the upstream (formats.md §2.3)."""
+    logged_prompt = to_int(row.get("prompt_tokens"))
+    read = to_int(other.get("cache_tokens"))
+    write = to_int(other.get("cache_creation_tokens"))
+    if write is None:
+        split = [to_int(other.get(k)) for k in ("cache_creation_tokens_5m", "cache_creation_tokens_1h")]
+        if any(v is not None for v in split):
+            write = sum(v or 0 for v in split)
+    output = to_int(row.get("completion_tokens"))
+    if to_bool(other.get("claude")) is True:
+        # Claude-native upstream: the row holds the uncached input only.
+        prompt = None if logged_prompt is None else logged_prompt + (read or 0) + (write or 0)
+        return Usage(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=write,
+                     output_tokens=output, semantics="new-api:claude")
+    semantics = "new-api:openai" if convention_known else "new-api:unknown"
+    return Usage(prompt_tokens=logged_prompt, cached_tokens=read, cache_write_tokens=write,
+                 output_tokens=output, semantics=semantics)
+
+
+def _parse_other(value: Any) -> tuple[dict[str, Any], str | None]:
+    """(`other` as a dict, a note when it was not a JSON object)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}, "empty `other`"
+    parsed = loads_deep(value)
+    if isinstance(parsed, dict):
+        return parsed, None
+    if isinstance(parsed, str):
+        return {}, "`other` is not valid JSON"
+    return {}, f"`other` is a JSON {type(parsed).__name__}, not an object"
+
+
+def _metadata(row: dict[str, Any], other: dict[str, Any], table: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for out_key, value in (
+        ("log_id", to_int(row.get("id"))),
+        ("table", None if table == "logs" else table),
+        ("user_id", to_int(row.get("user_id"))),
+        ("token_id", to_int(row.get("token_id"))),
+        ("group", _text(row.get("group"))),
+        ("channel_name", _text(row.get("channel_name"))),
+        ("quota", to_int(row.get("quota"))),
+        ("use_time_s", to_int(row.get("use_time"))),
+        ("is_stream", to_bool(row.get("is_stream"))),
+        ("frt_ms", to_int(other.get("frt"))),
+        ("upstream_model_name", _text(other.get("upstream_model_name"))),
+        ("request_path", _text(other.get("request_path"))),
+        ("request_conversion", other.get("request_conversion")),
+        ("claude_upstream", to_bool(other.get("claude"))),
+        ("cache_ratio", other.get("cache_ratio")),
+    ):
+        if value is not None:
+            meta[out_key] = value
+    return meta
+
+
+def _endpoint(request_path: Any) -> str:
+    if not isinstance(request_path, str):
+        return "unknown"
+    path = request_path.split("?", 1)[0].rstrip("/")
+    for suffix, endpoint in _ROUTE_ENDPOINTS:
+        if path.endswith(suffix):
+            return endpoint
+    return "unknown"
+
+
+def _gateway(conversion: Any) -> str | None:
+    """["Claude Messages", "OpenAI Compatible"] -> "anthropic-to-openai"; None without a conversion."""
+    if not isinstance(conversion, list):
+        return None
+    chain = [_CONVERSION_NAMES.get(str(step).strip().lower(), str(step).strip().lower())
+             for step in conversion if str(step).strip()]
+    if len(chain) < 2 or len(set(chain)) < 2:
+        return None
+    return "-to-".join(chain)
+
+
+def _text(value: Any) -> str | None:
+    """A non-empty string for ids and names (ints from SQLite / JSON become text)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    s = str(value).strip()
+    return s or None
+
+
+# --- container helpers shared by the gateway table readers (litellm, bifrost) ---
+
+_WRAPPER_KEYS = ("data", "logs", "items", "rows")
+
+
+def first_table_row(probe: Probe) -> dict[str, Any]:
+    """The first row of an exported table as `iter_table_rows` will yield it (JSON wrappers unwrapped)."""
+    if probe.kind == "csv":
+        return dict.fromkeys(probe.header or [], "")
+    first = probe.first
+    if probe.kind == "json" and isinstance(probe.document, dict):
+        for key in _WRAPPER_KEYS:
+            inner = probe.document.get(key)
+            if isinstance(inner, dict) and isinstance(inner.get("items"), list):
+                inner = inner["items"]
+            if isinstance(inner, list):
+                first = next((x for x in inner if isinstance(x, dict)), None)
+                break
+    return first if isinstance(first, dict) else {}
+
+
+def row_keys(probe: Probe) -> set[str]:
+    """Column names of the first row of a CSV / JSON / JSON-lines table export."""
+    if probe.kind not in ("csv", "json", "jsonl"):
+        return set()
+    return set(first_table_row(probe))
+
+
+def json_text(value: Any) -> Any:
+    """A JSON column value parsed (exports keep JSON columns as text); "" and None stay None."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str) and not value.strip():
+        return None
+    return loads_deep(value)
+
+
+def is_empty_json(value: Any) -> bool:
+    return value is None or value == {} or value == [] or value == ""
+

@@ -1,0 +1,100 @@
+"""The normalized values every stage of prefixscope passes along.
+
+Each input format (Langfuse, gateways, OTel, captures, trajectories, block traces)
+is parsed into the same two records, `Request` and `Usage`, so that the analyses
+never care where a request came from. The rules that make them comparable:
+
+* `Usage.prompt_tokens` is ALL input tokens, cached ones included (OpenAI's
+  convention). Sources that report Anthropic-style uncached `input_tokens` are
+  converted by the parser; the source's own convention is kept in `semantics`.
+* A value the source did not report is `None`, never 0.
+* `Request.body` is the request as sent, in the protocol named by `endpoint`
+  (`anthropic-messages`, `openai-chat`, `openai-responses`). Sources that log a
+  looser shape (Langfuse, OTel, trajectories) are mapped to `openai-chat` by their
+  parser; block-hash traces carry `block_hashes` instead of a body.
+
+Values are frozen: identity and storage are the store's concern.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Endpoint = Literal["anthropic-messages", "openai-chat", "openai-responses", "unknown"]
+ENDPOINTS: tuple[str, ...] = ("anthropic-messages", "openai-chat", "openai-responses", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token accounting of one request, normalized to cache-inclusive prompt tokens."""
+
+    prompt_tokens: int | None = None  # all input tokens, cache reads and writes included
+    cached_tokens: int | None = None  # tokens read from the prompt cache
+    cache_write_tokens: int | None = None  # tokens written to the prompt cache
+    output_tokens: int | None = None  # generated tokens (reasoning included)
+    semantics: str | None = None  # the source's own convention, e.g. "anthropic", "openai"
+
+    @property
+    def reported(self) -> bool:
+        """True when the source reported any token count at all."""
+        return any(
+            v is not None
+            for v in (self.prompt_tokens, self.cached_tokens, self.cache_write_tokens,
+                      self.output_tokens)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One model call as the log describes it."""
+
+    id: str  # stable id: same source record -> same id (see ingest.record_id)
+    source_format: str  # ingest format name, e.g. "langfuse", "new-api"
+    source_file: str  # file the record came from ("-" for stdin)
+    source_line: int | None  # 1-based line (JSONL) or row (CSV / SQLite) or index (JSON array)
+    timestamp: datetime | None  # request start, naive UTC
+    endpoint: str = "unknown"  # protocol of `body`: one of ENDPOINTS
+    model: str | None = None  # model name as the client asked for it
+    session_key: str | None = None  # explicit session/conversation id from the source
+    session_key_source: str | None = None  # where session_key came from, e.g. "langfuse.sessionId"
+    parent_key: str | None = None  # explicit parent request/chat id when the source links turns
+    user: str | None = None  # user / account / API key name
+    client: str | None = None  # client or entrypoint (user agent, cc_entrypoint, agent name)
+    channel: str | None = None  # gateway channel / provider / upstream
+    gateway: str | None = None  # gateway conversion the log says was applied, e.g. "anthropic-to-openai"
+    native_id: str | None = None  # the source's own id for this request, when it has one
+    body: dict[str, Any] | None = None  # the request body in `endpoint`'s protocol
+    body_truncated: bool = False  # the log cut strings in the body (e.g. LiteLLM); text is lossy
+    output: Any = None  # the response message(s) when logged (used to thread turns)
+    usage: Usage = field(default_factory=Usage)  # token accounting
+    block_hashes: tuple[int, ...] | None = None  # prefix-chained block ids (block-hash traces)
+    block_size: int | None = None  # tokens per block of `block_hashes`
+    metadata: dict[str, Any] = field(default_factory=dict)  # anything else worth keeping
+
+    @property
+    def has_body(self) -> bool:
+        return self.body is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A record a parser could not use: reported with its place and reason, never lost."""
+
+    line: int | None  # 1-based line / row / index in the file, None for the whole file
+    reason: str  # one line, for a person
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A parsed request plus the key its stable id is derived from.
+
+    `key` is whatever identifies the record within its source: the source's own
+    request id when it has one, else the canonical JSON of the raw record. The
+    ingest driver hashes (format, key, occurrence) into `Request.id`, so
+    re-ingesting a file yields the same ids.
+    """
+
+    request: Request
+    key: str

@@ -1,0 +1,93 @@
+"""Protocol-independent views of a request body: its system part, tools and history.
+
+Session threading and segment census need the same three parts of every body,
+whatever its protocol: the system prompt (Anthropic ``system``, leading OpenAI
+``system``/``developer`` messages, Responses ``instructions``), the tool list,
+and the conversation history. This module extracts them and derives the two keys
+the store keeps per request:
+
+* `prefix_chain`: chained hashes (`hashing.chain_hashes`) of the history
+  messages with ``cache_control`` removed, so "B's history starts with A's" is one
+  comparison; for block-hash traces, the ids of the full blocks (they are already
+  prefix-chained by the trace).
+* `fingerprint`: content hash of system (without Claude Code's volatile billing
+  header) plus tools: equal fingerprints with a shorter history is how a
+  compaction is recognized.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .hashing import chain_hashes, content_hash, strip_cache_control
+from .model import Request
+
+# Claude Code's first system block: "x-anthropic-billing-header: cc_version=2.1.37.0d9;
+# cc_entrypoint=cli; cch=fa690;" -- `cch` changes on every request. Gateways may join it
+# to the next block with no separator, so match only the `key=value;` items.
+BILLING_HEADER_RE = re.compile(r"x-anthropic-billing-header:(?:[ \t]*[\w.-]+=[^;\s]*;)*[ \t]*\n?")
+
+_MASK64 = (1 << 64) - 1
+
+
+def split_body(endpoint: str, body: dict[str, Any] | None) -> tuple[Any, list[Any], list[Any]]:
+    """(system, tools, history) of a body in its protocol; history excludes leading system messages."""
+    if not isinstance(body, dict):
+        return None, [], []
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    if endpoint == "openai-responses":
+        items = body.get("input")
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        return body.get("instructions"), tools, items if isinstance(items, list) else []
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    if endpoint == "anthropic-messages" or "system" in body:
+        return body.get("system"), tools, messages
+    lead = 0
+    while lead < len(messages) and isinstance(messages[lead], dict) and \
+            messages[lead].get("role") in ("system", "developer"):
+        lead += 1
+    system = [m.get("content") for m in messages[:lead]] if lead else None
+    return system, tools, messages[lead:]
+
+
+def strip_billing_header(system: Any) -> Any:
+    """System content without Claude Code's billing header (string, block list or message contents)."""
+    if isinstance(system, str):
+        return BILLING_HEADER_RE.sub("", system)
+    if isinstance(system, list):
+        out = []
+        for item in system:
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                text = BILLING_HEADER_RE.sub("", item["text"])
+                if not text.strip() and item["text"].strip():
+                    continue
+                out.append({**item, "text": text})
+            else:
+                out.append(strip_billing_header(item))
+        return out
+    return system
+
+
+def prefix_chain(request: Request) -> tuple[list[int] | None, int | None]:
+    """(chained history hashes, history length) -- (None, None) when nothing to chain."""
+    if request.block_hashes is not None:
+        blocks = list(request.block_hashes)
+        tokens = request.usage.prompt_tokens
+        if tokens is not None and request.block_size:
+            blocks = blocks[: tokens // request.block_size]
+        return [b & _MASK64 for b in blocks], len(blocks)
+    if request.body is None:
+        return None, None
+    _, _, history = split_body(request.endpoint, request.body)
+    return chain_hashes(strip_cache_control(history)), len(history)
+
+
+def fingerprint(request: Request) -> str | None:
+    """Hash of system (billing header removed) + tools; None without a body."""
+    if request.body is None:
+        return None
+    system, tools, _ = split_body(request.endpoint, request.body)
+    return content_hash([strip_cache_control(strip_billing_header(system)),
+                         strip_cache_control(tools)])

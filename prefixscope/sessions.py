@@ -1,0 +1,214 @@
+"""Thread requests into sessions: explicit ids first, a prefix heuristic otherwise.
+
+A prompt cache can only help a request whose prefix was sent before, and "before"
+is almost always the previous turn of the same conversation. So every analysis
+(diff of consecutive turns, cold vs break vs eviction) needs each request's session
+and its predecessor. Rules, in order:
+
+1. **Explicit session id** (`Request.session_key`: Langfuse sessionId/traceId,
+   Claude Code sessionId, OTel gen_ai.conversation.id, a trajectory file, ...):
+   the session is that id. Within it, a request's predecessor is the latest earlier
+   request whose history it extends; failing that, a compaction candidate (below);
+   failing that, the previous request in time.
+2. **Explicit parent** (`parent_key`, e.g. Bailian ``parent_chat_id``): the request
+   joins its parent's session with the parent as predecessor.
+3. **History extension**: within the same (user, client, model), a request links to
+   the latest earlier request whose whole history is a prefix of its own (compared
+   through `prefix_chain`, so ``cache_control`` markers do not matter), no more than
+   `gap_s` earlier. Side requests with other prefixes (title generation, quota
+   checks) do not extend anything and start their own sessions without breaking the
+   main one, because linking looks for the matching prefix, not the previous request.
+4. **Compaction**: a request that extends nothing but has the same system + tools
+   fingerprint as the latest request of an open session, with a shorter history,
+   continues that session and is marked ``compaction`` (the history was replaced by a
+   summary: the next turn is a cold start for the cache).
+5. **Growing prompt** (no bodies, e.g. new-api): within (user, client, model), the
+   open session whose last prompt is not larger than this one, within the gap.
+6. Otherwise the request starts a session of its own.
+
+Threaded session ids are ``t-`` + the first request's id (stable across re-ingest).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+LINK_KINDS = ("start", "explicit", "parent", "extends", "compaction", "growing-prompt")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLink:
+    """Where one request sits in its session."""
+
+    request_id: str  # the request
+    session: str  # session id (explicit key, or "t-<first request id>")
+    turn: int  # 0-based position in the session, in time order
+    prev_id: str | None  # the request it continues (None for a session's first)
+    link: str  # how prev_id was found: one of LINK_KINDS
+    compaction: bool  # history replaced by a shorter summary
+
+
+@dataclass(slots=True)
+class _Row:
+    id: str
+    ts: datetime | None
+    session_key: str | None
+    parent_key: str | None
+    native_id: str | None
+    source_format: str
+    group: tuple[Any, ...]
+    chain: list[int] | None
+    fingerprint: str | None
+    count: int | None
+    prompt: int | None
+
+
+def _within(a: datetime | None, b: datetime | None, gap_s: float) -> bool:
+    if a is None or b is None:
+        return True
+    return abs((b - a).total_seconds()) <= gap_s
+
+
+def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[SessionLink]:
+    """Assign every request of `frame` (from `Store.threading_rows`, time-ordered) to a session.
+
+    Args:
+        frame: columns id, timestamp, source_format, session_key, parent_key,
+            native_id, user_id, client, model, prefix_chain, fingerprint,
+            message_count, prompt_tokens -- in time order.
+        gap_s: the longest pause between two turns of one threaded session.
+
+    Returns:
+        One SessionLink per request, turns numbered per session in time order.
+    """
+    rows = [
+        _Row(id=r["id"], ts=r["timestamp"], session_key=r["session_key"],
+             parent_key=r["parent_key"], native_id=r["native_id"],
+             source_format=r["source_format"],
+             group=(r["source_format"], r["user_id"], r["client"], r["model"]),
+             chain=r["prefix_chain"], fingerprint=r["fingerprint"], count=r["message_count"],
+             prompt=r["prompt_tokens"])
+        for r in frame.iter_rows(named=True)
+    ]
+    session_of: dict[str, str] = {}
+    prev_of: dict[str, tuple[str | None, str, bool]] = {}
+    by_native: dict[tuple[str, str], _Row] = {}
+    # (scope, chain value of a request's full history) -> latest such request
+    full_history: dict[tuple[Any, int], _Row] = {}
+    # scope -> session -> latest request of that session
+    tails: dict[Any, dict[str, _Row]] = defaultdict(dict)
+
+    for row in rows:
+        scope: Any = ("s", row.session_key) if row.session_key else ("g", row.group)
+        session, prev, link, compaction = _place(row, scope, session_of, by_native,
+                                                 full_history, tails, gap_s)
+        session_of[row.id] = session
+        prev_of[row.id] = (prev.id if prev else None, link, compaction)
+        if row.native_id:
+            by_native[(row.source_format, row.native_id)] = row
+        if row.chain:
+            full_history[(scope, row.chain[-1])] = row
+        tails[scope][session] = row
+
+    turn_counter: dict[str, int] = defaultdict(int)
+    links = []
+    for row in rows:
+        session = session_of[row.id]
+        prev_id, link, compaction = prev_of[row.id]
+        links.append(SessionLink(row.id, session, turn_counter[session], prev_id, link,
+                                 compaction))
+        turn_counter[session] += 1
+    return links
+
+
+def _extended(row: _Row, scope: Any, full_history: dict[tuple[Any, int], _Row],
+              gap_s: float) -> _Row | None:
+    """The latest earlier request whose whole history is the longest prefix of row's."""
+    if not row.chain:
+        return None
+    for k in range(len(row.chain), 0, -1):
+        cand = full_history.get((scope, row.chain[k - 1]))
+        if cand is not None and cand.count == k and _within(cand.ts, row.ts, gap_s):
+            return cand
+    return None
+
+
+def _open_tails(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
+                gap_s: float) -> list[_Row]:
+    """The latest request of each session in scope still within the gap (stale ones dropped)."""
+    sessions = tails[scope]
+    if gap_s != float("inf") and row.ts is not None:
+        stale = [s for s, t in sessions.items() if not _within(t.ts, row.ts, gap_s)]
+        for s in stale:
+            del sessions[s]
+    return list(sessions.values())
+
+
+def _compacted_from(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
+                    gap_s: float) -> _Row | None:
+    if row.fingerprint is None or row.count is None:
+        return None
+    best = None
+    for tail in _open_tails(row, scope, tails, gap_s):
+        if (tail.fingerprint == row.fingerprint and tail.count is not None
+                and row.count < tail.count and _within(tail.ts, row.ts, gap_s)
+                and (best is None or _later(tail, best))):
+            best = tail
+    return best
+
+
+def _later(a: _Row, b: _Row) -> bool:
+    """True when a is more recent than b (unknown times count as oldest)."""
+    if a.ts is None:
+        return False
+    return b.ts is None or a.ts >= b.ts
+
+
+def _growing(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
+             gap_s: float) -> _Row | None:
+    if row.prompt is None:
+        return None
+    best = None
+    for tail in _open_tails(row, scope, tails, gap_s):
+        if (tail.chain is None and tail.prompt is not None and tail.prompt <= row.prompt
+                and _within(tail.ts, row.ts, gap_s)):
+            if best is None or (tail.prompt > best.prompt):  # type: ignore[operator]
+                best = tail
+    return best
+
+
+def _place(row: _Row, scope: Any, session_of: dict[str, str],
+           by_native: dict[tuple[str, str], _Row], full_history: dict[tuple[Any, int], _Row],
+           tails: dict[Any, dict[str, _Row]], gap_s: float,
+           ) -> tuple[str, _Row | None, str, bool]:
+    """(session, predecessor, link kind, compaction) for one request."""
+    if row.session_key:
+        session = row.session_key
+        prev = _extended(row, scope, full_history, float("inf"))
+        if prev is not None and session_of.get(prev.id) == session:
+            return session, prev, "extends", False
+        prev = _compacted_from(row, scope, tails, float("inf"))
+        if prev is not None:
+            return session, prev, "compaction", True
+        prev = tails[scope].get(session)
+        return session, prev, "explicit" if prev else "start", False
+    if row.parent_key:
+        parent = by_native.get((row.source_format, row.parent_key))
+        if parent is not None:
+            return session_of[parent.id], parent, "parent", False
+    prev = _extended(row, scope, full_history, gap_s)
+    if prev is not None:
+        return session_of[prev.id], prev, "extends", False
+    prev = _compacted_from(row, scope, tails, gap_s)
+    if prev is not None:
+        return session_of[prev.id], prev, "compaction", True
+    if row.chain is None:
+        prev = _growing(row, scope, tails, gap_s)
+        if prev is not None:
+            return session_of[prev.id], prev, "growing-prompt", False
+    return f"t-{row.id[:16]}", None, "start", False

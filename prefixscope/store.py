@@ -1,0 +1,354 @@
+"""The DuckDB store: normalized requests, their bodies, and their sessions.
+
+Every command either reads a store file (``--store``) or ingests log paths into a
+temporary one, so this module is the single place that knows the schema. The
+schema is versioned: `MIGRATIONS` is an append-only list, each entry run once and
+recorded in ``schema_version`` (the llm log-store pattern). Never edit a migration
+that has shipped; add a new one.
+
+Tables:
+
+* ``requests`` -- one row per model call: identity, time, source place, routing
+  (user, client, channel, gateway), usage (cache-inclusive ``prompt_tokens``,
+  NULL when unreported), the body's content hash, and two derived keys used to
+  thread sessions: ``prefix_chain`` (chained hashes of the non-system messages,
+  or the full blocks of a block-hash trace) and ``fingerprint`` (system prompt
+  minus volatile billing header, plus tools).
+* ``bodies`` -- request bodies as JSON with their original key order (key order
+  is exactly what a JSON-key-order cache break is about), keyed by `exact_hash`,
+  so identical bodies are stored once.
+* ``sessions`` -- the result of session threading (`prefixscope.sessions`),
+  recomputed after each ingest.
+* ``turns`` (view) -- requests joined with their session, the table most
+  queries want.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import orjson
+import polars as pl
+
+from .hashing import exact_hash, exact_json
+from .model import Request, Usage
+from .requestkeys import fingerprint, prefix_chain
+
+if TYPE_CHECKING:
+    from .sessions import SessionLink
+
+DEFAULT_STORE = "prefixscope.duckdb"
+
+_V1 = """
+CREATE TABLE requests (
+    id VARCHAR PRIMARY KEY,
+    source_format VARCHAR NOT NULL,
+    source_file VARCHAR NOT NULL,
+    source_line BIGINT,
+    timestamp TIMESTAMP,
+    endpoint VARCHAR NOT NULL,
+    model VARCHAR,
+    session_key VARCHAR,
+    session_key_source VARCHAR,
+    parent_key VARCHAR,
+    user_id VARCHAR,
+    client VARCHAR,
+    channel VARCHAR,
+    gateway VARCHAR,
+    native_id VARCHAR,
+    prompt_tokens BIGINT,
+    cached_tokens BIGINT,
+    cache_write_tokens BIGINT,
+    output_tokens BIGINT,
+    usage_semantics VARCHAR,
+    has_body BOOLEAN NOT NULL,
+    body_truncated BOOLEAN NOT NULL,
+    body_hash VARCHAR,
+    message_count INTEGER,
+    prefix_chain UBIGINT[],
+    fingerprint VARCHAR,
+    block_hashes BIGINT[],
+    block_size INTEGER,
+    output VARCHAR,
+    metadata VARCHAR,
+    ingested_at TIMESTAMP NOT NULL
+);
+CREATE TABLE bodies (
+    hash VARCHAR PRIMARY KEY,
+    body VARCHAR NOT NULL
+);
+CREATE TABLE sessions (
+    request_id VARCHAR PRIMARY KEY,
+    session VARCHAR NOT NULL,
+    turn INTEGER NOT NULL,
+    prev_id VARCHAR,
+    link VARCHAR NOT NULL,
+    compaction BOOLEAN NOT NULL
+);
+CREATE VIEW turns AS
+    SELECT r.*, s.session, s.turn, s.prev_id, s.link, s.compaction
+    FROM requests r LEFT JOIN sessions s ON s.request_id = r.id;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_REQUEST_SCHEMA: dict[str, Any] = {
+    "id": pl.Utf8, "source_format": pl.Utf8, "source_file": pl.Utf8, "source_line": pl.Int64,
+    "timestamp": pl.Datetime("us"), "endpoint": pl.Utf8, "model": pl.Utf8,
+    "session_key": pl.Utf8, "session_key_source": pl.Utf8, "parent_key": pl.Utf8,
+    "user_id": pl.Utf8, "client": pl.Utf8, "channel": pl.Utf8, "gateway": pl.Utf8,
+    "native_id": pl.Utf8, "prompt_tokens": pl.Int64, "cached_tokens": pl.Int64,
+    "cache_write_tokens": pl.Int64, "output_tokens": pl.Int64, "usage_semantics": pl.Utf8,
+    "has_body": pl.Boolean, "body_truncated": pl.Boolean, "body_hash": pl.Utf8,
+    "message_count": pl.Int32, "prefix_chain": pl.List(pl.UInt64), "fingerprint": pl.Utf8,
+    "block_hashes": pl.List(pl.Int64), "block_size": pl.Int32, "output": pl.Utf8,
+    "metadata": pl.Utf8, "ingested_at": pl.Datetime("us"),
+}
+_COLUMNS = ", ".join(_REQUEST_SCHEMA)
+
+
+class StoreError(Exception):
+    """The store file cannot be used (not a prefixscope store, newer schema, locked)."""
+
+
+def _json_or_none(value: Any) -> str | None:
+    if value is None or value == {}:
+        return None
+    return exact_json(value)
+
+
+class Store:
+    """A prefixscope DuckDB file. Use `Store.open()`; close it (or use `with`)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str) -> None:
+        self.con = con
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False) -> Store:
+        path = str(path)
+        if read_only and not Path(path).exists():
+            raise StoreError(f"no store at {path} (run `prefixscope ingest LOGS --store {path}`)")
+        try:
+            con = duckdb.connect(path, read_only=read_only)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot open store {path}: {str(exc).splitlines()[0]}") from None
+        store = cls(con, path)
+        if read_only:
+            store._check_version()
+        else:
+            store._migrate()
+        return store
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Execute and fetch everything (DuckDB refuses new work while a result is pending)."""
+        return self.con.execute(sql, list(params)).fetchall()
+
+    # -- schema -----------------------------------------------------------------
+
+    def _version(self) -> int:
+        tables = {r[0] for r in self.run("SELECT table_name FROM information_schema.tables")}
+        if "schema_version" not in tables:
+            if tables - {"schema_version"}:
+                raise StoreError(f"{self.path} is a DuckDB file but not a prefixscope store")
+            return 0
+        return int(self.run("SELECT max(version) FROM schema_version")[0][0] or 0)
+
+    def _check_version(self) -> None:
+        version = self._version()
+        if version == 0:
+            raise StoreError(f"{self.path} is empty (run `prefixscope ingest` first)")
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema v{version}; this prefixscope knows "
+                             f"v{SCHEMA_VERSION}: upgrade prefixscope")
+        if version < SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema v{version}; open it once without "
+                             "read-only access (e.g. `prefixscope ingest --store`) to migrate")
+
+    def _migrate(self) -> None:
+        version = self._version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema v{version}; this prefixscope knows "
+                             f"v{SCHEMA_VERSION}: upgrade prefixscope")
+        if version == SCHEMA_VERSION:
+            return
+        self.run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, "
+                         "applied_at TIMESTAMP DEFAULT current_timestamp)")
+        for number, sql in enumerate(MIGRATIONS[version:], start=version + 1):
+            self.run("BEGIN TRANSACTION")
+            self.run(sql)
+            self.run("INSERT INTO schema_version (version) VALUES (?)", [number])
+            self.run("COMMIT")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.run("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.run("ROLLBACK")
+            raise
+        self.run("COMMIT")
+
+    def rollback_open_transaction(self) -> None:
+        self.run("ROLLBACK")
+
+    # -- writing ------------------------------------------------------------------
+
+    def add(self, requests: Sequence[Request]) -> int:
+        """Insert requests not already stored (by id); return how many were new."""
+        if not requests:
+            return 0
+        now = datetime.utcnow()
+        rows: list[dict[str, Any]] = []
+        bodies: dict[str, str] = {}
+        for r in requests:
+            body_hash = None
+            if r.body is not None:
+                text = exact_json(r.body)
+                body_hash = exact_hash(text)
+                bodies.setdefault(body_hash, text)
+            chain, count = prefix_chain(r)
+            u = r.usage
+            rows.append({
+                "id": r.id, "source_format": r.source_format, "source_file": r.source_file,
+                "source_line": r.source_line, "timestamp": r.timestamp, "endpoint": r.endpoint,
+                "model": r.model, "session_key": r.session_key,
+                "session_key_source": r.session_key_source, "parent_key": r.parent_key,
+                "user_id": r.user, "client": r.client, "channel": r.channel,
+                "gateway": r.gateway, "native_id": r.native_id,
+                "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_tokens,
+                "cache_write_tokens": u.cache_write_tokens, "output_tokens": u.output_tokens,
+                "usage_semantics": u.semantics, "has_body": r.body is not None,
+                "body_truncated": r.body_truncated, "body_hash": body_hash,
+                "message_count": count, "prefix_chain": chain,
+                "fingerprint": fingerprint(r),
+                "block_hashes": list(r.block_hashes) if r.block_hashes is not None else None,
+                "block_size": r.block_size, "output": None if r.output is None else exact_json(r.output),
+                "metadata": _json_or_none(r.metadata), "ingested_at": now,
+            })
+        frame = pl.DataFrame(rows, schema=_REQUEST_SCHEMA, orient="row")
+        before = self.count()
+        self.con.register("_incoming", frame)
+        try:
+            self.run(
+                f"INSERT INTO requests ({_COLUMNS}) SELECT {_COLUMNS} FROM _incoming "
+                "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
+                "(PARTITION BY id ORDER BY source_line) = 1")
+        finally:
+            self.con.unregister("_incoming")
+        if bodies:
+            body_frame = pl.DataFrame({"hash": list(bodies), "body": list(bodies.values())},
+                                      schema={"hash": pl.Utf8, "body": pl.Utf8})
+            self.con.register("_bodies", body_frame)
+            try:
+                self.run("INSERT INTO bodies SELECT hash, body FROM _bodies "
+                                 "WHERE hash NOT IN (SELECT hash FROM bodies)")
+            finally:
+                self.con.unregister("_bodies")
+        return self.count() - before
+
+    def replace_sessions(self, links: Iterable[SessionLink]) -> None:
+        frame = pl.DataFrame(
+            [(ln.request_id, ln.session, ln.turn, ln.prev_id, ln.link, ln.compaction)
+             for ln in links],
+            schema={"request_id": pl.Utf8, "session": pl.Utf8, "turn": pl.Int32,
+                    "prev_id": pl.Utf8, "link": pl.Utf8, "compaction": pl.Boolean},
+            orient="row",
+        )
+        self.run("DELETE FROM sessions")
+        self.con.register("_sessions", frame)
+        try:
+            self.run("INSERT INTO sessions SELECT * FROM _sessions")
+        finally:
+            self.con.unregister("_sessions")
+
+    # -- reading -------------------------------------------------------------------
+
+    def count(self) -> int:
+        return int(self.run("SELECT count(*) FROM requests")[0][0])
+
+    def session_count(self) -> int:
+        return int(self.run("SELECT count(DISTINCT session) FROM sessions")[0][0])
+
+    def threading_rows(self) -> pl.DataFrame:
+        """The columns session threading needs, in time order."""
+        return self.con.sql(
+            "SELECT id, timestamp, source_format, source_file, source_line, session_key, "
+            "parent_key, native_id, user_id, client, model, prefix_chain, fingerprint, "
+            "message_count, prompt_tokens FROM requests "
+            "ORDER BY timestamp NULLS FIRST, source_file, source_line, id").pl()
+
+    def resolve_id(self, ref: str) -> str:
+        """A full request id from an id, a unique id prefix, or a source native id."""
+        rows = self.run("SELECT id FROM requests WHERE id = ? OR native_id = ? LIMIT 2", [ref, ref])
+        if len(rows) == 1:
+            return str(rows[0][0])
+        if not rows:
+            rows = self.run("SELECT id FROM requests WHERE starts_with(id, ?) LIMIT 2", [ref])
+        if len(rows) == 1:
+            return str(rows[0][0])
+        if not rows:
+            raise KeyError(f"no request {ref!r} in {self.path}")
+        raise KeyError(f"request reference {ref!r} is ambiguous in {self.path}")
+
+    def get(self, request_id: str) -> Request:
+        """Load one request, body included."""
+        rel = self.con.execute(
+            "SELECT r.*, b.body AS body_json FROM requests r "
+            "LEFT JOIN bodies b ON b.hash = r.body_hash WHERE r.id = ?", [request_id])
+        cols = [d[0] for d in rel.description]
+        rows = rel.fetchall()
+        row = rows[0] if rows else None
+        if row is None:
+            raise KeyError(f"no request {request_id!r} in {self.path}")
+        return request_from_row(dict(zip(cols, row, strict=True)))
+
+    def iter_requests(self, where: str = "", params: Sequence[Any] = (),
+                      batch: int = 1000) -> Iterator[Request]:
+        """Stream requests (with bodies) in time order, optionally filtered by SQL on ``r``."""
+        clause = f"WHERE {where}" if where else ""
+        rel = self.con.execute(
+            "SELECT r.*, b.body AS body_json FROM turns r LEFT JOIN bodies b ON b.hash = "
+            f"r.body_hash {clause} ORDER BY r.timestamp NULLS FIRST, r.source_file, "
+            "r.source_line, r.id", list(params))
+        cols = [d[0] for d in rel.description]
+        while rows := rel.fetchmany(batch):
+            for row in rows:
+                yield request_from_row(dict(zip(cols, row, strict=True)))
+
+
+def request_from_row(row: dict[str, Any]) -> Request:
+    body_json = row.get("body_json")
+    return Request(
+        id=row["id"], source_format=row["source_format"], source_file=row["source_file"],
+        source_line=row["source_line"], timestamp=row["timestamp"], endpoint=row["endpoint"],
+        model=row["model"], session_key=row["session_key"],
+        session_key_source=row["session_key_source"], parent_key=row["parent_key"],
+        user=row["user_id"], client=row["client"], channel=row["channel"],
+        gateway=row["gateway"], native_id=row["native_id"],
+        body=orjson.loads(body_json) if body_json is not None else None,
+        body_truncated=bool(row["body_truncated"]),
+        output=orjson.loads(row["output"]) if row["output"] is not None else None,
+        usage=Usage(prompt_tokens=row["prompt_tokens"], cached_tokens=row["cached_tokens"],
+                    cache_write_tokens=row["cache_write_tokens"],
+                    output_tokens=row["output_tokens"], semantics=row["usage_semantics"]),
+        block_hashes=tuple(row["block_hashes"]) if row["block_hashes"] is not None else None,
+        block_size=row["block_size"],
+        metadata=orjson.loads(row["metadata"]) if row["metadata"] is not None else {},
+    )

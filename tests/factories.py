@@ -1,0 +1,52 @@
+"""Factories for hand-built requests: keyword defaults, so a test states only what matters."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from prefixscope.model import Request, Usage
+
+T0 = datetime(2026, 8, 1, 12, 0, 0)
+BILLING = "x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch={};"
+SYSTEM = "You are Claude Code, Anthropic's official CLI for Claude."
+TOOLS = [
+    {"name": "Bash", "description": "Run a shell command.",
+     "input_schema": {"type": "object", "properties": {"command": {"type": "string"}},
+                      "required": ["command"]}},
+    {"name": "Read", "description": "Read a file.",
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+]
+
+
+def conversation(n_user: int, tag: str = "") -> list[dict[str, Any]]:
+    """user/assistant alternation ending with a user turn: n_user user messages."""
+    msgs: list[dict[str, Any]] = []
+    for i in range(n_user):
+        msgs.append({"role": "user", "content": f"{tag}question {i}"})
+        if i < n_user - 1:
+            msgs.append({"role": "assistant", "content": f"{tag}answer {i}"})
+    return msgs
+
+
+def anthropic_body(messages: list[dict[str, Any]], *, cch: str = "fa690",
+                   system: str = SYSTEM, tools: list[dict[str, Any]] | None = None,
+                   ) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet-4-5",
+        "system": [{"type": "text", "text": BILLING.format(cch)},
+                   {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+        "tools": TOOLS if tools is None else tools,
+        "messages": messages,
+    }
+
+
+def make_request(rid: str, *, minutes: float = 0, body: dict[str, Any] | None = None,
+                 endpoint: str = "anthropic-messages", **kw: Any) -> Request:
+    fields: dict[str, Any] = {
+        "id": rid, "source_format": "raw", "source_file": "test.jsonl", "source_line": None,
+        "timestamp": T0 + timedelta(minutes=minutes), "endpoint": endpoint, "body": body,
+        "model": "claude-sonnet-4-5", "usage": Usage(),
+    }
+    fields.update(kw)
+    return Request(**fields)
