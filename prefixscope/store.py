@@ -286,6 +286,19 @@ class Store:
     def session_count(self) -> int:
         return int(self.run("SELECT count(DISTINCT session) FROM sessions")[0][0])
 
+    def summary(self) -> list[dict[str, Any]]:
+        """Per source format: requests, sessions, bodies, token sums and token-weighted hit rate."""
+        rel = self.con.execute(
+            "SELECT source_format, count(*) AS requests, count(DISTINCT session) AS sessions, "
+            "count(*) FILTER (WHERE has_body) AS with_body, "
+            "sum(prompt_tokens) AS prompt_tokens, sum(cached_tokens) AS cached_tokens, "
+            "sum(cached_tokens) FILTER (WHERE _both) / "
+            "  nullif(sum(prompt_tokens) FILTER (WHERE _both), 0) AS hit_rate "
+            "FROM (SELECT *, prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL AS _both "
+            "      FROM turns) GROUP BY 1 ORDER BY 1")
+        cols = [d[0] for d in rel.description]
+        return [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
+
     def threading_rows(self) -> pl.DataFrame:
         """The columns session threading needs, in time order."""
         return self.con.sql(

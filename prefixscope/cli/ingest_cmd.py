@@ -52,6 +52,7 @@ def ingest(
         with console.byte_progress(console.show_progress(json_out, quiet), "ingest") as progress:
             result = ingest_paths(paths, st, fmt=fmt, strict=strict,
                                   session_gap_s=session_gap * 60, progress=progress)
+        summary = st.summary()
     finally:
         st.close()
     if json_out:
@@ -61,9 +62,10 @@ def ingest(
             "sessions": result.sessions, "files": result.files,
             "errors": [asdict(e) for e in result.errors],
             "unrecognized": list(result.unrecognized),
+            "empty": list(result.empty),
         })
     else:
-        _render(result, str(store or DEFAULT_STORE), quiet)
+        _render(result, summary, str(store or DEFAULT_STORE), quiet)
     if result.failed:
         raise console.fail(f"--strict: {result.skipped} record(s)/file(s) skipped; "
                            "nothing was stored")
@@ -71,20 +73,29 @@ def ingest(
         raise typer.Exit(code=1)
 
 
-def _render(result, store: str, quiet: int) -> None:  # type: ignore[no-untyped-def]
+def _render(result, summary, store: str, quiet: int) -> None:  # type: ignore[no-untyped-def]
     from rich.table import Table
 
-    table = Table(title=None, show_edge=False, pad_edge=False)
-    table.add_column("format")
-    table.add_column("requests", justify="right")
-    for name, count in result.by_format.items():
-        table.add_row(name, f"{count:,}")
-    if result.by_format:
+    def num(v: object) -> str:
+        return "-" if v is None else f"{v:,}"
+
+    table = Table(title=f"store {store}", show_edge=False, pad_edge=False, title_justify="left")
+    for col in ("format", "requests", "sessions", "with body", "prompt tokens", "cached tokens",
+                "hit rate"):
+        table.add_column(col, justify="left" if col == "format" else "right")
+    for row in summary:
+        rate = row["hit_rate"]
+        table.add_row(row["source_format"], num(row["requests"]), num(row["sessions"]),
+                      num(row["with_body"]), num(row["prompt_tokens"]), num(row["cached_tokens"]),
+                      "-" if rate is None else f"{rate:.2%}")
+    if summary:
         console.out.print(table)
     console.out.print(
         f"{result.ingested:,} new request(s) in {store} ({result.already_present:,} already "
         f"there) from {result.files:,} file(s); {result.sessions:,} session(s); "
         f"{result.skipped:,} skipped")
+    for name in result.empty:
+        console.note(f"note: {name} is recognized but holds no model calls", quiet)
     for e in result.errors[:20]:
         place = f"{e.file}:{e.line}" if e.line is not None else e.file
         console.warn(f"skipped {place}: {e.reason}", quiet)

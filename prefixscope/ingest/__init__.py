@@ -66,6 +66,7 @@ class IngestResult:
     errors: tuple[IngestError, ...]  # the first MAX_LISTED_ERRORS problems (all are counted)
     unrecognized: tuple[str, ...] = ()  # files no format recognized
     ignored: tuple[str, ...] = ()  # documentation/config files passed over in directory walks
+    empty: tuple[str, ...] = ()  # files recognized (format named) that held no request
     failed: bool = False  # --strict and something was skipped: nothing was stored
 
 
@@ -78,6 +79,7 @@ class _Tally:
     files: int = 0
     unrecognized: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
 
     def error(self, file: str, line: int | None, reason: str) -> None:
         self.skipped += 1
@@ -243,7 +245,7 @@ def ingest_paths(
         ingested=new, already_present=tally.read - new, skipped=tally.skipped,
         by_format=dict(sorted(tally.by_format.items())), sessions=store.session_count(),
         files=tally.files, errors=tuple(tally.errors), unrecognized=tuple(tally.unrecognized),
-        ignored=tuple(tally.ignored), failed=failed,
+        ignored=tuple(tally.ignored), empty=tuple(tally.empty), failed=failed,
     )
 
 
@@ -272,6 +274,7 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: object, tally:
         return 0
     tally.files += 1
     new = 0
+    read_before, skipped_before = tally.read, tally.skipped
     batch: list[Request] = []
     try:
         for item in parse_source(source, module, pr):
@@ -287,4 +290,6 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: object, tally:
     except (OSError, EOFError) as exc:
         tally.error(source.name, None, f"read failed part-way: {exc}")
     new += store.add(batch)  # type: ignore[attr-defined]
+    if tally.read == read_before and tally.skipped == skipped_before:
+        tally.empty.append(f"{source.name} ({module.NAME})")
     return new

@@ -1,12 +1,668 @@
-"""PLACEHOLDER: being written. Replace this whole file."""
+"""Raw request/response captures: the only logs that hold the exact bytes a client sent.
+
+A proxy, a fetch hook (claude-trace) or a hand-written logger records what went
+over the wire: the request body in its provider protocol and the response, JSON or
+a ``text/event-stream``. formats.md §0 item 2: only these (and Claude Code's OTel
+body event) are byte-exact, so nothing here rewrites the body: `Request.body` is the
+logged request object, key order included.
+
+Accepted containers (formats.md §6 for body and usage shapes):
+
+* JSON lines / a JSON array / one object of ``{request, response[, timestamp,
+  headers, endpoint|url]}``. ``request`` is the body itself, or an HTTP envelope
+  ``{method, url, headers, body}`` (claude-trace's ``RawPair``, whose response is
+  ``{status_code, headers, body | body_raw | events}``).
+* One request body per line, no wrapper (Anthropic Messages, OpenAI Chat, OpenAI
+  Responses).
+* A directory of ``NN.request.json`` / ``NN.response.json`` pairs: parsing the
+  request file reads its response through `Source` (gzip allowed); `is_companion`
+  keeps the directory walk from reading the response file twice.
+
+Usage comes from the response in its own convention: Anthropic JSON or SSE
+(``message_start.message.usage`` updated by ``message_delta.usage``), OpenAI Chat
+JSON or the last stream chunk carrying ``usage``, Responses ``usage`` or
+``response.completed``. Sessions are Claude Code's wire ids (formats.md §5, §9):
+header ``X-Claude-Code-Session-Id``, else ``metadata.user_id`` (legacy
+``user_<hex>_account_<uuid>_session_<uuid>`` or its JSON-string form). OpenAI
+``prompt_cache_key`` / ``user`` are routing hints, not sessions.
+
+Records that are by definition not model calls (``count_tokens``, ``GET /v1/models``
+in an ``--include-all-requests`` capture) are passed over without a skip.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from ..hashing import canonical_json
+from ..model import ENDPOINTS, Record, Request, Skip, Usage
+from .fields import (
+    detect_endpoint,
+    dig,
+    first_present,
+    loads_deep,
+    parse_time,
+    to_int,
+    usage_anthropic,
+    usage_auto,
+    usage_openai_chat,
+    usage_openai_responses,
+)
+from .source import BadRecord, Probe, Source, iter_json_records
 
 NAME = "raw"
-DESCRIPTION = "(not yet implemented)"
+DESCRIPTION = ("raw request/response captures: {request, response} JSONL (JSON or SSE responses), "
+               "bare request bodies, NN.request.json/NN.response.json pairs")
+
+# Keys that mark another format's record: never claim those as a bare body.
+_FOREIGN_KEYS = frozenset({
+    "type", "sessionId", "uuid", "parentUuid", "history", "trajectory", "info",
+    "proxy_server_request", "input_history", "output_message", "response", "choices",
+    "usage", "id", "request_id", "trace_id", "traceId", "observations", "startTime",
+    "start_time", "output", "spend", "call_type", "hash_ids", "input_length",
+    "resourceSpans", "resourceLogs", "instance_id", "trajectory_format",
+})
+# Keys that mark another format's record even when a `request` key is present.
+_FOREIGN_WRAPPER_KEYS = frozenset({
+    "proxy_server_request", "input_history", "sessionId", "observations", "resourceSpans",
+    "trajectory", "history",
+})
+
+_PAIR_REQUEST_RE = re.compile(r"^(?P<stem>.+)\.request\.json(?P<gz>\.gz)?$")
+_PAIR_RESPONSE_RE = re.compile(r"^(?P<stem>.+)\.response\.json(?P<gz>\.gz)?$")
+
+# Legacy Claude Code metadata.user_id: user_<hex>_account_<uuid or empty>_session_<uuid>.
+_LEGACY_USER_ID_RE = re.compile(
+    r"^user_(?P<device>[0-9a-fA-F]+)_account_(?P<account>[0-9a-fA-F-]*)"
+    r"_session_(?P<session>[0-9a-fA-F-]+)$")
+_BILLING_PREFIX = "x-anthropic-billing-header:"
+_BILLING_ITEM_RE = re.compile(r"([\w.-]+)=([^;\s]*);")
+
+_SSE_RESPONSE_RE = re.compile(
+    r'^(?:event:\s*(?:message_start|response\.created)|data:\s*\{.*"(?:message_start|'
+    r'chat\.completion\.chunk|response\.created)")')
+
+_NOT_MODEL_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 
 
-def sniff(probe):
+# --------------------------------------------------------------------------- detection
+
+def sniff(probe: Probe) -> bool:
+    if probe.kind in ("json", "jsonl"):
+        first = probe.first_dict
+        if _is_capture(first) or _is_bare_body(first):
+            return True
+        return probe.kind == "json" and isinstance(probe.document, dict) and \
+            _is_response(probe.document)
+    if probe.kind == "text":
+        return _is_sse_response_text(probe.text)
     return False
 
 
-def parse(source, probe):
-    return iter(())
+def is_companion(path: Path) -> bool:
+    """True for ``X.response.json[.gz]`` when ``X.request.json[.gz]`` is next to it."""
+    match = _PAIR_RESPONSE_RE.match(path.name)
+    if not match:
+        return False
+    stem = match["stem"]
+    return any(path.with_name(f"{stem}.request.json{gz}").exists() for gz in ("", ".gz"))
+
+
+def _is_capture(rec: dict[str, Any]) -> bool:
+    request = rec.get("request")
+    if isinstance(request, str):  # some loggers store the body as JSON text
+        request = loads_deep(request)
+    if not isinstance(request, dict) or _FOREIGN_WRAPPER_KEYS & rec.keys():
+        return False
+    if _has_prompt(request):
+        return True
+    if _has_prompt(loads_deep(request.get("body"))):
+        return True
+    # An HTTP envelope whose first record is not a model call (GET /v1/models).
+    return isinstance(request.get("url"), str) and "method" in request and "response" in rec
+
+
+def _is_bare_body(rec: dict[str, Any]) -> bool:
+    if _FOREIGN_KEYS & rec.keys() or not isinstance(rec.get("model"), str):
+        return False
+    if isinstance(rec.get("messages"), list):
+        return True
+    return isinstance(rec.get("input"), (list, str)) and "messages" not in rec
+
+
+def _has_prompt(body: Any) -> bool:
+    return isinstance(body, dict) and (
+        isinstance(body.get("messages"), list) or isinstance(body.get("input"), (list, str)))
+
+
+def _is_response(doc: dict[str, Any]) -> bool:
+    """A provider response object (Anthropic message, Chat completion, Responses response)."""
+    if doc.get("type") == "message" and doc.get("role") == "assistant" and "content" in doc:
+        return True
+    return doc.get("object") in ("chat.completion", "response") and (
+        "choices" in doc or "output" in doc)
+
+
+def _is_sse_response_text(text: str) -> bool:
+    return bool(_SSE_RESPONSE_RE.match(text.lstrip()[:2048]))
+
+
+# --------------------------------------------------------------------------- parsing
+
+@dataclass
+class _Capture:
+    """One request as captured, before normalization."""
+
+    body: Any
+    response: Any = None  # dict | str (JSON or SSE text) | list of events | None
+    headers: dict[str, str] = field(default_factory=dict)  # request headers, lower-case names
+    url: str | None = None
+    endpoint_hint: str | None = None
+    method: str | None = None
+    timestamp: Any = None
+    status: int | None = None
+    form: str = "wrapper"  # wrapper | http | body | pair
+    raw: Any = None  # what the record key is derived from
+    read_error: str | None = None  # the pair's response file could not be read
+
+
+@dataclass
+class _Reply:
+    """What the response tells about the request."""
+
+    usage: Usage = field(default_factory=Usage)
+    output: Any = None
+    native_id: str | None = None
+    created: Any = None
+    error: str | None = None
+    streamed: bool = False
+    bad_events: int = 0
+    protocol: str | None = None  # the endpoint protocol the response is written in
+
+
+def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
+    if _is_response_only(probe):
+        yield Skip(1, _response_only_reason(source))
+        return
+    pair = probe.kind == "json" and isinstance(probe.document, dict) and _is_pair_request(source)
+    response_path = _pair_response_path(source) if pair else None
+    for place, rec in iter_json_records(source, probe):
+        if isinstance(rec, BadRecord):
+            yield Skip(place, str(rec))
+            continue
+        try:
+            capture = _capture(rec, pair, response_path)
+            if capture is None:
+                continue
+            yield _record(capture, place)
+        except BadRecord as exc:
+            yield Skip(place, str(exc))
+
+
+def _is_response_only(probe: Probe) -> bool:
+    if probe.kind == "json" and isinstance(probe.document, dict):
+        return _is_response(probe.document)
+    return probe.kind == "text" and _is_sse_response_text(probe.text)
+
+
+def _response_only_reason(source: Source) -> str:
+    match = _PAIR_RESPONSE_RE.match(source.path.name) if source.path else None
+    if match and source.path is not None and is_companion(source.path):
+        return (f"a response file: it is read with {match['stem']}.request.json; "
+                "ingest that file instead")
+    return "a response without its request (no NN.request.json beside it): nothing to analyse"
+
+
+def _is_pair_request(source: Source) -> bool:
+    return source.path is not None and bool(_PAIR_REQUEST_RE.match(source.path.name))
+
+
+def _pair_response_path(source: Source) -> Path | None:
+    """The ``X.response.json[.gz]`` next to ``X.request.json[.gz]``, if there is one."""
+    match = _PAIR_REQUEST_RE.match(source.path.name) if source.path else None
+    if not match:
+        return None
+    for gz in ("", ".gz"):
+        found = source.sibling(f"{match['stem']}.response.json{gz}")
+        if found is not None:
+            return found
+    return None
+
+
+def _capture(rec: Any, pair: bool, response_path: Path | None) -> _Capture | None:
+    if not isinstance(rec, dict):
+        raise BadRecord(f"expected a JSON object, got {type(rec).__name__}")
+    if "request" in rec:
+        capture = _capture_from_wrapper(rec)
+    elif _is_bare_body(rec):
+        capture = _Capture(body=rec, form="body", raw=rec)
+        if pair:
+            capture.form = "pair"
+            if response_path is not None:
+                capture.response, capture.read_error = _read_pair_response(response_path)
+            capture.raw = {"request": rec, "response": capture.response}
+    elif _is_response(rec):
+        raise BadRecord("a response without its request: nothing to analyse")
+    else:
+        raise BadRecord("not a request capture: no 'request' object and no request body "
+                        "(model + messages/input)")
+    if capture is None or _is_not_model_call(capture):
+        return None
+    if not _has_prompt(capture.body):
+        raise BadRecord("request body has no 'messages' or 'input' (not a model call we can read)")
+    return capture
+
+
+def _capture_from_wrapper(rec: dict[str, Any]) -> _Capture:
+    request = loads_deep(rec["request"])
+    capture = _Capture(body=request, response=rec.get("response"), raw=rec,
+                       timestamp=first_present(rec.get("timestamp"), rec.get("time"),
+                                               rec.get("ts"), rec.get("start_time")))
+    if isinstance(request, dict) and not _has_prompt(request) and (
+            "body" in request or "url" in request or "method" in request):
+        capture.form = "http"
+        capture.body = loads_deep(request.get("body"))
+        capture.headers.update(_headers(request.get("headers")))
+        capture.url = request.get("url") if isinstance(request.get("url"), str) else None
+        capture.method = request.get("method") if isinstance(request.get("method"), str) else None
+        capture.timestamp = first_present(capture.timestamp, request.get("timestamp"))
+    capture.timestamp = first_present(capture.timestamp, rec.get("logged_at"))
+    capture.headers.update(_headers(first_present(rec.get("headers"), rec.get("request_headers"))))
+    endpoint = rec.get("endpoint")
+    if isinstance(endpoint, str) and endpoint in ENDPOINTS and endpoint != "unknown":
+        capture.endpoint_hint = endpoint
+        endpoint = None
+    for where in (rec.get("url"), endpoint, rec.get("path")):
+        if isinstance(where, str) and where and not capture.url:
+            capture.url = where
+    capture.response, capture.status = _unwrap_http_response(capture.response)
+    capture.status = first_present(to_int(rec.get("status_code")), to_int(rec.get("status")),
+                                   capture.status)
+    return capture
+
+
+def _unwrap_http_response(response: Any) -> tuple[Any, int | None]:
+    """(response body, HTTP status) from an HTTP envelope, or the response as given."""
+    response = loads_deep(response) if isinstance(response, str) and \
+        response.lstrip().startswith("{") else response
+    if not isinstance(response, dict) or _is_response(response) or "usage" in response:
+        return response, None
+    if not ({"status_code", "body", "body_raw", "events"} & response.keys()):
+        return response, None
+    body = first_present(response.get("body"), response.get("body_raw"), response.get("events"))
+    return body, to_int(first_present(response.get("status_code"), response.get("status")))
+
+
+def _read_pair_response(path: Path) -> tuple[str | None, str | None]:
+    """(response text, None) or (None, why it could not be read): the request stays usable."""
+    try:
+        data = Source.from_path(path).read_bytes()
+    except (OSError, EOFError) as exc:
+        return None, f"cannot read {path.name}: {exc}"
+    return data.decode("utf-8", "replace").lstrip("\ufeff"), None
+
+
+def _headers(value: Any) -> dict[str, str]:
+    """Header names lower-cased; accepts a mapping, [[name, value]] or [{name, value}]."""
+    out: dict[str, str] = {}
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = [(h.get("name"), h.get("value")) if isinstance(h, dict) else tuple(h[:2])
+                 for h in value if isinstance(h, (dict, list)) and len(h) >= 2]
+    else:
+        return out
+    for name, val in items:
+        if isinstance(name, str) and val is not None:
+            out[name.lower()] = val if isinstance(val, str) else str(val)
+    return out
+
+
+def _url_path(url: str | None) -> str:
+    if not url:
+        return ""
+    return (urlsplit(url).path if "://" in url else url.split("?", 1)[0]).rstrip("/")
+
+
+def _endpoint_from_path(path: str) -> str | None:
+    if path.endswith("/messages"):
+        return "anthropic-messages"
+    if path.endswith("/chat/completions"):
+        return "openai-chat"
+    if path.endswith("/responses"):
+        return "openai-responses"
+    return None
+
+
+def _is_not_model_call(capture: _Capture) -> bool:
+    """Captured traffic that is by definition not a model call (count_tokens, GET /v1/models)."""
+    if capture.method and capture.method.upper() in _NOT_MODEL_METHODS:
+        return True
+    path = _url_path(capture.url)
+    if path.endswith("/count_tokens"):
+        return True
+    return bool(path) and _endpoint_from_path(path) is None and not _has_prompt(capture.body)
+
+
+# --------------------------------------------------------------------------- normalizing
+
+def _record(capture: _Capture, place: int) -> Record:
+    body: dict[str, Any] = capture.body
+    reply = _decode_response(capture.response)
+    # What was captured on the wire says more than the shape of the body.
+    endpoint = capture.endpoint_hint or _endpoint_from_path(_url_path(capture.url)) or \
+        reply.protocol or detect_endpoint(body)
+    session, session_source, meta_user = _session(capture.headers, body)
+    billing = _billing_items(body)
+    metadata = _metadata(capture, reply, billing)
+    request = Request(
+        id="", source_format="", source_file="", source_line=place,
+        timestamp=parse_time(first_present(capture.timestamp, reply.created)),
+        endpoint=endpoint,
+        model=body.get("model") if isinstance(body.get("model"), str) else None,
+        session_key=session, session_key_source=session_source,
+        user=first_present(meta_user, capture.headers.get("x-user-id"),
+                           _str(body.get("user")), _str(body.get("safety_identifier"))),
+        client=_client(billing, capture.headers),
+        channel=urlsplit(capture.url).hostname if capture.url and "://" in capture.url else None,
+        native_id=reply.native_id,
+        body=body, output=reply.output, usage=reply.usage, metadata=metadata,
+    )
+    key = f"response.id:{reply.native_id}" if reply.native_id else canonical_json(capture.raw)
+    return Record(request=request, key=key)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _session(headers: dict[str, str],
+             body: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(session id, where it came from, user) from Claude Code's wire identifiers."""
+    device, account, meta_session = _parse_cc_user_id(dig(body, "metadata", "user_id"))
+    user = account or device
+    if headers.get("x-claude-code-session-id"):
+        return headers["x-claude-code-session-id"], "header:x-claude-code-session-id", user
+    if meta_session:
+        return meta_session, "metadata.user_id", user
+    return None, None, user
+
+
+def _parse_cc_user_id(value: Any) -> tuple[str | None, str | None, str | None]:
+    """(device id, account uuid, session id) from either form of Claude Code's metadata.user_id."""
+    if not isinstance(value, str) or not value:
+        return None, None, None
+    legacy = _LEGACY_USER_ID_RE.match(value.strip())
+    if legacy:
+        return legacy["device"], legacy["account"] or None, legacy["session"]
+    decoded = loads_deep(value)
+    if isinstance(decoded, dict):
+        return (_str(decoded.get("device_id")), _str(decoded.get("account_uuid")),
+                _str(decoded.get("session_id")))
+    return None, None, None
+
+
+def _billing_items(body: dict[str, Any]) -> dict[str, str]:
+    """``key=value`` items of Claude Code's billing header at the start of the system prompt."""
+    system = body.get("system")
+    text = dig(system, 0, "text") if isinstance(system, list) else system
+    if not isinstance(text, str) or not text.lstrip().startswith(_BILLING_PREFIX):
+        return {}
+    header = text.lstrip()[len(_BILLING_PREFIX):].split("\n", 1)[0]
+    return dict(_BILLING_ITEM_RE.findall(header))
+
+
+def _client(billing: dict[str, str], headers: dict[str, str]) -> str | None:
+    if billing.get("cc_entrypoint"):
+        return f"claude-code:{billing['cc_entrypoint']}"
+    return headers.get("user-agent") or None
+
+
+def _metadata(capture: _Capture, reply: _Reply, billing: dict[str, str]) -> dict[str, Any]:
+    body = capture.body
+    candidates: dict[str, Any] = {
+        "capture": capture.form,
+        "url_path": _url_path(capture.url) or None,
+        "http_status": capture.status,
+        "streamed": reply.streamed or None,
+        "response_error": first_present(capture.read_error, reply.error),
+        "response_missing": True if capture.response is None else None,
+        "sse_bad_events": reply.bad_events or None,
+        "cc_version": billing.get("cc_version"),
+        "agent_id": capture.headers.get("x-claude-code-agent-id"),
+        "anthropic_beta": capture.headers.get("anthropic-beta"),
+        "prompt_cache_key": _str(body.get("prompt_cache_key")),
+    }
+    return {k: v for k, v in candidates.items() if v is not None}
+
+
+# --------------------------------------------------------------------------- responses
+
+def _decode_response(response: Any) -> _Reply:
+    if response is None:
+        return _Reply()
+    if isinstance(response, (bytes, str)):
+        text = response.decode("utf-8", "replace") if isinstance(response, bytes) else response
+        stripped = text.strip()
+        if stripped[:1] in ("{", "["):
+            try:
+                return _decode_response(orjson.loads(stripped))
+            except orjson.JSONDecodeError:
+                pass
+        events, bad = parse_sse(text)
+        if not events:
+            return _Reply(error="response is neither JSON nor an event stream")
+        reply = _reply_from_events(events)
+        reply.bad_events = bad
+        return reply
+    if isinstance(response, list):
+        return _reply_from_events([_event_data(e) for e in response if isinstance(e, dict)])
+    if isinstance(response, dict):
+        return _reply_from_json(response)
+    return _Reply(error=f"unexpected response type {type(response).__name__}")
+
+
+def _event_data(event: dict[str, Any]) -> dict[str, Any]:
+    """The payload of a logged event: claude-trace keeps ``{event, data, timestamp}``."""
+    data = event.get("data")
+    if "event" in event and isinstance(data, (dict, str)):
+        data = loads_deep(data)
+        return data if isinstance(data, dict) else {}
+    return event
+
+
+def _reply_from_json(resp: dict[str, Any]) -> _Reply:
+    if resp.get("type") == "error" or ("error" in resp and resp.get("error")):
+        error = resp.get("error")
+        kind = dig(error, "type") or dig(error, "code") or dig(error, "message") or "error"
+        # Anthropic errors are {"type": "error", "error": {...}}; OpenAI's have no "type".
+        return _Reply(error=str(kind),
+                      protocol="anthropic-messages" if resp.get("type") == "error" else None)
+    native_id = _str(resp.get("id"))
+    if resp.get("type") == "message" or (
+            isinstance(resp.get("content"), list) and "choices" not in resp):
+        return _Reply(usage=usage_anthropic(resp.get("usage")), native_id=native_id,
+                      output={"role": resp.get("role") or "assistant",
+                              "content": resp.get("content")},
+                      protocol="anthropic-messages")
+    if "choices" in resp:
+        return _Reply(usage=usage_openai_chat(resp.get("usage")), native_id=native_id,
+                      output=dig(resp, "choices", 0, "message"), created=resp.get("created"),
+                      protocol="openai-chat")
+    if resp.get("object") == "response" or isinstance(resp.get("output"), list):
+        return _Reply(usage=usage_openai_responses(resp.get("usage")), native_id=native_id,
+                      output=resp.get("output"), created=resp.get("created_at"),
+                      protocol="openai-responses")
+    return _Reply(usage=usage_auto(resp.get("usage")), native_id=native_id)
+
+
+def parse_sse(text: str) -> tuple[list[dict[str, Any]], int]:
+    """(event payloads, number of undecodable events) of a ``text/event-stream`` body.
+
+    The payload's own ``type`` is kept; an ``event:`` name fills it when absent.
+    ``data: [DONE]`` ends nothing: later events are still read.
+    """
+    events: list[dict[str, Any]] = []
+    bad = 0
+    name: str | None = None
+    data: list[str] = []
+
+    def dispatch() -> None:
+        nonlocal bad, name
+        if data:
+            payload = "\n".join(data)
+            if payload.strip() != "[DONE]":
+                try:
+                    parsed = orjson.loads(payload)
+                except orjson.JSONDecodeError:
+                    bad += 1
+                else:
+                    if isinstance(parsed, dict):
+                        if name and "type" not in parsed and "object" not in parsed:
+                            parsed = {"type": name, **parsed}
+                        events.append(parsed)
+                    else:
+                        bad += 1
+        data.clear()
+        name = None
+
+    for line in text.splitlines():
+        if not line.strip():
+            dispatch()
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+        # comments (":") and id:/retry: lines carry nothing we need
+    dispatch()
+    return events, bad
+
+
+def _reply_from_events(events: list[dict[str, Any]]) -> _Reply:
+    types = {e.get("type") for e in events}
+    if "message_start" in types:
+        return _anthropic_stream(events)
+    if any(e.get("object") == "chat.completion.chunk" or "choices" in e for e in events):
+        return _chat_stream(events)
+    if any(isinstance(t, str) and t.startswith("response.") for t in types):
+        return _responses_stream(events)
+    return _Reply(streamed=True, error="event stream of an unknown protocol")
+
+
+def _anthropic_stream(events: list[dict[str, Any]]) -> _Reply:
+    """Usage: message_start's, updated by each message_delta's; content rebuilt from deltas."""
+    usage: dict[str, Any] = {}
+    message: dict[str, Any] = {}
+    blocks: dict[int, dict[str, Any]] = {}
+    partial_json: dict[int, str] = {}
+    error = None
+    for event in events:
+        kind = event.get("type")
+        if kind == "message_start" and isinstance(event.get("message"), dict):
+            message = event["message"]
+            usage.update(_present(message.get("usage")))
+        elif kind == "message_delta":
+            usage.update(_present(event.get("usage")))
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+            blocks[to_int(event.get("index")) or 0] = dict(event["content_block"])
+        elif kind == "content_block_delta":
+            _apply_anthropic_delta(blocks, partial_json, to_int(event.get("index")) or 0,
+                                   event.get("delta"))
+        elif kind == "error":
+            error = str(dig(event, "error", "type") or "error")
+    for index, text in partial_json.items():
+        if index in blocks:
+            blocks[index]["input"] = loads_deep(text) if text.strip() else {}
+    content = [blocks[i] for i in sorted(blocks)]
+    return _Reply(usage=usage_anthropic(usage) if usage else Usage(), streamed=True,
+                  native_id=_str(message.get("id")), error=error,
+                  output={"role": message.get("role") or "assistant", "content": content},
+                  protocol="anthropic-messages")
+
+
+def _present(value: Any) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else {}
+
+
+def _apply_anthropic_delta(blocks: dict[int, dict[str, Any]], partial_json: dict[int, str],
+                           index: int, delta: Any) -> None:
+    if not isinstance(delta, dict):
+        return
+    block = blocks.setdefault(index, {})
+    kind = delta.get("type")
+    if kind == "text_delta":
+        block["text"] = block.get("text", "") + (delta.get("text") or "")
+    elif kind == "input_json_delta":
+        partial_json[index] = partial_json.get(index, "") + (delta.get("partial_json") or "")
+    elif kind == "thinking_delta":
+        block["thinking"] = block.get("thinking", "") + (delta.get("thinking") or "")
+    elif kind == "signature_delta":
+        block["signature"] = block.get("signature", "") + (delta.get("signature") or "")
+
+
+def _chat_stream(events: list[dict[str, Any]]) -> _Reply:
+    """Usage = the last chunk carrying ``usage``; the message is rebuilt from choice 0's deltas."""
+    usage = None
+    native_id = created = None
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in events:
+        native_id = native_id or _str(chunk.get("id"))
+        created = created or chunk.get("created")
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or to_int(choice.get("index")) not in (0, None):
+                continue
+            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            if isinstance(delta.get("content"), str):
+                text.append(delta["content"])
+            if isinstance(delta.get("reasoning_content"), str):
+                reasoning.append(delta["reasoning_content"])
+            for call in delta.get("tool_calls") or []:
+                _apply_tool_call_delta(calls, call)
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return _Reply(usage=usage_openai_chat(usage) if usage else Usage(), native_id=native_id,
+                  created=created, output=message, streamed=True, protocol="openai-chat")
+
+
+def _apply_tool_call_delta(calls: dict[int, dict[str, Any]], delta: Any) -> None:
+    if not isinstance(delta, dict):
+        return
+    call = calls.setdefault(to_int(delta.get("index")) or 0,
+                            {"id": None, "type": "function",
+                             "function": {"name": "", "arguments": ""}})
+    if delta.get("id"):
+        call["id"] = delta["id"]
+    function = delta.get("function") if isinstance(delta.get("function"), dict) else {}
+    call["function"]["name"] += function.get("name") or ""
+    call["function"]["arguments"] += function.get("arguments") or ""
+
+
+def _responses_stream(events: list[dict[str, Any]]) -> _Reply:
+    """The final ``response.completed`` (or incomplete/failed) response carries usage and output."""
+    final = None
+    for event in events:
+        if isinstance(event.get("response"), dict) and event.get("type") in (
+                "response.completed", "response.incomplete", "response.failed",
+                "response.created"):
+            if final is None or event.get("type") != "response.created":
+                final = event["response"]
+    if final is None:
+        return _Reply(streamed=True, error="event stream has no response object",
+                      protocol="openai-responses")
+    reply = _reply_from_json(final)
+    reply.streamed = True
+    return reply

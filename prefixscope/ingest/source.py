@@ -159,9 +159,8 @@ def probe(source: Source) -> Probe:
                     first = next((x for x in doc if isinstance(x, dict)), doc[0] if doc else None)
                     return Probe(kind="json", document=doc, first=first, text=text)
                 return Probe(kind="json", document=doc, first=doc, text=text)
-        first_line = stripped.split("\n", 1)[0].strip()
         try:
-            return Probe(kind="jsonl", first=orjson.loads(first_line), text=text)
+            return Probe(kind="jsonl", first=orjson.loads(_first_line(source)), text=text)
         except orjson.JSONDecodeError:
             return Probe(kind="text", text=text)
     first_line = stripped.split("\n", 1)[0]
@@ -173,6 +172,16 @@ def probe(source: Source) -> Probe:
         if header and all(h.strip() for h in header):
             return Probe(kind="csv", header=[h.strip() for h in header], text=text)
     return Probe(kind="text", text=text)
+
+
+def _first_line(source: Source) -> bytes:
+    """The first non-blank line, however long (JSON-lines records can exceed the probe head)."""
+    with source.open_binary() as fh:
+        for raw in fh:
+            line = raw.strip().lstrip(b"\xef\xbb\xbf")
+            if line:
+                return line
+    return b""
 
 
 def sqlite_tables(path: Path) -> dict[str, list[str]]:

@@ -1,0 +1,297 @@
+"""Segment census: which parts of the request change between turns, and what it costs.
+
+The investigator's third move in the 17920 incident: hash each part of the raw request
+(each system block, the tools, each message) and see which one changes. This module
+does it for every request and every consecutive pair of a session.
+
+Hash contract (version ``x3``, see `prefixscope.hashing`): a segment's content is its
+JSON value as logged. Three hashes are kept per segment:
+
+* ``exact``     -- xxh3-128 of the JSON with the logged key order (`hashing.exact_json`);
+* ``canonical`` -- `hashing.content_hash`: keys sorted, compact separators, UTF-8;
+* ``folded``    -- the canonical hash after folding every whitespace run in every string
+  to one space (and stripping the ends).
+
+Between the two requests of a pair a segment is unchanged (equal exact hash), or
+changed by ``key-order`` (canonical equal), ``whitespace`` (folded equal), ``value``
+(anything else) or ``inserted-deleted`` (present on one side only). A message
+appended at the end of the history is growth, not a change. Changing any of these
+rules changes every census: bump the tag in `hashing.HASH_VERSION`.
+
+Segment paths are the request's as logged, the same names `prefixscope.render`
+uses: ``tools[3]``, ``system[0]`` (or ``system`` for a string), ``messages[7]``,
+``instructions``, ``input[2]``. Token positions (median token start, tokens after)
+are filled in when a tokenizer renders the requests; without one they are omitted
+and the census still ranks by change rate.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+from .hashing import HASH_VERSION, content_hash, exact_json
+from .model import Request
+
+CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
+_WS = re.compile(r"\s+")
+_SECRETISH = re.compile(r"[A-Za-z0-9+/_=-]{24,}|[0-9a-fA-F]{5,}|\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+PREVIEW_CHARS = 48
+
+
+@dataclass(frozen=True, slots=True)
+class RawSegment:
+    path: str  # place in the request as logged, e.g. "system[0]"
+    kind: str  # "system" | "tool" | "message" | "instructions" | "input"
+    family: str  # "system" | "tools" | "messages" | "instructions" | "input"
+    index: int | None  # position within its family
+    value: Any  # the JSON value as logged
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentHashes:
+    exact: str
+    canonical: str
+    folded: str
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStats:
+    segment: str  # path
+    kind: str
+    requests: int  # requests holding it
+    distinct: int  # distinct exact contents
+    pairs: int  # consecutive same-session pairs where it is on either side
+    change_rate: float | None  # changed pairs / pairs
+    unique_per_request: bool  # every request holding it has its own content
+    change_kinds: dict[str, int]  # change kind -> pairs
+    token_start_median: float | None  # median token index where it starts
+    tokens_after_median: float | None  # median tokens from its start to the prompt end
+    invalidated_tokens: float | None  # change_rate x tokens_after_median
+    preview: str  # short, redacted text of its most common content
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentsTotals:
+    requests: int  # requests with a body
+    pairs: int  # consecutive same-session pairs compared
+    segments: int  # distinct segment paths
+    without_body: int  # requests in scope without a body (not censused)
+    hash_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentsReport:
+    group: dict[str, Any]  # the --by key of this census ({} for all)
+    segments: tuple[SegmentStats, ...]  # ranked: most invalidated tokens first
+    totals: SegmentsTotals
+
+
+def raw_segments(request: Request) -> list[RawSegment]:
+    """The top-level parts of a request body, with their as-logged paths."""
+    body = request.body
+    if not isinstance(body, dict):
+        return []
+    out: list[RawSegment] = []
+
+    def family(name: str, kind: str) -> None:
+        items = body.get(name)
+        if isinstance(items, list):
+            out.extend(RawSegment(f"{name}[{i}]", _item_kind(kind, v), name, i, v)
+                       for i, v in enumerate(items))
+        elif items is not None:
+            out.append(RawSegment(name, kind, name, None, items))
+
+    family("tools", "tool")
+    if request.endpoint == "openai-responses":
+        family("instructions", "instructions")
+        family("input", "input")
+    else:
+        family("system", "system")
+        family("messages", "message")
+    return out
+
+
+def _item_kind(kind: str, value: Any) -> str:
+    if kind == "message" and isinstance(value, dict) and value.get("role") in ("system",
+                                                                               "developer"):
+        return "system"
+    return kind
+
+
+def segment_hashes(value: Any) -> SegmentHashes:
+    return SegmentHashes(
+        exact=f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(exact_json(value).encode())}",
+        canonical=content_hash(value),
+        folded=content_hash(fold_whitespace(value)),
+    )
+
+
+def fold_whitespace(value: Any) -> Any:
+    """`value` with every string's whitespace runs folded to one space and ends stripped."""
+    if isinstance(value, str):
+        return _WS.sub(" ", value).strip()
+    if isinstance(value, dict):
+        return {k: fold_whitespace(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fold_whitespace(v) for v in value]
+    return value
+
+
+def change_kind(a: SegmentHashes | None, b: SegmentHashes | None) -> str | None:
+    """How a segment changed between two requests; None when unchanged."""
+    if a is None or b is None:
+        return None if a is b else "inserted-deleted"
+    if a.exact == b.exact:
+        return None
+    if a.canonical == b.canonical:
+        return "key-order"
+    if a.folded == b.folded:
+        return "whitespace"
+    return "value"
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS, redact: bool = True) -> str:
+    """Short text of a segment: its text content, whitespace folded, secrets masked."""
+    text = _text_of(value)
+    text = _WS.sub(" ", text).strip()
+    if redact:
+        text = _SECRETISH.sub(lambda m: "•" * min(len(m.group()), 8), text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for key in ("text", "content", "name"):
+            inner = value.get(key)
+            if isinstance(inner, str):
+                return inner
+            if isinstance(inner, list):
+                return " ".join(_text_of(v) for v in inner)
+        fn = value.get("function")
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            return fn["name"]
+        return exact_json(value)
+    if isinstance(value, list):
+        return " ".join(_text_of(v) for v in value)
+    return exact_json(value)
+
+
+Positions = Callable[[Request], Mapping[str, tuple[int, int]] | None]
+
+
+def census(
+    requests: Iterable[Request],
+    pairs: Iterable[tuple[str, str]],
+    *,
+    positions: Positions | None = None,
+    group: dict[str, Any] | None = None,
+    show_text: bool = False,
+    without_body: int = 0,
+) -> SegmentsReport:
+    """Count every segment path over `requests` and its changes over `pairs`.
+
+    Args:
+        requests: the requests in scope (those without a body are ignored).
+        pairs: (earlier id, later id) consecutive same-session pairs.
+        positions: optional; for a request, segment path -> (token start, total tokens).
+        group: the --by key this census is for.
+        show_text: longer, unredacted previews.
+        without_body: requests in scope that had no body (reported in totals).
+
+    Returns:
+        A SegmentsReport with segments ranked by invalidated tokens (or change rate).
+    """
+    hashes: dict[str, dict[str, SegmentHashes]] = {}
+    kinds: dict[str, str] = {}
+    families: dict[str, tuple[str, int | None]] = {}
+    family_len: dict[str, dict[str, int]] = {}
+    holders: dict[str, int] = defaultdict(int)
+    contents: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    sample: dict[tuple[str, str], Any] = {}
+    starts: dict[str, list[int]] = defaultdict(list)
+    afters: dict[str, list[int]] = defaultdict(list)
+    n_requests = 0
+    for request in requests:
+        segs = raw_segments(request)
+        if not segs:
+            continue
+        n_requests += 1
+        per: dict[str, SegmentHashes] = {}
+        lens: dict[str, int] = defaultdict(int)
+        for seg in segs:
+            h = segment_hashes(seg.value)
+            per[seg.path] = h
+            kinds.setdefault(seg.path, seg.kind)
+            families.setdefault(seg.path, (seg.family, seg.index))
+            lens[seg.family] += 1
+            holders[seg.path] += 1
+            contents[seg.path][h.exact] += 1
+            sample.setdefault((seg.path, h.exact), seg.value)
+        hashes[request.id] = per
+        family_len[request.id] = dict(lens)
+        if positions is not None:
+            pos = positions(request) or {}
+            for path, (start, total) in pos.items():
+                if path in per:
+                    starts[path].append(start)
+                    afters[path].append(total - start)
+
+    pair_count: dict[str, int] = defaultdict(int)
+    changes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    n_pairs = 0
+    for a_id, b_id in pairs:
+        a, b = hashes.get(a_id), hashes.get(b_id)
+        if a is None or b is None:
+            continue
+        n_pairs += 1
+        for path in a.keys() | b.keys():
+            fam, idx = families[path]
+            if path not in a and fam in ("messages", "input") and idx is not None and \
+                    idx >= family_len[a_id].get(fam, 0):
+                continue  # appended history: growth, not a change
+            pair_count[path] += 1
+            kind = change_kind(a.get(path), b.get(path))
+            if kind:
+                changes[path][kind] += 1
+
+    stats = []
+    for path, held in holders.items():
+        pairs_here = pair_count.get(path, 0)
+        changed = sum(changes[path].values()) if path in changes else 0
+        rate = changed / pairs_here if pairs_here else None
+        start_med = statistics.median(starts[path]) if starts.get(path) else None
+        after_med = statistics.median(afters[path]) if afters.get(path) else None
+        common = max(contents[path].items(), key=lambda kv: kv[1])[0]
+        stats.append(SegmentStats(
+            segment=path, kind=kinds[path], requests=held, distinct=len(contents[path]),
+            pairs=pairs_here, change_rate=rate,
+            unique_per_request=held > 1 and len(contents[path]) == held,
+            change_kinds=dict(changes[path]) if path in changes else {},
+            token_start_median=start_med, tokens_after_median=after_med,
+            invalidated_tokens=(rate * after_med) if rate is not None and after_med is not None
+            else None,
+            preview=preview(sample[(path, common)], 200 if show_text else PREVIEW_CHARS,
+                            redact=not show_text),
+        ))
+    stats.sort(key=_rank)
+    return SegmentsReport(
+        group=group or {}, segments=tuple(stats),
+        totals=SegmentsTotals(requests=n_requests, pairs=n_pairs, segments=len(stats),
+                              without_body=without_body, hash_version=HASH_VERSION),
+    )
+
+
+def _rank(s: SegmentStats) -> tuple[float, float, float, str]:
+    inval = s.invalidated_tokens if s.invalidated_tokens is not None else -1.0
+    rate = s.change_rate if s.change_rate is not None else -1.0
+    start = s.token_start_median if s.token_start_median is not None else 0.0
+    return (-inval, -rate, start, s.segment)
