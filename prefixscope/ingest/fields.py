@@ -119,6 +119,21 @@ def loads_deep(value: Any, max_depth: int = 4) -> Any:
     return value
 
 
+def json_text(value: Any) -> Any:
+    """A JSON column value parsed (exports keep JSON columns as text); "" and None stay None."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str) and not value.strip():
+        return None
+    return loads_deep(value)
+
+
+def is_empty_json(value: Any) -> bool:
+    return value is None or value == {} or value == [] or value == ""
+
+
 def dig(obj: Any, *path: str | int) -> Any:
     """obj[p0][p1]... or None when any step is missing."""
     for step in path:

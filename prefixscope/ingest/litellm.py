@@ -1,12 +1,348 @@
-"""PLACEHOLDER: being written. Replace this whole file."""
+"""LiteLLM proxy spend logs: `LiteLLM_SpendLogs` rows (table export or `/spend/logs`).
+
+LiteLLM writes one `LiteLLM_SpendLogs` row per proxied call (formats.md §3.1,
+`litellm/proxy/spend_tracking/spend_tracking_utils.py` `get_logging_payload`). Users
+get them as the `/spend/logs` API's JSON list (or the UI endpoint's `{"data": [...]}`
+page), as JSON / JSON lines, or as a CSV / SQLite copy of the Postgres table.
+
+Guarantees:
+
+* The body is `proxy_server_request` (the client's HTTP body, OpenAI or Anthropic
+  shape) when it is not empty; it is only stored with `store_prompts_in_spend_logs`.
+  Old versions that filled `messages` instead get a minimal OpenAI Chat body built
+  from it (`metadata["body_from"] = "messages"`).
+* LiteLLM cuts long strings to head + tail with the marker
+  ``... (litellm_truncated skipped N chars) ...``; any marker in the body sets
+  `body_truncated` and `metadata["truncated_fields"]` (count) and
+  `metadata["truncated_chars"]` (sum of N): that text is not what was sent.
+* Usage: `prompt_tokens` is cache-inclusive (Anthropic: input + read + write).
+  Cache read and write come from `metadata.additional_usage_values` (else
+  `metadata.usage_object`). Old versions left cache writes out of `prompt_tokens`;
+  when `prompt_tokens` is smaller than read + write the missing part is added and
+  the row says so (`metadata["usage_note"]`, semantics ``litellm:corrected``).
+* Sessions: LiteLLM fills `session_id` with a fresh uuid4 when the client sent no
+  session / trace id, so a `session_id` is taken as explicit only when it is
+  *stable*: used by more than one row of the file, or declared in the row's
+  metadata (`litellm_trace_id`, `trace_id`, `session_id`, header
+  `x-litellm-session-id` / `x-litellm-trace-id`). Otherwise Claude Code's session
+  in the body (`metadata.user_id` ``..._session_<uuid>`` or its JSON form) is used.
+  Counting needs a first pass over the file (table exports are finite).
+* Rows of non-generation call types (embeddings, images, audio, moderation,
+  rerank, files, batches, MCP tool calls, ...) are not model prompts and are not
+  reported. LiteLLM response-cache hits (`cache_hit` "True", `_cache_hit` id
+  suffix) are requests, flagged `metadata["litellm_cache_hit"]`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from prefixscope.model import Record, Request, Skip, Usage
+
+from .fields import detect_endpoint, dig, first_present, parse_time, to_bool, to_int
+from .fields import is_empty_json, json_text
+from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows, row_keys
 
 NAME = "litellm"
-DESCRIPTION = "(not yet implemented)"
+DESCRIPTION = "LiteLLM proxy LiteLLM_SpendLogs rows: /spend/logs JSON, JSON lines, CSV, SQLite"
+
+REQUIRED_COLUMNS = frozenset({"request_id", "call_type", "spend"})
+_ONE_OF_COLUMNS = frozenset({"api_key", "startTime"})
+
+TRUNCATION_MARKER = re.compile(r"\.\.\. \(([\w<>]+) skipped (\d+) chars\) \.\.\.")
+_CLAUDE_CODE_SESSION = re.compile(r"_session_([0-9A-Za-z][0-9A-Za-z-]*)$")
+
+# call_type substrings of calls that carry no chat/completions prompt.
+_NOT_GENERATION = ("embedding", "image", "moderation", "transcription", "speech", "rerank",
+                   "batch", "file", "fine_tuning", "vector_store", "search", "ocr", "video",
+                   "mcp", "assistant", "thread", "container", "skill", "count_tokens")
+_CALL_TYPE_ENDPOINT = {
+    "anthropic_messages": "anthropic-messages",
+    "responses": "openai-responses",
+    "aresponses": "openai-responses",
+    "completion": "openai-chat",
+    "acompletion": "openai-chat",
+}
+_OPENAI_PROVIDERS = frozenset({
+    "openai", "azure", "azure_ai", "hosted_vllm", "vllm", "openai_like", "custom_openai",
+    "text-completion-openai", "deepseek", "openrouter", "together_ai", "groq", "fireworks_ai",
+    "xai", "mistral", "dashscope", "moonshot", "volcengine", "ollama_chat", "lm_studio",
+    "nvidia_nim", "sambanova", "cerebras", "litellm_proxy",
+})
+_SESSION_KEYS = ("litellm_trace_id", "trace_id", "session_id", "litellm_session_id")
+_SESSION_HEADERS = ("x-litellm-session-id", "x-litellm-trace-id")
 
 
-def sniff(probe):
-    return False
+def sniff(probe: Probe) -> bool:
+    if probe.kind == "sqlite":
+        return spend_table(probe) is not None
+    keys = row_keys(probe)
+    return REQUIRED_COLUMNS <= keys and bool(_ONE_OF_COLUMNS & keys)
 
 
-def parse(source, probe):
-    return iter(())
+def spend_table(probe: Probe) -> str | None:
+    tables = [t for t, cols in probe.tables.items() if REQUIRED_COLUMNS <= set(cols)]
+    if not tables:
+        return None
+    return "LiteLLM_SpendLogs" if "LiteLLM_SpendLogs" in tables else sorted(tables)[0]
+
+
+def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
+    session_uses = _count_session_ids(_rows(source, probe))
+    for place, row in _rows(source, probe):
+        item = _parse_row(place, row, session_uses)
+        if item is not None:
+            yield item
+
+
+def _rows(source: Source, probe: Probe) -> Iterator[tuple[int, Any]]:
+    if probe.kind == "sqlite":
+        table = spend_table(probe)
+        if table is not None:
+            yield from iter_sqlite_rows(source, table)
+        return
+    yield from iter_table_rows(source, probe, "LiteLLM_SpendLogs")
+
+
+def _count_session_ids(rows: Iterator[tuple[int, Any]]) -> Counter[str]:
+    uses: Counter[str] = Counter()
+    for _, row in rows:
+        if isinstance(row, dict):
+            sid = _text(row.get("session_id"))
+            if sid:
+                uses[sid] += 1
+    return uses
+
+
+def _parse_row(place: int, row: Any, session_uses: Counter[str]) -> Record | Skip | None:
+    if isinstance(row, BadRecord):
+        return Skip(place, str(row))
+    if not isinstance(row, dict):
+        return Skip(place, f"spend log row is a {type(row).__name__}, not an object")
+    request_id = _text(row.get("request_id"))
+    if request_id is None:
+        return Skip(place, "spend log row has no `request_id`")
+    call_type = (_text(row.get("call_type")) or "").lower()
+    if any(part in call_type for part in _NOT_GENERATION):
+        return None  # embeddings, images, audio, ...: no prompt to cache
+    meta_col = json_text(row.get("metadata"))
+    row_meta = meta_col if isinstance(meta_col, dict) else {}
+    metadata: dict[str, Any] = {"call_type": call_type or None}
+    body, body_from = _body(row)
+    if body is not None:
+        metadata["body_from"] = body_from
+        fields, chars = count_truncation_markers(body)
+        if fields:
+            metadata["truncated_fields"] = fields
+            metadata["truncated_chars"] = chars
+    endpoint = _endpoint(call_type, body)
+    provider = _text(row.get("custom_llm_provider"))
+    usage, usage_notes = litellm_usage(row, row_meta)
+    metadata.update(usage_notes)
+    session_key, session_source = _session(row, row_meta, body, session_uses)
+    metadata.update(_row_metadata(row, row_meta, request_id))
+    request = Request(
+        id="", source_format="", source_file="", source_line=place,
+        timestamp=parse_time(row.get("startTime")),
+        endpoint=endpoint,
+        model=_text(row.get("model_group")) or _text(row.get("model")),
+        session_key=session_key, session_key_source=session_source,
+        user=_text(row.get("user")) or _text(row.get("end_user"))
+        or _text(row_meta.get("user_api_key_user_id")),
+        client=_text(row_meta.get("user_api_key_alias")) or _text(row_meta.get("user_agent")),
+        channel=provider,
+        gateway=_gateway(endpoint, provider),
+        native_id=request_id,
+        body=body,
+        body_truncated=bool(metadata.get("truncated_fields")),
+        output=_output(row.get("response")),
+        usage=usage,
+        metadata={k: v for k, v in metadata.items() if v is not None},
+    )
+    return Record(request=request, key=f"request_id:{request_id}")
+
+
+def _body(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """(the request body, the column it came from)."""
+    logged = json_text(row.get("proxy_server_request"))
+    if isinstance(logged, dict) and isinstance(logged.get("body"), dict) and (
+            "url" in logged or "headers" in logged or "method" in logged):
+        logged = logged["body"]  # the whole proxy_server_request wrapper was logged
+    if isinstance(logged, dict) and not is_empty_json(logged):
+        return logged, "proxy_server_request"
+    messages = json_text(row.get("messages"))
+    if isinstance(messages, list) and messages:
+        body: dict[str, Any] = {"model": _text(row.get("model_group")) or _text(row.get("model"))}
+        body["messages"] = messages
+        return body, "messages"
+    return None, None
+
+
+def count_truncation_markers(value: Any) -> tuple[int, int]:
+    """(strings cut by LiteLLM's spend-log sanitizer, characters skipped in total)."""
+    fields = chars = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found = TRUNCATION_MARKER.findall(item)
+            if found:
+                fields += 1
+                chars += sum(int(n) for _, n in found)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return fields, chars
+
+
+def _endpoint(call_type: str, body: dict[str, Any] | None) -> str:
+    hinted = _CALL_TYPE_ENDPOINT.get(call_type)
+    if body is None:
+        return hinted or "unknown"
+    if hinted in ("anthropic-messages", "openai-responses"):
+        return hinted
+    return detect_endpoint(body)
+
+
+def litellm_usage(row: dict[str, Any], row_meta: dict[str, Any]) -> tuple[Usage, dict[str, Any]]:
+    """(cache-inclusive usage of the row, notes for metadata when the numbers disagree)."""
+    prompt = to_int(row.get("prompt_tokens"))
+    output = to_int(row.get("completion_tokens"))
+    extra = row_meta.get("additional_usage_values")
+    full = row_meta.get("usage_object")
+    read = to_int(first_present(
+        dig(extra, "prompt_tokens_details", "cached_tokens"), dig(extra, "cache_read_input_tokens"),
+        dig(full, "prompt_tokens_details", "cached_tokens"), dig(full, "cache_read_input_tokens")))
+    write = to_int(first_present(
+        dig(extra, "cache_creation_input_tokens"),
+        dig(extra, "prompt_tokens_details", "cache_creation_tokens"),
+        dig(full, "cache_creation_input_tokens"),
+        dig(full, "prompt_tokens_details", "cache_creation_tokens")))
+    notes: dict[str, Any] = {}
+    semantics = "litellm"
+    total = to_int(row.get("total_tokens"))
+    if total is not None and prompt is not None and output is not None and total != prompt + output:
+        notes["usage_total_mismatch"] = (
+            f"total_tokens {total} != prompt {prompt} + completion {output}")
+    if prompt is not None and prompt < (read or 0) + (write or 0):
+        notes["prompt_tokens_logged"] = prompt
+        if prompt >= (read or 0):
+            notes["usage_note"] = (
+                "prompt_tokens < cache read + write: cache write added (older LiteLLM)")
+            prompt += write or 0
+        else:
+            notes["usage_note"] = "prompt_tokens < cache read: cache read and write added"
+            prompt += (read or 0) + (write or 0)
+        semantics = "litellm:corrected"
+    return Usage(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=write,
+                 output_tokens=output, semantics=semantics), notes
+
+
+def _session(row: dict[str, Any], row_meta: dict[str, Any], body: dict[str, Any] | None,
+             session_uses: Counter[str]) -> tuple[str | None, str | None]:
+    sid = _text(row.get("session_id"))
+    if sid and (session_uses[sid] > 1 or sid in declared_session_ids(row_meta)):
+        return sid, "litellm.session_id"
+    cc_session = claude_code_session(body)
+    if cc_session:
+        return cc_session, "claude_code.metadata.user_id"
+    return None, None
+
+
+def declared_session_ids(row_meta: dict[str, Any]) -> set[str]:
+    """Session / trace ids the client set explicitly, as the row's metadata records them."""
+    found: set[str] = set()
+    scopes = (row_meta, row_meta.get("spend_logs_metadata"), row_meta.get("requester_metadata"))
+    for scope in scopes:
+        if isinstance(scope, dict):
+            found.update(v for k in _SESSION_KEYS if (v := _text(scope.get(k))))
+    for headers_key in ("requester_custom_headers", "headers"):
+        headers = row_meta.get(headers_key)
+        if isinstance(headers, dict):
+            for name, value in headers.items():
+                if str(name).lower() in _SESSION_HEADERS and (v := _text(value)):
+                    found.add(v)
+    return found
+
+
+def claude_code_session(body: dict[str, Any] | None) -> str | None:
+    """Claude Code's session id from `metadata.user_id` (``..._session_<uuid>`` or JSON)."""
+    user_id = dig(body, "metadata", "user_id")
+    if not isinstance(user_id, str):
+        return None
+    match = _CLAUDE_CODE_SESSION.search(user_id.strip())
+    if match:
+        return match.group(1)
+    parsed = json_text(user_id)
+    if isinstance(parsed, dict):
+        return _text(parsed.get("session_id"))
+    return None
+
+
+def _gateway(endpoint: str, provider: str | None) -> str | None:
+    """LiteLLM's own protocol translation, when the client protocol differs from the provider's."""
+    if provider is None:
+        return None
+    family = "anthropic" if provider == "anthropic" else (
+        "openai" if provider in _OPENAI_PROVIDERS else None)
+    if endpoint == "anthropic-messages" and family == "openai":
+        return "litellm:anthropic-to-openai"
+    if endpoint in ("openai-chat", "openai-responses") and family == "anthropic":
+        client = "openai" if endpoint == "openai-chat" else "openai-responses"
+        return f"litellm:{client}-to-anthropic"
+    return None
+
+
+def _row_metadata(row: dict[str, Any], row_meta: dict[str, Any], request_id: str) -> dict[str, Any]:
+    cache_hit = to_bool(row.get("cache_hit")) is True or "_cache_hit" in request_id
+    return {
+        "litellm_cache_hit": True if cache_hit else None,
+        "litellm_session_id": _text(row.get("session_id")),
+        "status": _text(row.get("status")) or _text(row_meta.get("status")),
+        "upstream_model": _text(row.get("model")),
+        "model_group": _text(row.get("model_group")),
+        "model_id": _text(row.get("model_id")),
+        "api_base": _text(row.get("api_base")),
+        "end_user": _text(row.get("end_user")),
+        "team_id": _text(row.get("team_id")),
+        "api_key_hash": _text(row.get("api_key")),
+        "spend": _float(row.get("spend")),
+        "end_time": _iso(parse_time(row.get("endTime"))),
+        "completion_start_time": _iso(parse_time(row.get("completionStartTime"))),
+        "request_duration_ms": to_int(row.get("request_duration_ms")),
+        "request_tags": _nonempty(json_text(row.get("request_tags"))),
+    }
+
+
+def _output(value: Any) -> Any:
+    parsed = json_text(value)
+    return None if is_empty_json(parsed) else parsed
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, (bool, dict, list)):
+        return None
+    s = str(value).strip()
+    return s or None
+
+
+def _float(value: Any) -> float | None:
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _nonempty(value: Any) -> Any:
+    return None if is_empty_json(value) else value
+

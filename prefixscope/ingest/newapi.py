@@ -25,9 +25,6 @@ Guarantees:
   route (`other.request_path`), `gateway` the conversion chain
   (`other.request_conversion`, e.g. ``anthropic-to-openai``). No session id
   exists (§2.5): sessions are threaded heuristically later.
-
-The small container helpers at the bottom (`first_table_row`, `row_keys`) are
-shared with the LiteLLM and Bifrost table readers.
 """
 
 from __future__ import annotations
@@ -36,12 +33,13 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..model import Record, Request, Skip, Usage
+from prefixscope.model import Record, Request, Skip, Usage
+
 from .fields import loads_deep, parse_time, to_bool, to_int
-from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows
+from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows, row_keys
 
 NAME = "new-api"
-DESCRIPTION = "new-api / one-api `logs` table: SQLite database (one-api.db) or CSV / JSON export"
+DESCRIPTION = "new-api `logs` table: its SQLite database (one-api.db) or a CSV / JSON export"
 
 LOG_TYPE_CONSUME = 2
 # Columns every new-api `logs` table has and no other supported format has together.
@@ -129,13 +127,15 @@ def _parse_row(place: int, row: Any, table: str) -> Record | Skip | None:
     return Record(request=request, key=key)
 
 
-def newapi_usage(row: dict[str, Any], other: dict[str, Any], *, convention_known: bool = True) -> Usage:
+def newapi_usage(row: dict[str, Any], other: dict[str, Any], *,
+                 convention_known: bool = True) -> Usage:
     """Usage of a consume row, cache-inclusive whatever the upstream (formats.md §2.3)."""
     logged_prompt = to_int(row.get("prompt_tokens"))
     read = to_int(other.get("cache_tokens"))
     write = to_int(other.get("cache_creation_tokens"))
     if write is None:
-        split = [to_int(other.get(k)) for k in ("cache_creation_tokens_5m", "cache_creation_tokens_1h")]
+        split = [to_int(other.get(k))
+                 for k in ("cache_creation_tokens_5m", "cache_creation_tokens_1h")]
         if any(v is not None for v in split):
             write = sum(v or 0 for v in split)
     output = to_int(row.get("completion_tokens"))
@@ -196,7 +196,7 @@ def _endpoint(request_path: Any) -> str:
 
 
 def _gateway(conversion: Any) -> str | None:
-    """["Claude Messages", "OpenAI Compatible"] -> "anthropic-to-openai"; None without a conversion."""
+    """["Claude Messages", "OpenAI Compatible"] -> "anthropic-to-openai"; None if no conversion."""
     if not isinstance(conversion, list):
         return None
     chain = [_CONVERSION_NAMES.get(str(step).strip().lower(), str(step).strip().lower())
@@ -214,47 +214,3 @@ def _text(value: Any) -> str | None:
         value = int(value)
     s = str(value).strip()
     return s or None
-
-
-# --- container helpers shared by the gateway table readers (litellm, bifrost) ---
-
-_WRAPPER_KEYS = ("data", "logs", "items", "rows")
-
-
-def first_table_row(probe: Probe) -> dict[str, Any]:
-    """The first row of an exported table as `iter_table_rows` will yield it (JSON wrappers unwrapped)."""
-    if probe.kind == "csv":
-        return dict.fromkeys(probe.header or [], "")
-    first = probe.first
-    if probe.kind == "json" and isinstance(probe.document, dict):
-        for key in _WRAPPER_KEYS:
-            inner = probe.document.get(key)
-            if isinstance(inner, dict) and isinstance(inner.get("items"), list):
-                inner = inner["items"]
-            if isinstance(inner, list):
-                first = next((x for x in inner if isinstance(x, dict)), None)
-                break
-    return first if isinstance(first, dict) else {}
-
-
-def row_keys(probe: Probe) -> set[str]:
-    """Column names of the first row of a CSV / JSON / JSON-lines table export."""
-    if probe.kind not in ("csv", "json", "jsonl"):
-        return set()
-    return set(first_table_row(probe))
-
-
-def json_text(value: Any) -> Any:
-    """A JSON column value parsed (exports keep JSON columns as text); "" and None stay None."""
-    if value is None:
-        return None
-    if isinstance(value, (bytes, bytearray)):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str) and not value.strip():
-        return None
-    return loads_deep(value)
-
-
-def is_empty_json(value: Any) -> bool:
-    return value is None or value == {} or value == [] or value == ""
-

@@ -166,12 +166,18 @@ def probe(source: Source) -> Probe:
     first_line = stripped.split("\n", 1)[0]
     if "," in first_line or "\t" in first_line:
         try:
-            header = next(csv.reader(io.StringIO(first_line)))
+            header = next(csv.reader(io.StringIO(first_line), delimiter=_delimiter(first_line)))
         except (csv.Error, StopIteration):
             header = None
         if header and all(h.strip() for h in header):
             return Probe(kind="csv", header=[h.strip() for h in header], text=text)
     return Probe(kind="text", text=text)
+
+
+def _delimiter(text: str) -> str:
+    """Tab for tab-separated exports (`mysql --batch`, `sqlite3 -tabs`), else comma."""
+    first_line = text.lstrip("\ufeff").split("\n", 1)[0]
+    return "\t" if first_line.count("\t") > first_line.count(",") else ","
 
 
 def _first_line(source: Source) -> bytes:
@@ -225,10 +231,11 @@ def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]
 
 
 def iter_csv_rows(source: Source) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (row number, row dict) for a CSV export; row 1 is the first data row."""
+    """Yield (row number, row dict) for a CSV (or tab-separated) export; row 1 is the first data row."""
+    delimiter = _delimiter(source.head.decode("utf-8", "replace"))
     with source.open_binary() as fh:
         text = io.TextIOWrapper(fh, encoding="utf-8-sig", newline="")
-        reader = csv.DictReader(text)
+        reader = csv.DictReader(text, delimiter=delimiter)
         for rowno, row in enumerate(reader, start=1):
             yield rowno, {(k or "").strip(): v for k, v in row.items()}
 
@@ -266,3 +273,29 @@ def iter_table_rows(source: Source, probe_: Probe, table: str) -> Iterator[tuple
                     yield place, rec
                 continue
             yield place, rec
+
+
+_WRAPPER_KEYS = ("data", "logs", "items", "rows")
+
+
+def first_table_row(probe: Probe) -> dict[str, Any]:
+    """The first row of an exported table, as `iter_table_rows` yields it (wrappers unwrapped)."""
+    if probe.kind == "csv":
+        return dict.fromkeys(probe.header or [], "")
+    first = probe.first
+    if probe.kind == "json" and isinstance(probe.document, dict):
+        for key in _WRAPPER_KEYS:
+            inner = probe.document.get(key)
+            if isinstance(inner, dict) and isinstance(inner.get("items"), list):
+                inner = inner["items"]
+            if isinstance(inner, list):
+                first = next((x for x in inner if isinstance(x, dict)), None)
+                break
+    return first if isinstance(first, dict) else {}
+
+
+def row_keys(probe: Probe) -> set[str]:
+    """Column names of the first row of a CSV / JSON / JSON-lines table export."""
+    if probe.kind not in ("csv", "json", "jsonl"):
+        return set()
+    return set(first_table_row(probe))
