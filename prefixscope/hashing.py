@@ -17,10 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import re
+
 import orjson
 import xxhash
 
 HASH_VERSION = "x3"
+_WS = re.compile(r"\s+")
 
 
 def _canonical_bytes(value: Any) -> bytes:
@@ -69,4 +72,15 @@ def strip_cache_control(value: Any) -> Any:
         return {k: strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
     if isinstance(value, list):
         return [strip_cache_control(v) for v in value]
+    return value
+
+
+def fold_whitespace(value: Any) -> Any:
+    """`value` with every string's whitespace runs folded to one space and ends stripped."""
+    if isinstance(value, str):
+        return _WS.sub(" ", value).strip()
+    if isinstance(value, dict):
+        return {k: fold_whitespace(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fold_whitespace(v) for v in value]
     return value

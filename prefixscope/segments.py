@@ -36,7 +36,7 @@ from typing import Any
 
 import xxhash
 
-from .hashing import HASH_VERSION, content_hash, exact_json
+from .hashing import HASH_VERSION, content_hash, exact_json, fold_whitespace
 from .model import Request
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
@@ -131,17 +131,6 @@ def segment_hashes(value: Any) -> SegmentHashes:
         canonical=content_hash(value),
         folded=content_hash(fold_whitespace(value)),
     )
-
-
-def fold_whitespace(value: Any) -> Any:
-    """`value` with every string's whitespace runs folded to one space and ends stripped."""
-    if isinstance(value, str):
-        return _WS.sub(" ", value).strip()
-    if isinstance(value, dict):
-        return {k: fold_whitespace(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [fold_whitespace(v) for v in value]
-    return value
 
 
 def change_kind(a: SegmentHashes | None, b: SegmentHashes | None) -> str | None:

@@ -18,7 +18,9 @@ from rich.console import Console
 
 from ..exitcodes import ExitCode
 
-out = Console(highlight=False, soft_wrap=False)
+# Piped output is not cut to 80 columns: tables are data there.
+out = Console(highlight=False, soft_wrap=False,
+              width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False)
 
 

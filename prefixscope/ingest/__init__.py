@@ -249,6 +249,12 @@ def ingest_paths(
     )
 
 
+def _is_json_schema(pr: object) -> bool:
+    """A JSON Schema document (e.g. the OTel GenAI schemas) describes logs; it is not one."""
+    doc = getattr(pr, "document", None)
+    return isinstance(doc, dict) and ("$schema" in doc or "$defs" in doc)
+
+
 def _safe_size(source: Source) -> int:
     try:
         return source.size
@@ -267,6 +273,9 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: object, tally:
         return 0
     except (EOFError, ValueError) as exc:  # truncated gzip, bad encoding
         tally.error(source.name, None, f"cannot read: {exc}")
+        return 0
+    if module is None and _is_json_schema(pr):
+        tally.ignored.append(source.name)
         return 0
     if module is None:
         tally.unrecognized.append(source.name)

@@ -1,0 +1,41 @@
+"""End to end: the whole real-data folder goes through `prefixscope ingest`."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from prefixscope.cli.main import app
+
+# Requests per format in ../shared/data/real/ (counts checked per file in the
+# format tests; these are their sums).
+EXPECTED = {
+    "block-trace": 12031 + 3993,
+    "claude-code": 3 + 5 + 1 + 4,
+    "langfuse": 4 + 1 + 2 + 2 + 2,
+    "mini-swe-agent": 10 + 2,
+    "openhands": 23 + 33 + 49 + 2 + 5 + 3 + 4 + 4 + 22,
+    "swe-agent": 21 + 5 + 5 + 12 + 14 + 11 + 13,
+    "tracelab": 19 + 19,
+}
+
+
+def test_whole_real_folder_is_recognized(real):
+    runner = CliRunner()
+    result = runner.invoke(app, ["ingest", str(real), "--store", "real.duckdb", "--json"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0
+    out = json.loads(result.stdout)
+    assert out["by_format"] == EXPECTED
+    assert out["unrecognized"] == []
+    # the only skips are the four stray non-record lines of claude-code-log's edge cases
+    assert out["skipped"] == 4
+    assert {e["file"].rsplit("/", 1)[-1] for e in out["errors"]} == \
+        {"claude-code-log__edge_cases.jsonl"}
+    assert out["empty"] == [f"{real}/otel/opentelemetry-proto__examples__trace.json (otel)"]
+    sql = runner.invoke(app, ["sql", "select source_format, count(*) as n from requests "
+                              "group by 1 order by 1", "--store", "real.duckdb", "--json"])
+    assert {r["source_format"]: r["n"] for r in json.loads(sql.stdout)} == EXPECTED
+    again = runner.invoke(app, ["ingest", str(real), "--store", "real.duckdb", "--json"])
+    assert json.loads(again.stdout)["ingested"] == 0
