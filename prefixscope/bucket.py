@@ -210,14 +210,16 @@ def group_key_value(dim: str, row: dict[str, Any]) -> Any:
 def build_group(key: dict[str, Any], rows: Sequence[UsageRow], bins: int,
                 block_size: int | None,
                 explain: Callable[[int, int, Sequence[UsageRow]], tuple[Boundary | None, str]]
-                | None) -> BucketGroup:
+                | None, *, forced: bool = False) -> BucketGroup:
+    """One group's figures; its block size is `block_size` when forced, else inferred from
+    the group's own values (falling back on `block_size`)."""
     prompt = sum(r.prompt_tokens for r in rows)
     cached = sum(r.cached_tokens for r in rows)
     ratios = [r.cached_tokens / r.prompt_tokens for r in rows if r.prompt_tokens > 0]
     hit = cached / prompt if prompt else None
     mean = sum(ratios) / len(ratios) if ratios else None
     values = [r.cached_tokens for r in rows]
-    group_bs = infer_block_size(values) or block_size
+    group_bs = block_size if forced else (infer_block_size(values) or block_size)
     spikes = []
     for value, n, share, blocks in find_spikes(values, group_bs):
         at_spike = [r for r in rows if r.cached_tokens == value]
@@ -237,3 +239,154 @@ def build_group(key: dict[str, Any], rows: Sequence[UsageRow], bins: int,
         fraction_histogram=histogram(ratios, 10, 0.0, 1.0),
         block_size=group_bs, spikes=tuple(spikes), notes=tuple(notes),
     )
+
+
+# -- over a store ------------------------------------------------------------------
+
+_USAGE_COLUMNS = ("id", "timestamp", "endpoint", "model", "client", "user_id", "channel",
+                  "source_format", "session", "prompt_tokens", "cached_tokens", "has_body")
+EXPLAIN_SAMPLE = 40
+
+
+def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
+                 block_size: int | None = None, options: Any = None,
+                 explain: bool = True) -> BucketReport:
+    """Hit rate, histogram, spikes and constant explanations per group of a store.
+
+    Args:
+        store: an open `prefixscope.store.Store`.
+        by: grouping dimensions (DIMENSIONS); none: one group of everything.
+        bins: histogram bins.
+        block_size: force the block size (else inferred per group and overall).
+        options: `RenderOptions` for explaining spikes (None: the defaults).
+        explain: render spike requests to locate the boundary their constant is.
+
+    Raises:
+        ValueError: an unknown dimension.
+    """
+    unknown = [d for d in by if d not in DIMENSIONS]
+    if unknown:
+        raise ValueError(f"unknown dimension {unknown[0]!r} (known: {', '.join(DIMENSIONS)})")
+    rel = store.con.execute(f"SELECT {', '.join(_USAGE_COLUMNS)} FROM turns "
+                            "ORDER BY timestamp NULLS FIRST, source_file, source_line, id")
+    cols = [c[0] for c in rel.description]
+    groups: dict[tuple[Any, ...], list[UsageRow]] = {}
+    without = 0
+    all_cached: list[int] = []
+    for values in rel.fetchall():
+        row = dict(zip(cols, values, strict=True))
+        if row["prompt_tokens"] is None or row["cached_tokens"] is None:
+            without += 1
+            continue
+        key = tuple(group_key_value(d, row) for d in by)
+        groups.setdefault(key, []).append(UsageRow(row["id"], key, int(row["prompt_tokens"]),
+                                                   int(row["cached_tokens"]),
+                                                   bool(row["has_body"])))
+        all_cached.append(int(row["cached_tokens"]))
+    if block_size:
+        overall, source = block_size, "forced"
+    else:
+        inferred = infer_block_size(all_cached)
+        overall, source = (inferred, "inferred") if inferred else (None, "default")
+    explainer = _Explainer(store, options) if explain else None
+    built = []
+    for key, rows in sorted(groups.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
+        built.append(build_group(dict(zip(by, key, strict=True)), rows, bins, overall,
+                                 explainer.explain if explainer else None,
+                                 forced=bool(block_size)))
+    prompt = sum(g.prompt_tokens for g in built)
+    cached = sum(g.cached_tokens for g in built)
+    totals = BucketTotals(sum(g.requests for g in built), prompt, cached,
+                          cached / prompt if prompt else None, without)
+    return BucketReport(tuple(by), tuple(built), totals, overall, source)
+
+
+class _Explainer:
+    """Renders the requests at a spike to find the boundary the constant corresponds to."""
+
+    def __init__(self, store: Any, options: Any) -> None:
+        self.store = store
+        self.options = options
+
+    def explain(self, value: int, block_size: int, rows: Sequence[UsageRow]
+                ) -> tuple[Boundary | None, str]:
+        with_body = [r for r in rows if r.has_body]
+        if not with_body:
+            return None, (f"{len(rows)} request(s) at {value:,} have no body in the log: "
+                          "ingest a log with bodies (Langfuse, raw captures, LiteLLM with "
+                          "stored prompts) to locate the boundary")
+        from .render import RenderError, RenderOptions
+        from .tokenize import tokens_many
+
+        requests = [self.store.get(r.id) for r in with_body[:EXPLAIN_SAMPLE]]
+        try:
+            rendered = tokens_many(requests, self.options or RenderOptions())
+        except RenderError as exc:
+            return None, f"cannot render the requests at this spike: {exc}"
+        boundaries = [top_level_boundaries(t) for t in rendered]
+        found = explain_spike(value, block_size, boundaries)
+        if found is None:
+            return None, (f"no segment boundary of the rendered prompts falls on "
+                          f"{value:,} tokens (±{block_size}): the constant is not a template "
+                          "boundary with these rendering options (check --gateway/--tokenizer)")
+        return found, (f"stable through the end of `{found.segment_before}`; the next segment "
+                       f"`{found.segment_after}` starts at token {found.token:,} "
+                       f"({found.requests} of {len(requests)} rendered requests)")
+
+
+def top_level_element(path: str) -> str:
+    """The element a segment path belongs to, for boundaries: tools[3].x -> "tools"."""
+    head = path.split(".", 1)[0]
+    return "tools" if head.startswith("tools") else head
+
+
+def top_level_boundaries(tok: Any) -> list[tuple[int, str, str]]:
+    """(token index, element before, element after) wherever a new element starts.
+
+    Template glue belongs to the element before it, so a boundary falls where the
+    next logged element's first token is.
+    """
+    out: list[tuple[int, str, str]] = []
+    spans = tok.segment_token_spans()
+    current: str | None = None
+    for segment, (start, end) in zip(tok.prompt.segments, spans, strict=True):
+        if segment.path == "template" or start == end:
+            continue
+        element = top_level_element(segment.path)
+        if current is not None and element != current:
+            out.append((start, current, element))
+        current = element
+    return out
+
+
+def report_json(report: BucketReport) -> dict[str, Any]:
+    """The documented JSON shape (docs/json.md)."""
+    def bins(hist: Sequence[HistogramBin]) -> list[dict[str, Any]]:
+        return [{"lo": b.lo, "hi": b.hi, "requests": b.requests} for b in hist]
+
+    return {
+        "groups": [{
+            "key": g.key, "requests": g.requests, "prompt_tokens": g.prompt_tokens,
+            "cached_tokens": g.cached_tokens, "hit_rate": g.hit_rate,
+            "mean_request_hit_rate": g.mean_request_hit_rate, "zero_cached": g.zero_cached,
+            "histogram": bins(g.histogram), "fraction_histogram": bins(g.fraction_histogram),
+            "block_size": g.block_size,
+            "spikes": [{
+                "cached_tokens": s.cached_tokens, "requests": s.requests, "share": s.share,
+                "blocks": s.blocks,
+                "boundary": None if s.boundary is None else {
+                    "segment_before": s.boundary.segment_before,
+                    "segment_after": s.boundary.segment_after, "token": s.boundary.token},
+                "explanation": s.explanation,
+            } for s in g.spikes],
+            "notes": list(g.notes),
+        } for g in report.groups],
+        "totals": {"requests": report.totals.requests,
+                   "prompt_tokens": report.totals.prompt_tokens,
+                   "cached_tokens": report.totals.cached_tokens,
+                   "hit_rate": report.totals.hit_rate,
+                   "without_usage": report.totals.without_usage},
+        "by": list(report.by),
+        "block_size": report.block_size,
+        "block_size_source": report.block_size_source,
+    }

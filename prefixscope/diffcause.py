@@ -178,14 +178,19 @@ class DivergenceSite:
 
 
 def classify(a: Request, b: Request, site: DivergenceSite | None, *,
-             identical: bool = False, compaction_link: bool = False) -> Cause:
-    """The cause of B not reusing A's prefix (see the module docstring for the order)."""
+             identical: bool = False, compaction_link: bool = False,
+             what_if: tuple[str, ...] = ()) -> Cause:
+    """The cause of B not reusing A's prefix (see the module docstring for the order).
+
+    `what_if` names the transforms the rendering applied, so that the logged parts are
+    compared as the upstream saw them (e.g. without the billing header).
+    """
     if identical:
         return Cause("identical", "same prompt tokens")
     if site is None:
         return Cause("append-only", "B extends A: everything A sent is reusable")
-    sys_a, tools_a, hist_a = split_body(a.endpoint, a.body)
-    sys_b, tools_b, hist_b = split_body(b.endpoint, b.body)
+    sys_a, tools_a, hist_a = _as_rendered(*split_body(a.endpoint, a.body), what_if)
+    sys_b, tools_b, hist_b = _as_rendered(*split_body(b.endpoint, b.body), what_if)
     family, index = path_head(site.segment)
 
     if family == "tools":
@@ -230,6 +235,39 @@ def classify(a: Request, b: Request, site: DivergenceSite | None, *,
                                             f"'{_preview(part_b)}'")
     return Cause("content-change", f"{site.segment} changed: '{_preview(part_a)}' → "
                                    f"'{_preview(part_b)}'")
+
+
+def _as_rendered(system: Any, tools: list[Any], history: list[Any], what_if: tuple[str, ...]
+                 ) -> tuple[Any, list[Any], list[Any]]:
+    """The logged parts with the text-level what-if transforms applied."""
+    for name in what_if:
+        if name == "strip-billing-header":
+            system = strip_billing_header(system)
+        elif name == "sort-json-keys":
+            tools = sorted_keys(tools)
+        elif name.startswith("drop:"):
+            pattern = re.compile(name[len("drop:"):])
+            system = _map_strings(system, lambda text: pattern.sub("", text))
+    return system, tools, history
+
+
+def sorted_keys(value: Any) -> Any:
+    """`value` with every object's keys in sorted order."""
+    if isinstance(value, dict):
+        return {k: sorted_keys(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [sorted_keys(v) for v in value]
+    return value
+
+
+def _map_strings(value: Any, fn: Any) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    return value
 
 
 def _tools_cause(tools_a: list[Any], tools_b: list[Any], index: int | None) -> Cause | None:

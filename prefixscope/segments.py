@@ -41,7 +41,11 @@ from .model import Request
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
 _WS = re.compile(r"\s+")
-_SECRETISH = re.compile(r"[A-Za-z0-9+/_=-]{24,}|[0-9a-fA-F]{5,}|\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+# Redacted in previews: long opaque tokens (keys, base64; letters and digits mixed),
+# hex runs with a digit (nonces, hashes) and e-mail addresses.
+_SECRETISH = re.compile(
+    r"(?=[A-Za-z0-9+/_=-]*\d)(?=[A-Za-z0-9+/_=-]*[A-Za-z])[A-Za-z0-9+/_=-]{24,}"
+    r"|\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{5,}\b|\b[\w.+-]+@[\w-]+\.[\w.]+\b")
 PREVIEW_CHARS = 48
 
 
@@ -284,3 +288,111 @@ def _rank(s: SegmentStats) -> tuple[float, float, float, str]:
     rate = s.change_rate if s.change_rate is not None else -1.0
     start = s.token_start_median if s.token_start_median is not None else 0.0
     return (-inval, -rate, start, s.segment)
+
+
+# -- over a store ------------------------------------------------------------------
+
+def request_dimension(dim: str, request: Request, session: str | None) -> Any:
+    """The value of a --by dimension for one request."""
+    if dim == "day":
+        return request.timestamp.date().isoformat() if request.timestamp else None
+    if dim == "session":
+        return session
+    return {"endpoint": request.endpoint, "model": request.model, "client": request.client,
+            "user": request.user, "channel": request.channel,
+            "source": request.source_format}.get(dim)
+
+
+def token_positions(options: Any) -> Positions:
+    """A `Positions` callback rendering each request with `options` (RenderOptions)."""
+    from .render import RenderError
+    from .tokenize import tokens
+
+    def positions(request: Request) -> dict[str, tuple[int, int]] | None:
+        try:
+            tok = tokens(request, options)
+        except RenderError:
+            return None
+        total = len(tok)
+        out: dict[str, tuple[int, int]] = {}
+        for segment, (start, end) in zip(tok.prompt.segments, tok.segment_token_spans(),
+                                         strict=True):
+            if segment.path == "template" or start == end:
+                continue
+            element = segment.path.split(".", 1)[0]
+            if element not in out or start < out[element][0]:
+                out[element] = (start, total)
+        return out
+
+    return positions
+
+
+def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
+                   with_tokens: bool = True, show_text: bool = False) -> list[SegmentsReport]:
+    """The census of a store's requests, one report per --by group.
+
+    Args:
+        store: an open `prefixscope.store.Store`.
+        by: grouping dimensions (endpoint, model, client, user, channel, day, source, session).
+        options: `RenderOptions` for token positions (None: defaults).
+        with_tokens: render requests to fill token positions; False: change rates only.
+        show_text: longer, unredacted previews.
+
+    Raises:
+        ValueError: an unknown dimension.
+        TokenizerError: the tokenizer cannot be loaded offline.
+    """
+    from .bucket import DIMENSIONS
+
+    unknown = [d for d in by if d not in DIMENSIONS]
+    if unknown:
+        raise ValueError(f"unknown dimension {unknown[0]!r} (known: {', '.join(DIMENSIONS)})")
+    session_of = dict(store.run("SELECT request_id, session FROM sessions"))
+    groups: dict[tuple[Any, ...], list[Request]] = defaultdict(list)
+    without: dict[tuple[Any, ...], int] = defaultdict(int)
+    for request in store.iter_requests():
+        key = tuple(request_dimension(d, request, session_of.get(request.id)) for d in by)
+        if request.body is None:
+            without[key] += 1
+        else:
+            groups[key].append(request)
+    pairs = [(a, b) for a, b, _, _ in store.session_pairs()]
+    positions = None
+    if with_tokens:
+        from .render import RenderOptions
+
+        positions = token_positions(options or RenderOptions())
+    reports = []
+    for key in sorted(groups.keys() | without.keys(), key=lambda k: tuple(map(str, k))):
+        reports.append(census(groups.get(key, []), pairs, positions=positions,
+                              group=dict(zip(by, key, strict=True)), show_text=show_text,
+                              without_body=without.get(key, 0)))
+    return reports
+
+
+def report_json(reports: list[SegmentsReport], by: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The documented JSON shape (docs/json.md): one census, or one per --by group."""
+    def seg(s: SegmentStats) -> dict[str, Any]:
+        return {"segment": s.segment, "kind": s.kind, "requests": s.requests,
+                "distinct": s.distinct, "pairs": s.pairs, "change_rate": s.change_rate,
+                "unique_per_request": s.unique_per_request, "change_kinds": s.change_kinds,
+                "token_start_median": s.token_start_median,
+                "tokens_after_median": s.tokens_after_median,
+                "invalidated_tokens": s.invalidated_tokens, "preview": s.preview}
+
+    def tot(t: SegmentsTotals) -> dict[str, Any]:
+        return {"requests": t.requests, "pairs": t.pairs, "segments": t.segments,
+                "without_body": t.without_body, "hash_version": t.hash_version}
+
+    if not by:
+        only = reports[0] if reports else census([], [])
+        return {"segments": [seg(s) for s in only.segments], "totals": tot(only.totals)}
+    return {
+        "groups": [{"key": r.group, "segments": [seg(s) for s in r.segments],
+                    "totals": tot(r.totals)} for r in reports],
+        "by": list(by),
+        "totals": {"requests": sum(r.totals.requests for r in reports),
+                   "pairs": sum(r.totals.pairs for r in reports),
+                   "without_body": sum(r.totals.without_body for r in reports),
+                   "hash_version": HASH_VERSION},
+    }

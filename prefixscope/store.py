@@ -307,6 +307,23 @@ class Store:
             "message_count, prompt_tokens FROM requests "
             "ORDER BY timestamp NULLS FIRST, source_file, source_line, id").pl()
 
+    def session_pairs(self, session: str | None = None) -> list[tuple[str, str, str, bool]]:
+        """(earlier id, later id, session, compaction) of every threaded consecutive pair."""
+        clause = "AND session = ?" if session is not None else ""
+        return [(r[0], r[1], r[2], bool(r[3])) for r in self.run(
+            f"SELECT prev_id, request_id, session, compaction FROM sessions "
+            f"WHERE prev_id IS NOT NULL {clause} ORDER BY session, turn",
+            [session] if session is not None else [])]
+
+    def sessions_matching(self, ref: str) -> list[str]:
+        """Session ids equal to `ref`, else starting with it."""
+        exact = self.run("SELECT DISTINCT session FROM sessions WHERE session = ?", [ref])
+        if exact:
+            return [exact[0][0]]
+        return [r[0] for r in self.run(
+            "SELECT DISTINCT session FROM sessions WHERE starts_with(session, ?) ORDER BY 1 "
+            "LIMIT 5", [ref])]
+
     def resolve_id(self, ref: str) -> str:
         """A full request id from an id, a unique id prefix, or a source native id."""
         rows = self.run("SELECT id FROM requests WHERE id = ? OR native_id = ? LIMIT 2", [ref, ref])

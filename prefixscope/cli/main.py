@@ -7,10 +7,16 @@ lazily inside their callbacks. A test enforces this for `prefixscope --help`.
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from ..exitcodes import EXIT_CODES_HELP
-from . import export_cmd, ingest_cmd, sql_cmd
+from . import bucket_cmd, diff_cmd, export_cmd, ingest_cmd, segments_cmd, sql_cmd
+
+# transformers announces on import that PyTorch is absent; prefixscope only needs its
+# tokenizers and chat templates, so the advice is noise on stderr.
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 app = typer.Typer(
     name="prefixscope",
@@ -22,7 +28,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-for module in (ingest_cmd, sql_cmd, export_cmd):
+for module in (ingest_cmd, diff_cmd, segments_cmd, bucket_cmd, sql_cmd, export_cmd):
     module.register(app)
 
 

@@ -24,3 +24,33 @@ Quiet = Annotated[int, typer.Option("--quiet", "-q", count=True,
 SessionGap = Annotated[
     float, typer.Option("--session-gap", help="Longest pause between two turns of one threaded "
                                               "session, in minutes.", min=0.0)]
+
+Gateway = Annotated[
+    str, typer.Option("--gateway", "-g", help="Gateway profile: auto (the log's, else the "
+                                              "endpoint default), passthrough, "
+                                              "anthropic-to-openai, hoist-system-messages.")]
+Tokenizer = Annotated[
+    str, typer.Option("--tokenizer", "-t", help="Bundled name (deepseek-v4, qwen3.6, qwen2.5), "
+                                                "a local model directory, or a locally cached "
+                                                "Hugging Face id.")]
+WhatIf = Annotated[
+    list[str] | None,
+    typer.Option("--what-if", "-w", help="Transforms, comma-separated or repeated: "
+                                         "strip-billing-header, sort-json-keys, no-hoist, "
+                                         "drop:<regex>.", show_default=False)]
+BlockSize = Annotated[
+    int | None, typer.Option("--block-size", "-b", min=1, help="Cache block size in tokens "
+                                                              "(default: inferred from the "
+                                                              "store's cached-token values, "
+                                                              "else 16).", show_default=False)]
+
+
+def what_if_tuple(values: list[str] | None) -> tuple[str, ...]:
+    """--what-if a,b --what-if c -> ("a", "b", "c"); a drop:<regex> keeps its commas."""
+    out: list[str] = []
+    for value in values or []:
+        if value.startswith("drop:"):
+            out.append(value)
+            continue
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return tuple(out)

@@ -1,0 +1,91 @@
+"""`prefixscope segments`: which parts of the request change between turns, and what it costs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from . import console
+from .options import Gateway, JsonOut, Logs, Quiet, StoreOpt, Tokenizer, WhatIf, what_if_tuple
+
+
+def register(app: typer.Typer) -> None:
+    app.command("segments")(segments)
+
+
+def segments(
+    logs: Logs = None,
+    store: StoreOpt = None,
+    by: Annotated[str | None, typer.Option("--by", help="Group by dimensions, comma-separated: "
+                                                        "endpoint, model, client, user, channel, "
+                                                        "day, source, session.")] = None,
+    gateway: Gateway = "auto",
+    tokenizer: Tokenizer = "deepseek-v4",
+    what_if: WhatIf = None,
+    no_tokens: Annotated[bool, typer.Option("--no-tokens", help="Do not render: change rates "
+                                                                "only, no token positions.")]
+    = False,
+    top: Annotated[int, typer.Option("--top", min=1, help="Segments shown per group.")] = 15,
+    show_text: Annotated[bool, typer.Option("--show-text", help="Longer, unredacted "
+                                                                "previews.")] = False,
+    json_out: JsonOut = False,
+    quiet: Quiet = 0,
+) -> None:
+    """Census of every request segment: how often it changes between turns, and how many
+    tokens a change there invalidates.
+
+    Example:
+        prefixscope segments langfuse-export.jsonl --gateway anthropic-to-openai
+    """
+    from ..render import RenderOptions, TokenizerError
+    from ..segments import report_json, segments_store
+    from .storeopen import open_store
+
+    dims = tuple(d.strip() for d in (by or "").split(",") if d.strip())
+    options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
+    with open_store(logs, store, quiet=quiet, json_mode=json_out) as st:
+        try:
+            reports = segments_store(st, dims, options=options, with_tokens=not no_tokens,
+                                     show_text=show_text)
+        except (ValueError, TokenizerError) as exc:
+            raise console.fail(str(exc), 2 if isinstance(exc, ValueError) else 1) from None
+    if json_out:
+        console.print_json(report_json(reports, dims))
+        return
+    for report in reports:
+        _print(report, top, quiet)
+
+
+def _fmt(v: Any, spec: str = ",.0f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _print(report: Any, top: int, quiet: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = report.totals
+    key = ", ".join(f"{k}={v}" for k, v in report.group.items())
+    table = Table(title=(f"[{escape(key)}] " if key else "") +
+                  f"{t.requests:,} requests with a body · {t.pairs:,} consecutive pairs",
+                  show_edge=False, title_justify="left")
+    for col, justify in (("segment", "left"), ("kind", "left"), ("requests", "right"),
+                         ("distinct", "right"), ("change rate", "right"), ("how", "left"),
+                         ("token start", "right"), ("tokens after", "right"),
+                         ("invalidated", "right"), ("preview", "left")):
+        table.add_column(col, justify=justify, overflow="fold")
+    for s in report.segments[:top]:
+        how = ", ".join(f"{k} {v}" for k, v in s.change_kinds.items())
+        if s.unique_per_request:
+            how = ("unique per request; " + how) if how else "unique per request"
+        table.add_row(escape(s.segment), s.kind, f"{s.requests:,}", f"{s.distinct:,}",
+                      _fmt(s.change_rate, ".1%"), how, _fmt(s.token_start_median),
+                      _fmt(s.tokens_after_median), _fmt(s.invalidated_tokens),
+                      escape(s.preview))
+    console.out.print(table)
+    if len(report.segments) > top:
+        console.note(f"... {len(report.segments) - top} more segment(s) (--top, --json)", quiet)
+    if t.without_body:
+        console.warn(f"{t.without_body:,} request(s) without a body in the log were not "
+                     "censused", quiet)

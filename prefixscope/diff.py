@@ -1,0 +1,265 @@
+"""diff: the first divergent token of two requests, located in the request and explained.
+
+"Tokenize this turn and the previous one and find the first token that differs" is
+the most useful single step of a prompt-cache investigation. This module does it on
+the prompt the upstream model saw (`prefixscope.tokenize.tokens`: gateway profile +
+chat template + the model's tokenizer), says in which logged segment the split is,
+and why (`prefixscope.diffcause`).
+
+Semantics (design.md §4), for A (earlier) and B (later) with token ids ``a``, ``b``
+and block size ``bs``::
+
+    a:  t0 t1 t2 ... t(d-1) | a_d ...          d = first i with a[i] != b[i]
+    b:  t0 t1 t2 ... t(d-1) | b_d ...          (none when a is a prefix of b)
+
+    reusable_tokens = floor(min(d, len(b) - 1) / bs) * bs    d := len(a) if append-only
+    lost_tokens     = floor(min(len(a), len(b) - 1) / bs) * bs - reusable_tokens
+
+An engine caches only full blocks and always recomputes the last prompt token, hence
+``len(b) - 1``; ``lost_tokens`` is what B had to recompute of what A had cached.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .diffcause import CAUSES, DivergenceSite, classify
+from .model import Request
+from .render import RenderOptions, load_tokenizer
+from .tokenize import Tokens, tokens_many
+
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_CONTEXT = 40
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    token: int  # index of the first differing token
+    char_a: int  # offset of that token in A's rendered prompt
+    char_b: int  # offset of that token in B's rendered prompt
+    segment: str  # deepest segment path at the divergence (as logged)
+    text_a: str  # A's text around the divergence (context chars each side)
+    text_b: str  # B's text around the divergence
+    context_start: int  # offset in both texts where text_a / text_b begin
+    first_char: int  # first differing character (offset, same in both texts)
+    token_a: str | None  # A's token at the split, decoded (None past A's end)
+    token_b: str | None  # B's token at the split, decoded (None past B's end)
+
+
+@dataclass(frozen=True, slots=True)
+class PairDiff:
+    a: str  # request id of the earlier request
+    b: str  # request id of the later request
+    session: str | None  # session both belong to
+    tokens_a: int
+    tokens_b: int
+    first_divergence: Divergence | None  # None: append-only or identical
+    block_size: int
+    reusable_tokens: int
+    lost_tokens: int
+    cause: str  # one of diffcause.CAUSES
+    detail: str  # the concrete evidence, one sentence
+    approximate: bool = False  # proxy rendering (hosted Anthropic): counts are estimates
+
+
+@dataclass(frozen=True, slots=True)
+class CauseTotal:
+    pairs: int
+    lost_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class DiffTotals:
+    pairs: int
+    lost_tokens: int
+    by_cause: dict[str, CauseTotal]
+    skipped: int = 0  # pairs not diffed (a side without a body, or not renderable)
+    skipped_reasons: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DiffReport:
+    pairs: tuple[PairDiff, ...]
+    totals: DiffTotals
+    options: RenderOptions
+    block_size: int
+    block_size_source: str  # "flag" | "inferred" | "default"
+
+
+def first_divergence_index(a: np.ndarray, b: np.ndarray) -> int | None:
+    """The first index where a and b differ; None when a is a prefix of b (or equal)."""
+    n = min(len(a), len(b))
+    neq = np.flatnonzero(a[:n] != b[:n])
+    if len(neq):
+        return int(neq[0])
+    return None if len(a) <= len(b) else n
+
+
+def reusable_tokens(d: int, len_b: int, block_size: int) -> int:
+    return max(0, (min(d, len_b - 1) // block_size) * block_size)
+
+
+def lost_tokens(len_a: int, len_b: int, reusable: int, block_size: int) -> int:
+    return max(0, (min(len_a, len_b - 1) // block_size) * block_size - reusable)
+
+
+def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: int,
+                context: int = DEFAULT_CONTEXT, session: str | None = None,
+                compaction_link: bool = False) -> PairDiff:
+    """Compare two tokenized requests (same options) and explain the divergence."""
+    ids_a, ids_b = ta.ids, tb.ids
+    d = first_divergence_index(ids_a, ids_b)
+    identical = d is None and len(ids_a) == len(ids_b)
+    effective = len(ids_a) if d is None else d
+    reusable = reusable_tokens(effective, len(ids_b), block_size)
+    lost = lost_tokens(len(ids_a), len(ids_b), reusable, block_size)
+    divergence = None
+    site = None
+    if d is not None:
+        divergence, site = _locate(ta, tb, d, context)
+    cause = classify(a, b, site, identical=identical, compaction_link=compaction_link,
+                     what_if=ta.options.what_if)
+    return PairDiff(
+        a=a.id, b=b.id, session=session, tokens_a=len(ids_a), tokens_b=len(ids_b),
+        first_divergence=divergence, block_size=block_size, reusable_tokens=reusable,
+        lost_tokens=lost, cause=cause.cause, detail=cause.detail,
+        approximate=ta.prompt.approximate or tb.prompt.approximate,
+    )
+
+
+def _locate(ta: Tokens, tb: Tokens, d: int, context: int) -> tuple[Divergence, DivergenceSite]:
+    text_a, text_b = ta.prompt.text, tb.prompt.text
+    char_a = int(ta.char_starts[d]) if d < len(ta) else len(text_a)
+    char_b = int(tb.char_starts[d]) if d < len(tb) else len(text_b)
+    first = min(char_a, char_b)
+    limit = min(len(text_a), len(text_b))
+    while first < limit and text_a[first] == text_b[first]:
+        first += 1
+    seg_a = ta.prompt.segments[ta.prompt.segment_at(min(first, max(len(text_a) - 1, 0)))]
+    seg_b = tb.prompt.segments[tb.prompt.segment_at(min(first, max(len(text_b) - 1, 0)))]
+    segment = seg_b.path
+    if (segment == "template" or first >= len(text_b)) and seg_a.path != "template":
+        segment = seg_a.path
+    tok = load_tokenizer(ta.options.tokenizer)
+    start = max(0, first - context)
+    divergence = Divergence(
+        token=d, char_a=char_a, char_b=char_b, segment=segment,
+        text_a=text_a[start:first + context], text_b=text_b[start:first + context],
+        context_start=start, first_char=first,
+        token_a=tok.decode([int(ta.ids[d])]) if d < len(ta) else None,
+        token_b=tok.decode([int(tb.ids[d])]) if d < len(tb) else None,
+    )
+    site = DivergenceSite(segment=segment, text_a=text_a, text_b=text_b, char=first,
+                          segment_end_a=seg_a.char_end, segment_end_b=seg_b.char_end)
+    return divergence, site
+
+
+def diff_requests(a: Request, b: Request, options: RenderOptions, *,
+                  block_size: int = DEFAULT_BLOCK_SIZE, context: int = DEFAULT_CONTEXT,
+                  session: str | None = None, compaction_link: bool = False) -> PairDiff:
+    """Render, tokenize and compare two requests.
+
+    Raises:
+        RenderError: a request cannot be rendered (no body, unknown profile).
+        TokenizerError: the tokenizer cannot be loaded offline.
+    """
+    ta, tb = tokens_many([a, b], options)
+    return diff_tokens(ta, tb, a, b, block_size=block_size, context=context, session=session,
+                       compaction_link=compaction_link)
+
+
+@dataclass(frozen=True, slots=True)
+class PairRef:
+    """A consecutive pair of one session, as the store's threading found it."""
+
+    a: Request
+    b: Request
+    session: str | None
+    compaction: bool
+
+
+def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: int,
+               context: int = DEFAULT_CONTEXT, block_size_source: str = "flag",
+               progress: Callable[[int], None] | None = None) -> DiffReport:
+    """Diff every pair; pairs that cannot be rendered are counted with their reason."""
+    from .render import RenderError, TokenizerError
+
+    results: list[PairDiff] = []
+    skipped: dict[str, int] = defaultdict(int)
+    cache: dict[str, Tokens] = {}
+    for n, pair in enumerate(pairs, start=1):
+        if pair.a.body is None or pair.b.body is None:
+            skipped["a request has no body in the log"] += 1
+            continue
+        try:
+            missing = [r for r in (pair.a, pair.b) if r.id not in cache]
+            for r, t in zip(missing, tokens_many(missing, options), strict=True):
+                cache[r.id] = t
+            ta, tb = cache[pair.a.id], cache[pair.b.id]
+        except (RenderError, TokenizerError) as exc:
+            if isinstance(exc, TokenizerError):
+                raise
+            skipped[f"cannot render: {str(exc).splitlines()[0]}"] += 1
+            continue
+        cache.pop(pair.a.id, None)  # consecutive pairs: B is the next pair's A
+        results.append(diff_tokens(ta, tb, pair.a, pair.b, block_size=block_size,
+                                   context=context, session=pair.session,
+                                   compaction_link=pair.compaction))
+        if progress:
+            progress(n)
+    return DiffReport(tuple(results), totals(results, skipped), options, block_size,
+                      block_size_source)
+
+
+def totals(results: Iterable[PairDiff], skipped: dict[str, int] | None = None) -> DiffTotals:
+    by_cause: dict[str, list[int]] = {}
+    count = lost = 0
+    for r in results:
+        count += 1
+        lost += r.lost_tokens
+        entry = by_cause.setdefault(r.cause, [0, 0])
+        entry[0] += 1
+        entry[1] += r.lost_tokens
+    ordered = {c: CauseTotal(*by_cause[c]) for c in CAUSES if c in by_cause}
+    skipped = skipped or {}
+    return DiffTotals(count, lost, ordered, sum(skipped.values()), dict(skipped))
+
+
+def report_json(report: DiffReport) -> dict[str, Any]:
+    """The documented JSON shape (docs/json.md)."""
+    return {
+        "pairs": [pair_json(p) for p in report.pairs],
+        "totals": {
+            "pairs": report.totals.pairs,
+            "lost_tokens": report.totals.lost_tokens,
+            "by_cause": {c: {"pairs": t.pairs, "lost_tokens": t.lost_tokens}
+                         for c, t in report.totals.by_cause.items()},
+            "skipped": report.totals.skipped,
+            "skipped_reasons": report.totals.skipped_reasons,
+        },
+        "gateway": report.options.gateway,
+        "tokenizer": report.options.tokenizer,
+        "what_if": list(report.options.what_if),
+        "block_size_source": report.block_size_source,
+    }
+
+
+def pair_json(p: PairDiff) -> dict[str, Any]:
+    fd = p.first_divergence
+    return {
+        "a": p.a, "b": p.b, "session": p.session, "tokens_a": p.tokens_a,
+        "tokens_b": p.tokens_b,
+        "first_divergence": None if fd is None else {
+            "token": fd.token, "char_a": fd.char_a, "char_b": fd.char_b,
+            "segment": fd.segment, "text_a": fd.text_a, "text_b": fd.text_b,
+            "token_a": fd.token_a, "token_b": fd.token_b,
+        },
+        "block_size": p.block_size, "reusable_tokens": p.reusable_tokens,
+        "lost_tokens": p.lost_tokens, "cause": p.cause, "detail": p.detail,
+        "approximate": p.approximate,
+    }

@@ -1,0 +1,66 @@
+"""Find the request a command names: a store id (or prefix, or native id) or a file.
+
+`render`, `diff` and friends accept either a request in the store or a file holding
+one request: any log format ingest understands (if the file holds exactly one
+request with a body), or a bare request body (Anthropic Messages, OpenAI Chat or
+Responses JSON).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from .ingest import read_requests
+from .ingest.fields import detect_endpoint, loads_deep
+from .model import Request
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+class LookupError_(LookupError):
+    """The reference names no usable request; the message says why, in one line."""
+
+
+def request_from_file(path: Path) -> Request:
+    """The one request a file holds (a log of any format, or a bare body)."""
+    try:
+        requests, _ = read_requests(path)
+    except ValueError:
+        requests = []
+    except OSError as exc:
+        raise LookupError_(f"cannot read {path}: {exc.strerror or exc}") from None
+    with_body = [r for r in requests if r.body is not None]
+    if len(with_body) == 1:
+        return with_body[0]
+    if len(with_body) > 1:
+        raise LookupError_(f"{path} holds {len(with_body)} requests: ingest it and name one "
+                           "by id (prefixscope ingest FILE; prefixscope sql \"select id ...\")")
+    try:
+        body = loads_deep(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        body = None
+    if isinstance(body, dict):
+        endpoint = detect_endpoint(body)
+        if endpoint != "unknown":
+            return Request(id=path.name, source_format="file", source_file=str(path),
+                           source_line=None, timestamp=None, endpoint=endpoint,
+                           model=body.get("model") if isinstance(body.get("model"), str)
+                           else None, body=body)
+    raise LookupError_(f"{path} holds no request body prefixscope can read")
+
+
+def resolve_request(ref: str, store: Store | None) -> Request:
+    """A request from a file path, or from the store by id / id prefix / native id."""
+    path = Path(ref)
+    if path.is_file():
+        return request_from_file(path)
+    if store is None:
+        raise LookupError_(f"{ref} is not a file, and no store was given (--store)")
+    try:
+        return store.get(store.resolve_id(ref))
+    except KeyError as exc:
+        raise LookupError_(str(exc.args[0])) from None
