@@ -197,7 +197,7 @@ def classify(a: Request, b: Request, site: DivergenceSite | None, *,
         found = _tools_cause(tools_a, tools_b, index)
         if found:
             return found
-    elif family in ("system", "instructions") or _is_system_message(a, family, index):
+    elif family in ("system", "instructions") or _is_system_message(a, family, index):  # noqa: SIM114
         part_a = _part(a.body, family, index)
         part_b = _part(b.body, family, index)
         if part_a is not None and part_b is not None and not _same(part_a, part_b) \
@@ -212,7 +212,10 @@ def classify(a: Request, b: Request, site: DivergenceSite | None, *,
 
     raw_same_prefix = (_same(sys_a, sys_b) and _same(tools_a, tools_b)
                        and len(hist_b) >= len(hist_a) and _same(hist_a, hist_b[: len(hist_a)]))
-    if family in ("messages", "input") and not raw_same_prefix:
+    is_system = family in ("system", "instructions") or _is_system_message(a, family, index) \
+        or _is_system_message(b, family, index)
+    in_history = family in ("messages", "input") and not is_system
+    if in_history and not raw_same_prefix:
         same_frame = _same(strip_billing_header(sys_a), strip_billing_header(sys_b)) and \
             _same(tools_a, tools_b)
         if compaction_link or (same_frame and len(hist_b) < len(hist_a)):
@@ -227,7 +230,7 @@ def classify(a: Request, b: Request, site: DivergenceSite | None, *,
     part_b = _part(b.body, family, index)
     if part_a is not None and part_b is not None and _only_whitespace(part_a, part_b):
         return Cause("whitespace", f"{site.segment} differs only in whitespace")
-    if family in ("messages", "input") and index is not None:
+    if in_history and index is not None:
         messages_a = a.body.get(family) if isinstance(a.body, dict) else None
         if isinstance(messages_a, list) and index < len(messages_a) and part_b is not None:
             what = "tool output" if _is_tool_output(part_b) else "content"

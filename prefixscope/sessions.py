@@ -7,9 +7,11 @@ and its predecessor. Rules, in order:
 
 1. **Explicit session id** (`Request.session_key`: Langfuse sessionId/traceId,
    Claude Code sessionId, OTel gen_ai.conversation.id, a trajectory file, ...):
-   the session is that id. Within it, a request's predecessor is the latest earlier
-   request whose history it extends; failing that, a compaction candidate (below);
-   failing that, the previous request in time.
+   the session is that id. Within it, a request's predecessor is, of the session's
+   last `RECENT` requests, the one sharing the longest history prefix with it (the
+   latest on ties): ``extends`` when that is its whole history, else a compaction
+   candidate (below), else that closest request (its history was rewritten) or the
+   previous request in time. Side requests with other histories are passed over.
 2. **Explicit parent** (`parent_key`, e.g. Bailian ``parent_chat_id``): the request
    joins its parent's session with the parent as predecessor.
 3. **History extension**: within the same (user, client, model), a request links to
@@ -31,13 +33,14 @@ Threaded session ids are ``t-`` + the first request's id (stable across re-inges
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import polars as pl
 
+RECENT = 16  # requests of an explicit session considered as a predecessor
 LINK_KINDS = ("start", "explicit", "parent", "extends", "compaction", "growing-prompt")
 
 
@@ -102,11 +105,13 @@ def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[Sessi
     full_history: dict[tuple[Any, int], _Row] = {}
     # scope -> session -> latest request of that session
     tails: dict[Any, dict[str, _Row]] = defaultdict(dict)
+    # explicit session -> its latest requests, most recent first
+    recent: dict[Any, deque[_Row]] = {}
 
     for row in rows:
         scope: Any = ("s", row.session_key) if row.session_key else ("g", row.group)
         session, prev, link, compaction = _place(row, scope, session_of, by_native,
-                                                 full_history, tails, gap_s)
+                                                 full_history, tails, gap_s, recent)
         session_of[row.id] = session
         prev_of[row.id] = (prev.id if prev else None, link, compaction)
         if row.native_id:
@@ -114,6 +119,8 @@ def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[Sessi
         if row.chain:
             full_history[(scope, row.chain[-1])] = row
         tails[scope][session] = row
+        if row.session_key:
+            recent.setdefault(scope, deque(maxlen=RECENT)).appendleft(row)
 
     turn_counter: dict[str, int] = defaultdict(int)
     links = []
@@ -182,20 +189,42 @@ def _growing(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
     return best
 
 
+def _common_prefix(a: list[int] | None, b: list[int] | None) -> int:
+    if not a or not b:
+        return 0
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _closest(row: _Row, recent: Any) -> _Row | None:
+    """Of a session's recent requests, the one sharing the longest history prefix with row
+    (the latest on ties); None when none shares any."""
+    best, best_len = None, 0
+    for cand in recent:  # most recent first
+        n = _common_prefix(row.chain, cand.chain)
+        if n > best_len:
+            best, best_len = cand, n
+    return best
+
+
 def _place(row: _Row, scope: Any, session_of: dict[str, str],
            by_native: dict[tuple[str, str], _Row], full_history: dict[tuple[Any, int], _Row],
-           tails: dict[Any, dict[str, _Row]], gap_s: float,
+           tails: dict[Any, dict[str, _Row]], gap_s: float, recent: dict[Any, Any],
            ) -> tuple[str, _Row | None, str, bool]:
     """(session, predecessor, link kind, compaction) for one request."""
     if row.session_key:
         session = row.session_key
-        prev = _extended(row, scope, full_history, float("inf"))
-        if prev is not None and session_of.get(prev.id) == session:
-            return session, prev, "extends", False
+        closest = _closest(row, recent.get(scope, ()))
+        if closest is not None and closest.count == _common_prefix(row.chain, closest.chain):
+            return session, closest, "extends", False
         prev = _compacted_from(row, scope, tails, float("inf"))
         if prev is not None:
             return session, prev, "compaction", True
-        prev = tails[scope].get(session)
+        prev = closest or tails[scope].get(session)
         return session, prev, "explicit" if prev else "start", False
     if row.parent_key:
         parent = by_native.get((row.source_format, row.parent_key))

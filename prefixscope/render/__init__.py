@@ -1,0 +1,41 @@
+"""Render a logged request into the prompt the upstream model saw, with a segment map.
+
+Public API:
+
+* `render(request, options) -> Prompt` -- gateway profile + serving-engine
+  normalization + chat template; every character attributed to a `Segment` (its
+  path in the logged request, or ``template``).
+* `RenderOptions(gateway, tokenizer, what_if)` -- the frozen key shared with
+  `prefixscope.tokenize.tokens`, diff, bucket and simulate.
+* `load_tokenizer(spec)` -- bundled names, model directories, cached HF ids.
+* `render_report(request, options) -> RenderResult` -- everything ``prefixscope
+  render`` prints; `request_from_body` wraps a bare body file (both imported
+  lazily: they tokenize / read ingest helpers).
+
+See docs/render.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .gateway import PROFILES
+from .pipeline import render, resolve_gateway
+from .prompt import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
+from .tokenizer import BUNDLED, DEFAULT_TOKENIZER, Tokenizer, TokenizerError, load_tokenizer
+from .whatif import WHAT_IFS
+
+__all__ = [
+    "BUNDLED", "DEFAULT_TOKENIZER", "PROFILES", "TEMPLATE_PATH", "WHAT_IFS", "Prompt",
+    "RenderError", "RenderOptions", "RenderResult", "Segment", "SegmentRow", "Tokenizer",
+    "TokenizerError", "load_tokenizer", "render", "render_report", "request_from_body",
+    "resolve_gateway",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("render_report", "request_from_body", "RenderResult", "SegmentRow"):
+        from . import report
+
+        return getattr(report, name)
+    raise AttributeError(name)

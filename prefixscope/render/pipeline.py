@@ -1,0 +1,267 @@
+"""`render`: a logged request -> the prompt text the upstream model saw, with its segment map.
+
+The path is the one a real request takes:
+
+1. the logged body is copied with marks on every string that reaches the prompt
+   and every object registered under its logged path (`gateway.mark_body`);
+2. what-if text edits change the system content (`whatif`);
+3. the gateway profile rewrites the request (`gateway.to_upstream`), or, for a
+   hosted Anthropic model, the body is laid out tools -> system -> messages for a
+   proxy template (`gateway.anthropic_proxy_view`, ``approximate=True``);
+4. the serving engine normalizes it (`engine`: content joined, arguments parsed,
+   tools re-dumped);
+5. the chat template renders it through transformers' Jinja environment with a
+   mark-aware ``tojson`` (`template.render_marked`);
+6. the marks are stripped: each character is owned by the innermost mark around it
+   (`marks.strip_marks`), and runs become `Segment` spans.
+
+For a template this project did not write, the marked render is checked against
+transformers' own ``render_jinja_template``; if a template mangled the marks (it
+inspected or trimmed message text), the plain render wins and ownership is carried
+over by aligning the two texts (``attribution="aligned"``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+import numpy as np
+import orjson
+import xxhash
+
+from ..model import Request
+from . import engine
+from .gateway import PROFILES, anthropic_proxy_view, mark_body, to_upstream
+from .jsontext import dumps
+from .marks import TEMPLATE, Marker, Stripped, has_reserved_chars, marks_active, strip_marks
+from .prompt import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
+from .template import render_marked, render_plain
+from .tokenizer import Tokenizer, load_tokenizer
+from .whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
+
+RENDER_VERSION = "r1"
+KNOWN_ENDPOINTS = ("anthropic-messages", "openai-chat", "openai-responses")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def resolve_gateway(request: Request, options: RenderOptions, endpoint: str
+                    ) -> tuple[str, str, tuple[str, ...]]:
+    """(profile, where it came from, notes): the log's word first, then the flag, then default.
+
+    Raises:
+        RenderError: the flag names an unknown profile, or one that cannot apply.
+    """
+    notes: list[str] = []
+    wanted = options.gateway or "auto"
+    if wanted != "auto" and wanted not in PROFILES:
+        raise RenderError(f"unknown gateway profile {wanted!r} (known: {', '.join(PROFILES)})")
+    logged = request.gateway
+    if logged in PROFILES:
+        if logged == "anthropic-to-openai" and endpoint != "anthropic-messages":
+            notes.append(f"the log says anthropic-to-openai but the body is {endpoint} "
+                         "(already converted): rendered as received")
+            return "passthrough", "log", tuple(notes)
+        if wanted not in ("auto", logged):
+            notes.append(f"the log says gateway {logged}; --gateway {wanted} ignored")
+        return logged, "log", tuple(notes)
+    if logged:
+        notes.append(f"the log names gateway {logged!r}, which has no profile: not applied")
+    if wanted != "auto":
+        if wanted == "anthropic-to-openai" and endpoint != "anthropic-messages":
+            raise RenderError(f"gateway anthropic-to-openai needs an anthropic-messages body; "
+                              f"request {request.id or '?'} is {endpoint}")
+        return wanted, "flag", tuple(notes)
+    return "passthrough", "default", tuple(notes)
+
+
+def render(request: Request, options: RenderOptions | None = None) -> Prompt:
+    """Render a logged request as the upstream model saw it.
+
+    Args:
+        request: a request with a body.
+        options: gateway profile, tokenizer spec and what-if transforms.
+
+    Returns:
+        The `Prompt`: text, segments covering every character, renderer id.
+
+    Raises:
+        RenderError: no body, unknown profile or what-if, or a profile that does not apply.
+        TokenizerError: the tokenizer spec cannot be loaded offline.
+    """
+    options = options or RenderOptions()
+    body = request.body
+    if not isinstance(body, dict):
+        raise RenderError(f"request {request.id or '?'} has no body: the log did not record "
+                          "the prompt")
+    endpoint = request.endpoint if request.endpoint in KNOWN_ENDPOINTS else _detect(body)
+    tok = load_tokenizer(options.tokenizer)
+    plan = parse_what_ifs(options.what_if)
+    profile, source, notes_from_gateway = resolve_gateway(request, options, endpoint)
+    approximate = endpoint == "anthropic-messages" and profile == "passthrough"
+    notes = list(notes_from_gateway)
+    if approximate:
+        notes.append("hosted Anthropic model: Claude's tokenizer is not public; rendered in "
+                     f"Anthropic's cache order with {tok.name} as a proxy")
+
+    reserved, surrogates = _scan_body(body)
+    marker = Marker(enabled=not reserved)
+    messages, tools = _template_input(endpoint, body, profile, approximate, plan, tok, marker)
+    with marks_active(marker.enabled):
+        rendered = render_marked(tok.chat_template, messages, tools, marker, tok.template_vars)
+    if reserved:  # the text's own private-use characters are not marks: keep them
+        stripped = Stripped(rendered, ((0, len(rendered), TEMPLATE),) if rendered else (), True)
+    else:
+        stripped = strip_marks(rendered)
+    text, runs = stripped.text, stripped.runs
+    attribution = "exact" if stripped.balanced else "partial"
+    if reserved:
+        attribution = "none"
+        notes.append("the logged text uses private-use characters U+10E000-U+10F0FF, which "
+                     "prefixscope's segment marks are made of: no segment map")
+    elif not stripped.balanced:
+        notes.append("the chat template split some message text; part of it is attributed "
+                     "to the template")
+    if not tok.bundled:
+        plain_marker = Marker(enabled=False)
+        plain_messages, plain_tools = _template_input(endpoint, body, profile, approximate,
+                                                      plan, tok, plain_marker)
+        plain = render_plain(tok.chat_template, plain_messages, plain_tools, tok.template_vars)
+        if plain != text:
+            runs = align_runs(text, runs, plain)
+            text = plain
+            attribution = "aligned"
+            notes.append("the chat template changed marked text (it inspects or trims "
+                         "message text): segments were aligned to the plain render")
+    if surrogates and _SURROGATE_RE.search(text):
+        text = _SURROGATE_RE.sub("\ufffd", text)
+        notes.append("lone UTF-16 surrogates in the log were replaced by U+FFFD")
+    return Prompt(
+        text=text,
+        segments=_segments(runs, marker),
+        renderer=renderer_id(tok, profile, options.what_if),
+        gateway=profile,
+        tokenizer=tok.name,
+        approximate=approximate,
+        gateway_source=source,
+        attribution=attribution,
+        notes=tuple(notes),
+    )
+
+
+def _scan_body(body: dict[str, Any]) -> tuple[bool, bool]:
+    """(uses the marks' private-use range, holds lone surrogates) -- fast path via orjson."""
+    try:
+        raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        import json
+
+        text = json.dumps(body, ensure_ascii=False, default=str)
+        return has_reserved_chars(text), True
+    # U+10E000..U+10F0FF are F4 8E/8F .. in UTF-8: a cheap byte test before the exact one.
+    maybe = b"\xf4\x8e" in raw or b"\xf4\x8f" in raw
+    return maybe and has_reserved_chars(raw.decode("utf-8")), False
+
+
+def renderer_id(tok: Tokenizer, profile: str, what_if: tuple[str, ...]) -> str:
+    """Identity of a rendering pipeline: equal ids render equal bodies to equal text."""
+    template = xxhash.xxh3_64_hexdigest(tok.chat_template.encode("utf-8"))
+    return f"{RENDER_VERSION}:{tok.identity}:{template}:{profile}:{','.join(what_if)}"
+
+
+def _detect(body: dict[str, Any]) -> str:
+    from ..ingest.fields import detect_endpoint
+
+    found = detect_endpoint(body)
+    return found if found in KNOWN_ENDPOINTS else "openai-chat"
+
+
+def _template_input(endpoint: str, body: dict[str, Any], profile: str, approximate: bool,
+                    plan: WhatIfPlan, tok: Tokenizer, marker: Marker
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    with marks_active(marker.enabled):
+        return _build_template_input(endpoint, body, profile, approximate, plan, tok, marker)
+
+
+def _build_template_input(endpoint: str, body: dict[str, Any], profile: str, approximate: bool,
+                          plan: WhatIfPlan, tok: Tokenizer, marker: Marker
+                          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    marked = apply_text_edits(endpoint, mark_body(endpoint, body, marker), plan, marker)
+    if approximate:
+        if plan.sort_json_keys:
+            marked["tools"] = [_with_sorted_schema(t, marker) for t in marked.get("tools") or []]
+        messages, tools = anthropic_proxy_view(marked, marker, lambda t: dumps(t, marker))
+    else:
+        messages, tools = to_upstream(endpoint, marked, profile, marker, hoist=not plan.no_hoist)
+    conversation = engine.conversation(messages, marker, engine.content_format(tok.chat_template))
+    dumped = engine.tool_dicts(tools, marker)
+    if plan.sort_json_keys and dumped:
+        for tool in dumped:
+            fn = tool.get("function")
+            if isinstance(fn, dict) and isinstance(fn.get("parameters"), dict):
+                fn["parameters"] = sorted_schema(fn["parameters"], marker)
+    return conversation, dumped
+
+
+def _with_sorted_schema(tool: Any, marker: Marker) -> Any:
+    if not isinstance(tool, dict) or not isinstance(tool.get("input_schema"), dict):
+        return tool
+    return marker.register_like({**tool, "input_schema": sorted_schema(tool["input_schema"],
+                                                                        marker)}, tool)
+
+
+def _segments(runs: tuple[tuple[int, int, int], ...], marker: Marker) -> tuple[Segment, ...]:
+    out: list[Segment] = []
+    for start, end, owner in runs:
+        if start == end:
+            continue
+        if owner == TEMPLATE:
+            path, kind = TEMPLATE_PATH, "template"
+        else:
+            path, kind = marker.paths[owner], marker.kinds[owner]
+        if out and out[-1].path == path and out[-1].char_end == start:
+            out[-1] = Segment(path, kind, out[-1].char_start, end)
+        else:
+            out.append(Segment(path, kind, start, end))
+    return tuple(out)
+
+
+def align_runs(src: str, runs: tuple[tuple[int, int, int], ...], dst: str
+               ) -> tuple[tuple[int, int, int], ...]:
+    """Carry character ownership from `src` over to a slightly different text `dst`.
+
+    Lines are matched first (difflib), then characters inside changed line blocks;
+    unmatched characters of `dst` belong to the template.
+    """
+    owner = np.full(len(src), TEMPLATE, dtype=np.int64)
+    for start, end, pid in runs:
+        owner[start:end] = pid
+    out = np.full(len(dst), TEMPLATE, dtype=np.int64)
+    src_lines, dst_lines = src.splitlines(keepends=True), dst.splitlines(keepends=True)
+    src_off = np.concatenate([[0], np.cumsum([len(x) for x in src_lines])]).astype(int)
+    dst_off = np.concatenate([[0], np.cumsum([len(x) for x in dst_lines])]).astype(int)
+    lines = difflib.SequenceMatcher(None, src_lines, dst_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in lines.get_opcodes():
+        a0, a1, b0, b1 = src_off[i1], src_off[i2], dst_off[j1], dst_off[j2]
+        if tag == "equal":
+            out[b0:b1] = owner[a0:a1]
+        elif tag == "replace":
+            if (a1 - a0) * (b1 - b0) <= 4_000_000:
+                chars = difflib.SequenceMatcher(None, src[a0:a1], dst[b0:b1], autojunk=False)
+                for ctag, c1, c2, d1, d2 in chars.get_opcodes():
+                    if ctag == "equal":
+                        out[b0 + d1:b0 + d2] = owner[a0 + c1:a0 + c2]
+                    elif ctag == "replace" and c2 > c1:
+                        out[b0 + d1:b0 + d2] = owner[a0 + c1]
+            elif a1 > a0:
+                scale = (a1 - a0) / max(1, b1 - b0)
+                idx = a0 + (np.arange(b1 - b0) * scale).astype(int)
+                out[b0:b1] = owner[np.minimum(idx, a1 - 1)]
+    result: list[tuple[int, int, int]] = []
+    if len(dst):
+        change = np.flatnonzero(np.diff(out)) + 1
+        bounds = np.concatenate([[0], change, [len(dst)]])
+        result = [(int(bounds[i]), int(bounds[i + 1]), int(out[bounds[i]]))
+                  for i in range(len(bounds) - 1)]
+    return tuple(result)

@@ -1,0 +1,105 @@
+"""`render_report`: everything ``prefixscope render`` shows about one request, as plain values.
+
+The CLI only formats a `RenderResult`: the rendered text, the gateway profile and
+where it came from, the tokenizer, the token count, whether counts are approximate,
+and one `SegmentRow` per segment span with its character and token spans (a
+segment's tokens are those whose first character lies in it). `RenderResult.to_json`
+is the documented JSON shape (docs/json.md, issue 3):
+``{"request", "gateway", "tokenizer", "tokens", "approximate", "segments": [{"segment",
+"kind", "char_start", "char_end", "token_start", "token_end"}]}`` plus ``"text"``
+with ``show_text``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import Request
+from .prompt import RenderOptions
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRow:
+    """One segment span with its character and token ranges (end-exclusive)."""
+
+    segment: str  # path in the logged request, or "template"
+    kind: str  # segment kind
+    char_start: int  # first character in the rendered text
+    char_end: int  # end character (exclusive)
+    token_start: int  # first token whose first character is in the span
+    token_end: int  # end token (exclusive); equal to token_start when no token starts here
+
+
+@dataclass(frozen=True, slots=True)
+class RenderResult:
+    """The rendered prompt of one request, ready to print."""
+
+    request: str  # request id (or the file name a body was read from)
+    gateway: str  # gateway profile applied
+    gateway_source: str  # "log", "flag" or "default"
+    tokenizer: str  # tokenizer spec
+    tokens: int  # number of tokens of the prompt
+    approximate: bool  # proxy rendering of a hosted Anthropic model
+    segments: tuple[SegmentRow, ...]  # every span of the text, in order
+    text: str  # the rendered prompt
+    what_if: tuple[str, ...]  # transforms applied
+    attribution: str  # "exact", "partial", "aligned" or "none"
+    renderer: str  # rendering pipeline id
+    notes: tuple[str, ...]  # remarks for the reader (profile conflicts, proxy mode, ...)
+
+    def to_json(self, *, show_text: bool = False) -> dict[str, Any]:
+        """The documented JSON shape (stable keys)."""
+        out: dict[str, Any] = {
+            "request": self.request,
+            "gateway": self.gateway,
+            "tokenizer": self.tokenizer,
+            "tokens": self.tokens,
+            "approximate": self.approximate,
+            "segments": [
+                {"segment": s.segment, "kind": s.kind, "char_start": s.char_start,
+                 "char_end": s.char_end, "token_start": s.token_start, "token_end": s.token_end}
+                for s in self.segments],
+        }
+        if show_text:
+            out["text"] = self.text
+        return out
+
+
+def request_from_body(body: dict[str, Any], *, id: str, endpoint: str | None = None,
+                      gateway: str | None = None) -> Request:
+    """A `Request` for a bare request body (``prefixscope render FILE``); endpoint detected."""
+    from ..ingest.fields import detect_endpoint
+
+    return Request(id=id, source_format="body", source_file=id, source_line=None,
+                   timestamp=None, endpoint=endpoint or detect_endpoint(body), gateway=gateway,
+                   body=body)
+
+
+def render_report(request: Request, options: RenderOptions | None = None) -> RenderResult:
+    """Render and tokenize one request for display.
+
+    Args:
+        request: a request with a body (from the store, a log, or a body file).
+        options: gateway profile, tokenizer, what-ifs.
+
+    Returns:
+        The `RenderResult`.
+
+    Raises:
+        RenderError: the request cannot be rendered.
+        TokenizerError: the tokenizer cannot be loaded offline.
+    """
+    from ..tokenize import tokens
+
+    options = options or RenderOptions()
+    result = tokens(request, options)
+    prompt = result.prompt
+    rows = tuple(
+        SegmentRow(seg.path, seg.kind, seg.char_start, seg.char_end, start, end)
+        for seg, (start, end) in zip(prompt.segments, result.segment_token_spans(), strict=True))
+    return RenderResult(
+        request=request.id, gateway=prompt.gateway, gateway_source=prompt.gateway_source,
+        tokenizer=prompt.tokenizer, tokens=len(result), approximate=prompt.approximate,
+        segments=rows, text=prompt.text, what_if=options.what_if,
+        attribution=prompt.attribution, renderer=prompt.renderer, notes=prompt.notes)

@@ -1,0 +1,281 @@
+"""diff: divergence arithmetic, every cause on hand-built pairs, and real trajectories."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+from factories import BILLING, TOOLS, anthropic_body, conversation, make_request
+from typer.testing import CliRunner
+
+from prefixscope.cli.main import app
+from prefixscope.diff import (diff_requests, first_divergence_index, lost_tokens,
+                              reusable_tokens)
+from prefixscope.render import RenderOptions, load_tokenizer, render
+
+runner = CliRunner()
+QWEN = RenderOptions(tokenizer="qwen3.6")
+A2O = RenderOptions(gateway="anthropic-to-openai")
+
+
+def ids(*xs: int) -> np.ndarray:
+    return np.array(xs, dtype=np.uint32)
+
+
+class TestDivergenceArithmetic:
+    """Token-list scenarios in the style of vLLM's prefix-caching tests."""
+
+    def test_append_only_has_no_divergence_and_loses_nothing(self):
+        a, b = ids(*range(10)), ids(*range(12))
+        assert first_divergence_index(a, b) is None
+        assert reusable_tokens(len(a), len(b), 4) == 8
+        assert lost_tokens(len(a), len(b), 8, 4) == 0
+
+    def test_divergence_inside_second_block(self):
+        a = ids(*range(20))
+        b = ids(*range(5), 99, *range(6, 24))
+        assert first_divergence_index(a, b) == 5
+        assert reusable_tokens(5, len(b), 4) == 4
+        assert lost_tokens(len(a), len(b), 4, 4) == 16
+
+    def test_identical_prompt_recomputes_last_token(self):
+        a = ids(*range(16))
+        assert first_divergence_index(a, a) is None
+        # the last prompt token is never reused, so a 16-token prompt keeps no full block
+        assert reusable_tokens(16, 16, 16) == 0
+        assert lost_tokens(16, 16, 0, 16) == 0
+
+    def test_shorter_b_diverges_at_its_end(self):
+        a, b = ids(*range(10)), ids(*range(6))
+        assert first_divergence_index(a, b) == 6
+        assert reusable_tokens(6, 6, 4) == 4
+        assert lost_tokens(10, 6, 4, 4) == 0
+
+    def test_divergence_at_token_zero(self):
+        assert first_divergence_index(ids(1, 2, 3), ids(4, 2, 3)) == 0
+        assert reusable_tokens(0, 3, 1) == 0
+
+
+def naive_divergence(a, b, options) -> int | None:
+    """Oracle: tokenize both rendered prompts whole and compare in a Python loop."""
+    tok = load_tokenizer(options.tokenizer)
+    ta = list(tok.encode(render(a, options).text).ids)
+    tb = list(tok.encode(render(b, options).text).ids)
+    for i, (x, y) in enumerate(zip(ta, tb, strict=False)):
+        if x != y:
+            return i
+    return None if len(ta) <= len(tb) else len(tb)
+
+
+def check(a_body, b_body, options=QWEN, endpoint="anthropic-messages", **kw):
+    a = make_request("a", body=a_body, endpoint=endpoint, **kw)
+    b = make_request("b", body=b_body, endpoint=endpoint, minutes=1, **kw)
+    pair = diff_requests(a, b, options, block_size=16)
+    expected = naive_divergence(a, b, options)
+    got = pair.first_divergence.token if pair.first_divergence else None
+    assert got == expected
+    return pair
+
+
+def openai_body(messages, tools=None, system="You are a careful agent."):
+    body = {"model": "m", "messages": [{"role": "system", "content": system}] + messages}
+    if tools is not None:
+        body["tools"] = tools
+    return body
+
+
+OAI_TOOLS = [
+    {"type": "function", "function": {"name": "read", "description": "Read a file.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "path": {"type": "string"},
+                                          "content": {"type": "string"}}}}},
+    {"type": "function", "function": {"name": "bash", "description": "Run a command.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "command": {"type": "string"}}}}},
+    {"type": "function", "function": {"name": "grep", "description": "Search.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "pattern": {"type": "string"}}}}},
+]
+
+
+class TestCauses:
+    def test_identical(self):
+        body = openai_body(conversation(2), OAI_TOOLS)
+        pair = check(body, copy.deepcopy(body), endpoint="openai-chat")
+        assert (pair.cause, pair.lost_tokens) == ("identical", 0)
+
+    def test_append_only(self):
+        pair = check(openai_body(conversation(2), OAI_TOOLS),
+                     openai_body(conversation(3), OAI_TOOLS), endpoint="openai-chat")
+        assert pair.cause == "append-only" and pair.first_divergence is None
+        assert pair.lost_tokens == 0
+
+    def test_json_key_order_in_tool_schema(self):
+        shuffled = copy.deepcopy(OAI_TOOLS)
+        props = shuffled[0]["function"]["parameters"]["properties"]
+        shuffled[0]["function"]["parameters"]["properties"] = {
+            "content": props["content"], "path": props["path"]}
+        pair = check(openai_body(conversation(2), OAI_TOOLS),
+                     openai_body(conversation(3), shuffled), endpoint="openai-chat")
+        assert pair.cause == "json-key-order"
+        assert pair.first_divergence.segment.startswith("tools[0].function.parameters")
+        assert "[path, content] → [content, path]" in pair.detail
+        assert pair.lost_tokens > 0
+
+    def test_tool_order(self):
+        swapped = [OAI_TOOLS[1], OAI_TOOLS[0], OAI_TOOLS[2]]
+        pair = check(openai_body(conversation(2), OAI_TOOLS),
+                     openai_body(conversation(3), swapped), endpoint="openai-chat")
+        assert pair.cause == "tool-order"
+        assert pair.first_divergence.segment.startswith("tools[0]")
+        assert pair.detail == "tool order [read, bash, grep] → [bash, read, grep]"
+
+    def test_tool_set(self):
+        extra = {"type": "function", "function": {"name": "edit", "description": "Edit.",
+                                                  "parameters": {"type": "object"}}}
+        pair = check(openai_body(conversation(2), OAI_TOOLS),
+                     openai_body(conversation(3), [OAI_TOOLS[0], extra, *OAI_TOOLS[1:]]),
+                     endpoint="openai-chat")
+        assert pair.cause == "tool-set" and pair.detail == "tools +edit"
+        assert pair.first_divergence.segment.startswith("tools[1]")
+
+    def test_volatile_billing_header_behind_anthropic_to_openai(self):
+        pair = check(anthropic_body(conversation(2), cch="8c7f0"),
+                     anthropic_body(conversation(3), cch="7ee55"), options=A2O)
+        assert pair.cause == "volatile-value"
+        assert pair.first_divergence.segment == "system[0]"
+        assert pair.detail == "system[0]: cch=8c7f0 → cch=7ee55"
+
+    def test_billing_header_stripped_is_append_only(self):
+        options = RenderOptions(gateway="anthropic-to-openai", what_if=("strip-billing-header",))
+        pair = check(anthropic_body(conversation(2), cch="8c7f0"),
+                     anthropic_body(conversation(3), cch="7ee55"), options=options)
+        assert pair.cause == "append-only" and pair.lost_tokens == 0
+
+    def test_compaction(self):
+        summary = [{"role": "user", "content": "Summary: we fixed the parser."}]
+        pair = check(openai_body(conversation(4), OAI_TOOLS), openai_body(summary, OAI_TOOLS),
+                     endpoint="openai-chat")
+        assert pair.cause == "compaction"
+        assert pair.first_divergence.segment.startswith("messages[1]")
+        assert pair.detail.startswith("history of 7 messages replaced by 1")
+
+    def test_history_rewrite_of_old_tool_output(self):
+        def body(output):
+            return openai_body([
+                {"role": "user", "content": "fix it"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": output},
+                {"role": "user", "content": "next"}], OAI_TOOLS)
+        a = body("a.py\nb.py\nc.py\n" * 20)
+        b = body("Old environment output: (60 lines omitted)")
+        b["messages"] += [{"role": "assistant", "content": "ok"},
+                          {"role": "user", "content": "go"}]
+        pair = check(a, b, endpoint="openai-chat")
+        assert pair.cause == "history-rewrite"
+        assert pair.first_divergence.segment.startswith("messages[3]")
+        assert pair.detail == ("messages[3] tool output replaced by "
+                               "'Old environment output: (60 lines omitted)'")
+
+    def test_template_divergence_when_reasoning_is_dropped(self):
+        turn = [{"role": "user", "content": "look"},
+                {"role": "assistant", "content": "", "reasoning": "I should grep.",
+                 "tool_calls": [{"id": "c1", "type": "function",
+                                 "function": {"name": "grep", "arguments": "{\"pattern\": \"x\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "x found"}]
+        later = turn + [{"role": "assistant", "content": "Found it."},
+                        {"role": "user", "content": "thanks"}]
+        pair = check(openai_body(turn, OAI_TOOLS), openai_body(later, OAI_TOOLS),
+                     endpoint="openai-chat")
+        assert pair.cause == "template-divergence"
+
+    def test_whitespace(self):
+        pair = check(openai_body(conversation(2), OAI_TOOLS, system="Be careful.  Be brief."),
+                     openai_body(conversation(3), OAI_TOOLS, system="Be careful. Be brief."),
+                     endpoint="openai-chat")
+        assert pair.cause == "whitespace"
+        assert pair.first_divergence.segment.startswith("messages[0]")
+
+    def test_content_change(self):
+        pair = check(openai_body(conversation(2), OAI_TOOLS, system="Be careful."),
+                     openai_body(conversation(3), OAI_TOOLS, system="Be reckless."),
+                     endpoint="openai-chat")
+        assert pair.cause == "content-change"
+
+
+class TestCli:
+    def test_two_files_json_shape(self, tmp_path):
+        a = tmp_path / "a.json"
+        b = tmp_path / "b.json"
+        a.write_text(json.dumps(anthropic_body(conversation(2), cch="8c7f0")))
+        b.write_text(json.dumps(anthropic_body(conversation(3), cch="7ee55")))
+        result = runner.invoke(app, ["diff", str(a), str(b), "--gateway", "anthropic-to-openai",
+                                     "--json", "--block-size", "64"], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert set(out) >= {"pairs", "totals"}
+        pair = out["pairs"][0]
+        assert set(pair) >= {"a", "b", "session", "tokens_a", "tokens_b", "first_divergence",
+                             "block_size", "reusable_tokens", "lost_tokens", "cause", "detail"}
+        assert set(pair["first_divergence"]) >= {"token", "char_a", "char_b", "segment",
+                                                 "text_a", "text_b"}
+        assert pair["cause"] == "volatile-value" and pair["block_size"] == 64
+        assert out["totals"]["by_cause"] == {
+            "volatile-value": {"pairs": 1, "lost_tokens": pair["lost_tokens"]}}
+        human = runner.invoke(app, ["diff", str(a), str(b), "--gateway", "anthropic-to-openai"])
+        assert "system[0]" in human.stdout and "volatile-value" in human.stdout
+
+    def test_needs_two_requests(self):
+        result = runner.invoke(app, ["diff", "only-one"])
+        assert result.exit_code == 2
+
+    def test_unknown_request_is_one_line(self, tmp_path):
+        runner.invoke(app, ["ingest", str(tmp_path), "--store", "s.duckdb"])
+        result = runner.invoke(app, ["diff", "nope1", "nope2", "--store", "s.duckdb"])
+        assert result.exit_code == 1 and "Traceback" not in result.output
+
+
+class TestRealTrajectories:
+    def test_swe_agent_replay_rewrites_history_from_elision(self, real):
+        traj = next((real / "swe-agent").glob(
+            "replay__*function_calling_replace_from_source*.traj"))
+        result = runner.invoke(app, ["diff", "--all", str(traj), "--json"],
+                               catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        pairs = json.loads(result.stdout)["pairs"]
+        causes = [p["cause"] for p in pairs]
+        assert len(pairs) == 12
+        # calls 0-5 extend each other; from call 6 on last_n_observations elides old outputs
+        assert causes[:5] == ["append-only"] * 5
+        assert causes[5:] == ["history-rewrite"] * 7
+        for p in pairs[5:]:
+            assert p["first_divergence"]["segment"].startswith("messages[")
+            assert p["lost_tokens"] > 0
+
+    def test_openhands_runs_are_append_only(self, real):
+        log = real / "openhands" / "evaluation__benchmarks__multi_swe_bench__examples__output.jsonl"
+        result = runner.invoke(app, ["diff", "--all", str(log), "--json"],
+                               catch_exceptions=False)
+        out = json.loads(result.stdout)
+        assert out["totals"]["pairs"] == 22 + 32 + 48
+        assert out["totals"]["by_cause"] == {
+            "append-only": {"pairs": 102, "lost_tokens": 0}}
+
+
+@pytest.mark.parametrize("what_if,cause", [((), "volatile-value"),
+                                           (("strip-billing-header",), "append-only")])
+def test_claude_code_capture_behind_gateway(what_if, cause):
+    from conftest import FIXTURES
+
+    args = ["diff", "--all", str(FIXTURES / "raw" / "claude_code_capture.jsonl"),
+            "--gateway", "anthropic-to-openai", "--json"]
+    for w in what_if:
+        args += ["--what-if", w]
+    out = json.loads(runner.invoke(app, args, catch_exceptions=False).stdout)
+    assert {p["cause"] for p in out["pairs"]} == {cause}
+    if cause == "volatile-value":
+        assert {p["first_divergence"]["segment"] for p in out["pairs"]} == {"system[0]"}

