@@ -9,7 +9,7 @@ Responses JSON).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -43,14 +43,19 @@ def request_from_file(path: Path) -> Request:
         body = loads_deep(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         body = None
-    if isinstance(body, dict):
-        endpoint = detect_endpoint(body)
-        if endpoint != "unknown":
-            return Request(id=path.name, source_format="file", source_file=str(path),
-                           source_line=None, timestamp=None, endpoint=endpoint,
-                           model=body.get("model") if isinstance(body.get("model"), str)
-                           else None, body=body)
+    if isinstance(body, dict) and detect_endpoint(body) != "unknown":
+        return request_from_body(body, id=path.name, source_file=str(path))
     raise LookupError_(f"{path} holds no request body prefixscope can read")
+
+
+def request_from_body(body: dict[str, Any], *, id: str, source_file: str | None = None,
+                      endpoint: str | None = None, gateway: str | None = None) -> Request:
+    """A `Request` for a bare request body; the endpoint is detected from its keys."""
+    model = body.get("model")
+    return Request(id=id, source_format="body", source_file=source_file or id,
+                   source_line=None, timestamp=None,
+                   endpoint=endpoint or detect_endpoint(body), gateway=gateway,
+                   model=model if isinstance(model, str) else None, body=body)
 
 
 def resolve_request(ref: str, store: Store | None) -> Request:

@@ -42,7 +42,7 @@ class TestRenderReport:
         assert "x-anthropic-billing-header" not in result.text
 
     def test_a_bare_body_file_becomes_a_request(self):
-        from prefixscope.render import request_from_body
+        from prefixscope.lookup import request_from_body
 
         request = request_from_body(fixture("claude_code.json"), id="body.json")
         assert (request.endpoint, request.id) == ("anthropic-messages", "body.json")

@@ -12,7 +12,7 @@ import os
 import typer
 
 from ..exitcodes import EXIT_CODES_HELP
-from . import bucket_cmd, diff_cmd, export_cmd, ingest_cmd, segments_cmd, sql_cmd
+from . import bucket_cmd, diff_cmd, export_cmd, ingest_cmd, render_cmd, segments_cmd, sql_cmd
 
 # transformers announces on import that PyTorch is absent; prefixscope only needs its
 # tokenizers and chat templates, so the advice is noise on stderr.
@@ -28,7 +28,8 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-for module in (ingest_cmd, diff_cmd, segments_cmd, bucket_cmd, sql_cmd, export_cmd):
+for module in (ingest_cmd, render_cmd, diff_cmd, segments_cmd, bucket_cmd, sql_cmd,
+               export_cmd):
     module.register(app)
 
 

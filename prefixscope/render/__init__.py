@@ -9,8 +9,7 @@ Public API:
   `prefixscope.tokenize.tokens`, diff, bucket and simulate.
 * `load_tokenizer(spec)` -- bundled names, model directories, cached HF ids.
 * `render_report(request, options) -> RenderResult` -- everything ``prefixscope
-  render`` prints; `request_from_body` wraps a bare body file (both imported
-  lazily: they tokenize / read ingest helpers).
+  render`` prints (imported lazily: it tokenizes).
 
 See docs/render.md.
 """
@@ -28,13 +27,13 @@ from .whatif import WHAT_IFS
 __all__ = [
     "BUNDLED", "DEFAULT_TOKENIZER", "PROFILES", "TEMPLATE_PATH", "WHAT_IFS", "Prompt",
     "RenderError", "RenderOptions", "RenderResult", "Segment", "SegmentRow", "Tokenizer",
-    "TokenizerError", "load_tokenizer", "render", "render_report", "request_from_body",
+    "TokenizerError", "load_tokenizer", "render", "render_report",
     "resolve_gateway",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("render_report", "request_from_body", "RenderResult", "SegmentRow"):
+    if name in ("render_report", "RenderResult", "SegmentRow"):
         from . import report
 
         return getattr(report, name)

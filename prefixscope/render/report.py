@@ -66,16 +66,6 @@ class RenderResult:
         return out
 
 
-def request_from_body(body: dict[str, Any], *, id: str, endpoint: str | None = None,
-                      gateway: str | None = None) -> Request:
-    """A `Request` for a bare request body (``prefixscope render FILE``); endpoint detected."""
-    from ..ingest.fields import detect_endpoint
-
-    return Request(id=id, source_format="body", source_file=id, source_line=None,
-                   timestamp=None, endpoint=endpoint or detect_endpoint(body), gateway=gateway,
-                   body=body)
-
-
 def render_report(request: Request, options: RenderOptions | None = None) -> RenderResult:
     """Render and tokenize one request for display.
 

@@ -1,0 +1,85 @@
+"""`prefixscope render` from the CLI: store ids, body files, logs, profiles, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURES
+from factories import anthropic_body, conversation
+from typer.testing import CliRunner
+
+from prefixscope.cli.main import app
+
+runner = CliRunner()
+
+
+def render_json(*args: str) -> dict:
+    result = runner.invoke(app, ["render", *args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+OPENAI_WITH_NOTE = {"model": "m", "messages": [
+    {"role": "system", "content": "You are an agent."},
+    {"role": "user", "content": "start"},
+    {"role": "assistant", "content": "ok"},
+    {"role": "system", "content": "Note: 3 steps left."},
+    {"role": "user", "content": "go on"}]}
+
+
+@pytest.mark.parametrize("tokenizer", ["deepseek-v4", "qwen3.6", "qwen2.5"])
+@pytest.mark.parametrize("gateway,body,approximate", [
+    ("anthropic-to-openai", anthropic_body(conversation(2)), False),
+    ("passthrough", anthropic_body(conversation(2)), True),
+    ("hoist-system-messages", OPENAI_WITH_NOTE, False),
+    ("passthrough", OPENAI_WITH_NOTE, False),
+])
+def test_body_file_under_every_profile_and_tokenizer(tmp_path, gateway, body, approximate,
+                                                     tokenizer):
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body))
+    out = render_json(str(path), "--gateway", gateway, "--tokenizer", tokenizer)
+    assert out["gateway"] == gateway and out["tokenizer"] == tokenizer
+    assert out["tokens"] > 0
+    spans = [(s["char_start"], s["char_end"]) for s in out["segments"]]
+    assert spans[0][0] == 0 and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    # passthrough of an Anthropic body renders through a proxy: counts are approximate
+    assert out["approximate"] == approximate
+
+
+def test_billing_header_joined_into_system_zero():
+    body = FIXTURES / "raw" / "pairs" / "01.request.json"
+    out = render_json(str(body), "--gateway", "anthropic-to-openai", "--show-text")
+    system0 = [s for s in out["segments"] if s["segment"] == "system[0]"]
+    assert len(system0) == 1
+    text = out["text"][system0[0]["char_start"]:system0[0]["char_end"]]
+    assert text.startswith("x-anthropic-billing-header:")
+    stripped = render_json(str(body), "--gateway", "anthropic-to-openai",
+                           "--what-if", "strip-billing-header", "--show-text")
+    assert "x-anthropic-billing-header" not in stripped["text"]
+    assert stripped["tokens"] < out["tokens"]
+
+
+def test_request_from_logs_and_from_store():
+    capture = str(FIXTURES / "raw" / "openai_chat_capture.jsonl")
+    runner.invoke(app, ["ingest", capture, "--store", "s.duckdb"], catch_exceptions=False)
+    rid = json.loads(runner.invoke(app, ["sql", "select id from requests order by source_line "
+                                         "limit 1", "--store", "s.duckdb", "--json"]
+                                   ).stdout)[0]["id"]
+    from_store = render_json(rid[:10], "--store", "s.duckdb")
+    from_logs = render_json(rid, capture)
+    assert from_store["tokens"] == from_logs["tokens"] and from_store["request"] == rid
+    human = runner.invoke(app, ["render", rid, "--store", "s.duckdb"])
+    assert human.exit_code == 0 and "tokens" in human.stdout and "template" in human.stdout
+
+
+def test_errors_are_one_line():
+    result = runner.invoke(app, ["render", "nope", "--store", "missing.duckdb"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    result = runner.invoke(app, ["render", str(FIXTURES / "raw" / "pairs" / "01.request.json"),
+                                 "--gateway", "bogus"])
+    assert result.exit_code == 1 and "bogus" in result.stderr
+    result = runner.invoke(app, ["render", str(FIXTURES / "raw" / "pairs" / "01.request.json"),
+                                 "--tokenizer", "/nonexistent/model"])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
