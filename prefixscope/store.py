@@ -215,7 +215,7 @@ class Store:
         if not requests:
             return 0
         now = datetime.utcnow()
-        rows: list[dict[str, Any]] = []
+        cols: dict[str, list[Any]] = {name: [] for name in _REQUEST_SCHEMA}
         bodies: dict[str, str] = {}
         for r in requests:
             body_hash = None
@@ -225,24 +225,27 @@ class Store:
                 bodies.setdefault(body_hash, text)
             chain, count = prefix_chain(r)
             u = r.usage
-            rows.append({
-                "id": r.id, "source_format": r.source_format, "source_file": r.source_file,
-                "source_line": r.source_line, "timestamp": r.timestamp, "endpoint": r.endpoint,
-                "model": r.model, "session_key": r.session_key,
-                "session_key_source": r.session_key_source, "parent_key": r.parent_key,
-                "user_id": r.user, "client": r.client, "channel": r.channel,
-                "gateway": r.gateway, "native_id": r.native_id,
-                "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_tokens,
-                "cache_write_tokens": u.cache_write_tokens, "output_tokens": u.output_tokens,
-                "usage_semantics": u.semantics, "has_body": r.body is not None,
-                "body_truncated": r.body_truncated, "body_hash": body_hash,
-                "message_count": count, "prefix_chain": chain,
-                "fingerprint": fingerprint(r),
-                "block_hashes": list(r.block_hashes) if r.block_hashes is not None else None,
-                "block_size": r.block_size, "output": None if r.output is None else exact_json(r.output),
-                "metadata": _json_or_none(r.metadata), "ingested_at": now,
-            })
-        frame = pl.DataFrame(rows, schema=_REQUEST_SCHEMA, orient="row")
+            for name, value in (
+                ("id", r.id), ("source_format", r.source_format),
+                ("source_file", r.source_file), ("source_line", r.source_line),
+                ("timestamp", r.timestamp), ("endpoint", r.endpoint), ("model", r.model),
+                ("session_key", r.session_key), ("session_key_source", r.session_key_source),
+                ("parent_key", r.parent_key), ("user_id", r.user), ("client", r.client),
+                ("channel", r.channel), ("gateway", r.gateway), ("native_id", r.native_id),
+                ("prompt_tokens", u.prompt_tokens), ("cached_tokens", u.cached_tokens),
+                ("cache_write_tokens", u.cache_write_tokens),
+                ("output_tokens", u.output_tokens), ("usage_semantics", u.semantics),
+                ("has_body", r.body is not None), ("body_truncated", r.body_truncated),
+                ("body_hash", body_hash), ("message_count", count), ("prefix_chain", chain),
+                ("fingerprint", fingerprint(r)),
+                ("block_hashes", list(r.block_hashes) if r.block_hashes is not None
+                 else None),
+                ("block_size", r.block_size),
+                ("output", None if r.output is None else exact_json(r.output)),
+                ("metadata", _json_or_none(r.metadata)), ("ingested_at", now),
+            ):
+                cols[name].append(value)
+        frame = pl.DataFrame(cols, schema=_REQUEST_SCHEMA)
         before = self.count()
         self.con.register("_incoming", frame)
         try:
