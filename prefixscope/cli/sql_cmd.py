@@ -51,7 +51,7 @@ def sql(
     if json_out:
         console.print_json([dict(zip(columns, row, strict=True)) for row in rows])
     elif csv_out:
-        writer = csv.writer(sys.stdout)
+        writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows(rows)
     else:
