@@ -134,7 +134,8 @@ def infer_block_size(cached_values: Sequence[int]) -> int | None:
 
 def find_spikes(cached_values: Sequence[int], block_size: int | None,
                 min_share: float = SPIKE_MIN_SHARE,
-                min_requests: int = SPIKE_MIN_REQUESTS) -> list[tuple[int, int, float, float | None]]:
+                min_requests: int = SPIKE_MIN_REQUESTS,
+                ) -> list[tuple[int, int, float, float | None]]:
     """(value, requests, share, blocks) for every non-zero value held by enough requests."""
     total = len(cached_values)
     if not total:

@@ -44,7 +44,8 @@ _WS = re.compile(r"\s+")
 _VOLATILE = re.compile(
     r"""^(?:
         [0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}  # uuid
-      | \d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?  # date/time
+      | \d{4}-\d{2}-\d{2}                                             # date
+        (?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?  # time
       | \d{1,2}:\d{2}(?::\d{2})?                                           # clock time
       | \d+(?:\.\d+)?                                                      # counter / number
       | (?=[0-9a-fA-F]*\d)[0-9a-fA-F]{4,}                                  # hex nonce / hash
@@ -250,7 +251,7 @@ def _as_rendered(system: Any, tools: list[Any], history: list[Any], what_if: tup
             tools = sorted_keys(tools)
         elif name.startswith("drop:"):
             pattern = re.compile(name[len("drop:"):])
-            system = _map_strings(system, lambda text: pattern.sub("", text))
+            system = _map_strings(system, lambda text, p=pattern: p.sub("", text))
     return system, tools, history
 
 

@@ -14,10 +14,9 @@ which change between turns without changing the prompt the model sees.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
-
-import re
 
 import orjson
 import xxhash

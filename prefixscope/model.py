@@ -63,7 +63,7 @@ class Request:
     user: str | None = None  # user / account / API key name
     client: str | None = None  # client or entrypoint (user agent, cc_entrypoint, agent name)
     channel: str | None = None  # gateway channel / provider / upstream
-    gateway: str | None = None  # gateway conversion the log says was applied, e.g. "anthropic-to-openai"
+    gateway: str | None = None  # conversion the log says was applied ("anthropic-to-openai")
     native_id: str | None = None  # the source's own id for this request, when it has one
     body: dict[str, Any] | None = None  # the request body in `endpoint`'s protocol
     body_truncated: bool = False  # the log cut strings in the body (e.g. LiteLLM); text is lossy

@@ -32,7 +32,7 @@ _MASK64 = (1 << 64) - 1
 
 
 def split_body(endpoint: str, body: dict[str, Any] | None) -> tuple[Any, list[Any], list[Any]]:
-    """(system, tools, history) of a body in its protocol; history excludes leading system messages."""
+    """(system, tools, history) of a body; history excludes leading system messages."""
     if not isinstance(body, dict):
         return None, [], []
     tools = body.get("tools") if isinstance(body.get("tools"), list) else []
@@ -53,7 +53,7 @@ def split_body(endpoint: str, body: dict[str, Any] | None) -> tuple[Any, list[An
 
 
 def strip_billing_header(system: Any) -> Any:
-    """System content without Claude Code's billing header (string, block list or message contents)."""
+    """System content without Claude Code's billing header (string, blocks, or contents)."""
     if isinstance(system, str):
         return BILLING_HEADER_RE.sub("", system)
     if isinstance(system, list):

@@ -8,8 +8,17 @@ from typing import Annotated, Any
 import typer
 
 from . import console
-from .options import (BlockSize, Gateway, JsonOut, Logs, Quiet, StoreOpt, Tokenizer, WhatIf,
-                      what_if_tuple)
+from .options import (
+    BlockSize,
+    Gateway,
+    JsonOut,
+    Logs,
+    Quiet,
+    StoreOpt,
+    Tokenizer,
+    WhatIf,
+    what_if_tuple,
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -56,8 +56,7 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
     if not enabled:
         yield None
         return
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                               TimeRemainingColumn)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), console=err, transient=True) as progress:

@@ -8,8 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from . import console
-from .options import BlockSize, Gateway, JsonOut, Quiet, StoreOpt, Tokenizer, WhatIf
-from .options import what_if_tuple
+from .options import BlockSize, Gateway, JsonOut, Quiet, StoreOpt, Tokenizer, WhatIf, what_if_tuple
 
 
 def register(app: typer.Typer) -> None:

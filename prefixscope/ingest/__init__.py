@@ -163,7 +163,11 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
 
 
 def read_requests(path: str | Path, fmt: str = "auto") -> tuple[list[Request], list[Skip]]:
-    """Parse one file without a store (tests, render/diff of a file). Raises ValueError if unrecognized."""
+    """Parse one file without a store (tests, render/diff of a file).
+
+    Raises:
+        ValueError: no format recognizes the file.
+    """
     source = Source.from_stdin() if str(path) == "-" else Source.from_path(Path(path))
     try:
         if fmt == "auto":

@@ -36,8 +36,18 @@ from typing import Any
 
 from prefixscope.model import Record, Request, Skip, Usage
 
-from .fields import detect_endpoint, dig, parse_time, to_bool, to_int, usage_openai_chat
-from .fields import is_empty_json, json_text
+from .fields import (
+    detect_endpoint,
+    dig,
+    is_empty_json,
+    json_text,
+    parse_time,
+    to_bool,
+    to_float,
+    to_int,
+    to_text,
+    usage_openai_chat,
+)
 from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows, row_keys
 
 NAME = "bifrost"
@@ -100,7 +110,7 @@ def _link_ids(source: Source, probe: Probe) -> tuple[set[str], set[str]]:
 
 
 def _add(into: set[str], value: Any) -> None:
-    text = _text(value)
+    text = to_text(value)
     if text:
         into.add(text)
 
@@ -110,10 +120,10 @@ def _parse_row(place: int, row: Any, ids: set[str], parents: set[str]) -> Record
         return Skip(place, str(row))
     if not isinstance(row, dict):
         return Skip(place, f"log row is a {type(row).__name__}, not an object")
-    row_id = _text(row.get("id"))
+    row_id = to_text(row.get("id"))
     if row_id is None:
         return Skip(place, "log row has no `id`")
-    object_type = (_text(row.get("object_type")) or _text(row.get("object")) or "").lower()
+    object_type = (to_text(row.get("object_type")) or to_text(row.get("object")) or "").lower()
     if any(part in object_type for part in _NOT_GENERATION):
         return None  # embeddings, audio, images, ...: no prompt to cache
     body, endpoint, body_notes = build_body(row)
@@ -125,12 +135,12 @@ def _parse_row(place: int, row: Any, ids: set[str], parents: set[str]) -> Record
         id="", source_format="", source_file="", source_line=place,
         timestamp=parse_time(row.get("timestamp")) or parse_time(row.get("created_at")),
         endpoint=endpoint,
-        model=_text(row.get("alias")) or _text(row.get("model")),
+        model=to_text(row.get("alias")) or to_text(row.get("model")),
         session_key=session_key, session_key_source=session_source, parent_key=parent_key,
-        user=_text(row.get("user_id")) or _text(row.get("user_name"))
-        or _text(row.get("virtual_key_name")),
-        client=_text(row.get("virtual_key_name")),
-        channel=_text(row.get("provider")),
+        user=to_text(row.get("user_id")) or to_text(row.get("user_name"))
+        or to_text(row.get("virtual_key_name")),
+        client=to_text(row.get("virtual_key_name")),
+        channel=to_text(row.get("provider")),
         native_id=row_id,
         body=body,
         output=_output(row),
@@ -155,7 +165,7 @@ def build_body(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str, dict[st
     params = params if isinstance(params, dict) else {}
     tools = json_text(row.get("tools"))
     if isinstance(history, list) and history:
-        body: dict[str, Any] = {"model": _text(row.get("model")), "messages": history}
+        body: dict[str, Any] = {"model": to_text(row.get("model")), "messages": history}
         if isinstance(tools, list) and tools:
             body["tools"] = tools
         body.update((k, v) for k, v in params.items() if k not in body)
@@ -163,7 +173,7 @@ def build_body(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str, dict[st
         return body, "openai-chat", notes
     items = json_text(row.get("responses_input_history"))
     if isinstance(items, list) and items:
-        body = {"model": _text(row.get("model")), "input": items}
+        body = {"model": to_text(row.get("model")), "input": items}
         body.update((k, v) for k, v in params.items() if k not in body)
         if "tools" not in body and isinstance(tools, list) and tools:
             body["tools"] = tools
@@ -192,13 +202,13 @@ def bifrost_usage(row: dict[str, Any]) -> Usage:
 def _session(row_id: str, row: dict[str, Any], row_meta: dict[str, Any], ids: set[str],
              parents: set[str]) -> tuple[str | None, str | None, str | None]:
     """(session key, its source, parent key)."""
-    parent = _text(row.get("parent_request_id"))
+    parent = to_text(row.get("parent_request_id"))
     if parent:
         return parent, "bifrost.parent_request_id", parent if parent in ids else None
     if row_id in parents:
         return row_id, "bifrost.parent_request_id", None
     for key, value in row_meta.items():
-        if str(key).lower().replace("-", "_") in _SESSION_METADATA_KEYS and (sid := _text(value)):
+        if str(key).lower().replace("-", "_") in _SESSION_METADATA_KEYS and (sid := to_text(value)):
             return sid, f"bifrost.metadata.{key}", None
     return None, None, None
 
@@ -210,19 +220,19 @@ def _row_metadata(row: dict[str, Any], object_type: str,
                     ("has_object", "is_large_payload_request", "is_large_payload_response"))
     return {
         "object_type": object_type or None,
-        "status": _text(row.get("status")),
-        "stop_reason": _text(row.get("stop_reason")),
-        "error": _text(dig(error, "error", "message"))
-        or (_text(error) if isinstance(error, str) else None),
-        "resolved_model": _text(row.get("model")) if _text(row.get("alias")) else None,
-        "latency_ms": _number(row.get("latency")),
-        "cost": _number(row.get("cost")),
+        "status": to_text(row.get("status")),
+        "stop_reason": to_text(row.get("stop_reason")),
+        "error": to_text(dig(error, "error", "message"))
+        or (to_text(error) if isinstance(error, str) else None),
+        "resolved_model": to_text(row.get("model")) if to_text(row.get("alias")) else None,
+        "latency_ms": to_float(row.get("latency")),
+        "cost": to_float(row.get("cost")),
         "stream": to_bool(row.get("stream")),
         "number_of_retries": to_int(row.get("number_of_retries")) or None,
         "fallback_index": to_int(row.get("fallback_index")) or None,
-        "selected_key_name": _text(row.get("selected_key_name")),
-        "virtual_key_id": _text(row.get("virtual_key_id")),
-        "team_name": _text(row.get("team_name")),
+        "selected_key_name": to_text(row.get("selected_key_name")),
+        "virtual_key_id": to_text(row.get("virtual_key_id")),
+        "team_name": to_text(row.get("team_name")),
         "payload_offloaded": True if offloaded else None,
         "bifrost_metadata": row_meta or None,
     }
@@ -236,17 +246,4 @@ def _output(row: dict[str, Any]) -> Any:
     return None
 
 
-def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, (bool, dict, list)):
-        return None
-    s = str(value).strip()
-    return s or None
 
-
-def _number(value: Any) -> float | None:
-    if value is None or value == "" or isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None

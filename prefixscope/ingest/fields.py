@@ -46,6 +46,27 @@ def to_int(value: Any) -> int | None:
     return None
 
 
+def to_text(value: Any) -> str | None:
+    """A non-empty string for ids and names (ints and integral floats from SQLite / JSON
+    become their digits); None for missing, blank, booleans and containers."""
+    if value is None or isinstance(value, (bool, dict, list)):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    s = str(value).strip()
+    return s or None
+
+
+def to_float(value: Any) -> float | None:
+    """A float from a number or numeric string; None for missing, blank, booleans and text."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def to_bool(value: Any) -> bool | None:
     if value is None:
         return None
@@ -102,7 +123,7 @@ def parse_time(value: Any) -> datetime | None:
 
 
 def loads_deep(value: Any, max_depth: int = 4) -> Any:
-    """Parse JSON strings repeatedly until the result is not a JSON string (Langfuse double-encoding).
+    """Parse JSON strings repeatedly until the result is not one (Langfuse double-encodes).
 
     Text that is not JSON is returned unchanged.
     """
@@ -153,6 +174,10 @@ def first_present(*values: Any) -> Any:
     return None
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _sum_present(*values: int | None) -> int | None:
     present = [v for v in values if v is not None]
     return sum(present) if present else None
@@ -178,7 +203,7 @@ def usage_openai_chat(u: dict[str, Any] | None) -> Usage:
     """OpenAI Chat usage (also vLLM, DeepSeek): `prompt_tokens` INCLUDES cached tokens."""
     if not isinstance(u, dict):
         return Usage()
-    details = u.get("prompt_tokens_details") if isinstance(u.get("prompt_tokens_details"), dict) else {}
+    details = _dict(u.get("prompt_tokens_details"))
     deepseek_hit = to_int(u.get("prompt_cache_hit_tokens"))
     read = deepseek_hit if deepseek_hit is not None else to_int(first_present(
         details.get("cached_tokens"), details.get("cached_read_tokens"),
@@ -199,7 +224,7 @@ def usage_openai_responses(u: dict[str, Any] | None) -> Usage:
     """OpenAI Responses usage: `input_tokens` INCLUDES cached tokens."""
     if not isinstance(u, dict):
         return Usage()
-    details = u.get("input_tokens_details") if isinstance(u.get("input_tokens_details"), dict) else {}
+    details = _dict(u.get("input_tokens_details"))
     return Usage(prompt_tokens=to_int(u.get("input_tokens")),
                  cached_tokens=to_int(details.get("cached_tokens")),
                  cache_write_tokens=to_int(details.get("cache_write_tokens")),
@@ -224,7 +249,7 @@ def usage_auto(u: Any, endpoint: str = "unknown") -> Usage:
 
 
 def merge_usage(base: Usage, later: Usage) -> Usage:
-    """Fill fields of `base` from `later` where `later` reported them (SSE: message_delta after message_start)."""
+    """Fields of `later` where it reported them, else `base`'s (SSE: delta after start)."""
     return Usage(
         prompt_tokens=first_present(later.prompt_tokens, base.prompt_tokens),
         cached_tokens=first_present(later.cached_tokens, base.cached_tokens),

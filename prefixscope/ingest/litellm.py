@@ -42,8 +42,18 @@ from typing import Any
 
 from prefixscope.model import Record, Request, Skip, Usage
 
-from .fields import detect_endpoint, dig, first_present, parse_time, to_bool, to_int
-from .fields import is_empty_json, json_text
+from .fields import (
+    detect_endpoint,
+    dig,
+    first_present,
+    is_empty_json,
+    json_text,
+    parse_time,
+    to_bool,
+    to_float,
+    to_int,
+    to_text,
+)
 from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows, row_keys
 
 NAME = "litellm"
@@ -111,7 +121,7 @@ def _count_session_ids(rows: Iterator[tuple[int, Any]]) -> Counter[str]:
     uses: Counter[str] = Counter()
     for _, row in rows:
         if isinstance(row, dict):
-            sid = _text(row.get("session_id"))
+            sid = to_text(row.get("session_id"))
             if sid:
                 uses[sid] += 1
     return uses
@@ -122,10 +132,10 @@ def _parse_row(place: int, row: Any, session_uses: Counter[str]) -> Record | Ski
         return Skip(place, str(row))
     if not isinstance(row, dict):
         return Skip(place, f"spend log row is a {type(row).__name__}, not an object")
-    request_id = _text(row.get("request_id"))
+    request_id = to_text(row.get("request_id"))
     if request_id is None:
         return Skip(place, "spend log row has no `request_id`")
-    call_type = (_text(row.get("call_type")) or "").lower()
+    call_type = (to_text(row.get("call_type")) or "").lower()
     if any(part in call_type for part in _NOT_GENERATION):
         return None  # embeddings, images, audio, ...: no prompt to cache
     meta_col = json_text(row.get("metadata"))
@@ -139,7 +149,7 @@ def _parse_row(place: int, row: Any, session_uses: Counter[str]) -> Record | Ski
             metadata["truncated_fields"] = fields
             metadata["truncated_chars"] = chars
     endpoint = _endpoint(call_type, body)
-    provider = _text(row.get("custom_llm_provider"))
+    provider = to_text(row.get("custom_llm_provider"))
     usage, usage_notes = litellm_usage(row, row_meta)
     metadata.update(usage_notes)
     session_key, session_source = _session(row, row_meta, body, session_uses)
@@ -148,11 +158,11 @@ def _parse_row(place: int, row: Any, session_uses: Counter[str]) -> Record | Ski
         id="", source_format="", source_file="", source_line=place,
         timestamp=parse_time(row.get("startTime")),
         endpoint=endpoint,
-        model=_text(row.get("model_group")) or _text(row.get("model")),
+        model=to_text(row.get("model_group")) or to_text(row.get("model")),
         session_key=session_key, session_key_source=session_source,
-        user=_text(row.get("user")) or _text(row.get("end_user"))
-        or _text(row_meta.get("user_api_key_user_id")),
-        client=_text(row_meta.get("user_api_key_alias")) or _text(row_meta.get("user_agent")),
+        user=to_text(row.get("user")) or to_text(row.get("end_user"))
+        or to_text(row_meta.get("user_api_key_user_id")),
+        client=to_text(row_meta.get("user_api_key_alias")) or to_text(row_meta.get("user_agent")),
         channel=provider,
         gateway=_gateway(endpoint, provider),
         native_id=request_id,
@@ -175,7 +185,8 @@ def _body(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         return logged, "proxy_server_request"
     messages = json_text(row.get("messages"))
     if isinstance(messages, list) and messages:
-        body: dict[str, Any] = {"model": _text(row.get("model_group")) or _text(row.get("model"))}
+        model = to_text(row.get("model_group")) or to_text(row.get("model"))
+        body: dict[str, Any] = {"model": model}
         body["messages"] = messages
         return body, "messages"
     return None, None
@@ -244,7 +255,7 @@ def litellm_usage(row: dict[str, Any], row_meta: dict[str, Any]) -> tuple[Usage,
 
 def _session(row: dict[str, Any], row_meta: dict[str, Any], body: dict[str, Any] | None,
              session_uses: Counter[str]) -> tuple[str | None, str | None]:
-    sid = _text(row.get("session_id"))
+    sid = to_text(row.get("session_id"))
     if sid and (session_uses[sid] > 1 or sid in declared_session_ids(row_meta)):
         return sid, "litellm.session_id"
     cc_session = claude_code_session(body)
@@ -259,12 +270,12 @@ def declared_session_ids(row_meta: dict[str, Any]) -> set[str]:
     scopes = (row_meta, row_meta.get("spend_logs_metadata"), row_meta.get("requester_metadata"))
     for scope in scopes:
         if isinstance(scope, dict):
-            found.update(v for k in _SESSION_KEYS if (v := _text(scope.get(k))))
+            found.update(v for k in _SESSION_KEYS if (v := to_text(scope.get(k))))
     for headers_key in ("requester_custom_headers", "headers"):
         headers = row_meta.get(headers_key)
         if isinstance(headers, dict):
             for name, value in headers.items():
-                if str(name).lower() in _SESSION_HEADERS and (v := _text(value)):
+                if str(name).lower() in _SESSION_HEADERS and (v := to_text(value)):
                     found.add(v)
     return found
 
@@ -279,7 +290,7 @@ def claude_code_session(body: dict[str, Any] | None) -> str | None:
         return match.group(1)
     parsed = json_text(user_id)
     if isinstance(parsed, dict):
-        return _text(parsed.get("session_id"))
+        return to_text(parsed.get("session_id"))
     return None
 
 
@@ -301,16 +312,16 @@ def _row_metadata(row: dict[str, Any], row_meta: dict[str, Any], request_id: str
     cache_hit = to_bool(row.get("cache_hit")) is True or "_cache_hit" in request_id
     return {
         "litellm_cache_hit": True if cache_hit else None,
-        "litellm_session_id": _text(row.get("session_id")),
-        "status": _text(row.get("status")) or _text(row_meta.get("status")),
-        "upstream_model": _text(row.get("model")),
-        "model_group": _text(row.get("model_group")),
-        "model_id": _text(row.get("model_id")),
-        "api_base": _text(row.get("api_base")),
-        "end_user": _text(row.get("end_user")),
-        "team_id": _text(row.get("team_id")),
-        "api_key_hash": _text(row.get("api_key")),
-        "spend": _float(row.get("spend")),
+        "litellm_session_id": to_text(row.get("session_id")),
+        "status": to_text(row.get("status")) or to_text(row_meta.get("status")),
+        "upstream_model": to_text(row.get("model")),
+        "model_group": to_text(row.get("model_group")),
+        "model_id": to_text(row.get("model_id")),
+        "api_base": to_text(row.get("api_base")),
+        "end_user": to_text(row.get("end_user")),
+        "team_id": to_text(row.get("team_id")),
+        "api_key_hash": to_text(row.get("api_key")),
+        "spend": to_float(row.get("spend")),
         "end_time": _iso(parse_time(row.get("endTime"))),
         "completion_start_time": _iso(parse_time(row.get("completionStartTime"))),
         "request_duration_ms": to_int(row.get("request_duration_ms")),
@@ -323,20 +334,8 @@ def _output(value: Any) -> Any:
     return None if is_empty_json(parsed) else parsed
 
 
-def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, (bool, dict, list)):
-        return None
-    s = str(value).strip()
-    return s or None
 
 
-def _float(value: Any) -> float | None:
-    if value is None or value == "" or isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _iso(value: Any) -> str | None:

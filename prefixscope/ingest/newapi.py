@@ -35,7 +35,7 @@ from typing import Any
 
 from prefixscope.model import Record, Request, Skip, Usage
 
-from .fields import loads_deep, parse_time, to_bool, to_int
+from .fields import loads_deep, parse_time, to_bool, to_int, to_text
 from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows, row_keys
 
 NAME = "new-api"
@@ -101,8 +101,8 @@ def _parse_row(place: int, row: Any, table: str) -> Record | Skip | None:
     other, other_error = _parse_other(row.get("other"))
     if "task_id" in other and "quota_delta" in other:
         return None  # async task quota re-settlement, not a model call
-    log_id = _text(row.get("id"))
-    request_id = _text(row.get("request_id"))
+    log_id = to_text(row.get("id"))
+    request_id = to_text(row.get("request_id"))
     if log_id is None and request_id is None:
         return Skip(place, "consume row has neither `id` nor `request_id`")
     in_table = "" if table == "logs" else f"{table}:"
@@ -114,10 +114,10 @@ def _parse_row(place: int, row: Any, table: str) -> Record | Skip | None:
         id="", source_format="", source_file="", source_line=place,
         timestamp=parse_time(row.get("created_at")),
         endpoint=_endpoint(other.get("request_path")),
-        model=_text(row.get("model_name")),
-        user=_text(row.get("username")) or _text(row.get("user_id")),
-        client=_text(row.get("token_name")),
-        channel=_text(row.get("channel_id") if row.get("channel_id") is not None
+        model=to_text(row.get("model_name")),
+        user=to_text(row.get("username")) or to_text(row.get("user_id")),
+        client=to_text(row.get("token_name")),
+        channel=to_text(row.get("channel_id") if row.get("channel_id") is not None
                       else row.get("channel")),
         gateway=_gateway(other.get("request_conversion")),
         native_id=request_id or f"log:{log_id}",
@@ -168,14 +168,14 @@ def _metadata(row: dict[str, Any], other: dict[str, Any], table: str) -> dict[st
         ("table", None if table == "logs" else table),
         ("user_id", to_int(row.get("user_id"))),
         ("token_id", to_int(row.get("token_id"))),
-        ("group", _text(row.get("group"))),
-        ("channel_name", _text(row.get("channel_name"))),
+        ("group", to_text(row.get("group"))),
+        ("channel_name", to_text(row.get("channel_name"))),
         ("quota", to_int(row.get("quota"))),
         ("use_time_s", to_int(row.get("use_time"))),
         ("is_stream", to_bool(row.get("is_stream"))),
         ("frt_ms", to_int(other.get("frt"))),
-        ("upstream_model_name", _text(other.get("upstream_model_name"))),
-        ("request_path", _text(other.get("request_path"))),
+        ("upstream_model_name", to_text(other.get("upstream_model_name"))),
+        ("request_path", to_text(other.get("request_path"))),
         ("request_conversion", other.get("request_conversion")),
         ("claude_upstream", to_bool(other.get("claude"))),
         ("cache_ratio", other.get("cache_ratio")),
@@ -205,12 +205,3 @@ def _gateway(conversion: Any) -> str | None:
         return None
     return "-to-".join(chain)
 
-
-def _text(value: Any) -> str | None:
-    """A non-empty string for ids and names (ints from SQLite / JSON become text)."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    s = str(value).strip()
-    return s or None

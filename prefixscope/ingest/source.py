@@ -231,7 +231,7 @@ def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]
 
 
 def iter_csv_rows(source: Source) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (row number, row dict) for a CSV (or tab-separated) export; row 1 is the first data row."""
+    """Yield (row number, row dict) of a CSV / tab-separated export; row 1 = first data row."""
     delimiter = _delimiter(source.head.decode("utf-8", "replace"))
     with source.open_binary() as fh:
         text = io.TextIOWrapper(fh, encoding="utf-8-sig", newline="")
