@@ -279,3 +279,66 @@ def test_claude_code_capture_behind_gateway(what_if, cause):
     assert {p["cause"] for p in out["pairs"]} == {cause}
     if cause == "volatile-value":
         assert {p["first_divergence"]["segment"] for p in out["pairs"]} == {"system[0]"}
+
+
+class TestVolatileValue:
+
+    @staticmethod
+    def vc(a: str, b: str):
+        from prefixscope.diffcause import volatile_change
+
+        start = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+        return volatile_change(a, b, start, len(a), len(b))
+
+    def test_billing_nonce_is_reported_with_its_key(self):
+        assert self.vc("cc_entrypoint=cli; cch=8c7f0;You are", "cc_entrypoint=cli; cch=7ee55;You "
+                       "are") == ("cch=8c7f0", "cch=7ee55")
+
+    def test_timestamp_uuid_and_counter_are_volatile(self):
+        assert self.vc("at 2026-08-01T10:00:00Z ok", "at 2026-08-02T11:30:00Z ok") == \
+            ("2026-08-01T10:00:00Z", "2026-08-02T11:30:00Z")
+        assert self.vc("id 123e4567-e89b-12d3-a456-426614174000 x",
+                       "id 9b2e4567-e89b-12d3-a456-426614174000 x")[1].startswith("9b2e")
+        assert self.vc("step 41 of", "step 42 of") == ("41", "42")
+
+    def test_words_are_not_volatile(self):
+        assert self.vc("the cat sat", "the dog sat") is None
+        assert self.vc("Be careful.", "Be reckless.") is None
+
+    def test_long_changes_are_not_volatile(self):
+        assert self.vc("x=" + "a1" * 40 + ";", "x=" + "b2" * 40 + ";") is None
+
+
+class TestKeyOrder:
+    def test_first_reordered_object_is_named(self):
+        from prefixscope.diffcause import key_order_change
+
+        a = {"type": "object", "properties": {"path": 1, "content": 2}}
+        b = {"type": "object", "properties": {"content": 2, "path": 1}}
+        assert key_order_change(a, b, "tools[3].input_schema") == \
+            "tools[3].input_schema.properties keys [path, content] → [content, path]"
+
+    def test_equal_order_names_nothing(self):
+        from prefixscope.diffcause import key_order_change
+
+        assert key_order_change({"a": [{"b": 1}]}, {"a": [{"b": 1}]}, "x") is None
+
+
+class TestDivergenceProperties:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    @given(st.lists(st.integers(0, 5), max_size=40), st.lists(st.integers(0, 5), max_size=40))
+    def test_matches_a_python_loop(self, xs, ys):
+        a, b = ids(*xs), ids(*ys)
+        naive = next((i for i, (x, y) in enumerate(zip(xs, ys)) if x != y), None)
+        if naive is None and len(xs) > len(ys):
+            naive = len(ys)
+        assert first_divergence_index(a, b) == naive
+
+    @given(st.lists(st.integers(0, 5), min_size=1, max_size=40), st.sampled_from([1, 4, 16]))
+    def test_a_prompt_never_diverges_from_itself_or_its_extension(self, xs, bs):
+        a = ids(*xs)
+        assert first_divergence_index(a, a) is None
+        assert first_divergence_index(a, ids(*xs, 7)) is None
+        assert lost_tokens(len(a), len(a) + 1, reusable_tokens(len(a), len(a) + 1, bs), bs) == 0
