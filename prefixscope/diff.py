@@ -186,13 +186,19 @@ class PairRef:
 def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: int,
                context: int = DEFAULT_CONTEXT, block_size_source: str = "flag",
                progress: Callable[[int], None] | None = None) -> DiffReport:
-    """Diff every pair; pairs that cannot be rendered are counted with their reason."""
-    from .render import RenderError, TokenizerError
+    """Diff every pair; pairs that cannot be rendered are counted with their reason.
+
+    Raises:
+        TokenizerError: the tokenizer cannot be loaded offline.
+    """
+    from .render import RenderError
 
     results: list[PairDiff] = []
     skipped: dict[str, int] = defaultdict(int)
     cache: dict[str, Tokens] = {}
-    for n, pair in enumerate(pairs, start=1):
+    for n, pair in enumerate(pairs):
+        if progress:
+            progress(n)
         if pair.a.body is None or pair.b.body is None:
             skipped["a request has no body in the log"] += 1
             continue
@@ -201,17 +207,13 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: 
             for r, t in zip(missing, tokens_many(missing, options), strict=True):
                 cache[r.id] = t
             ta, tb = cache[pair.a.id], cache[pair.b.id]
-        except (RenderError, TokenizerError) as exc:
-            if isinstance(exc, TokenizerError):
-                raise
+        except RenderError as exc:
             skipped[f"cannot render: {str(exc).splitlines()[0]}"] += 1
             continue
         cache.pop(pair.a.id, None)  # consecutive pairs: B is the next pair's A
         results.append(diff_tokens(ta, tb, pair.a, pair.b, block_size=block_size,
                                    context=context, session=pair.session,
                                    compaction_link=pair.compaction))
-        if progress:
-            progress(n)
     return DiffReport(tuple(results), totals(results, skipped), options, block_size,
                       block_size_source)
 

@@ -67,3 +67,23 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
                             description=f"{description} {name[-40:]}")
 
         yield update
+
+
+@contextmanager
+def count_progress(enabled: bool, description: str, total: int) -> Iterator[Any]:
+    """A callback (items done) driving a rich progress bar over `total` items, or None."""
+    if not enabled or total <= 1:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=err, transient=True) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda done: progress.update(task, completed=done)

@@ -77,10 +77,12 @@ def diff(
 
     with open_store(refs or None, store, quiet=quiet, json_mode=json_out) as st:
         bs, source = _block_size(block_size, st, DEFAULT_BLOCK_SIZE)
-        pairs = _pairs(st, session)
+        count, pairs = _pairs(st, session)
         try:
-            report = diff_pairs(pairs, options, block_size=bs, context=context,
-                                block_size_source=source)
+            with console.count_progress(console.show_progress(json_out, quiet), "diff",
+                                        count) as progress:
+                report = diff_pairs(pairs, options, block_size=bs, context=context,
+                                    block_size_source=source, progress=progress)
         except TokenizerError as exc:
             raise console.fail(str(exc)) from None
     if json_out:
@@ -124,7 +126,8 @@ def _block_size(flag: int | None, st: Any, default: int) -> tuple[int, str]:
     return default, "default"
 
 
-def _pairs(st: Any, session: str | None) -> list[Any]:
+def _pairs(st: Any, session: str | None) -> tuple[int, Any]:
+    """(number of pairs, a generator of PairRef loading each request once, in pair order)."""
     from ..diff import PairRef
 
     if session is not None:
@@ -135,14 +138,18 @@ def _pairs(st: Any, session: str | None) -> list[Any]:
             raise console.fail(f"session {session!r} is ambiguous: {', '.join(matches)}")
         session = matches[0]
     rows = st.session_pairs(session)
-    cache: dict[str, Any] = {}
 
-    def get(rid: str) -> Any:
-        if rid not in cache:
-            cache[rid] = st.get(rid)
-        return cache[rid]
+    def generate() -> Any:
+        loaded: dict[str, Any] = {}
+        for a, b, s, comp in rows:
+            for rid in (a, b):
+                if rid not in loaded:
+                    if len(loaded) > 64:  # consecutive pairs share requests; keep a few
+                        loaded.pop(next(iter(loaded)))
+                    loaded[rid] = st.get(rid)
+            yield PairRef(loaded[a], loaded[b], s, comp)
 
-    return [PairRef(get(a), get(b), s, comp) for a, b, s, comp in rows]
+    return len(rows), generate()
 
 
 def _highlight(text_a: str, text_b: str, first: int) -> tuple[str, str]:
