@@ -39,3 +39,23 @@ def test_whole_real_folder_is_recognized(real):
     assert {r["source_format"]: r["n"] for r in json.loads(sql.stdout)} == EXPECTED
     again = runner.invoke(app, ["ingest", str(real), "--store", "real.duckdb", "--json"])
     assert json.loads(again.stdout)["ingested"] == 0
+
+
+def _rows(store: str, sql: str) -> list[dict]:
+    out = CliRunner().invoke(app, ["sql", sql, "--store", store, "--json"],
+                             catch_exceptions=False)
+    return json.loads(out.stdout)
+
+
+def test_real_trajectories_thread_one_session_per_run(real):
+    runner = CliRunner()
+    runner.invoke(app, ["ingest", str(real / "swe-agent"), str(real / "openhands"), "--store",
+                        "t.duckdb"], catch_exceptions=False)
+    swe = _rows("t.duckdb", "select source_file, count(distinct session) s, count(*) n "
+                            "from turns where source_format = 'swe-agent' group by 1")
+    assert len(swe) == 7 and all(r["s"] == 1 for r in swe)
+    runs = _rows("t.duckdb", "select session, count(*) n, count(*) filter (where link = "
+                             "'extends') ext from turns where source_file like "
+                             "'%multi_swe_bench%' group by 1 order by n")
+    # every call of each CodeAct run continues the one before it
+    assert [(r["n"], r["ext"]) for r in runs] == [(23, 22), (33, 32), (49, 48)]
