@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")  # no PyTorch advice
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 REAL = Path(os.environ.get("PREFIXSCOPE_REAL_DATA", ROOT.parent / "shared" / "data" / "real"))
