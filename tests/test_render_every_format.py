@@ -48,3 +48,20 @@ def test_every_body_format_renders(name, tokenizer):
         assert covered == len(result.text)
         assert any(s.segment != "template" for s in result.segments)
     assert rendered >= 2
+
+
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_diff_all_works_on_every_body_format(name):
+    import json
+
+    from typer.testing import CliRunner
+
+    from prefixscope.cli.main import app
+
+    result = CliRunner().invoke(app, ["diff", "--all", str(LOGS[name]), "--json"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["totals"]["pairs"] + out["totals"]["skipped"] >= 1
+    for pair in out["pairs"]:
+        assert pair["cause"] in ("identical", "append-only") or pair["first_divergence"]
