@@ -56,6 +56,8 @@ class Boundary:
     segment_after: str  # segment path starting there (e.g. "system[0]")
     token: int  # token index of the boundary in the rendered prompt
     requests: int  # rendered requests at the spike that have this boundary
+    rendered: int = 0  # requests at the spike rendered to look for it
+    distinct_after: int | None = None  # distinct texts of segment_after among those requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,7 @@ class BucketReport:
     totals: BucketTotals
     block_size: int | None  # inferred over all requests (or forced)
     block_size_source: str  # "forced" | "inferred" | "default"
+    notes: tuple[str, ...] = ()  # about the whole report (a weakly inferred block size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,11 +153,27 @@ def find_spikes(cached_values: Sequence[int], block_size: int | None,
 
 
 def histogram(values: Sequence[float], bins: int, lo: float | None = None,
-              hi: float | None = None) -> tuple[HistogramBin, ...]:
-    """Equal-width bins from lo (default 0) to hi (default max); the last bin is closed."""
+              hi: float | None = None, *, step: int | None = None) -> tuple[HistogramBin, ...]:
+    """Equal-width bins over `values`.
+
+    Without `step`: `bins` bins from lo (default 0) to hi (default max); the last bin is
+    closed. With `step` (token counts: 1, or the block size): the bin width is the
+    smallest multiple of `step` that puts every value in at most `bins` half-open bins
+    ``[lo, lo + width)`` starting at lo (default 0), so edges are whole tokens (or whole
+    blocks) and a value on a block edge starts its bin; trailing empty bins are omitted.
+    """
     if not values or bins <= 0:
         return ()
     lo = 0.0 if lo is None else lo
+    if step:
+        top = max(values) - lo
+        width = step * (int(top // (bins * step)) + 1)
+        n = int(top // width) + 1
+        counts = [0] * n
+        for v in values:
+            counts[max(int((v - lo) // width), 0)] += 1
+        return tuple(HistogramBin(lo + i * width, lo + (i + 1) * width, c)
+                     for i, c in enumerate(counts))
     hi = float(max(values)) if hi is None else hi
     if hi <= lo:
         return (HistogramBin(lo, hi, len(values)),)
@@ -171,6 +190,12 @@ def explain_spike(value: int, block_size: int,
                   boundaries: Sequence[Sequence[tuple[int, str, str]]]) -> Boundary | None:
     """Match a spike value to a segment boundary shared by the spike's requests.
 
+    A prompt identical through boundary b caches ``floor(b / bs) * bs`` tokens, or one
+    block more when the requests also share the first tokens of the next segment (the
+    billing header's ``x-anthropic-billing-header: cc_version=...; cch=`` before the
+    nonce). So a boundary explains `value` when ``floor(b / bs) * bs == value`` (exact)
+    or ``== value - bs`` (one-block tolerance); exact matches are tried first.
+
     Args:
         value: the spike's cached-token value.
         block_size: the block size in force.
@@ -178,16 +203,16 @@ def explain_spike(value: int, block_size: int,
             (token index, segment before, segment after).
 
     Returns:
-        The boundary (by segment names) found in the most requests with
-        ``floor(token / bs) * bs == value``; failing an exact match, within one block.
+        The boundary (by segment names) found in the most requests (ties: the earliest
+        token), with the token index where it was first seen; None when none matches.
     """
-    for tolerance in (0, block_size):
+    for floor_at in (value, value - block_size):
         votes: Counter[tuple[str, str]] = Counter()
         token_at: dict[tuple[str, str], int] = {}
         for request_boundaries in boundaries:
             seen: set[tuple[str, str]] = set()
             for token, before, after in request_boundaries:
-                if abs((token // block_size) * block_size - value) <= tolerance:
+                if (token // block_size) * block_size == floor_at:
                     key = (before, after)
                     if key not in seen:
                         seen.add(key)
@@ -208,35 +233,52 @@ def group_key_value(dim: str, row: dict[str, Any]) -> Any:
     return row.get(column)
 
 
+def group_block_size(values: Sequence[int], overall: int | None) -> int | None:
+    """The block size of one group: inferred from its own values, unless they are too few
+    to tell (fewer than three distinct non-zero values) and the overall block size is
+    consistent with them -- one constant like 17920 alone fits 512 as well as 64."""
+    own = infer_block_size(values)
+    if own is None:
+        return overall
+    distinct = len({v for v in values if v > 0})
+    if overall and distinct < _INFER_MIN_VALUES and own % overall == 0:
+        return overall
+    return own
+
+
 def build_group(key: dict[str, Any], rows: Sequence[UsageRow], bins: int,
                 block_size: int | None,
                 explain: Callable[[int, int, Sequence[UsageRow]], tuple[Boundary | None, str]]
                 | None, *, forced: bool = False) -> BucketGroup:
-    """One group's figures; its block size is `block_size` when forced, else inferred from
-    the group's own values (falling back on `block_size`)."""
+    """One group's figures; its block size is `block_size` when forced, else
+    `group_block_size` of its own values (falling back on `block_size`)."""
     prompt = sum(r.prompt_tokens for r in rows)
     cached = sum(r.cached_tokens for r in rows)
     ratios = [r.cached_tokens / r.prompt_tokens for r in rows if r.prompt_tokens > 0]
     hit = cached / prompt if prompt else None
     mean = sum(ratios) / len(ratios) if ratios else None
     values = [r.cached_tokens for r in rows]
-    group_bs = block_size if forced else (infer_block_size(values) or block_size)
+    group_bs = block_size if forced else group_block_size(values, block_size)
     spikes = []
     for value, n, share, blocks in find_spikes(values, group_bs):
         at_spike = [r for r in rows if r.cached_tokens == value]
-        if explain is not None and group_bs:
-            boundary, text = explain(value, group_bs, at_spike)
+        if explain is None:
+            boundary, text = None, "not explained (--no-explain)"
+        elif not group_bs:
+            boundary, text = None, ("no block size: pass --block-size to locate the boundary "
+                                    "this constant corresponds to")
         else:
-            boundary, text = None, "no bodies to render: the boundary cannot be located"
+            boundary, text = explain(value, group_bs, at_spike)
         spikes.append(Spike(value, n, share, blocks, boundary, text))
     notes = []
     if hit is not None and mean is not None and abs(hit - mean) > MEAN_GAP_NOTE:
-        notes.append(f"per-request mean hit rate {mean:.1%} differs from the token-weighted "
-                     f"{hit:.1%}: averaging ratios over-weights short requests")
+        notes.append(f"the per-request mean hit rate ({mean:.1%}) differs from the "
+                     f"token-weighted one ({hit:.1%}): a mean of ratios weighs a short request "
+                     "like a long one; the token-weighted rate is what the cache saved")
     return BucketGroup(
         key=key, requests=len(rows), prompt_tokens=prompt, cached_tokens=cached, hit_rate=hit,
         mean_request_hit_rate=mean, zero_cached=sum(1 for v in values if v == 0),
-        histogram=histogram(values, bins),
+        histogram=histogram(values, bins, step=group_bs or 1),
         fraction_histogram=histogram(ratios, 10, 0.0, 1.0),
         block_size=group_bs, spikes=tuple(spikes), notes=tuple(notes),
     )
@@ -284,11 +326,17 @@ def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
                                                    int(row["cached_tokens"]),
                                                    bool(row["has_body"])))
         all_cached.append(int(row["cached_tokens"]))
+    notes: list[str] = []
     if block_size:
         overall, source = block_size, "forced"
     else:
         inferred = infer_block_size(all_cached)
         overall, source = (inferred, "inferred") if inferred else (None, "default")
+        distinct = len({v for v in all_cached if v > 0})
+        if inferred and distinct < _INFER_MIN_VALUES:
+            notes.append(f"block size {inferred} was inferred from {distinct} distinct cached "
+                         "value(s) only: the engine's block size may be a divisor of it "
+                         "(pass --block-size if you know it)")
     explainer = _Explainer(store, options) if explain else None
     built = []
     for key, rows in sorted(groups.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
@@ -299,7 +347,7 @@ def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
     cached = sum(g.cached_tokens for g in built)
     totals = BucketTotals(sum(g.requests for g in built), prompt, cached,
                           cached / prompt if prompt else None, without)
-    return BucketReport(tuple(by), tuple(built), totals, overall, source)
+    return BucketReport(tuple(by), tuple(built), totals, overall, source, tuple(notes))
 
 
 class _Explainer:
@@ -313,26 +361,85 @@ class _Explainer:
                 ) -> tuple[Boundary | None, str]:
         with_body = [r for r in rows if r.has_body]
         if not with_body:
-            return None, (f"{len(rows)} request(s) at {value:,} have no body in the log: "
-                          "ingest a log with bodies (Langfuse, raw captures, LiteLLM with "
-                          "stored prompts) to locate the boundary")
-        from .render import RenderError, RenderOptions
-        from .tokenize import tokens_many
-
-        requests = [self.store.get(r.id) for r in with_body[:EXPLAIN_SAMPLE]]
-        try:
-            rendered = tokens_many(requests, self.options or RenderOptions())
-        except RenderError as exc:
-            return None, f"cannot render the requests at this spike: {exc}"
+            return None, (f"the {len(rows):,} request(s) at {value:,} have no body in this "
+                          "log, so the boundary cannot be located: ingest a log with request "
+                          "bodies (Langfuse, raw captures, LiteLLM with stored prompts) for "
+                          "the same traffic")
+        rendered, failures = self._render(_spread(with_body, EXPLAIN_SAMPLE))
+        if not rendered:
+            return None, f"cannot render the requests at this spike: {failures[0]}"
         boundaries = [top_level_boundaries(t) for t in rendered]
         found = explain_spike(value, block_size, boundaries)
         if found is None:
-            return None, (f"no segment boundary of the rendered prompts falls on "
-                          f"{value:,} tokens (±{block_size}): the constant is not a template "
-                          "boundary with these rendering options (check --gateway/--tokenizer)")
-        return found, (f"stable through the end of `{found.segment_before}`; the next segment "
-                       f"`{found.segment_after}` starts at token {found.token:,} "
-                       f"({found.requests} of {len(requests)} rendered requests)")
+            return None, (f"no segment boundary of the {len(rendered)} rendered prompt(s) "
+                          f"floors to {value:,} tokens (or one {block_size}-token block "
+                          "below): the constant is not a template boundary with these "
+                          "rendering options (check --gateway and --tokenizer)")
+        having = [element_texts(t) for t, b in zip(rendered, boundaries, strict=True)
+                  if any((before, after) == (found.segment_before, found.segment_after)
+                         for _, before, after in b)]
+        distinct = len({texts.get(found.segment_after) for texts in having})
+        found = Boundary(found.segment_before, found.segment_after, found.token,
+                         found.requests, len(rendered), distinct)
+        text = describe_boundary(found, value, block_size)
+        if any(t.prompt.approximate for t in rendered):
+            text += (" [approximate render: no gateway conversion known, so the requests were "
+                     "rendered in hosted-Anthropic order; pass --gateway if a gateway "
+                     "converted them]")
+        return found, text
+
+    def _render(self, rows: Sequence[UsageRow]) -> tuple[list[Any], list[str]]:
+        """Tokens of the rows' requests (one batch; one by one if a request fails)."""
+        from .render import RenderError, RenderOptions
+        from .tokenize import tokens, tokens_many
+
+        options = self.options or RenderOptions()
+        requests = [self.store.get(r.id) for r in rows]
+        try:
+            return tokens_many(requests, options), []
+        except RenderError:
+            pass
+        out, failures = [], []
+        for request in requests:
+            try:
+                out.append(tokens(request, options))
+            except RenderError as exc:
+                failures.append(str(exc))
+        return out, failures
+
+
+def _spread(rows: Sequence[UsageRow], n: int) -> list[UsageRow]:
+    """At most n rows, evenly spread over `rows` (first and last included)."""
+    if len(rows) <= n:
+        return list(rows)
+    return [rows[round(i * (len(rows) - 1) / (n - 1))] for i in range(n)]
+
+
+def describe_boundary(found: Boundary, value: int, block_size: int) -> str:
+    """One sentence: which segment the prompts agree through, and what follows it."""
+    blocks = f"{value // block_size} × {block_size} = {value:,}"
+    if (found.token // block_size) * block_size == value:
+        head = (f"identical through the end of `{found.segment_before}` "
+                f"(token {found.token:,} → {blocks})")
+        tail = f"the next segment, `{found.segment_after}`,"
+    else:
+        head = (f"identical through the end of `{found.segment_before}` (token "
+                f"{found.token:,}) and the first tokens of `{found.segment_after}` "
+                f"(→ {blocks})")
+        tail = f"after that `{found.segment_after}`"
+    n, distinct = found.requests, found.distinct_after
+    if distinct is not None and distinct == n and n > 1:
+        what = f"differs in every request ({distinct} distinct of {n} rendered)"
+    elif distinct is not None and distinct > 1:
+        what = f"takes {distinct} different values in {n} rendered requests"
+    else:
+        what = (f"is the same in the {n} rendered request(s): what breaks the cache comes "
+                "later or is not in the logged body")
+    sentence = f"{head}; {tail} {what}"
+    if found.rendered and found.requests < found.rendered:
+        sentence += (f" (boundary at this block in {found.requests} of {found.rendered} "
+                     "rendered requests)")
+    return sentence
 
 
 def top_level_element(path: str) -> str:
@@ -360,6 +467,16 @@ def top_level_boundaries(tok: Any) -> list[tuple[int, str, str]]:
     return out
 
 
+def element_texts(tok: Any) -> dict[str, str]:
+    """The rendered text of each top-level element of a prompt (template glue excluded)."""
+    parts: dict[str, list[str]] = {}
+    for index, segment in enumerate(tok.prompt.segments):
+        if segment.path != "template":
+            parts.setdefault(top_level_element(segment.path), []).append(
+                tok.prompt.segment_text(index))
+    return {element: "".join(texts) for element, texts in parts.items()}
+
+
 def report_json(report: BucketReport) -> dict[str, Any]:
     """The documented JSON shape (docs/json.md)."""
     def bins(hist: Sequence[HistogramBin]) -> list[dict[str, Any]]:
@@ -377,7 +494,9 @@ def report_json(report: BucketReport) -> dict[str, Any]:
                 "blocks": s.blocks,
                 "boundary": None if s.boundary is None else {
                     "segment_before": s.boundary.segment_before,
-                    "segment_after": s.boundary.segment_after, "token": s.boundary.token},
+                    "segment_after": s.boundary.segment_after, "token": s.boundary.token,
+                    "requests": s.boundary.requests, "rendered": s.boundary.rendered,
+                    "distinct_after": s.boundary.distinct_after},
                 "explanation": s.explanation,
             } for s in g.spikes],
             "notes": list(g.notes),
@@ -390,4 +509,5 @@ def report_json(report: BucketReport) -> dict[str, Any]:
         "by": list(report.by),
         "block_size": report.block_size,
         "block_size_source": report.block_size_source,
+        "notes": list(report.notes),
     }

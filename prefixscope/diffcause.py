@@ -194,11 +194,14 @@ def classify(a: Request, b: Request, site: DivergenceSite | None, *,
     sys_b, tools_b, hist_b = _as_rendered(*split_body(b.endpoint, b.body), what_if)
     family, index = path_head(site.segment)
 
-    if family == "tools":
+    # Every template renders tools before the history, so changed tools with an unchanged
+    # system prompt are the cause even when the split shows up at the next segment
+    # (tools removed altogether: A's tool section vs B's system text).
+    if family == "tools" or (not _same(tools_a, tools_b) and _same(sys_a, sys_b)):
         found = _tools_cause(tools_a, tools_b, index)
         if found:
             return found
-    elif family in ("system", "instructions") or _is_system_message(a, family, index):  # noqa: SIM114
+    if family in ("system", "instructions") or _is_system_message(a, family, index):  # noqa: SIM114
         part_a = _part(a.body, family, index)
         part_b = _part(b.body, family, index)
         if part_a is not None and part_b is not None and not _same(part_a, part_b) \

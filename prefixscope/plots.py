@@ -32,14 +32,22 @@ def plot_bucket(report: Any, path: Path) -> None:
                    edgecolor="white")
             ax.set_xlabel(xlabel)
             ax.set_ylabel("requests")
+            ax.yaxis.get_major_locator().set_params(integer=True)
             ax.set_title(f"{label} — hit rate {group.hit_rate:.1%}" if group.hit_rate is not None
                          else label, fontsize=9)
             if col == 0:
-                for spike in group.spikes:
+                for n, spike in enumerate(group.spikes):
+                    blocks = (f" = {spike.blocks:g} × {group.block_size}"
+                              if spike.blocks is not None else "")
                     ax.axvline(spike.cached_tokens, color="#c44e52", linestyle="--", linewidth=1)
-                    ax.annotate(f"{spike.cached_tokens:,}", (spike.cached_tokens, 0),
-                                textcoords="offset points", xytext=(3, 30), fontsize=8,
-                                color="#c44e52")
+                    left, right = ax.get_xlim()
+                    on_left = spike.cached_tokens < (left + right) / 2
+                    ax.annotate(f"{spike.cached_tokens:,}{blocks}\n{spike.share:.0%} of requests",
+                                xy=(spike.cached_tokens, 1), xycoords=("data", "axes fraction"),
+                                xytext=(4 if on_left else -4, -4 - 24 * n),
+                                textcoords="offset points", ha="left" if on_left else "right",
+                                va="top", fontsize=8, color="#c44e52",
+                                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -12,11 +12,16 @@ JSON value as logged. Three hashes are kept per segment:
 * ``folded``    -- the canonical hash after folding every whitespace run in every string
   to one space (and stripping the ends).
 
+Changing how any of these hashes is computed changes every census: bump the tag in
+`hashing.HASH_VERSION`.
+
 Between the two requests of a pair a segment is unchanged (equal exact hash), or
 changed by ``key-order`` (canonical equal), ``whitespace`` (folded equal), ``value``
-(anything else) or ``inserted-deleted`` (present on one side only). A message
-appended at the end of the history is growth, not a change. Changing any of these
-rules changes every census: bump the tag in `hashing.HASH_VERSION`.
+(anything else) or ``inserted-deleted`` (present on one side only). Messages (or
+Responses input items) appended at the end of the history are growth, not a change;
+messages cut from the end (a compaction, a rewind) are not counted either -- the
+first message that changed before the cut is where the prefix broke. Such a pair
+does not count for those messages at all.
 
 Segment paths are the request's as logged, the same names `prefixscope.render`
 uses: ``tools[3]``, ``system[0]`` (or ``system`` for a string), ``messages[7]``,
@@ -150,13 +155,42 @@ def change_kind(a: SegmentHashes | None, b: SegmentHashes | None) -> str | None:
     return "value"
 
 
-def preview(value: Any, limit: int = PREVIEW_CHARS, redact: bool = True) -> str:
-    """Short text of a segment: its text content, whitespace folded, secrets masked."""
-    text = _text_of(value)
-    text = _WS.sub(" ", text).strip()
+def preview(value: Any, limit: int = PREVIEW_CHARS, redact: bool = True,
+            other: Any = None) -> str:
+    """Short text of a segment: its text content, whitespace folded, secrets masked.
+
+    With `other` (another content of the same segment) and a first difference past
+    the first two thirds of `limit`, the preview keeps the head and jumps to where the
+    two differ: ``x-anthropic-bil…=claude-vscode; cch=•••••;``.
+    """
+    text = _WS.sub(" ", _text_of(value)).strip()
+    focus = None
+    if other is not None:
+        other_text = _WS.sub(" ", _text_of(other)).strip()
+        first = next((i for i, (a, b) in enumerate(zip(text, other_text)) if a != b),
+                     min(len(text), len(other_text)))
+        focus = len(_redact(text[:first])) if redact else first
     if redact:
-        text = _SECRETISH.sub(lambda m: "•" * min(len(m.group()), 8), text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        text = _redact(text)
+    return _window(text, focus, limit)
+
+
+def _redact(text: str) -> str:
+    return _SECRETISH.sub(lambda m: "•" * min(len(m.group()), 8), text)
+
+
+def _window(text: str, focus: int | None, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    if focus is None or focus < limit * 2 // 3:
+        return text[: limit - 1] + "…"
+    head = text[: limit // 3]
+    room = limit - len(head) - 1
+    start = max(len(head), focus - room * 2 // 3)
+    body = text[start:start + room]
+    if start + room < len(text):
+        body = body[:-1] + "…"
+    return head + "…" + body
 
 
 def _text_of(value: Any) -> str:
@@ -248,9 +282,13 @@ def census(
         n_pairs += 1
         for path in a.keys() | b.keys():
             fam, idx = families[path]
-            if path not in a and fam in ("messages", "input") and idx is not None and \
-                    idx >= family_len[a_id].get(fam, 0):
-                continue  # appended history: growth, not a change
+            if fam in ("messages", "input") and idx is not None and (
+                    (path not in a and idx >= family_len[a_id].get(fam, 0))
+                    or (path not in b and idx >= family_len[b_id].get(fam, 0))):
+                # Appended history is growth; history cut from the end (compaction,
+                # rewind) is not a change of each dropped message either: the first
+                # changed message before the cut is where the prefix broke.
+                continue
             pair_count[path] += 1
             kind = change_kind(a.get(path), b.get(path))
             if kind:
@@ -263,7 +301,9 @@ def census(
         rate = changed / pairs_here if pairs_here else None
         start_med = statistics.median(starts[path]) if starts.get(path) else None
         after_med = statistics.median(afters[path]) if afters.get(path) else None
-        common = max(contents[path].items(), key=lambda kv: kv[1])[0]
+        ranked = sorted(contents[path].items(), key=lambda kv: -kv[1])
+        common = ranked[0][0]
+        other = sample[(path, ranked[1][0])] if len(ranked) > 1 else None
         stats.append(SegmentStats(
             segment=path, kind=kinds[path], requests=held, distinct=len(contents[path]),
             pairs=pairs_here, change_rate=rate,
@@ -273,7 +313,7 @@ def census(
             invalidated_tokens=(rate * after_med) if rate is not None and after_med is not None
             else None,
             preview=preview(sample[(path, common)], 200 if show_text else PREVIEW_CHARS,
-                            redact=not show_text),
+                            redact=not show_text, other=other),
         ))
     stats.sort(key=_rank)
     return SegmentsReport(

@@ -67,8 +67,17 @@ def _print(report: Any, top: int, quiet: int) -> None:
 
     t = report.totals
     key = ", ".join(f"{k}={v}" for k, v in report.group.items())
-    table = Table(title=(f"[{escape(key)}] " if key else "") +
-                  f"{t.requests:,} requests with a body · {t.pairs:,} consecutive pairs",
+    label = escape(f"[{key}] ") if key else ""
+    if not t.requests:
+        console.out.print(f"{label}no request with a body: nothing to census")
+        if t.without_body:
+            console.warn(f"{label}{t.without_body:,} request(s) have no request body in the "
+                         "log (billing logs like new-api's and Claude Code transcripts store "
+                         "none): ingest a log with bodies (Langfuse, raw captures) for the same "
+                         "traffic", quiet)
+        return
+    table = Table(title=f"{label}{t.requests:,} requests with a body · {t.pairs:,} consecutive "
+                        "same-session pairs · ranked by invalidated tokens",
                   show_edge=False, title_justify="left")
     for col, justify in (("segment", "left"), ("kind", "left"), ("requests", "right"),
                          ("distinct", "right"), ("change rate", "right"), ("how", "left"),
@@ -84,8 +93,27 @@ def _print(report: Any, top: int, quiet: int) -> None:
                       _fmt(s.tokens_after_median), _fmt(s.invalidated_tokens),
                       escape(s.preview))
     console.out.print(table)
+    headline = _headline(report.segments[0]) if report.segments else None
+    if headline:
+        console.out.print(headline, soft_wrap=True)
     if len(report.segments) > top:
         console.note(f"... {len(report.segments) - top} more segment(s) (--top, --json)", quiet)
     if t.without_body:
-        console.warn(f"{t.without_body:,} request(s) without a body in the log were not "
+        console.warn(f"{label}{t.without_body:,} request(s) without a body in the log were not "
                      "censused", quiet)
+
+
+def _headline(top: Any) -> str | None:
+    """One sentence on the top-ranked segment, when it changes in most pairs."""
+    from rich.markup import escape
+
+    if top.change_rate is None or top.change_rate < 0.5:
+        return None
+    how = "is unique per request and " if top.unique_per_request else ""
+    kinds = ", ".join(k for k, _ in sorted(top.change_kinds.items(), key=lambda kv: -kv[1]))
+    where = ""
+    if top.token_start_median is not None and top.tokens_after_median is not None:
+        where = (f": from token {top.token_start_median:,.0f} on, a median "
+                 f"{top.tokens_after_median:,.0f} tokens are recomputed each time")
+    return (f"→ [bold]{escape(top.segment)}[/] {how}changes in {top.change_rate:.0%} of "
+            f"consecutive pairs ({kinds}){where}")
