@@ -12,12 +12,20 @@ Guarantees:
   requests that report both. The per-request mean is reported beside it, with a note
   when the two differ a lot (averaging ratios is a classic reporting error).
 * Block size inference (`infer_block_size`): the largest of 16 ... 2048 that divides
-  nearly all of the non-zero cached values seen often enough.
+  nearly all of the non-zero cached values seen often enough. With fewer than three
+  distinct values it is only an upper bound (17920 alone fits 512): a group then takes
+  the overall block size when that divides its own (`group_block_size`), and the
+  report carries a note.
+* Histograms of cached tokens have whole-block (or whole-token) bin edges, so a
+  constant starts its bin (`histogram` with ``step``).
 * Spikes (`find_spikes`): every non-zero cached value held by >= 5% of a group's
   requests and by >= 5 requests, with ``blocks = value / block_size``.
-* Constant explanation (`explain_spike`): given the rendered token segments of the
-  requests at a spike, the segment boundary b with ``floor(b / bs) * bs == value``
-  (within one block), and the segments on both sides of it.
+* Constant explanation (`explain_spike`): the requests at a spike (up to
+  `EXPLAIN_SAMPLE`, spread over them) are rendered; the explanation is the top-level
+  segment boundary b with ``floor(b / bs) * bs == value``, or one block below it (the
+  next segment's first tokens are shared too), with the segments on both sides and
+  how many distinct texts the segment after it has. Requests without a body are
+  never guessed at: the explanation says what is missing.
 """
 
 from __future__ import annotations
@@ -164,8 +172,8 @@ def histogram(values: Sequence[float], bins: int, lo: float | None = None,
     """
     if not values or bins <= 0:
         return ()
-    lo = 0.0 if lo is None else lo
     if step:
+        lo = 0 if lo is None else lo
         top = max(values) - lo
         width = step * (int(top // (bins * step)) + 1)
         n = int(top // width) + 1
@@ -174,6 +182,7 @@ def histogram(values: Sequence[float], bins: int, lo: float | None = None,
             counts[max(int((v - lo) // width), 0)] += 1
         return tuple(HistogramBin(lo + i * width, lo + (i + 1) * width, c)
                      for i, c in enumerate(counts))
+    lo = 0.0 if lo is None else lo
     hi = float(max(values)) if hi is None else hi
     if hi <= lo:
         return (HistogramBin(lo, hi, len(values)),)

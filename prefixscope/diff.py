@@ -189,10 +189,13 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: 
     """Diff every pair; pairs that cannot be rendered are counted with their reason.
 
     Raises:
+        RenderError: an unknown gateway profile or what-if (`render.check_options`).
         TokenizerError: the tokenizer cannot be loaded offline.
     """
-    from .render import RenderError
+    from .render import RenderError, check_options, load_tokenizer
 
+    check_options(options)  # a bad option is one error, not one skip per pair
+    load_tokenizer(options.tokenizer)
     results: list[PairDiff] = []
     skipped: dict[str, int] = defaultdict(int)
     cache: dict[str, Tokens] = {}

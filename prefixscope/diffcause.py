@@ -53,6 +53,7 @@ _VOLATILE = re.compile(
     )$""",
     re.VERBOSE,
 )
+_HEX = re.compile(r"[0-9a-fA-F]+")
 MAX_VOLATILE_CHARS = 64
 
 
@@ -132,9 +133,18 @@ def volatile_change(text_a: str, text_b: str, start: int, end_a: int, end_b: int
     tok_b = _extend_right(text_b, start, start + len(diff_b))
     word_a, word_b = text_a[left:tok_a].rstrip(".:,"), text_b[left:tok_b].rstrip(".:,")
     value_a, value_b = _value_part(word_a), _value_part(word_b)
-    if value_a and value_b and _VOLATILE.match(value_a) and _VOLATILE.match(value_b):
+    if value_a and value_b and (
+            (_VOLATILE.match(value_a) and _VOLATILE.match(value_b))
+            or _hex_pair(value_a, value_b)):
         return word_a, word_b
     return None
+
+
+def _hex_pair(a: str, b: str) -> bool:
+    """Two same-length hex values, one with a digit: a nonce even where one side is all
+    letters (cch=defdb -> cch=0b7e2); two digit-free words are left to the word rules."""
+    return (len(a) == len(b) >= 4 and _HEX.fullmatch(a) is not None
+            and _HEX.fullmatch(b) is not None and any(c.isdigit() for c in a + b))
 
 
 def _extend_right(text: str, start: int, end: int) -> int:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .ingest import read_requests
+from .ingest import UnreadableFile, read_requests_from
 from .ingest.fields import detect_endpoint, loads_deep
+from .ingest.source import DECOMPRESS_ERRORS, Source
 from .model import Request
 
 if TYPE_CHECKING:
@@ -26,26 +27,47 @@ class LookupError_(LookupError):
 
 
 def request_from_file(path: Path) -> Request:
-    """The one request a file holds (a log of any format, or a bare body)."""
+    """The one request a file (or ``-``, stdin) holds: a log of any format, or a bare body."""
+    source = Source.from_stdin() if str(path) == "-" else Source.from_path(path)
     try:
-        requests, _ = read_requests(path)
-    except ValueError:
+        return _request_from_source(source, path)
+    finally:
+        source.close()
+
+
+def _request_from_source(source: Source, path: Path) -> Request:
+    name = "stdin" if source.path is None else str(path)
+    unreadable = ""
+    try:
+        requests, _ = read_requests_from(source)
+    except UnreadableFile as exc:
+        requests, unreadable = [], str(exc)
+    except ValueError:  # no log format recognizes it: maybe a bare body
         requests = []
     except OSError as exc:
-        raise LookupError_(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise LookupError_(f"cannot read {name}: {exc.strerror or exc}") from None
+    except DECOMPRESS_ERRORS as exc:
+        raise LookupError_(f"cannot read {name}: damaged gzip: {exc}") from None
     with_body = [r for r in requests if r.body is not None]
     if len(with_body) == 1:
         return with_body[0]
     if len(with_body) > 1:
-        raise LookupError_(f"{path} holds {len(with_body)} requests: ingest it and name one "
+        raise LookupError_(f"{name} holds {len(with_body)} requests: ingest it and name one "
                            "by id (prefixscope ingest FILE; prefixscope sql \"select id ...\")")
+    if requests:
+        fmt = requests[0].source_format
+        raise LookupError_(f"{name} holds {len(requests)} {fmt} request(s) but the log records "
+                           "no request body: nothing to render")
     try:
-        body = loads_deep(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        body = loads_deep(source.read_bytes())
+    except (OSError, orjson.JSONDecodeError, *DECOMPRESS_ERRORS):
         body = None
     if isinstance(body, dict) and detect_endpoint(body) != "unknown":
-        return request_from_body(body, id=path.name, source_file=str(path))
-    raise LookupError_(f"{path} holds no request body prefixscope can read")
+        return request_from_body(body, id=path.name if source.path else "stdin",
+                                 source_file=name)
+    if unreadable:
+        raise LookupError_(f"cannot read {name}: {unreadable}")
+    raise LookupError_(f"{name} holds no request body prefixscope can read")
 
 
 def request_from_body(body: dict[str, Any], *, id: str, source_file: str | None = None,
@@ -59,12 +81,18 @@ def request_from_body(body: dict[str, Any], *, id: str, source_file: str | None 
 
 
 def resolve_request(ref: str, store: Store | None) -> Request:
-    """A request from a file path, or from the store by id / id prefix / native id."""
+    """A request from a file path (``-``: stdin), or from the store by id / prefix / native id."""
+    if not ref.strip():
+        raise LookupError_("empty request reference: give a request id or a file")
     path = Path(ref)
-    if path.is_file():
+    if ref == "-" or path.is_file():
         return request_from_file(path)
+    if path.is_dir():
+        raise LookupError_(f"{ref} is a directory: give a request id, or a file holding one "
+                           "request (to ingest logs: prefixscope ingest DIR)")
     if store is None:
-        raise LookupError_(f"{ref} is not a file, and no store was given (--store)")
+        raise LookupError_(f"{ref} is neither a file nor, without a store, a request id "
+                           "(give --store, or run prefixscope ingest first)")
     try:
         return store.get(store.resolve_id(ref))
     except KeyError as exc:

@@ -5,9 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+MAX_PLOT_GROUPS = 12
 
-def plot_bucket(report: Any, path: Path) -> None:
+
+def plot_bucket(report: Any, path: Path) -> int:
     """Cached-token and cached-fraction histograms, one row per group, to PNG or SVG.
+
+    At most `MAX_PLOT_GROUPS` groups are drawn (those with the most requests, in report
+    order) so that ``--by session`` stays a readable figure.
+
+    Returns:
+        The number of groups drawn.
 
     Raises:
         ValueError: the file type is neither .png nor .svg.
@@ -19,7 +27,8 @@ def plot_bucket(report: Any, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = report.groups or ()
+    largest = sorted(report.groups or (), key=lambda g: -g.requests)[:MAX_PLOT_GROUPS]
+    groups = [g for g in report.groups if any(g is kept for kept in largest)]
     rows = max(1, len(groups))
     fig, axes = plt.subplots(rows, 2, figsize=(11, 2.8 * rows), squeeze=False)
     for row, group in enumerate(groups):
@@ -51,3 +60,4 @@ def plot_bucket(report: Any, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+    return len(groups)

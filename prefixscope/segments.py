@@ -167,7 +167,8 @@ def preview(value: Any, limit: int = PREVIEW_CHARS, redact: bool = True,
     focus = None
     if other is not None:
         other_text = _WS.sub(" ", _text_of(other)).strip()
-        first = next((i for i, (a, b) in enumerate(zip(text, other_text)) if a != b),
+        first = next((i for i, (a, b) in enumerate(zip(text, other_text, strict=False))
+                      if a != b),
                      min(len(text), len(other_text)))
         focus = len(_redact(text[:first])) if redact else first
     if redact:

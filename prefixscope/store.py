@@ -25,6 +25,7 @@ Tables:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -117,6 +118,50 @@ class StoreError(Exception):
     """The store file cannot be used (not a prefixscope store, newer schema, locked)."""
 
 
+# prefixscope never reaches the network: DuckDB must not fetch extensions on its own
+# (it would, e.g., to open a SQLite file given as --store, or for an http:// path in SQL).
+_OFFLINE = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
+def _check_store_file(path: Path, read_only: bool) -> None:
+    """Refuse, with a reason, what DuckDB would refuse with a less helpful message."""
+    if path.is_dir():
+        raise StoreError(f"--store {path} is a directory; give a file "
+                         f"(e.g. {path / DEFAULT_STORE})")
+    if not path.exists():
+        if read_only:
+            raise StoreError(f"no store at {path} (run `prefixscope ingest LOGS --store {path}`)")
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise StoreError(f"cannot open store {path}: {exc.strerror or exc}") from None
+    if not head:
+        if read_only:
+            raise StoreError(f"{path} is empty (run `prefixscope ingest LOGS --store {path}`)")
+        path.unlink()  # an empty placeholder (`touch`, `mktemp`): DuckDB refuses it
+        return
+    if head.startswith(_SQLITE_MAGIC):
+        raise StoreError(f"{path} is a SQLite database, not a prefixscope store (to read it "
+                         f"as logs: prefixscope ingest {path} --store store.duckdb)")
+    if head[8:12] != _DUCKDB_MAGIC:
+        raise StoreError(f"{path} is not a DuckDB file, so not a prefixscope store "
+                         "(--store names the store file; logs are arguments)")
+
+
+def _connect_error(path: str, exc: duckdb.Error) -> str:
+    message = str(exc).splitlines()[0]
+    holder = _LOCK_HOLDER.search(message)
+    if holder or "Could not set lock" in message:
+        who = f" ({Path(holder.group(1)).name}, PID {holder.group(2)})" if holder else ""
+        return f"store {path} is in use by another process{who}; retry when it is done"
+    return f"cannot open store {path}: {message}"
+
+
 def _json_or_none(value: Any) -> str | None:
     if value is None or value == {}:
         return None
@@ -132,13 +177,17 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False) -> Store:
+        """Open (or, writable, create) a store file.
+
+        Raises:
+            StoreError: the path is not a usable prefixscope store (one line, for a person).
+        """
         path = str(path)
-        if read_only and not Path(path).exists():
-            raise StoreError(f"no store at {path} (run `prefixscope ingest LOGS --store {path}`)")
+        _check_store_file(Path(path), read_only)
         try:
-            con = duckdb.connect(path, read_only=read_only)
+            con = duckdb.connect(path, read_only=read_only, config=_OFFLINE)
         except duckdb.Error as exc:
-            raise StoreError(f"cannot open store {path}: {str(exc).splitlines()[0]}") from None
+            raise StoreError(_connect_error(path, exc)) from None
         store = cls(con, path)
         if read_only:
             store._check_version()
@@ -338,7 +387,8 @@ class Store:
             return str(rows[0][0])
         if not rows:
             raise KeyError(f"no request {ref!r} in {self.path}")
-        raise KeyError(f"request reference {ref!r} is ambiguous in {self.path}")
+        raise KeyError(f"request reference {ref!r} is ambiguous in {self.path}: it matches "
+                       "several requests (give more characters of the id)")
 
     def get(self, request_id: str) -> Request:
         """Load one request, body included."""

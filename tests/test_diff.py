@@ -301,6 +301,9 @@ class TestVolatileValue:
                        "id 9b2e4567-e89b-12d3-a456-426614174000 x")[1].startswith("9b2e")
         assert self.vc("step 41 of", "step 42 of") == ("41", "42")
 
+    def test_hex_nonce_without_a_digit_on_one_side(self):
+        assert self.vc("cch=defdb;You", "cch=0b7e2;You") == ("cch=defdb", "cch=0b7e2")
+
     def test_words_are_not_volatile(self):
         assert self.vc("the cat sat", "the dog sat") is None
         assert self.vc("Be careful.", "Be reckless.") is None

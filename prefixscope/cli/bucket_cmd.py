@@ -68,10 +68,12 @@ def bucket(
         from ..plots import plot_bucket
 
         try:
-            plot_bucket(report, plot)
+            drawn = plot_bucket(report, plot)
         except (OSError, ValueError) as exc:
             raise console.fail(f"cannot write {plot}: {exc}") from None
-        console.note(f"wrote {plot}", quiet)
+        more = (f" (the {drawn} largest of {len(report.groups)} groups)"
+                if drawn < len(report.groups) else "")
+        console.note(f"wrote {plot}{more}", quiet)
     if json_out:
         console.print_json(report_json(report))
     else:
@@ -93,11 +95,14 @@ def _print(report: Any, quiet: int) -> None:
     t = report.totals
     bs = f"block size {report.block_size} ({report.block_size_source})" if report.block_size \
         else "block size unknown"
-    summary = Table(title=f"hit rate (token-weighted) · {_n(t.requests, 'request')} · {bs}",
+    summary = Table(title=f"hit rate = cached / prompt tokens · {_n(t.requests, 'request')} · "
+                          f"{bs}",
                     show_edge=False, title_justify="left")
-    for col in (*report.by, "requests", "prompt tokens", "cached tokens", "hit rate",
-                "mean per request", "zero cached", "block"):
-        summary.add_column(col, justify="left" if col in report.by else "right")
+    for col in report.by:
+        summary.add_column(col, no_wrap=True)
+    for col in ("requests", "prompt", "cached", "hit rate", "mean of ratios", "0 cached",
+                "block"):
+        summary.add_column(col, justify="right", no_wrap=True)
     for g in report.groups:
         summary.add_row(*(escape(str(g.key[d])) for d in report.by), f"{g.requests:,}",
                         f"{g.prompt_tokens:,}", f"{g.cached_tokens:,}", _pct(g.hit_rate),

@@ -50,8 +50,12 @@ def diff(
     from ..tokenize import tokens_many
     from .storeopen import open_store
 
-    options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
+    options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
+                                            what_if=what_if_tuple(what_if)))
     refs = refs or []
+    if session is not None and not session.strip():
+        raise console.fail("--session needs a session id (see: prefixscope sql \"select "
+                           "distinct session from sessions\")", 2)
     if session is None and not all_sessions:
         if len(refs) != 2:
             raise console.fail("give two requests A B, or --session S, or --all", 2)
@@ -65,7 +69,7 @@ def diff(
         try:
             ta, tb = tokens_many([a, b], options)
         except (RenderError, TokenizerError) as exc:
-            raise console.fail(str(exc)) from None
+            raise console.fail(str(exc).splitlines()[0]) from None
         pair = diff_tokens(ta, tb, a, b, block_size=bs, context=context)
         from ..diff import DiffReport
         report = DiffReport((pair,), totals([pair]), options, bs, source)
@@ -83,12 +87,29 @@ def diff(
                                         count) as progress:
                 report = diff_pairs(pairs, options, block_size=bs, context=context,
                                     block_size_source=source, progress=progress)
-        except TokenizerError as exc:
-            raise console.fail(str(exc)) from None
+        except (RenderError, TokenizerError) as exc:
+            raise console.fail(str(exc).splitlines()[0]) from None
     if json_out:
         console.print_json(report_json(report))
     else:
         _print_summary(report, worst, quiet)
+
+
+def checked_options(options: Any) -> Any:
+    """`options` once its gateway and what-ifs are valid (else exit 2) and its tokenizer
+    loads (else exit 1): checked before any log is read or pair rendered."""
+    from ..exitcodes import ExitCode
+    from ..render import RenderError, TokenizerError, check_options, load_tokenizer
+
+    try:
+        check_options(options)
+    except RenderError as exc:
+        raise console.fail(str(exc).splitlines()[0], ExitCode.USAGE) from None
+    try:
+        load_tokenizer(options.tokenizer)
+    except TokenizerError as exc:
+        raise console.fail(str(exc).splitlines()[0]) from None
+    return options
 
 
 class _NoStore:
@@ -126,8 +147,13 @@ def _block_size(flag: int | None, st: Any, default: int) -> tuple[int, str]:
     return default, "default"
 
 
+_KEEP_LOADED = 64  # requests kept in memory while streaming pairs
+
+
 def _pairs(st: Any, session: str | None) -> tuple[int, Any]:
     """(number of pairs, a generator of PairRef loading each request once, in pair order)."""
+    from collections import OrderedDict
+
     from ..diff import PairRef
 
     if session is not None:
@@ -140,13 +166,17 @@ def _pairs(st: Any, session: str | None) -> tuple[int, Any]:
     rows = st.session_pairs(session)
 
     def generate() -> Any:
-        loaded: dict[str, Any] = {}
+        # Consecutive pairs share requests, and a branching session points back at an
+        # early request again and again: keep the most recently used few.
+        loaded: OrderedDict[str, Any] = OrderedDict()
         for a, b, s, comp in rows:
             for rid in (a, b):
-                if rid not in loaded:
-                    if len(loaded) > 64:  # consecutive pairs share requests; keep a few
-                        loaded.pop(next(iter(loaded)))
+                if rid in loaded:
+                    loaded.move_to_end(rid)
+                else:
                     loaded[rid] = st.get(rid)
+            while len(loaded) > _KEEP_LOADED:
+                loaded.popitem(last=False)  # never a or b: they were just used
             yield PairRef(loaded[a], loaded[b], s, comp)
 
     return len(rows), generate()

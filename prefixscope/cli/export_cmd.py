@@ -30,20 +30,31 @@ def export(
     """
     import duckdb
 
+    from ..exitcodes import ExitCode
     from ..store import DEFAULT_STORE, Store, StoreError
 
+    if parquet.exists() and not parquet.is_dir():
+        raise console.fail(f"--parquet {parquet} is a file: give a directory (export writes "
+                           f"{', '.join(t + '.parquet' for t in TABLES)} into it)",
+                           ExitCode.USAGE)
     try:
         st = Store.open(store or DEFAULT_STORE, read_only=True)
     except StoreError as exc:
         raise console.fail(str(exc)) from None
     try:
-        parquet.mkdir(parents=True, exist_ok=True)
+        try:
+            parquet.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise console.fail(f"cannot create directory {parquet}: "
+                               f"{exc.strerror or exc}") from None
         for table in TABLES:
             target = parquet / f"{table}.parquet"
             st.con.execute(f"COPY (SELECT * FROM {table}) TO '{_quote(target)}' "
                            "(FORMAT PARQUET, COMPRESSION ZSTD)")
             console.note(f"wrote {target}", quiet)
-    except (duckdb.Error, OSError) as exc:
+    except OSError as exc:
+        raise console.fail(f"export failed: {exc.strerror or exc}") from None
+    except duckdb.Error as exc:
         raise console.fail(f"export failed: {str(exc).splitlines()[0]}") from None
     finally:
         st.close()

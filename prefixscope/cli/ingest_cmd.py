@@ -69,8 +69,12 @@ def ingest(
     if result.failed:
         raise console.fail(f"--strict: {result.skipped} record(s)/file(s) skipped; "
                            "nothing was stored")
-    if result.files == 0 and result.skipped:
-        raise typer.Exit(code=1)
+    if result.skipped and result.ingested + result.already_present == 0:
+        # Every record or file was rejected: that is bad input, not a successful run.
+        hint = (f" with --format {fmt} (drop --format to detect each file's format)"
+                if fmt != "auto" else "")
+        raise console.fail(f"no request read{hint}: {result.skipped:,} record(s)/file(s) "
+                           "skipped")
 
 
 def _render(result, summary, store: str, quiet: int) -> None:  # type: ignore[no-untyped-def]

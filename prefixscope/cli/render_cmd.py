@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 def render(
     request: Annotated[str, typer.Argument(help="A request id (or unique prefix, or the "
                                                 "source's own id) in the store, or a file "
-                                                "holding one request body.")],
+                                                "holding one request body (- for stdin).")],
     logs: Annotated[list[str] | None, typer.Argument(help="Log files to ingest into a "
                                                           "temporary store and look the "
                                                           "request up in.",
@@ -48,12 +48,13 @@ def render(
 
     from ..lookup import LookupError_, request_from_file, resolve_request
     from ..render import RenderError, RenderOptions, TokenizerError, render_report
-    from .diff_cmd import _maybe_store
+    from .diff_cmd import _maybe_store, checked_options
     from .storeopen import open_store
 
-    options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
+    options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
+                                            what_if=what_if_tuple(what_if)))
     try:
-        if Path(request).is_file():
+        if request == "-" or Path(request).is_file():
             req = request_from_file(Path(request))
         elif logs:
             with open_store(logs, None, quiet=quiet, json_mode=json_out) as st:

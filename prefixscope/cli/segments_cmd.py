@@ -79,19 +79,37 @@ def _print(report: Any, top: int, quiet: int) -> None:
     table = Table(title=f"{label}{t.requests:,} requests with a body · {t.pairs:,} consecutive "
                         "same-session pairs · ranked by invalidated tokens",
                   show_edge=False, title_justify="left")
-    for col, justify in (("segment", "left"), ("kind", "left"), ("requests", "right"),
-                         ("distinct", "right"), ("change rate", "right"), ("how", "left"),
-                         ("token start", "right"), ("tokens after", "right"),
-                         ("invalidated", "right"), ("preview", "left")):
-        table.add_column(col, justify=justify, overflow="fold")
+    rows = []
     for s in report.segments[:top]:
         how = ", ".join(f"{k} {v}" for k, v in s.change_kinds.items())
         if s.unique_per_request:
-            how = ("unique per request; " + how) if how else "unique per request"
-        table.add_row(escape(s.segment), s.kind, f"{s.requests:,}", f"{s.distinct:,}",
-                      _fmt(s.change_rate, ".1%"), how, _fmt(s.token_start_median),
-                      _fmt(s.tokens_after_median), _fmt(s.invalidated_tokens),
-                      escape(s.preview))
+            how = (how + "; unique per request") if how else "unique per request"
+        rows.append((escape(s.segment), f"{s.distinct:,}/{s.requests:,}",
+                     _fmt(s.change_rate, ".1%"), how, _fmt(s.token_start_median),
+                     _fmt(s.tokens_after_median), _fmt(s.invalidated_tokens), escape(s.preview)))
+    headers = ("segment", "distinct/held", "changed", "how", "at token", "after",
+               "invalidated", "preview")
+    widest = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    # Fit the terminal: numbers never wrap, "how" wraps if it must, the preview takes the
+    # rest -- or is left out (it stays in --json) when fewer than 20 columns are left for it.
+    fixed = sum(w for h, w in zip(headers, widest, strict=True) if h not in ("how", "preview"))
+    room = console.out.width - fixed - 3 * len(headers)
+    how_width = min(widest[3], 30)
+    with_preview = room - how_width >= 20
+    if not with_preview:
+        headers, rows = headers[:-1], [r[:-1] for r in rows]
+        how_width = max(10, min(widest[3], room + 3))
+    for header, width in zip(headers, widest, strict=False):
+        if header == "how":
+            table.add_column(header, width=how_width)
+        elif header == "preview":
+            table.add_column(header, no_wrap=True, overflow="ellipsis",
+                             width=min(widest[7], room - how_width))
+        else:
+            table.add_column(header, no_wrap=True, min_width=width,
+                             justify="left" if header == "segment" else "right")
+    for row in rows:
+        table.add_row(*row)
     console.out.print(table)
     headline = _headline(report.segments[0]) if report.segments else None
     if headline:
@@ -115,5 +133,5 @@ def _headline(top: Any) -> str | None:
     if top.token_start_median is not None and top.tokens_after_median is not None:
         where = (f": from token {top.token_start_median:,.0f} on, a median "
                  f"{top.tokens_after_median:,.0f} tokens are recomputed each time")
-    return (f"→ [bold]{escape(top.segment)}[/] {how}changes in {top.change_rate:.0%} of "
-            f"consecutive pairs ({kinds}){where}")
+    return (f"→ [bold]{escape(top.segment)}[/] ({escape(top.preview)}) {how}changes in "
+            f"{top.change_rate:.0%} of consecutive pairs ({kinds}){where}")

@@ -28,7 +28,7 @@ import xxhash
 
 from ..model import Record, Request, Skip
 from .formats import all_formats, format_names, get_format
-from .source import Source, probe
+from .source import DECOMPRESS_ERRORS, Probe, Source, probe
 
 MAX_LISTED_ERRORS = 100
 BATCH = 2000
@@ -101,18 +101,40 @@ def expand_paths(paths: Iterable[str], tally: _Tally) -> Iterator[Source]:
         for match in matches:
             path = Path(match)
             if path.is_dir():
-                for root, dirs, files in os.walk(path):
-                    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                    for name in sorted(files):
-                        file = Path(root) / name
-                        if _is_documentation(file) or any(c(file) for c in companions):
-                            tally.ignored.append(str(file))
-                            continue
-                        yield Source.from_path(file)
+                yield from _walk(path, companions, tally)
             elif path.is_file():
                 yield Source.from_path(path)
+            elif path.exists():
+                tally.error(match, None, "not a regular file (a device, socket or pipe)")
+            elif path.is_symlink():
+                tally.error(match, None, "broken symbolic link")
             else:
                 tally.error(match, None, "no such file or directory")
+
+
+def _walk(directory: Path, companions: list[Callable[[Path], bool]],
+          tally: _Tally) -> Iterator[Source]:
+    """Every log file under `directory`; unreadable subdirectories and an empty walk are
+    reported, never silently passed over."""
+    def unreadable(exc: OSError) -> None:
+        tally.error(exc.filename or str(directory), None,
+                    f"cannot read directory: {exc.strerror or exc}")
+
+    found = passed_over = 0
+    for root, dirs, files in os.walk(directory, onerror=unreadable):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            file = Path(root) / name
+            if _is_documentation(file) or any(c(file) for c in companions):
+                tally.ignored.append(str(file))
+                passed_over += 1
+                continue
+            found += 1
+            yield Source.from_path(file)
+    if found == 0:
+        why = (f"only documentation/config files ({passed_over})" if passed_over
+               else "no files")
+        tally.error(str(directory), None, f"directory holds no log files: {why}")
 
 
 def _is_documentation(path: Path) -> bool:
@@ -149,6 +171,10 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
             item = next(parser)
         except StopIteration:
             return
+        except (OSError, *DECOMPRESS_ERRORS) as exc:
+            yield Skip(None, f"read failed part-way, the rest of the file is lost: "
+                             f"{_io_reason(exc)}")
+            return
         except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the run
             yield Skip(None, f"{module.NAME} parser stopped: {type(exc).__name__}: {exc}")
             return
@@ -162,31 +188,80 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
                       source_format=module.NAME, source_file=source.name)
 
 
+class UnreadableFile(ValueError):
+    """No container fits the content at all (empty, binary, unparseable JSON document)."""
+
+
 def read_requests(path: str | Path, fmt: str = "auto") -> tuple[list[Request], list[Skip]]:
     """Parse one file without a store (tests, render/diff of a file).
 
     Raises:
-        ValueError: no format recognizes the file.
+        ValueError: no format recognizes the file (the message says why), or the
+            forced format cannot read it at all.
     """
     source = Source.from_stdin() if str(path) == "-" else Source.from_path(Path(path))
     try:
-        if fmt == "auto":
-            module, pr = detect(source)
-            if module is None:
-                raise ValueError(unrecognized_reason(source))
-        else:
-            module, pr = get_format(fmt), probe(source)
-        requests: list[Request] = []
-        skips: list[Skip] = []
-        for item in parse_source(source, module, pr):
-            (skips if isinstance(item, Skip) else requests).append(item)  # type: ignore[arg-type]
-        return requests, skips
+        return read_requests_from(source, fmt)
     finally:
         source.close()
 
 
-def unrecognized_reason(source: Source) -> str:
-    return f"not a recognized log format (tried: {', '.join(format_names())})"
+def read_requests_from(source: Source, fmt: str = "auto") -> tuple[list[Request], list[Skip]]:
+    """`read_requests` of an open `Source` (which the caller closes)."""
+    if fmt == "auto":
+        module, pr = detect(source)
+        if module is None:
+            unreadable = unreadable_reason(pr)  # type: ignore[arg-type]
+            if unreadable:
+                raise UnreadableFile(unreadable)
+            raise ValueError(unrecognized_reason(source, pr))  # type: ignore[arg-type]
+    else:
+        module, pr = get_format(fmt), probe(source)
+        reason = forced_mismatch(module, pr)
+        if reason:
+            raise ValueError(reason)
+    requests: list[Request] = []
+    skips: list[Skip] = []
+    for item in parse_source(source, module, pr):
+        (skips if isinstance(item, Skip) else requests).append(item)  # type: ignore[arg-type]
+    return requests, skips
+
+
+def unrecognized_reason(source: Source, pr: Probe | None = None) -> str:
+    """One line saying what the file is and why no format claims it."""
+    tried = f"not a recognized log format (tried: {', '.join(format_names())})"
+    if pr is None:
+        return tried
+    unreadable = unreadable_reason(pr)
+    if unreadable:
+        return unreadable
+    if pr.kind == "sqlite":
+        tables = ", ".join(pr.tables) or "none"
+        return (f"SQLite database without a known log table (tables: {_cut(tables)}); "
+                "new-api, LiteLLM and Bifrost databases are read")
+    if pr.kind == "csv":
+        return (f"CSV columns match no known export (columns: {_cut(', '.join(pr.header or []))})"
+                f"; {tried}")
+    if pr.kind in ("json", "jsonl"):
+        container = "JSON lines" if pr.kind == "jsonl" else "JSON"
+        if isinstance(pr.first, dict):
+            keys = _cut(", ".join(map(str, pr.first)))
+            return f"{container} whose first record has keys {keys or '(none)'}: {tried}"
+        return f"{container} whose first record is a {type(pr.first).__name__}: {tried}"
+    return tried
+
+
+def unreadable_reason(pr: Probe) -> str:
+    """Why no format can read this content at all ("" when some container fits)."""
+    if pr.kind == "empty":
+        return "empty file"
+    if pr.kind == "binary":
+        return "binary content: not a text log, a JSON/CSV export or a SQLite database"
+    return pr.problem
+
+
+def _cut(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def ingest_paths(
@@ -253,10 +328,38 @@ def ingest_paths(
     )
 
 
+def forced_mismatch(module: ModuleType, pr: Probe) -> str:
+    """Why a file cannot be read with a forced ``--format`` at all ("" when it can be tried).
+
+    Only whole-file facts are checked here (empty, binary, unparseable, a SQLite
+    database without the format's table); a readable container is handed to the
+    parser, which reports each record it cannot use.
+    """
+    unreadable = unreadable_reason(pr)
+    if unreadable:
+        return unreadable
+    if pr.kind == "sqlite":
+        try:
+            has_table = bool(module.sniff(pr))
+        except Exception:  # noqa: BLE001 - a sniffer must never stop ingest
+            has_table = False
+        if not has_table:
+            tables = ", ".join(pr.tables) or "none"
+            return (f"--format {module.NAME}: this SQLite database has no {module.NAME} log "
+                    f"table (tables: {_cut(tables)})")
+    return ""
+
+
 def _is_json_schema(pr: object) -> bool:
     """A JSON Schema document (e.g. the OTel GenAI schemas) describes logs; it is not one."""
     doc = getattr(pr, "document", None)
     return isinstance(doc, dict) and ("$schema" in doc or "$defs" in doc)
+
+
+def _io_reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _safe_size(source: Source) -> int:
@@ -272,18 +375,19 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: object, tally:
             module, pr = forced, probe(source)
         else:
             module, pr = detect(source)
-    except OSError as exc:
-        tally.error(source.name, None, f"cannot read: {exc.strerror or exc}")
-        return 0
-    except (EOFError, ValueError) as exc:  # truncated gzip, bad encoding
-        tally.error(source.name, None, f"cannot read: {exc}")
+    except (OSError, *DECOMPRESS_ERRORS, ValueError) as exc:  # damaged gzip, bad encoding
+        tally.error(source.name, None, f"cannot read: {_io_reason(exc)}")
         return 0
     if module is None and _is_json_schema(pr):
         tally.ignored.append(source.name)
         return 0
     if module is None:
         tally.unrecognized.append(source.name)
-        tally.error(source.name, None, unrecognized_reason(source))
+        tally.error(source.name, None, unrecognized_reason(source, pr))  # type: ignore[arg-type]
+        return 0
+    mismatch = forced_mismatch(module, pr) if forced is not None else ""
+    if mismatch:
+        tally.error(source.name, None, mismatch)
         return 0
     tally.files += 1
     new = 0

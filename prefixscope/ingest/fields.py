@@ -259,6 +259,30 @@ def merge_usage(base: Usage, later: Usage) -> Usage:
     )
 
 
+# new-api `other.request_conversion` step names -> protocol short names.
+_GATEWAY_STEPS = {
+    "claude messages": "anthropic",
+    "openai compatible": "openai",
+    "openai responses": "openai-responses",
+    "google gemini": "gemini",
+}
+
+
+def gateway_from_conversion(conversion: Any) -> str | None:
+    """["Claude Messages", "OpenAI Compatible"] -> "anthropic-to-openai"; None if no conversion.
+
+    A JSON string of the list is accepted too (Langfuse metadata values are text).
+    """
+    conversion = loads_deep(conversion)
+    if not isinstance(conversion, list):
+        return None
+    chain = [_GATEWAY_STEPS.get(str(step).strip().lower(), str(step).strip().lower())
+             for step in conversion if str(step).strip()]
+    if len(chain) < 2 or len(set(chain)) < 2:
+        return None
+    return "-to-".join(chain)
+
+
 def detect_endpoint(body: Any) -> str:
     """Guess the protocol of a request body from its keys."""
     if not isinstance(body, dict):

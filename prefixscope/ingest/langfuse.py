@@ -49,7 +49,14 @@ from typing import Any
 import orjson
 
 from ..model import Record, Request, Skip, Usage
-from .fields import detect_endpoint, first_present, loads_deep, parse_time, to_int
+from .fields import (
+    detect_endpoint,
+    first_present,
+    gateway_from_conversion,
+    loads_deep,
+    parse_time,
+    to_int,
+)
 from .source import BadRecord, Probe, Source, iter_csv_rows, iter_json_records
 
 NAME = "langfuse"
@@ -342,6 +349,7 @@ def _request(row: Mapping[str, Any], obs_id: str, place: int,
         user=_text(_pick(row, "userId", "user_id")) or context.user_id,
         client=trace_name,
         channel=_provider(meta_source),
+        gateway=gateway_from_conversion(_meta_value(meta_source, "request_conversion")),
         native_id=obs_id,
         body=body.body,
         body_truncated=body.truncation is not None,

@@ -35,7 +35,7 @@ from typing import Any
 
 from prefixscope.model import Record, Request, Skip, Usage
 
-from .fields import loads_deep, parse_time, to_bool, to_int, to_text
+from .fields import gateway_from_conversion, loads_deep, parse_time, to_bool, to_int, to_text
 from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows, row_keys
 
 NAME = "new-api"
@@ -47,12 +47,6 @@ REQUIRED_COLUMNS = frozenset({"type", "model_name", "quota", "prompt_tokens", "o
 _DAILY_TABLE = re.compile(r"logs_\d{4}_\d{2}_\d{2}")
 
 # `other.request_conversion` names (service/log_info_generate.go) -> protocol family.
-_CONVERSION_NAMES = {
-    "claude messages": "anthropic",
-    "openai compatible": "openai",
-    "openai responses": "openai-responses",
-    "google gemini": "gemini",
-}
 # Client route suffix -> protocol of the request the client sent.
 _ROUTE_ENDPOINTS = (
     ("/v1/messages", "anthropic-messages"),
@@ -119,7 +113,7 @@ def _parse_row(place: int, row: Any, table: str) -> Record | Skip | None:
         client=to_text(row.get("token_name")),
         channel=to_text(row.get("channel_id") if row.get("channel_id") is not None
                       else row.get("channel")),
-        gateway=_gateway(other.get("request_conversion")),
+        gateway=gateway_from_conversion(other.get("request_conversion")),
         native_id=request_id or f"log:{log_id}",
         usage=newapi_usage(row, other, convention_known=other_error is None),
         metadata=metadata,
@@ -195,13 +189,4 @@ def _endpoint(request_path: Any) -> str:
     return "unknown"
 
 
-def _gateway(conversion: Any) -> str | None:
-    """["Claude Messages", "OpenAI Compatible"] -> "anthropic-to-openai"; None if no conversion."""
-    if not isinstance(conversion, list):
-        return None
-    chain = [_CONVERSION_NAMES.get(str(step).strip().lower(), str(step).strip().lower())
-             for step in conversion if str(step).strip()]
-    if len(chain) < 2 or len(set(chain)) < 2:
-        return None
-    return "-to-".join(chain)
 

@@ -19,6 +19,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -33,6 +34,12 @@ PROBE_BYTES = 1 << 16
 # Whole-document JSON parsing is used for probing only below this size; larger
 # files are probed by their first line (JSON lines) or streamed by the parser.
 MAX_DOCUMENT_PROBE = 512 << 20
+# Non-blank lines looked at to find the first record of a JSON-lines file.
+JSONL_PROBE_LINES = 20
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+# What reading a damaged gzip raises (truncated stream, bad CRC, corrupt deflate data).
+DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (EOFError, zlib.error, gzip.BadGzipFile)
 
 csv.field_size_limit(sys.maxsize)
 
@@ -127,12 +134,16 @@ class Source:
 class Probe:
     """What format detection sees of a source."""
 
-    kind: str  # "sqlite" | "json" | "jsonl" | "csv" | "text" | "empty"
+    kind: str  # "sqlite" | "json" | "jsonl" | "csv" | "text" | "empty" | "binary"
     document: Any = None  # the whole parsed document (kind "json")
-    first: Any = None  # the first record: first JSONL line, first array element, or the object
+    # The first record: first JSON-lines record, first array element, or the object.
+    first: Any = None
     header: list[str] | None = None  # CSV header (kind "csv")
     tables: dict[str, list[str]] = field(default_factory=dict)  # SQLite table -> columns
     text: str = ""  # decoded head of the file
+    # Why no container fits, in one line, when the content says what it tried to be
+    # (a JSON document that does not parse, UTF-16 text); "" otherwise.
+    problem: str = ""
 
     @property
     def first_dict(self) -> dict[str, Any]:
@@ -144,25 +155,38 @@ def probe(source: Source) -> Probe:
     head = source.head
     if head.startswith(SQLITE_MAGIC):
         return Probe(kind="sqlite", tables=sqlite_tables(source.local_path()))
+    if head.startswith(UTF16_BOMS):
+        return Probe(kind="text", problem="UTF-16 text: convert it to UTF-8 first "
+                                          "(iconv -f UTF-16 -t UTF-8)")
+    if b"\x00" in head:
+        return Probe(kind="binary")
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     stripped = text.lstrip()
     if not stripped:
         return Probe(kind="empty", text=text)
     if stripped[0] in "[{":
+        document_error = ""
         if len(head) < PROBE_BYTES or source.size <= MAX_DOCUMENT_PROBE:
             try:
                 doc = orjson.loads(source.read_bytes().lstrip(b"\xef\xbb\xbf"))
-            except orjson.JSONDecodeError:
-                doc = None
+            except orjson.JSONDecodeError as exc:
+                document_error = str(exc)
+            except DECOMPRESS_ERRORS as exc:
+                # A damaged gzip: its readable start may still be JSON lines.
+                document_error = f"damaged gzip: {exc}"
             else:
                 if isinstance(doc, list):
                     first = next((x for x in doc if isinstance(x, dict)), doc[0] if doc else None)
                     return Probe(kind="json", document=doc, first=first, text=text)
                 return Probe(kind="json", document=doc, first=doc, text=text)
-        try:
-            return Probe(kind="jsonl", first=orjson.loads(_first_line(source)), text=text)
-        except orjson.JSONDecodeError:
-            return Probe(kind="text", text=text)
+        found, first = _first_json_line(source)
+        if found:
+            return Probe(kind="jsonl", first=first, text=text)
+        problem = ""
+        if document_error:
+            hint = " (truncated?)" if "unexpected end of data" in document_error else ""
+            problem = f"invalid JSON document{hint}: {document_error}"
+        return Probe(kind="text", text=text, problem=problem)
     first_line = stripped.split("\n", 1)[0]
     if "," in first_line or "\t" in first_line:
         try:
@@ -171,6 +195,11 @@ def probe(source: Source) -> Probe:
             header = None
         if header and all(h.strip() for h in header):
             return Probe(kind="csv", header=[h.strip() for h in header], text=text)
+    # JSON lines whose first line is damaged (a log cut at its start, a stray banner):
+    # the records after it are still readable, and the parser reports the bad line.
+    found, first = _first_json_line(source, containers_only=True)
+    if found:
+        return Probe(kind="jsonl", first=first, text=text)
     return Probe(kind="text", text=text)
 
 
@@ -180,14 +209,37 @@ def _delimiter(text: str) -> str:
     return "\t" if first_line.count("\t") > first_line.count(",") else ","
 
 
-def _first_line(source: Source) -> bytes:
-    """The first non-blank line, however long (JSON-lines records can exceed the probe head)."""
+def _first_json_line(source: Source, *, containers_only: bool = False) -> tuple[bool, Any]:
+    """(found, value) of the first JSON-lines record, however long its line.
+
+    Looks at the first `JSONL_PROBE_LINES` non-blank lines, so that a file whose
+    first line is truncated or garbage is still read as JSON lines (the bad line
+    becomes a reported skip). A JSON object or array is preferred; a bare scalar on
+    the very first line is accepted unless `containers_only`.
+    """
+    seen = 0
     with source.open_binary() as fh:
         for raw in fh:
-            line = raw.strip().lstrip(b"\xef\xbb\xbf")
-            if line:
-                return line
-    return b""
+            line = raw.strip()
+            if seen == 0:
+                line = line.lstrip(b"\xef\xbb\xbf")
+            if not line:
+                continue
+            seen += 1
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                value = _NOT_JSON
+            if isinstance(value, dict | list):
+                return True, value
+            if seen == 1 and value is not _NOT_JSON and not containers_only:
+                return True, value
+            if seen >= JSONL_PROBE_LINES:
+                break
+    return False, None
+
+
+_NOT_JSON = object()
 
 
 def sqlite_tables(path: Path) -> dict[str, list[str]]:

@@ -7,6 +7,7 @@ Public API:
   path in the logged request, or ``template``).
 * `RenderOptions(gateway, tokenizer, what_if)` -- the frozen key shared with
   `prefixscope.tokenize.tokens`, diff, bucket and simulate.
+* `check_options(options)` -- reject an unknown gateway profile or what-if up front.
 * `load_tokenizer(spec)` -- bundled names, model directories, cached HF ids.
 * `render_report(request, options) -> RenderResult` -- everything ``prefixscope
   render`` prints (imported lazily: it tokenizes).
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .gateway import PROFILES
-from .pipeline import render, resolve_gateway
+from .pipeline import check_options, render, resolve_gateway
 from .prompt import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
 from .tokenizer import BUNDLED, DEFAULT_TOKENIZER, Tokenizer, TokenizerError, load_tokenizer
 from .whatif import WHAT_IFS
@@ -27,7 +28,7 @@ from .whatif import WHAT_IFS
 __all__ = [
     "BUNDLED", "DEFAULT_TOKENIZER", "PROFILES", "TEMPLATE_PATH", "WHAT_IFS", "Prompt",
     "RenderError", "RenderOptions", "RenderResult", "Segment", "SegmentRow", "Tokenizer",
-    "TokenizerError", "load_tokenizer", "render", "render_report",
+    "TokenizerError", "check_options", "load_tokenizer", "render", "render_report",
     "resolve_gateway",
 ]
 

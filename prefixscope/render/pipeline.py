@@ -46,6 +46,22 @@ KNOWN_ENDPOINTS = ("anthropic-messages", "openai-chat", "openai-responses")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
+def check_options(options: RenderOptions) -> None:
+    """Validate the parts of `options` that do not depend on a request, up front.
+
+    A bad ``--gateway`` or ``--what-if`` is the caller's mistake, not a property of
+    one request: checking it once keeps it from being counted as N unrenderable pairs.
+
+    Raises:
+        RenderError: an unknown gateway profile, an unknown what-if or a bad regex.
+    """
+    wanted = options.gateway or "auto"
+    if wanted != "auto" and wanted not in PROFILES:
+        raise RenderError(f"unknown gateway profile {wanted!r} (known: auto, "
+                          f"{', '.join(PROFILES)})")
+    parse_what_ifs(options.what_if)
+
+
 def resolve_gateway(request: Request, options: RenderOptions, endpoint: str
                     ) -> tuple[str, str, tuple[str, ...]]:
     """(profile, where it came from, notes): the log's word first, then the flag, then default.

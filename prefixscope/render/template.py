@@ -21,8 +21,16 @@ from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
+from jinja2 import TemplateError
+
 from .jsontext import dumps
 from .marks import Marker
+from .prompt import RenderError
+
+# What a chat template written by someone else can raise on a conversation it does not
+# expect: its own raise_exception / undefined values (TemplateError), or Python errors
+# from filters applied to the wrong type.
+_TEMPLATE_FAILURES = (TemplateError, TypeError, ValueError, LookupError, AttributeError)
 
 _CURRENT: ContextVar[Marker | None] = ContextVar("prefixscope_marker", default=None)
 
@@ -31,6 +39,15 @@ def _marked_tojson(x: Any, ensure_ascii: bool = False, indent: int | str | None 
                    separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
     return dumps(x, _CURRENT.get(), ensure_ascii=ensure_ascii, indent=indent,
                  separators=separators, sort_keys=sort_keys)
+
+
+def compile_template(source: str) -> Any:
+    """The compiled template (cached).
+
+    Raises:
+        jinja2.TemplateError: the template does not compile.
+    """
+    return _compiled(source)
 
 
 @lru_cache(maxsize=32)
@@ -51,6 +68,10 @@ def render_marked(source: str, messages: list[dict[str, Any]], tools: list[Any] 
     try:
         return _compiled(source).render(messages=messages, tools=tools, documents=None,
                                         add_generation_prompt=True, **template_vars)
+    except RenderError:
+        raise
+    except _TEMPLATE_FAILURES as exc:
+        raise _template_failure(exc) from None
     finally:
         _CURRENT.reset(token)
 
@@ -60,6 +81,19 @@ def render_plain(source: str, messages: list[dict[str, Any]], tools: list[Any] |
     """transformers' own ``render_jinja_template`` (the reference render, no marks)."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    rendered = render_jinja_template(conversations=[messages], tools=tools, chat_template=source,
-                                     add_generation_prompt=True, **template_vars)
+    try:
+        rendered = render_jinja_template(conversations=[messages], tools=tools,
+                                         chat_template=source, add_generation_prompt=True,
+                                         **template_vars)
+    except RenderError:
+        raise
+    except _TEMPLATE_FAILURES as exc:
+        raise _template_failure(exc) from None
     return rendered[0][0] if isinstance(rendered, tuple) else rendered[0]
+
+
+def _template_failure(exc: Exception) -> RenderError:
+    """A template that refuses a conversation (its ``raise_exception``) or breaks on it."""
+    text = str(exc).strip()
+    return RenderError(f"the chat template failed on this request: "
+                       f"{text.splitlines()[0] if text else type(exc).__name__}")

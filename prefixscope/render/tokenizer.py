@@ -442,26 +442,71 @@ def _load_bundled(name: str) -> Tokenizer:
                              151643, template, qwen_vars)
 
 
+_MODEL_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                "chat_template.json")
+
+
 def _load_directory(spec: str, folder: Path) -> Tokenizer:
+    if not any((folder / name).is_file() for name in _MODEL_FILES):
+        raise TokenizerError(f"{spec}: not a model directory (none of "
+                             f"{', '.join(_MODEL_FILES)} in it)")
     config_file = folder / "tokenizer_config.json"
     config: dict[str, Any] = {}
     if config_file.is_file():
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    template = _directory_template(folder, config)
+        loaded = _read_json(spec, config_file)
+        if not isinstance(loaded, dict):
+            raise TokenizerError(f"{spec}: tokenizer_config.json is not a JSON object")
+        config = loaded
+    template = _directory_template(spec, folder, config)
     if template is None:
         raise TokenizerError(
             f"{spec}: no chat template (looked for chat_template.jinja and "
             "tokenizer_config.json's chat_template)")
+    _check_template(spec, template)
     tokenizer_json = folder / "tokenizer.json"
     if not tokenizer_json.is_file():
         tokenizer_json = _convert_with_transformers(spec, folder)
-    return HFTokenizer(spec, tokenizer_json, config, template, bundled=False)
+    try:
+        return HFTokenizer(spec, tokenizer_json, config, template, bundled=False)
+    except Exception as exc:  # noqa: BLE001 - a broken file is a user-facing error
+        raise TokenizerError(f"{spec}: cannot load {tokenizer_json.name}: "
+                             f"{_first_line(exc)}") from None
 
 
-def _directory_template(folder: Path, config: dict[str, Any]) -> str | None:
+def _read_json(spec: str, file: Path) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TokenizerError(f"{spec}: {file.name} is not readable JSON: "
+                             f"{_first_line(exc)}") from None
+
+
+def _check_template(spec: str, template: str) -> None:
+    """Compile the chat template now, so a syntax error is one error, not one per request."""
+    from jinja2 import TemplateError
+
+    from .template import compile_template
+
+    try:
+        compile_template(template)
+    except TemplateError as exc:
+        raise TokenizerError(f"{spec}: the chat template does not compile: "
+                             f"{_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _directory_template(spec: str, folder: Path, config: dict[str, Any]) -> str | None:
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
+        try:
+            return jinja.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TokenizerError(f"{spec}: cannot read chat_template.jinja: "
+                                 f"{_first_line(exc)}") from None
     template = config.get("chat_template")
     if isinstance(template, list):
         # Named templates: transformers uses "tool_use" when tools are passed, else
@@ -471,7 +516,8 @@ def _directory_template(folder: Path, config: dict[str, Any]) -> str | None:
     if template is None:
         chat_json = folder / "chat_template.json"
         if chat_json.is_file():
-            template = json.loads(chat_json.read_text(encoding="utf-8")).get("chat_template")
+            loaded = _read_json(spec, chat_json)
+            template = loaded.get("chat_template") if isinstance(loaded, dict) else None
     return template if isinstance(template, str) else None
 
 

@@ -1,0 +1,278 @@
+"""segments: the hash contract, change kinds, segment paths, previews, and the census
+naming the culprit in the three classic cases (billing header, key shuffle, live status
+block); the key-order sample end to end; the sample generator is reproducible."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from factories import BILLING, SYSTEM, TOOLS, anthropic_body, conversation, make_request
+from typer.testing import CliRunner
+
+from prefixscope.cli.main import app
+from prefixscope.hashing import HASH_VERSION
+from prefixscope.render import RenderOptions
+from prefixscope.segments import (
+    census,
+    change_kind,
+    preview,
+    raw_segments,
+    segment_hashes,
+    token_positions,
+)
+from prefixscope.tokenize import tokens
+
+SAMPLES = ROOT / "sample_logs"
+KEYORDER = SAMPLES / "bifrost-mcp-keyorder.jsonl"
+BEHIND_NEWAPI = RenderOptions(gateway="anthropic-to-openai", tokenizer="deepseek-v4")
+runner = CliRunner()
+
+
+def chain(requests) -> list[tuple[str, str]]:
+    return [(a.id, b.id) for a, b in zip(requests, requests[1:], strict=False)]
+
+
+class TestChangeKind:
+    def test_every_kind(self):
+        base = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "x y"}}}
+        shuffled = {"properties": {"b": {"type": "x y"}, "a": {"type": "string"}},
+                    "type": "object"}
+        spaced = {"type": "object", "properties": {"a": {"type": "string"},
+                                                   "b": {"type": " x\n  y "}}}
+        changed = {"type": "object", "properties": {"a": {"type": "integer"},
+                                                    "b": {"type": "x y"}}}
+        h = segment_hashes
+        assert change_kind(h(base), h(json.loads(json.dumps(base)))) is None
+        assert change_kind(h(base), h(shuffled)) == "key-order"
+        assert change_kind(h(base), h(spaced)) == "whitespace"
+        assert change_kind(h(base), h(changed)) == "value"
+        assert change_kind(None, h(base)) == "inserted-deleted"
+        assert change_kind(h(base), None) == "inserted-deleted"
+        assert change_kind(None, None) is None
+
+    def test_hashes_are_tagged_with_the_contract_version(self):
+        hashes = segment_hashes({"text": "a"})
+        assert all(v.startswith(f"{HASH_VERSION}:") for v in
+                   (hashes.exact, hashes.canonical, hashes.folded))
+
+
+class TestRawSegments:
+    def test_anthropic_paths_as_logged(self):
+        request = make_request("a", body=anthropic_body(conversation(2)))
+        segs = raw_segments(request)
+        assert [(s.path, s.kind) for s in segs] == [
+            ("tools[0]", "tool"), ("tools[1]", "tool"), ("system[0]", "system"),
+            ("system[1]", "system"), ("messages[0]", "message"), ("messages[1]", "message"),
+            ("messages[2]", "message")]
+
+    def test_string_system_is_one_segment(self):
+        body = {"system": "be brief", "messages": [{"role": "user", "content": "hi"}]}
+        assert [s.path for s in raw_segments(make_request("a", body=body))] == [
+            "system", "messages[0]"]
+
+    def test_openai_system_message_is_kind_system(self):
+        body = {"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}],
+                "tools": [{"type": "function", "function": {"name": "f"}}]}
+        segs = raw_segments(make_request("a", body=body, endpoint="openai-chat"))
+        assert [(s.path, s.kind) for s in segs] == [
+            ("tools[0]", "tool"), ("messages[0]", "system"), ("messages[1]", "message")]
+
+    def test_responses_instructions_and_input(self):
+        body = {"instructions": "be brief", "input": [{"role": "user", "content": "hi"}]}
+        segs = raw_segments(make_request("a", body=body, endpoint="openai-responses"))
+        assert [s.path for s in segs] == ["instructions", "input[0]"]
+
+    def test_no_body(self):
+        assert raw_segments(make_request("a")) == []
+
+
+class TestPreview:
+    def test_secrets_masked(self):
+        text = ("key sk-ant-api03-AbCdEf0123456789GhIjKl and mei@example.com, "
+                "cch=3f9a1; plain words stay")
+        assert preview(text, limit=200) == (
+            "key •••••••• and ••••••••, cch=•••••; plain words stay")
+
+    def test_whitespace_folded_and_cut(self):
+        assert preview("a  b\n\n c " + "x" * 60) == "a b c " + "x" * 41 + "…"
+
+    def test_show_text_is_unredacted(self):
+        assert preview("cch=3f9a1;", limit=200, redact=False) == "cch=3f9a1;"
+
+    def test_jumps_to_where_two_contents_differ(self):
+        a = BILLING.format("3f9a1")
+        b = BILLING.format("b72c0")
+        shown = preview(a, other=b)
+        assert shown.startswith("x-anthropic-bil") and shown.endswith("cch=•••••;")
+        assert len(shown) <= 48
+
+
+def billing_session(n: int) -> list:
+    """Claude Code turns: a fresh cch each turn, the conversation growing."""
+    return [make_request(f"b{i}", minutes=i, body=anthropic_body(
+        conversation(i + 1), cch=f"{(i * 7919) % 0xfffff:05x}")) for i in range(n)]
+
+
+class TestCensus:
+    def test_billing_header_is_system0_unique_per_request(self):
+        requests = billing_session(5)
+        report = census(requests, chain(requests))
+        top = report.segments[0]
+        assert top.segment == "system[0]"
+        assert (top.requests, top.distinct, top.unique_per_request) == (5, 5, True)
+        assert (top.pairs, top.change_rate, top.change_kinds) == (4, 1.0, {"value": 4})
+        grown = {s.segment: s for s in report.segments}["messages[2]"]
+        assert grown.change_rate == 0.0  # appended messages are growth
+        assert report.totals.pairs == 4 and report.totals.hash_version == HASH_VERSION
+
+    def test_billing_header_token_positions(self):
+        requests = billing_session(4)
+        report = census(requests, chain(requests), positions=token_positions(BEHIND_NEWAPI))
+        top = report.segments[0]
+        assert top.segment == "system[0]"
+        rendered = [tokens(r, BEHIND_NEWAPI) for r in requests]
+        starts = []
+        for tok in rendered:
+            spans = tok.segment_token_spans()
+            starts.append(min(s for seg, (s, e) in zip(tok.prompt.segments, spans, strict=True)
+                              if seg.path == "system[0]" and e > s))
+        afters = sorted(len(t) - s for t, s in zip(rendered, starts, strict=True))
+        assert len(set(starts)) == 1  # the same tools before it in every request
+        assert top.token_start_median == starts[0]
+        assert top.tokens_after_median == (afters[1] + afters[2]) / 2
+        assert top.invalidated_tokens == top.tokens_after_median
+
+    def test_key_shuffle_names_the_reordered_tool(self):
+        def tools(order):
+            props = {"path": {"type": "string"}, "limit": {"type": "integer"},
+                     "offset": {"type": "integer"}}
+            return [{"type": "function", "function": {"name": "read", "parameters": {
+                        "type": "object", "properties": {k: props[k] for k in order}}}},
+                    {"type": "function", "function": {"name": "ls", "parameters": {
+                        "type": "object", "properties": {"dir": {"type": "string"}}}}}]
+
+        orders = [("path", "limit", "offset")] * 3 + [("limit", "offset", "path")] * 3
+        requests = [make_request(f"k{i}", minutes=i, endpoint="openai-chat", body={
+            "messages": [{"role": "system", "content": "ops agent"},
+                         *conversation(i + 1)], "tools": tools(order)})
+            for i, order in enumerate(orders)]
+        report = census(requests, chain(requests),
+                        positions=token_positions(RenderOptions(tokenizer="qwen3.6")))
+        top = report.segments[0]
+        assert top.segment == "tools[0]"
+        assert top.change_kinds == {"key-order": 1}
+        assert top.change_rate == pytest.approx(1 / 5)
+        assert top.distinct == 2 and not top.unique_per_request
+        assert {s.segment: s.change_rate for s in report.segments}["tools[1]"] == 0.0
+
+    def test_live_status_block_in_the_system_prompt(self):
+        def body(i):
+            prompt = (f"{SYSTEM}\n# Environment\nWorking directory: /srv/app\n"
+                      f"Active sub-agents: {i % 4 + 1} running\n# Rules\nBe concise.")
+            return {"system": [{"type": "text", "text": SYSTEM},
+                               {"type": "text", "text": "Tools guide."},
+                               {"type": "text", "text": prompt}],
+                    "tools": TOOLS, "messages": conversation(i + 1)}
+
+        requests = [make_request(f"s{i}", minutes=i, body=body(i)) for i in range(6)]
+        report = census(requests, chain(requests), positions=token_positions(BEHIND_NEWAPI))
+        top = report.segments[0]
+        assert top.segment == "system[2]"
+        assert top.change_kinds == {"value": 5}
+        assert top.distinct == 4 and not top.unique_per_request
+        assert "running" in top.preview
+
+    def test_compaction_cut_is_not_a_change_of_each_dropped_message(self):
+        long = make_request("a", body=anthropic_body(conversation(4), cch="00001"))
+        short = make_request("b", minutes=1, body=anthropic_body(
+            [{"role": "user", "content": "summary of the session"}], cch="00001"))
+        report = census([long, short], [("a", "b")])
+        stats = {s.segment: s for s in report.segments}
+        assert stats["messages[0]"].change_kinds == {"value": 1}
+        assert stats["messages[5]"].pairs == 0 and stats["messages[5]"].change_rate is None
+
+    def test_requests_without_body_are_counted_apart(self):
+        report = census([make_request("x")], [], without_body=1)
+        assert (report.totals.requests, report.totals.without_body, report.segments) == (
+            0, 1, ())
+
+
+def keyorder_changes() -> set[int]:
+    """Tool indexes whose `properties` key order changed between two consecutive requests
+    of the same conversation in the capture (read straight from the JSON lines)."""
+    lines = [json.loads(line) for line in KEYORDER.read_text().splitlines()]
+    changed = set()
+    for a, b in zip(lines, lines[1:], strict=False):
+        ma, mb = a["request"]["messages"], b["request"]["messages"]
+        if mb[:len(ma)] != ma:
+            continue  # a new conversation
+        for k, (ta, tb) in enumerate(zip(a["request"]["tools"], b["request"]["tools"],
+                                         strict=True)):
+            pa = ta["function"]["parameters"]["properties"]
+            pb = tb["function"]["parameters"]["properties"]
+            if list(pa) != list(pb):
+                assert pa == pb  # same content, other order
+                changed.add(k)
+    return changed
+
+
+class TestKeyOrderSample:
+    def test_segments_names_the_reordered_tools(self):
+        changed = keyorder_changes()
+        assert changed
+        result = runner.invoke(app, ["segments", str(KEYORDER), "--tokenizer", "qwen3.6",
+                                     "--json"], catch_exceptions=False)
+        assert result.exit_code == 0
+        segments = json.loads(result.stdout)["segments"]
+        assert segments[0]["segment"] in {f"tools[{k}]" for k in changed}
+        changing = {s["segment"]: s["change_kinds"] for s in segments if s["change_kinds"]}
+        assert set(changing) == {f"tools[{k}]" for k in changed}
+        assert all(set(kinds) == {"key-order"} for kinds in changing.values())
+
+    def test_without_a_tokenizer_positions_are_omitted(self):
+        result = runner.invoke(app, ["segments", str(SAMPLES / "langfuse-claude-code."
+                                                     "events_full.jsonl"), "--no-tokens",
+                                     "--json"], catch_exceptions=False)
+        top = json.loads(result.stdout)["segments"][0]
+        assert top["segment"] == "system[0]" and top["change_rate"] == 1.0
+        assert (top["token_start_median"], top["invalidated_tokens"]) == (None, None)
+
+    def test_terminal_headline_and_no_body_groups(self):
+        result = runner.invoke(app, ["segments", str(SAMPLES / "new-api-logs.db"), "--by",
+                                     "endpoint"], catch_exceptions=False)
+        assert result.exit_code == 0
+        assert "[endpoint=anthropic-messages] no request with a body" in result.stdout
+
+
+def load_generator():
+    spec = importlib.util.spec_from_file_location("make_samples", SAMPLES / "make_samples.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def db_rows(path: Path) -> list[tuple]:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("SELECT * FROM logs ORDER BY id").fetchall()
+    finally:
+        con.close()
+
+
+class TestSampleGenerator:
+    def test_regenerates_the_committed_samples(self, tmp_path):
+        paths = load_generator().build(tmp_path)
+        for name in ("langfuse", "keyorder"):
+            assert paths[name].read_bytes() == (SAMPLES / paths[name].name).read_bytes(), name
+        assert db_rows(paths["new-api"]) == db_rows(SAMPLES / paths["new-api"].name)
+
+    def test_sample_folder_stays_commit_sized(self):
+        size = sum(p.stat().st_size for p in SAMPLES.iterdir() if p.is_file())
+        assert size < 2_000_000
