@@ -122,6 +122,7 @@ class UsageRow:
     prompt_tokens: int
     cached_tokens: int
     has_body: bool
+    source: str = ""  # the log format the request came from (its cache domain)
 
 
 def infer_block_size(cached_values: Sequence[int]) -> int | None:
@@ -255,6 +256,15 @@ def group_block_size(values: Sequence[int], overall: int | None) -> int | None:
     return own
 
 
+def _domain_block_size(rows: Sequence[UsageRow], by_source: dict[str, list[int]],
+                       overall: int | None) -> int | None:
+    """The block size inferred over every request of the group's sources: a group with too
+    few values of its own falls back on its cache domain, not on other engines' logs."""
+    sources = {r.source for r in rows}
+    values = [v for src in sources for v in by_source.get(src, [])]
+    return infer_block_size(values) or overall
+
+
 def build_group(key: dict[str, Any], rows: Sequence[UsageRow], bins: int,
                 block_size: int | None,
                 explain: Callable[[int, int, Sequence[UsageRow]], tuple[Boundary | None, str]]
@@ -325,6 +335,7 @@ def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
     groups: dict[tuple[Any, ...], list[UsageRow]] = {}
     without = 0
     all_cached: list[int] = []
+    by_source: dict[str, list[int]] = {}
     for values in rel.fetchall():
         row = dict(zip(cols, values, strict=True))
         if row["prompt_tokens"] is None or row["cached_tokens"] is None:
@@ -333,8 +344,9 @@ def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
         key = tuple(group_key_value(d, row) for d in by)
         groups.setdefault(key, []).append(UsageRow(row["id"], key, int(row["prompt_tokens"]),
                                                    int(row["cached_tokens"]),
-                                                   bool(row["has_body"])))
+                                                   bool(row["has_body"]), row["source_format"]))
         all_cached.append(int(row["cached_tokens"]))
+        by_source.setdefault(row["source_format"], []).append(int(row["cached_tokens"]))
     notes: list[str] = []
     if block_size:
         overall, source = block_size, "forced"
@@ -349,7 +361,9 @@ def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
     explainer = _Explainer(store, options) if explain else None
     built = []
     for key, rows in sorted(groups.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
-        built.append(build_group(dict(zip(by, key, strict=True)), rows, bins, overall,
+        built.append(build_group(dict(zip(by, key, strict=True)), rows, bins,
+                                 overall if block_size else _domain_block_size(rows, by_source,
+                                                                               overall),
                                  explainer.explain if explainer else None,
                                  forced=bool(block_size)))
     prompt = sum(g.prompt_tokens for g in built)
