@@ -10,6 +10,7 @@ import typer
 from . import console
 from .options import (
     BlockSize,
+    By,
     Gateway,
     JsonOut,
     Logs,
@@ -17,6 +18,7 @@ from .options import (
     StoreOpt,
     Tokenizer,
     WhatIf,
+    dimensions,
     what_if_tuple,
 )
 
@@ -28,9 +30,7 @@ def register(app: typer.Typer) -> None:
 def bucket(
     logs: Logs = None,
     store: StoreOpt = None,
-    by: Annotated[str | None, typer.Option("--by", help="Group by dimensions, comma-separated: "
-                                                        "endpoint, model, client, user, channel, "
-                                                        "day, source, session.")] = None,
+    by: By = None,
     bins: Annotated[int, typer.Option("--bins", min=1, help="Histogram bins.")] = 20,
     block_size: BlockSize = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the histograms as a PNG "
@@ -54,7 +54,7 @@ def bucket(
     from ..render import RenderOptions, TokenizerError
     from .storeopen import open_store
 
-    dims = tuple(d.strip() for d in (by or "").split(",") if d.strip())
+    dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
     with open_store(logs, store, quiet=quiet, json_mode=json_out) as st:
         try:

@@ -25,6 +25,10 @@ SessionGap = Annotated[
     float, typer.Option("--session-gap", help="Longest pause between two turns of one threaded "
                                               "session, in minutes.", min=0.0)]
 
+By = Annotated[
+    str | None, typer.Option("--by", help="Group by dimensions, comma-separated: endpoint, model, "
+                                          "client, user, channel, day, source, session.",
+                             show_default=False)]
 Gateway = Annotated[
     str, typer.Option("--gateway", "-g", help="Gateway profile: auto (the log's, else the "
                                               "endpoint default), passthrough, "
@@ -43,6 +47,11 @@ BlockSize = Annotated[
                                                               "(default: inferred from the "
                                                               "store's cached-token values, "
                                                               "else 16).", show_default=False)]
+
+
+def dimensions(by: str | None) -> tuple[str, ...]:
+    """"endpoint, day" -> ("endpoint", "day")."""
+    return tuple(d.strip() for d in (by or "").split(",") if d.strip())
 
 
 def what_if_tuple(values: list[str] | None) -> tuple[str, ...]:

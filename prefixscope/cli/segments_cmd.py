@@ -7,7 +7,18 @@ from typing import Annotated, Any
 import typer
 
 from . import console
-from .options import Gateway, JsonOut, Logs, Quiet, StoreOpt, Tokenizer, WhatIf, what_if_tuple
+from .options import (
+    By,
+    Gateway,
+    JsonOut,
+    Logs,
+    Quiet,
+    StoreOpt,
+    Tokenizer,
+    WhatIf,
+    dimensions,
+    what_if_tuple,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -17,9 +28,7 @@ def register(app: typer.Typer) -> None:
 def segments(
     logs: Logs = None,
     store: StoreOpt = None,
-    by: Annotated[str | None, typer.Option("--by", help="Group by dimensions, comma-separated: "
-                                                        "endpoint, model, client, user, channel, "
-                                                        "day, source, session.")] = None,
+    by: By = None,
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "deepseek-v4",
     what_if: WhatIf = None,
@@ -42,7 +51,7 @@ def segments(
     from ..segments import report_json, segments_store
     from .storeopen import open_store
 
-    dims = tuple(d.strip() for d in (by or "").split(",") if d.strip())
+    dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
     with open_store(logs, store, quiet=quiet, json_mode=json_out) as st:
         try:
