@@ -211,7 +211,7 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: 
                 cache[r.id] = t
             ta, tb = cache[pair.a.id], cache[pair.b.id]
         except RenderError as exc:
-            skipped[f"cannot render: {str(exc).splitlines()[0]}"] += 1
+            skipped[f"cannot render: {_without_ids(str(exc), pair)}"] += 1
             continue
         cache.pop(pair.a.id, None)  # consecutive pairs: B is the next pair's A
         results.append(diff_tokens(ta, tb, pair.a, pair.b, block_size=block_size,
@@ -219,6 +219,15 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: 
                                    compaction_link=pair.compaction))
     return DiffReport(tuple(results), totals(results, skipped), options, block_size,
                       block_size_source)
+
+
+def _without_ids(message: str, pair: PairRef) -> str:
+    """A skip reason that groups: the pair's own request ids taken out of the message."""
+    line = message.splitlines()[0] if message else "unknown error"
+    for request_id in (pair.a.id, pair.b.id):
+        if request_id:
+            line = line.replace(f"request {request_id}", "a request")
+    return line
 
 
 def totals(results: Iterable[PairDiff], skipped: dict[str, int] | None = None) -> DiffTotals:

@@ -402,6 +402,22 @@ class Store:
             raise KeyError(f"no request {request_id!r} in {self.path}")
         return request_from_row(dict(zip(cols, row, strict=True)))
 
+    def get_many(self, request_ids: Iterable[str]) -> dict[str, Request]:
+        """Load several requests, bodies included, in one query (absent ids are left out)."""
+        wanted = list(dict.fromkeys(request_ids))
+        if not wanted:
+            return {}
+        rel = self.con.execute(
+            "SELECT r.*, b.body AS body_json FROM requests r "
+            "LEFT JOIN bodies b ON b.hash = r.body_hash "
+            "WHERE r.id IN (SELECT unnest(?::VARCHAR[]))", [wanted])
+        cols = [d[0] for d in rel.description]
+        out = {}
+        for row in rel.fetchall():
+            request = request_from_row(dict(zip(cols, row, strict=True)))
+            out[request.id] = request
+        return out
+
     def iter_requests(self, where: str = "", params: Sequence[Any] = (),
                       batch: int = 1000) -> Iterator[Request]:
         """Stream requests (with bodies) in time order, optionally filtered by SQL on ``r``."""

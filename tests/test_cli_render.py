@@ -79,7 +79,7 @@ def test_errors_are_one_line():
     assert result.exit_code == 1 and "Traceback" not in result.output
     result = runner.invoke(app, ["render", str(FIXTURES / "raw" / "pairs" / "01.request.json"),
                                  "--gateway", "bogus"])
-    assert result.exit_code == 1 and "bogus" in result.stderr
+    assert result.exit_code == 2 and "bogus" in result.stderr  # a bad option: usage error
     result = runner.invoke(app, ["render", str(FIXTURES / "raw" / "pairs" / "01.request.json"),
                                  "--tokenizer", "/nonexistent/model"])
     assert result.exit_code == 1 and result.stderr.count("\n") == 1

@@ -32,3 +32,20 @@ def test_every_command_has_help_text():
         result = runner.invoke(app, [name, "--help"])
         assert result.exit_code == 0, name
         assert (command.callback.__doc__ or "").strip(), name
+
+
+def test_a_bug_is_one_line_not_a_traceback():
+    code = (
+        "import sys\n"
+        "import prefixscope.store as store\n"
+        "def boom(*a, **k):\n"
+        "    raise RuntimeError('kaboom')\n"
+        "store.Store.open = classmethod(boom)\n"
+        "from prefixscope.cli.main import main\n"
+        "sys.argv = ['prefixscope', 'sql', 'select 1']\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert out.stderr.strip() == ("error: internal error: RuntimeError: kaboom (a bug: rerun "
+                                  "with PREFIXSCOPE_DEBUG=1 and report it)")

@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..exitcodes import ExitCode
 
@@ -31,14 +32,18 @@ def print_json(data: Any) -> None:
 
 
 def fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
-    """Print a one-line error on stderr and return the Exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    """Print a one-line error on stderr and return the Exit to raise.
+
+    `message` is plain text (file names, SQL, log content): never read as rich markup.
+    """
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     return typer.Exit(code=int(code))
 
 
 def warn(message: str, quiet: int = 0) -> None:
+    """A warning on stderr; `message` is plain text, never rich markup."""
     if quiet < 2:
-        err.print(f"[yellow]warning:[/] {message}", markup=True, soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {escape(message)}", markup=True, soft_wrap=True)
 
 
 def note(message: str, quiet: int = 0) -> None:

@@ -147,13 +147,11 @@ def _block_size(flag: int | None, st: Any, default: int) -> tuple[int, str]:
     return default, "default"
 
 
-_KEEP_LOADED = 64  # requests kept in memory while streaming pairs
+_PAIRS_PER_LOAD = 64  # pairs whose requests are loaded from the store in one query
 
 
 def _pairs(st: Any, session: str | None) -> tuple[int, Any]:
     """(number of pairs, a generator of PairRef loading each request once, in pair order)."""
-    from collections import OrderedDict
-
     from ..diff import PairRef
 
     if session is not None:
@@ -166,18 +164,13 @@ def _pairs(st: Any, session: str | None) -> tuple[int, Any]:
     rows = st.session_pairs(session)
 
     def generate() -> Any:
-        # Consecutive pairs share requests, and a branching session points back at an
-        # early request again and again: keep the most recently used few.
-        loaded: OrderedDict[str, Any] = OrderedDict()
-        for a, b, s, comp in rows:
-            for rid in (a, b):
-                if rid in loaded:
-                    loaded.move_to_end(rid)
-                else:
-                    loaded[rid] = st.get(rid)
-            while len(loaded) > _KEEP_LOADED:
-                loaded.popitem(last=False)  # never a or b: they were just used
-            yield PairRef(loaded[a], loaded[b], s, comp)
+        # One query per chunk of pairs (a query per request is ~5 ms on a big store);
+        # a chunk holds at most 2 * _PAIRS_PER_LOAD requests with their bodies.
+        for start in range(0, len(rows), _PAIRS_PER_LOAD):
+            chunk = rows[start:start + _PAIRS_PER_LOAD]
+            loaded = st.get_many(rid for a, b, _, _ in chunk for rid in (a, b))
+            for a, b, s, comp in chunk:  # threading only links stored requests
+                yield PairRef(loaded[a], loaded[b], s, comp)
 
     return len(rows), generate()
 
@@ -202,7 +195,7 @@ def _print_pair(p: Any, block_source: str) -> None:
     from rich.markup import escape
 
     out = console.out
-    out.print(f"[bold]A[/] {p.a[:12]}  →  [bold]B[/] {p.b[:12]}"
+    out.print(f"[bold]A[/] {escape(p.a[:12])}  →  [bold]B[/] {escape(p.b[:12])}"
               + (f"   session {escape(p.session)}" if p.session else "")
               + f"   tokens {p.tokens_a:,} → {p.tokens_b:,}")
     fd = p.first_divergence
@@ -215,7 +208,8 @@ def _print_pair(p: Any, block_source: str) -> None:
                                     fd.first_char - fd.context_start)
         out.print(f"  A: …{a_text}…")
         out.print(f"  B: …{b_text}…")
-        out.print(f"  tokens at the split: {fd.token_a!r} | {fd.token_b!r}")
+        out.print(f"  tokens at the split: {escape(repr(fd.token_a))} | "
+                  f"{escape(repr(fd.token_b))}")
     out.print(f"reusable {p.reusable_tokens:,} · lost [bold]{p.lost_tokens:,}[/] tokens "
               f"(block {p.block_size}, {block_source})"
               + ("  [yellow](approximate: proxy tokenizer)[/]" if p.approximate else ""))
@@ -245,7 +239,7 @@ def _print_summary(report: Any, worst: int, quiet: int) -> None:
             w.add_column(col, overflow="fold")
         for p in bad[:worst]:
             fd = p.first_divergence
-            w.add_row(p.a[:10], p.b[:10], "-" if fd is None else f"{fd.token:,}",
+            w.add_row(escape(p.a[:10]), escape(p.b[:10]), "-" if fd is None else f"{fd.token:,}",
                       "-" if fd is None else escape(fd.segment), f"{p.lost_tokens:,}", p.cause,
                       escape(p.detail))
         console.out.print(w)

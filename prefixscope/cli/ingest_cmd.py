@@ -78,12 +78,14 @@ def ingest(
 
 
 def _render(result, summary, store: str, quiet: int) -> None:  # type: ignore[no-untyped-def]
+    from rich.markup import escape
     from rich.table import Table
 
     def num(v: object) -> str:
         return "-" if v is None else f"{v:,}"
 
-    table = Table(title=f"store {store}", show_edge=False, pad_edge=False, title_justify="left")
+    table = Table(title=f"store {escape(store)}", show_edge=False, pad_edge=False,
+                  title_justify="left")
     for col in ("format", "requests", "sessions", "with body", "prompt tokens", "cached tokens",
                 "hit rate"):
         table.add_column(col, justify="left" if col == "format" else "right")
@@ -95,8 +97,9 @@ def _render(result, summary, store: str, quiet: int) -> None:  # type: ignore[no
     if summary:
         console.out.print(table)
     console.out.print(
-        f"{result.ingested:,} new request(s) in {store} ({result.already_present:,} already "
-        f"there) from {result.files:,} file(s); {result.sessions:,} session(s); "
+        f"{result.ingested:,} new request(s) in {escape(store)} "
+        f"({result.already_present:,} already there) from {result.files:,} file(s); "
+        f"{result.sessions:,} session(s); "
         f"{result.skipped:,} skipped")
     for name in result.empty:
         console.note(f"note: {name} is recognized but holds no model calls", quiet)

@@ -34,7 +34,22 @@ for module in (ingest_cmd, render_cmd, diff_cmd, segments_cmd, bucket_cmd, sql_c
 
 
 def main() -> None:
-    app()
+    """Entry point: a bug gets one line on stderr, not a traceback (PREFIXSCOPE_DEBUG=1)."""
+    try:
+        app(standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as exc:  # noqa: BLE001 - the last line of defence
+        if os.environ.get("PREFIXSCOPE_DEBUG"):
+            raise
+        import sys
+
+        sys.stderr.write(f"error: internal error: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''} "
+                         "(a bug: rerun with PREFIXSCOPE_DEBUG=1 and report it)\n")
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

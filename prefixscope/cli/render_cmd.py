@@ -106,7 +106,7 @@ def _print(result: Any, show_text: bool, quiet: int) -> None:
     console.out.print(
         f"[bold]{result.tokens:,} tokens[/] · gateway {escape(result.gateway)} "
         f"({result.gateway_source}) · tokenizer {escape(result.tokenizer)}"
-        + (f" · what-if {', '.join(result.what_if)}" if result.what_if else "")
+        + (f" · what-if {escape(', '.join(result.what_if))}" if result.what_if else "")
         + (" · [yellow]approximate (proxy tokenizer for a hosted model)[/]"
            if result.approximate else ""))
     for note in result.notes:

@@ -14,6 +14,8 @@ from . import console
 if TYPE_CHECKING:
     from ..store import Store
 
+_SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary store
+
 
 @contextmanager
 def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
@@ -25,15 +27,22 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
     if logs:
         with tempfile.TemporaryDirectory(prefix="prefixscope-") as tmp:
             st = Store.open(Path(tmp) / "store.duckdb")
+            st.path = "the given logs"  # what messages name, not the temporary file
             try:
                 with console.byte_progress(console.show_progress(json_mode, quiet),
                                            "ingest") as progress:
                     result = ingest_paths(logs, st, progress=progress)
-                if result.skipped:
-                    console.warn(f"{result.skipped} record(s) or file(s) skipped while reading "
-                                 "the logs (run `prefixscope ingest` to see them)", quiet)
+                for e in result.errors[:_SHOWN_SKIPS]:
+                    place = f"{e.file}:{e.line}" if e.line is not None else e.file
+                    console.warn(f"skipped {place}: {e.reason}", quiet)
+                if result.skipped > _SHOWN_SKIPS:
+                    console.warn(f"{result.skipped} record(s) or file(s) skipped in all while "
+                                 "reading the logs (`prefixscope ingest --json` lists them)",
+                                 quiet)
                 if result.ingested == 0 and not result.already_present:
-                    raise console.fail("no requests found in the given logs")
+                    raise console.fail("no requests found in the given logs"
+                                       + (f" ({result.skipped} skipped)" if result.skipped
+                                          else ""))
                 yield st
             finally:
                 st.close()

@@ -87,9 +87,16 @@ class _Tally:
             self.errors.append(IngestError(file, line, reason))
 
 
-def expand_paths(paths: Iterable[str], tally: _Tally) -> Iterator[Source]:
-    """Sources for files, directories (recursive, sorted), globs and ``-``."""
+def expand_paths(paths: Iterable[str], tally: _Tally,
+                 exclude: frozenset[Path] = frozenset()) -> Iterator[Source]:
+    """Sources for files, directories (recursive, sorted), globs and ``-``.
+
+    Files in `exclude` (the store being written and its WAL) are passed over in
+    directory walks: ``prefixscope ingest . --store here.duckdb`` must not read its store.
+    """
     companions = [m.is_companion for m in all_formats() if hasattr(m, "is_companion")]
+    if exclude:
+        companions.append(lambda file: _resolved(file) in exclude)
     for given in paths:
         if given == "-":
             yield Source.from_stdin()
@@ -110,6 +117,13 @@ def expand_paths(paths: Iterable[str], tally: _Tally) -> Iterator[Source]:
                 tally.error(match, None, "broken symbolic link")
             else:
                 tally.error(match, None, "no such file or directory")
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path
 
 
 def _walk(directory: Path, companions: list[Callable[[Path], bool]],
@@ -253,11 +267,13 @@ def unrecognized_reason(source: Source, pr: Probe | None = None) -> str:
 
 def unreadable_reason(pr: Probe) -> str:
     """Why no format can read this content at all ("" when some container fits)."""
+    if pr.problem:
+        return pr.problem
     if pr.kind == "empty":
         return "empty file"
     if pr.kind == "binary":
         return "binary content: not a text log, a JSON/CSV export or a SQLite database"
-    return pr.problem
+    return ""
 
 
 def _cut(text: str, limit: int = 160) -> str:
@@ -296,7 +312,9 @@ def ingest_paths(
     forced = get_format(fmt) if fmt != "auto" else None
     tally = _Tally()
     new = 0
-    sources = list(expand_paths(paths, tally))
+    own = Path(store.path)
+    sources = list(expand_paths(paths, tally, exclude=frozenset(
+        _resolved(f) for f in (own, own.with_name(own.name + ".wal")))))
     total = sum(_safe_size(s) for s in sources)
     done = 0
     store.run("BEGIN TRANSACTION")

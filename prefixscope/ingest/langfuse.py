@@ -192,6 +192,9 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     seen: set[str] = set()
     if probe.kind == "csv":
         for rowno, row in iter_csv_rows(source):
+            if isinstance(row, BadRecord):
+                yield Skip(rowno, str(row))
+                continue
             yield from _observation(row, rowno, None, seen)
         return
     if probe.kind not in ("json", "jsonl"):

@@ -16,6 +16,7 @@ import csv
 import gzip
 import io
 import os
+import re
 import sqlite3
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from typing import Any
 import orjson
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+DUCKDB_MAGIC = b"DUCK"  # at bytes 8..12 of a DuckDB database file
 GZIP_MAGIC = b"\x1f\x8b"
 PROBE_BYTES = 1 << 16
 # Whole-document JSON parsing is used for probing only below this size; larger
@@ -37,6 +39,7 @@ MAX_DOCUMENT_PROBE = 512 << 20
 # Non-blank lines looked at to find the first record of a JSON-lines file.
 JSONL_PROBE_LINES = 20
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+BINARY_PROBE_BYTES = 8000  # as git: a NUL byte in the first 8000 bytes means binary
 
 # What reading a damaged gzip raises (truncated stream, bad CRC, corrupt deflate data).
 DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (EOFError, zlib.error, gzip.BadGzipFile)
@@ -154,11 +157,17 @@ def probe(source: Source) -> Probe:
     """Classify the container and parse just enough of it to detect the format."""
     head = source.head
     if head.startswith(SQLITE_MAGIC):
-        return Probe(kind="sqlite", tables=sqlite_tables(source.local_path()))
+        try:
+            return Probe(kind="sqlite", tables=read_sqlite_tables(source.local_path()))
+        except sqlite3.Error as exc:
+            return Probe(kind="sqlite", problem=f"unreadable SQLite database: {exc}")
     if head.startswith(UTF16_BOMS):
         return Probe(kind="text", problem="UTF-16 text: convert it to UTF-8 first "
                                           "(iconv -f UTF-16 -t UTF-8)")
-    if b"\x00" in head:
+    if head[8:12] == DUCKDB_MAGIC:
+        return Probe(kind="binary", problem="a DuckDB database, not a log (a prefixscope "
+                                            "store is read with --store)")
+    if _looks_binary(head):
         return Probe(kind="binary")
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     stripped = text.lstrip()
@@ -166,7 +175,8 @@ def probe(source: Source) -> Probe:
         return Probe(kind="empty", text=text)
     if stripped[0] in "[{":
         document_error = ""
-        if len(head) < PROBE_BYTES or source.size <= MAX_DOCUMENT_PROBE:
+        too_large = len(head) == PROBE_BYTES and source.size > MAX_DOCUMENT_PROBE
+        if not too_large:
             try:
                 doc = orjson.loads(source.read_bytes().lstrip(b"\xef\xbb\xbf"))
             except orjson.JSONDecodeError as exc:
@@ -182,13 +192,15 @@ def probe(source: Source) -> Probe:
         found, first = _first_json_line(source)
         if found:
             return Probe(kind="jsonl", first=first, text=text)
-        problem = ""
-        if document_error:
+        if too_large:
+            problem = (f"a JSON document over {MAX_DOCUMENT_PROBE >> 20} MB that is not JSON "
+                       "lines: too large to read whole (split it, e.g. jq -c '.[]' FILE)")
+        else:
             hint = " (truncated?)" if "unexpected end of data" in document_error else ""
             problem = f"invalid JSON document{hint}: {document_error}"
         return Probe(kind="text", text=text, problem=problem)
     first_line = stripped.split("\n", 1)[0]
-    if "," in first_line or "\t" in first_line:
+    if any(d in first_line for d in _DELIMITERS):
         try:
             header = next(csv.reader(io.StringIO(first_line), delimiter=_delimiter(first_line)))
         except (csv.Error, StopIteration):
@@ -203,10 +215,20 @@ def probe(source: Source) -> Probe:
     return Probe(kind="text", text=text)
 
 
+def _looks_binary(head: bytes) -> bool:
+    """NUL bytes near the start: binary. A zero-filled tail (a log cut by a crash, the
+    file system's preallocated block) does not make a text log binary."""
+    return b"\x00" in head.rstrip(b"\x00")[:BINARY_PROBE_BYTES]
+
+
+_DELIMITERS = (",", "\t", ";")
+
+
 def _delimiter(text: str) -> str:
-    """Tab for tab-separated exports (`mysql --batch`, `sqlite3 -tabs`), else comma."""
+    """The header's most frequent separator: comma; tab for `mysql --batch` / `sqlite3 -tabs`
+    exports; semicolon for spreadsheets saved in locales where the comma is decimal."""
     first_line = text.lstrip("\ufeff").split("\n", 1)[0]
-    return "\t" if first_line.count("\t") > first_line.count(",") else ","
+    return max(_DELIMITERS, key=first_line.count)
 
 
 def _first_json_line(source: Source, *, containers_only: bool = False) -> tuple[bool, Any]:
@@ -243,15 +265,25 @@ _NOT_JSON = object()
 
 
 def sqlite_tables(path: Path) -> dict[str, list[str]]:
+    """Table -> columns of a SQLite file; {} when it cannot be read."""
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-            return {n: [c[1] for c in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
-        finally:
-            con.close()
+        return read_sqlite_tables(path)
     except sqlite3.Error:
         return {}
+
+
+def read_sqlite_tables(path: Path) -> dict[str, list[str]]:
+    """Table -> columns of a SQLite file.
+
+    Raises:
+        sqlite3.Error: the file is damaged, encrypted or locked.
+    """
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {n: [c[1] for c in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
+    finally:
+        con.close()
 
 
 def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]]:
@@ -282,14 +314,29 @@ def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]
                 yield lineno, BadRecord(f"invalid JSON: {exc}")
 
 
-def iter_csv_rows(source: Source) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (row number, row dict) of a CSV / tab-separated export; row 1 = first data row."""
+def iter_csv_rows(source: Source) -> Iterator[tuple[int, Any]]:
+    """Yield (row number, row dict) of a CSV / tab-separated export; row 1 = first data row.
+
+    A row that is not valid UTF-8 (a latin-1 / Windows-1252 export) yields
+    (row, BadRecord(reason)); the rows around it are still read.
+    """
     delimiter = _delimiter(source.head.decode("utf-8", "replace"))
     with source.open_binary() as fh:
-        text = io.TextIOWrapper(fh, encoding="utf-8-sig", newline="")
+        text = io.TextIOWrapper(fh, encoding="utf-8-sig", errors="surrogateescape",
+                                newline="")
         reader = csv.DictReader(text, delimiter=delimiter)
         for rowno, row in enumerate(reader, start=1):
-            yield rowno, {(k or "").strip(): v for k, v in row.items()}
+            clean = {(k or "").strip(): v for k, v in row.items()}
+            if any(_UNDECODED.search(v) for v in (*clean, *clean.values())
+                   if isinstance(v, str)):
+                yield rowno, BadRecord("row is not valid UTF-8 (a latin-1 / Windows-1252 "
+                                       "export? convert it: iconv -f cp1252 -t utf-8)")
+                continue
+            yield rowno, clean
+
+
+# Bytes that were not UTF-8, as the surrogateescape error handler keeps them.
+_UNDECODED = re.compile("[\udc80-\udcff]")
 
 
 def iter_sqlite_rows(source: Source, table: str) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -529,8 +529,9 @@ def _convert_with_transformers(spec: str, folder: Path) -> Path:
         tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         backend = getattr(tok, "backend_tokenizer", None)
     except Exception as exc:  # noqa: BLE001 - any loader failure is a user-facing error
-        raise TokenizerError(f"{spec}: no tokenizer.json and transformers could not load it: "
-                             f"{exc}") from exc
+        detail = _first_line(exc).rstrip(": ")
+        raise TokenizerError(f"{spec}: no tokenizer.json, and transformers could not build "
+                             f"one from the directory's other files ({detail})") from None
     if backend is None:
         raise TokenizerError(f"{spec}: no tokenizer.json and no fast tokenizer to convert")
     cache_dir = Path(os.environ.get("PREFIXSCOPE_CACHE_DIR",
