@@ -7,12 +7,11 @@ import json
 
 import numpy as np
 import pytest
-from factories import BILLING, TOOLS, anthropic_body, conversation, make_request
+from factories import anthropic_body, conversation, make_request
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
-from prefixscope.diff import (diff_requests, first_divergence_index, lost_tokens,
-                              reusable_tokens)
+from prefixscope.diff import diff_requests, first_divergence_index, lost_tokens, reusable_tokens
 from prefixscope.render import RenderOptions, load_tokenizer, render
 
 runner = CliRunner()
@@ -185,7 +184,8 @@ class TestCauses:
         turn = [{"role": "user", "content": "look"},
                 {"role": "assistant", "content": "", "reasoning": "I should grep.",
                  "tool_calls": [{"id": "c1", "type": "function",
-                                 "function": {"name": "grep", "arguments": "{\"pattern\": \"x\"}"}}]},
+                                 "function": {"name": "grep",
+                                              "arguments": "{\"pattern\": \"x\"}"}}]},
                 {"role": "tool", "tool_call_id": "c1", "content": "x found"}]
         later = turn + [{"role": "assistant", "content": "Found it."},
                         {"role": "user", "content": "thanks"}]
@@ -334,7 +334,7 @@ class TestDivergenceProperties:
     @given(st.lists(st.integers(0, 5), max_size=40), st.lists(st.integers(0, 5), max_size=40))
     def test_matches_a_python_loop(self, xs, ys):
         a, b = ids(*xs), ids(*ys)
-        naive = next((i for i, (x, y) in enumerate(zip(xs, ys)) if x != y), None)
+        naive = next((i for i, (x, y) in enumerate(zip(xs, ys, strict=False)) if x != y), None)
         if naive is None and len(xs) > len(ys):
             naive = len(ys)
         assert first_divergence_index(a, b) == naive
