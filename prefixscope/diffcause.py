@@ -26,6 +26,7 @@ a whitespace-only edit of an old message is reported as what it is, not as a rew
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,13 +212,16 @@ def classify(a: Request, b: Request, site: DivergenceSite | None, *,
         found = _tools_cause(tools_a, tools_b, index)
         if found:
             return found
-    if family in ("system", "instructions") or _is_system_message(a, family, index):  # noqa: SIM114
+    # Any logged part, history included: a re-serialized tool_use `input` in an old
+    # message breaks the prefix as surely as a reordered tool schema.
+    if family in ("system", "instructions", "messages", "input"):
         part_a = _part(a.body, family, index)
         part_b = _part(b.body, family, index)
         if part_a is not None and part_b is not None and not _same(part_a, part_b) \
                 and _same_sorted(part_a, part_b):
+            where = family if index is None else f"{family}[{index}]"
             return Cause("json-key-order",
-                         key_order_change(part_a, part_b, site.segment) or site.segment)
+                         key_order_change(part_a, part_b, where) or site.segment)
 
     vol = volatile_change(site.text_a, site.text_b, site.char, site.segment_end_a,
                           site.segment_end_b)
@@ -290,9 +294,10 @@ def _map_strings(value: Any, fn: Any) -> Any:
 def _tools_cause(tools_a: list[Any], tools_b: list[Any], index: int | None) -> Cause | None:
     names_a = [_tool_name(t) for t in tools_a]
     names_b = [_tool_name(t) for t in tools_b]
-    if set(names_a) != set(names_b):
-        added = sorted(set(names_b) - set(names_a))
-        removed = sorted(set(names_a) - set(names_b))
+    count_a, count_b = Counter(names_a), Counter(names_b)
+    if count_a != count_b:  # a duplicated definition is an added tool too
+        added = sorted((count_b - count_a).elements())
+        removed = sorted((count_a - count_b).elements())
         parts = [f"+{n}" for n in added] + [f"-{n}" for n in removed]
         return Cause("tool-set", f"tools {' '.join(parts) or 'duplicated'}")
     if not _same(tools_a, tools_b) and _same_sorted(tools_a, tools_b):

@@ -5,7 +5,8 @@ The investigator's third move in the 17920 incident: hash each part of the raw r
 does it for every request and every consecutive pair of a session.
 
 Hash contract (version ``x3``, see `prefixscope.hashing`): a segment's content is its
-JSON value as logged. Three hashes are kept per segment:
+JSON value as logged, without ``cache_control`` markers (`hashing.strip_cache_control`:
+they move between turns but never reach the model). Three hashes are kept per segment:
 
 * ``exact``     -- xxh3-128 of the JSON with the logged key order (`hashing.exact_json`);
 * ``canonical`` -- `hashing.content_hash`: keys sorted, compact separators, UTF-8;
@@ -41,7 +42,7 @@ from typing import Any
 
 import xxhash
 
-from .hashing import HASH_VERSION, content_hash, exact_json, fold_whitespace
+from .hashing import HASH_VERSION, content_hash, exact_json, fold_whitespace, strip_cache_control
 from .model import Request
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
@@ -135,6 +136,7 @@ def _item_kind(kind: str, value: Any) -> str:
 
 
 def segment_hashes(value: Any) -> SegmentHashes:
+    value = strip_cache_control(value)
     return SegmentHashes(
         exact=f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(exact_json(value).encode())}",
         canonical=content_hash(value),

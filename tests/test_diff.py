@@ -123,6 +123,23 @@ class TestCauses:
         assert "[path, content] → [content, path]" in pair.detail
         assert pair.lost_tokens > 0
 
+    def test_json_key_order_in_an_old_message(self):
+        # design §4: json-key-order comes before history-rewrite for any segment
+        def turn(tool_input):
+            return [{"role": "user", "content": "write it"},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": "t1", "name": "Write", "input": tool_input}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]
+        later = turn({"content": "x", "path": "/a"}) + [
+            {"role": "assistant", "content": "done"}, {"role": "user", "content": "next"}]
+        pair = check(anthropic_body(turn({"path": "/a", "content": "x"})),
+                     anthropic_body(later))
+        assert pair.cause == "json-key-order"
+        assert pair.first_divergence.segment == "messages[1].content[0].input"
+        assert pair.detail == "messages[1].content[0].input keys [path, content] → [content, path]"
+        assert pair.lost_tokens > 0
+
     def test_tool_order(self):
         swapped = [OAI_TOOLS[1], OAI_TOOLS[0], OAI_TOOLS[2]]
         pair = check(openai_body(conversation(2), OAI_TOOLS),
@@ -139,6 +156,13 @@ class TestCauses:
                      endpoint="openai-chat")
         assert pair.cause == "tool-set" and pair.detail == "tools +edit"
         assert pair.first_divergence.segment.startswith("tools[1]")
+
+    def test_tool_set_with_a_duplicated_definition(self):
+        pair = check(openai_body(conversation(2), OAI_TOOLS[:2]),
+                     openai_body(conversation(3), [*OAI_TOOLS[:2], OAI_TOOLS[1]]),
+                     endpoint="openai-chat")
+        assert pair.cause == "tool-set" and pair.detail == "tools +bash"
+        assert pair.first_divergence.segment.startswith("tools[2]")
 
     def test_volatile_billing_header_behind_anthropic_to_openai(self):
         pair = check(anthropic_body(conversation(2), cch="8c7f0"),

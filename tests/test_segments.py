@@ -197,6 +197,25 @@ class TestCensus:
         assert stats["messages[0]"].change_kinds == {"value": 1}
         assert stats["messages[5]"].pairs == 0 and stats["messages[5]"].change_rate is None
 
+    def test_moving_cache_control_marker_is_not_a_change(self):
+        # Claude Code puts the breakpoint on the newest message each turn: the marker
+        # leaves the older message, whose content (and prompt) stays the same.
+        def body(n):
+            messages = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+                        for m in conversation(n)]
+            messages[-1]["content"][0]["cache_control"] = {"type": "ephemeral"}
+            return anthropic_body(messages)
+
+        requests = [make_request(f"c{i}", minutes=i, body=body(i + 1)) for i in range(4)]
+        plain = make_request("p", body=body(1))
+        plain.body["messages"][0]["content"][0].pop("cache_control")
+        report = census(requests, chain(requests))
+        assert {s.segment: s.change_rate for s in report.segments}["messages[0]"] == 0.0
+        assert all(s.change_kinds == {} for s in report.segments)
+        assert {s.segment: s.distinct for s in report.segments}["messages[0]"] == 1
+        assert segment_hashes(requests[0].body["messages"][0]) == \
+            segment_hashes(plain.body["messages"][0])
+
     def test_requests_without_body_are_counted_apart(self):
         report = census([make_request("x")], [], without_body=1)
         assert (report.totals.requests, report.totals.without_body, report.segments) == (
