@@ -129,7 +129,8 @@ def infer_block_size(cached_values: Sequence[int]) -> int | None:
     """The largest candidate block size dividing nearly all non-zero cached values.
 
     Values seen at least twice are used when there are at least three of them (noise
-    from one-off values does not decide); otherwise every distinct non-zero value.
+    from one-off values does not decide); otherwise every distinct non-zero value, and
+    failing that the repeated values alone (383 x 17920 + 3 x 256 + one odd 1000 -> 256).
     None when there is no non-zero value or none of the candidates fits. With only one
     or two distinct values the answer is an upper bound (17920 alone fits 512 too).
     """
@@ -137,10 +138,14 @@ def infer_block_size(cached_values: Sequence[int]) -> int | None:
     if not counts:
         return None
     frequent = [v for v, c in counts.items() if c >= _INFER_MIN_SEEN]
-    values = frequent if len(frequent) >= _INFER_MIN_VALUES else list(counts)
-    for bs in reversed(BLOCK_SIZES):
-        if sum(1 for v in values if v % bs == 0) >= _INFER_SHARE * len(values):
-            return bs
+    candidates = [frequent, list(counts)] if len(frequent) >= _INFER_MIN_VALUES else \
+        [list(counts), frequent]
+    for values in candidates:
+        if not values:
+            continue
+        for bs in reversed(BLOCK_SIZES):
+            if sum(1 for v in values if v % bs == 0) >= _INFER_SHARE * len(values):
+                return bs
     return None
 
 
@@ -290,6 +295,11 @@ def build_group(key: dict[str, Any], rows: Sequence[UsageRow], bins: int,
             boundary, text = explain(value, group_bs, at_spike)
         spikes.append(Spike(value, n, share, blocks, boundary, text))
     notes = []
+    over = sum(1 for r in rows if r.cached_tokens > r.prompt_tokens)
+    if over:
+        notes.append(f"{over} request(s) report more cached than prompt tokens: the log's "
+                     "prompt tokens probably exclude the cache (Anthropic-style input_tokens); "
+                     "check the usage semantics of this source")
     if hit is not None and mean is not None and abs(hit - mean) > MEAN_GAP_NOTE:
         notes.append(f"the per-request mean hit rate ({mean:.1%}) differs from the "
                      f"token-weighted one ({hit:.1%}): a mean of ratios weighs a short request "

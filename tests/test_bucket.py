@@ -361,3 +361,17 @@ class TestRealData:
         assert out["totals"]["without_body"] == len(requests) - with_body
         result = runner.invoke(app, ["segments", str(real / folder)], catch_exceptions=False)
         assert result.exit_code == 0
+
+
+class TestReviewFollowUps:
+    def test_one_odd_value_does_not_stop_inference(self):
+        from prefixscope.bucket import infer_block_size
+
+        assert infer_block_size([17920] * 383 + [256] * 3 + [1000]) == 256
+
+    def test_more_cached_than_prompt_is_noted(self):
+        from prefixscope.bucket import UsageRow, build_group
+
+        rows = [UsageRow(f"r{i}", (), 100, 150, False) for i in range(3)]
+        group = build_group({}, rows, 5, 16, None)
+        assert any("more cached than prompt" in n for n in group.notes)
