@@ -62,9 +62,6 @@ def segments(
     if json_out:
         console.print_json(report_json(reports, dims))
         return
-    if not reports or not any(r.segments for r in reports):
-        console.out.print("no request with a body in the store: nothing to census "
-                          "(logs such as new-api or Claude Code JSONL record no bodies)")
     for report in reports:
         _print(report, top, quiet)
 
