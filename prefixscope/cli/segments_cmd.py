@@ -62,6 +62,8 @@ def segments(
     if json_out:
         console.print_json(report_json(reports, dims))
         return
+    if not reports:
+        console.out.print("no requests in the store: nothing to census")
     for report in reports:
         _print(report, top, quiet)
 
