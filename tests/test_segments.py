@@ -295,3 +295,12 @@ class TestSampleGenerator:
     def test_sample_folder_stays_commit_sized(self):
         size = sum(p.stat().st_size for p in SAMPLES.iterdir() if p.is_file())
         assert size < 2_000_000
+
+
+def test_sample_generator_uses_the_tested_new_api_schema():
+    """make_samples.py carries its own copy of the DDL so it runs alone; it must not drift."""
+    from builders import NEWAPI_INDEXES, NEWAPI_LOGS_DDL
+
+    gen = load_generator()
+    assert gen.NEWAPI_DDL == NEWAPI_LOGS_DDL.format(table="logs")
+    assert gen.NEWAPI_INDEXES == tuple(i.format(table="logs") for i in NEWAPI_INDEXES)
