@@ -199,26 +199,68 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: 
     results: list[PairDiff] = []
     skipped: dict[str, int] = defaultdict(int)
     cache: dict[str, Tokens] = {}
-    for n, pair in enumerate(pairs):
-        if progress:
-            progress(n)
-        if pair.a.body is None or pair.b.body is None:
-            skipped["a request has no body in the log"] += 1
-            continue
-        try:
-            missing = [r for r in (pair.a, pair.b) if r.id not in cache]
-            for r, t in zip(missing, tokens_many(missing, options), strict=True):
-                cache[r.id] = t
-            ta, tb = cache[pair.a.id], cache[pair.b.id]
-        except RenderError as exc:
-            skipped[f"cannot render: {_without_ids(str(exc), pair)}"] += 1
-            continue
-        cache.pop(pair.a.id, None)  # consecutive pairs: B is the next pair's A
-        results.append(diff_tokens(ta, tb, pair.a, pair.b, block_size=block_size,
-                                   context=context, session=pair.session,
-                                   compaction_link=pair.compaction))
+    failed: dict[str, RenderError] = {}
+    done = 0
+    for chunk in _chunks(pairs, PAIR_BATCH):
+        # Tokenize the chunk's new requests together: their new pieces go to the
+        # tokenizer as one parallel batch.
+        wanted = {r.id: r for pair in chunk for r in (pair.a, pair.b)
+                  if r.body is not None and r.id not in cache}
+        _tokenize_into(list(wanted.values()), options, cache, failed)
+        for pair in chunk:
+            if progress:
+                progress(done)
+            done += 1
+            if pair.a.body is None or pair.b.body is None:
+                skipped["a request has no body in the log"] += 1
+                continue
+            error = failed.get(pair.a.id) or failed.get(pair.b.id)
+            if error is not None:
+                skipped[f"cannot render: {_without_ids(str(error), pair)}"] += 1
+                continue
+            results.append(diff_tokens(cache[pair.a.id], cache[pair.b.id], pair.a, pair.b,
+                                       block_size=block_size, context=context,
+                                       session=pair.session,
+                                       compaction_link=pair.compaction))
+        # consecutive pairs: only the latest requests are needed again
+        keep = {pair.b.id for pair in chunk}
+        cache = {rid: t for rid, t in cache.items() if rid in keep}
     return DiffReport(tuple(results), totals(results, skipped), options, block_size,
                       block_size_source)
+
+
+PAIR_BATCH = 16  # pairs whose requests are tokenized together
+
+
+def _chunks(pairs: Iterable[PairRef], size: int) -> Iterable[list[PairRef]]:
+    chunk: list[PairRef] = []
+    for pair in pairs:
+        chunk.append(pair)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _tokenize_into(requests: list[Request], options: RenderOptions, cache: dict[str, Tokens],
+                   failed: dict[str, Exception]) -> None:
+    """Tokens of `requests` into `cache`; a request that cannot be rendered into `failed`."""
+    from .render import RenderError
+
+    if not requests:
+        return
+    try:
+        for request, tok in zip(requests, tokens_many(requests, options), strict=True):
+            cache[request.id] = tok
+        return
+    except RenderError:
+        pass
+    for request in requests:  # find the one(s) that fail, keep the rest
+        try:
+            cache[request.id] = tokens_many([request], options)[0]
+        except RenderError as exc:
+            failed[request.id] = exc
 
 
 def _without_ids(message: str, pair: PairRef) -> str:
