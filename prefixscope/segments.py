@@ -371,7 +371,8 @@ def token_positions(options: Any) -> Positions:
 
 
 def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
-                   with_tokens: bool = True, show_text: bool = False) -> list[SegmentsReport]:
+                   with_tokens: bool = True, show_text: bool = False,
+                   progress: Callable[[int], None] | None = None) -> list[SegmentsReport]:
     """The census of a store's requests, one report per --by group.
 
     Args:
@@ -380,6 +381,7 @@ def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
         options: `RenderOptions` for token positions (None: defaults).
         with_tokens: render requests to fill token positions; False: change rates only.
         show_text: longer, unredacted previews.
+        progress: called with the number of requests censused so far.
 
     Raises:
         ValueError: an unknown dimension.
@@ -405,12 +407,28 @@ def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
         from .render import RenderOptions
 
         positions = token_positions(options or RenderOptions())
+    if progress is not None:
+        positions = _counting(positions, progress)
     reports = []
     for key in sorted(groups.keys() | without.keys(), key=lambda k: tuple(map(str, k))):
         reports.append(census(groups.get(key, []), pairs, positions=positions,
                               group=dict(zip(by, key, strict=True)), show_text=show_text,
                               without_body=without.get(key, 0)))
     return reports
+
+
+def _counting(positions: Positions | None, progress: Callable[[int], None]) -> Positions:
+    """`positions` (or nothing) that also reports how many requests it has seen."""
+    seen = 0
+
+    def counted(request: Request) -> Mapping[str, tuple[int, int]] | None:
+        nonlocal seen
+        result = positions(request) if positions is not None else None
+        seen += 1
+        progress(seen)
+        return result
+
+    return counted
 
 
 def report_json(reports: list[SegmentsReport], by: tuple[str, ...] = ()) -> dict[str, Any]:

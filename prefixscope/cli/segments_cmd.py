@@ -55,8 +55,11 @@ def segments(
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
     with open_store(logs, store, quiet=quiet, json_mode=json_out) as st:
         try:
-            reports = segments_store(st, dims, options=options, with_tokens=not no_tokens,
-                                     show_text=show_text)
+            total = st.run("SELECT count(*) FROM requests WHERE has_body")[0][0]
+            with console.count_progress(console.show_progress(json_out, quiet), "segments",
+                                        total) as progress:
+                reports = segments_store(st, dims, options=options, with_tokens=not no_tokens,
+                                         show_text=show_text, progress=progress)
         except (ValueError, TokenizerError) as exc:
             raise console.fail(str(exc), 2 if isinstance(exc, ValueError) else 1) from None
     if json_out:
