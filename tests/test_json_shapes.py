@@ -26,7 +26,23 @@ SHAPES = {
     "diff.first_divergence": {"token", "char_a", "char_b", "segment", "text_a", "text_b",
                               "token_a", "token_b"},
     "diff.totals": {"pairs", "lost_tokens", "by_cause", "skipped", "skipped_reasons"},
+    "bucket": {"groups", "totals", "by", "block_size", "block_size_source", "notes"},
+    "bucket.groups[]": {"key", "requests", "prompt_tokens", "cached_tokens", "hit_rate",
+                        "mean_request_hit_rate", "zero_cached", "histogram",
+                        "fraction_histogram", "block_size", "spikes", "notes"},
+    "bucket.spikes[]": {"cached_tokens", "requests", "share", "blocks", "boundary",
+                        "explanation"},
+    "bucket.boundary": {"segment_before", "segment_after", "token", "requests", "rendered",
+                        "distinct_after"},
+    "bucket.totals": {"requests", "prompt_tokens", "cached_tokens", "hit_rate",
+                      "without_usage"},
+    "segments": {"segments", "totals"},
+    "segments.segments[]": {"segment", "kind", "requests", "distinct", "pairs", "change_rate",
+                            "unique_per_request", "change_kinds", "token_start_median",
+                            "tokens_after_median", "invalidated_tokens", "preview"},
+    "segments.totals": {"requests", "pairs", "segments", "without_body", "hash_version"},
 }
+SAMPLE = str(ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl")
 
 
 def run_json(*args: str) -> dict:
@@ -65,6 +81,28 @@ def test_diff_shape():
     for pair in out["pairs"]:
         assert set(pair) == SHAPES["diff.pairs[]"]
         assert set(pair["first_divergence"]) == SHAPES["diff.first_divergence"]
+
+
+def test_bucket_shape():
+    out = run_json("bucket", SAMPLE, "--by", "endpoint")
+    assert set(out) == SHAPES["bucket"]
+    assert set(out["totals"]) == SHAPES["bucket.totals"]
+    group = out["groups"][0]
+    assert set(group) == SHAPES["bucket.groups[]"]
+    spike = group["spikes"][0]
+    assert set(spike) == SHAPES["bucket.spikes[]"]
+    assert set(spike["boundary"]) == SHAPES["bucket.boundary"]
+    assert set(group["histogram"][0]) == {"lo", "hi", "requests"}
+
+
+def test_segments_shape():
+    out = run_json("segments", SAMPLE)
+    assert set(out) == SHAPES["segments"]
+    assert set(out["totals"]) == SHAPES["segments.totals"]
+    assert {frozenset(s) for s in out["segments"]} == {frozenset(SHAPES["segments.segments[]"])}
+    grouped = run_json("segments", SAMPLE, "--by", "endpoint")
+    assert set(grouped) == {"groups", "by", "totals"}
+    assert set(grouped["groups"][0]) == {"key", "segments", "totals"}
 
 
 def test_every_locked_key_is_documented():
