@@ -50,6 +50,9 @@ from .render.tokenizer import Encoded, Tokenizer
 
 DEFAULT_MAX_TOKENS = 20_000_000  # piece-cache capacity per tokenizer (about 160 MB)
 
+# start of each piece of a text, and its piece-cache key or a split token's (ids, starts)
+_Layout = tuple[list[int], list["int | tuple[np.ndarray, np.ndarray]"]]
+
 
 @dataclass(frozen=True, slots=True)
 class Tokens:
@@ -138,6 +141,8 @@ class PieceCache:
         self._split_re = (re.compile("|".join(map(re.escape, self.splitters)))
                           if self.splitters else None)
         self._special_ids = tokenizer.added_token_ids
+        # (ids, relative starts) of each split token, built once instead of per occurrence.
+        self._special_pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._stored_tokens = 0
         self.hits = 0  # pieces found in the cache
@@ -174,39 +179,57 @@ class PieceCache:
         self._evict()  # NOTE: only now -- the layouts above needed every piece they name
         return out
 
-    def _layout(self, text: str, wanted: dict[int, str]) -> list[tuple[int, int | None, int]]:
-        layout: list[tuple[int, int | None, int]] = []  # (start, piece key | None, special id)
-        pieces = self._pieces
-        for start, end, special in self.pieces(text):
-            if special:
-                layout.append((start, None, self._special_ids[text[start:end]]))
-                continue
-            piece = text[start:end]
-            key = xxhash.xxh3_128_intdigest(piece.encode("utf-8", "surrogatepass"),
-                                            seed=self.seed)
-            layout.append((start, key, 0))
-            if key in pieces:
-                self.hits += 1
-            elif key not in wanted:
-                wanted[key] = piece
-            else:
-                self.hits += 1
-        return layout
+    def _layout(self, text: str, wanted: dict[int, str]) -> _Layout:
+        """(start of each piece, piece key or the (ids, starts) of a split token)."""
+        starts: list[int] = []
+        entries: list[int | tuple[np.ndarray, np.ndarray]] = []
+        pos = 0
+        if self._split_re is not None:
+            for match in self._split_re.finditer(text):
+                at = match.start()
+                if at > pos:
+                    pos = self._add_piece(text[pos:at], pos, starts, entries, wanted)
+                starts.append(at)
+                entries.append(self._special_pair(match.group()))
+                pos = match.end()
+        if pos < len(text):
+            self._add_piece(text[pos:], pos, starts, entries, wanted)
+        return starts, entries
 
-    def _assemble(self, layout: list[tuple[int, int | None, int]]) -> Encoded:
-        if not layout:
+    def _add_piece(self, piece: str, start: int, starts: list[int],
+                   entries: list[int | tuple[np.ndarray, np.ndarray]],
+                   wanted: dict[int, str]) -> int:
+        key = xxhash.xxh3_128_intdigest(piece.encode("utf-8", "surrogatepass"), seed=self.seed)
+        starts.append(start)
+        entries.append(key)
+        if key in self._pieces:
+            self.hits += 1
+        elif key not in wanted:
+            wanted[key] = piece
+        else:
+            self.hits += 1
+        return start + len(piece)
+
+    def _special_pair(self, content: str) -> tuple[np.ndarray, np.ndarray]:
+        pair = self._special_pairs.get(content)
+        if pair is None:
+            pair = self._special_pairs[content] = (
+                np.array([self._special_ids[content]], dtype=np.uint32),
+                np.zeros(1, dtype=np.int32))
+        return pair
+
+    def _assemble(self, layout: _Layout) -> Encoded:
+        starts, entries = layout
+        if not entries:
             return Encoded(np.zeros(0, np.uint32), np.zeros(0, np.int64))
-        ids: list[np.ndarray] = []
-        starts: list[np.ndarray] = []
-        for start, key, special_id in layout:
-            if key is None:
-                ids.append(np.array([special_id], dtype=np.uint32))
-                starts.append(np.array([start], dtype=np.int64))
-            else:
-                piece_ids, rel = self._pieces[key]
-                ids.append(piece_ids)
-                starts.append(rel + start)
-        return Encoded(np.concatenate(ids), np.concatenate(starts).astype(np.int64, copy=False))
+        pieces = self._pieces
+        pairs = [pieces[e] if e.__class__ is int else e for e in entries]
+        id_arrays = [pair[0] for pair in pairs]
+        ids = np.concatenate(id_arrays)
+        rel = np.concatenate([pair[1] for pair in pairs]).astype(np.int64)
+        lengths = np.fromiter(map(len, id_arrays), dtype=np.int64, count=len(id_arrays))
+        rel += np.repeat(np.array(starts, dtype=np.int64), lengths)
+        return Encoded(ids, rel)
 
     def _fill(self, wanted: dict[int, str]) -> None:
         if not wanted:
@@ -289,8 +312,21 @@ def tokens_many(requests: list[Request], options: RenderOptions | None = None, *
 def _with_segments(prompt: Prompt, enc: Encoded, options: RenderOptions) -> Tokens:
     seg_starts = np.fromiter((s.char_start for s in prompt.segments), dtype=np.int64,
                              count=len(prompt.segments))
-    index = np.searchsorted(seg_starts, enc.starts, side="right") - 1
-    return Tokens(enc.ids, index.astype(np.int32), enc.starts, prompt, options)
+    starts = enc.starts
+    if not (_non_decreasing(starts) and _non_decreasing(seg_starts)):
+        index = np.searchsorted(seg_starts, starts, side="right") - 1
+        return Tokens(enc.ids, index.astype(np.int32), starts, prompt, options)
+    # Token starts are sorted: the tokens of segment i are those from the first token at
+    # or after its start up to the first at or after the next segment's start. This
+    # equals searchsorted(seg_starts, starts, side="right") - 1, in O(tokens + segments).
+    edges = np.searchsorted(starts, seg_starts, side="left")
+    counts = np.diff(edges, prepend=0, append=len(starts))
+    index = np.repeat(np.arange(-1, len(seg_starts), dtype=np.int32), counts)
+    return Tokens(enc.ids, index, starts, prompt, options)
+
+
+def _non_decreasing(values: np.ndarray) -> bool:
+    return len(values) < 2 or bool(np.all(values[1:] >= values[:-1]))
 
 
 def tokens(request: Request, options: RenderOptions | None = None, *,

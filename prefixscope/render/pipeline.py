@@ -175,8 +175,9 @@ def _scan_body(body: dict[str, Any]) -> tuple[bool, bool]:
 
         text = json.dumps(body, ensure_ascii=False, default=str)
         return has_reserved_chars(text), True
-    # U+10E000..U+10F0FF are F4 8E/8F .. in UTF-8: a cheap byte test before the exact one.
-    maybe = b"\xf4\x8e" in raw or b"\xf4\x8f" in raw
+    # U+10E000..U+10F0FF are F4 8E/8F .. in UTF-8: cheap byte tests before the exact one
+    # (a lone F4 byte is rare and found with memchr, so most bodies stop at the first).
+    maybe = b"\xf4" in raw and (b"\xf4\x8e" in raw or b"\xf4\x8f" in raw)
     return maybe and has_reserved_chars(raw.decode("utf-8")), False
 
 
@@ -228,19 +229,21 @@ def _with_sorted_schema(tool: Any, marker: Marker) -> Any:
 
 
 def _segments(runs: tuple[tuple[int, int, int], ...], marker: Marker) -> tuple[Segment, ...]:
-    out: list[Segment] = []
+    paths, kinds = marker.paths, marker.kinds
+    spans: list[list[Any]] = []  # [path, kind, start, end], merged before any Segment is built
     for start, end, owner in runs:
         if start == end:
             continue
         if owner == TEMPLATE:
             path, kind = TEMPLATE_PATH, "template"
         else:
-            path, kind = marker.paths[owner], marker.kinds[owner]
-        if out and out[-1].path == path and out[-1].char_end == start:
-            out[-1] = Segment(path, kind, out[-1].char_start, end)
+            path, kind = paths[owner], kinds[owner]
+        if spans and spans[-1][0] == path and spans[-1][3] == start:
+            spans[-1][1] = kind
+            spans[-1][3] = end
         else:
-            out.append(Segment(path, kind, start, end))
-    return tuple(out)
+            spans.append([path, kind, start, end])
+    return tuple([Segment(path, kind, start, end) for path, kind, start, end in spans])
 
 
 def align_runs(src: str, runs: tuple[tuple[int, int, int], ...], dst: str
