@@ -244,3 +244,20 @@ class TestLoggedPrivateUseText:
         assert prompt.attribution == "none"
         assert prompt.text.count(odd) == 2
         assert [s.path for s in prompt.segments] == ["template"]
+
+
+def test_reserved_character_spelled_as_escape_in_tool_arguments():
+    """Found by Hypothesis: arguments the engine JSON-parses may spell a character of the
+    marks' private-use range as a surrogate escape; the render must still equal the plain one."""
+    from prefixscope.render import RenderOptions, render
+
+    body = {"messages": [
+        {"role": "user", "content": ""},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c0", "type": "function",
+             "function": {"name": "bash", "arguments": '{"cmd": "\\udbfc\\udc00"}'}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": ""},
+        {"role": "system", "content": ""}]}
+    request = make_request(body)
+    options = RenderOptions(gateway="hoist-system-messages")
+    assert render(request, options).text == reference_text(request, options)

@@ -184,11 +184,16 @@ def _mark_anthropic(body: dict[str, Any], m: Marker) -> dict[str, Any]:
         out["system"] = blocks
     if isinstance(body.get("tools"), list):
         out["tools"] = _mark_tools_anthropic(body["tools"], m)
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        out["messages"] = m.register([], m.path_id("messages", "message"))
-        for i, message in enumerate(messages):
-            out["messages"].append(_mark_anthropic_message(message, f"messages[{i}]", m))
+    if isinstance(body.get("messages"), list):
+        out["messages"] = _mark_messages(body["messages"], m, _mark_anthropic_message)
+    return out
+
+
+def _mark_messages(messages: list[Any], m: Marker, mark_one: Any) -> list[Any]:
+    """The message list registered under ``messages``, each message marked by `mark_one`."""
+    out = m.register([], m.path_id("messages", "message"))
+    for i, message in enumerate(messages):
+        out.append(mark_one(message, f"messages[{i}]", m))
     return out
 
 
@@ -257,11 +262,8 @@ def _mark_openai(body: dict[str, Any], m: Marker) -> dict[str, Any]:
     out = dict(body)
     if isinstance(body.get("tools"), list):
         out["tools"] = _mark_tools_openai(body["tools"], m)
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        out["messages"] = m.register([], m.path_id("messages", "message"))
-        for i, message in enumerate(messages):
-            out["messages"].append(_mark_openai_message(message, f"messages[{i}]", m))
+    if isinstance(body.get("messages"), list):
+        out["messages"] = _mark_messages(body["messages"], m, _mark_openai_message)
     return out
 
 

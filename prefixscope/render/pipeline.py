@@ -44,6 +44,8 @@ from .whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
 RENDER_VERSION = "r1"
 KNOWN_ENDPOINTS = ("anthropic-messages", "openai-chat", "openai-responses")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# JSON escape of a high surrogate of U+10E000..U+10F0FF (the marks' range).
+_RESERVED_ESCAPE_RE = re.compile(rb"\\u[dD][bB][fF][89a-cA-C]")
 
 
 def check_options(options: RenderOptions) -> None:
@@ -178,7 +180,10 @@ def _scan_body(body: dict[str, Any]) -> tuple[bool, bool]:
     # U+10E000..U+10F0FF are F4 8E/8F .. in UTF-8: cheap byte tests before the exact one
     # (a lone F4 byte is rare and found with memchr, so most bodies stop at the first).
     maybe = b"\xf4" in raw and (b"\xf4\x8e" in raw or b"\xf4\x8f" in raw)
-    return maybe and has_reserved_chars(raw.decode("utf-8")), False
+    # Text the serving engine JSON-parses (tool-call arguments) may spell a reserved
+    # character as a \uDBF8..\uDBFC surrogate escape: count it as reserved.
+    return (maybe and has_reserved_chars(raw.decode("utf-8"))) or \
+        _RESERVED_ESCAPE_RE.search(raw) is not None, False
 
 
 def renderer_id(tok: Tokenizer, profile: str, what_if: tuple[str, ...]) -> str:
