@@ -2,7 +2,7 @@
 
 Ingest must keep up with the logs people have (the Mooncake traces alone are 16k
 requests; a gateway's SQLite log holds millions of rows). This script times, on the
-real data in ../shared/data/real/:
+real data in tests/data/real/:
 
 * floor  -- reading every file and parsing each JSON line / document with orjson
   (what any ingest must at least do);

@@ -6,7 +6,7 @@ tokenizes the whole prompt; consecutive turns share almost all their text, so
 ``prefixscope.tokenize.tokens`` splits prompts at the template's special tokens and
 tokenizes each distinct piece once. This script times both on
 
-* the real SWE-agent and OpenHands trajectories in ../shared/data/real/, and
+* the real SWE-agent and OpenHands trajectories in tests/data/real/, and
 * a generated log: 50 sessions whose prompts grow from ~20k to ~150k tokens
   (shared agent system prompt and tools, unique tool outputs per turn built from
   real trajectory text),
@@ -48,7 +48,7 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")  # no PyTorch ad
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-REAL = Path(os.environ.get("PREFIXSCOPE_REAL_DATA", ROOT.parent / "shared" / "data" / "real"))
+REAL = Path(os.environ.get("PREFIXSCOPE_REAL_DATA", ROOT / "tests" / "data" / "real"))
 
 from prefixscope.model import Request  # noqa: E402
 from prefixscope.render import RenderOptions, load_tokenizer, resolve_gateway  # noqa: E402

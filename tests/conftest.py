@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
-# ../shared/data/real relative to the project root (CI lays shared/ beside the clone).
-REAL = Path(os.environ.get("PREFIXSCOPE_REAL_DATA", ROOT.parent / "shared" / "data" / "real"))
+# Real public data copied byte for byte into the repo (sources and licences in its README),
+# so every test runs on a fresh clone.
+REAL = ROOT / "tests" / "data" / "real"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that reads the real data carries the `real` marker (`pytest -m real`)."""
+    for item in items:
+        if "real" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real)
 
 
 @pytest.fixture
 def real() -> Path:
-    """The real-data folder; tests using it are skipped when it is absent."""
-    if not REAL.is_dir():
-        pytest.skip(f"real data not found at {REAL}")
+    """The real-data folder in the repo."""
+    assert REAL.is_dir(), f"real data missing at {REAL}"
     return REAL
 
 

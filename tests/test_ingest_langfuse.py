@@ -1,7 +1,7 @@
 """Langfuse ingest: detection, body reconstruction, usage normalization, sessions, bad input.
 
 Fixtures in tests/fixtures/langfuse/ are shaped as formats.md §1 describes each
-export; the real "Download trace as JSON" files are in ../shared/data/real/langfuse/
+export; the real "Download trace as JSON" files are in tests/data/real/langfuse/
 (expected values below were read from those files by hand).
 """
 

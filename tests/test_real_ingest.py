@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
 
-# Requests per format in ../shared/data/real/ (counts checked per file in the
+# Requests per format in tests/data/real/ (counts checked per file in the
 # format tests; these are their sums).
 EXPECTED = {
     "block-trace": 12031 + 3993,
