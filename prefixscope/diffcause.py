@@ -30,9 +30,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .hashing import canonical_json, exact_json, fold_whitespace, strip_cache_control
-from .model import Request
-from .requestkeys import split_body, strip_billing_header
+from prefixscope.hashing import canonical_json, exact_json, fold_whitespace, strip_cache_control
+from prefixscope.model import Request
+from prefixscope.requestkeys import split_body, strip_billing_header
 
 CAUSES = (
     "identical", "append-only", "json-key-order", "tool-order", "tool-set", "volatile-value",

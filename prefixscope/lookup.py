@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .ingest import UnreadableFile, read_requests_from
-from .ingest.fields import detect_endpoint, loads_deep
-from .ingest.source import DECOMPRESS_ERRORS, Source
-from .model import Request
+from prefixscope.ingest import UnreadableFile, read_requests_from
+from prefixscope.ingest.fields import detect_endpoint, loads_deep
+from prefixscope.ingest.source import DECOMPRESS_ERRORS, Source
+from prefixscope.model import Request
 
 if TYPE_CHECKING:
-    from .store import Store
+    from prefixscope.store import Store
 
 
 class LookupError_(LookupError):

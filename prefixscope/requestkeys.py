@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .hashing import chain_hashes, content_hash, strip_cache_control
-from .model import Request
+from prefixscope.hashing import chain_hashes, content_hash, strip_cache_control
+from prefixscope.model import Request
 
 # Claude Code's first system block: "x-anthropic-billing-header: cc_version=2.1.37.0d9;
 # cc_entrypoint=cli; cch=fa690;" -- `cch` changes on every request. Gateways may join it

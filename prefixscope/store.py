@@ -36,12 +36,12 @@ import duckdb
 import orjson
 import polars as pl
 
-from .hashing import exact_hash, exact_json
-from .model import Request, Usage
-from .requestkeys import fingerprint, prefix_chain
+from prefixscope.hashing import exact_hash, exact_json
+from prefixscope.model import Request, Usage
+from prefixscope.requestkeys import fingerprint, prefix_chain
 
 if TYPE_CHECKING:
-    from .sessions import SessionLink
+    from prefixscope.sessions import SessionLink
 
 DEFAULT_STORE = "prefixscope.duckdb"
 

@@ -44,9 +44,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from .model import Request
-from .render import Prompt, RenderOptions, Segment, load_tokenizer, render
-from .render.tokenizer import Encoded, Tokenizer
+from prefixscope.model import Request
+from prefixscope.render import Prompt, RenderOptions, Segment, load_tokenizer, render
+from prefixscope.render.tokenizer import Encoded, Tokenizer
 
 DEFAULT_MAX_TOKENS = 20_000_000  # piece-cache capacity per tokenizer (about 160 MB)
 

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from . import console
-from .options import (
+from prefixscope.cli import console
+from prefixscope.cli.options import (
     BlockSize,
     By,
     Gateway,
@@ -50,9 +50,9 @@ def bucket(
         prefixscope bucket one-api.db --by endpoint
         prefixscope bucket --store cc.duckdb --by endpoint,day --plot cached.png
     """
-    from ..bucket import bucket_store, report_json
-    from ..render import RenderOptions, TokenizerError
-    from .storeopen import open_store
+    from prefixscope.bucket import bucket_store, report_json
+    from prefixscope.cli.storeopen import open_store
+    from prefixscope.render import RenderOptions, TokenizerError
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
@@ -65,7 +65,7 @@ def bucket(
         except TokenizerError as exc:
             raise console.fail(str(exc)) from None
     if plot is not None:
-        from ..plots import plot_bucket
+        from prefixscope.plots import plot_bucket
 
         try:
             drawn = plot_bucket(report, plot)

@@ -7,8 +7,17 @@ from typing import Annotated, Any
 
 import typer
 
-from . import console
-from .options import BlockSize, Gateway, JsonOut, Quiet, StoreOpt, Tokenizer, WhatIf, what_if_tuple
+from prefixscope.cli import console
+from prefixscope.cli.options import (
+    BlockSize,
+    Gateway,
+    JsonOut,
+    Quiet,
+    StoreOpt,
+    Tokenizer,
+    WhatIf,
+    what_if_tuple,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -44,11 +53,11 @@ def diff(
         prefixscope diff 3f2a 9c1d --store cc.duckdb --gateway anthropic-to-openai
         prefixscope diff --all sample_logs/ --what-if strip-billing-header
     """
-    from ..diff import DEFAULT_BLOCK_SIZE, diff_pairs, diff_tokens, report_json, totals
-    from ..lookup import LookupError_, resolve_request
-    from ..render import RenderError, RenderOptions, TokenizerError
-    from ..tokenize import tokens_many
-    from .storeopen import open_store
+    from prefixscope.cli.storeopen import open_store
+    from prefixscope.diff import DEFAULT_BLOCK_SIZE, diff_pairs, diff_tokens, report_json, totals
+    from prefixscope.lookup import LookupError_, resolve_request
+    from prefixscope.render import RenderError, RenderOptions, TokenizerError
+    from prefixscope.tokenize import tokens_many
 
     options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
                                             what_if=what_if_tuple(what_if)))
@@ -71,7 +80,7 @@ def diff(
         except (RenderError, TokenizerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
         pair = diff_tokens(ta, tb, a, b, block_size=bs, context=context)
-        from ..diff import DiffReport
+        from prefixscope.diff import DiffReport
         report = DiffReport((pair,), totals([pair]), options, bs, source)
         if json_out:
             console.print_json(report_json(report))
@@ -98,8 +107,8 @@ def diff(
 def checked_options(options: Any) -> Any:
     """`options` once its gateway and what-ifs are valid (else exit 2) and its tokenizer
     loads (else exit 1): checked before any log is read or pair rendered."""
-    from ..exitcodes import ExitCode
-    from ..render import RenderError, TokenizerError, check_options, load_tokenizer
+    from prefixscope.exitcodes import ExitCode
+    from prefixscope.render import RenderError, TokenizerError, check_options, load_tokenizer
 
     try:
         check_options(options)
@@ -122,7 +131,7 @@ class _NoStore:
 
 def _maybe_store(store: Path | None) -> Any:
     """The store when one is named or the default exists; else nothing (files only)."""
-    from ..store import DEFAULT_STORE, Store, StoreError
+    from prefixscope.store import DEFAULT_STORE, Store, StoreError
 
     path = store or Path(DEFAULT_STORE)
     if store is None and not path.exists():
@@ -137,7 +146,7 @@ def _block_size(flag: int | None, st: Any, default: int) -> tuple[int, str]:
     if flag:
         return flag, "flag"
     if st is not None:
-        from ..bucket import infer_block_size
+        from prefixscope.bucket import infer_block_size
 
         values = [r[0] for r in st.run("SELECT cached_tokens FROM requests "
                                        "WHERE cached_tokens > 0")]
@@ -152,7 +161,7 @@ _PAIRS_PER_LOAD = 64  # pairs whose requests are loaded from the store in one qu
 
 def _pairs(st: Any, session: str | None) -> tuple[int, Any]:
     """(number of pairs, a generator of PairRef loading each request once, in pair order)."""
-    from ..diff import PairRef
+    from prefixscope.diff import PairRef
 
     if session is not None:
         matches = st.sessions_matching(session)

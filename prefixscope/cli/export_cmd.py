@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from . import console
-from .options import Quiet, StoreOpt
+from prefixscope.cli import console
+from prefixscope.cli.options import Quiet, StoreOpt
 
 TABLES = ("requests", "bodies", "sessions", "turns")
 
@@ -30,8 +30,8 @@ def export(
     """
     import duckdb
 
-    from ..exitcodes import ExitCode
-    from ..store import DEFAULT_STORE, Store, StoreError
+    from prefixscope.exitcodes import ExitCode
+    from prefixscope.store import DEFAULT_STORE, Store, StoreError
 
     if parquet.exists() and not parquet.is_dir():
         raise console.fail(f"--parquet {parquet} is a file: give a directory (export writes "

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from . import console
-from .options import JsonOut, Quiet, SessionGap, StoreOpt
+from prefixscope.cli import console
+from prefixscope.cli.options import JsonOut, Quiet, SessionGap, StoreOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -38,9 +38,9 @@ def ingest(
     Example:
         prefixscope ingest ~/.claude/projects/ langfuse-export.jsonl --store cc.duckdb
     """
-    from ..ingest import ingest_paths
-    from ..ingest.formats import format_names
-    from ..store import DEFAULT_STORE, Store, StoreError
+    from prefixscope.ingest import ingest_paths
+    from prefixscope.ingest.formats import format_names
+    from prefixscope.store import DEFAULT_STORE, Store, StoreError
 
     if fmt != "auto" and fmt not in format_names():
         raise console.fail(f"unknown format {fmt!r}; formats: {', '.join(format_names())}", 2)

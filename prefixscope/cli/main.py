@@ -11,8 +11,16 @@ import os
 
 import typer
 
-from ..exitcodes import EXIT_CODES_HELP
-from . import bucket_cmd, diff_cmd, export_cmd, ingest_cmd, render_cmd, segments_cmd, sql_cmd
+from prefixscope.cli import (
+    bucket_cmd,
+    diff_cmd,
+    export_cmd,
+    ingest_cmd,
+    render_cmd,
+    segments_cmd,
+    sql_cmd,
+)
+from prefixscope.exitcodes import EXIT_CODES_HELP
 
 # transformers announces on import that PyTorch is absent; prefixscope only needs its
 # tokenizers and chat templates, so the advice is noise on stderr.

@@ -6,8 +6,16 @@ from typing import Annotated, Any
 
 import typer
 
-from . import console
-from .options import Gateway, JsonOut, Quiet, StoreOpt, Tokenizer, WhatIf, what_if_tuple
+from prefixscope.cli import console
+from prefixscope.cli.options import (
+    Gateway,
+    JsonOut,
+    Quiet,
+    StoreOpt,
+    Tokenizer,
+    WhatIf,
+    what_if_tuple,
+)
 
 # Colours cycled over the segments of the rendered text (template glue is dim).
 _PALETTE = ("cyan", "green", "magenta", "yellow", "blue", "red", "bright_cyan",
@@ -46,10 +54,10 @@ def render(
     """
     from pathlib import Path
 
-    from ..lookup import LookupError_, request_from_file, resolve_request
-    from ..render import RenderError, RenderOptions, TokenizerError, render_report
-    from .diff_cmd import _maybe_store, checked_options
-    from .storeopen import open_store
+    from prefixscope.cli.diff_cmd import _maybe_store, checked_options
+    from prefixscope.cli.storeopen import open_store
+    from prefixscope.lookup import LookupError_, request_from_file, resolve_request
+    from prefixscope.render import RenderError, RenderOptions, TokenizerError, render_report
 
     options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
                                             what_if=what_if_tuple(what_if)))

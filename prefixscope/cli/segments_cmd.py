@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from . import console
-from .options import (
+from prefixscope.cli import console
+from prefixscope.cli.options import (
     By,
     Gateway,
     JsonOut,
@@ -47,9 +47,9 @@ def segments(
     Example:
         prefixscope segments langfuse-export.jsonl --gateway anthropic-to-openai
     """
-    from ..render import RenderOptions, TokenizerError
-    from ..segments import report_json, segments_store
-    from .storeopen import open_store
+    from prefixscope.cli.storeopen import open_store
+    from prefixscope.render import RenderOptions, TokenizerError
+    from prefixscope.segments import report_json, segments_store
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from . import console
-from .options import StoreOpt
+from prefixscope.cli import console
+from prefixscope.cli.options import StoreOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -36,8 +36,8 @@ def sql(
     """
     import duckdb
 
-    from ..exitcodes import ExitCode
-    from ..store import DEFAULT_STORE, Store, StoreError
+    from prefixscope.exitcodes import ExitCode
+    from prefixscope.store import DEFAULT_STORE, Store, StoreError
 
     if json_out and csv_out:
         raise console.fail("--json and --csv cannot be combined: pick one", ExitCode.USAGE)

@@ -8,11 +8,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..exitcodes import ExitCode
-from . import console
+from prefixscope.cli import console
+from prefixscope.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from prefixscope.store import Store
 
 _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary store
 
@@ -21,8 +21,8 @@ _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary
 def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                json_mode: bool = False) -> Iterator[Store]:
     """Yield a store: LOGS ingested into a temp store, else --store (default prefixscope.duckdb)."""
-    from ..ingest import ingest_paths
-    from ..store import DEFAULT_STORE, Store, StoreError
+    from prefixscope.ingest import ingest_paths
+    from prefixscope.store import DEFAULT_STORE, Store, StoreError
 
     if logs:
         with tempfile.TemporaryDirectory(prefix="prefixscope-") as tmp:

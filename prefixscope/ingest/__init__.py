@@ -26,9 +26,9 @@ from types import ModuleType
 
 import xxhash
 
-from ..model import Record, Request, Skip
-from .formats import all_formats, format_names, get_format
-from .source import DECOMPRESS_ERRORS, Probe, Source, probe
+from prefixscope.ingest.formats import all_formats, format_names, get_format
+from prefixscope.ingest.source import DECOMPRESS_ERRORS, Probe, Source, probe
+from prefixscope.model import Record, Request, Skip
 
 MAX_LISTED_ERRORS = 100
 BATCH = 2000
@@ -305,8 +305,8 @@ def ingest_paths(
     Raises:
         KeyError: `fmt` is not a known format name.
     """
-    from ..sessions import thread_sessions
-    from ..store import Store
+    from prefixscope.sessions import thread_sessions
+    from prefixscope.store import Store
 
     assert isinstance(store, Store)
     forced = get_format(fmt) if fmt != "auto" else None

@@ -34,9 +34,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from prefixscope.model import Record, Request, Skip, Usage
-
-from .fields import (
+from prefixscope.ingest.fields import (
     detect_endpoint,
     dig,
     is_empty_json,
@@ -48,7 +46,15 @@ from .fields import (
     to_text,
     usage_openai_chat,
 )
-from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows, row_keys
+from prefixscope.ingest.source import (
+    BadRecord,
+    Probe,
+    Source,
+    iter_sqlite_rows,
+    iter_table_rows,
+    row_keys,
+)
+from prefixscope.model import Record, Request, Skip, Usage
 
 NAME = "bifrost"
 DESCRIPTION = "Bifrost request logs: `logs` table of logs.db (SQLite) or its JSON / CSV export"

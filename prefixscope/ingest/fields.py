@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..model import Usage
+from prefixscope.model import Usage
 
 _EPOCH = datetime(1970, 1, 1)
 

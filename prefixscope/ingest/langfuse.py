@@ -48,8 +48,7 @@ from typing import Any
 
 import orjson
 
-from ..model import Record, Request, Skip, Usage
-from .fields import (
+from prefixscope.ingest.fields import (
     detect_endpoint,
     first_present,
     gateway_from_conversion,
@@ -57,7 +56,8 @@ from .fields import (
     parse_time,
     to_int,
 )
-from .source import BadRecord, Probe, Source, iter_csv_rows, iter_json_records
+from prefixscope.ingest.source import BadRecord, Probe, Source, iter_csv_rows, iter_json_records
+from prefixscope.model import Record, Request, Skip, Usage
 
 NAME = "langfuse"
 DESCRIPTION = (

@@ -40,9 +40,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from prefixscope.model import Record, Request, Skip, Usage
-
-from .fields import (
+from prefixscope.ingest.fields import (
     detect_endpoint,
     dig,
     first_present,
@@ -54,7 +52,15 @@ from .fields import (
     to_int,
     to_text,
 )
-from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows, row_keys
+from prefixscope.ingest.source import (
+    BadRecord,
+    Probe,
+    Source,
+    iter_sqlite_rows,
+    iter_table_rows,
+    row_keys,
+)
+from prefixscope.model import Record, Request, Skip, Usage
 
 NAME = "litellm"
 DESCRIPTION = "LiteLLM proxy LiteLLM_SpendLogs rows: /spend/logs JSON, JSON lines, CSV, SQLite"

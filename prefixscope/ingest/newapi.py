@@ -33,10 +33,23 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from prefixscope.ingest.fields import (
+    gateway_from_conversion,
+    loads_deep,
+    parse_time,
+    to_bool,
+    to_int,
+    to_text,
+)
+from prefixscope.ingest.source import (
+    BadRecord,
+    Probe,
+    Source,
+    iter_sqlite_rows,
+    iter_table_rows,
+    row_keys,
+)
 from prefixscope.model import Record, Request, Skip, Usage
-
-from .fields import gateway_from_conversion, loads_deep, parse_time, to_bool, to_int, to_text
-from .source import BadRecord, Probe, Source, iter_sqlite_rows, iter_table_rows, row_keys
 
 NAME = "new-api"
 DESCRIPTION = "new-api `logs` table: its SQLite database (one-api.db) or a CSV / JSON export"

@@ -41,9 +41,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from ..hashing import canonical_json
-from ..model import ENDPOINTS, Record, Request, Skip, Usage
-from .fields import (
+from prefixscope.hashing import canonical_json
+from prefixscope.ingest.fields import (
     detect_endpoint,
     dig,
     first_present,
@@ -55,7 +54,8 @@ from .fields import (
     usage_openai_chat,
     usage_openai_responses,
 )
-from .source import BadRecord, Probe, Source, iter_json_records
+from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
+from prefixscope.model import ENDPOINTS, Record, Request, Skip, Usage
 
 NAME = "raw"
 DESCRIPTION = ("raw request/response captures: {request, response} JSONL (JSON or SSE responses), "

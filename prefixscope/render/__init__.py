@@ -19,11 +19,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .gateway import PROFILES
-from .pipeline import check_options, render, resolve_gateway
-from .prompt import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
-from .tokenizer import BUNDLED, DEFAULT_TOKENIZER, Tokenizer, TokenizerError, load_tokenizer
-from .whatif import WHAT_IFS
+from prefixscope.render.gateway import PROFILES
+from prefixscope.render.pipeline import check_options, render, resolve_gateway
+from prefixscope.render.prompt import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
+from prefixscope.render.tokenizer import (
+    BUNDLED,
+    DEFAULT_TOKENIZER,
+    Tokenizer,
+    TokenizerError,
+    load_tokenizer,
+)
+from prefixscope.render.whatif import WHAT_IFS
 
 __all__ = [
     "BUNDLED", "DEFAULT_TOKENIZER", "PROFILES", "TEMPLATE_PATH", "WHAT_IFS", "Prompt",
@@ -35,7 +41,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("render_report", "RenderResult", "SegmentRow"):
-        from . import report
+        from prefixscope.render import report
 
         return getattr(report, name)
     raise AttributeError(name)

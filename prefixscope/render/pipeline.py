@@ -31,15 +31,22 @@ import numpy as np
 import orjson
 import xxhash
 
-from ..model import Request
-from . import engine
-from .gateway import PROFILES, anthropic_proxy_view, mark_body, to_upstream
-from .jsontext import dumps
-from .marks import TEMPLATE, Marker, Stripped, has_reserved_chars, marks_active, strip_marks
-from .prompt import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
-from .template import render_marked, render_plain
-from .tokenizer import Tokenizer, load_tokenizer
-from .whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
+from prefixscope.model import Request
+from prefixscope.render import engine
+from prefixscope.render.gateway import PROFILES, anthropic_proxy_view, mark_body, to_upstream
+from prefixscope.render.jsontext import dumps
+from prefixscope.render.marks import (
+    TEMPLATE,
+    Marker,
+    Stripped,
+    has_reserved_chars,
+    marks_active,
+    strip_marks,
+)
+from prefixscope.render.prompt import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
+from prefixscope.render.template import render_marked, render_plain
+from prefixscope.render.tokenizer import Tokenizer, load_tokenizer
+from prefixscope.render.whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
 
 RENDER_VERSION = "r1"
 KNOWN_ENDPOINTS = ("anthropic-messages", "openai-chat", "openai-responses")
@@ -193,7 +200,7 @@ def renderer_id(tok: Tokenizer, profile: str, what_if: tuple[str, ...]) -> str:
 
 
 def _detect(body: dict[str, Any]) -> str:
-    from ..ingest.fields import detect_endpoint
+    from prefixscope.ingest.fields import detect_endpoint
 
     found = detect_endpoint(body)
     return found if found in KNOWN_ENDPOINTS else "openai-chat"

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import Request
-from .prompt import RenderOptions
+from prefixscope.model import Request
+from prefixscope.render.prompt import RenderOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,7 @@ def render_report(request: Request, options: RenderOptions | None = None) -> Ren
         RenderError: the request cannot be rendered.
         TokenizerError: the tokenizer cannot be loaded offline.
     """
-    from ..tokenize import tokens
+    from prefixscope.tokenize import tokens
 
     options = options or RenderOptions()
     result = tokens(request, options)

@@ -485,7 +485,7 @@ def _check_template(spec: str, template: str) -> None:
     """Compile the chat template now, so a syntax error is one error, not one per request."""
     from jinja2 import TemplateError
 
-    from .template import compile_template
+    from prefixscope.render.template import compile_template
 
     try:
         compile_template(template)

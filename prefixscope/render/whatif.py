@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..requestkeys import BILLING_HEADER_RE
-from .gateway import SYSTEM_ROLES
-from .marks import Marker, edit, unmark
-from .prompt import RenderError
+from prefixscope.render.gateway import SYSTEM_ROLES
+from prefixscope.render.marks import Marker, edit, unmark
+from prefixscope.render.prompt import RenderError
+from prefixscope.requestkeys import BILLING_HEADER_RE
 
 WHAT_IFS = ("strip-billing-header", "sort-json-keys", "no-hoist", "drop:<regex>")
 BILLING_PREFIX = "x-anthropic-billing-header:"
