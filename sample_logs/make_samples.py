@@ -50,8 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from prefixscope.model import Request, Usage
-from prefixscope.render import RenderOptions, load_tokenizer
-from prefixscope.tokenize import tokens_many
+from prefixscope.prompt import RenderOptions
+from prefixscope.tokenizers import load_tokenizer
+from prefixscope.tokens.tokenize import tokens_many
 
 HERE = Path(__file__).resolve().parent
 LANGFUSE_FILE = "langfuse-claude-code.events_full.jsonl"

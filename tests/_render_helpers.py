@@ -8,13 +8,14 @@ from typing import Any
 from conftest import FIXTURES
 from hypothesis import strategies as st
 
-from prefixscope.ingest.fields import detect_endpoint
 from prefixscope.model import Request
-from prefixscope.render import RenderOptions, load_tokenizer, resolve_gateway
-from prefixscope.render.marks import Marker
-from prefixscope.render.pipeline import _detect, _template_input
-from prefixscope.render.template import render_plain
-from prefixscope.render.whatif import parse_what_ifs
+from prefixscope.model.keys import detect_endpoint
+from prefixscope.prompt import RenderOptions, resolve_gateway
+from prefixscope.prompt.marks import Marker
+from prefixscope.prompt.render import _detect, _template_input
+from prefixscope.prompt.template import render_plain
+from prefixscope.prompt.whatif import parse_what_ifs
+from prefixscope.tokenizers import load_tokenizer
 
 
 def make_request(body: dict[str, Any] | None, *, endpoint: str | None = None,

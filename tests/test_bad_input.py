@@ -474,7 +474,7 @@ class TestExport:
 def tokenizer_dir(name: str, *, template: str | None = "{{ messages[0].content }}",
                   tokenizer_json: bytes | None = None, config: str | None = None) -> str:
     """A model directory; tokenizer.json defaults to the bundled DeepSeek one."""
-    from prefixscope.render.tokenizer import _package_dir
+    from prefixscope.tokenizers.loading import _package_dir
 
     folder = Path(name).resolve()  # absolute: tokenizers are cached by spec per process
     folder.mkdir()
@@ -695,8 +695,8 @@ class TestDiffBadInput:
 
 class TestLibraryLevel:
     def test_diff_pairs_rejects_bad_options_up_front(self):
-        from prefixscope.diff import diff_pairs
-        from prefixscope.render import RenderError, RenderOptions
+        from prefixscope.analyses.diff import diff_pairs
+        from prefixscope.prompt import RenderError, RenderOptions
 
         with pytest.raises(RenderError, match="unknown gateway profile 'bogus'"):
             diff_pairs([], RenderOptions(gateway="bogus"), block_size=16)

@@ -14,7 +14,7 @@ from conftest import ROOT
 from factories import anthropic_body, conversation, make_request
 from typer.testing import CliRunner
 
-from prefixscope.bucket import (
+from prefixscope.analyses.bucket import (
     Boundary,
     bucket_store,
     describe_boundary,
@@ -27,9 +27,9 @@ from prefixscope.bucket import (
 from prefixscope.cli.main import app
 from prefixscope.ingest import read_requests
 from prefixscope.model import Request, Usage
-from prefixscope.render import RenderOptions
+from prefixscope.prompt import RenderOptions
 from prefixscope.store import Store
-from prefixscope.tokenize import tokens
+from prefixscope.tokens.tokenize import tokens
 
 SAMPLES = ROOT / "sample_logs"
 LANGFUSE = SAMPLES / "langfuse-claude-code.events_full.jsonl"
@@ -365,12 +365,12 @@ class TestRealData:
 
 class TestReviewFollowUps:
     def test_one_odd_value_does_not_stop_inference(self):
-        from prefixscope.bucket import infer_block_size
+        from prefixscope.analyses.bucket import infer_block_size
 
         assert infer_block_size([17920] * 383 + [256] * 3 + [1000]) == 256
 
     def test_more_cached_than_prompt_is_noted(self):
-        from prefixscope.bucket import UsageRow, build_group
+        from prefixscope.analyses.bucket import UsageRow, build_group
 
         rows = [UsageRow(f"r{i}", (), 100, 150, False) for i in range(3)]
         group = build_group({}, rows, 5, 16, None)

@@ -10,9 +10,15 @@ import pytest
 from factories import anthropic_body, conversation, make_request
 from typer.testing import CliRunner
 
+from prefixscope.analyses.diff import (
+    diff_requests,
+    first_divergence_index,
+    lost_tokens,
+    reusable_tokens,
+)
 from prefixscope.cli.main import app
-from prefixscope.diff import diff_requests, first_divergence_index, lost_tokens, reusable_tokens
-from prefixscope.render import RenderOptions, load_tokenizer, render
+from prefixscope.prompt import RenderOptions, render
+from prefixscope.tokenizers import load_tokenizer
 
 runner = CliRunner()
 QWEN = RenderOptions(tokenizer="qwen3.6")
@@ -309,7 +315,7 @@ class TestVolatileValue:
 
     @staticmethod
     def vc(a: str, b: str):
-        from prefixscope.diffcause import volatile_change
+        from prefixscope.analyses.causes import volatile_change
 
         start = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
         return volatile_change(a, b, start, len(a), len(b))
@@ -338,7 +344,7 @@ class TestVolatileValue:
 
 class TestKeyOrder:
     def test_first_reordered_object_is_named(self):
-        from prefixscope.diffcause import key_order_change
+        from prefixscope.analyses.causes import key_order_change
 
         a = {"type": "object", "properties": {"path": 1, "content": 2}}
         b = {"type": "object", "properties": {"content": 2, "path": 1}}
@@ -346,7 +352,7 @@ class TestKeyOrder:
             "tools[3].input_schema.properties keys [path, content] → [content, path]"
 
     def test_equal_order_names_nothing(self):
-        from prefixscope.diffcause import key_order_change
+        from prefixscope.analyses.causes import key_order_change
 
         assert key_order_change({"a": [{"b": 1}]}, {"a": [{"b": 1}]}, "x") is None
 

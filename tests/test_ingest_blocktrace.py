@@ -11,7 +11,7 @@ from conftest import FIXTURES
 from prefixscope.ingest import blocktrace, read_requests
 from prefixscope.ingest.formats import all_formats
 from prefixscope.ingest.source import Source, probe
-from prefixscope.requestkeys import prefix_chain
+from prefixscope.model.keys import prefix_chain
 
 BT = FIXTURES / "block-trace"
 EPOCH = datetime(1970, 1, 1)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from prefixscope.render.engine import content_format, conversation, tool_dicts
-from prefixscope.render.marks import Marker
+from prefixscope.prompt.marks import Marker
+from prefixscope.prompt.serving import content_format, conversation, tool_dicts
 
 
 def conv(messages, fmt="string"):

@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES
 
+from prefixscope.analyses.render import render_report
 from prefixscope.ingest import read_requests
-from prefixscope.render import BUNDLED, RenderError, RenderOptions, render_report
+from prefixscope.prompt import RenderError, RenderOptions
+from prefixscope.tokenizers import BUNDLED
 
 # One log per format that carries request bodies.
 LOGS = {

@@ -7,9 +7,9 @@ import json
 import pytest
 from _render_helpers import fixture, make_request
 
-from prefixscope.render import RenderError, RenderOptions, render
-from prefixscope.render.gateway import claude_to_openai, mark_body, to_upstream
-from prefixscope.render.marks import Marker, unmark_value
+from prefixscope.prompt import RenderError, RenderOptions, render
+from prefixscope.prompt.gateway import claude_to_openai, mark_body, to_upstream
+from prefixscope.prompt.marks import Marker, unmark_value
 
 HEADER = "x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch=fa690;"
 

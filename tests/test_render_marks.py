@@ -8,8 +8,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from prefixscope.render.jsontext import dumps, go_marshal, go_number, go_string
-from prefixscope.render.marks import (
+from prefixscope.prompt.jsontext import dumps, go_marshal, go_number, go_string
+from prefixscope.prompt.marks import (
     CLOSE,
     TEMPLATE,
     Marker,

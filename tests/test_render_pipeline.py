@@ -6,8 +6,9 @@ import pytest
 from _render_helpers import anthropic_bodies, conversations, fixture, make_request, reference_text
 from hypothesis import HealthCheck, given, settings
 
-from prefixscope.render import BUNDLED, RenderError, RenderOptions, render
-from prefixscope.render.tokenizer import TokenizerError
+from prefixscope.prompt import RenderError, RenderOptions, render
+from prefixscope.tokenizers import BUNDLED
+from prefixscope.tokenizers.loading import TokenizerError
 
 HEADER = "x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch=fa690;"
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -249,7 +250,7 @@ class TestLoggedPrivateUseText:
 def test_reserved_character_spelled_as_escape_in_tool_arguments():
     """Found by Hypothesis: arguments the engine JSON-parses may spell a character of the
     marks' private-use range as a surrogate escape; the render must still equal the plain one."""
-    from prefixscope.render import RenderOptions, render
+    from prefixscope.prompt import RenderOptions, render
 
     body = {"messages": [
         {"role": "user", "content": ""},

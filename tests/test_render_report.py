@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from _render_helpers import fixture, make_request
 
-from prefixscope.render import RenderOptions, render_report
+from prefixscope.analyses.render import render_report
+from prefixscope.prompt import RenderOptions
 
 
 class TestRenderReport:
@@ -42,7 +43,7 @@ class TestRenderReport:
         assert "x-anthropic-billing-header" not in result.text
 
     def test_a_bare_body_file_becomes_a_request(self):
-        from prefixscope.lookup import request_from_body
+        from prefixscope.store.lookup import request_from_body
 
         request = request_from_body(fixture("claude_code.json"), id="body.json")
         assert (request.endpoint, request.id) == ("anthropic-messages", "body.json")

@@ -10,9 +10,10 @@ import pytest
 from _render_helpers import fixture, make_request, texts
 from hypothesis import given, settings
 
-from prefixscope.render import RenderOptions, load_tokenizer, render
-from prefixscope.render.tokenizer import TokenizerError, _package_dir
-from prefixscope.tokenize import split_tokens, tokens
+from prefixscope.prompt import RenderOptions, render
+from prefixscope.tokenizers import load_tokenizer
+from prefixscope.tokenizers.loading import TokenizerError, _package_dir
+from prefixscope.tokens.tokenize import split_tokens, tokens
 
 CHATML = ("{% for m in messages %}"
           "{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"

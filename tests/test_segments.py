@@ -15,10 +15,7 @@ from conftest import ROOT
 from factories import BILLING, SYSTEM, TOOLS, anthropic_body, conversation, make_request
 from typer.testing import CliRunner
 
-from prefixscope.cli.main import app
-from prefixscope.hashing import HASH_VERSION
-from prefixscope.render import RenderOptions
-from prefixscope.segments import (
+from prefixscope.analyses.segments import (
     census,
     change_kind,
     preview,
@@ -26,7 +23,10 @@ from prefixscope.segments import (
     segment_hashes,
     token_positions,
 )
-from prefixscope.tokenize import tokens
+from prefixscope.cli.main import app
+from prefixscope.model.hashing import HASH_VERSION
+from prefixscope.prompt import RenderOptions
+from prefixscope.tokens.tokenize import tokens
 
 SAMPLES = ROOT / "sample_logs"
 KEYORDER = SAMPLES / "bifrost-mcp-keyorder.jsonl"

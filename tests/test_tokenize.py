@@ -12,9 +12,10 @@ import pytest
 from _render_helpers import anthropic_bodies, conversations, fixture, make_request
 from hypothesis import HealthCheck, given, settings
 
-from prefixscope.render import BUNDLED, RenderOptions, load_tokenizer, render
-from prefixscope.render.tokenizer import AddedToken
-from prefixscope.tokenize import PieceCache, split_tokens, tokens, tokens_many
+from prefixscope.prompt import RenderOptions, render
+from prefixscope.tokenizers import BUNDLED, load_tokenizer
+from prefixscope.tokenizers.loading import AddedToken
+from prefixscope.tokens.tokenize import PieceCache, split_tokens, tokens, tokens_many
 
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -50,9 +50,10 @@ def bucket(
         prefixscope bucket one-api.db --by endpoint
         prefixscope bucket --store cc.duckdb --by endpoint,day --plot cached.png
     """
-    from prefixscope.bucket import bucket_store, report_json
+    from prefixscope.analyses.bucket import bucket_store, report_json
     from prefixscope.cli.storeopen import open_store
-    from prefixscope.render import RenderOptions, TokenizerError
+    from prefixscope.prompt import RenderOptions
+    from prefixscope.tokenizers import TokenizerError
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
@@ -65,7 +66,7 @@ def bucket(
         except TokenizerError as exc:
             raise console.fail(str(exc)) from None
     if plot is not None:
-        from prefixscope.plots import plot_bucket
+        from prefixscope.views.plots import plot_bucket
 
         try:
             drawn = plot_bucket(report, plot)

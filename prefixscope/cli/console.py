@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from prefixscope.exitcodes import ExitCode
+from prefixscope.cli.exitcodes import ExitCode
 
 # Piped output is not cut to 80 columns: tables are data there.
 out = Console(highlight=False, soft_wrap=False,

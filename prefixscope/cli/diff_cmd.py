@@ -53,11 +53,18 @@ def diff(
         prefixscope diff 3f2a 9c1d --store cc.duckdb --gateway anthropic-to-openai
         prefixscope diff --all sample_logs/ --what-if strip-billing-header
     """
+    from prefixscope.analyses.diff import (
+        DEFAULT_BLOCK_SIZE,
+        diff_pairs,
+        diff_tokens,
+        report_json,
+        totals,
+    )
     from prefixscope.cli.storeopen import open_store
-    from prefixscope.diff import DEFAULT_BLOCK_SIZE, diff_pairs, diff_tokens, report_json, totals
-    from prefixscope.lookup import LookupError_, resolve_request
-    from prefixscope.render import RenderError, RenderOptions, TokenizerError
-    from prefixscope.tokenize import tokens_many
+    from prefixscope.prompt import RenderError, RenderOptions
+    from prefixscope.store.lookup import LookupError_, resolve_request
+    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.tokens.tokenize import tokens_many
 
     options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
                                             what_if=what_if_tuple(what_if)))
@@ -80,7 +87,7 @@ def diff(
         except (RenderError, TokenizerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
         pair = diff_tokens(ta, tb, a, b, block_size=bs, context=context)
-        from prefixscope.diff import DiffReport
+        from prefixscope.analyses.diff import DiffReport
         report = DiffReport((pair,), totals([pair]), options, bs, source)
         if json_out:
             console.print_json(report_json(report))
@@ -107,8 +114,9 @@ def diff(
 def checked_options(options: Any) -> Any:
     """`options` once its gateway and what-ifs are valid (else exit 2) and its tokenizer
     loads (else exit 1): checked before any log is read or pair rendered."""
-    from prefixscope.exitcodes import ExitCode
-    from prefixscope.render import RenderError, TokenizerError, check_options, load_tokenizer
+    from prefixscope.cli.exitcodes import ExitCode
+    from prefixscope.prompt import RenderError, check_options
+    from prefixscope.tokenizers import TokenizerError, load_tokenizer
 
     try:
         check_options(options)
@@ -146,7 +154,7 @@ def _block_size(flag: int | None, st: Any, default: int) -> tuple[int, str]:
     if flag:
         return flag, "flag"
     if st is not None:
-        from prefixscope.bucket import infer_block_size
+        from prefixscope.analyses.bucket import infer_block_size
 
         values = [r[0] for r in st.run("SELECT cached_tokens FROM requests "
                                        "WHERE cached_tokens > 0")]
@@ -161,7 +169,7 @@ _PAIRS_PER_LOAD = 64  # pairs whose requests are loaded from the store in one qu
 
 def _pairs(st: Any, session: str | None) -> tuple[int, Any]:
     """(number of pairs, a generator of PairRef loading each request once, in pair order)."""
-    from prefixscope.diff import PairRef
+    from prefixscope.analyses.diff import PairRef
 
     if session is not None:
         matches = st.sessions_matching(session)

@@ -30,7 +30,7 @@ def export(
     """
     import duckdb
 
-    from prefixscope.exitcodes import ExitCode
+    from prefixscope.cli.exitcodes import ExitCode
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
 
     if parquet.exists() and not parquet.is_dir():

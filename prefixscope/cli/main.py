@@ -20,7 +20,7 @@ from prefixscope.cli import (
     segments_cmd,
     sql_cmd,
 )
-from prefixscope.exitcodes import EXIT_CODES_HELP
+from prefixscope.cli.exitcodes import EXIT_CODES_HELP
 
 # transformers announces on import that PyTorch is absent; prefixscope only needs its
 # tokenizers and chat templates, so the advice is noise on stderr.

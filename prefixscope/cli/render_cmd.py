@@ -54,10 +54,12 @@ def render(
     """
     from pathlib import Path
 
+    from prefixscope.analyses.render import render_report
     from prefixscope.cli.diff_cmd import _maybe_store, checked_options
     from prefixscope.cli.storeopen import open_store
-    from prefixscope.lookup import LookupError_, request_from_file, resolve_request
-    from prefixscope.render import RenderError, RenderOptions, TokenizerError, render_report
+    from prefixscope.prompt import RenderError, RenderOptions
+    from prefixscope.store.lookup import LookupError_, request_from_file, resolve_request
+    from prefixscope.tokenizers import TokenizerError
 
     options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
                                             what_if=what_if_tuple(what_if)))

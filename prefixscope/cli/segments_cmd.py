@@ -47,9 +47,10 @@ def segments(
     Example:
         prefixscope segments langfuse-export.jsonl --gateway anthropic-to-openai
     """
+    from prefixscope.analyses.segments import report_json, segments_store
     from prefixscope.cli.storeopen import open_store
-    from prefixscope.render import RenderOptions, TokenizerError
-    from prefixscope.segments import report_json, segments_store
+    from prefixscope.prompt import RenderOptions
+    from prefixscope.tokenizers import TokenizerError
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))

@@ -36,7 +36,7 @@ def sql(
     """
     import duckdb
 
-    from prefixscope.exitcodes import ExitCode
+    from prefixscope.cli.exitcodes import ExitCode
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
 
     if json_out and csv_out:

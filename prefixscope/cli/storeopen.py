@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prefixscope.cli import console
-from prefixscope.exitcodes import ExitCode
+from prefixscope.cli.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from prefixscope.store import Store

@@ -35,7 +35,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from prefixscope.ingest.fields import (
-    detect_endpoint,
     dig,
     is_empty_json,
     json_text,
@@ -55,6 +54,7 @@ from prefixscope.ingest.source import (
     row_keys,
 )
 from prefixscope.model import Record, Request, Skip, Usage
+from prefixscope.model.keys import detect_endpoint
 
 NAME = "bifrost"
 DESCRIPTION = "Bifrost request logs: `logs` table of logs.db (SQLite) or its JSON / CSV export"

@@ -46,10 +46,10 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from prefixscope.hashing import canonical_json
 from prefixscope.ingest.fields import to_int
 from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
 from prefixscope.model import Record, Request, Skip, Usage
+from prefixscope.model.hashing import canonical_json
 
 NAME = "block-trace"
 DESCRIPTION = "block-hash request traces (Mooncake, Alibaba Bailian JSONL): hash_ids per request"

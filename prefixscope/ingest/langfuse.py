@@ -49,7 +49,6 @@ from typing import Any
 import orjson
 
 from prefixscope.ingest.fields import (
-    detect_endpoint,
     first_present,
     gateway_from_conversion,
     loads_deep,
@@ -58,6 +57,7 @@ from prefixscope.ingest.fields import (
 )
 from prefixscope.ingest.source import BadRecord, Probe, Source, iter_csv_rows, iter_json_records
 from prefixscope.model import Record, Request, Skip, Usage
+from prefixscope.model.keys import detect_endpoint
 
 NAME = "langfuse"
 DESCRIPTION = (

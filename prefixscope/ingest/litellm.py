@@ -41,7 +41,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from prefixscope.ingest.fields import (
-    detect_endpoint,
     dig,
     first_present,
     is_empty_json,
@@ -61,6 +60,7 @@ from prefixscope.ingest.source import (
     row_keys,
 )
 from prefixscope.model import Record, Request, Skip, Usage
+from prefixscope.model.keys import detect_endpoint
 
 NAME = "litellm"
 DESCRIPTION = "LiteLLM proxy LiteLLM_SpendLogs rows: /spend/logs JSON, JSON lines, CSV, SQLite"

@@ -41,9 +41,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from prefixscope.hashing import canonical_json
 from prefixscope.ingest.fields import (
-    detect_endpoint,
     dig,
     first_present,
     loads_deep,
@@ -56,6 +54,8 @@ from prefixscope.ingest.fields import (
 )
 from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
 from prefixscope.model import ENDPOINTS, Record, Request, Skip, Usage
+from prefixscope.model.hashing import canonical_json
+from prefixscope.model.keys import detect_endpoint
 
 NAME = "raw"
 DESCRIPTION = ("raw request/response captures: {request, response} JSONL (JSON or SSE responses), "

@@ -53,10 +53,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from prefixscope.hashing import content_hash
 from prefixscope.ingest.fields import dig, loads_deep, to_int
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
+from prefixscope.model.hashing import content_hash
 
 NAME = "swe-agent"
 DESCRIPTION = "SWE-agent trajectories (.traj JSON): requests rebuilt per model call, OpenAI Chat"

@@ -413,7 +413,7 @@ def _load(spec: str) -> Tokenizer:
 
 def bundled_template(name: str) -> str:
     """Source of the chat template this project wrote for a bundled tokenizer."""
-    return (resources.files("prefixscope.render") / "templates" / f"{name}.jinja").read_text(
+    return (resources.files("prefixscope.tokenizers") / "templates" / f"{name}.jinja").read_text(
         encoding="utf-8")
 
 
@@ -484,11 +484,10 @@ def _read_json(spec: str, file: Path) -> Any:
 def _check_template(spec: str, template: str) -> None:
     """Compile the chat template now, so a syntax error is one error, not one per request."""
     from jinja2 import TemplateError
-
-    from prefixscope.render.template import compile_template
+    from transformers.utils.chat_template_utils import _compile_jinja_template
 
     try:
-        compile_template(template)
+        _compile_jinja_template(template)
     except TemplateError as exc:
         raise TokenizerError(f"{spec}: the chat template does not compile: "
                              f"{_first_line(exc)}") from None

@@ -45,8 +45,9 @@ import numpy as np
 import xxhash
 
 from prefixscope.model import Request
-from prefixscope.render import Prompt, RenderOptions, Segment, load_tokenizer, render
-from prefixscope.render.tokenizer import Encoded, Tokenizer
+from prefixscope.prompt import Prompt, RenderOptions, Segment, render
+from prefixscope.tokenizers import load_tokenizer
+from prefixscope.tokenizers.loading import Encoded, Tokenizer
 
 DEFAULT_MAX_TOKENS = 20_000_000  # piece-cache capacity per tokenizer (about 160 MB)
 

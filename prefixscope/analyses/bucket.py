@@ -423,8 +423,8 @@ class _Explainer:
 
     def _render(self, rows: Sequence[UsageRow]) -> tuple[list[Any], list[str]]:
         """Tokens of the rows' requests (one batch; one by one if a request fails)."""
-        from prefixscope.render import RenderError, RenderOptions
-        from prefixscope.tokenize import tokens, tokens_many
+        from prefixscope.prompt import RenderError, RenderOptions
+        from prefixscope.tokens.tokenize import tokens, tokens_many
 
         options = self.options or RenderOptions()
         requests = [self.store.get(r.id) for r in rows]

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from prefixscope.hashing import chain_hashes, content_hash, strip_cache_control
 from prefixscope.model import Request
+from prefixscope.model.hashing import chain_hashes, content_hash, strip_cache_control
 
 # Claude Code's first system block: "x-anthropic-billing-header: cc_version=2.1.37.0d9;
 # cc_entrypoint=cli; cch=fa690;" -- `cch` changes on every request. Gateways may join it
@@ -91,3 +91,36 @@ def fingerprint(request: Request) -> str | None:
     system, tools, _ = split_body(request.endpoint, request.body)
     return content_hash([strip_cache_control(strip_billing_header(system)),
                          strip_cache_control(tools)])
+
+
+def detect_endpoint(body: Any) -> str:
+    """Guess the protocol of a request body from its keys."""
+    if not isinstance(body, dict):
+        return "unknown"
+    if "input" in body and "messages" not in body and (
+        "instructions" in body or isinstance(body.get("input"), (list, str))
+    ):
+        return "openai-responses"
+    msgs = body.get("messages")
+    if not isinstance(msgs, list):
+        return "unknown"
+    if "system" in body or any(
+        isinstance(t, dict) and "input_schema" in t for t in body.get("tools") or []
+    ):
+        return "anthropic-messages"
+    for m in msgs:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") in ("system", "developer", "tool") or "tool_calls" in m:
+            return "openai-chat"
+        content = m.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") in (
+                    "tool_use", "tool_result", "thinking", "redacted_thinking"):
+                    return "anthropic-messages"
+                if isinstance(block, dict) and block.get("type") in ("image_url", "input_audio"):
+                    return "openai-chat"
+    if any(isinstance(t, dict) and t.get("type") == "function" for t in body.get("tools") or []):
+        return "openai-chat"
+    return "openai-chat"

@@ -27,7 +27,7 @@ from decimal import Decimal
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any
 
-from prefixscope.render.marks import Marker, unmark
+from prefixscope.prompt.marks import Marker, unmark
 
 # ------------------------------------------------------------------ Python json.dumps
 

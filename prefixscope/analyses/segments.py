@@ -42,14 +42,14 @@ from typing import Any
 
 import xxhash
 
-from prefixscope.hashing import (
+from prefixscope.model import Request
+from prefixscope.model.hashing import (
     HASH_VERSION,
     content_hash,
     exact_json,
     fold_whitespace,
     strip_cache_control,
 )
-from prefixscope.model import Request
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
 _WS = re.compile(r"\s+")
@@ -354,8 +354,8 @@ def request_dimension(dim: str, request: Request, session: str | None) -> Any:
 
 def token_positions(options: Any) -> Positions:
     """A `Positions` callback rendering each request with `options` (RenderOptions)."""
-    from prefixscope.render import RenderError
-    from prefixscope.tokenize import tokens
+    from prefixscope.prompt import RenderError
+    from prefixscope.tokens.tokenize import tokens
 
     def positions(request: Request) -> dict[str, tuple[int, int]] | None:
         try:
@@ -393,7 +393,7 @@ def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
         ValueError: an unknown dimension.
         TokenizerError: the tokenizer cannot be loaded offline.
     """
-    from prefixscope.bucket import DIMENSIONS
+    from prefixscope.analyses.bucket import DIMENSIONS
 
     unknown = [d for d in by if d not in DIMENSIONS]
     if unknown:
@@ -410,7 +410,7 @@ def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
     pairs = [(a, b) for a, b, _, _ in store.session_pairs()]
     positions = None
     if with_tokens:
-        from prefixscope.render import RenderOptions
+        from prefixscope.prompt import RenderOptions
 
         positions = token_positions(options or RenderOptions())
     if progress is not None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixscope.model import Request
-from prefixscope.render.prompt import RenderOptions
+from prefixscope.prompt.values import RenderOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,7 @@ def render_report(request: Request, options: RenderOptions | None = None) -> Ren
         RenderError: the request cannot be rendered.
         TokenizerError: the tokenizer cannot be loaded offline.
     """
-    from prefixscope.tokenize import tokens
+    from prefixscope.tokens.tokenize import tokens
 
     options = options or RenderOptions()
     result = tokens(request, options)

@@ -38,9 +38,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from prefixscope.render.jsontext import go_marshal, go_string
-from prefixscope.render.marks import Marker, unmark
-from prefixscope.render.prompt import RenderError
+from prefixscope.prompt.jsontext import go_marshal, go_string
+from prefixscope.prompt.marks import Marker, unmark
+from prefixscope.prompt.values import RenderError
 
 PROFILES = ("passthrough", "anthropic-to-openai", "hoist-system-messages")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -35,8 +35,8 @@ import json
 import re
 from typing import Any
 
-from prefixscope.render.gateway import ARGUMENT_LEVELS, child_path, copy_tree
-from prefixscope.render.marks import Marker, unmark
+from prefixscope.prompt.gateway import ARGUMENT_LEVELS, child_path, copy_tree
+from prefixscope.prompt.marks import Marker, unmark
 
 _TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text",
                "refusal": "refusal", "thinking": "thinking"}

@@ -23,9 +23,9 @@ from typing import Any
 
 from jinja2 import TemplateError
 
-from prefixscope.render.jsontext import dumps
-from prefixscope.render.marks import Marker
-from prefixscope.render.prompt import RenderError
+from prefixscope.prompt.jsontext import dumps
+from prefixscope.prompt.marks import Marker
+from prefixscope.prompt.values import RenderError
 
 # What a chat template written by someone else can raise on a conversation it does not
 # expect: its own raise_exception / undefined values (TemplateError), or Python errors

@@ -36,9 +36,9 @@ import duckdb
 import orjson
 import polars as pl
 
-from prefixscope.hashing import exact_hash, exact_json
 from prefixscope.model import Request, Usage
-from prefixscope.requestkeys import fingerprint, prefix_chain
+from prefixscope.model.hashing import exact_hash, exact_json
+from prefixscope.model.keys import fingerprint, prefix_chain
 
 if TYPE_CHECKING:
     from prefixscope.sessions import SessionLink

@@ -30,9 +30,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from prefixscope.hashing import canonical_json, exact_json, fold_whitespace, strip_cache_control
 from prefixscope.model import Request
-from prefixscope.requestkeys import split_body, strip_billing_header
+from prefixscope.model.hashing import (
+    canonical_json,
+    exact_json,
+    fold_whitespace,
+    strip_cache_control,
+)
+from prefixscope.model.keys import split_body, strip_billing_header
 
 CAUSES = (
     "identical", "append-only", "json-key-order", "tool-order", "tool-set", "volatile-value",

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from prefixscope.render.gateway import SYSTEM_ROLES
-from prefixscope.render.marks import Marker, edit, unmark
-from prefixscope.render.prompt import RenderError
-from prefixscope.requestkeys import BILLING_HEADER_RE
+from prefixscope.model.keys import BILLING_HEADER_RE
+from prefixscope.prompt.gateway import SYSTEM_ROLES
+from prefixscope.prompt.marks import Marker, edit, unmark
+from prefixscope.prompt.values import RenderError
 
 WHAT_IFS = ("strip-billing-header", "sort-json-keys", "no-hoist", "drop:<regex>")
 BILLING_PREFIX = "x-anthropic-billing-header:"

@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from prefixscope.diffcause import CAUSES, DivergenceSite, classify
+from prefixscope.analyses.causes import CAUSES, DivergenceSite, classify
 from prefixscope.model import Request
-from prefixscope.render import RenderOptions, load_tokenizer
-from prefixscope.tokenize import Tokens, tokens_many
+from prefixscope.prompt import RenderOptions
+from prefixscope.tokenizers import load_tokenizer
+from prefixscope.tokens.tokenize import Tokens, tokens_many
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_CONTEXT = 40
@@ -192,7 +193,8 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: 
         RenderError: an unknown gateway profile or what-if (`render.check_options`).
         TokenizerError: the tokenizer cannot be loaded offline.
     """
-    from prefixscope.render import RenderError, check_options, load_tokenizer
+    from prefixscope.prompt import RenderError, check_options
+    from prefixscope.tokenizers import load_tokenizer
 
     check_options(options)  # a bad option is one error, not one skip per pair
     load_tokenizer(options.tokenizer)
@@ -246,7 +248,7 @@ def _chunks(pairs: Iterable[PairRef], size: int) -> Iterable[list[PairRef]]:
 def _tokenize_into(requests: list[Request], options: RenderOptions, cache: dict[str, Tokens],
                    failed: dict[str, Exception]) -> None:
     """Tokens of `requests` into `cache`; a request that cannot be rendered into `failed`."""
-    from prefixscope.render import RenderError
+    from prefixscope.prompt import RenderError
 
     if not requests:
         return

@@ -32,10 +32,10 @@ import orjson
 import xxhash
 
 from prefixscope.model import Request
-from prefixscope.render import engine
-from prefixscope.render.gateway import PROFILES, anthropic_proxy_view, mark_body, to_upstream
-from prefixscope.render.jsontext import dumps
-from prefixscope.render.marks import (
+from prefixscope.prompt import serving
+from prefixscope.prompt.gateway import PROFILES, anthropic_proxy_view, mark_body, to_upstream
+from prefixscope.prompt.jsontext import dumps
+from prefixscope.prompt.marks import (
     TEMPLATE,
     Marker,
     Stripped,
@@ -43,10 +43,10 @@ from prefixscope.render.marks import (
     marks_active,
     strip_marks,
 )
-from prefixscope.render.prompt import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
-from prefixscope.render.template import render_marked, render_plain
-from prefixscope.render.tokenizer import Tokenizer, load_tokenizer
-from prefixscope.render.whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
+from prefixscope.prompt.template import render_marked, render_plain
+from prefixscope.prompt.values import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
+from prefixscope.prompt.whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
+from prefixscope.tokenizers.loading import Tokenizer, load_tokenizer
 
 RENDER_VERSION = "r1"
 KNOWN_ENDPOINTS = ("anthropic-messages", "openai-chat", "openai-responses")
@@ -200,7 +200,7 @@ def renderer_id(tok: Tokenizer, profile: str, what_if: tuple[str, ...]) -> str:
 
 
 def _detect(body: dict[str, Any]) -> str:
-    from prefixscope.ingest.fields import detect_endpoint
+    from prefixscope.model.keys import detect_endpoint
 
     found = detect_endpoint(body)
     return found if found in KNOWN_ENDPOINTS else "openai-chat"
@@ -223,8 +223,8 @@ def _build_template_input(endpoint: str, body: dict[str, Any], profile: str, app
         messages, tools = anthropic_proxy_view(marked, marker, lambda t: dumps(t, marker))
     else:
         messages, tools = to_upstream(endpoint, marked, profile, marker, hoist=not plan.no_hoist)
-    conversation = engine.conversation(messages, marker, engine.content_format(tok.chat_template))
-    dumped = engine.tool_dicts(tools, marker)
+    conversation = serving.conversation(messages, marker, serving.content_format(tok.chat_template))
+    dumped = serving.tool_dicts(tools, marker)
     if plan.sort_json_keys and dumped:
         for tool in dumped:
             fn = tool.get("function")

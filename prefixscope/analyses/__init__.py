@@ -1,0 +1,1 @@
+"""Typed answers computed from the store: diff (+ causes), segments, bucket, render."""

@@ -1,0 +1,1 @@
+"""Typed results -> what a person or a program reads: terminal tables, JSON, plots."""
