@@ -15,6 +15,7 @@ from prefixscope.prompt.marks import (
     Marker,
     edit,
     has_reserved_chars,
+    marks_active,
     strip_marks,
     unmark,
 )
@@ -85,7 +86,10 @@ class TestPythonJson:
     def test_equals_json_dumps(self, value, indent, sort_keys, ensure_ascii, separators):
         kwargs = {"indent": indent, "sort_keys": sort_keys, "ensure_ascii": ensure_ascii,
                   "separators": separators}
-        assert dumps(value, **kwargs) == json.dumps(value, **kwargs)
+        # A log whose own text holds the marks' private-use characters is rendered with
+        # marks inactive (the renderer scans the body first); then they are plain text.
+        with marks_active(not has_reserved_chars(json.dumps(value, ensure_ascii=False))):
+            assert dumps(value, **kwargs) == json.dumps(value, **kwargs)
 
     @settings(max_examples=60)
     @given(json_values)

@@ -33,11 +33,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
+from prefixscope.analyses.dimensions import check_dimensions, group_key
+
 BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
-DIMENSIONS = ("endpoint", "model", "client", "user", "channel", "day", "source", "session")
 SPIKE_MIN_SHARE = 0.05
 SPIKE_MIN_REQUESTS = 5
 # Block inference: a value must be seen this often to count (when enough such values exist),
@@ -239,15 +239,6 @@ def explain_spike(value: int, block_size: int,
     return None
 
 
-def group_key_value(dim: str, row: dict[str, Any]) -> Any:
-    """The value of one grouping dimension for a store row."""
-    if dim == "day":
-        ts = row.get("timestamp")
-        return ts.date().isoformat() if isinstance(ts, datetime) else None
-    column = {"user": "user_id", "source": "source_format"}.get(dim, dim)
-    return row.get(column)
-
-
 def group_block_size(values: Sequence[int], overall: int | None) -> int | None:
     """The block size of one group: inferred from its own values, unless they are too few
     to tell (fewer than three distinct non-zero values) and the overall block size is
@@ -315,8 +306,6 @@ def build_group(key: dict[str, Any], rows: Sequence[UsageRow], bins: int,
 
 # -- over a store ------------------------------------------------------------------
 
-_USAGE_COLUMNS = ("id", "timestamp", "endpoint", "model", "client", "user_id", "channel",
-                  "source_format", "session", "prompt_tokens", "cached_tokens", "has_body")
 EXPLAIN_SAMPLE = 40
 
 
@@ -336,27 +325,21 @@ def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
     Raises:
         ValueError: an unknown dimension.
     """
-    unknown = [d for d in by if d not in DIMENSIONS]
-    if unknown:
-        raise ValueError(f"unknown dimension {unknown[0]!r} (known: {', '.join(DIMENSIONS)})")
-    rel = store.con.execute(f"SELECT {', '.join(_USAGE_COLUMNS)} FROM turns "
-                            "ORDER BY timestamp NULLS FIRST, source_file, source_line, id")
-    cols = [c[0] for c in rel.description]
+    check_dimensions(by)
     groups: dict[tuple[Any, ...], list[UsageRow]] = {}
     without = 0
     all_cached: list[int] = []
     by_source: dict[str, list[int]] = {}
-    for values in rel.fetchall():
-        row = dict(zip(cols, values, strict=True))
-        if row["prompt_tokens"] is None or row["cached_tokens"] is None:
+    for record in store.usage_records():
+        if record.prompt_tokens is None or record.cached_tokens is None:
             without += 1
             continue
-        key = tuple(group_key_value(d, row) for d in by)
-        groups.setdefault(key, []).append(UsageRow(row["id"], key, int(row["prompt_tokens"]),
-                                                   int(row["cached_tokens"]),
-                                                   bool(row["has_body"]), row["source_format"]))
-        all_cached.append(int(row["cached_tokens"]))
-        by_source.setdefault(row["source_format"], []).append(int(row["cached_tokens"]))
+        key = group_key(by, record, record.session)
+        groups.setdefault(key, []).append(UsageRow(record.id, key, record.prompt_tokens,
+                                                   record.cached_tokens, record.has_body,
+                                                   record.source_format))
+        all_cached.append(record.cached_tokens)
+        by_source.setdefault(record.source_format, []).append(record.cached_tokens)
     notes: list[str] = []
     if block_size:
         overall, source = block_size, "forced"

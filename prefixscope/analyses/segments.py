@@ -42,6 +42,7 @@ from typing import Any
 
 import xxhash
 
+from prefixscope.analyses.dimensions import check_dimensions, group_key
 from prefixscope.model import Request
 from prefixscope.model.hashing import (
     HASH_VERSION,
@@ -341,17 +342,6 @@ def _rank(s: SegmentStats) -> tuple[float, float, float, str]:
 
 # -- over a store ------------------------------------------------------------------
 
-def request_dimension(dim: str, request: Request, session: str | None) -> Any:
-    """The value of a --by dimension for one request."""
-    if dim == "day":
-        return request.timestamp.date().isoformat() if request.timestamp else None
-    if dim == "session":
-        return session
-    return {"endpoint": request.endpoint, "model": request.model, "client": request.client,
-            "user": request.user, "channel": request.channel,
-            "source": request.source_format}.get(dim)
-
-
 def token_positions(options: Any) -> Positions:
     """A `Positions` callback rendering each request with `options` (RenderOptions)."""
     from prefixscope.prompt import RenderError
@@ -393,16 +383,12 @@ def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
         ValueError: an unknown dimension.
         TokenizerError: the tokenizer cannot be loaded offline.
     """
-    from prefixscope.analyses.bucket import DIMENSIONS
-
-    unknown = [d for d in by if d not in DIMENSIONS]
-    if unknown:
-        raise ValueError(f"unknown dimension {unknown[0]!r} (known: {', '.join(DIMENSIONS)})")
-    session_of = dict(store.run("SELECT request_id, session FROM sessions"))
+    check_dimensions(by)
+    session_of = store.session_of()
     groups: dict[tuple[Any, ...], list[Request]] = defaultdict(list)
     without: dict[tuple[Any, ...], int] = defaultdict(int)
     for request in store.iter_requests():
-        key = tuple(request_dimension(d, request, session_of.get(request.id)) for d in by)
+        key = group_key(by, request, session_of.get(request.id))
         if request.body is None:
             without[key] += 1
         else:

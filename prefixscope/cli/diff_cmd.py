@@ -156,9 +156,7 @@ def _block_size(flag: int | None, st: Any, default: int) -> tuple[int, str]:
     if st is not None:
         from prefixscope.analyses.bucket import infer_block_size
 
-        values = [r[0] for r in st.run("SELECT cached_tokens FROM requests "
-                                       "WHERE cached_tokens > 0")]
-        inferred = infer_block_size(values)
+        inferred = infer_block_size(st.positive_cached_values())
         if inferred:
             return inferred, "inferred"
     return default, "default"

@@ -10,8 +10,6 @@ import typer
 from prefixscope.cli import console
 from prefixscope.cli.options import Quiet, StoreOpt
 
-TABLES = ("requests", "bodies", "sessions", "turns")
-
 
 def register(app: typer.Typer) -> None:
     app.command("export")(export)
@@ -28,37 +26,18 @@ def export(
     Example:
         prefixscope export --parquet out/ && duckdb -c "from 'out/turns.parquet'"
     """
-    import duckdb
-
     from prefixscope.cli.exitcodes import ExitCode
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
+    from prefixscope.store.export import TABLES, export_parquet
 
     if parquet.exists() and not parquet.is_dir():
         raise console.fail(f"--parquet {parquet} is a file: give a directory (export writes "
                            f"{', '.join(t + '.parquet' for t in TABLES)} into it)",
                            ExitCode.USAGE)
     try:
-        st = Store.open(store or DEFAULT_STORE, read_only=True)
+        with Store.open(store or DEFAULT_STORE, read_only=True) as st:
+            written = export_parquet(st, parquet)
     except StoreError as exc:
         raise console.fail(str(exc)) from None
-    try:
-        try:
-            parquet.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise console.fail(f"cannot create directory {parquet}: "
-                               f"{exc.strerror or exc}") from None
-        for table in TABLES:
-            target = parquet / f"{table}.parquet"
-            st.con.execute(f"COPY (SELECT * FROM {table}) TO '{_quote(target)}' "
-                           "(FORMAT PARQUET, COMPRESSION ZSTD)")
-            console.note(f"wrote {target}", quiet)
-    except OSError as exc:
-        raise console.fail(f"export failed: {exc.strerror or exc}") from None
-    except duckdb.Error as exc:
-        raise console.fail(f"export failed: {str(exc).splitlines()[0]}") from None
-    finally:
-        st.close()
-
-
-def _quote(path: Path) -> str:
-    return str(path).replace("'", "''")
+    for target in written:
+        console.note(f"wrote {target}", quiet)

@@ -56,7 +56,7 @@ def segments(
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
     with open_store(logs, store, quiet=quiet, json_mode=json_out) as st:
         try:
-            total = st.run("SELECT count(*) FROM requests WHERE has_body")[0][0]
+            total = st.body_count()
             with console.count_progress(console.show_progress(json_out, quiet), "segments",
                                         total) as progress:
                 reports = segments_store(st, dims, options=options, with_tokens=not no_tokens,

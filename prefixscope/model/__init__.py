@@ -2,6 +2,14 @@
 content hashes and request keys computed from them. The bottom layer: imports nothing
 else of prefixscope."""
 
-from prefixscope.model.records import ENDPOINTS, Endpoint, Record, Request, Skip, Usage
+from prefixscope.model.records import (
+    ENDPOINTS,
+    Endpoint,
+    Record,
+    Request,
+    Skip,
+    Usage,
+    UsageRecord,
+)
 
-__all__ = ["ENDPOINTS", "Endpoint", "Record", "Request", "Skip", "Usage"]
+__all__ = ["ENDPOINTS", "Endpoint", "Record", "Request", "Skip", "Usage", "UsageRecord"]

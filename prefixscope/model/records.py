@@ -98,3 +98,21 @@ class Record:
 
     request: Request
     key: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """A stored request's usage and grouping fields, without its body (what bucket reads)."""
+
+    id: str
+    timestamp: datetime | None
+    endpoint: str
+    model: str | None
+    client: str | None
+    user: str | None
+    channel: str | None
+    source_format: str
+    session: str | None  # from session threading
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    has_body: bool

@@ -1,0 +1,1 @@
+"""Cache models for simulate: a registry of engines."""

@@ -1,0 +1,1 @@
+"""Typed analysis results -> ranked findings (for report)."""

@@ -1,0 +1,83 @@
+"""The store's schema: versioned migrations (append-only) and the requests table's columns.
+
+Each entry of `MIGRATIONS` runs once and is recorded in ``schema_version`` (the llm
+log-store pattern). Never edit a migration that has shipped; add a new one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+DEFAULT_STORE = "prefixscope.duckdb"
+
+V1 = """
+CREATE TABLE requests (
+    id VARCHAR PRIMARY KEY,
+    source_format VARCHAR NOT NULL,
+    source_file VARCHAR NOT NULL,
+    source_line BIGINT,
+    timestamp TIMESTAMP,
+    endpoint VARCHAR NOT NULL,
+    model VARCHAR,
+    session_key VARCHAR,
+    session_key_source VARCHAR,
+    parent_key VARCHAR,
+    user_id VARCHAR,
+    client VARCHAR,
+    channel VARCHAR,
+    gateway VARCHAR,
+    native_id VARCHAR,
+    prompt_tokens BIGINT,
+    cached_tokens BIGINT,
+    cache_write_tokens BIGINT,
+    output_tokens BIGINT,
+    usage_semantics VARCHAR,
+    has_body BOOLEAN NOT NULL,
+    body_truncated BOOLEAN NOT NULL,
+    body_hash VARCHAR,
+    message_count INTEGER,
+    prefix_chain UBIGINT[],
+    fingerprint VARCHAR,
+    block_hashes BIGINT[],
+    block_size INTEGER,
+    output VARCHAR,
+    metadata VARCHAR,
+    ingested_at TIMESTAMP NOT NULL
+);
+CREATE TABLE bodies (
+    hash VARCHAR PRIMARY KEY,
+    body VARCHAR NOT NULL
+);
+CREATE TABLE sessions (
+    request_id VARCHAR PRIMARY KEY,
+    session VARCHAR NOT NULL,
+    turn INTEGER NOT NULL,
+    prev_id VARCHAR,
+    link VARCHAR NOT NULL,
+    compaction BOOLEAN NOT NULL
+);
+CREATE VIEW turns AS
+    SELECT r.*, s.session, s.turn, s.prev_id, s.link, s.compaction
+    FROM requests r LEFT JOIN sessions s ON s.request_id = r.id;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+REQUEST_SCHEMA: dict[str, Any] = {
+    "id": pl.Utf8, "source_format": pl.Utf8, "source_file": pl.Utf8, "source_line": pl.Int64,
+    "timestamp": pl.Datetime("us"), "endpoint": pl.Utf8, "model": pl.Utf8,
+    "session_key": pl.Utf8, "session_key_source": pl.Utf8, "parent_key": pl.Utf8,
+    "user_id": pl.Utf8, "client": pl.Utf8, "channel": pl.Utf8, "gateway": pl.Utf8,
+    "native_id": pl.Utf8, "prompt_tokens": pl.Int64, "cached_tokens": pl.Int64,
+    "cache_write_tokens": pl.Int64, "output_tokens": pl.Int64, "usage_semantics": pl.Utf8,
+    "has_body": pl.Boolean, "body_truncated": pl.Boolean, "body_hash": pl.Utf8,
+    "message_count": pl.Int32, "prefix_chain": pl.List(pl.UInt64), "fingerprint": pl.Utf8,
+    "block_hashes": pl.List(pl.Int64), "block_size": pl.Int32, "output": pl.Utf8,
+    "metadata": pl.Utf8, "ingested_at": pl.Datetime("us"),
+}
+COLUMNS = ", ".join(REQUEST_SCHEMA)
+
+

@@ -1,0 +1,56 @@
+"""Read-only ad-hoc SQL over a store (the `sql` command), kept offline.
+
+DuckDB would download an extension for INSTALL/LOAD or an http:// path; those
+statements are refused and the configuration is locked so that no SET turns
+auto-install back on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from prefixscope.store.store import Store
+
+
+class SqlError(ValueError):
+    """The query cannot run (one line, for a person); `usage` marks a command-line mistake."""
+
+    def __init__(self, message: str, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """Column names and rows of the last statement, and how many statements there were."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    statements: int
+
+
+def run_readonly(store: Store, query: str) -> QueryResult:
+    """Run `query` on a store opened read-only.
+
+    Raises:
+        SqlError: empty query, INSTALL/LOAD, or DuckDB's own error (first line).
+    """
+    if not query.strip():
+        raise SqlError("empty SQL query", usage=True)
+    try:
+        statements = store.con.extract_statements(query)
+        if not statements:
+            raise SqlError("the SQL holds no statement (only comments?)", usage=True)
+        if any(s.type == duckdb.StatementType.LOAD for s in statements):
+            raise SqlError("SQL: INSTALL/LOAD are not allowed: prefixscope works offline "
+                           "and DuckDB would download the extension")
+        store.con.execute("SET lock_configuration = true")
+        rel = store.con.execute(query)
+        columns = [d[0] for d in rel.description] if rel is not None and rel.description else []
+        rows = rel.fetchall() if columns else []
+    except duckdb.Error as exc:
+        raise SqlError(f"SQL: {str(exc).splitlines()[0]}") from None
+    return QueryResult(tuple(columns), tuple(tuple(r) for r in rows), len(statements))

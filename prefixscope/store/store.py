@@ -1,0 +1,412 @@
+"""The DuckDB store: normalized requests, their bodies, and their sessions.
+
+The one module family that speaks SQL (an import-linter contract and a test hold it).
+
+Every command either reads a store file (``--store``) or ingests log paths into a
+temporary one, so this module is the single place that knows the schema. The
+schema is versioned: `MIGRATIONS` is an append-only list, each entry run once and
+recorded in ``schema_version`` (the llm log-store pattern). Never edit a migration
+that has shipped; add a new one.
+
+Tables:
+
+* ``requests`` -- one row per model call: identity, time, source place, routing
+  (user, client, channel, gateway), usage (cache-inclusive ``prompt_tokens``,
+  NULL when unreported), the body's content hash, and two derived keys used to
+  thread sessions: ``prefix_chain`` (chained hashes of the non-system messages,
+  or the full blocks of a block-hash trace) and ``fingerprint`` (system prompt
+  minus volatile billing header, plus tools).
+* ``bodies`` -- request bodies as JSON with their original key order (key order
+  is exactly what a JSON-key-order cache break is about), keyed by `exact_hash`,
+  so identical bodies are stored once.
+* ``sessions`` -- the result of session threading (`prefixscope.sessions`),
+  recomputed after each ingest.
+* ``turns`` (view) -- requests joined with their session, the table most
+  queries want.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import orjson
+import polars as pl
+
+from prefixscope.model import Request, Usage, UsageRecord
+from prefixscope.model.hashing import exact_hash, exact_json
+from prefixscope.model.keys import fingerprint, prefix_chain
+from prefixscope.store.schema import (
+    COLUMNS,
+    DEFAULT_STORE,
+    MIGRATIONS,
+    REQUEST_SCHEMA,
+    SCHEMA_VERSION,
+)
+
+if TYPE_CHECKING:
+    from prefixscope.sessions import SessionLink
+
+class StoreError(Exception):
+    """The store file cannot be used (not a prefixscope store, newer schema, locked)."""
+
+
+# prefixscope never reaches the network: DuckDB must not fetch extensions on its own
+# (it would, e.g., to open a SQLite file given as --store, or for an http:// path in SQL).
+_OFFLINE = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
+def _check_store_file(path: Path, read_only: bool) -> None:
+    """Refuse, with a reason, what DuckDB would refuse with a less helpful message."""
+    if path.is_dir():
+        raise StoreError(f"--store {path} is a directory; give a file "
+                         f"(e.g. {path / DEFAULT_STORE})")
+    if not path.exists():
+        if read_only:
+            raise StoreError(f"no store at {path} (run `prefixscope ingest LOGS --store {path}`)")
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise StoreError(f"cannot open store {path}: {exc.strerror or exc}") from None
+    if not head:
+        if read_only:
+            raise StoreError(f"{path} is empty (run `prefixscope ingest LOGS --store {path}`)")
+        path.unlink()  # an empty placeholder (`touch`, `mktemp`): DuckDB refuses it
+        return
+    if head.startswith(_SQLITE_MAGIC):
+        raise StoreError(f"{path} is a SQLite database, not a prefixscope store (to read it "
+                         f"as logs: prefixscope ingest {path} --store store.duckdb)")
+    if head[8:12] != _DUCKDB_MAGIC:
+        raise StoreError(f"{path} is not a DuckDB file, so not a prefixscope store "
+                         "(--store names the store file; logs are arguments)")
+
+
+def _connect_error(path: str, exc: duckdb.Error) -> str:
+    message = str(exc).splitlines()[0]
+    holder = _LOCK_HOLDER.search(message)
+    if holder or "Could not set lock" in message:
+        who = f" ({Path(holder.group(1)).name}, PID {holder.group(2)})" if holder else ""
+        return f"store {path} is in use by another process{who}; retry when it is done"
+    return f"cannot open store {path}: {message}"
+
+
+def _json_or_none(value: Any) -> str | None:
+    if value is None or value == {}:
+        return None
+    return exact_json(value)
+
+
+class Store:
+    """A prefixscope DuckDB file. Use `Store.open()`; close it (or use `with`)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str) -> None:
+        self.con = con
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False) -> Store:
+        """Open (or, writable, create) a store file.
+
+        Raises:
+            StoreError: the path is not a usable prefixscope store (one line, for a person).
+        """
+        path = str(path)
+        _check_store_file(Path(path), read_only)
+        try:
+            con = duckdb.connect(path, read_only=read_only, config=_OFFLINE)
+        except duckdb.Error as exc:
+            raise StoreError(_connect_error(path, exc)) from None
+        store = cls(con, path)
+        if read_only:
+            store._check_version()
+        else:
+            store._migrate()
+        return store
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Execute and fetch everything (DuckDB refuses new work while a result is pending)."""
+        return self.con.execute(sql, list(params)).fetchall()
+
+    # -- schema -----------------------------------------------------------------
+
+    def _version(self) -> int:
+        tables = {r[0] for r in self.run("SELECT table_name FROM information_schema.tables")}
+        if "schema_version" not in tables:
+            if tables - {"schema_version"}:
+                raise StoreError(f"{self.path} is a DuckDB file but not a prefixscope store")
+            return 0
+        return int(self.run("SELECT max(version) FROM schema_version")[0][0] or 0)
+
+    def _check_version(self) -> None:
+        version = self._version()
+        if version == 0:
+            raise StoreError(f"{self.path} is empty (run `prefixscope ingest` first)")
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema v{version}; this prefixscope knows "
+                             f"v{SCHEMA_VERSION}: upgrade prefixscope")
+        if version < SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema v{version}; open it once without "
+                             "read-only access (e.g. `prefixscope ingest --store`) to migrate")
+
+    def _migrate(self) -> None:
+        version = self._version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema v{version}; this prefixscope knows "
+                             f"v{SCHEMA_VERSION}: upgrade prefixscope")
+        if version == SCHEMA_VERSION:
+            return
+        self.run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, "
+                         "applied_at TIMESTAMP DEFAULT current_timestamp)")
+        for number, sql in enumerate(MIGRATIONS[version:], start=version + 1):
+            self.run("BEGIN TRANSACTION")
+            self.run(sql)
+            self.run("INSERT INTO schema_version (version) VALUES (?)", [number])
+            self.run("COMMIT")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.run("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.run("ROLLBACK")
+            raise
+        self.run("COMMIT")
+
+    def rollback_open_transaction(self) -> None:
+        self.run("ROLLBACK")
+
+    # -- writing ------------------------------------------------------------------
+
+    def add(self, requests: Sequence[Request]) -> int:
+        """Insert requests not already stored (by id); return how many were new."""
+        if not requests:
+            return 0
+        now = datetime.utcnow()
+        cols: dict[str, list[Any]] = {name: [] for name in REQUEST_SCHEMA}
+        bodies: dict[str, str] = {}
+        for r in requests:
+            body_hash = None
+            if r.body is not None:
+                text = exact_json(r.body)
+                body_hash = exact_hash(text)
+                bodies.setdefault(body_hash, text)
+            chain, count = prefix_chain(r)
+            u = r.usage
+            for name, value in (
+                ("id", r.id), ("source_format", r.source_format),
+                ("source_file", r.source_file), ("source_line", r.source_line),
+                ("timestamp", r.timestamp), ("endpoint", r.endpoint), ("model", r.model),
+                ("session_key", r.session_key), ("session_key_source", r.session_key_source),
+                ("parent_key", r.parent_key), ("user_id", r.user), ("client", r.client),
+                ("channel", r.channel), ("gateway", r.gateway), ("native_id", r.native_id),
+                ("prompt_tokens", u.prompt_tokens), ("cached_tokens", u.cached_tokens),
+                ("cache_write_tokens", u.cache_write_tokens),
+                ("output_tokens", u.output_tokens), ("usage_semantics", u.semantics),
+                ("has_body", r.body is not None), ("body_truncated", r.body_truncated),
+                ("body_hash", body_hash), ("message_count", count), ("prefix_chain", chain),
+                ("fingerprint", fingerprint(r)),
+                ("block_hashes", list(r.block_hashes) if r.block_hashes is not None
+                 else None),
+                ("block_size", r.block_size),
+                ("output", None if r.output is None else exact_json(r.output)),
+                ("metadata", _json_or_none(r.metadata)), ("ingested_at", now),
+            ):
+                cols[name].append(value)
+        frame = pl.DataFrame(cols, schema=REQUEST_SCHEMA)
+        before = self.count()
+        self.con.register("_incoming", frame)
+        try:
+            self.run(
+                f"INSERT INTO requests ({COLUMNS}) SELECT {COLUMNS} FROM _incoming "
+                "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
+                "(PARTITION BY id ORDER BY source_line) = 1")
+        finally:
+            self.con.unregister("_incoming")
+        if bodies:
+            body_frame = pl.DataFrame({"hash": list(bodies), "body": list(bodies.values())},
+                                      schema={"hash": pl.Utf8, "body": pl.Utf8})
+            self.con.register("_bodies", body_frame)
+            try:
+                self.run("INSERT INTO bodies SELECT hash, body FROM _bodies "
+                                 "WHERE hash NOT IN (SELECT hash FROM bodies)")
+            finally:
+                self.con.unregister("_bodies")
+        return self.count() - before
+
+    def replace_sessions(self, links: Iterable[SessionLink]) -> None:
+        frame = pl.DataFrame(
+            [(ln.request_id, ln.session, ln.turn, ln.prev_id, ln.link, ln.compaction)
+             for ln in links],
+            schema={"request_id": pl.Utf8, "session": pl.Utf8, "turn": pl.Int32,
+                    "prev_id": pl.Utf8, "link": pl.Utf8, "compaction": pl.Boolean},
+            orient="row",
+        )
+        self.run("DELETE FROM sessions")
+        self.con.register("_sessions", frame)
+        try:
+            self.run("INSERT INTO sessions SELECT * FROM _sessions")
+        finally:
+            self.con.unregister("_sessions")
+
+    # -- reading -------------------------------------------------------------------
+
+    def count(self) -> int:
+        return int(self.run("SELECT count(*) FROM requests")[0][0])
+
+    def session_count(self) -> int:
+        return int(self.run("SELECT count(DISTINCT session) FROM sessions")[0][0])
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per source format: requests, sessions, bodies, token sums and token-weighted hit rate."""
+        rel = self.con.execute(
+            "SELECT source_format, count(*) AS requests, count(DISTINCT session) AS sessions, "
+            "count(*) FILTER (WHERE has_body) AS with_body, "
+            "sum(prompt_tokens) AS prompt_tokens, sum(cached_tokens) AS cached_tokens, "
+            "sum(cached_tokens) FILTER (WHERE _both) / "
+            "  nullif(sum(prompt_tokens) FILTER (WHERE _both), 0) AS hit_rate "
+            "FROM (SELECT *, prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL AS _both "
+            "      FROM turns) GROUP BY 1 ORDER BY 1")
+        cols = [d[0] for d in rel.description]
+        return [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
+
+    def usage_records(self) -> list[UsageRecord]:
+        """Every request's usage and grouping fields, in time order (file order for ties)."""
+        rows = self.run(
+            "SELECT id, timestamp, endpoint, model, client, user_id, channel, source_format, "
+            "session, prompt_tokens, cached_tokens, has_body FROM turns "
+            "ORDER BY timestamp NULLS FIRST, source_file, source_line, id")
+        return [UsageRecord(*row) for row in rows]
+
+    def session_of(self) -> dict[str, str]:
+        """request id -> session id, for every threaded request."""
+        return dict(self.run("SELECT request_id, session FROM sessions"))
+
+    def positive_cached_values(self) -> list[int]:
+        """The cached-token values above zero, every request (block-size inference)."""
+        return [int(r[0]) for r in self.run("SELECT cached_tokens FROM requests "
+                                            "WHERE cached_tokens > 0")]
+
+    def body_count(self) -> int:
+        """Requests whose body the log recorded."""
+        return int(self.run("SELECT count(*) FROM requests WHERE has_body")[0][0])
+
+    def threading_rows(self) -> pl.DataFrame:
+        """The columns session threading needs, in time order."""
+        return self.con.sql(
+            "SELECT id, timestamp, source_format, source_file, source_line, session_key, "
+            "parent_key, native_id, user_id, client, model, prefix_chain, fingerprint, "
+            "message_count, prompt_tokens FROM requests "
+            "ORDER BY timestamp NULLS FIRST, source_file, source_line, id").pl()
+
+    def session_pairs(self, session: str | None = None) -> list[tuple[str, str, str, bool]]:
+        """(earlier id, later id, session, compaction) of every threaded consecutive pair."""
+        clause = "AND session = ?" if session is not None else ""
+        return [(r[0], r[1], r[2], bool(r[3])) for r in self.run(
+            f"SELECT prev_id, request_id, session, compaction FROM sessions "
+            f"WHERE prev_id IS NOT NULL {clause} ORDER BY session, turn",
+            [session] if session is not None else [])]
+
+    def sessions_matching(self, ref: str) -> list[str]:
+        """Session ids equal to `ref`, else starting with it."""
+        exact = self.run("SELECT DISTINCT session FROM sessions WHERE session = ?", [ref])
+        if exact:
+            return [exact[0][0]]
+        return [r[0] for r in self.run(
+            "SELECT DISTINCT session FROM sessions WHERE starts_with(session, ?) ORDER BY 1 "
+            "LIMIT 5", [ref])]
+
+    def resolve_id(self, ref: str) -> str:
+        """A full request id from an id, a unique id prefix, or a source native id."""
+        rows = self.run("SELECT id FROM requests WHERE id = ? OR native_id = ? LIMIT 2", [ref, ref])
+        if len(rows) == 1:
+            return str(rows[0][0])
+        if not rows:
+            rows = self.run("SELECT id FROM requests WHERE starts_with(id, ?) LIMIT 2", [ref])
+        if len(rows) == 1:
+            return str(rows[0][0])
+        if not rows:
+            raise KeyError(f"no request {ref!r} in {self.path}")
+        raise KeyError(f"request reference {ref!r} is ambiguous in {self.path}: it matches "
+                       "several requests (give more characters of the id)")
+
+    def get(self, request_id: str) -> Request:
+        """Load one request, body included."""
+        rel = self.con.execute(
+            "SELECT r.*, b.body AS body_json FROM requests r "
+            "LEFT JOIN bodies b ON b.hash = r.body_hash WHERE r.id = ?", [request_id])
+        cols = [d[0] for d in rel.description]
+        rows = rel.fetchall()
+        row = rows[0] if rows else None
+        if row is None:
+            raise KeyError(f"no request {request_id!r} in {self.path}")
+        return request_from_row(dict(zip(cols, row, strict=True)))
+
+    def get_many(self, request_ids: Iterable[str]) -> dict[str, Request]:
+        """Load several requests, bodies included, in one query (absent ids are left out)."""
+        wanted = list(dict.fromkeys(request_ids))
+        if not wanted:
+            return {}
+        rel = self.con.execute(
+            "SELECT r.*, b.body AS body_json FROM requests r "
+            "LEFT JOIN bodies b ON b.hash = r.body_hash "
+            "WHERE r.id IN (SELECT unnest(?::VARCHAR[]))", [wanted])
+        cols = [d[0] for d in rel.description]
+        out = {}
+        for row in rel.fetchall():
+            request = request_from_row(dict(zip(cols, row, strict=True)))
+            out[request.id] = request
+        return out
+
+    def iter_requests(self, where: str = "", params: Sequence[Any] = (),
+                      batch: int = 1000) -> Iterator[Request]:
+        """Stream requests (with bodies) in time order, optionally filtered by SQL on ``r``."""
+        clause = f"WHERE {where}" if where else ""
+        rel = self.con.execute(
+            "SELECT r.*, b.body AS body_json FROM turns r LEFT JOIN bodies b ON b.hash = "
+            f"r.body_hash {clause} ORDER BY r.timestamp NULLS FIRST, r.source_file, "
+            "r.source_line, r.id", list(params))
+        cols = [d[0] for d in rel.description]
+        while rows := rel.fetchmany(batch):
+            for row in rows:
+                yield request_from_row(dict(zip(cols, row, strict=True)))
+
+
+def request_from_row(row: dict[str, Any]) -> Request:
+    body_json = row.get("body_json")
+    return Request(
+        id=row["id"], source_format=row["source_format"], source_file=row["source_file"],
+        source_line=row["source_line"], timestamp=row["timestamp"], endpoint=row["endpoint"],
+        model=row["model"], session_key=row["session_key"],
+        session_key_source=row["session_key_source"], parent_key=row["parent_key"],
+        user=row["user_id"], client=row["client"], channel=row["channel"],
+        gateway=row["gateway"], native_id=row["native_id"],
+        body=orjson.loads(body_json) if body_json is not None else None,
+        body_truncated=bool(row["body_truncated"]),
+        output=orjson.loads(row["output"]) if row["output"] is not None else None,
+        usage=Usage(prompt_tokens=row["prompt_tokens"], cached_tokens=row["cached_tokens"],
+                    cache_write_tokens=row["cache_write_tokens"],
+                    output_tokens=row["output_tokens"], semantics=row["usage_semantics"]),
+        block_hashes=tuple(row["block_hashes"]) if row["block_hashes"] is not None else None,
+        block_size=row["block_size"],
+        metadata=orjson.loads(row["metadata"]) if row["metadata"] is not None else {},
+    )
