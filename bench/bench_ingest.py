@@ -48,8 +48,8 @@ def floor(paths: list[Path]) -> tuple[float, int]:
 
 
 def ingest(paths: list[Path], tmp: Path) -> tuple[float, int]:
-    from prefixscope.ingest import ingest_paths
     from prefixscope.store import Store
+    from prefixscope.store.load import ingest_paths
 
     start = time.perf_counter()
     with Store.open(tmp / "bench.duckdb") as store:

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from prefixscope.ingest import ingest_paths, read_requests
 from prefixscope.ingest import langfuse as lf
+from prefixscope.ingest import read_requests
 from prefixscope.ingest.source import Source, probe
 from prefixscope.model import Request, Skip, Usage
+from prefixscope.store.load import ingest_paths
 
 LF = FIXTURES / "langfuse"
 FIXTURE_FILES = sorted(p for p in LF.iterdir() if p.suffix != ".py")

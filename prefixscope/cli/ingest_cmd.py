@@ -38,9 +38,9 @@ def ingest(
     Example:
         prefixscope ingest ~/.claude/projects/ langfuse-export.jsonl --store cc.duckdb
     """
-    from prefixscope.ingest import ingest_paths
     from prefixscope.ingest.formats import format_names
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
+    from prefixscope.store.load import ingest_paths
 
     if fmt != "auto" and fmt not in format_names():
         raise console.fail(f"unknown format {fmt!r}; formats: {', '.join(format_names())}", 2)

@@ -21,8 +21,8 @@ _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary
 def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                json_mode: bool = False) -> Iterator[Store]:
     """Yield a store: LOGS ingested into a temp store, else --store (default prefixscope.duckdb)."""
-    from prefixscope.ingest import ingest_paths
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
+    from prefixscope.store.load import ingest_paths
 
     if logs:
         with tempfile.TemporaryDirectory(prefix="prefixscope-") as tmp:

@@ -1,11 +1,11 @@
-"""Ingest: turn log files of any supported format into normalized requests in a store.
+"""Ingest: log files of any supported format -> normalized `Request` records. Pure: it reads
+files and yields values; writing them to a store is `prefixscope.store.load`'s job.
 
-`ingest_paths` is the one entry point. It expands paths (files, directories
-recursively, globs, ``-`` for stdin; gzip transparently), detects each file's
-format from its content (`formats.all_formats`, first ``sniff`` that says yes) or
-uses the forced one, streams the parser's records into the store in batches, and
-re-threads sessions at the end. A bad record is skipped and reported with its file,
-place and reason; a file no format recognizes is reported with the formats tried.
+`expand_paths` expands paths (files, directories recursively, globs, ``-`` for stdin;
+gzip transparently), `detect` finds each file's format from its content
+(`formats.all_formats`, first ``sniff`` that says yes), `parse_source` yields the
+parser's records with stable ids. A bad record is a `Skip` with its place and reason;
+a file no format recognizes is reported with the formats tried (`unrecognized_reason`).
 Nothing here raises for bad input.
 
 Stable ids: a record's id is xxh3-128 of (format, the record's key, how many times
@@ -53,25 +53,10 @@ class IngestError:
     reason: str  # one line
 
 
-@dataclass(frozen=True, slots=True)
-class IngestResult:
-    """What one `ingest_paths` call did."""
-
-    ingested: int  # requests added to the store
-    already_present: int  # records whose id was already stored (re-ingest)
-    skipped: int  # bad records and unrecognized files
-    by_format: dict[str, int]  # records read per format (new and already present)
-    sessions: int  # sessions in the store after threading
-    files: int  # files read
-    errors: tuple[IngestError, ...]  # the first MAX_LISTED_ERRORS problems (all are counted)
-    unrecognized: tuple[str, ...] = ()  # files no format recognized
-    ignored: tuple[str, ...] = ()  # documentation/config files passed over in directory walks
-    empty: tuple[str, ...] = ()  # files recognized (format named) that held no request
-    failed: bool = False  # --strict and something was skipped: nothing was stored
-
-
 @dataclass
-class _Tally:
+class Tally:
+    """What reading a set of files ran into: counts, errors, unrecognized and empty files."""
+
     errors: list[IngestError] = field(default_factory=list)
     skipped: int = 0
     by_format: Counter[str] = field(default_factory=Counter)
@@ -87,7 +72,7 @@ class _Tally:
             self.errors.append(IngestError(file, line, reason))
 
 
-def expand_paths(paths: Iterable[str], tally: _Tally,
+def expand_paths(paths: Iterable[str], tally: Tally,
                  exclude: frozenset[Path] = frozenset()) -> Iterator[Source]:
     """Sources for files, directories (recursive, sorted), globs and ``-``.
 
@@ -96,7 +81,7 @@ def expand_paths(paths: Iterable[str], tally: _Tally,
     """
     companions = [m.is_companion for m in all_formats() if hasattr(m, "is_companion")]
     if exclude:
-        companions.append(lambda file: _resolved(file) in exclude)
+        companions.append(lambda file: resolved(file) in exclude)
     for given in paths:
         if given == "-":
             yield Source.from_stdin()
@@ -119,7 +104,7 @@ def expand_paths(paths: Iterable[str], tally: _Tally,
                 tally.error(match, None, "no such file or directory")
 
 
-def _resolved(path: Path) -> Path:
+def resolved(path: Path) -> Path:
     try:
         return path.resolve()
     except OSError:
@@ -127,7 +112,7 @@ def _resolved(path: Path) -> Path:
 
 
 def _walk(directory: Path, companions: list[Callable[[Path], bool]],
-          tally: _Tally) -> Iterator[Source]:
+          tally: Tally) -> Iterator[Source]:
     """Every log file under `directory`; unreadable subdirectories and an empty walk are
     reported, never silently passed over."""
     def unreadable(exc: OSError) -> None:
@@ -187,7 +172,7 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
             return
         except (OSError, *DECOMPRESS_ERRORS) as exc:
             yield Skip(None, f"read failed part-way, the rest of the file is lost: "
-                             f"{_io_reason(exc)}")
+                             f"{io_reason(exc)}")
             return
         except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the run
             yield Skip(None, f"{module.NAME} parser stopped: {type(exc).__name__}: {exc}")
@@ -280,72 +265,6 @@ def _cut(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def ingest_paths(
-    paths: Iterable[str],
-    store: object,
-    *,
-    fmt: str = "auto",
-    strict: bool = False,
-    session_gap_s: float = 3600.0,
-    progress: ProgressFn | None = None,
-) -> IngestResult:
-    """Ingest log files into `store` (a `prefixscope.store.Store`) and re-thread sessions.
-
-    Args:
-        paths: files, directories, globs, or "-" for stdin.
-        store: an open writable Store.
-        fmt: "auto" to detect per file, or a format name to force.
-        strict: any skipped record or unrecognized file fails the run; nothing is stored.
-        session_gap_s: longest pause between two turns of one threaded session.
-        progress: called with (file, bytes done, bytes total) as files are read.
-
-    Returns:
-        An IngestResult; `failed` is set when strict mode rejected the input.
-
-    Raises:
-        KeyError: `fmt` is not a known format name.
-    """
-    from prefixscope.sessions import thread_sessions
-    from prefixscope.store import Store
-
-    assert isinstance(store, Store)
-    forced = get_format(fmt) if fmt != "auto" else None
-    tally = _Tally()
-    new = 0
-    own = Path(store.path)
-    sources = list(expand_paths(paths, tally, exclude=frozenset(
-        _resolved(f) for f in (own, own.with_name(own.name + ".wal")))))
-    total = sum(_safe_size(s) for s in sources)
-    done = 0
-    store.run("BEGIN TRANSACTION")
-    try:
-        for source in sources:
-            try:
-                new += _ingest_one(source, forced, store, tally)
-            finally:
-                source.close()
-            done += _safe_size(source)
-            if progress:
-                progress(source.name, done, total)
-        failed = strict and tally.skipped > 0
-        if failed:
-            store.run("ROLLBACK")
-            new = 0
-        else:
-            links = thread_sessions(store.threading_rows(), gap_s=session_gap_s)
-            store.replace_sessions(links)
-            store.run("COMMIT")
-    except BaseException:
-        store.run("ROLLBACK")
-        raise
-    return IngestResult(
-        ingested=new, already_present=tally.read - new, skipped=tally.skipped,
-        by_format=dict(sorted(tally.by_format.items())), sessions=store.session_count(),
-        files=tally.files, errors=tuple(tally.errors), unrecognized=tuple(tally.unrecognized),
-        ignored=tuple(tally.ignored), empty=tuple(tally.empty), failed=failed,
-    )
-
-
 def forced_mismatch(module: ModuleType, pr: Probe) -> str:
     """Why a file cannot be read with a forced ``--format`` at all ("" when it can be tried).
 
@@ -368,63 +287,13 @@ def forced_mismatch(module: ModuleType, pr: Probe) -> str:
     return ""
 
 
-def _is_json_schema(pr: object) -> bool:
+def is_json_schema(pr: object) -> bool:
     """A JSON Schema document (e.g. the OTel GenAI schemas) describes logs; it is not one."""
     doc = getattr(pr, "document", None)
     return isinstance(doc, dict) and ("$schema" in doc or "$defs" in doc)
 
 
-def _io_reason(exc: BaseException) -> str:
+def io_reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def _safe_size(source: Source) -> int:
-    try:
-        return source.size
-    except OSError:
-        return 0
-
-
-def _ingest_one(source: Source, forced: ModuleType | None, store: object, tally: _Tally) -> int:
-    try:
-        if forced is not None:
-            module, pr = forced, probe(source)
-        else:
-            module, pr = detect(source)
-    except (OSError, *DECOMPRESS_ERRORS, ValueError) as exc:  # damaged gzip, bad encoding
-        tally.error(source.name, None, f"cannot read: {_io_reason(exc)}")
-        return 0
-    if module is None and _is_json_schema(pr):
-        tally.ignored.append(source.name)
-        return 0
-    if module is None:
-        tally.unrecognized.append(source.name)
-        tally.error(source.name, None, unrecognized_reason(source, pr))  # type: ignore[arg-type]
-        return 0
-    mismatch = forced_mismatch(module, pr) if forced is not None else ""
-    if mismatch:
-        tally.error(source.name, None, mismatch)
-        return 0
-    tally.files += 1
-    new = 0
-    read_before, skipped_before = tally.read, tally.skipped
-    batch: list[Request] = []
-    try:
-        for item in parse_source(source, module, pr):
-            if isinstance(item, Skip):
-                tally.error(source.name, item.line, item.reason)
-                continue
-            batch.append(item)
-            tally.by_format[module.NAME] += 1
-            tally.read += 1
-            if len(batch) >= BATCH:
-                new += store.add(batch)  # type: ignore[attr-defined]
-                batch.clear()
-    except (OSError, EOFError) as exc:
-        tally.error(source.name, None, f"read failed part-way: {exc}")
-    new += store.add(batch)  # type: ignore[attr-defined]
-    if tally.read == read_before and tally.skipped == skipped_before:
-        tally.empty.append(f"{source.name} ({module.NAME})")
-    return new

@@ -1,0 +1,163 @@
+"""Log files -> the store: the ingest driver.
+
+Reading is `prefixscope.ingest`'s (pure: bytes in, `Request` records out); this module
+streams those records into the store in batches inside one transaction, and re-threads
+sessions at the end. Under ``--strict`` any skipped record rolls the whole run back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from prefixscope.ingest import (
+    BATCH,
+    DECOMPRESS_ERRORS,
+    IngestError,
+    ProgressFn,
+    Tally,
+    detect,
+    expand_paths,
+    forced_mismatch,
+    io_reason,
+    is_json_schema,
+    parse_source,
+    probe,
+    resolved,
+    unrecognized_reason,
+)
+from prefixscope.ingest.formats import get_format
+from prefixscope.ingest.source import Source
+from prefixscope.model import Request, Skip
+from prefixscope.sessions import thread_sessions
+from prefixscope.store.store import Store
+
+
+class _Rejected(Exception):
+    """--strict and something was skipped: roll the transaction back."""
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What one `ingest_paths` call did."""
+
+    ingested: int  # requests added to the store
+    already_present: int  # records whose id was already stored (re-ingest)
+    skipped: int  # bad records and unrecognized files
+    by_format: dict[str, int]  # records read per format (new and already present)
+    sessions: int  # sessions in the store after threading
+    files: int  # files read
+    errors: tuple[IngestError, ...]  # the first MAX_LISTED_ERRORS problems (all are counted)
+    unrecognized: tuple[str, ...] = ()  # files no format recognized
+    ignored: tuple[str, ...] = ()  # documentation/config files passed over in directory walks
+    empty: tuple[str, ...] = ()  # files recognized (format named) that held no request
+    failed: bool = False  # --strict and something was skipped: nothing was stored
+
+
+def ingest_paths(
+    paths: Iterable[str],
+    store: Store,
+    *,
+    fmt: str = "auto",
+    strict: bool = False,
+    session_gap_s: float = 3600.0,
+    progress: ProgressFn | None = None,
+) -> IngestResult:
+    """Ingest log files into `store` (a `prefixscope.store.Store`) and re-thread sessions.
+
+    Args:
+        paths: files, directories, globs, or "-" for stdin.
+        store: an open writable Store.
+        fmt: "auto" to detect per file, or a format name to force.
+        strict: any skipped record or unrecognized file fails the run; nothing is stored.
+        session_gap_s: longest pause between two turns of one threaded session.
+        progress: called with (file, bytes done, bytes total) as files are read.
+
+    Returns:
+        An IngestResult; `failed` is set when strict mode rejected the input.
+
+    Raises:
+        KeyError: `fmt` is not a known format name.
+    """
+    forced = get_format(fmt) if fmt != "auto" else None
+    tally = Tally()
+    new = 0
+    own = Path(store.path)
+    sources = list(expand_paths(paths, tally, exclude=frozenset(
+        resolved(f) for f in (own, own.with_name(own.name + ".wal")))))
+    total = sum(_safe_size(s) for s in sources)
+    done = 0
+    failed = False
+    try:
+        with store.transaction():
+            for source in sources:
+                try:
+                    new += _ingest_one(source, forced, store, tally)
+                finally:
+                    source.close()
+                done += _safe_size(source)
+                if progress:
+                    progress(source.name, done, total)
+            if strict and tally.skipped > 0:
+                raise _Rejected
+            store.replace_sessions(thread_sessions(store.threading_rows(), gap_s=session_gap_s))
+    except _Rejected:
+        failed, new = True, 0
+    return IngestResult(
+        ingested=new, already_present=tally.read - new, skipped=tally.skipped,
+        by_format=dict(sorted(tally.by_format.items())), sessions=store.session_count(),
+        files=tally.files, errors=tuple(tally.errors), unrecognized=tuple(tally.unrecognized),
+        ignored=tuple(tally.ignored), empty=tuple(tally.empty), failed=failed,
+    )
+
+
+def _safe_size(source: Source) -> int:
+    try:
+        return source.size
+    except OSError:
+        return 0
+
+
+def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: Tally) -> int:
+    try:
+        if forced is not None:
+            module, pr = forced, probe(source)
+        else:
+            module, pr = detect(source)
+    except (OSError, *DECOMPRESS_ERRORS, ValueError) as exc:  # damaged gzip, bad encoding
+        tally.error(source.name, None, f"cannot read: {io_reason(exc)}")
+        return 0
+    if module is None and is_json_schema(pr):
+        tally.ignored.append(source.name)
+        return 0
+    if module is None:
+        tally.unrecognized.append(source.name)
+        tally.error(source.name, None, unrecognized_reason(source, pr))  # type: ignore[arg-type]
+        return 0
+    mismatch = forced_mismatch(module, pr) if forced is not None else ""
+    if mismatch:
+        tally.error(source.name, None, mismatch)
+        return 0
+    tally.files += 1
+    new = 0
+    read_before, skipped_before = tally.read, tally.skipped
+    batch: list[Request] = []
+    try:
+        for item in parse_source(source, module, pr):
+            if isinstance(item, Skip):
+                tally.error(source.name, item.line, item.reason)
+                continue
+            batch.append(item)
+            tally.by_format[module.NAME] += 1
+            tally.read += 1
+            if len(batch) >= BATCH:
+                new += store.add(batch)
+                batch.clear()
+    except (OSError, EOFError) as exc:
+        tally.error(source.name, None, f"read failed part-way: {exc}")
+    new += store.add(batch)
+    if tally.read == read_before and tally.skipped == skipped_before:
+        tally.empty.append(f"{source.name} ({module.NAME})")
+    return new
