@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from .diffcause import CAUSES, DivergenceSite, classify
+from .jsonshapes import DiffJson, DiffPairJson
 from .model import Request
 from .render import RenderOptions, load_tokenizer
 from .tokenize import Tokens, tokens_many
@@ -286,7 +286,7 @@ def totals(results: Iterable[PairDiff], skipped: dict[str, int] | None = None) -
     return DiffTotals(count, lost, ordered, sum(skipped.values()), dict(skipped))
 
 
-def report_json(report: DiffReport) -> dict[str, Any]:
+def report_json(report: DiffReport) -> DiffJson:
     """The documented JSON shape (docs/json.md)."""
     return {
         "pairs": [pair_json(p) for p in report.pairs],
@@ -305,7 +305,7 @@ def report_json(report: DiffReport) -> dict[str, Any]:
     }
 
 
-def pair_json(p: PairDiff) -> dict[str, Any]:
+def pair_json(p: PairDiff) -> DiffPairJson:
     fd = p.first_divergence
     return {
         "a": p.a, "b": p.b, "session": p.session, "tokens_a": p.tokens_a,
