@@ -7,6 +7,7 @@
   the annotation says so), recursively -- and every declared path is exercised.
 """
 
+import ast
 import json
 import re
 import types
@@ -368,3 +369,13 @@ def test_segments_shape():
     grouped = Checked("segments --by")
     grouped(run_json("segments", SAMPLE, "--by", "endpoint"))
     grouped.all_exercised()
+
+
+def test_jsonshapes_is_a_leaf_module():
+    """Any module may import the shapes: they import nothing but the standard library."""
+    tree = ast.parse((ROOT / "prefixscope" / "jsonshapes.py").read_text(encoding="utf-8"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] if node.module and not node.level else "."
+                 for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= {"typing", "__future__"}, imported
