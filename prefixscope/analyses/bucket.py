@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixscope.analyses.dimensions import check_dimensions, group_key
+from prefixscope.views.jsonshapes import BucketJson
 
 BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 SPIKE_MIN_SHARE = 0.05
@@ -493,9 +494,9 @@ def element_texts(tok: Any) -> dict[str, str]:
     return {element: "".join(texts) for element, texts in parts.items()}
 
 
-def report_json(report: BucketReport) -> dict[str, Any]:
+def report_json(report: BucketReport) -> BucketJson:
     """The documented JSON shape (docs/json.md)."""
-    def bins(hist: Sequence[HistogramBin]) -> list[dict[str, Any]]:
+    def bins(hist: Sequence[HistogramBin]) -> list[Any]:
         return [{"lo": b.lo, "hi": b.hi, "requests": b.requests} for b in hist]
 
     return {

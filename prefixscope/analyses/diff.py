@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from prefixscope.model import Request
 from prefixscope.prompt import RenderOptions
 from prefixscope.tokenizers import load_tokenizer
 from prefixscope.tokens.tokenize import Tokens, tokens_many
+from prefixscope.views.jsonshapes import DiffJson, DiffPairJson
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_CONTEXT = 40
@@ -288,7 +288,7 @@ def totals(results: Iterable[PairDiff], skipped: dict[str, int] | None = None) -
     return DiffTotals(count, lost, ordered, sum(skipped.values()), dict(skipped))
 
 
-def report_json(report: DiffReport) -> dict[str, Any]:
+def report_json(report: DiffReport) -> DiffJson:
     """The documented JSON shape (docs/json.md)."""
     return {
         "pairs": [pair_json(p) for p in report.pairs],
@@ -307,7 +307,7 @@ def report_json(report: DiffReport) -> dict[str, Any]:
     }
 
 
-def pair_json(p: PairDiff) -> dict[str, Any]:
+def pair_json(p: PairDiff) -> DiffPairJson:
     fd = p.first_divergence
     return {
         "a": p.a, "b": p.b, "session": p.session, "tokens_a": p.tokens_a,

@@ -13,10 +13,10 @@ with ``show_text``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from prefixscope.model import Request
 from prefixscope.prompt.values import RenderOptions
+from prefixscope.views.jsonshapes import RenderJson
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +48,9 @@ class RenderResult:
     renderer: str  # rendering pipeline id
     notes: tuple[str, ...]  # remarks for the reader (profile conflicts, proxy mode, ...)
 
-    def to_json(self, *, show_text: bool = False) -> dict[str, Any]:
+    def to_json(self, *, show_text: bool = False) -> RenderJson:
         """The documented JSON shape (stable keys)."""
-        out: dict[str, Any] = {
+        out: RenderJson = {
             "request": self.request,
             "gateway": self.gateway,
             "tokenizer": self.tokenizer,

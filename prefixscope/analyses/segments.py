@@ -51,6 +51,12 @@ from prefixscope.model.hashing import (
     fold_whitespace,
     strip_cache_control,
 )
+from prefixscope.views.jsonshapes import (
+    SegmentRowJson,
+    SegmentsByJson,
+    SegmentsJson,
+    SegmentsTotalsJson,
+)
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
 _WS = re.compile(r"\s+")
@@ -423,9 +429,10 @@ def _counting(positions: Positions | None, progress: Callable[[int], None]) -> P
     return counted
 
 
-def report_json(reports: list[SegmentsReport], by: tuple[str, ...] = ()) -> dict[str, Any]:
+def report_json(reports: list[SegmentsReport], by: tuple[str, ...] = ()
+                ) -> SegmentsJson | SegmentsByJson:
     """The documented JSON shape (docs/json.md): one census, or one per --by group."""
-    def seg(s: SegmentStats) -> dict[str, Any]:
+    def seg(s: SegmentStats) -> SegmentRowJson:
         return {"segment": s.segment, "kind": s.kind, "requests": s.requests,
                 "distinct": s.distinct, "pairs": s.pairs, "change_rate": s.change_rate,
                 "unique_per_request": s.unique_per_request, "change_kinds": s.change_kinds,
@@ -433,7 +440,7 @@ def report_json(reports: list[SegmentsReport], by: tuple[str, ...] = ()) -> dict
                 "tokens_after_median": s.tokens_after_median,
                 "invalidated_tokens": s.invalidated_tokens, "preview": s.preview}
 
-    def tot(t: SegmentsTotals) -> dict[str, Any]:
+    def tot(t: SegmentsTotals) -> SegmentsTotalsJson:
         return {"requests": t.requests, "pairs": t.pairs, "segments": t.segments,
                 "without_body": t.without_body, "hash_version": t.hash_version}
 

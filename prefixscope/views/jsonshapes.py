@@ -1,0 +1,289 @@
+"""The ``--json`` output shapes of every command, declared once.
+
+Each command prints exactly one JSON document (docs/json.md). Its shape is declared
+here as a `TypedDict`, nested objects as their own `TypedDict`; `SHAPES` maps a
+command to its top-level one. docs/json.md carries one ``key | type | meaning`` table
+per shape, and tests/test_json_shapes.py checks both ways that the tables and these
+declarations agree (key names and types, recursively) and that each command's actual
+output validates against its declaration.
+
+Type conventions (as in docs/json.md, where ``None`` is spelled ``null``):
+
+* ``int`` -- a JSON number without a fraction (never a bool);
+* ``float`` -- a JSON number written with a fraction (``1.0``); a value that is a
+  float or an int depending on the data (a median: odd counts give a whole number)
+  is declared ``int | float``;
+* ``X | None`` -- the value may be ``null``; nothing else is ever ``null``;
+* ``NotRequired[X]`` -- the key may be absent (an option adds it);
+* ``dict[str, X]`` -- an object with free keys (formats, causes, dimensions).
+
+A leaf module: it imports nothing from prefixscope, so any module can import it.
+"""
+
+from typing import NotRequired, TypedDict
+
+# ------------------------------------------------------------------ ingest
+
+
+class IngestErrorJson(TypedDict):
+    """One problem met while reading logs."""
+
+    file: str  # as given / found
+    line: int | None  # 1-based line, row or element; None for the whole file
+    reason: str  # one line
+
+
+class IngestJson(TypedDict):
+    """``prefixscope ingest --json``."""
+
+    ingested: int
+    already_present: int
+    skipped: int
+    by_format: dict[str, int]
+    sessions: int
+    files: int
+    errors: list[IngestErrorJson]
+    unrecognized: list[str]
+    empty: list[str]
+
+
+# ------------------------------------------------------------------ render
+
+
+class RenderSegmentJson(TypedDict):
+    """One segment span of the rendered prompt (ends exclusive)."""
+
+    segment: str
+    kind: str
+    char_start: int
+    char_end: int
+    token_start: int
+    token_end: int
+
+
+class RenderJson(TypedDict):
+    """``prefixscope render --json`` (``text`` with ``--show-text`` only)."""
+
+    request: str
+    gateway: str
+    tokenizer: str
+    tokens: int
+    approximate: bool
+    segments: list[RenderSegmentJson]
+    text: NotRequired[str]
+
+
+# ------------------------------------------------------------------ diff
+
+
+class DivergenceJson(TypedDict):
+    """Where two rendered prompts split."""
+
+    token: int
+    char_a: int
+    char_b: int
+    segment: str
+    text_a: str
+    text_b: str
+    token_a: str | None
+    token_b: str | None
+
+
+class DiffPairJson(TypedDict):
+    """One diffed pair of requests."""
+
+    a: str
+    b: str
+    session: str | None
+    tokens_a: int
+    tokens_b: int
+    first_divergence: DivergenceJson | None
+    block_size: int
+    reusable_tokens: int
+    lost_tokens: int
+    cause: str
+    detail: str
+    approximate: bool
+
+
+class CauseTotalJson(TypedDict):
+    """Pairs and lost tokens of one cause."""
+
+    pairs: int
+    lost_tokens: int
+
+
+class DiffTotalsJson(TypedDict):
+    """Sums over the diffed pairs."""
+
+    pairs: int
+    lost_tokens: int
+    by_cause: dict[str, CauseTotalJson]
+    skipped: int
+    skipped_reasons: dict[str, int]
+
+
+class DiffJson(TypedDict):
+    """``prefixscope diff --json`` (one pair, ``--session`` or ``--all``)."""
+
+    pairs: list[DiffPairJson]
+    totals: DiffTotalsJson
+    gateway: str
+    tokenizer: str
+    what_if: list[str]
+    block_size_source: str
+
+
+# ------------------------------------------------------------------ bucket
+
+
+class HistogramBinJson(TypedDict):
+    """A bin of cached tokens per request: whole tokens, ``[lo, hi)``."""
+
+    lo: int
+    hi: int
+    requests: int
+
+
+class FractionBinJson(TypedDict):
+    """A bin of cached / prompt tokens per request."""
+
+    lo: float
+    hi: float
+    requests: int
+
+
+class BoundaryJson(TypedDict):
+    """The segment boundary a spike's constant corresponds to."""
+
+    segment_before: str
+    segment_after: str
+    token: int
+    requests: int
+    rendered: int
+    distinct_after: int  # always counted here (never None once a boundary is found)
+
+
+class SpikeJson(TypedDict):
+    """A cached-token value held by many requests of a group."""
+
+    cached_tokens: int
+    requests: int
+    share: float
+    blocks: float | None
+    boundary: BoundaryJson | None
+    explanation: str
+
+
+class BucketGroupJson(TypedDict):
+    """One ``--by`` group."""
+
+    key: dict[str, str | None]
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    hit_rate: float | None
+    mean_request_hit_rate: float | None
+    zero_cached: int
+    histogram: list[HistogramBinJson]
+    fraction_histogram: list[FractionBinJson]
+    block_size: int | None
+    spikes: list[SpikeJson]
+    notes: list[str]
+
+
+class BucketTotalsJson(TypedDict):
+    """Sums over every group."""
+
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    hit_rate: float | None
+    without_usage: int
+
+
+class BucketJson(TypedDict):
+    """``prefixscope bucket --json``."""
+
+    groups: list[BucketGroupJson]
+    totals: BucketTotalsJson
+    by: list[str]
+    block_size: int | None
+    block_size_source: str
+    notes: list[str]
+
+
+# ------------------------------------------------------------------ segments
+
+
+class SegmentRowJson(TypedDict):
+    """One segment path of a census."""
+
+    segment: str
+    kind: str
+    requests: int
+    distinct: int
+    pairs: int
+    change_rate: float | None
+    unique_per_request: bool
+    change_kinds: dict[str, int]
+    token_start_median: int | float | None  # a median: whole for an odd count
+    tokens_after_median: int | float | None
+    invalidated_tokens: float | None
+    preview: str
+
+
+class SegmentsTotalsJson(TypedDict):
+    """Counts of one census."""
+
+    requests: int
+    pairs: int
+    segments: int
+    without_body: int
+    hash_version: str
+
+
+class SegmentsJson(TypedDict):
+    """``prefixscope segments --json`` (without ``--by``): one census."""
+
+    segments: list[SegmentRowJson]
+    totals: SegmentsTotalsJson
+
+
+class SegmentsGroupJson(TypedDict):
+    """One ``--by`` group's census."""
+
+    key: dict[str, str | None]
+    segments: list[SegmentRowJson]
+    totals: SegmentsTotalsJson
+
+
+class SegmentsByTotalsJson(TypedDict):
+    """Counts summed over the groups (no ``segments``: paths are per group)."""
+
+    requests: int
+    pairs: int
+    without_body: int
+    hash_version: str
+
+
+class SegmentsByJson(TypedDict):
+    """``prefixscope segments --by DIM --json``: one census per group."""
+
+    groups: list[SegmentsGroupJson]
+    by: list[str]
+    totals: SegmentsByTotalsJson
+
+
+# ------------------------------------------------------------------ index
+
+# Command (with the option that changes the shape, if any) -> its top-level shape.
+# `sql --json` is not here: its rows are the query's own columns (a list of objects).
+SHAPES: dict[str, type] = {
+    "ingest": IngestJson,
+    "render": RenderJson,
+    "diff": DiffJson,
+    "bucket": BucketJson,
+    "segments": SegmentsJson,
+    "segments --by": SegmentsByJson,
+}
