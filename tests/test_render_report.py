@@ -6,20 +6,21 @@ from _render_helpers import fixture, make_request
 
 from prefixscope.analyses.render import render_report
 from prefixscope.prompt import RenderOptions
+from prefixscope.views.json import render_json
 
 
 class TestRenderReport:
     def test_json_shape_is_exactly_the_documented_one(self):
         result = render_report(make_request(fixture("claude_code.json"), id="req-1"),
                                RenderOptions(gateway="anthropic-to-openai"))
-        data = result.to_json()
+        data = render_json(result)
         assert list(data) == ["request", "gateway", "tokenizer", "tokens", "approximate",
                               "segments"]
         assert (data["request"], data["gateway"], data["tokenizer"], data["approximate"]) == \
             ("req-1", "anthropic-to-openai", "deepseek-v4", False)
         assert list(data["segments"][0]) == ["segment", "kind", "char_start", "char_end",
                                              "token_start", "token_end"]
-        assert "text" in result.to_json(show_text=True)
+        assert "text" in render_json(result, show_text=True)
 
     def test_token_spans_partition_the_token_count(self):
         result = render_report(make_request(fixture("openai_chat.json")),

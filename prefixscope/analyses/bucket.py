@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixscope.analyses.dimensions import check_dimensions, group_key
-from prefixscope.views.jsonshapes import BucketJson
 
 BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 SPIKE_MIN_SHARE = 0.05
@@ -492,39 +491,3 @@ def element_texts(tok: Any) -> dict[str, str]:
             parts.setdefault(top_level_element(segment.path), []).append(
                 tok.prompt.segment_text(index))
     return {element: "".join(texts) for element, texts in parts.items()}
-
-
-def report_json(report: BucketReport) -> BucketJson:
-    """The documented JSON shape (docs/json.md)."""
-    def bins(hist: Sequence[HistogramBin]) -> list[Any]:
-        return [{"lo": b.lo, "hi": b.hi, "requests": b.requests} for b in hist]
-
-    return {
-        "groups": [{
-            "key": g.key, "requests": g.requests, "prompt_tokens": g.prompt_tokens,
-            "cached_tokens": g.cached_tokens, "hit_rate": g.hit_rate,
-            "mean_request_hit_rate": g.mean_request_hit_rate, "zero_cached": g.zero_cached,
-            "histogram": bins(g.histogram), "fraction_histogram": bins(g.fraction_histogram),
-            "block_size": g.block_size,
-            "spikes": [{
-                "cached_tokens": s.cached_tokens, "requests": s.requests, "share": s.share,
-                "blocks": s.blocks,
-                "boundary": None if s.boundary is None else {
-                    "segment_before": s.boundary.segment_before,
-                    "segment_after": s.boundary.segment_after, "token": s.boundary.token,
-                    "requests": s.boundary.requests, "rendered": s.boundary.rendered,
-                    "distinct_after": s.boundary.distinct_after},
-                "explanation": s.explanation,
-            } for s in g.spikes],
-            "notes": list(g.notes),
-        } for g in report.groups],
-        "totals": {"requests": report.totals.requests,
-                   "prompt_tokens": report.totals.prompt_tokens,
-                   "cached_tokens": report.totals.cached_tokens,
-                   "hit_rate": report.totals.hit_rate,
-                   "without_usage": report.totals.without_usage},
-        "by": list(report.by),
-        "block_size": report.block_size,
-        "block_size_source": report.block_size_source,
-        "notes": list(report.notes),
-    }

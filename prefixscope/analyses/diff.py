@@ -32,7 +32,6 @@ from prefixscope.model import Request
 from prefixscope.prompt import RenderOptions
 from prefixscope.tokenizers import load_tokenizer
 from prefixscope.tokens.tokenize import Tokens, tokens_many
-from prefixscope.views.jsonshapes import DiffJson, DiffPairJson
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_CONTEXT = 40
@@ -286,38 +285,3 @@ def totals(results: Iterable[PairDiff], skipped: dict[str, int] | None = None) -
     ordered = {c: CauseTotal(*by_cause[c]) for c in CAUSES if c in by_cause}
     skipped = skipped or {}
     return DiffTotals(count, lost, ordered, sum(skipped.values()), dict(skipped))
-
-
-def report_json(report: DiffReport) -> DiffJson:
-    """The documented JSON shape (docs/json.md)."""
-    return {
-        "pairs": [pair_json(p) for p in report.pairs],
-        "totals": {
-            "pairs": report.totals.pairs,
-            "lost_tokens": report.totals.lost_tokens,
-            "by_cause": {c: {"pairs": t.pairs, "lost_tokens": t.lost_tokens}
-                         for c, t in report.totals.by_cause.items()},
-            "skipped": report.totals.skipped,
-            "skipped_reasons": report.totals.skipped_reasons,
-        },
-        "gateway": report.options.gateway,
-        "tokenizer": report.options.tokenizer,
-        "what_if": list(report.options.what_if),
-        "block_size_source": report.block_size_source,
-    }
-
-
-def pair_json(p: PairDiff) -> DiffPairJson:
-    fd = p.first_divergence
-    return {
-        "a": p.a, "b": p.b, "session": p.session, "tokens_a": p.tokens_a,
-        "tokens_b": p.tokens_b,
-        "first_divergence": None if fd is None else {
-            "token": fd.token, "char_a": fd.char_a, "char_b": fd.char_b,
-            "segment": fd.segment, "text_a": fd.text_a, "text_b": fd.text_b,
-            "token_a": fd.token_a, "token_b": fd.token_b,
-        },
-        "block_size": p.block_size, "reusable_tokens": p.reusable_tokens,
-        "lost_tokens": p.lost_tokens, "cause": p.cause, "detail": p.detail,
-        "approximate": p.approximate,
-    }

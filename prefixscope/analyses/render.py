@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from prefixscope.model import Request
 from prefixscope.prompt.values import RenderOptions
-from prefixscope.views.jsonshapes import RenderJson
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,23 +46,6 @@ class RenderResult:
     attribution: str  # "exact", "partial", "aligned" or "none"
     renderer: str  # rendering pipeline id
     notes: tuple[str, ...]  # remarks for the reader (profile conflicts, proxy mode, ...)
-
-    def to_json(self, *, show_text: bool = False) -> RenderJson:
-        """The documented JSON shape (stable keys)."""
-        out: RenderJson = {
-            "request": self.request,
-            "gateway": self.gateway,
-            "tokenizer": self.tokenizer,
-            "tokens": self.tokens,
-            "approximate": self.approximate,
-            "segments": [
-                {"segment": s.segment, "kind": s.kind, "char_start": s.char_start,
-                 "char_end": s.char_end, "token_start": s.token_start, "token_end": s.token_end}
-                for s in self.segments],
-        }
-        if show_text:
-            out["text"] = self.text
-        return out
 
 
 def render_report(request: Request, options: RenderOptions | None = None) -> RenderResult:

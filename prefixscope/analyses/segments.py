@@ -51,12 +51,6 @@ from prefixscope.model.hashing import (
     fold_whitespace,
     strip_cache_control,
 )
-from prefixscope.views.jsonshapes import (
-    SegmentRowJson,
-    SegmentsByJson,
-    SegmentsJson,
-    SegmentsTotalsJson,
-)
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
 _WS = re.compile(r"\s+")
@@ -427,32 +421,3 @@ def _counting(positions: Positions | None, progress: Callable[[int], None]) -> P
         return result
 
     return counted
-
-
-def report_json(reports: list[SegmentsReport], by: tuple[str, ...] = ()
-                ) -> SegmentsJson | SegmentsByJson:
-    """The documented JSON shape (docs/json.md): one census, or one per --by group."""
-    def seg(s: SegmentStats) -> SegmentRowJson:
-        return {"segment": s.segment, "kind": s.kind, "requests": s.requests,
-                "distinct": s.distinct, "pairs": s.pairs, "change_rate": s.change_rate,
-                "unique_per_request": s.unique_per_request, "change_kinds": s.change_kinds,
-                "token_start_median": s.token_start_median,
-                "tokens_after_median": s.tokens_after_median,
-                "invalidated_tokens": s.invalidated_tokens, "preview": s.preview}
-
-    def tot(t: SegmentsTotals) -> SegmentsTotalsJson:
-        return {"requests": t.requests, "pairs": t.pairs, "segments": t.segments,
-                "without_body": t.without_body, "hash_version": t.hash_version}
-
-    if not by:
-        only = reports[0] if reports else census([], [])
-        return {"segments": [seg(s) for s in only.segments], "totals": tot(only.totals)}
-    return {
-        "groups": [{"key": r.group, "segments": [seg(s) for s in r.segments],
-                    "totals": tot(r.totals)} for r in reports],
-        "by": list(by),
-        "totals": {"requests": sum(r.totals.requests for r in reports),
-                   "pairs": sum(r.totals.pairs for r in reports),
-                   "without_body": sum(r.totals.without_body for r in reports),
-                   "hash_version": HASH_VERSION},
-    }

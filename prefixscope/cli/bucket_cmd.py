@@ -50,10 +50,11 @@ def bucket(
         prefixscope bucket one-api.db --by endpoint
         prefixscope bucket --store cc.duckdb --by endpoint,day --plot cached.png
     """
-    from prefixscope.analyses.bucket import bucket_store, report_json
+    from prefixscope.analyses.bucket import bucket_store
     from prefixscope.cli.storeopen import open_store
     from prefixscope.prompt import RenderOptions
     from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.json import bucket_json
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
@@ -76,7 +77,7 @@ def bucket(
                 if drawn < len(report.groups) else "")
         console.note(f"wrote {plot}{more}", quiet)
     if json_out:
-        console.print_json(report_json(report))
+        console.print_json(bucket_json(report))
     else:
         _print(report, quiet)
 

@@ -57,7 +57,6 @@ def diff(
         DEFAULT_BLOCK_SIZE,
         diff_pairs,
         diff_tokens,
-        report_json,
         totals,
     )
     from prefixscope.cli.storeopen import open_store
@@ -65,6 +64,7 @@ def diff(
     from prefixscope.store.lookup import LookupError_, resolve_request
     from prefixscope.tokenizers import TokenizerError
     from prefixscope.tokens.tokenize import tokens_many
+    from prefixscope.views.json import diff_json
 
     options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
                                             what_if=what_if_tuple(what_if)))
@@ -90,7 +90,7 @@ def diff(
         from prefixscope.analyses.diff import DiffReport
         report = DiffReport((pair,), totals([pair]), options, bs, source)
         if json_out:
-            console.print_json(report_json(report))
+            console.print_json(diff_json(report))
         else:
             _print_pair(pair, source)
         return
@@ -106,7 +106,7 @@ def diff(
         except (RenderError, TokenizerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
     if json_out:
-        console.print_json(report_json(report))
+        console.print_json(diff_json(report))
     else:
         _print_summary(report, worst, quiet)
 

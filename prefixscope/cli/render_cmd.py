@@ -60,6 +60,7 @@ def render(
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.store.lookup import LookupError_, request_from_file, resolve_request
     from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.json import render_json
 
     options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
                                             what_if=what_if_tuple(what_if)))
@@ -76,7 +77,7 @@ def render(
     except (LookupError_, RenderError, TokenizerError) as exc:
         raise console.fail(str(exc).splitlines()[0]) from None
     if json_out:
-        console.print_json(result.to_json(show_text=show_text))
+        console.print_json(render_json(result, show_text=show_text))
         return
     _print(result, show_text, quiet)
 

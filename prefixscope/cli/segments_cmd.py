@@ -47,10 +47,11 @@ def segments(
     Example:
         prefixscope segments langfuse-export.jsonl --gateway anthropic-to-openai
     """
-    from prefixscope.analyses.segments import report_json, segments_store
+    from prefixscope.analyses.segments import segments_store
     from prefixscope.cli.storeopen import open_store
     from prefixscope.prompt import RenderOptions
     from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.json import segments_json
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
@@ -64,7 +65,7 @@ def segments(
         except (ValueError, TokenizerError) as exc:
             raise console.fail(str(exc), 2 if isinstance(exc, ValueError) else 1) from None
     if json_out:
-        console.print_json(report_json(reports, dims))
+        console.print_json(segments_json(reports, dims))
         return
     if not reports:
         console.out.print("no requests in the store: nothing to census")

@@ -1,0 +1,146 @@
+"""Typed analysis results -> the documented JSON shapes (declared in `jsonshapes`,
+documented in docs/json.md; tests hold the three together)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prefixscope.analyses.bucket import BucketReport, HistogramBin
+from prefixscope.analyses.diff import DiffReport, PairDiff
+from prefixscope.analyses.render import RenderResult
+from prefixscope.analyses.segments import (
+    SegmentsReport,
+    SegmentStats,
+    SegmentsTotals,
+    census,
+)
+from prefixscope.model.hashing import HASH_VERSION
+from prefixscope.views.jsonshapes import (
+    BucketJson,
+    DiffJson,
+    DiffPairJson,
+    RenderJson,
+    SegmentRowJson,
+    SegmentsByJson,
+    SegmentsJson,
+    SegmentsTotalsJson,
+)
+
+
+def bucket_json(report: BucketReport) -> BucketJson:
+    """The documented JSON shape (docs/json.md)."""
+    def bins(hist: Sequence[HistogramBin]) -> list[Any]:
+        return [{"lo": b.lo, "hi": b.hi, "requests": b.requests} for b in hist]
+
+    return {
+        "groups": [{
+            "key": g.key, "requests": g.requests, "prompt_tokens": g.prompt_tokens,
+            "cached_tokens": g.cached_tokens, "hit_rate": g.hit_rate,
+            "mean_request_hit_rate": g.mean_request_hit_rate, "zero_cached": g.zero_cached,
+            "histogram": bins(g.histogram), "fraction_histogram": bins(g.fraction_histogram),
+            "block_size": g.block_size,
+            "spikes": [{
+                "cached_tokens": s.cached_tokens, "requests": s.requests, "share": s.share,
+                "blocks": s.blocks,
+                "boundary": None if s.boundary is None else {
+                    "segment_before": s.boundary.segment_before,
+                    "segment_after": s.boundary.segment_after, "token": s.boundary.token,
+                    "requests": s.boundary.requests, "rendered": s.boundary.rendered,
+                    "distinct_after": s.boundary.distinct_after},
+                "explanation": s.explanation,
+            } for s in g.spikes],
+            "notes": list(g.notes),
+        } for g in report.groups],
+        "totals": {"requests": report.totals.requests,
+                   "prompt_tokens": report.totals.prompt_tokens,
+                   "cached_tokens": report.totals.cached_tokens,
+                   "hit_rate": report.totals.hit_rate,
+                   "without_usage": report.totals.without_usage},
+        "by": list(report.by),
+        "block_size": report.block_size,
+        "block_size_source": report.block_size_source,
+        "notes": list(report.notes),
+    }
+
+
+def diff_json(report: DiffReport) -> DiffJson:
+    """The documented JSON shape (docs/json.md)."""
+    return {
+        "pairs": [diff_pair_json(p) for p in report.pairs],
+        "totals": {
+            "pairs": report.totals.pairs,
+            "lost_tokens": report.totals.lost_tokens,
+            "by_cause": {c: {"pairs": t.pairs, "lost_tokens": t.lost_tokens}
+                         for c, t in report.totals.by_cause.items()},
+            "skipped": report.totals.skipped,
+            "skipped_reasons": report.totals.skipped_reasons,
+        },
+        "gateway": report.options.gateway,
+        "tokenizer": report.options.tokenizer,
+        "what_if": list(report.options.what_if),
+        "block_size_source": report.block_size_source,
+    }
+
+
+def diff_pair_json(p: PairDiff) -> DiffPairJson:
+    fd = p.first_divergence
+    return {
+        "a": p.a, "b": p.b, "session": p.session, "tokens_a": p.tokens_a,
+        "tokens_b": p.tokens_b,
+        "first_divergence": None if fd is None else {
+            "token": fd.token, "char_a": fd.char_a, "char_b": fd.char_b,
+            "segment": fd.segment, "text_a": fd.text_a, "text_b": fd.text_b,
+            "token_a": fd.token_a, "token_b": fd.token_b,
+        },
+        "block_size": p.block_size, "reusable_tokens": p.reusable_tokens,
+        "lost_tokens": p.lost_tokens, "cause": p.cause, "detail": p.detail,
+        "approximate": p.approximate,
+    }
+
+
+def segments_json(reports: list[SegmentsReport], by: tuple[str, ...] = ()
+                ) -> SegmentsJson | SegmentsByJson:
+    """The documented JSON shape (docs/json.md): one census, or one per --by group."""
+    def seg(s: SegmentStats) -> SegmentRowJson:
+        return {"segment": s.segment, "kind": s.kind, "requests": s.requests,
+                "distinct": s.distinct, "pairs": s.pairs, "change_rate": s.change_rate,
+                "unique_per_request": s.unique_per_request, "change_kinds": s.change_kinds,
+                "token_start_median": s.token_start_median,
+                "tokens_after_median": s.tokens_after_median,
+                "invalidated_tokens": s.invalidated_tokens, "preview": s.preview}
+
+    def tot(t: SegmentsTotals) -> SegmentsTotalsJson:
+        return {"requests": t.requests, "pairs": t.pairs, "segments": t.segments,
+                "without_body": t.without_body, "hash_version": t.hash_version}
+
+    if not by:
+        only = reports[0] if reports else census([], [])
+        return {"segments": [seg(s) for s in only.segments], "totals": tot(only.totals)}
+    return {
+        "groups": [{"key": r.group, "segments": [seg(s) for s in r.segments],
+                    "totals": tot(r.totals)} for r in reports],
+        "by": list(by),
+        "totals": {"requests": sum(r.totals.requests for r in reports),
+                   "pairs": sum(r.totals.pairs for r in reports),
+                   "without_body": sum(r.totals.without_body for r in reports),
+                   "hash_version": HASH_VERSION},
+    }
+
+
+def render_json(result: RenderResult, *, show_text: bool = False) -> RenderJson:
+    """The documented JSON shape (stable keys)."""
+    out: RenderJson = {
+        "request": result.request,
+        "gateway": result.gateway,
+        "tokenizer": result.tokenizer,
+        "tokens": result.tokens,
+        "approximate": result.approximate,
+        "segments": [
+            {"segment": s.segment, "kind": s.kind, "char_start": s.char_start,
+             "char_end": s.char_end, "token_start": s.token_start, "token_end": s.token_end}
+            for s in result.segments],
+    }
+    if show_text:
+        out["text"] = result.text
+    return out
