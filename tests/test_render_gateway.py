@@ -72,8 +72,9 @@ class TestNewApiClaudeToOpenAI:
             {"type": "image",
              "source": {"type": "base64", "media_type": "image/png", "data": "AAA"}}]}]}
         messages, _ = upstream(body, "anthropic-to-openai", "anthropic-messages")
-        assert messages[0]["content"] == [{"type": "image_url",
-                                           "image_url": {"url": "data:image/png;base64,AAA"}}]
+        # dto.MessageImageUrl: `detail` is omitempty, `MimeType` has no json tag (Go writes it)
+        assert messages[0]["content"] == [{"type": "image_url", "image_url": {
+            "url": "data:image/png;base64,AAA", "MimeType": ""}}]
 
     def test_missing_or_odd_tool_result_content_marshals_like_go(self):
         body = {"messages": [

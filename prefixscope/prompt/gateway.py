@@ -561,13 +561,17 @@ def _claude_message(message: dict[str, Any], body: dict[str, Any], marker: Marke
             part: dict[str, Any] = {"type": "text"}
             if isinstance(block.get("text"), str) and block["text"]:
                 part["text"] = block["text"]
-            if block.get("cache_control") is not None:
-                part["cache_control"] = block["cache_control"]
+            if "cache_control" in block:
+                # A json.RawMessage decoded from Any2Type's Marshal output: the value as a
+                # Go map wrote it (keys sorted), and a JSON null is kept as "null".
+                part["cache_control"] = _go_roundtrip(block["cache_control"], marker)
             parts.append(_registered(part, marker, block))
         elif btype == "image":
             source = block.get("source") if isinstance(block.get("source"), dict) else {}
-            url = f"data:{source.get('media_type', '')};base64,{source.get('data', '')}"
-            parts.append(_registered({"type": "image_url", "image_url": {"url": url}},
+            url = f"data:{source.get('media_type', '')};base64,{_sprint_s(source.get('data'))}"
+            # dto.MessageImageUrl: Detail is omitempty, MimeType has no json tag.
+            parts.append(_registered({"type": "image_url",
+                                      "image_url": {"url": url, "MimeType": ""}},
                                      marker, block))
         elif btype == "tool_use":
             fn = _registered({"name": block.get("name", ""),
@@ -586,6 +590,13 @@ def _claude_message(message: dict[str, Any], body: dict[str, Any], marker: Marke
     else:
         return emitted
     return [*emitted, out]
+
+
+def _sprint_s(value: Any) -> str:
+    """Go's ``fmt.Sprintf("%s", v)`` of the decoded ``source.data`` (an ``any``)."""
+    if value is None:
+        return "%!s(<nil>)"
+    return unmark(value) if isinstance(value, str) else str(value)
 
 
 def _claude_arguments(value: Any) -> str:
@@ -667,8 +678,8 @@ def _marshal_media(content: Any, marker: Marker) -> str:
 def _marshal_media_block(block: dict[str, Any], marker: Marker) -> str | None:
     fields: list[str] = []
     for name, how in _MEDIA_FIELDS:
-        if name not in block or block[name] is None:
-            continue
+        if name not in block or (block[name] is None and how != "raw"):
+            continue  # a null leaves Go's field nil or empty; a RawMessage keeps "null"
         value = block[name]
         if how in ("string", "ptr"):
             if not isinstance(value, str):
@@ -681,7 +692,8 @@ def _marshal_media_block(block: dict[str, Any], marker: Marker) -> str | None:
                 return None
             fields.append(f'"source":{_marshal_source(value)}')
         elif how == "raw":
-            fields.append(f"{go_string(name)}:{_compact_raw(value)}")
+            # The RawMessage holds what Any2Type's Marshal wrote: keys sorted.
+            fields.append(f"{go_string(name)}:{go_marshal(_unmark_deep(value))}")
         else:
             fields.append(f"{go_string(name)}:{go_marshal(_unmark_deep(value))}")
     body = "{" + ",".join(fields) + "}"
@@ -700,16 +712,6 @@ def _marshal_source(source: dict[str, Any]) -> str:
     if source.get("url"):
         parts.append(f'"url":{go_string(str(source["url"]))}')
     return "{" + ",".join(parts) + "}"
-
-
-def _compact_raw(value: Any) -> str:
-    """A json.RawMessage re-emitted by Go: compacted, key order as received, HTML-escaped."""
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{go_string(unmark(str(k)))}:{_compact_raw(v)}"
-                              for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_compact_raw(v) for v in value) + "]"
-    return go_marshal(_unmark_deep(value))
 
 
 # ------------------------------------------------------------------ hosted Anthropic (proxy)
