@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import xxhash
 
-from prefixscope.hashing import (
+from prefixscope.analyses.segments import segment_hashes
+from prefixscope.model.hashing import (
     HASH_VERSION,
     canonical_json,
     chain_hashes,
@@ -28,7 +29,6 @@ from prefixscope.hashing import (
     strip_cache_control,
     text_hash64,
 )
-from prefixscope.segments import segment_hashes
 
 # A value that exercises the contract: keys out of order (with non-ASCII and astral
 # keys, whose code-point order differs from UTF-16 order), escapes, non-ASCII text,

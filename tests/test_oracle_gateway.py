@@ -59,8 +59,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from prefixscope.render.gateway import mark_body, to_upstream
-from prefixscope.render.marks import Marker, unmark_value
+from prefixscope.prompt.gateway import mark_body, to_upstream
+from prefixscope.prompt.marks import Marker, unmark_value
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "gateway"
