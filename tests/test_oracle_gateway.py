@@ -59,7 +59,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from prefixscope.prompt.gateway import mark_body, to_upstream
+from prefixscope.prompt.gateways import to_upstream
+from prefixscope.prompt.marking import mark_body
 from prefixscope.prompt.marks import Marker, unmark_value
 
 ROOT = Path(__file__).resolve().parent.parent

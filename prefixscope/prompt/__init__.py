@@ -8,7 +8,7 @@
 * `check_options(options)`: reject an unknown gateway profile or what-if up front.
 """
 
-from prefixscope.prompt.gateway import PROFILES
+from prefixscope.prompt.gateways import PROFILES
 from prefixscope.prompt.render import check_options, render, resolve_gateway
 from prefixscope.prompt.values import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
 from prefixscope.prompt.whatif import WHAT_IFS

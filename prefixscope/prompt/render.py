@@ -33,8 +33,9 @@ import xxhash
 
 from prefixscope.model import Request
 from prefixscope.prompt import serving
-from prefixscope.prompt.gateway import PROFILES, anthropic_proxy_view, mark_body, to_upstream
+from prefixscope.prompt.gateways import PROFILES, get_profile, to_upstream
 from prefixscope.prompt.jsontext import dumps
+from prefixscope.prompt.marking import mark_body
 from prefixscope.prompt.marks import (
     TEMPLATE,
     Marker,
@@ -43,10 +44,11 @@ from prefixscope.prompt.marks import (
     marks_active,
     strip_marks,
 )
+from prefixscope.prompt.protocols import anthropic_proxy_view
 from prefixscope.prompt.template import render_marked, render_plain
 from prefixscope.prompt.values import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
 from prefixscope.prompt.whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
-from prefixscope.tokenizers.loading import Tokenizer, load_tokenizer
+from prefixscope.tokenizers import Tokenizer, load_tokenizer
 
 RENDER_VERSION = "r1"
 KNOWN_ENDPOINTS = ("anthropic-messages", "openai-chat", "openai-responses")
@@ -80,12 +82,13 @@ def resolve_gateway(request: Request, options: RenderOptions, endpoint: str
     """
     notes: list[str] = []
     wanted = options.gateway or "auto"
-    if wanted != "auto" and wanted not in PROFILES:
-        raise RenderError(f"unknown gateway profile {wanted!r} (known: {', '.join(PROFILES)})")
+    if wanted != "auto":
+        get_profile(wanted)
     logged = request.gateway
     if logged in PROFILES:
-        if logged == "anthropic-to-openai" and endpoint != "anthropic-messages":
-            notes.append(f"the log says anthropic-to-openai but the body is {endpoint} "
+        required = get_profile(logged).requires_endpoint
+        if required is not None and endpoint != required:
+            notes.append(f"the log says {logged} but the body is {endpoint} "
                          "(already converted): rendered as received")
             return "passthrough", "log", tuple(notes)
         if wanted not in ("auto", logged):
@@ -94,8 +97,9 @@ def resolve_gateway(request: Request, options: RenderOptions, endpoint: str
     if logged:
         notes.append(f"the log names gateway {logged!r}, which has no profile: not applied")
     if wanted != "auto":
-        if wanted == "anthropic-to-openai" and endpoint != "anthropic-messages":
-            raise RenderError(f"gateway anthropic-to-openai needs an anthropic-messages body; "
+        required = get_profile(wanted).requires_endpoint
+        if required is not None and endpoint != required:
+            raise RenderError(f"gateway {wanted} needs an {required} body; "
                               f"request {request.id or '?'} is {endpoint}")
         return wanted, "flag", tuple(notes)
     return "passthrough", "default", tuple(notes)

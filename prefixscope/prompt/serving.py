@@ -35,7 +35,7 @@ import json
 import re
 from typing import Any
 
-from prefixscope.prompt.gateway import ARGUMENT_LEVELS, child_path, copy_tree
+from prefixscope.prompt.marking import ARGUMENT_LEVELS, child_path, copy_tree
 from prefixscope.prompt.marks import Marker, unmark
 
 _TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text",

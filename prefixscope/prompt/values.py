@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 TEMPLATE_PATH = "template"
+SYSTEM_ROLES = ("system", "developer")  # OpenAI roles a chat template puts in the system turn
 
 
 class RenderError(ValueError):

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixscope.model.keys import BILLING_HEADER_RE
-from prefixscope.prompt.gateway import SYSTEM_ROLES
 from prefixscope.prompt.marks import Marker, edit, unmark
-from prefixscope.prompt.values import RenderError
+from prefixscope.prompt.values import SYSTEM_ROLES, RenderError
 
 WHAT_IFS = ("strip-billing-header", "sort-json-keys", "no-hoist", "drop:<regex>")
 BILLING_PREFIX = "x-anthropic-billing-header:"

@@ -46,8 +46,7 @@ import xxhash
 
 from prefixscope.model import Request
 from prefixscope.prompt import Prompt, RenderOptions, Segment, render
-from prefixscope.tokenizers import load_tokenizer
-from prefixscope.tokenizers.loading import Encoded, Tokenizer
+from prefixscope.tokenizers import Encoded, Tokenizer, load_tokenizer
 
 DEFAULT_MAX_TOKENS = 20_000_000  # piece-cache capacity per tokenizer (about 160 MB)
 

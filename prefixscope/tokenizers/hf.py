@@ -1,0 +1,149 @@
+"""Tokenizers from a Hugging Face ``tokenizer.json`` (the `tokenizers` library), with the
+offsets and added-token semantics prefixscope needs (see `base.Tokenizer`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from prefixscope.tokenizers.base import EMPTY, AddedToken, Encoded, Tokenizer, char_starts
+
+
+class HFTokenizer(Tokenizer):
+    """A ``tokenizers`` (Rust) tokenizer loaded from a tokenizer.json."""
+
+    def __init__(self, name: str, tokenizer_json: Path, config: dict[str, Any],
+                 chat_template: str, *, bundled: bool) -> None:
+        from tokenizers import Tokenizer as RustTokenizer
+
+        raw = tokenizer_json.read_bytes()
+        spec = json.loads(raw)
+        self._tok = RustTokenizer.from_str(raw.decode("utf-8"))
+        self.name = name
+        self.chat_template = chat_template
+        self.bundled = bundled
+        self.template_vars = _template_vars(config)
+        self.added_tokens = tuple(
+            AddedToken(t["content"], int(t["id"]), bool(t.get("special")),
+                       bool(t.get("normalized")), bool(t.get("lstrip")), bool(t.get("rstrip")),
+                       bool(t.get("single_word")))
+            for t in spec.get("added_tokens") or [])
+        self.identity_normalizer = _is_identity_normalizer(spec.get("normalizer"))
+        self.piece_safe = not _has_position_dependent_step(spec)
+        self.identity = "hf:" + xxhash.xxh3_128_hexdigest(raw)
+        self._byte_lengths = _byte_level_lengths(self._tok, spec)
+
+    def encode(self, text: str) -> Encoded:
+        return self.encode_many([text])[0]
+
+    def encode_many(self, texts: Sequence[str]) -> list[Encoded]:
+        """Encode several texts; the Rust side spreads a batch over all cores."""
+        todo = [i for i, t in enumerate(texts) if t]
+        out = [EMPTY] * len(texts)
+        if not todo:
+            return out
+        batch_texts = [texts[i] for i in todo]
+        if self._byte_lengths is not None and hasattr(self._tok, "encode_batch_fast"):
+            # Ids only (no offset objects): offsets follow from the byte lengths.
+            for i, enc in zip(todo, self._tok.encode_batch_fast(
+                    batch_texts, add_special_tokens=False), strict=True):
+                ids = np.asarray(enc.ids, dtype=np.uint32)
+                starts = char_starts(texts[i].encode("utf-8"), self._byte_lengths[ids])
+                out[i] = Encoded(ids, starts) if starts is not None else self._slow(texts[i])
+            return out
+        for i in todo:
+            out[i] = self._slow(texts[i])
+        return out
+
+    def _slow(self, text: str) -> Encoded:
+        enc = self._tok.encode(text, add_special_tokens=False)
+        ids = np.asarray(enc.ids, dtype=np.uint32)
+        return Encoded(ids, np.fromiter((o[0] for o in enc.offsets), dtype=np.int64,
+                                        count=len(ids)))
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+def _byte_level_lengths(tok: Any, spec: dict[str, Any]) -> np.ndarray | None:
+    """Byte length of every id for byte-level BPE with identity normalization, else None.
+
+    With these two properties the tokens of a text spell exactly its UTF-8 bytes, so
+    token offsets follow from the ids alone (much faster than HF's offset objects).
+    """
+    if not _is_identity_normalizer(spec.get("normalizer")):
+        return None
+    if (spec.get("decoder") or {}).get("type") != "ByteLevel":
+        return None
+    alphabet = _byte_level_alphabet()
+    vocab = tok.get_vocab(with_added_tokens=True)
+    lengths = np.zeros(max(vocab.values()) + 1, dtype=np.int64)
+    added = {t.get("content") for t in spec.get("added_tokens") or []}
+    for piece, idx in vocab.items():
+        if piece in added:
+            lengths[idx] = len(piece.encode("utf-8"))
+        elif all(c in alphabet for c in piece):
+            lengths[idx] = len(piece)
+        else:
+            return None
+    return lengths
+
+
+@cache
+def _byte_level_alphabet() -> frozenset[str]:
+    # GPT-2's byte-to-unicode map: printable bytes map to themselves, the rest to 256+n.
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+            *range(ord("®"), ord("ÿ") + 1)]
+    chars = set(map(chr, keep))
+    extra = 0
+    for b in range(256):
+        if b not in keep:
+            chars.add(chr(256 + extra))
+            extra += 1
+    return frozenset(chars)
+
+
+def _is_identity_normalizer(normalizer: Any) -> bool:
+    if normalizer is None:
+        return True
+    if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence":
+        return all(_is_identity_normalizer(n) for n in normalizer.get("normalizers") or [])
+    return False
+
+
+def _has_position_dependent_step(spec: dict[str, Any]) -> bool:
+    """True when a text's tokens depend on whether it starts the input (Metaspace "first")."""
+    def walk(node: Any) -> bool:
+        if isinstance(node, dict):
+            if node.get("type") == "Metaspace" and node.get("prepend_scheme") == "first":
+                return True
+            return any(walk(v) for v in node.values())
+        if isinstance(node, list):
+            return any(walk(v) for v in node)
+        return False
+    return walk(spec.get("pre_tokenizer")) or walk(spec.get("normalizer"))
+
+
+def _template_vars(config: dict[str, Any]) -> dict[str, Any]:
+    """The special-token strings transformers passes to a chat template."""
+    out: dict[str, Any] = {}
+    for key in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                "mask_token"):
+        value = config.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            out[key] = value
+    extra = config.get("additional_special_tokens")
+    if isinstance(extra, list):
+        out["additional_special_tokens"] = [
+            t.get("content") if isinstance(t, dict) else t for t in extra]
+    return out
+
+
