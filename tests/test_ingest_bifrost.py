@@ -10,7 +10,8 @@ import pytest
 from builders import make_bifrost_db
 from conftest import FIXTURES
 
-from prefixscope.ingest import bifrost, litellm, newapi, read_requests
+from prefixscope.ingest import read_requests
+from prefixscope.ingest.formats import bifrost, litellm, newapi
 from prefixscope.ingest.source import Source, probe
 
 BIFROST = FIXTURES / "bifrost"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from prefixscope.ingest import blocktrace, read_requests
-from prefixscope.ingest.formats import all_formats
+from prefixscope.ingest import read_requests
+from prefixscope.ingest.formats import all_formats, blocktrace
 from prefixscope.ingest.source import Source, probe
 from prefixscope.model.keys import prefix_chain
 

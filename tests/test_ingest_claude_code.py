@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from prefixscope.ingest import claude_code, read_requests
+from prefixscope.ingest import read_requests
+from prefixscope.ingest.formats import claude_code
 from prefixscope.ingest.source import Source, probe
 
 CC = FIXTURES / "claude-code"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from prefixscope.ingest import langfuse as lf
 from prefixscope.ingest import read_requests
+from prefixscope.ingest.formats import langfuse as lf
 from prefixscope.ingest.source import Source, probe
 from prefixscope.model import Request, Skip, Usage
 from prefixscope.store.load import ingest_paths

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from prefixscope.ingest import otel as otel_format
 from prefixscope.ingest import read_requests
+from prefixscope.ingest.formats import otel as otel_format
 from prefixscope.ingest.source import Source, probe
 from prefixscope.model import Usage
 from tests.conftest import FIXTURES

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from prefixscope.ingest import raw as raw_format
 from prefixscope.ingest import read_requests
+from prefixscope.ingest.formats import raw as raw_format
 from prefixscope.ingest.source import Source, probe
 from prefixscope.model import Usage
 from prefixscope.store.load import ingest_paths

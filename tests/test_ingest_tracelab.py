@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from prefixscope.ingest import read_requests, tracelab
-from prefixscope.ingest.formats import all_formats
+from prefixscope.ingest import read_requests
+from prefixscope.ingest.formats import all_formats, tracelab
 from prefixscope.ingest.source import Source, probe
 
 ROUNDS = FIXTURES / "tracelab" / "rounds.jsonl"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from prefixscope.ingest import mini_swe_agent, openhands, read_requests, swe_agent
-from prefixscope.ingest.formats import all_formats
+from prefixscope.ingest import read_requests
+from prefixscope.ingest.formats import all_formats, mini_swe_agent, openhands, swe_agent
 from prefixscope.ingest.source import Source, probe
 
 SWE = FIXTURES / "swe-agent"

@@ -59,8 +59,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prefixscope.ingest.fields import dig, loads_deep, parse_time, to_int, usage_openai_chat
+from prefixscope.ingest.formats.swe_agent import file_session_key, source_stem
 from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
-from prefixscope.ingest.swe_agent import file_session_key, source_stem
 from prefixscope.model import Record, Request, Skip, Usage
 
 NAME = "openhands"

@@ -1,6 +1,9 @@
-"""The registry of ingest formats, in detection order.
+"""The registry of ingest formats, in detection order: one module per source family.
 
-Every format is a module in this package exposing:
+Adding a format is one new module in this package and one line in `_MODULES`; the
+shared pieces it needs are below it (`prefixscope.ingest.source` for the file and
+its probe, `prefixscope.ingest.readers` for containers, `prefixscope.ingest.normalize`
+for fields, usage, messages and streams). Every format module exposes:
 
 * ``NAME`` -- the name users pass to ``--format`` and see in ``by_format``;
 * ``DESCRIPTION`` -- one line for ``prefixscope ingest --help`` and docs;
@@ -22,7 +25,7 @@ import importlib
 from functools import cache
 from types import ModuleType
 
-# Module names under prefixscope.ingest, in detection order.
+# Module names under prefixscope.ingest.formats, in detection order.
 _MODULES = (
     "blocktrace",
     "tracelab",
@@ -41,7 +44,7 @@ _MODULES = (
 
 @cache
 def all_formats() -> tuple[ModuleType, ...]:
-    return tuple(importlib.import_module(f"prefixscope.ingest.{m}") for m in _MODULES)
+    return tuple(importlib.import_module(f"{__name__}.{m}") for m in _MODULES)
 
 
 def format_names() -> tuple[str, ...]:

@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from prefixscope.ingest.fields import dig, first_present, parse_time, usage_auto
+from prefixscope.ingest.formats.swe_agent import file_session_key, source_stem
 from prefixscope.ingest.source import Probe, Source
-from prefixscope.ingest.swe_agent import file_session_key, source_stem
 from prefixscope.model import Record, Request, Skip
 
 NAME = "mini-swe-agent"
