@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from prefixscope.ingest import UnreadableFile, read_requests_from
-from prefixscope.ingest.fields import loads_deep
+from prefixscope.ingest.normalize.fields import loads_deep
 from prefixscope.ingest.source import DECOMPRESS_ERRORS, Source
 from prefixscope.model import Request
 from prefixscope.model.keys import detect_endpoint

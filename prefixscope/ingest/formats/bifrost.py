@@ -34,7 +34,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from prefixscope.ingest.fields import (
+from prefixscope.ingest.normalize.fields import (
     dig,
     is_empty_json,
     json_text,
@@ -43,8 +43,8 @@ from prefixscope.ingest.fields import (
     to_float,
     to_int,
     to_text,
-    usage_openai_chat,
 )
+from prefixscope.ingest.normalize.usage import usage_openai_chat
 from prefixscope.ingest.source import (
     BadRecord,
     Probe,

@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from prefixscope.ingest.fields import to_int
+from prefixscope.ingest.normalize.fields import to_int
 from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.hashing import canonical_json

@@ -18,7 +18,7 @@ Guarantees:
   only appears on its last line. Content blocks of all its lines are joined
   into `output`.
 * Usage is Anthropic-native (`input_tokens` excludes cache reads/writes) and is
-  normalized with `fields.usage_anthropic` (semantics ``anthropic``).
+  normalized with `normalize.usage.usage_anthropic` (semantics ``anthropic``).
 * Not requests, not reported: `user`, `summary`, `system`, `progress`,
   `file-history-snapshot`, `queue-operation` and any other typed record
   (new Claude Code versions add types); assistant lines with
@@ -43,7 +43,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefixscope.ingest.fields import parse_time, to_int, usage_anthropic
+from prefixscope.ingest.normalize.fields import parse_time, to_int
+from prefixscope.ingest.normalize.usage import usage_anthropic
 from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
 from prefixscope.model import Record, Request, Skip
 

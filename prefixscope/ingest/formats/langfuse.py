@@ -48,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from prefixscope.ingest.fields import (
+from prefixscope.ingest.normalize.fields import (
     first_present,
     gateway_from_conversion,
     loads_deep,

@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from prefixscope.ingest.fields import (
+from prefixscope.ingest.normalize.fields import (
     dig,
     first_present,
     is_empty_json,

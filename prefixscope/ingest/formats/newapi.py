@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from prefixscope.ingest.fields import (
+from prefixscope.ingest.normalize.fields import (
     gateway_from_conversion,
     loads_deep,
     parse_time,

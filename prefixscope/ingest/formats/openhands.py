@@ -58,8 +58,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefixscope.ingest.fields import dig, loads_deep, parse_time, to_int, usage_openai_chat
 from prefixscope.ingest.formats.swe_agent import file_session_key, source_stem
+from prefixscope.ingest.normalize.fields import dig, loads_deep, parse_time, to_int
+from prefixscope.ingest.normalize.usage import usage_openai_chat
 from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
 from prefixscope.model import Record, Request, Skip, Usage
 

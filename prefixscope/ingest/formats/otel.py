@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from prefixscope.ingest.fields import dig, first_present, loads_deep, parse_time, to_int
+from prefixscope.ingest.normalize.fields import dig, first_present, loads_deep, parse_time, to_int
 from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.hashing import canonical_json

@@ -41,12 +41,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from prefixscope.ingest.fields import (
-    dig,
-    first_present,
-    loads_deep,
-    parse_time,
-    to_int,
+from prefixscope.ingest.normalize.fields import dig, first_present, loads_deep, parse_time, to_int
+from prefixscope.ingest.normalize.usage import (
     usage_anthropic,
     usage_auto,
     usage_openai_chat,

@@ -53,7 +53,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from prefixscope.ingest.fields import dig, loads_deep, to_int
+from prefixscope.ingest.normalize.fields import dig, loads_deep, to_int
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.hashing import content_hash

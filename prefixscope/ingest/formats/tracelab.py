@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prefixscope.ingest.fields import dig, parse_time, to_int
+from prefixscope.ingest.normalize.fields import dig, parse_time, to_int
 from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
 from prefixscope.model import Record, Request, Skip, Usage
 

@@ -1,13 +1,10 @@
-"""Field-level helpers shared by the format parsers: numbers, times, JSON-in-strings, usage.
+"""Field-level helpers shared by the format parsers: numbers, times, ids, JSON-in-strings.
 
 Logs disagree on everything: numbers arrive as strings, times as ISO text or epoch
 seconds / milliseconds / nanoseconds, JSON as strings that are themselves JSON
-strings (Langfuse double-encodes). And "input tokens" means two different things
-(formats.md §0, §10): Anthropic-native `input_tokens` excludes cache reads and
-writes, OpenAI `prompt_tokens` / Responses `input_tokens` / OTel include them. The
-`usage_*` functions below turn each convention into `Usage` with cache-inclusive
-`prompt_tokens`, keep the convention in `semantics`, and leave unreported values
-as None.
+strings (Langfuse double-encodes). Every format reads its fields through these
+helpers so that the same odd value means the same thing whatever the source; token
+counts are `prefixscope.ingest.normalize.usage`'s.
 """
 
 from __future__ import annotations
@@ -17,8 +14,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-
-from prefixscope.model import Usage
 
 _EPOCH = datetime(1970, 1, 1)
 
@@ -172,91 +167,6 @@ def first_present(*values: Any) -> Any:
         if v is not None and v != "":
             return v
     return None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _sum_present(*values: int | None) -> int | None:
-    present = [v for v in values if v is not None]
-    return sum(present) if present else None
-
-
-def usage_anthropic(u: dict[str, Any] | None) -> Usage:
-    """Anthropic Messages usage: `input_tokens` EXCLUDES cache reads and writes."""
-    if not isinstance(u, dict):
-        return Usage()
-    uncached = to_int(u.get("input_tokens"))
-    read = to_int(u.get("cache_read_input_tokens"))
-    write = to_int(u.get("cache_creation_input_tokens"))
-    if write is None and isinstance(u.get("cache_creation"), dict):
-        cc = u["cache_creation"]
-        write = _sum_present(to_int(cc.get("ephemeral_5m_input_tokens")),
-                             to_int(cc.get("ephemeral_1h_input_tokens")))
-    prompt = None if uncached is None else uncached + (read or 0) + (write or 0)
-    return Usage(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=write,
-                 output_tokens=to_int(u.get("output_tokens")), semantics="anthropic")
-
-
-def usage_openai_chat(u: dict[str, Any] | None) -> Usage:
-    """OpenAI Chat usage (also vLLM, DeepSeek): `prompt_tokens` INCLUDES cached tokens."""
-    if not isinstance(u, dict):
-        return Usage()
-    details = _dict(u.get("prompt_tokens_details"))
-    deepseek_hit = to_int(u.get("prompt_cache_hit_tokens"))
-    read = deepseek_hit if deepseek_hit is not None else to_int(first_present(
-        details.get("cached_tokens"), details.get("cached_read_tokens"),
-        u.get("cache_read_input_tokens")))
-    write = to_int(first_present(u.get("cache_write_tokens"), details.get("cache_write_tokens"),
-                                 details.get("cached_write_tokens"),
-                                 details.get("cache_creation_tokens"),
-                                 u.get("cache_creation_input_tokens")))
-    prompt = to_int(u.get("prompt_tokens"))
-    if prompt is None and deepseek_hit is not None:
-        prompt = _sum_present(deepseek_hit, to_int(u.get("prompt_cache_miss_tokens")))
-    return Usage(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=write,
-                 output_tokens=to_int(u.get("completion_tokens")),
-                 semantics="deepseek" if deepseek_hit is not None else "openai")
-
-
-def usage_openai_responses(u: dict[str, Any] | None) -> Usage:
-    """OpenAI Responses usage: `input_tokens` INCLUDES cached tokens."""
-    if not isinstance(u, dict):
-        return Usage()
-    details = _dict(u.get("input_tokens_details"))
-    return Usage(prompt_tokens=to_int(u.get("input_tokens")),
-                 cached_tokens=to_int(details.get("cached_tokens")),
-                 cache_write_tokens=to_int(details.get("cache_write_tokens")),
-                 output_tokens=to_int(u.get("output_tokens")), semantics="openai-responses")
-
-
-def usage_auto(u: Any, endpoint: str = "unknown") -> Usage:
-    """Pick the convention from the keys present, falling back on the endpoint protocol."""
-    if not isinstance(u, dict):
-        return Usage()
-    if "prompt_tokens" in u or "prompt_cache_hit_tokens" in u:
-        return usage_openai_chat(u)
-    if "input_tokens_details" in u:
-        return usage_openai_responses(u)
-    if "cache_read_input_tokens" in u or "cache_creation_input_tokens" in u:
-        return usage_anthropic(u)
-    if "input_tokens" in u:
-        if endpoint == "openai-responses":
-            return usage_openai_responses(u)
-        return usage_anthropic(u)
-    return Usage()
-
-
-def merge_usage(base: Usage, later: Usage) -> Usage:
-    """Fields of `later` where it reported them, else `base`'s (SSE: delta after start)."""
-    return Usage(
-        prompt_tokens=first_present(later.prompt_tokens, base.prompt_tokens),
-        cached_tokens=first_present(later.cached_tokens, base.cached_tokens),
-        cache_write_tokens=first_present(later.cache_write_tokens, base.cache_write_tokens),
-        output_tokens=first_present(later.output_tokens, base.output_tokens),
-        semantics=base.semantics or later.semantics,
-    )
 
 
 # new-api `other.request_conversion` step names -> protocol short names.

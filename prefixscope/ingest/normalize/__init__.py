@@ -1,0 +1,9 @@
+"""Normalization shared by several formats: what a field, a usage object, a message or a
+response stream means, decided once.
+
+* `fields` -- numbers, times, ids and JSON-in-strings as every format reads them;
+* `usage` -- provider usage objects (Anthropic, OpenAI Chat / Responses) -> `Usage`;
+
+A format module keeps what only its source does; anything a second format needs
+moves here, so two formats never answer the same question differently.
+"""
