@@ -22,14 +22,16 @@ An engine caches only full blocks and always recomputes the last prompt token, h
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from prefixscope.analyses.bucket import infer_block_size
 from prefixscope.analyses.causes import CAUSES, DivergenceSite, classify
 from prefixscope.model import Request
 from prefixscope.prompt import RenderOptions
+from prefixscope.store import Store
 from prefixscope.tokenizers import load_tokenizer
 from prefixscope.tokens.tokenize import Tokens, tokens_many
 
@@ -285,3 +287,78 @@ def totals(results: Iterable[PairDiff], skipped: dict[str, int] | None = None) -
     ordered = {c: CauseTotal(*by_cause[c]) for c in CAUSES if c in by_cause}
     skipped = skipped or {}
     return DiffTotals(count, lost, ordered, sum(skipped.values()), dict(skipped))
+
+
+def resolve_block_size(flag: int | None, store: Store | None,
+                       default: int = DEFAULT_BLOCK_SIZE) -> tuple[int, str]:
+    """(block size, where it came from): the flag, else inferred from the store's cached
+    tokens, else `default`."""
+    if flag:
+        return flag, "flag"
+    if store is not None:
+        inferred = infer_block_size(store.positive_cached_values())
+        if inferred:
+            return inferred, "inferred"
+    return default, "default"
+
+
+_PAIRS_PER_LOAD = 64  # pairs whose requests are loaded from the store in one query
+
+
+def session_pair_refs(store: Store, session: str | None) -> tuple[int, Iterator[PairRef]]:
+    """(number of pairs, a generator of PairRef loading each request once, in pair order)
+    of one session (an id or a unique prefix of one) or, with None, of every session.
+
+    Raises:
+        LookupError: no such session, or the prefix names more than one.
+    """
+    if session is not None:
+        matches = store.sessions_matching(session)
+        if not matches:
+            raise LookupError(f"no session {session!r} in the store")
+        if len(matches) > 1:
+            raise LookupError(f"session {session!r} is ambiguous: {', '.join(matches)}")
+        session = matches[0]
+    rows = store.session_pairs(session)
+
+    def generate() -> Iterator[PairRef]:
+        # One query per chunk of pairs (a query per request is ~5 ms on a big store);
+        # a chunk holds at most 2 * _PAIRS_PER_LOAD requests with their bodies.
+        for start in range(0, len(rows), _PAIRS_PER_LOAD):
+            chunk = rows[start:start + _PAIRS_PER_LOAD]
+            loaded = store.get_many(rid for a, b, _, _ in chunk for rid in (a, b))
+            for a, b, s, comp in chunk:  # threading only links stored requests
+                yield PairRef(loaded[a], loaded[b], s, comp)
+
+    return len(rows), generate()
+
+
+def diff_two(a: Request, b: Request, options: RenderOptions, store: Store | None, *,
+             block_size: int | None = None, context: int = DEFAULT_CONTEXT) -> DiffReport:
+    """Diff two requests (`store`, when given, supplies the inferred block size).
+
+    Raises:
+        RenderError, TokenizerError: a request cannot be rendered with `options`.
+    """
+    bs, source = resolve_block_size(block_size, store)
+    pair = diff_requests(a, b, options, block_size=bs, context=context)
+    return DiffReport((pair,), totals([pair]), options, bs, source)
+
+
+def diff_sessions(store: Store, session: str | None, options: RenderOptions, *,
+                  block_size: int | None = None, context: int = DEFAULT_CONTEXT,
+                  progress: Callable[[int, int], None] | None = None) -> DiffReport:
+    """Diff every consecutive pair of one session (None: of every session).
+
+    `progress(done, total)` is called as pairs are diffed.
+
+    Raises:
+        LookupError: no such session, or an ambiguous session prefix.
+        RenderError, TokenizerError: a bad option (a request that cannot be rendered is
+            counted as skipped instead).
+    """
+    bs, source = resolve_block_size(block_size, store)
+    count, pairs = session_pair_refs(store, session)
+    step = None if progress is None else (lambda done: progress(done, count))
+    return diff_pairs(pairs, options, block_size=bs, context=context,
+                      block_size_source=source, progress=step)

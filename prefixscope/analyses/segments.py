@@ -51,6 +51,8 @@ from prefixscope.model.hashing import (
     fold_whitespace,
     strip_cache_control,
 )
+from prefixscope.prompt import RenderOptions
+from prefixscope.store import Store
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
 _WS = re.compile(r"\s+")
@@ -366,9 +368,10 @@ def token_positions(options: Any) -> Positions:
     return positions
 
 
-def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
-                   with_tokens: bool = True, show_text: bool = False,
-                   progress: Callable[[int], None] | None = None) -> list[SegmentsReport]:
+def segments_store(store: Store, by: tuple[str, ...] = (), *,
+                   options: RenderOptions | None = None, with_tokens: bool = True,
+                   show_text: bool = False,
+                   progress: Callable[[int, int], None] | None = None) -> list[SegmentsReport]:
     """The census of a store's requests, one report per --by group.
 
     Args:
@@ -377,7 +380,7 @@ def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
         options: `RenderOptions` for token positions (None: defaults).
         with_tokens: render requests to fill token positions; False: change rates only.
         show_text: longer, unredacted previews.
-        progress: called with the number of requests censused so far.
+        progress: called with (requests censused so far, requests with a body).
 
     Raises:
         ValueError: an unknown dimension.
@@ -396,11 +399,10 @@ def segments_store(store: Any, by: tuple[str, ...] = (), *, options: Any = None,
     pairs = [(a, b) for a, b, _, _ in store.session_pairs()]
     positions = None
     if with_tokens:
-        from prefixscope.prompt import RenderOptions
-
         positions = token_positions(options or RenderOptions())
     if progress is not None:
-        positions = _counting(positions, progress)
+        total = sum(len(g) for g in groups.values())
+        positions = _counting(positions, lambda seen: progress(seen, total))
     reports = []
     for key in sorted(groups.keys() | without.keys(), key=lambda k: tuple(map(str, k))):
         reports.append(census(groups.get(key, []), pairs, positions=positions,

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.views.terminal import Screen
 
 # Piped output is not cut to 80 columns: tables are data there.
 out = Console(highlight=False, soft_wrap=False,
@@ -51,6 +52,21 @@ def note(message: str, quiet: int = 0) -> None:
         err.print(message, markup=False, soft_wrap=True)
 
 
+def screen() -> Screen:
+    """An empty view as wide as stdout."""
+    return Screen(width=out.width)
+
+
+def show(view: Screen, quiet: int = 0) -> None:
+    """A view's output: its prints on stdout, then its warnings and notes on stderr."""
+    for objects, kwargs in view.calls:
+        out.print(*objects, **kwargs)
+    for message in view.warnings:
+        warn(message, quiet)
+    for message in view.notes:
+        note(message, quiet)
+
+
 def show_progress(json_mode: bool, quiet: int) -> bool:
     return sys.stderr.isatty() and not json_mode and quiet == 0
 
@@ -75,9 +91,9 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
 
 
 @contextmanager
-def count_progress(enabled: bool, description: str, total: int) -> Iterator[Any]:
-    """A callback (items done) driving a rich progress bar over `total` items, or None."""
-    if not enabled or total <= 1:
+def counter(json_mode: bool, quiet: int, description: str) -> Iterator[Any]:
+    """A callback (done, total) driving a rich progress bar on a terminal, or None."""
+    if not show_progress(json_mode, quiet):
         yield None
         return
     from rich.progress import (
@@ -90,5 +106,5 @@ def count_progress(enabled: bool, description: str, total: int) -> Iterator[Any]
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=err, transient=True) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda done: progress.update(task, completed=done)
+        task = progress.add_task(description, total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)

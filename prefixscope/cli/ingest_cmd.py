@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -41,6 +40,8 @@ def ingest(
     from prefixscope.ingest.formats import format_names
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
     from prefixscope.store.load import ingest_paths
+    from prefixscope.views.json import ingest_json
+    from prefixscope.views.terminal.ingest import ingest_screen
 
     if fmt != "auto" and fmt not in format_names():
         raise console.fail(f"unknown format {fmt!r}; formats: {', '.join(format_names())}", 2)
@@ -56,16 +57,10 @@ def ingest(
     finally:
         st.close()
     if json_out:
-        console.print_json({
-            "ingested": result.ingested, "already_present": result.already_present,
-            "skipped": result.skipped, "by_format": result.by_format,
-            "sessions": result.sessions, "files": result.files,
-            "errors": [asdict(e) for e in result.errors],
-            "unrecognized": list(result.unrecognized),
-            "empty": list(result.empty),
-        })
+        console.print_json(ingest_json(result))
     else:
-        _render(result, summary, str(store or DEFAULT_STORE), quiet)
+        console.show(ingest_screen(result, summary, str(store or DEFAULT_STORE),
+                                   console.screen()), quiet)
     if result.failed:
         raise console.fail(f"--strict: {result.skipped} record(s)/file(s) skipped; "
                            "nothing was stored")
@@ -75,37 +70,3 @@ def ingest(
                 if fmt != "auto" else "")
         raise console.fail(f"no request read{hint}: {result.skipped:,} record(s)/file(s) "
                            "skipped")
-
-
-def _render(result, summary, store: str, quiet: int) -> None:  # type: ignore[no-untyped-def]
-    from rich.markup import escape
-    from rich.table import Table
-
-    def num(v: object) -> str:
-        return "-" if v is None else f"{v:,}"
-
-    table = Table(title=f"store {escape(store)}", show_edge=False, pad_edge=False,
-                  title_justify="left")
-    for col in ("format", "requests", "sessions", "with body", "prompt tokens", "cached tokens",
-                "hit rate"):
-        table.add_column(col, justify="left" if col == "format" else "right")
-    for row in summary:
-        rate = row["hit_rate"]
-        table.add_row(row["source_format"], num(row["requests"]), num(row["sessions"]),
-                      num(row["with_body"]), num(row["prompt_tokens"]), num(row["cached_tokens"]),
-                      "-" if rate is None else f"{rate:.2%}")
-    if summary:
-        console.out.print(table)
-    console.out.print(
-        f"{result.ingested:,} new request(s) in {escape(store)} "
-        f"({result.already_present:,} already there) from {result.files:,} file(s); "
-        f"{result.sessions:,} session(s); "
-        f"{result.skipped:,} skipped")
-    for name in result.empty:
-        console.note(f"note: {name} is recognized but holds no model calls", quiet)
-    for e in result.errors[:20]:
-        place = f"{e.file}:{e.line}" if e.line is not None else e.file
-        console.warn(f"skipped {place}: {e.reason}", quiet)
-    if len(result.errors) > 20 or result.skipped > len(result.errors):
-        console.warn(f"... {result.skipped - min(20, len(result.errors)):,} more skipped "
-                     "(see --json for the first 100)", quiet)

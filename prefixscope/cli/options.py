@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from prefixscope.prompt import RenderOptions
 
 Logs = Annotated[
     list[str] | None,
@@ -63,3 +66,22 @@ def what_if_tuple(values: list[str] | None) -> tuple[str, ...]:
             continue
         out.extend(v.strip() for v in value.split(",") if v.strip())
     return tuple(out)
+
+
+def checked_options(options: RenderOptions) -> RenderOptions:
+    """`options` once its gateway and what-ifs are valid (else exit 2) and its tokenizer
+    loads (else exit 1): checked before any log is read or pair rendered."""
+    from prefixscope.cli import console
+    from prefixscope.cli.exitcodes import ExitCode
+    from prefixscope.prompt import RenderError, check_options
+    from prefixscope.tokenizers import TokenizerError, load_tokenizer
+
+    try:
+        check_options(options)
+    except RenderError as exc:
+        raise console.fail(str(exc).splitlines()[0], ExitCode.USAGE) from None
+    try:
+        load_tokenizer(options.tokenizer)
+    except TokenizerError as exc:
+        raise console.fail(str(exc).splitlines()[0]) from None
+    return options

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -14,15 +14,12 @@ from prefixscope.cli.options import (
     StoreOpt,
     Tokenizer,
     WhatIf,
+    checked_options,
     what_if_tuple,
 )
 
+
 # Colours cycled over the segments of the rendered text (template glue is dim).
-_PALETTE = ("cyan", "green", "magenta", "yellow", "blue", "red", "bright_cyan",
-            "bright_green", "bright_magenta")
-ELIDE_AT = 400  # characters of one segment shown without --show-text
-
-
 def register(app: typer.Typer) -> None:
     app.command("render")(render)
 
@@ -55,12 +52,12 @@ def render(
     from pathlib import Path
 
     from prefixscope.analyses.render import render_report
-    from prefixscope.cli.diff_cmd import _maybe_store, checked_options
-    from prefixscope.cli.storeopen import open_store
+    from prefixscope.cli.storeopen import maybe_store, open_store
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.store.lookup import LookupError_, request_from_file, resolve_request
     from prefixscope.tokenizers import TokenizerError
     from prefixscope.views.json import render_json
+    from prefixscope.views.terminal.render import render_screen
 
     options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
                                             what_if=what_if_tuple(what_if)))
@@ -71,7 +68,7 @@ def render(
             with open_store(logs, None, quiet=quiet, json_mode=json_out) as st:
                 req = resolve_request(request, st)
         else:
-            with _maybe_store(store) as st:
+            with maybe_store(store) as st:
                 req = resolve_request(request, st)
         result = render_report(req, options)
     except (LookupError_, RenderError, TokenizerError) as exc:
@@ -79,48 +76,4 @@ def render(
     if json_out:
         console.print_json(render_json(result, show_text=show_text))
         return
-    _print(result, show_text, quiet)
-
-
-def _print(result: Any, show_text: bool, quiet: int) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
-
-    text = Text()
-    colour_of: dict[str, str] = {}
-    for row in result.segments:
-        piece = result.text[row.char_start:row.char_end]
-        if not show_text and len(piece) > ELIDE_AT:
-            half = ELIDE_AT // 2
-            piece = f"{piece[:half]} … [{len(piece) - ELIDE_AT:,} chars] … {piece[-half:]}"
-        if row.segment == "template":
-            text.append(piece, style="dim")
-        else:
-            element = row.segment.split(".", 1)[0]
-            colour = colour_of.setdefault(element, _PALETTE[len(colour_of) % len(_PALETTE)])
-            text.append(piece, style=colour)
-    console.out.print(text)
-    console.out.print()
-    table = Table(show_edge=False, title_justify="left",
-                  title=f"{len(result.segments):,} segment spans · {result.tokens:,} tokens"
-                        + (" (approximate)" if result.approximate else ""))
-    for col, justify in (("segment", "left"), ("kind", "left"), ("chars", "right"),
-                         ("tokens", "right"), ("token span", "right")):
-        table.add_column(col, justify=justify, overflow="fold")
-    for row in result.segments:
-        table.add_row(escape(row.segment), row.kind, f"{row.char_end - row.char_start:,}",
-                      f"{row.token_end - row.token_start:,}",
-                      f"{row.token_start:,}–{row.token_end:,}",
-                      style="dim" if row.segment == "template" else None)
-    console.out.print(table)
-    console.out.print(
-        f"[bold]{result.tokens:,} tokens[/] · gateway {escape(result.gateway)} "
-        f"({result.gateway_source}) · tokenizer {escape(result.tokenizer)}"
-        + (f" · what-if {escape(', '.join(result.what_if))}" if result.what_if else "")
-        + (" · [yellow]approximate (proxy tokenizer for a hosted model)[/]"
-           if result.approximate else ""))
-    for note in result.notes:
-        console.note(f"note: {note}", quiet)
-    if result.attribution != "exact":
-        console.warn(f"segment attribution is {result.attribution}: see docs/render.md", quiet)
+    console.show(render_screen(result, show_text, console.screen()), quiet)

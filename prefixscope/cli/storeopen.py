@@ -6,7 +6,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
@@ -56,3 +56,24 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
         yield st
     finally:
         st.close()
+
+
+class _NoStore:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def maybe_store(store: Path | None) -> Any:
+    """The store when one is named or the default exists; else nothing (files only)."""
+    from prefixscope.store import DEFAULT_STORE, Store, StoreError
+
+    path = store or Path(DEFAULT_STORE)
+    if store is None and not path.exists():
+        return _NoStore()
+    try:
+        return Store.open(path, read_only=True)
+    except StoreError as exc:
+        raise console.fail(str(exc)) from None

@@ -16,10 +16,12 @@ from prefixscope.analyses.segments import (
     census,
 )
 from prefixscope.model.hashing import HASH_VERSION
+from prefixscope.store.load import IngestResult
 from prefixscope.views.jsonshapes import (
     BucketJson,
     DiffJson,
     DiffPairJson,
+    IngestJson,
     RenderJson,
     SegmentRowJson,
     SegmentsByJson,
@@ -144,3 +146,14 @@ def render_json(result: RenderResult, *, show_text: bool = False) -> RenderJson:
     if show_text:
         out["text"] = result.text
     return out
+
+
+def ingest_json(result: IngestResult) -> IngestJson:
+    return {
+        "ingested": result.ingested, "already_present": result.already_present,
+        "skipped": result.skipped, "by_format": result.by_format,
+        "sessions": result.sessions, "files": result.files,
+        "errors": [{"file": e.file, "line": e.line, "reason": e.reason} for e in result.errors],
+        "unrecognized": list(result.unrecognized),
+        "empty": list(result.empty),
+    }

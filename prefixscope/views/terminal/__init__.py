@@ -1,0 +1,41 @@
+"""Typed results -> what a person reads in a terminal (rich markup, tables, histograms).
+
+A view never writes anywhere: it fills a `Screen` (stdout renderables in order, plus
+warnings and notes for stderr), and the command line decides where each goes and
+what `--quiet` hides. Every piece of log text a view shows goes through rich's
+`escape`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Screen:
+    """What one command shows: `print` calls for stdout, warnings and notes for stderr."""
+
+    width: int = 200  # the terminal's width (tables that fit it need to know)
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # plain text, shown unless -qq
+    notes: list[str] = field(default_factory=list)  # plain text, shown unless -q
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Queue `rich.Console.print(*objects, **kwargs)` for stdout."""
+        self.calls.append((objects, kwargs))
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+
+def count(n: int, noun: str) -> str:
+    """"1 request", "2,000 requests"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def percent(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2%}"

@@ -1,0 +1,90 @@
+"""`bucket` for a person: hit rate per group, cached-token histograms, spikes explained."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.markup import escape
+from rich.table import Table
+
+from prefixscope.analyses.bucket import BucketReport, HistogramBin
+from prefixscope.views.terminal import Screen, count, percent
+
+
+def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
+    """The summary table, then per group its histogram, spikes and notes."""
+    t = report.totals
+    bs = f"block size {report.block_size} ({report.block_size_source})" if report.block_size \
+        else "block size unknown"
+    summary = Table(title=f"hit rate = cached / prompt tokens · {count(t.requests, 'request')} · "
+                          f"{bs}",
+                    show_edge=False, title_justify="left")
+    for col in report.by:
+        summary.add_column(col, no_wrap=True)
+    for col in ("requests", "prompt", "cached", "hit rate", "mean of ratios", "0 cached",
+                "block"):
+        summary.add_column(col, justify="right", no_wrap=True)
+    for g in report.groups:
+        summary.add_row(*(escape(str(g.key[d])) for d in report.by), f"{g.requests:,}",
+                        f"{g.prompt_tokens:,}", f"{g.cached_tokens:,}", percent(g.hit_rate),
+                        percent(g.mean_request_hit_rate), f"{g.zero_cached:,}",
+                        str(g.block_size or "?"))
+    if len(report.groups) > 1:
+        summary.add_row(*(["all"] + [""] * (len(report.by) - 1) if report.by else []),
+                        f"{t.requests:,}", f"{t.prompt_tokens:,}", f"{t.cached_tokens:,}",
+                        percent(t.hit_rate), "", "", "", style="bold")
+    screen.print(summary)
+    for g in report.groups:
+        label = ", ".join(f"{k}={v}" for k, v in g.key.items()) or "all requests"
+        screen.print(f"\n[bold]{escape(label)}[/] · {count(g.requests, 'request')} · hit "
+                     f"rate {percent(g.hit_rate)} — cached tokens per request")
+        for line in histogram_lines(g.histogram, g.requests, [s.cached_tokens for s in g.spikes]):
+            screen.print(line)
+        if g.fraction_histogram:
+            screen.print(f"  cached / prompt  {sparkline(g.fraction_histogram)}  (10% bins)")
+        for s in g.spikes:
+            blocks = f" = {s.blocks:g} × {g.block_size}" if s.blocks is not None else ""
+            screen.print(f"  [bold magenta]spike[/] [bold]{s.cached_tokens:,}[/]{blocks} · "
+                         f"{s.requests:,} of {count(g.requests, 'request')} ({s.share:.1%})")
+            screen.print(f"    {escape(s.explanation)}", soft_wrap=True)
+        for note in g.notes:
+            screen.warn(note)
+    for note in report.notes:
+        screen.warn(note)
+    if t.without_usage:
+        screen.note(f"{t.without_usage:,} request(s) report no prompt or no cached tokens and "
+                    "are not counted")
+    return screen
+
+
+def histogram_lines(histogram: Sequence[HistogramBin], total: int, spikes: list[int],
+                    width: int = 40) -> list[str]:
+    """Rich-markup lines: one bar per bin, whole-token edges, spikes marked."""
+    peak = max((b.requests for b in histogram), default=0)
+    if not peak:
+        return []
+    edges = [(f"{b.lo:,.0f}", f"{max(b.hi - 1, b.lo):,.0f}") for b in histogram]
+    lo_w = max(len(lo) for lo, _ in edges)
+    hi_w = max(len(hi) for _, hi in edges)
+    count_w = len(f"{peak:,}")
+    lines = []
+    for b, (lo, hi) in zip(histogram, edges, strict=True):
+        span = f"  {lo:>{lo_w}} – {hi:>{hi_w}} "
+        if not b.requests:
+            lines.append(f"[dim]{span}·[/]")
+            continue
+        bar = "█" * max(1, round(width * b.requests / peak))
+        marks = [v for v in spikes if b.lo <= v < b.hi or (v == b.hi and b is histogram[-1])]
+        mark = ("  [magenta]◀ " + ", ".join(f"{v:,}" for v in marks) + "[/]") if marks else ""
+        lines.append(f"{span}[cyan]{bar:<{width}}[/] {b.requests:>{count_w},} "
+                     f"{b.requests / total:>6.1%}{mark}")
+    return lines
+
+
+def sparkline(histogram: Sequence[HistogramBin]) -> str:
+    """0% ▁█▃ 100%: one character per bin, height by requests; '·' for an empty bin."""
+    ticks = "▁▂▃▄▅▆▇█"
+    peak = max((b.requests for b in histogram), default=0) or 1
+    chars = "".join("[dim]·[/]" if not b.requests else
+                    ticks[max(0, -(-b.requests * len(ticks) // peak) - 1)] for b in histogram)
+    return f"{histogram[0].lo:.0%} {chars} {histogram[-1].hi:.0%}"

@@ -1,0 +1,78 @@
+"""`diff` for a person: one pair's divergence side by side, or lost tokens by cause."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from prefixscope.analyses.diff import DiffReport, PairDiff
+from prefixscope.views.terminal import Screen
+
+
+def _highlight(text_a: str, text_b: str, first: int) -> tuple[str, str]:
+    """Rich markup of both context texts with the differing middle highlighted."""
+
+    suffix = 0
+    while (suffix < min(len(text_a), len(text_b)) - first
+           and text_a[len(text_a) - 1 - suffix] == text_b[len(text_b) - 1 - suffix]):
+        suffix += 1
+
+    def mark(t: str) -> str:
+        end = len(t) - suffix
+        return (escape(t[:first]) + "[bold reverse]" + escape(t[first:end]) + "[/]"
+                + escape(t[end:]))
+    return mark(text_a), mark(text_b)
+
+
+def pair_screen(p: PairDiff, block_source: str, screen: Screen) -> Screen:
+    """One pair: where it diverges, both sides around it, the tokens at the split, the cause."""
+    screen.print(f"[bold]A[/] {escape(p.a[:12])}  →  [bold]B[/] {escape(p.b[:12])}"
+              + (f"   session {escape(p.session)}" if p.session else "")
+              + f"   tokens {p.tokens_a:,} → {p.tokens_b:,}")
+    fd = p.first_divergence
+    if fd is None:
+        screen.print(f"[green]no divergence[/]: {p.cause}")
+    else:
+        screen.print(f"first divergence at token {fd.token:,} (char {fd.char_b:,}) in "
+                  f"[bold cyan]{escape(' › '.join(fd.segment.split('.')))}[/]")
+        a_text, b_text = _highlight(fd.text_a.replace("\n", "⏎"), fd.text_b.replace("\n", "⏎"),
+                                    fd.first_char - fd.context_start)
+        screen.print(f"  A: …{a_text}…")
+        screen.print(f"  B: …{b_text}…")
+        screen.print(f"  tokens at the split: {escape(repr(fd.token_a))} | "
+                  f"{escape(repr(fd.token_b))}")
+    screen.print(f"reusable {p.reusable_tokens:,} · lost [bold]{p.lost_tokens:,}[/] tokens "
+              f"(block {p.block_size}, {block_source})"
+              + ("  [yellow](approximate: proxy tokenizer)[/]" if p.approximate else ""))
+    screen.print(f"cause: [bold]{p.cause}[/] — {escape(p.detail)}")
+    return screen
+
+
+def summary_screen(report: DiffReport, worst: int, screen: Screen) -> Screen:
+    """Lost tokens by cause, the worst pairs, and why some pairs were not diffed."""
+    t = report.totals
+    table = Table(title=f"{t.pairs:,} pairs · {t.lost_tokens:,} tokens lost "
+                        f"(block {report.block_size}, {report.block_size_source})",
+                  show_edge=False, title_justify="left")
+    table.add_column("cause")
+    table.add_column("pairs", justify="right")
+    table.add_column("lost tokens", justify="right")
+    table.add_column("share of lost", justify="right")
+    for cause, c in sorted(t.by_cause.items(), key=lambda kv: -kv[1].lost_tokens):
+        share = c.lost_tokens / t.lost_tokens if t.lost_tokens else 0.0
+        table.add_row(cause, f"{c.pairs:,}", f"{c.lost_tokens:,}", f"{share:.1%}")
+    screen.print(table)
+    bad = sorted((p for p in report.pairs if p.lost_tokens), key=lambda p: -p.lost_tokens)
+    if bad and worst:
+        w = Table(title="worst pairs", show_edge=False, title_justify="left")
+        for col in ("a", "b", "token", "segment", "lost", "cause", "detail"):
+            w.add_column(col, overflow="fold")
+        for p in bad[:worst]:
+            fd = p.first_divergence
+            w.add_row(escape(p.a[:10]), escape(p.b[:10]), "-" if fd is None else f"{fd.token:,}",
+                      "-" if fd is None else escape(fd.segment), f"{p.lost_tokens:,}", p.cause,
+                      escape(p.detail))
+        screen.print(w)
+    for reason, n in t.skipped_reasons.items():
+        screen.warn(f"{n} pair(s) not diffed: {reason}")
+    return screen
