@@ -18,6 +18,7 @@ from conftest import FIXTURES
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import langfuse as lf
+from prefixscope.ingest.readers.clickhouse import clickhouse_literal
 from prefixscope.ingest.source import Source, probe
 from prefixscope.model import Request, Skip, Usage
 from prefixscope.store.load import ingest_paths
@@ -395,10 +396,10 @@ class TestLangfuseBody:
         assert r.channel == "openai"
 
     def test_clickhouse_literal_parser(self) -> None:
-        assert lf.clickhouse_literal("{'a':1,'b':'it\\'s','c':['x','y']}") == {
+        assert clickhouse_literal("{'a':1,'b':'it\\'s','c':['x','y']}") == {
             "a": 1, "b": "it's", "c": ["x", "y"]}
-        assert lf.clickhouse_literal("{'a':1") is None
-        assert lf.clickhouse_literal("plain text") == "plain text"
+        assert clickhouse_literal("{'a':1") is None
+        assert clickhouse_literal("plain text") == "plain text"
 
     def test_tools_in_input_win_over_tool_definitions(self) -> None:
         stored = {"Other": json.dumps({"description": "x", "parameters": "{}"})}

@@ -30,7 +30,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,14 +44,10 @@ from prefixscope.ingest.normalize.fields import (
     to_text,
 )
 from prefixscope.ingest.normalize.usage import usage_openai_chat
-from prefixscope.ingest.source import (
-    BadRecord,
-    Probe,
-    Source,
-    iter_sqlite_rows,
-    iter_table_rows,
-    row_keys,
-)
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.sqlite import iter_query
+from prefixscope.ingest.readers.tables import iter_table_rows, row_keys
+from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.keys import detect_endpoint
 
@@ -86,10 +81,7 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
 
 
 def _rows(source: Source, probe: Probe) -> Iterator[tuple[int, Any]]:
-    if probe.kind == "sqlite":
-        yield from iter_sqlite_rows(source, "logs")
-    else:
-        yield from iter_table_rows(source, probe, "logs")
+    return iter_table_rows(source, probe, "logs")
 
 
 def _link_ids(source: Source, probe: Probe) -> tuple[set[str], set[str]]:
@@ -97,16 +89,11 @@ def _link_ids(source: Source, probe: Probe) -> tuple[set[str], set[str]]:
     ids: set[str] = set()
     parents: set[str] = set()
     if probe.kind == "sqlite":
-        con = sqlite3.connect(f"file:{source.local_path()}?mode=ro", uri=True)
-        try:
-            cols = set(probe.tables.get("logs", ()))
-            parent_col = "parent_request_id" if "parent_request_id" in cols else "NULL"
-            pairs = con.execute(f'SELECT id, {parent_col} FROM "logs"')
-            for row_id, parent in pairs:
-                _add(ids, row_id)
-                _add(parents, parent)
-        finally:
-            con.close()
+        cols = set(probe.tables.get("logs", ()))
+        parent_col = "parent_request_id" if "parent_request_id" in cols else "NULL"
+        for row_id, parent in iter_query(source, f'SELECT id, {parent_col} FROM "logs"'):
+            _add(ids, row_id)
+            _add(parents, parent)
         return ids, parents
     for _, row in _rows(source, probe):
         if isinstance(row, dict):

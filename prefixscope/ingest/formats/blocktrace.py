@@ -47,7 +47,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from prefixscope.ingest.normalize.fields import to_int
-from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.json import iter_json_records
+from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.hashing import canonical_json
 

@@ -45,7 +45,9 @@ from typing import Any
 
 from prefixscope.ingest.normalize.fields import parse_time, to_int
 from prefixscope.ingest.normalize.usage import usage_anthropic
-from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.json import iter_json_records
+from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip
 
 NAME = "claude-code"

@@ -12,7 +12,8 @@ exports come in (formats.md §1), detected from content:
   ``{id, traces: [...]}`` whose traces carry observations (§1.1, §1.2);
 * batch exports (JSON, JSON lines, CSV: camelCase rows, §1.4), blob-storage exports
   and ClickHouse ``observations`` / ``events_full`` rows (snake_case, §1.5), as JSON,
-  JSON lines or CSV with a header (``Map`` columns as JSON or ClickHouse literals).
+  JSON lines or CSV with a header (``Map`` columns as JSON or ClickHouse literals,
+  read by `prefixscope.ingest.readers.clickhouse`).
 
 Guarantees:
 
@@ -46,8 +47,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from prefixscope.ingest.normalize.fields import (
     first_present,
     gateway_from_conversion,
@@ -55,7 +54,11 @@ from prefixscope.ingest.normalize.fields import (
     parse_time,
     to_int,
 )
-from prefixscope.ingest.source import BadRecord, Probe, Source, iter_csv_rows, iter_json_records
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.clickhouse import clickhouse_literal, map_column
+from prefixscope.ingest.readers.csv import iter_csv_rows
+from prefixscope.ingest.readers.json import iter_json_records
+from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.keys import detect_endpoint
 
@@ -414,8 +417,8 @@ def normalize_usage(row: Mapping[str, Any]) -> tuple[Usage, dict[str, Any]]:
     Rows without usage details fall back to the deprecated ``promptTokens`` /
     ``usage.input`` / ``inputUsage``: cache-inclusive sums with no cache split.
     """
-    details = _mapping(_pick(row, "usageDetails", "usage_details"))
-    provided = _mapping(_pick(row, "providedUsageDetails", "provided_usage_details"))
+    details = map_column(_pick(row, "usageDetails", "usage_details"))
+    provided = map_column(_pick(row, "providedUsageDetails", "provided_usage_details"))
     notes: dict[str, Any] = {}
     if details and provided is not None and not provided:
         notes["usage_inferred_by_langfuse"] = True  # Langfuse tokenized the text itself
@@ -478,7 +481,7 @@ def _inclusion_rule(d: dict[str, int | None], uncached: int | None, other: int,
 
 def _usage_deprecated(row: Mapping[str, Any],
                       notes: dict[str, Any]) -> tuple[Usage, dict[str, Any]]:
-    usage_obj = _mapping(row.get("usage")) or {}
+    usage_obj = map_column(row.get("usage")) or {}
     prompt = to_int(first_present(row.get("promptTokens"), usage_obj.get("input"),
                                   row.get("inputUsage"), row.get("input_usage")))
     output = to_int(first_present(row.get("completionTokens"), usage_obj.get("output"),
@@ -813,7 +816,7 @@ def _stored_tools(value: Any) -> list[_ToolDef]:
         return []
     if isinstance(value, list):
         return [t for t in (_as_tool_def(v) for v in value) if t.name]
-    mapping = _mapping(value)
+    mapping = map_column(value)
     if not mapping:
         return []
     out = []
@@ -907,22 +910,6 @@ def _text(value: Any) -> str | None:
     return text if text.strip() and text.strip().lower() not in ("null", "none") else None
 
 
-def _mapping(value: Any) -> dict[str, Any] | None:
-    """A dict from a dict, a JSON object string, or a ClickHouse ``Map`` literal; else None."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, dict):
-        return value
-    parsed = loads_deep(value)
-    if isinstance(parsed, dict):
-        return parsed
-    if isinstance(parsed, str):
-        literal = clickhouse_literal(parsed)
-        if isinstance(literal, dict):
-            return literal
-    return None
-
-
 def _observation_metadata(row: Mapping[str, Any]) -> dict[str, Any]:
     names, values = row.get("metadata_names"), row.get("metadata_values")
     if names is not None and values is not None:
@@ -930,7 +917,7 @@ def _observation_metadata(row: Mapping[str, Any]) -> dict[str, Any]:
         values = values if isinstance(values, list) else clickhouse_literal(str(values))
         if isinstance(names, list) and isinstance(values, list):
             return dict(zip(names, values, strict=False))
-    return _mapping(row.get("metadata")) or {}
+    return map_column(row.get("metadata")) or {}
 
 
 def _meta_value(meta: dict[str, Any], *path: str) -> Any:
@@ -953,68 +940,3 @@ def _provider(meta: dict[str, Any]) -> str | None:
     return _text(first_present(_meta_value(meta, "ls_provider"),
                                _meta_value(meta, "attributes", "gen_ai.system"),
                                _meta_value(meta, "attributes", "llm.system")))
-
-
-def clickhouse_literal(text: str) -> Any:
-    """Parse a ClickHouse ``Map`` / ``Array`` / string literal as printed in CSV output
-    (``{'input':10,'output':'x'}``, ``['a','b']``); None when it is not one."""
-    try:
-        value, end = _ch_value(text, _ch_skip(text, 0))
-    except (IndexError, ValueError):
-        return None
-    return value if _ch_skip(text, end) == len(text) else None
-
-
-def _ch_skip(s: str, i: int) -> int:
-    while i < len(s) and s[i] in " \t\r\n":
-        i += 1
-    return i
-
-
-def _ch_value(s: str, i: int) -> tuple[Any, int]:
-    if s[i] == "{":
-        out: dict[str, Any] = {}
-        i = _ch_skip(s, i + 1)
-        while s[i] != "}":
-            key, i = _ch_value(s, i)
-            i = _ch_skip(s, i)
-            if s[i] != ":":
-                raise ValueError("expected ':'")
-            value, i = _ch_value(s, _ch_skip(s, i + 1))
-            out[str(key)] = value
-            i = _ch_skip(s, i)
-            if s[i] == ",":
-                i = _ch_skip(s, i + 1)
-        return out, i + 1
-    if s[i] == "[":
-        items: list[Any] = []
-        i = _ch_skip(s, i + 1)
-        while s[i] != "]":
-            value, i = _ch_value(s, i)
-            items.append(value)
-            i = _ch_skip(s, i)
-            if s[i] == ",":
-                i = _ch_skip(s, i + 1)
-        return items, i + 1
-    if s[i] == "'":
-        chars: list[str] = []
-        i += 1
-        escapes = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "b": "\b", "f": "\f"}
-        while s[i] != "'":
-            if s[i] == "\\":
-                i += 1
-                chars.append(escapes.get(s[i], s[i]))
-            else:
-                chars.append(s[i])
-            i += 1
-        return "".join(chars), i + 1
-    end = i
-    while end < len(s) and s[end] not in ",:]}":
-        end += 1
-    token = s[i:end].strip()
-    if not token:
-        raise ValueError("empty token")
-    try:
-        return orjson.loads(token), end
-    except orjson.JSONDecodeError:
-        return token, end

@@ -51,14 +51,9 @@ from prefixscope.ingest.normalize.fields import (
     to_int,
     to_text,
 )
-from prefixscope.ingest.source import (
-    BadRecord,
-    Probe,
-    Source,
-    iter_sqlite_rows,
-    iter_table_rows,
-    row_keys,
-)
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.tables import iter_table_rows, row_keys
+from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.keys import detect_endpoint
 
@@ -115,12 +110,9 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
 
 
 def _rows(source: Source, probe: Probe) -> Iterator[tuple[int, Any]]:
-    if probe.kind == "sqlite":
-        table = spend_table(probe)
-        if table is not None:
-            yield from iter_sqlite_rows(source, table)
-        return
-    yield from iter_table_rows(source, probe, "LiteLLM_SpendLogs")
+    table = spend_table(probe) if probe.kind == "sqlite" else "LiteLLM_SpendLogs"
+    if table is not None:
+        yield from iter_table_rows(source, probe, table)
 
 
 def _count_session_ids(rows: Iterator[tuple[int, Any]]) -> Counter[str]:

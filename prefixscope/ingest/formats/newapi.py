@@ -41,14 +41,10 @@ from prefixscope.ingest.normalize.fields import (
     to_int,
     to_text,
 )
-from prefixscope.ingest.source import (
-    BadRecord,
-    Probe,
-    Source,
-    iter_sqlite_rows,
-    iter_table_rows,
-    row_keys,
-)
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.sqlite import iter_sqlite_rows
+from prefixscope.ingest.readers.tables import iter_table_rows, row_keys
+from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 
 NAME = "new-api"

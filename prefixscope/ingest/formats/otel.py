@@ -39,7 +39,9 @@ from typing import Any
 import orjson
 
 from prefixscope.ingest.normalize.fields import dig, first_present, loads_deep, parse_time, to_int
-from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.json import iter_json_records
+from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.hashing import canonical_json
 

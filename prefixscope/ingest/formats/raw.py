@@ -48,7 +48,9 @@ from prefixscope.ingest.normalize.usage import (
     usage_openai_chat,
     usage_openai_responses,
 )
-from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.json import iter_json_records
+from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import ENDPOINTS, Record, Request, Skip, Usage
 from prefixscope.model.hashing import canonical_json
 from prefixscope.model.keys import detect_endpoint

@@ -33,7 +33,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from prefixscope.ingest.normalize.fields import dig, parse_time, to_int
-from prefixscope.ingest.source import BadRecord, Probe, Source, iter_json_records
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.json import iter_json_records
+from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 
 NAME = "tracelab"

@@ -1,0 +1,81 @@
+"""JSON documents and JSON lines: every record with its place, bad lines reported in place.
+
+Most formats arrive as JSON lines (one record a line, a collector or logger appending)
+or as one JSON document (an API page, a UI download, an array of records). Both are
+read here the same way for every format, and so is the byte-order mark a Windows
+editor leaves in front of the first line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from prefixscope.ingest.readers import BadRecord
+
+if TYPE_CHECKING:
+    from prefixscope.ingest.source import Probe, Source
+
+UTF8_BOM = b"\xef\xbb\xbf"
+# Non-blank lines looked at to find the first record of a JSON-lines file.
+JSONL_PROBE_LINES = 20
+
+_NOT_JSON = object()
+
+
+def json_lines(source: Source) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, line without surrounding white space) of every non-blank line;
+    a UTF-8 byte-order mark in front of line 1 is dropped."""
+    with source.open_binary() as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = raw.strip()
+            if lineno == 1:
+                line = line.lstrip(UTF8_BOM)
+            if line:
+                yield lineno, line
+
+
+def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[bool, Any]:
+    """(found, value) of the first JSON-lines record, however long its line.
+
+    Looks at the first `JSONL_PROBE_LINES` non-blank lines, so that a file whose
+    first line is truncated or garbage is still read as JSON lines (the bad line
+    becomes a reported skip). A JSON object or array is preferred; a bare scalar on
+    the very first line is accepted unless `containers_only`.
+    """
+    for seen, (_, line) in enumerate(json_lines(source), start=1):
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            value = _NOT_JSON
+        if isinstance(value, dict | list):
+            return True, value
+        if seen == 1 and value is not _NOT_JSON and not containers_only:
+            return True, value
+        if seen >= JSONL_PROBE_LINES:
+            break
+    return False, None
+
+
+def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]]:
+    """Yield (place, record) for a JSON array / object / JSON-lines source.
+
+    A JSON-lines line that does not parse yields (line, BadRecord(reason)) so the
+    caller can report it and go on.
+    """
+    if probe_.kind == "json":
+        doc = probe_.document
+        if doc is None:
+            doc = orjson.loads(source.read_bytes())
+        if isinstance(doc, list):
+            yield from enumerate(doc, start=1)
+        else:
+            yield 1, doc
+        return
+    for lineno, line in json_lines(source):
+        try:
+            yield lineno, orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            yield lineno, BadRecord(f"invalid JSON: {exc}")

@@ -1,0 +1,57 @@
+"""SQLite databases, read in place and read-only: gateways keep their logs in one.
+
+new-api (``one-api.db``), LiteLLM copies and Bifrost (``logs.db``) store request logs
+in a SQLite file, so the file itself is an input. Every access goes through a
+read-only URI connection: ingesting a live gateway's database never writes to it.
+A gzip-compressed database or stdin is read through `Source.local_path`'s
+temporary copy.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prefixscope.ingest.source import Source
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@contextmanager
+def connect(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the SQLite file at `path`, closed on exit."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def read_tables(path: Path) -> dict[str, list[str]]:
+    """Table -> columns of a SQLite file.
+
+    Raises:
+        sqlite3.Error: the file is damaged, encrypted or locked.
+    """
+    with connect(path) as con:
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {n: [c[1] for c in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
+
+
+def iter_sqlite_rows(source: Source, table: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (row number, row dict) from one table of a SQLite database file, read-only."""
+    with connect(source.local_path()) as con:
+        con.row_factory = sqlite3.Row
+        for rowno, row in enumerate(con.execute(f'SELECT * FROM "{table}"'), start=1):
+            yield rowno, dict(row)
+
+
+def iter_query(source: Source, sql: str) -> Iterator[tuple[Any, ...]]:
+    """The rows of one read-only query (a light pass over a few columns of a table whose
+    rows carry whole request bodies)."""
+    with connect(source.local_path()) as con:
+        yield from con.execute(sql)
