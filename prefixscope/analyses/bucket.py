@@ -179,24 +179,27 @@ def histogram(values: Sequence[float], bins: int, lo: float | None = None,
     if not values or bins <= 0:
         return ()
     if step:
-        lo = 0 if lo is None else lo
-        top = max(values) - lo
-        width = step * (int(top // (bins * step)) + 1)
-        n = int(top // width) + 1
-        counts = [0] * n
-        for v in values:
-            counts[max(int((v - lo) // width), 0)] += 1
-        return tuple(HistogramBin(lo + i * width, lo + (i + 1) * width, c)
-                     for i, c in enumerate(counts))
-    lo = 0.0 if lo is None else lo
-    hi = float(max(values)) if hi is None else hi
-    if hi <= lo:
-        return (HistogramBin(lo, hi, len(values)),)
-    width = (hi - lo) / bins
+        return _stepped_histogram(values, bins, 0 if lo is None else lo, step)
+    start = 0.0 if lo is None else lo
+    end = float(max(values)) if hi is None else hi
+    if end <= start:
+        return (HistogramBin(start, end, len(values)),)
+    width = (end - start) / bins
     counts = [0] * bins
     for v in values:
-        idx = min(int((v - lo) / width), bins - 1)
+        idx = min(int((v - start) / width), bins - 1)
         counts[max(idx, 0)] += 1
+    return tuple(HistogramBin(start + i * width, start + (i + 1) * width, c)
+                 for i, c in enumerate(counts))
+
+
+def _stepped_histogram(values: Sequence[float], bins: int, lo: float, step: int
+                       ) -> tuple[HistogramBin, ...]:
+    top = max(values) - lo
+    width = step * (int(top // (bins * step)) + 1)
+    counts = [0] * (int(top // width) + 1)
+    for v in values:
+        counts[max(int((v - lo) // width), 0)] += 1
     return tuple(HistogramBin(lo + i * width, lo + (i + 1) * width, c)
                  for i, c in enumerate(counts))
 
@@ -341,11 +344,12 @@ def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
         all_cached.append(record.cached_tokens)
         by_source.setdefault(record.source_format, []).append(record.cached_tokens)
     notes: list[str] = []
+    overall: int | None
     if block_size:
         overall, source = block_size, "forced"
     else:
         inferred = infer_block_size(all_cached)
-        overall, source = (inferred, "inferred") if inferred else (None, "default")
+        overall, source = inferred, ("inferred" if inferred else "default")
         distinct = len({v for v in all_cached if v > 0})
         if inferred and distinct < _INFER_MIN_VALUES:
             notes.append(f"block size {inferred} was inferred from {distinct} distinct cached "

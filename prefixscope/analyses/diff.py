@@ -30,7 +30,7 @@ import numpy as np
 from prefixscope.analyses.bucket import infer_block_size
 from prefixscope.analyses.causes import CAUSES, DivergenceSite, classify
 from prefixscope.model import Request
-from prefixscope.prompt import RenderOptions
+from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
 from prefixscope.tokenizers import load_tokenizer
 from prefixscope.tokens.tokenize import Tokens, tokens_many
@@ -194,7 +194,7 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: 
         RenderError: an unknown gateway profile or what-if (`render.check_options`).
         TokenizerError: the tokenizer cannot be loaded offline.
     """
-    from prefixscope.prompt import RenderError, check_options
+    from prefixscope.prompt import check_options
     from prefixscope.tokenizers import load_tokenizer
 
     check_options(options)  # a bad option is one error, not one skip per pair
@@ -247,7 +247,7 @@ def _chunks(pairs: Iterable[PairRef], size: int) -> Iterable[list[PairRef]]:
 
 
 def _tokenize_into(requests: list[Request], options: RenderOptions, cache: dict[str, Tokens],
-                   failed: dict[str, Exception]) -> None:
+                   failed: dict[str, RenderError]) -> None:
     """Tokens of `requests` into `cache`; a request that cannot be rendered into `failed`."""
     from prefixscope.prompt import RenderError
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from prefixscope.cli import console
+from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.options import (
     BlockSize,
     By,
@@ -64,7 +65,7 @@ def bucket(
             report = bucket_store(st, dims, bins=bins, block_size=block_size, options=options,
                                   explain=not no_explain)
         except ValueError as exc:
-            raise console.fail(str(exc), 2) from None
+            raise console.fail(str(exc), ExitCode.USAGE) from None
         except TokenizerError as exc:
             raise console.fail(str(exc)) from None
     if plot is not None:

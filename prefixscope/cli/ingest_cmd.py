@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from prefixscope.cli import console
+from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.options import JsonOut, Quiet, SessionGap, StoreOpt
 
 
@@ -44,7 +45,8 @@ def ingest(
     from prefixscope.views.terminal.ingest import ingest_screen
 
     if fmt != "auto" and fmt not in format_names():
-        raise console.fail(f"unknown format {fmt!r}; formats: {', '.join(format_names())}", 2)
+        raise console.fail(f"unknown format {fmt!r}; formats: {', '.join(format_names())}",
+                           ExitCode.USAGE)
     try:
         st = Store.open(store or DEFAULT_STORE)
     except StoreError as exc:

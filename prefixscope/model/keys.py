@@ -35,13 +35,15 @@ def split_body(endpoint: str, body: dict[str, Any] | None) -> tuple[Any, list[An
     """(system, tools, history) of a body; history excludes leading system messages."""
     if not isinstance(body, dict):
         return None, [], []
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    raw_tools = body.get("tools")
+    tools: list[Any] = raw_tools if isinstance(raw_tools, list) else []
     if endpoint == "openai-responses":
         items = body.get("input")
         if isinstance(items, str):
             items = [{"role": "user", "content": items}]
         return body.get("instructions"), tools, items if isinstance(items, list) else []
-    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    raw_messages = body.get("messages")
+    messages: list[Any] = raw_messages if isinstance(raw_messages, list) else []
     if endpoint == "anthropic-messages" or "system" in body:
         return body.get("system"), tools, messages
     lead = 0

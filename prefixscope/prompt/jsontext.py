@@ -86,12 +86,12 @@ def dumps(value: Any, marker: Marker | None = None, *, ensure_ascii: bool = Fals
                 if indent is not None:
                     out.append("\n" + indent * (level + 1))
                 owner = mark.path_of(item) if mark and isinstance(item, (dict, list)) else None
-                if owner is not None:
+                if owner is not None and mark is not None:
                     out.append(mark.open(owner))
                 out.append(key_text(k))
                 out.append(key_sep)
                 value_text(item, level + 1, marked=owner is not None)
-                if owner is not None:
+                if owner is not None and mark is not None:
                     out.append(mark.close())
             if indent is not None:
                 out.append("\n" + indent * level)
@@ -114,7 +114,7 @@ def dumps(value: Any, marker: Marker | None = None, *, ensure_ascii: bool = Fals
     def value_text(v: Any, level: int, *, marked: bool) -> None:
         if isinstance(v, (dict, list, tuple)):
             owner = None if marked or mark is None else mark.path_of(v)
-            if owner is not None:
+            if owner is not None and mark is not None:
                 out.append(mark.open(owner))
             if indent is None and mark is not None and mark.is_leaf(v):
                 # Nothing registered inside: the C encoder writes the same text, faster.
@@ -122,7 +122,7 @@ def dumps(value: Any, marker: Marker | None = None, *, ensure_ascii: bool = Fals
                                       separators=(item_sep, key_sep)))
             else:
                 container(list(v) if isinstance(v, tuple) else v, level)
-            if owner is not None:
+            if owner is not None and mark is not None:
                 out.append(mark.close())
         else:
             out.append(scalar(v))
@@ -196,7 +196,7 @@ def go_marshal(value: Any, marker: Marker | None = None) -> str:
         owner = None
         if mark is not None and not marked and isinstance(v, (dict, list)):
             owner = mark.path_of(v)
-        if owner is not None:
+        if owner is not None and mark is not None:
             out.append(mark.open(owner))
         if isinstance(v, dict):
             out.append("{")
@@ -205,12 +205,12 @@ def go_marshal(value: Any, marker: Marker | None = None) -> str:
                     out.append(",")
                 item = v[k]
                 child = mark.path_of(item) if mark and isinstance(item, (dict, list)) else None
-                if child is not None:
+                if child is not None and mark is not None:
                     out.append(mark.open(child))
                 out.append(go_string(unmark(str(k))))
                 out.append(":")
                 emit(item, marked=child is not None)
-                if child is not None:
+                if child is not None and mark is not None:
                     out.append(mark.close())
             out.append("}")
         elif isinstance(v, (list, tuple)):
@@ -232,7 +232,7 @@ def go_marshal(value: Any, marker: Marker | None = None) -> str:
             out.append(go_number(v))
         else:
             raise TypeError(f"cannot marshal {type(v).__name__}")
-        if owner is not None:
+        if owner is not None and mark is not None:
             out.append(mark.close())
 
     emit(value, marked=False)

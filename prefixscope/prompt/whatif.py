@@ -81,10 +81,19 @@ def apply_text_edits(endpoint: str, marked: dict[str, Any], plan: WhatIfPlan,
                          lambda blocks: _strip_header_blocks(blocks, marker))
         else:
             assert pattern is not None
-            _edit_system(endpoint, out, marker,
-                         lambda s, p=pattern: edit(s, lambda t: p.sub("", t)),
-                         lambda blocks, p=pattern: _drop_in_blocks(blocks, p, marker))
+            _edit_system(endpoint, out, marker, _dropping_text(pattern),
+                         _dropping_blocks(pattern, marker))
     return out
+
+
+def _dropping_text(pattern: re.Pattern[str]) -> Callable[[str], str]:
+    """A text edit deleting every match of `pattern` (marks kept around what remains)."""
+    return lambda text: edit(text, lambda t: pattern.sub("", t))
+
+
+def _dropping_blocks(pattern: re.Pattern[str], marker: Marker
+                     ) -> Callable[[list[Any]], list[Any]]:
+    return lambda blocks: _drop_in_blocks(blocks, pattern, marker)
 
 
 def _like(new: Any, old: Any, marker: Marker) -> Any:

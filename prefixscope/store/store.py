@@ -58,7 +58,8 @@ class StoreError(Exception):
 
 # prefixscope never reaches the network: DuckDB must not fetch extensions on its own
 # (it would, e.g., to open a SQLite file given as --store, or for an http:// path in SQL).
-_OFFLINE = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_OFFLINE: dict[str, str | bool | int | float | list[str]] = {
+    "autoinstall_known_extensions": False, "autoload_known_extensions": False}
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")

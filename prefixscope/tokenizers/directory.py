@@ -104,7 +104,7 @@ def _convert_with_transformers(spec: str, folder: Path) -> Path:
     cache_dir = Path(os.environ.get("PREFIXSCOPE_CACHE_DIR",
                                     Path.home() / ".cache" / "prefixscope")) / "tokenizers"
     cache_dir.mkdir(parents=True, exist_ok=True)
-    out = cache_dir / f"{xxhash.xxh3_64_hexdigest(str(folder.resolve()))}.json"
+    out = cache_dir / f"{xxhash.xxh3_64_hexdigest(str(folder.resolve()).encode())}.json"
     backend.save(str(out))
     return out
 

@@ -223,7 +223,7 @@ class PieceCache:
         if not entries:
             return Encoded(np.zeros(0, np.uint32), np.zeros(0, np.int64))
         pieces = self._pieces
-        pairs = [pieces[e] if e.__class__ is int else e for e in entries]
+        pairs = [pieces[e] if isinstance(e, int) else e for e in entries]
         id_arrays = [pair[0] for pair in pairs]
         ids = np.concatenate(id_arrays)
         rel = np.concatenate([pair[1] for pair in pairs]).astype(np.int64)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from prefixscope.analyses.bucket import BucketReport, HistogramBin
+from prefixscope.analyses.bucket import Boundary, BucketReport, HistogramBin
 from prefixscope.analyses.diff import DiffReport, PairDiff
 from prefixscope.analyses.render import RenderResult
 from prefixscope.analyses.segments import (
@@ -18,6 +18,7 @@ from prefixscope.analyses.segments import (
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult
 from prefixscope.views.jsonshapes import (
+    BoundaryJson,
     BucketJson,
     DiffJson,
     DiffPairJson,
@@ -45,11 +46,7 @@ def bucket_json(report: BucketReport) -> BucketJson:
             "spikes": [{
                 "cached_tokens": s.cached_tokens, "requests": s.requests, "share": s.share,
                 "blocks": s.blocks,
-                "boundary": None if s.boundary is None else {
-                    "segment_before": s.boundary.segment_before,
-                    "segment_after": s.boundary.segment_after, "token": s.boundary.token,
-                    "requests": s.boundary.requests, "rendered": s.boundary.rendered,
-                    "distinct_after": s.boundary.distinct_after},
+                "boundary": None if s.boundary is None else _boundary_json(s.boundary),
                 "explanation": s.explanation,
             } for s in g.spikes],
             "notes": list(g.notes),
@@ -64,6 +61,14 @@ def bucket_json(report: BucketReport) -> BucketJson:
         "block_size_source": report.block_size_source,
         "notes": list(report.notes),
     }
+
+
+def _boundary_json(b: Boundary) -> BoundaryJson:
+    # A boundary bucket reports was counted over the rendered requests (bucket_store).
+    assert b.distinct_after is not None
+    return {"segment_before": b.segment_before, "segment_after": b.segment_after,
+            "token": b.token, "requests": b.requests, "rendered": b.rendered,
+            "distinct_after": b.distinct_after}
 
 
 def diff_json(report: DiffReport) -> DiffJson:

@@ -108,7 +108,8 @@ def _claude_message(message: dict[str, Any], body: dict[str, Any], marker: Marke
                 part["cache_control"] = _go_roundtrip(block["cache_control"], marker)
             parts.append(_registered(part, marker, block))
         elif btype == "image":
-            source = block.get("source") if isinstance(block.get("source"), dict) else {}
+            raw_source = block.get("source")
+            source: dict[str, Any] = raw_source if isinstance(raw_source, dict) else {}
             url = f"data:{source.get('media_type', '')};base64,{_sprint_s(source.get('data'))}"
             # dto.MessageImageUrl: Detail is omitempty, MimeType has no json tag.
             parts.append(_registered({"type": "image_url",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -35,8 +36,10 @@ def render_screen(result: RenderResult, show_text: bool, screen: Screen) -> Scre
     table = Table(show_edge=False, title_justify="left",
                   title=f"{len(result.segments):,} segment spans · {result.tokens:,} tokens"
                         + (" (approximate)" if result.approximate else ""))
-    for col, justify in (("segment", "left"), ("kind", "left"), ("chars", "right"),
-                         ("tokens", "right"), ("token span", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("segment", "left"), ("kind", "left"), ("chars", "right"), ("tokens", "right"),
+        ("token span", "right"))
+    for col, justify in columns:
         table.add_column(col, justify=justify, overflow="fold")
     for row in result.segments:
         table.add_row(escape(row.segment), row.kind, f"{row.char_end - row.char_start:,}",

@@ -39,7 +39,7 @@ def _report(report: SegmentsReport, top: int, screen: Screen) -> None:
     table = Table(title=f"{label}{t.requests:,} requests with a body · {t.pairs:,} consecutive "
                         "same-session pairs · ranked by invalidated tokens",
                   show_edge=False, title_justify="left")
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for s in report.segments[:top]:
         how = ", ".join(f"{k} {v}" for k, v in s.change_kinds.items())
         if s.unique_per_request:
@@ -47,8 +47,8 @@ def _report(report: SegmentsReport, top: int, screen: Screen) -> None:
         rows.append((escape(s.segment), f"{s.distinct:,}/{s.requests:,}",
                      _fmt(s.change_rate, ".1%"), how, _fmt(s.token_start_median),
                      _fmt(s.tokens_after_median), _fmt(s.invalidated_tokens), escape(s.preview)))
-    headers = ("segment", "distinct/held", "changed", "how", "at token", "after",
-               "invalidated", "preview")
+    headers: tuple[str, ...] = ("segment", "distinct/held", "changed", "how", "at token",
+                                "after", "invalidated", "preview")
     widest = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     # Fit the terminal: numbers never wrap, "how" wraps if it must, the preview takes the
     # rest -- or is left out (it stays in --json) when fewer than 20 columns are left for it.

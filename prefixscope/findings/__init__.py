@@ -1,1 +1,0 @@
-"""Typed analysis results -> ranked findings (for report)."""
