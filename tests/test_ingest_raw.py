@@ -11,6 +11,7 @@ import pytest
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import raw as raw_format
+from prefixscope.ingest.normalize.streams import decode_response, parse_sse
 from prefixscope.ingest.source import Source, probe
 from prefixscope.model import Usage
 from prefixscope.store.load import ingest_paths
@@ -409,16 +410,16 @@ class TestParseSSE:
     def test_event_name_fills_missing_type_and_done_is_ignored(self) -> None:
         text = ("event: ping\ndata: {}\n\n: keep-alive comment\n\n"
                 "data: {\"object\":\"chat.completion.chunk\",\"choices\":[]}\n\ndata: [DONE]\n\n")
-        events, bad = raw_format.parse_sse(text)
+        events, bad = parse_sse(text)
         assert events == [{"type": "ping"}, {"object": "chat.completion.chunk", "choices": []}]
         assert bad == 0
 
     def test_multi_line_data_is_joined(self) -> None:
-        events, bad = raw_format.parse_sse('data: {"a":\ndata: 1}\n\ndata: {broken\n\n')
+        events, bad = parse_sse('data: {"a":\ndata: 1}\n\ndata: {broken\n\n')
         assert (events, bad) == ([{"a": 1}], 1)
 
     def test_crlf_line_endings(self) -> None:
-        events, _ = raw_format.parse_sse("event: x\r\ndata: {\"type\":\"message_stop\"}\r\n\r\n")
+        events, _ = parse_sse("event: x\r\ndata: {\"type\":\"message_stop\"}\r\n\r\n")
         assert events == [{"type": "message_stop"}]
 
 
@@ -434,7 +435,7 @@ class TestRawStreamRebuild:
                 + chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a":'}}]})
                 + chunk({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]})
                 + chunk(None, {"prompt_tokens": 10, "completion_tokens": 2}))
-        reply = raw_format._decode_response(text)
+        reply = decode_response(text)
         assert reply.output == {"role": "assistant", "content": None, "tool_calls": [
             {"id": "call_1", "type": "function",
              "function": {"name": "run", "arguments": '{"a":1}'}}]}
@@ -458,7 +459,7 @@ class TestRawStreamRebuild:
             {"type": "message_delta", "delta": {}, "usage": {"output_tokens": 7}},
         ]
         text = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
-        reply = raw_format._decode_response(text)
+        reply = decode_response(text)
         assert reply.output["content"] == [
             {"type": "thinking", "thinking": "abc", "signature": "sig"},
             {"type": "tool_use", "id": "t", "name": "X", "input": {}}]

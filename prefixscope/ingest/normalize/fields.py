@@ -52,6 +52,11 @@ def to_text(value: Any) -> str | None:
     return s or None
 
 
+def str_or_none(value: Any) -> str | None:
+    """`value` when it is a non-empty string, else None (nothing converted or stripped)."""
+    return value if isinstance(value, str) and value else None
+
+
 def to_float(value: Any) -> float | None:
     """A float from a number or numeric string; None for missing, blank, booleans and text."""
     if value is None or value == "" or isinstance(value, bool):
