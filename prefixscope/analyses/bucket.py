@@ -36,6 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixscope.analyses.dimensions import check_dimensions, group_key
+from prefixscope.prompt import RenderError, RenderOptions
+from prefixscope.store import Store
+from prefixscope.tokens import Tokens, tokens, tokens_many
 
 BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 SPIKE_MIN_SHARE = 0.05
@@ -312,8 +315,8 @@ def build_group(key: dict[str, Any], rows: Sequence[UsageRow], bins: int,
 EXPLAIN_SAMPLE = 40
 
 
-def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
-                 block_size: int | None = None, options: Any = None,
+def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
+                 block_size: int | None = None, options: RenderOptions | None = None,
                  explain: bool = True) -> BucketReport:
     """Hit rate, histogram, spikes and constant explanations per group of a store.
 
@@ -373,7 +376,7 @@ def bucket_store(store: Any, by: Sequence[str] = (), *, bins: int = 20,
 class _Explainer:
     """Renders the requests at a spike to find the boundary the constant corresponds to."""
 
-    def __init__(self, store: Any, options: Any) -> None:
+    def __init__(self, store: Store, options: RenderOptions | None) -> None:
         self.store = store
         self.options = options
 
@@ -408,11 +411,8 @@ class _Explainer:
                      "converted them]")
         return found, text
 
-    def _render(self, rows: Sequence[UsageRow]) -> tuple[list[Any], list[str]]:
+    def _render(self, rows: Sequence[UsageRow]) -> tuple[list[Tokens], list[str]]:
         """Tokens of the rows' requests (one batch; one by one if a request fails)."""
-        from prefixscope.prompt import RenderError, RenderOptions
-        from prefixscope.tokens.tokenize import tokens, tokens_many
-
         options = self.options or RenderOptions()
         requests = [self.store.get(r.id) for r in rows]
         try:
@@ -468,7 +468,7 @@ def top_level_element(path: str) -> str:
     return "tools" if head.startswith("tools") else head
 
 
-def top_level_boundaries(tok: Any) -> list[tuple[int, str, str]]:
+def top_level_boundaries(tok: Tokens) -> list[tuple[int, str, str]]:
     """(token index, element before, element after) wherever a new element starts.
 
     Template glue belongs to the element before it, so a boundary falls where the
@@ -487,7 +487,7 @@ def top_level_boundaries(tok: Any) -> list[tuple[int, str, str]]:
     return out
 
 
-def element_texts(tok: Any) -> dict[str, str]:
+def element_texts(tok: Tokens) -> dict[str, str]:
     """The rendered text of each top-level element of a prompt (template glue excluded)."""
     parts: dict[str, list[str]] = {}
     for index, segment in enumerate(tok.prompt.segments):

@@ -51,8 +51,9 @@ from prefixscope.model.hashing import (
     fold_whitespace,
     strip_cache_control,
 )
-from prefixscope.prompt import RenderOptions
+from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
+from prefixscope.tokens import tokens
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
 _WS = re.compile(r"\s+")
@@ -344,10 +345,8 @@ def _rank(s: SegmentStats) -> tuple[float, float, float, str]:
 
 # -- over a store ------------------------------------------------------------------
 
-def token_positions(options: Any) -> Positions:
-    """A `Positions` callback rendering each request with `options` (RenderOptions)."""
-    from prefixscope.prompt import RenderError
-    from prefixscope.tokens.tokenize import tokens
+def token_positions(options: RenderOptions) -> Positions:
+    """A `Positions` callback rendering each request with `options`."""
 
     def positions(request: Request) -> dict[str, tuple[int, int]] | None:
         try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
@@ -58,21 +58,13 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
         st.close()
 
 
-class _NoStore:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def maybe_store(store: Path | None) -> Any:
+def maybe_store(store: Path | None) -> AbstractContextManager[Store | None]:
     """The store when one is named or the default exists; else nothing (files only)."""
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
 
     path = store or Path(DEFAULT_STORE)
     if store is None and not path.exists():
-        return _NoStore()
+        return nullcontext(None)
     try:
         return Store.open(path, read_only=True)
     except StoreError as exc:

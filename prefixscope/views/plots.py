@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from prefixscope.analyses.bucket import BucketReport
 
 MAX_PLOT_GROUPS = 12
 
 
-def plot_bucket(report: Any, path: Path) -> int:
+def plot_bucket(report: BucketReport, path: Path) -> int:
     """Cached-token and cached-fraction histograms, one row per group, to PNG or SVG.
 
     At most `MAX_PLOT_GROUPS` groups are drawn (those with the most requests, in report
