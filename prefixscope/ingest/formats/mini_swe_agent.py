@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prefixscope.ingest.formats.swe_agent import file_session_key, source_stem
 from prefixscope.ingest.normalize.fields import dig, first_present, parse_time
+from prefixscope.ingest.normalize.sessions import file_session_key, source_stem
 from prefixscope.ingest.normalize.usage import usage_auto
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip

@@ -58,8 +58,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefixscope.ingest.formats.swe_agent import file_session_key, source_stem
 from prefixscope.ingest.normalize.fields import dig, loads_deep, parse_time, to_int
+from prefixscope.ingest.normalize.sessions import file_session_key, source_stem
 from prefixscope.ingest.normalize.usage import usage_openai_chat
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records

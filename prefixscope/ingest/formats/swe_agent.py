@@ -48,22 +48,19 @@ hash keeps two runs of the same instance apart.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from prefixscope.ingest.normalize.fields import dig, loads_deep, to_int
+from prefixscope.ingest.normalize.sessions import file_session_key, source_stem
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
-from prefixscope.model.hashing import content_hash
 
 NAME = "swe-agent"
 DESCRIPTION = "SWE-agent trajectories (.traj JSON): requests rebuilt per model call, OpenAI Chat"
 
 _STEP_KEYS = frozenset({"action", "observation", "response", "thought"})
 _HISTORY_BOOKKEEPING = frozenset({"agent", "thought", "action", "message_type", "is_demo"})
-_DIGEST_CHARS = 12
 
 
 def sniff(probe: Probe) -> bool:
@@ -319,22 +316,6 @@ def _run_metadata(doc: dict[str, Any], agent_config: dict[str, Any]) -> dict[str
                                  + (f" (tool bundles: {', '.join(map(str, bundles))})"
                                     if bundles else ""))
     return meta
-
-
-def file_session_key(prefix: str, name: str, content: Any) -> str:
-    """``<prefix>:<name>:<12 hex>``: one file/run is one session; the hash keeps reruns apart."""
-    digest = content_hash(content).split(":", 1)[1][:_DIGEST_CHARS]
-    return f"{prefix}:{name}:{digest}"
-
-
-_TRAJ_SUFFIX = re.compile(r"(\.traj)?(\.json)?(\.gz)?$")
-
-
-def source_stem(source: Source) -> str:
-    """The file name without trajectory suffixes (``x.traj``, ``x.traj.json``); "stdin" for "-"."""
-    if source.name == "-":
-        return "stdin"
-    return _TRAJ_SUFFIX.sub("", Path(source.name).name) or Path(source.name).name
 
 
 def _text(value: Any) -> str | None:
