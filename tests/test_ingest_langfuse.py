@@ -18,6 +18,7 @@ from conftest import FIXTURES
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import langfuse as lf
+from prefixscope.ingest.formats import otel as otel_format
 from prefixscope.ingest.readers.clickhouse import clickhouse_literal
 from prefixscope.ingest.source import Source, probe
 from prefixscope.model import Request, Skip, Usage
@@ -344,15 +345,44 @@ class TestLangfuseBody:
         assert r.metadata["body_note"] == "input dropped by the Langfuse SDK (event size limit)"
 
     def test_otel_parts_mapped_to_openai_chat(self) -> None:
+        # The mapping of OTel spans (normalize.messages): one content part per text part,
+        # arguments as compact JSON.
         r = by_id(LF / "v2-observations-page.json")["gen-v2-otel-parts"]
         assert r.body == {"messages": [
-            {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+            {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
             {"role": "assistant", "content": None, "tool_calls": [
                 {"id": "call_1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+                 "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
             {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21C"}]}
         assert r.metadata["body_from"] == "langfuse.input (message list) + otel parts -> content"
+
+    def test_otel_parts_every_tool_response_is_its_own_tool_message(self) -> None:
+        user = {"role": "user", "parts": [
+            {"type": "tool_call_response", "id": "t1", "response": "one"},
+            {"type": "tool_call_response", "id": "t2", "response": {"ok": True}},
+            {"type": "text", "content": "go on"}]}
+        assert lf.build_body([user]).body == {"messages": [
+            {"role": "tool", "tool_call_id": "t1", "content": "one"},
+            {"role": "tool", "tool_call_id": "t2", "content": '{"ok":true}'},
+            {"role": "user", "content": [{"type": "text", "text": "go on"}]}]}
+
+    def test_otel_parts_read_as_the_otel_format_reads_them(self) -> None:
+        messages = [
+            {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+            {"role": "assistant", "name": "bot", "parts": [
+                {"type": "reasoning", "content": "hm"},
+                {"type": "tool_call", "id": "c1", "name": "ls"},
+                {"type": "uri", "modality": "image", "uri": "gs://b/x.png"}]},
+            {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1",
+                                        "response": ["a", "b"]}]}]
+        otel_body, _, _ = otel_format.build_body({"gen_ai.input.messages": json.dumps(messages)})
+        assert lf.build_body(messages).body["messages"] == otel_body["messages"]
+
+    def test_otel_message_without_a_parts_list_is_not_a_message(self) -> None:
+        result = lf.build_body([{"role": "user", "parts": "hi"}])
+        assert result.body is None
+        assert result.note == "input list holds items that are not messages"
 
     def test_langchain_serialized_messages(self) -> None:
         r = by_id(LF / "batch-export.jsonl")["gen-exp-lc-serialized"]

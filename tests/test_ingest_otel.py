@@ -10,6 +10,7 @@ import pytest
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import otel as otel_format
+from prefixscope.ingest.normalize.messages import chat_messages
 from prefixscope.ingest.source import Source, probe
 from prefixscope.model import Usage
 from tests.conftest import FIXTURES
@@ -191,12 +192,22 @@ class TestOtelBody:
                                       "content": "It is 18C and cloudy in Paris."}
 
     def test_user_message_with_text_and_tool_response_splits_tool_first(self) -> None:
-        messages = otel_format.chat_messages({"role": "user", "parts": [
+        messages = chat_messages({"role": "user", "parts": [
             {"type": "tool_call_response", "id": "t1", "response": {"ok": True}},
             {"type": "text", "content": "and now?"}]})
         assert messages == [
             {"role": "tool", "tool_call_id": "t1", "content": '{"ok":true}'},
             {"role": "user", "content": [{"type": "text", "text": "and now?"}]}]
+
+
+    def test_tool_call_without_arguments_sends_an_empty_object(self) -> None:
+        [message] = chat_messages({"role": "assistant", "parts": [
+            {"type": "tool_call", "id": "c1", "name": "now"}]})
+        assert message["tool_calls"][0]["function"] == {"name": "now", "arguments": "{}"}
+
+    def test_empty_text_part_stays_empty_text(self) -> None:
+        [message] = chat_messages({"role": "user", "parts": [{"type": "text", "content": ""}]})
+        assert message["content"] == [{"type": "text", "text": ""}]
 
 
 class TestOtelSession:

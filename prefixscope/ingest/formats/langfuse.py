@@ -27,7 +27,8 @@ Guarantees:
   its protocol (Anthropic ``system`` + ``messages`` -> ``anthropic-messages``); an
   OpenAI Responses item list becomes ``openai-responses`` (with
   ``modelParameters.instructions``). LangChain message dicts, OpenTelemetry
-  ``parts`` messages and the tool definitions the LangChain callback appends as
+  ``parts`` messages (`normalize.messages.chat_messages`, as for OTel spans) and the
+  tool definitions the LangChain callback appends as
   ``{"role": "tool", "content": <tool>}`` are mapped to OpenAI Chat. Tools come from
   ``toolDefinitions`` / ``tool_definitions`` when the input has none, in stored order
   and with the stored schema's key order. Message text is never rewritten, only the
@@ -54,6 +55,7 @@ from prefixscope.ingest.normalize.fields import (
     parse_time,
     to_int,
 )
+from prefixscope.ingest.normalize.messages import chat_messages
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.clickhouse import clickhouse_literal, map_column
 from prefixscope.ingest.readers.csv import iter_csv_rows
@@ -558,8 +560,8 @@ def _body_from_dict(value: dict[str, Any], tools: list[_ToolDef]) -> BodyResult:
                        [], [], tools)
     message = _message(value)
     if message is not None:
-        msg, change = message
-        body = {"messages": [msg]}
+        msgs, change = message
+        body = {"messages": msgs}
         return _finish(body, detect_endpoint(body), "langfuse.input (single message)",
                        [change] if change else [], [], tools)
     return BodyResult(note="input is JSON but neither a message list nor a request body")
@@ -638,8 +640,8 @@ def _messages(items: list[Any]) -> tuple[list[dict[str, Any]], list[str], list[A
         converted = _message(item)
         if converted is None:
             return None
-        message, change = converted
-        messages.append(message)
+        converted_messages, change = converted
+        messages.extend(converted_messages)
         if change and change not in changes:
             changes.append(change)
     return messages, changes, hoisted
@@ -662,18 +664,23 @@ def _looks_like_tool_definition(d: dict[str, Any]) -> bool:
         "parameters" in d or "input_schema" in d) and "content" not in d
 
 
-def _message(item: dict[str, Any]) -> tuple[dict[str, Any], str | None] | None:
-    """One logged message as an OpenAI-style message, and what was changed (None if nothing)."""
+def _message(item: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None] | None:
+    """One logged message as OpenAI-style messages (an OTel message with tool responses is
+    several), and what was changed; None when it is not a message."""
     if isinstance(item.get("role"), str):
         if "parts" in item and "content" not in item:
-            return _from_otel_parts(item), "otel parts -> content"
+            try:
+                return chat_messages(item), "otel parts -> content"
+            except BadRecord:
+                return None  # `parts` is not a list
         if not any(k in item for k in ("content", "tool_calls", "function_call")):
             return None
-        return _lift_langchain_tool_calls(item)
+        message, change = _lift_langchain_tool_calls(item)
+        return [message], change
     if item.get("lc") == 1 and isinstance(item.get("id"), list) and isinstance(
             item.get("kwargs"), dict):
-        return _from_langchain(_langchain_class_role(item["id"], item["kwargs"]),
-                               item["kwargs"]), "langchain serialized messages -> roles"
+        return [_from_langchain(_langchain_class_role(item["id"], item["kwargs"]),
+                                item["kwargs"])], "langchain serialized messages -> roles"
     kind = item.get("type")
     if isinstance(kind, str) and (kind in _LANGCHAIN_TYPE_ROLES or kind == "chat"):
         data = item.get("data") if isinstance(item.get("data"), dict) else item
@@ -682,7 +689,7 @@ def _message(item: dict[str, Any]) -> tuple[dict[str, Any], str | None] | None:
         role = data.get("role") if kind == "chat" else _LANGCHAIN_TYPE_ROLES[kind]
         if not isinstance(role, str):
             return None
-        return _from_langchain(role, data), "langchain message types -> roles"
+        return [_from_langchain(role, data)], "langchain message types -> roles"
     return None
 
 
@@ -752,42 +759,6 @@ def _with_key_after(item: dict[str, Any], anchor: str, key: str, value: Any) -> 
     if key not in out:
         out[key] = value
     return out
-
-
-def _from_otel_parts(item: dict[str, Any]) -> dict[str, Any]:
-    """A GenAI-semconv ``{role, parts}`` message (Langfuse OTel ingestion) as OpenAI Chat."""
-    blocks: list[Any] = []
-    calls: list[dict[str, Any]] = []
-    message: dict[str, Any] = {"role": item["role"]}
-    for part in item.get("parts") or []:
-        if not isinstance(part, dict):
-            blocks.append(part)
-            continue
-        kind = part.get("type")
-        if kind == "text":
-            blocks.append({"type": "text", "text": part.get("content", "")})
-        elif kind == "tool_call":
-            arguments = part.get("arguments")
-            calls.append({"id": part.get("id"), "type": "function",
-                          "function": {"name": part.get("name"),
-                                       "arguments": arguments if isinstance(arguments, str)
-                                       else _python_json_dumps(arguments)}})
-        elif kind == "tool_call_response":
-            message["tool_call_id"] = part.get("id")
-            response = part.get("response")
-            blocks.append({"type": "text", "text": response if isinstance(response, str)
-                           else _python_json_dumps(response)})
-        else:
-            blocks.append(part)
-    if len(blocks) == 1 and isinstance(blocks[0], dict) and blocks[0].get("type") == "text":
-        message["content"] = blocks[0]["text"]
-    else:
-        message["content"] = blocks or None
-    if calls:
-        message["tool_calls"] = calls
-    if item.get("name"):
-        message["name"] = item["name"]
-    return message
 
 
 def _python_json_dumps(value: Any) -> str:

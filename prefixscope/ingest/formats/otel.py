@@ -20,7 +20,8 @@ What this module guarantees:
 * The body is built as OpenAI Chat from the content attributes with the least
   change: ``gen_ai.system_instructions`` -> one system message whose content keeps
   every part; ``gen_ai.input.messages`` parts -> text / reasoning content parts,
-  ``tool_calls`` (JSON-string arguments) and ``tool`` messages;
+  ``tool_calls`` (JSON-string arguments) and ``tool`` messages, by
+  `normalize.messages.chat_messages` (the mapping Langfuse's OTel input uses too);
   ``gen_ai.tool.definitions`` -> function tools. OpenLLMetry's flat
   ``gen_ai.prompt.N.*`` / ``llm.request.functions.N.*`` attributes are read the same
   way. OTel content is lossy (formats.md §0 item 2): the body is what the
@@ -36,9 +37,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
 from prefixscope.ingest.normalize.fields import dig, first_present, loads_deep, parse_time, to_int
+from prefixscope.ingest.normalize.messages import chat_messages, content_part, tool_call
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.source import Probe, Source
@@ -308,7 +308,7 @@ def _body_from_semconv(attrs: dict[str, Any]) -> dict[str, Any]:
     system = _json_list(attrs, "gen_ai.system_instructions")
     if system:
         messages.append({"role": "system",
-                         "content": [_content_part(p) for p in system]})
+                         "content": [content_part(p) for p in system]})
     for message in _json_list(attrs, "gen_ai.input.messages") or []:
         messages.extend(chat_messages(message))
     body: dict[str, Any] = {"messages": messages}
@@ -316,63 +316,6 @@ def _body_from_semconv(attrs: dict[str, Any]) -> dict[str, Any]:
     if definitions:
         body["tools"] = [_tool(d) for d in definitions]
     return _with_model(body, attrs)
-
-
-def _content_part(part: Any) -> dict[str, Any]:
-    if isinstance(part, str):
-        return {"type": "text", "text": part}
-    if not isinstance(part, dict):
-        return {"type": "text", "text": orjson.dumps(part).decode()}
-    kind = part.get("type")
-    if kind in ("text", "reasoning"):
-        return {"type": kind, "text": first_present(part.get("content"), part.get("text"))}
-    return dict(part)  # blob / file / uri / server tool parts: kept as logged
-
-
-def chat_messages(message: Any) -> list[dict[str, Any]]:
-    """One GenAI ChatMessage as OpenAI Chat messages (tool responses become ``tool`` messages)."""
-    if not isinstance(message, dict):
-        raise BadRecord(f"gen_ai message is not an object ({type(message).__name__})")
-    parts = message.get("parts")
-    if parts is None and "content" in message:
-        return [dict(message)]  # already chat-shaped
-    if not isinstance(parts, list):
-        raise BadRecord("gen_ai message has no parts list")
-    role = message.get("role")
-    content: list[dict[str, Any]] = []
-    tool_calls: list[dict[str, Any]] = []
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "tool_call":
-            tool_calls.append(_tool_call(part))
-        elif kind == "tool_call_response":
-            out.append({"role": "tool", "tool_call_id": part.get("id"),
-                        "content": _as_text(part.get("response"))})
-        else:
-            content.append(_content_part(part))
-    if out and not content and not tool_calls:
-        return out
-    chat: dict[str, Any] = {"role": role}
-    if message.get("name"):
-        chat["name"] = message["name"]
-    chat["content"] = content or None
-    if tool_calls:
-        chat["tool_calls"] = tool_calls
-    return [*out, chat]
-
-
-def _tool_call(part: dict[str, Any]) -> dict[str, Any]:
-    arguments = part.get("arguments")
-    return {"id": part.get("id"), "type": "function",
-            "function": {"name": part.get("name"),
-                         "arguments": "{}" if arguments is None else _as_text(arguments)}}
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value).decode()
 
 
 def _tool(definition: Any) -> Any:
@@ -405,7 +348,7 @@ def _flat_messages(attrs: dict[str, Any], pattern: re.Pattern[str]) -> list[dict
             if match:
                 calls.setdefault(int(match[1]), {})[match[2]] = value
         if calls:
-            message["tool_calls"] = [_tool_call(calls[i]) for i in sorted(calls)]
+            message["tool_calls"] = [tool_call(calls[i]) for i in sorted(calls)]
         if flat.get("tool_call_id") is not None:
             message["tool_call_id"] = flat["tool_call_id"]
         messages.append(message)
