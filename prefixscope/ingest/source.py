@@ -144,6 +144,14 @@ class Probe:
     def first_dict(self) -> dict[str, Any]:
         return self.first if isinstance(self.first, dict) else {}
 
+    @property
+    def first_line(self) -> dict[str, Any] | None:
+        """The first record of a JSON-lines log when it is an object; a one-line file parses
+        as one JSON object and counts too. None for a JSON array and anything else."""
+        if self.kind == "jsonl" or (self.kind == "json" and isinstance(self.document, dict)):
+            return self.first if isinstance(self.first, dict) else None
+        return None
+
 
 def probe(source: Source) -> Probe:
     """Classify the container and parse just enough of it to detect the format."""

@@ -44,9 +44,8 @@ from prefixscope.ingest.normalize.fields import (
     to_text,
 )
 from prefixscope.ingest.normalize.usage import usage_openai_chat
-from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.sqlite import iter_query
-from prefixscope.ingest.readers.tables import iter_table_rows, row_keys
+from prefixscope.ingest.readers.tables import iter_table_rows, row_keys, unusable_row
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.keys import detect_endpoint
@@ -109,10 +108,9 @@ def _add(into: set[str], value: Any) -> None:
 
 
 def _parse_row(place: int, row: Any, ids: set[str], parents: set[str]) -> Record | Skip | None:
-    if isinstance(row, BadRecord):
-        return Skip(place, str(row))
-    if not isinstance(row, dict):
-        return Skip(place, f"log row is a {type(row).__name__}, not an object")
+    problem = unusable_row(row, "log row")
+    if problem:
+        return Skip(place, problem)
     row_id = to_text(row.get("id"))
     if row_id is None:
         return Skip(place, "log row has no `id`")

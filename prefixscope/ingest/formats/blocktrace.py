@@ -64,12 +64,9 @@ _REQUIRED = ("hash_ids", "input_length", "timestamp")
 
 
 def sniff(probe: Probe) -> bool:
-    if probe.kind not in ("jsonl", "json") or not isinstance(probe.first, dict):
-        return False
-    if probe.kind == "json" and not isinstance(probe.document, dict):
-        return False  # one-line files parse as a JSON object; a JSON array is not a trace
-    first = probe.first
-    return all(k in first for k in _REQUIRED) and isinstance(first["hash_ids"], list)
+    first = probe.first_line  # a JSON array is not a trace
+    return first is not None and all(k in first for k in _REQUIRED) \
+        and isinstance(first["hash_ids"], list)
 
 
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:

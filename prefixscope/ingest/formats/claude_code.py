@@ -61,11 +61,8 @@ _METADATA_KEYS = ("version", "isSidechain", "agentId", "cwd", "gitBranch", "uuid
 
 
 def sniff(probe: Probe) -> bool:
-    if probe.kind not in ("jsonl", "json") or not isinstance(probe.first, dict):
-        return False
-    if probe.kind == "json" and not isinstance(probe.document, dict):
-        return False  # a JSON array is never a transcript
-    return is_transcript_line(probe.first)
+    first = probe.first_line  # a JSON array is never a transcript
+    return first is not None and is_transcript_line(first)
 
 
 def is_transcript_line(rec: dict[str, Any]) -> bool:

@@ -53,6 +53,7 @@ from prefixscope.ingest.normalize.fields import (
     gateway_from_conversion,
     loads_deep,
     parse_time,
+    strings,
     to_int,
 )
 from prefixscope.ingest.normalize.messages import chat_messages
@@ -845,20 +846,13 @@ def _tool_for(endpoint: str, tool: _ToolDef) -> dict[str, Any]:
 
 def _truncation_marker(value: Any) -> str | None:
     """Which known truncation marker occurs in any string of the body, if any."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if item.endswith(_LITELLM_CAP_SUFFIX):
-                return "litellm-field-cap"
-            if "skipped" in item and _LITELLM_SKIPPED_RE.search(item):
-                return "litellm-skipped-chars"
-            if item == SDK_DROPPED_MARKER:
-                return "langfuse-sdk-size-limit"
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+    for text in strings(value):
+        if text.endswith(_LITELLM_CAP_SUFFIX):
+            return "litellm-field-cap"
+        if "skipped" in text and _LITELLM_SKIPPED_RE.search(text):
+            return "litellm-skipped-chars"
+        if text == SDK_DROPPED_MARKER:
+            return "langfuse-sdk-size-limit"
     return None
 
 

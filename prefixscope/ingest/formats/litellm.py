@@ -46,13 +46,13 @@ from prefixscope.ingest.normalize.fields import (
     is_empty_json,
     json_text,
     parse_time,
+    strings,
     to_bool,
     to_float,
     to_int,
     to_text,
 )
-from prefixscope.ingest.readers import BadRecord
-from prefixscope.ingest.readers.tables import iter_table_rows, row_keys
+from prefixscope.ingest.readers.tables import iter_table_rows, row_keys, unusable_row
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 from prefixscope.model.keys import detect_endpoint
@@ -126,10 +126,9 @@ def _count_session_ids(rows: Iterator[tuple[int, Any]]) -> Counter[str]:
 
 
 def _parse_row(place: int, row: Any, session_uses: Counter[str]) -> Record | Skip | None:
-    if isinstance(row, BadRecord):
-        return Skip(place, str(row))
-    if not isinstance(row, dict):
-        return Skip(place, f"spend log row is a {type(row).__name__}, not an object")
+    problem = unusable_row(row, "spend log row")
+    if problem:
+        return Skip(place, problem)
     request_id = to_text(row.get("request_id"))
     if request_id is None:
         return Skip(place, "spend log row has no `request_id`")
@@ -193,18 +192,11 @@ def _body(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
 def count_truncation_markers(value: Any) -> tuple[int, int]:
     """(strings cut by LiteLLM's spend-log sanitizer, characters skipped in total)."""
     fields = chars = 0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            found = TRUNCATION_MARKER.findall(item)
-            if found:
-                fields += 1
-                chars += sum(int(n) for _, n in found)
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+    for text in strings(value):
+        found = TRUNCATION_MARKER.findall(text)
+        if found:
+            fields += 1
+            chars += sum(int(n) for _, n in found)
     return fields, chars
 
 

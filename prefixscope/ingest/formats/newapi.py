@@ -41,9 +41,8 @@ from prefixscope.ingest.normalize.fields import (
     to_int,
     to_text,
 )
-from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.sqlite import iter_sqlite_rows
-from prefixscope.ingest.readers.tables import iter_table_rows, row_keys
+from prefixscope.ingest.readers.tables import iter_table_rows, row_keys, unusable_row
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 
@@ -92,10 +91,9 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
 
 
 def _parse_row(place: int, row: Any, table: str) -> Record | Skip | None:
-    if isinstance(row, BadRecord):
-        return Skip(place, str(row))
-    if not isinstance(row, dict):
-        return Skip(place, f"log row is a {type(row).__name__}, not an object")
+    problem = unusable_row(row, "log row")
+    if problem:
+        return Skip(place, problem)
     log_type = to_int(row.get("type"))
     if log_type is None:
         return Skip(place, f"log row has no numeric `type` (got {row.get('type')!r})")

@@ -49,11 +49,8 @@ _METADATA_KEYS = ("project", "round_index", "turn_id", "store", "trace_key", "ne
 
 
 def sniff(probe: Probe) -> bool:
-    if probe.kind not in ("jsonl", "json") or not isinstance(probe.first, dict):
-        return False
-    if probe.kind == "json" and not isinstance(probe.document, dict):
-        return False
-    return all(k in probe.first for k in _SIGNATURE)
+    first = probe.first_line
+    return first is not None and all(k in first for k in _SIGNATURE)
 
 
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:

@@ -10,6 +10,7 @@ counts are `prefixscope.ingest.normalize.usage`'s.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -153,6 +154,20 @@ def json_text(value: Any) -> Any:
 
 def is_empty_json(value: Any) -> bool:
     return value is None or value == {} or value == [] or value == ""
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON value (dict values and list items, depth first, last
+    item first); keys are not visited."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def dig(obj: Any, *path: str | int) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.csv import iter_csv_rows
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.readers.sqlite import iter_sqlite_rows
@@ -48,6 +49,16 @@ def iter_table_rows(source: Source, probe_: Probe, table: str) -> Iterator[tuple
                     yield from enumerate(rows, start=1)
                     continue
             yield place, rec
+
+
+def unusable_row(row: Any, noun: str) -> str | None:
+    """Why a row `iter_table_rows` yielded cannot be read at all (the reader's `BadRecord`,
+    or not an object: a JSON export of something else); None for a row object."""
+    if isinstance(row, BadRecord):
+        return str(row)
+    if not isinstance(row, dict):
+        return f"{noun} is a {type(row).__name__}, not an object"
+    return None
 
 
 def first_table_row(probe: Probe) -> dict[str, Any]:
