@@ -12,6 +12,17 @@ Stable ids: a record's id is xxh3-128 of (format, the record's key, how many tim
 that key was already seen in the file). The key is the source's own request id
 when it has one, else the canonical JSON of the raw record, so re-ingesting the
 same file adds nothing.
+
+Layout, each part importing only parts below it:
+
+* `formats/` -- one module per source family (``NAME``, ``sniff``, ``parse``);
+  ``formats/__init__.py`` is the registry, the detection order. A new format is one
+  module there and one line in its ``_MODULES``;
+* `normalize/` -- what several formats share about meaning: fields, usage objects,
+  OTel GenAI messages, response streams, trajectory session keys;
+* `source.py` -- one input file (gzip, stdin) and its `Probe` for detection;
+* `readers/` -- how records come out of a container: JSON / JSON lines, CSV,
+  SQLite, table exports, ClickHouse literals (and `BadRecord`).
 """
 
 from __future__ import annotations

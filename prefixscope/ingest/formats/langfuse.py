@@ -58,7 +58,7 @@ from prefixscope.ingest.normalize.fields import (
 )
 from prefixscope.ingest.normalize.messages import chat_messages
 from prefixscope.ingest.readers import BadRecord
-from prefixscope.ingest.readers.clickhouse import clickhouse_literal, map_column
+from prefixscope.ingest.readers.clickhouse import clickhouse_literal
 from prefixscope.ingest.readers.csv import iter_csv_rows
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.source import Probe, Source
@@ -420,8 +420,8 @@ def normalize_usage(row: Mapping[str, Any]) -> tuple[Usage, dict[str, Any]]:
     Rows without usage details fall back to the deprecated ``promptTokens`` /
     ``usage.input`` / ``inputUsage``: cache-inclusive sums with no cache split.
     """
-    details = map_column(_pick(row, "usageDetails", "usage_details"))
-    provided = map_column(_pick(row, "providedUsageDetails", "provided_usage_details"))
+    details = _map_column(_pick(row, "usageDetails", "usage_details"))
+    provided = _map_column(_pick(row, "providedUsageDetails", "provided_usage_details"))
     notes: dict[str, Any] = {}
     if details and provided is not None and not provided:
         notes["usage_inferred_by_langfuse"] = True  # Langfuse tokenized the text itself
@@ -484,7 +484,7 @@ def _inclusion_rule(d: dict[str, int | None], uncached: int | None, other: int,
 
 def _usage_deprecated(row: Mapping[str, Any],
                       notes: dict[str, Any]) -> tuple[Usage, dict[str, Any]]:
-    usage_obj = map_column(row.get("usage")) or {}
+    usage_obj = _map_column(row.get("usage")) or {}
     prompt = to_int(first_present(row.get("promptTokens"), usage_obj.get("input"),
                                   row.get("inputUsage"), row.get("input_usage")))
     output = to_int(first_present(row.get("completionTokens"), usage_obj.get("output"),
@@ -788,7 +788,7 @@ def _stored_tools(value: Any) -> list[_ToolDef]:
         return []
     if isinstance(value, list):
         return [t for t in (_as_tool_def(v) for v in value) if t.name]
-    mapping = map_column(value)
+    mapping = _map_column(value)
     if not mapping:
         return []
     out = []
@@ -875,6 +875,22 @@ def _text(value: Any) -> str | None:
     return text if text.strip() and text.strip().lower() not in ("null", "none") else None
 
 
+def _map_column(value: Any) -> dict[str, Any] | None:
+    """A dict from a dict, a JSON object string, or a ClickHouse ``Map`` literal; else None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict):
+        return value
+    parsed = loads_deep(value)
+    if isinstance(parsed, dict):
+        return parsed
+    if isinstance(parsed, str):
+        literal = clickhouse_literal(parsed)
+        if isinstance(literal, dict):
+            return literal
+    return None
+
+
 def _observation_metadata(row: Mapping[str, Any]) -> dict[str, Any]:
     names, values = row.get("metadata_names"), row.get("metadata_values")
     if names is not None and values is not None:
@@ -882,7 +898,7 @@ def _observation_metadata(row: Mapping[str, Any]) -> dict[str, Any]:
         values = values if isinstance(values, list) else clickhouse_literal(str(values))
         if isinstance(names, list) and isinstance(values, list):
             return dict(zip(names, values, strict=False))
-    return map_column(row.get("metadata")) or {}
+    return _map_column(row.get("metadata")) or {}
 
 
 def _meta_value(meta: dict[str, Any], *path: str) -> Any:

@@ -3,8 +3,8 @@
 Langfuse v3 keeps observations in ClickHouse, and its blob-storage exports and
 ``clickhouse-client`` dumps of the ``observations`` / ``events_full`` tables print
 ``Map(String, ...)`` and ``Array`` columns as ClickHouse literals in CSV
-(``{'input':10,'output':'x'}``, ``['a','b']``) and as JSON objects in JSON output.
-This module reads both, so the format reads a map column the same way from either.
+(``{'input':10,'output':'x'}``, ``['a','b']``). This module parses those literals
+into Python values; the same columns arrive as JSON in JSON exports.
 """
 
 from __future__ import annotations
@@ -12,25 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-
-from prefixscope.ingest.normalize.fields import loads_deep
-
-
-def map_column(value: Any) -> dict[str, Any] | None:
-    """A ``Map`` column as an export holds it: a dict, JSON object text, or a ClickHouse
-    ``Map`` literal (CSV output); None for anything else."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, dict):
-        return value
-    parsed = loads_deep(value)
-    if isinstance(parsed, dict):
-        return parsed
-    if isinstance(parsed, str):
-        literal = clickhouse_literal(parsed)
-        if isinstance(literal, dict):
-            return literal
-    return None
 
 
 def clickhouse_literal(text: str) -> Any:
