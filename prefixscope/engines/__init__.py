@@ -1,1 +1,41 @@
-"""Cache models for simulate: a registry of engines."""
+"""Cache models for `simulate`: a registry of engines, one module each.
+
+Each engine follows one real implementation's rules, cited in its module
+docstring (sources in shared/reference/cache-semantics.md), behind the interface
+of `base.Engine`. A new engine is one module plus one line in `ENGINES`.
+
+Example::
+
+    engine = get_engine("vllm", block_size=16, capacity_blocks=4096)
+    for token_ids in prompts:
+        hit = engine.step(engine.units(token_ids))
+        print(hit.cached_tokens)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prefixscope.engines.base import Admission, Engine, Lookup, Units, block_keys
+from prefixscope.engines.vllm import VllmEngine
+
+ENGINES: dict[str, Callable[..., Engine]] = {
+    "vllm": VllmEngine,  # vLLM 0.33 APC: 16-token chained blocks, physical block pool, LRU
+}
+
+
+def get_engine(name: str, **params: Any) -> Engine:
+    """A new engine `name` built with `params` (each engine's keyword arguments).
+
+    Raises:
+        ValueError: `name` is not a registered engine.
+    """
+    try:
+        factory = ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}") from None
+    return factory(**params)
+
+
+__all__ = ["ENGINES", "Admission", "Engine", "Lookup", "Units", "block_keys", "get_engine"]

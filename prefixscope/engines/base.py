@@ -1,0 +1,227 @@
+"""What every cache model shares: the unit keys a request is cut into, the lookup
+result, and the engine interface `simulate` replays requests through.
+
+An engine never sees text. A request reaches it as `Units`: one key per unit of
+``unit`` tokens (a vLLM block, an SGLang page, an LMCache chunk, a 512-token
+block of a Mooncake trace), plus the request's token count. Keys come in two kinds:
+
+* **chained** (``chained=True``): key ``i`` identifies the whole prefix
+  ``tokens[: (i + 1) * unit]``, as vLLM's ``hash_block_tokens`` chains each block
+  on its parent. `block_keys` computes them over full units only; block-hash
+  traces (Mooncake ``hash_ids``) are chained by their publisher. Any chained hash
+  gives the same hit/miss decisions as vLLM's sha256 chain, so the seed and hash
+  function are free (cache-semantics.md A.1).
+* **raw** (``chained=False``, unit 1): the token ids themselves. Only a tree
+  engine (SGLang's radix cache) can use them: the tree path supplies the prefix.
+
+Hash contract of `block_keys`: block ``i`` is ``xxh3_64(int64 little-endian bytes
+of tokens[i*bs:(i+1)*bs], seed=key[i-1])``, with ``key[-1] = 0``, or the xxh3_64 of
+the namespace (a LoRA name, a ``cache_salt``) when one is given; a namespace on the
+first block separates the whole chain, as vLLM's salt does.
+
+Engine life cycle of one request (vLLM's names in brackets)::
+
+    lookup(prompt)            pure: what would hit now          [get_computed_blocks]
+    admit(prompt)             lookup + pin hits + allocate      [allocate_slots]
+      ... running: its units cannot be evicted ...
+    release(admission, sequence=prompt+output)  cache + unpin   [free]
+    step(prompt) = admit + release at once (sequential replay, the default)
+
+``now`` (seconds) is taken by every method and used only by engines with a TTL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
+
+import numpy as np
+import xxhash
+
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """What an engine reuses for one request."""
+
+    cached_tokens: int  # prompt tokens served from the cache (the engine's own rounding)
+    matched_units: int  # leading units of the prompt found cached, before the last-token cap
+    unit: int  # tokens per unit
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Units:
+    """A token sequence as a cache engine sees it: one key per unit."""
+
+    keys: np.ndarray  # uint64 (chained) or int64 token ids (raw); one per unit
+    n_tokens: int  # tokens in the sequence; the last unit may be partial (traces)
+    unit: int  # tokens per unit
+    chained: bool = True  # key i identifies tokens[: (i+1)*unit] on its own
+
+    @property
+    def n_full(self) -> int:
+        """Number of keys that cover a full unit of tokens."""
+        return min(len(self.keys), self.n_tokens // self.unit)
+
+    def full_keys(self) -> list[int]:
+        """Keys of the full units as Python ints (dict keys)."""
+        return cast(list[int], self.keys[: self.n_full].tolist())
+
+    @classmethod
+    def chain(cls, token_ids: Sequence[int] | np.ndarray, unit: int, *,
+              namespace: str | None = None) -> Units:
+        """Chained keys of the full units of `token_ids` (see `block_keys`)."""
+        return cls(block_keys(token_ids, unit, namespace=namespace), len(token_ids), unit)
+
+    @classmethod
+    def tokens(cls, token_ids: Sequence[int] | np.ndarray) -> Units:
+        """The token ids themselves, one unit each (raw keys, for tree engines)."""
+        keys = np.array(token_ids, dtype=np.int64)
+        keys.flags.writeable = False
+        return cls(keys, len(keys), 1, chained=False)
+
+    @classmethod
+    def blocks(cls, hash_ids: Sequence[int], n_tokens: int, unit: int) -> Units:
+        """Prefix-chained block ids from a trace (Mooncake ``hash_ids``, 512 tokens each).
+
+        The trace may list one id for a partial last block; `n_full` excludes it.
+        """
+        try:
+            keys = np.array(hash_ids, dtype=np.int64).view(np.uint64)
+        except OverflowError:
+            keys = np.array([h & _MASK64 for h in hash_ids], dtype=np.uint64)
+        keys.flags.writeable = False
+        return cls(keys, n_tokens, unit)
+
+
+def block_keys(token_ids: Sequence[int] | np.ndarray, block_size: int, *,
+               namespace: str | None = None) -> np.ndarray:
+    """Chained xxh3-64 keys of the full blocks of `token_ids` (partial tail dropped).
+
+    Args:
+        token_ids: the tokens of one sequence.
+        block_size: tokens per block.
+        namespace: mixed into the first block only (LoRA name, cache salt);
+            because of chaining it separates every block.
+
+    Returns:
+        A read-only uint64 array of ``len(token_ids) // block_size`` keys.
+    """
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    ids = np.ascontiguousarray(token_ids, dtype=np.int64)
+    n = len(ids) // block_size
+    out = np.empty(n, dtype=np.uint64)
+    view = memoryview(ids[: n * block_size].tobytes())
+    step = block_size * 8
+    parent = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else 0
+    digest = xxhash.xxh3_64_intdigest
+    for i in range(n):
+        parent = digest(view[i * step:(i + 1) * step], seed=parent)
+        out[i] = parent
+    out.flags.writeable = False
+    return out
+
+
+def leading_matches(keys: list[int], table: Any) -> int:
+    """How many of `keys`, from the first, are in `table` (stops at the first miss)."""
+    n = 0
+    for key in keys:
+        if key not in table:
+            break
+        n += 1
+    return n
+
+
+def resolve_capacity(unit: int, capacity_blocks: int | None,
+                     capacity_tokens: int | None) -> int | None:
+    """Capacity in units from blocks or tokens (at most one given); None = unlimited."""
+    if capacity_blocks is not None and capacity_tokens is not None:
+        raise ValueError("give capacity_blocks or capacity_tokens, not both")
+    if capacity_tokens is not None:
+        capacity_blocks = capacity_tokens // unit
+    if capacity_blocks is not None and capacity_blocks < 0:
+        raise ValueError(f"capacity must be >= 0, got {capacity_blocks}")
+    return capacity_blocks
+
+
+@dataclass(slots=True, eq=False)
+class Admission:
+    """A running request: its lookup and what the engine holds for it until release."""
+
+    lookup: Lookup  # the hit it got at admission
+    prompt: Units  # the admitted prompt
+    handle: Any = field(default=None, repr=False)  # engine-private state (pinned blocks, ...)
+    released: bool = False
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """The interface `simulate` replays requests through."""
+
+    name: ClassVar[str]
+    unit: int  # tokens per unit
+
+    def units(self, token_ids: Sequence[int] | np.ndarray) -> Units:
+        """Cut a token sequence into this engine's units."""
+        ...
+
+    def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
+        """What `prompt` would reuse now; changes nothing."""
+        ...
+
+    def admit(self, prompt: Units, *, now: float | None = None) -> Admission:
+        """Start a request: take its hit, pin what it uses, allocate the rest."""
+        ...
+
+    def release(self, admission: Admission, *, sequence: Units | None = None,
+                now: float | None = None) -> None:
+        """Finish a request: cache its units (`sequence` = prompt + output), unpin."""
+        ...
+
+    def insert(self, sequence: Units, *, now: float | None = None) -> None:
+        """Admit and release `sequence` at once, ignoring its hit."""
+        ...
+
+    def step(self, prompt: Units, *, sequence: Units | None = None,
+             now: float | None = None) -> Lookup:
+        """One request of a sequential replay: admit, then release."""
+        ...
+
+
+class BaseEngine:
+    """`insert` and `step` written once on top of an engine's `admit` / `release`."""
+
+    name: ClassVar[str] = "base"
+    unit: int
+
+    def units(self, token_ids: Sequence[int] | np.ndarray) -> Units:
+        return Units.chain(token_ids, self.unit)
+
+    def _check(self, units: Units) -> None:
+        if units.unit != self.unit:
+            raise ValueError(f"{self.name}: units of {units.unit} tokens given to an engine "
+                             f"of {self.unit}-token units")
+        if not units.chained:
+            raise ValueError(f"{self.name} needs chained keys (Units.chain / Units.blocks)")
+
+    def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
+        raise NotImplementedError
+
+    def admit(self, prompt: Units, *, now: float | None = None) -> Admission:
+        raise NotImplementedError
+
+    def release(self, admission: Admission, *, sequence: Units | None = None,
+                now: float | None = None) -> None:
+        raise NotImplementedError
+
+    def insert(self, sequence: Units, *, now: float | None = None) -> None:
+        self.release(self.admit(sequence, now=now), now=now)
+
+    def step(self, prompt: Units, *, sequence: Units | None = None,
+             now: float | None = None) -> Lookup:
+        admission = self.admit(prompt, now=now)
+        self.release(admission, sequence=sequence, now=now)
+        return admission.lookup

@@ -1,0 +1,213 @@
+"""vLLM v1 automatic prefix caching, as vLLM 0.33.0 does it (full-attention models).
+
+Follows, by name:
+
+* ``vllm/config/cache.py``: ``DEFAULT_BLOCK_SIZE = 16``.
+* ``vllm/v1/core/kv_cache_utils.py::get_request_block_hasher``: only full blocks
+  are hashed, each chained on its parent (`base.block_keys`).
+* ``kv_cache_manager.py::get_computed_blocks``: ``max_cache_hit_length =
+  request.num_tokens - 1``; ``FullAttentionManager.find_longest_cache_hit`` scans
+  ``islice(block_hashes, max_length // block_size)`` and stops at the first miss;
+  with EAGLE/MTP (``drop_eagle_block``) one more block is dropped.
+* ``block_pool.py::BlockPool`` and ``kv_cache_utils.py::FreeKVCacheBlockQueue``:
+  a fixed pool of physical blocks. ``touch`` takes a hit block out of the free
+  queue; ``get_new_blocks`` pops from the front and evicts the hash the block held
+  (``_maybe_evict_cached_block``); ``free_blocks`` gets a request's blocks in
+  reverse order (``SingleTypeKVCacheManager.free``), *prepends* blocks without a
+  hash (reused first) and *appends* hashed ones (LRU, chain tail in front of its
+  head). ``allocate_slots`` caches new full blocks right after allocating them, so
+  a concurrent request hits blocks still being computed. Duplicates are kept
+  (``BlockHashToBlockMap``): a block recomputed while an equal one is cached
+  holds a second physical copy; lookups take the first.
+
+Free queue, front (reused first) to back::
+
+    [freed blocks without hash, newest first][never used, by id][hashed: LRU ... MRU]
+      ^ self._empty (a stack)                 ^ self._fresh       ^ self._lru
+
+``capacity_blocks`` is vLLM's ``num_gpu_blocks - 1`` (block 0 is the null block),
+so block ids run 1..capacity as in vLLM. A request the pool cannot hold would
+wait in vLLM; here it is admitted and its blocks that do not fit stay uncached
+(counted in `overflow_blocks`). Not modelled: hybrid models (sliding window,
+Mamba), fine-grained partial hits, multimodal extra keys, chunked-prefill
+scheduling, preemption, the KV connector (see `lmcache`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import ClassVar
+
+from prefixscope.engines.base import (
+    Admission,
+    BaseEngine,
+    Lookup,
+    Units,
+    leading_matches,
+    resolve_capacity,
+)
+
+
+class VllmEngine(BaseEngine):
+    """vLLM's block pool with prefix caching (see the module docstring)."""
+
+    name: ClassVar[str] = "vllm"
+
+    def __init__(self, *, block_size: int = 16, capacity_blocks: int | None = None,
+                 capacity_tokens: int | None = None, cache_output: bool = True,
+                 eagle: bool = False) -> None:
+        """Args:
+            block_size: tokens per block (vLLM's default 16; backends and hybrid
+                models raise it, read it from the engine log).
+            capacity_blocks: usable KV blocks (``num_gpu_blocks - 1``); None = unlimited.
+            capacity_tokens: the same in tokens (rounded down to blocks).
+            cache_output: hash the blocks filled by the output tokens when a
+                request is released with its `sequence` (vLLM always does; turn it
+                off when the logged output is not what the next turn re-renders).
+            eagle: EAGLE/MTP speculative decoding drops one more block from a hit.
+        """
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self.unit = block_size
+        self.capacity = resolve_capacity(block_size, capacity_blocks, capacity_tokens)
+        self.cache_output = cache_output
+        self.eagle = eagle
+        self._empty: list[int] = []  # freed blocks without hash; the last is the queue front
+        self._fresh = 1  # next never-used block id
+        self._lru: OrderedDict[int, None] = OrderedDict()  # free hashed blocks, LRU first
+        self._key_of: dict[int, int] = {}  # block id -> the key it holds
+        self._table: dict[int, int | dict[int, None]] = {}  # key -> block id(s), first = hit
+        self._ref: dict[int, int] = {}  # block id -> ref count, only while > 0
+        self.overflow_blocks = 0  # blocks requests needed that the pool could not give
+
+    # -- lookup ----------------------------------------------------------------------------
+
+    def _hit_blocks(self, prompt: Units) -> tuple[int, int]:
+        """(leading cached full blocks, blocks the hit may use) for `prompt`."""
+        matched = leading_matches(prompt.full_keys(), self._table)
+        hit = min(matched, (prompt.n_tokens - 1) // self.unit) if prompt.n_tokens else 0
+        if self.eagle and hit:
+            hit -= 1
+        return matched, hit
+
+    def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
+        self._check(prompt)
+        matched, hit = self._hit_blocks(prompt)
+        return Lookup(hit * self.unit, matched, self.unit)
+
+    # -- pool ------------------------------------------------------------------------------
+
+    def _first(self, key: int) -> int:
+        ids = self._table[key]
+        return ids if isinstance(ids, int) else next(iter(ids))
+
+    def _new_block(self) -> int | None:
+        """``get_new_blocks`` for one block: front of the free queue, evicting its hash."""
+        if self._empty:
+            return self._empty.pop()
+        if self.capacity is None or self._fresh <= self.capacity:
+            self._fresh += 1
+            return self._fresh - 1
+        if not self._lru:
+            return None
+        block, _ = self._lru.popitem(last=False)
+        self._drop_hash(block)
+        return block
+
+    def _drop_hash(self, block: int) -> None:
+        key = self._key_of.pop(block)
+        ids = self._table[key]
+        if isinstance(ids, int):
+            del self._table[key]
+            return
+        del ids[block]
+        if len(ids) == 1:
+            self._table[key] = next(iter(ids))
+
+    def _cache(self, block: int, key: int) -> None:
+        """``cache_full_blocks`` for one block (duplicates kept, the older copy first)."""
+        self._key_of[block] = key
+        ids = self._table.get(key)
+        if ids is None:
+            self._table[key] = block
+        elif isinstance(ids, int):
+            self._table[key] = {ids: None, block: None}
+        else:
+            ids[block] = None
+
+    def _allocate(self, blocks: list[int], n: int) -> None:
+        for _ in range(n):
+            block = self._new_block()
+            if block is None:
+                self.overflow_blocks += 1
+                continue
+            self._ref[block] = 1
+            blocks.append(block)
+
+    # -- request life cycle ----------------------------------------------------------------
+
+    def admit(self, prompt: Units, *, now: float | None = None) -> Admission:
+        self._check(prompt)
+        matched, hit = self._hit_blocks(prompt)
+        keys = prompt.full_keys()
+        blocks: list[int] = []
+        for key in keys[:hit]:  # touch
+            block = self._first(key)
+            ref = self._ref.get(block, 0)
+            if ref == 0:
+                del self._lru[block]
+            self._ref[block] = ref + 1
+            blocks.append(block)
+        n_blocks = -(-prompt.n_tokens // self.unit)
+        self._allocate(blocks, n_blocks - hit)
+        for i in range(hit, min(len(blocks), len(keys))):  # cache_blocks
+            self._cache(blocks[i], keys[i])
+        lookup = Lookup(hit * self.unit, matched, self.unit)
+        return Admission(lookup, prompt, handle=blocks)
+
+    def release(self, admission: Admission, *, sequence: Units | None = None,
+                now: float | None = None) -> None:
+        if admission.released:
+            raise ValueError("request released twice")
+        admission.released = True
+        blocks: list[int] = admission.handle
+        prompt = admission.prompt
+        if sequence is not None and sequence.n_tokens > prompt.n_tokens:
+            self._check(sequence)
+            # The last sampled token is never fed back: KV exists for n_tokens - 1.
+            computed = sequence.n_tokens - 1
+            first_new = len(blocks)
+            self._allocate(blocks, -(-computed // self.unit) - first_new)
+            if self.cache_output:
+                keys = sequence.keys.tolist()
+                hashed = min(prompt.n_full, len(blocks))
+                for i in range(hashed, min(computed // self.unit, len(keys), len(blocks))):
+                    if blocks[i] not in self._key_of:
+                        self._cache(blocks[i], keys[i])
+        to_front: list[int] = []
+        for block in reversed(blocks):  # tail first
+            ref = self._ref[block] - 1
+            if ref:
+                self._ref[block] = ref
+                continue
+            del self._ref[block]
+            if block in self._key_of:
+                self._lru[block] = None
+            else:
+                to_front.append(block)
+        self._empty.extend(reversed(to_front))
+
+    # -- inspection (tests, reports) -------------------------------------------------------
+
+    def free_queue(self) -> list[int]:
+        """Block ids in vLLM's free-queue order (the next block to reuse first)."""
+        fresh_end = self.capacity + 1 if self.capacity is not None else self._fresh
+        return [*reversed(self._empty), *range(self._fresh, fresh_end), *self._lru]
+
+    def blocks_of(self, admission: Admission) -> list[int]:
+        """The physical block ids a running request holds, in token order."""
+        return list(admission.handle)
+
+    def __len__(self) -> int:
+        """Number of blocks holding a hash (cached, in use or free)."""
+        return len(self._key_of)

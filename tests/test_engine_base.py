@@ -1,0 +1,92 @@
+"""The engines' shared pieces: chained block keys, `Units`, the registry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from prefixscope.engines import ENGINES, Engine, Lookup, Units, block_keys, get_engine
+
+
+class TestBlockKeys:
+    def test_only_full_blocks_are_hashed(self):
+        assert len(block_keys(list(range(15)), 4)) == 3
+        assert len(block_keys(list(range(16)), 4)) == 4
+        assert len(block_keys(list(range(3)), 4)) == 0
+
+    def test_a_change_breaks_its_block_and_every_later_one(self):
+        a = list(range(16))
+        b = list(a)
+        b[9] = 99  # block 2 of 4-token blocks
+        ka, kb = block_keys(a, 4).tolist(), block_keys(b, 4).tolist()
+        assert ka[:2] == kb[:2]
+        assert all(x != y for x, y in zip(ka[2:], kb[2:], strict=True))
+
+    def test_chained_not_positional(self):
+        # Same block content after different parents gives different keys.
+        k1 = block_keys([1, 1, 1, 1, 7, 7, 7, 7], 4).tolist()
+        k2 = block_keys([2, 2, 2, 2, 7, 7, 7, 7], 4).tolist()
+        assert k1[1] != k2[1]
+
+    def test_namespace_separates_the_whole_chain(self):
+        tokens = list(range(12))
+        plain = block_keys(tokens, 4).tolist()
+        salted = block_keys(tokens, 4, namespace="salt").tolist()
+        assert all(x != y for x, y in zip(plain, salted, strict=True))
+        assert salted == block_keys(tokens, 4, namespace="salt").tolist()
+
+    def test_keys_are_read_only_uint64(self):
+        keys = block_keys(list(range(8)), 4)
+        assert keys.dtype == np.uint64
+        with pytest.raises(ValueError):
+            keys[0] = 1
+
+    @given(st.lists(st.integers(0, 3), max_size=40), st.lists(st.integers(0, 3), max_size=40),
+           st.integers(1, 6))
+    def test_equal_keys_iff_equal_prefix(self, a, b, bs):
+        ka, kb = block_keys(a, bs).tolist(), block_keys(b, bs).tolist()
+        for i in range(min(len(ka), len(kb))):
+            assert (ka[i] == kb[i]) == (a[: (i + 1) * bs] == b[: (i + 1) * bs])
+
+
+class TestUnits:
+    def test_trace_blocks_may_end_partial(self):
+        u = Units.blocks([5, 6, 7], n_tokens=1100, unit=512)  # 512 + 512 + 76
+        assert u.n_full == 2
+        assert u.full_keys() == [5, 6]
+
+    def test_trace_ids_above_int64_are_folded(self):
+        u = Units.blocks([2**64 - 1, 3], n_tokens=1024, unit=512)
+        assert u.full_keys() == [2**64 - 1, 3]
+
+    def test_raw_tokens(self):
+        u = Units.tokens([4, 5, 6])
+        assert (u.unit, u.n_tokens, u.chained, u.full_keys()) == (1, 3, False, [4, 5, 6])
+
+
+class TestRegistry:
+    def test_every_engine_is_one_line_and_satisfies_the_interface(self):
+        for name in ENGINES:
+            engine = get_engine(name)
+            assert isinstance(engine, Engine)
+            assert engine.name == name
+            assert engine.lookup(engine.units([1, 2, 3])) == Lookup(0, 0, engine.unit)
+
+    def test_unknown_engine_names_the_known_ones(self):
+        with pytest.raises(ValueError, match="vllm"):
+            get_engine("nope")
+
+    def test_params_reach_the_engine(self):
+        assert get_engine("vllm", block_size=32).unit == 32
+
+    def test_capacity_in_blocks_or_tokens_not_both(self):
+        assert get_engine("vllm", block_size=16, capacity_tokens=100).capacity == 6
+        with pytest.raises(ValueError):
+            get_engine("vllm", capacity_tokens=100, capacity_blocks=6)
+
+    def test_units_of_another_size_are_refused(self):
+        engine = get_engine("vllm", block_size=16)
+        with pytest.raises(ValueError, match="16"):
+            engine.lookup(Units.chain(list(range(64)), 32))
