@@ -80,6 +80,8 @@ class TestRegistry:
 
     def test_params_reach_the_engine(self):
         assert get_engine("vllm", block_size=32).unit == 32
+        assert get_engine("sglang", page_size=16).unit == 16
+        assert get_engine("lmcache", chunk_size=64).unit == 64
 
     def test_capacity_in_blocks_or_tokens_not_both(self):
         assert get_engine("vllm", block_size=16, capacity_tokens=100).capacity == 6
