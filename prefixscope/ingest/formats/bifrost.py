@@ -44,7 +44,7 @@ from prefixscope.ingest.normalize.fields import (
     to_text,
 )
 from prefixscope.ingest.normalize.usage import usage_openai_chat
-from prefixscope.ingest.readers.sqlite import iter_query
+from prefixscope.ingest.readers.sqlite import iter_sqlite_columns
 from prefixscope.ingest.readers.tables import iter_table_rows, row_keys, unusable_row
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
@@ -89,8 +89,8 @@ def _link_ids(source: Source, probe: Probe) -> tuple[set[str], set[str]]:
     parents: set[str] = set()
     if probe.kind == "sqlite":
         cols = set(probe.tables.get("logs", ()))
-        parent_col = "parent_request_id" if "parent_request_id" in cols else "NULL"
-        for row_id, parent in iter_query(source, f'SELECT id, {parent_col} FROM "logs"'):
+        parent_col = "parent_request_id" if "parent_request_id" in cols else None
+        for row_id, parent in iter_sqlite_columns(source, "logs", ["id", parent_col]):
             _add(ids, row_id)
             _add(parents, parent)
         return ids, parents

@@ -50,8 +50,12 @@ def iter_sqlite_rows(source: Source, table: str) -> Iterator[tuple[int, dict[str
             yield rowno, dict(row)
 
 
-def iter_query(source: Source, sql: str) -> Iterator[tuple[Any, ...]]:
-    """The rows of one read-only query (a light pass over a few columns of a table whose
-    rows carry whole request bodies)."""
+def iter_sqlite_columns(source: Source, table: str,
+                        columns: list[str | None]) -> Iterator[tuple[Any, ...]]:
+    """The values of a few columns of every row, a light pass over a table whose rows carry
+    whole request bodies; a None column (one the table lacks) reads as NULL. Column names
+    are the caller's identifiers, left unquoted: SQLite reads an unknown double-quoted
+    name as a string literal, and a missing column must be an error."""
+    selected = ", ".join("NULL" if c is None else c for c in columns)
     with connect(source.local_path()) as con:
-        yield from con.execute(sql)
+        yield from con.execute(f'SELECT {selected} FROM "{table}"')
