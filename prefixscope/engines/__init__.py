@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from prefixscope.engines.base import Admission, Engine, Lookup, Units, block_keys
+from prefixscope.engines.blocktrace import BlocktraceEngine
 from prefixscope.engines.lmcache import LmcacheEngine
 from prefixscope.engines.sglang import SglangEngine
 from prefixscope.engines.vllm import VllmEngine
@@ -26,6 +27,7 @@ ENGINES: dict[str, Callable[..., Engine]] = {
     "vllm": VllmEngine,  # vLLM 0.33 APC: 16-token chained blocks, physical block pool, LRU
     "sglang": SglangEngine,  # SGLang 0.5.10 RadixCache: token (page) radix tree, LRU leaves
     "lmcache": LmcacheEngine,  # LMCache 0.5.6 local CPU: 256-token chunks, LRU
+    "blocktrace": BlocktraceEngine,  # Mooncake trace convention: 512-token ids, LRU
 }
 
 
