@@ -97,35 +97,8 @@ class VllmEngine(BaseEngine):
 
     # -- pool ------------------------------------------------------------------------------
 
-    def _first(self, key: int) -> int:
-        ids = self._table[key]
-        return ids if isinstance(ids, int) else next(iter(ids))
-
-    def _new_block(self) -> int | None:
-        """``get_new_blocks`` for one block: front of the free queue, evicting its hash."""
-        if self._empty:
-            return self._empty.pop()
-        if self.capacity is None or self._fresh <= self.capacity:
-            self._fresh += 1
-            return self._fresh - 1
-        if not self._lru:
-            return None
-        block, _ = self._lru.popitem(last=False)
-        self._drop_hash(block)
-        return block
-
-    def _drop_hash(self, block: int) -> None:
-        key = self._key_of.pop(block)
-        ids = self._table[key]
-        if isinstance(ids, int):
-            del self._table[key]
-            return
-        del ids[block]
-        if len(ids) == 1:
-            self._table[key] = next(iter(ids))
-
-    def _cache(self, block: int, key: int) -> None:
-        """``cache_full_blocks`` for one block (duplicates kept, the older copy first)."""
+    def _cache_one(self, block: int, key: int) -> None:
+        """``cache_full_blocks`` for one block: duplicates are kept, the older first."""
         self._key_of[block] = key
         ids = self._table.get(key)
         if ids is None:
@@ -135,14 +108,38 @@ class VllmEngine(BaseEngine):
         else:
             ids[block] = None
 
-    def _allocate(self, blocks: list[int], n: int) -> None:
-        for _ in range(n):
-            block = self._new_block()
-            if block is None:
-                self.overflow_blocks += 1
-                continue
-            self._ref[block] = 1
+    def _allocate(self, blocks: list[int], n: int, keys: list[int]) -> None:
+        """``get_new_blocks(n)`` then ``cache_full_blocks``: each new block is taken from
+        the front of the free queue (evicting the hash it held) and, when `keys` has
+        a key at its position, caches that key (duplicates kept, the older first)."""
+        empty, lru, key_of, table, ref = (self._empty, self._lru, self._key_of, self._table,
+                                          self._ref)
+        capacity = self.capacity
+        n_keys = len(keys)
+        for j in range(n):
+            if empty:
+                block = empty.pop()
+            elif capacity is None or self._fresh <= capacity:
+                block = self._fresh
+                self._fresh += 1
+            elif lru:
+                block, _ = lru.popitem(last=False)
+                old = key_of.pop(block)  # _maybe_evict_cached_block
+                ids = table[old]
+                if isinstance(ids, int):
+                    del table[old]
+                else:
+                    del ids[block]
+                    if len(ids) == 1:
+                        table[old] = next(iter(ids))
+            else:
+                self.overflow_blocks += n - j
+                return
+            ref[block] = 1
+            i = len(blocks)
             blocks.append(block)
+            if i < n_keys:
+                self._cache_one(block, keys[i])
 
     # -- request life cycle ----------------------------------------------------------------
 
@@ -151,17 +148,16 @@ class VllmEngine(BaseEngine):
         matched, hit = self._hit_blocks(prompt)
         keys = prompt.full_keys()
         blocks: list[int] = []
+        table, refs, lru = self._table, self._ref, self._lru
         for key in keys[:hit]:  # touch
-            block = self._first(key)
-            ref = self._ref.get(block, 0)
+            ids = table[key]
+            block = ids if isinstance(ids, int) else next(iter(ids))
+            ref = refs.get(block, 0)
             if ref == 0:
-                del self._lru[block]
-            self._ref[block] = ref + 1
+                del lru[block]
+            refs[block] = ref + 1
             blocks.append(block)
-        n_blocks = -(-prompt.n_tokens // self.unit)
-        self._allocate(blocks, n_blocks - hit)
-        for i in range(hit, min(len(blocks), len(keys))):  # cache_blocks
-            self._cache(blocks[i], keys[i])
+        self._allocate(blocks, -(-prompt.n_tokens // self.unit) - hit, keys)
         lookup = Lookup(hit * self.unit, matched, self.unit)
         return Admission(lookup, prompt, handle=blocks)
 
@@ -176,14 +172,13 @@ class VllmEngine(BaseEngine):
             self._check(sequence)
             # The last sampled token is never fed back: KV exists for n_tokens - 1.
             computed = sequence.n_tokens - 1
-            first_new = len(blocks)
-            self._allocate(blocks, -(-computed // self.unit) - first_new)
+            n_cached = min(prompt.n_full, len(blocks))
+            self._allocate(blocks, -(-computed // self.unit) - len(blocks), [])
             if self.cache_output:
-                keys = sequence.keys.tolist()
-                hashed = min(prompt.n_full, len(blocks))
-                for i in range(hashed, min(computed // self.unit, len(keys), len(blocks))):
-                    if blocks[i] not in self._key_of:
-                        self._cache(blocks[i], keys[i])
+                # The prompt's partial block and the output blocks, once full.
+                keys = sequence.keys[: computed // self.unit].tolist()
+                for i in range(n_cached, min(len(keys), len(blocks))):
+                    self._cache_one(blocks[i], keys[i])
         to_front: list[int] = []
         for block in reversed(blocks):  # tail first
             ref = self._ref[block] - 1
