@@ -134,3 +134,26 @@ def test_every_engine_stays_under_its_ideal(real, name):
         # lmcache's whole-prompt hit gives back one token where vLLM gives back a block
         assert all(h <= i or (h == length - 1 and length % BLOCK == 0)
                    for h, i, (_, length) in zip(hits, ideal, trace, strict=True))
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_blocktrace_agrees_with_kvcache_simulator(real, name):
+    """kvcache.ai's simulator (optional peer, `pip install kvcache-simulator`) measures
+    the second half of a trace with an LRU over trie leaves and a ceiling; on these
+    traces both agree with the blocktrace engine to the token."""
+    plan_mod = pytest.importorskip("kvcache_sim.plan")
+    policies = pytest.importorskip("kvcache_sim.policies")
+    trace_mod = pytest.importorskip("kvcache_sim.trace")
+    path = real / "mooncake" / f"{name}_trace.jsonl"
+    with path.open(encoding="utf-8") as f:
+        plan = plan_mod.build_execution_plan(trace_mod.parse_trace_lines(f, block_size=BLOCK),
+                                             0.5)
+    trace = load(real, name)
+    start = plan.warmup_requests
+    assert start == len(trace) // 2
+    assert policies.simulate_ceiling(plan).hitTokens == \
+        sum(replay(get_engine("blocktrace"), trace)[start:])
+    for capacity in (1_000, 16_000):
+        theirs = policies.simulate_policy(plan, "lru", capacity)
+        ours = replay(get_engine("blocktrace", capacity_blocks=capacity), trace)
+        assert theirs.hitTokens == sum(ours[start:])
