@@ -76,3 +76,14 @@ def test_every_bundled_tokenizer_module_is_registered() -> None:
     assert loaders == set(_BUNDLED_MODULES.values())
     templates = {p.stem for p in (PACKAGE / "tokenizers" / "templates").glob("*.jinja")}
     assert templates == set(_BUNDLED_MODULES)
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """`.ci/run` runs exactly the checks the README's test command gives, in its order."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = next(line for line in readme.splitlines()
+                   if line.startswith("python3 -m venv .venv") and "[test]" in line)
+    steps = [s.strip() for s in command.split("&&")][2:]  # after venv + install
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.startswith(".venv/bin/") and "pip install" not in line]
+    assert steps == ci

@@ -38,7 +38,7 @@ from types import ModuleType
 import xxhash
 
 from prefixscope.ingest.formats import all_formats, format_names, get_format
-from prefixscope.ingest.source import DECOMPRESS_ERRORS, Probe, Source, probe
+from prefixscope.ingest.source import READ_ERRORS, Probe, Source, probe
 from prefixscope.model import Record, Request, Skip
 
 MAX_LISTED_ERRORS = 100
@@ -156,7 +156,7 @@ def _is_documentation(path: Path) -> bool:
     return bool(suffixes) and suffixes[-1].lower() in _NOT_LOGS
 
 
-def detect(source: Source) -> tuple[ModuleType | None, object]:
+def detect(source: Source) -> tuple[ModuleType | None, Probe]:
     """The first format whose sniff accepts the source, and the probe used."""
     pr = probe(source)
     for module in all_formats():
@@ -181,7 +181,7 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
             item = next(parser)
         except StopIteration:
             return
-        except (OSError, *DECOMPRESS_ERRORS) as exc:
+        except READ_ERRORS as exc:
             yield Skip(None, f"read failed part-way, the rest of the file is lost: "
                              f"{io_reason(exc)}")
             return
@@ -221,10 +221,10 @@ def read_requests_from(source: Source, fmt: str = "auto") -> tuple[list[Request]
     if fmt == "auto":
         module, pr = detect(source)
         if module is None:
-            unreadable = unreadable_reason(pr)  # type: ignore[arg-type]
+            unreadable = unreadable_reason(pr)
             if unreadable:
                 raise UnreadableFile(unreadable)
-            raise ValueError(unrecognized_reason(source, pr))  # type: ignore[arg-type]
+            raise ValueError(unrecognized_reason(source, pr))
     else:
         module, pr = get_format(fmt), probe(source)
         reason = forced_mismatch(module, pr)

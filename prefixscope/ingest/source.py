@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import orjson
 
@@ -41,6 +41,10 @@ BINARY_PROBE_BYTES = 8000  # as git: a NUL byte in the first 8000 bytes means bi
 
 # What reading a damaged gzip raises (truncated stream, bad CRC, corrupt deflate data).
 DECOMPRESS_ERRORS: tuple[type[Exception], ...] = (EOFError, zlib.error, gzip.BadGzipFile)
+# What reading a file part-way can raise: I/O, a damaged gzip stream.
+READ_ERRORS: tuple[type[Exception], ...] = (OSError, *DECOMPRESS_ERRORS)
+# ... and, when the bytes are decoded, bad encodings.
+DECODE_ERRORS: tuple[type[Exception], ...] = (*READ_ERRORS, ValueError)
 
 
 @dataclass
@@ -71,15 +75,15 @@ class Source:
         with open(self.path, "rb") as fh:
             return fh.read(n)
 
-    def open_binary(self) -> io.BufferedIOBase:
+    def open_binary(self) -> BinaryIO:
         """A fresh binary stream over the decompressed content."""
         if self.data is not None:
-            raw: io.BufferedIOBase = io.BytesIO(self.data)
+            raw: BinaryIO = io.BytesIO(self.data)
         else:
             assert self.path is not None
             raw = open(self.path, "rb")  # noqa: SIM115 - returned to the caller
         if self.compressed:
-            return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+            return cast(BinaryIO, gzip.GzipFile(fileobj=raw))
         return raw
 
     @cached_property

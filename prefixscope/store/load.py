@@ -14,7 +14,6 @@ from types import ModuleType
 
 from prefixscope.ingest import (
     BATCH,
-    DECOMPRESS_ERRORS,
     IngestError,
     ProgressFn,
     Tally,
@@ -29,7 +28,7 @@ from prefixscope.ingest import (
     unrecognized_reason,
 )
 from prefixscope.ingest.formats import get_format
-from prefixscope.ingest.source import Source
+from prefixscope.ingest.source import DECODE_ERRORS, Probe, Source
 from prefixscope.model import Request, Skip
 from prefixscope.sessions import thread_sessions
 from prefixscope.store.store import Store
@@ -122,19 +121,18 @@ def _safe_size(source: Source) -> int:
 
 def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: Tally) -> int:
     try:
-        if forced is not None:
-            module, pr = forced, probe(source)
-        else:
-            module, pr = detect(source)
-    except (OSError, *DECOMPRESS_ERRORS, ValueError) as exc:  # damaged gzip, bad encoding
+        found: tuple[ModuleType | None, Probe] = (
+            (forced, probe(source)) if forced is not None else detect(source))
+    except DECODE_ERRORS as exc:  # damaged gzip, bad encoding
         tally.error(source.name, None, f"cannot read: {io_reason(exc)}")
         return 0
+    module, pr = found
     if module is None and is_json_schema(pr):
         tally.ignored.append(source.name)
         return 0
     if module is None:
         tally.unrecognized.append(source.name)
-        tally.error(source.name, None, unrecognized_reason(source, pr))  # type: ignore[arg-type]
+        tally.error(source.name, None, unrecognized_reason(source, pr))
         return 0
     mismatch = forced_mismatch(module, pr) if forced is not None else ""
     if mismatch:

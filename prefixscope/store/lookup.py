@@ -11,11 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from prefixscope.ingest import UnreadableFile, read_requests_from
 from prefixscope.ingest.normalize.fields import loads_deep
-from prefixscope.ingest.source import DECOMPRESS_ERRORS, Source
+from prefixscope.ingest.source import DECODE_ERRORS, DECOMPRESS_ERRORS, Source
 from prefixscope.model import Request
 from prefixscope.model.keys import detect_endpoint
 
@@ -61,7 +59,7 @@ def _request_from_source(source: Source, path: Path) -> Request:
                            "no request body: nothing to render")
     try:
         body = loads_deep(source.read_bytes())
-    except (OSError, orjson.JSONDecodeError, *DECOMPRESS_ERRORS):
+    except DECODE_ERRORS:  # orjson.JSONDecodeError is a ValueError
         body = None
     if isinstance(body, dict) and detect_endpoint(body) != "unknown":
         return request_from_body(body, id=path.name if source.path else "stdin",

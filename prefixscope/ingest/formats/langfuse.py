@@ -684,7 +684,7 @@ def _message(item: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None] | 
                                 item["kwargs"])], "langchain serialized messages -> roles"
     kind = item.get("type")
     if isinstance(kind, str) and (kind in _LANGCHAIN_TYPE_ROLES or kind == "chat"):
-        data = item.get("data") if isinstance(item.get("data"), dict) else item
+        data: dict[str, Any] = item["data"] if isinstance(item.get("data"), dict) else item
         if "content" not in data:
             return None
         role = data.get("role") if kind == "chat" else _LANGCHAIN_TYPE_ROLES[kind]
@@ -802,7 +802,8 @@ def _stored_tools(value: Any) -> list[_ToolDef]:
 def _as_tool_def(value: Any) -> _ToolDef:
     if not isinstance(value, dict):
         return _ToolDef("", None, None)
-    inner = value.get("function") if isinstance(value.get("function"), dict) else value
+    inner: dict[str, Any] = (value["function"] if isinstance(value.get("function"), dict)
+                             else value)
     description = inner.get("description", inner.get("desc"))
     parameters = first_present(inner.get("parameters"), inner.get("input_schema"),
                                inner.get("inputSchema"), inner.get("parameters_json_schema"))

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prefixscope.ingest.normalize.fields import dig, first_present, parse_time
+from prefixscope.ingest.normalize.fields import as_object, dig, first_present, parse_time
 from prefixscope.ingest.normalize.sessions import file_session_key, source_stem
 from prefixscope.ingest.normalize.usage import usage_auto
 from prefixscope.ingest.source import Probe, Source
@@ -74,7 +74,7 @@ def _is_message_list(messages: Any) -> bool:
 
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     doc = probe.document
-    info = doc.get("info") if isinstance(doc, dict) and isinstance(doc.get("info"), dict) else {}
+    info = as_object(doc.get("info")) if isinstance(doc, dict) else {}
     messages = doc.get("messages") if isinstance(doc, dict) else doc
     if not isinstance(messages, list):
         yield Skip(None, "mini-swe-agent trajectory without a `messages` list")

@@ -58,7 +58,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefixscope.ingest.normalize.fields import dig, loads_deep, parse_time, to_int
+from prefixscope.ingest.normalize.fields import as_object, dig, loads_deep, parse_time, to_int
 from prefixscope.ingest.normalize.sessions import file_session_key, source_stem
 from prefixscope.ingest.normalize.usage import usage_openai_chat
 from prefixscope.ingest.readers import BadRecord
@@ -147,7 +147,7 @@ class _Conversation:
         self.messages: list[dict[str, Any]] = []
         self.pending: dict[str, dict[str, Any]] = {}
         self.results: dict[str, dict[str, Any]] = {}
-        self.seen_microagents: set[str] = set()
+        self.seen_microagents: set[str | None] = set()
 
     def append(self, message: dict[str, Any]) -> None:
         previous = self.messages[-1]["role"] if self.messages else None
@@ -191,7 +191,7 @@ class _RunContext:
         self.key_source = key_source
         self.builder = builder
         self.line_place = line_place
-        metadata = line.get("metadata") if isinstance(line.get("metadata"), dict) else {}
+        metadata = as_object(line.get("metadata"))
         self.model = dig(metadata, "llm_config", "model")
         self.costs = _costs(line.get("metrics"))
         self.base: dict[str, Any] = {"body_from": builder.body_from}
@@ -263,7 +263,7 @@ class _EventBuilder:
 
     def _action(self, index: int, event: dict[str, Any]) -> None:
         action, source = event.get("action"), event.get("source")
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        args = as_object(event.get("args"))
         metadata = event.get("tool_call_metadata")
         if action == "system":
             self._system(args)
@@ -329,7 +329,7 @@ class _EventBuilder:
     def _observation(self, event: dict[str, Any]) -> None:
         kind = event.get("observation")
         metadata = event.get("tool_call_metadata")
-        extras = event.get("extras") if isinstance(event.get("extras"), dict) else {}
+        extras = as_object(event.get("extras"))
         text = self._observation_text(kind, event, extras)
         if isinstance(metadata, dict) and metadata.get("tool_call_id") is not None:
             call_id = metadata["tool_call_id"]
@@ -354,7 +354,7 @@ class _EventBuilder:
     def _observation_text(self, kind: Any, event: dict[str, Any], extras: dict[str, Any]) -> str:
         content = _text(event.get("content"))
         if kind == "run":
-            meta = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
+            meta = as_object(extras.get("metadata"))
             content = _agent_observation(content, meta)
         elif kind == "error":
             return _truncate(content, self.max_chars) + _ERROR_SUFFIX
@@ -395,7 +395,7 @@ def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in call.items() if k != "index"}
 
 
-def _recall_text(extras: dict[str, Any], seen: set[str]) -> str:
+def _recall_text(extras: dict[str, Any], seen: set[str | None]) -> str:
     """The user message a recall observation adds (workspace context, microagent knowledge)."""
     parts: list[str] = []
     if extras.get("recall_type") == "workspace_context":
@@ -456,7 +456,7 @@ class _LegacyBuilder:
         self.task_seen = False
 
     def add(self, index: int, event: dict[str, Any]) -> None:
-        args = event.get("args") if isinstance(event.get("args"), dict) else event
+        args: dict[str, Any] = event["args"] if isinstance(event.get("args"), dict) else event
         action = event.get("action")
         if action is None:
             if "observation" in event and event.get("observation") not in ("null", None):

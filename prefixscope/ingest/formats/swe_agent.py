@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prefixscope.ingest.normalize.fields import dig, loads_deep, to_int
+from prefixscope.ingest.normalize.fields import as_array, as_object, dig, loads_deep, to_int
 from prefixscope.ingest.normalize.sessions import file_session_key, source_stem
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
@@ -120,8 +120,8 @@ def _parse_attempt(source: Source, doc: dict[str, Any],
         base_metadata=_run_metadata(doc, agent_config),
         model_stats=dig(doc, "info", "model_stats"),
     )
-    steps = doc.get("trajectory") if isinstance(doc.get("trajectory"), list) else []
-    history = doc.get("history") if isinstance(doc.get("history"), list) else []
+    steps = as_array(doc.get("trajectory"))
+    history = as_array(doc.get("history"))
     if steps and all(isinstance(s, dict) and isinstance(s.get("query"), list) for s in steps):
         calls = _calls_from_queries(steps)
         body_from = "swe-agent trajectory[].query"
@@ -307,7 +307,7 @@ def _run_metadata(doc: dict[str, Any], agent_config: dict[str, Any]) -> dict[str
     exit_status = dig(doc, "info", "exit_status")
     if exit_status is not None:
         meta["exit_status"] = exit_status
-    tools = agent_config.get("tools") if isinstance(agent_config.get("tools"), dict) else {}
+    tools = as_object(agent_config.get("tools"))
     function_calling = dig(tools, "parse_function", "type") == "function_calling" or any(
         isinstance(m, dict) and m.get("tool_calls") for m in doc.get("history") or [])
     if function_calling:

@@ -170,11 +170,21 @@ def strings(value: Any) -> Iterator[str]:
             stack.extend(item)
 
 
+def as_object(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one (read-only use)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_array(value: Any) -> list[Any]:
+    """`value` when it is a JSON array, else an empty one (read-only use)."""
+    return value if isinstance(value, list) else []
+
+
 def dig(obj: Any, *path: str | int) -> Any:
     """obj[p0][p1]... or None when any step is missing."""
     for step in path:
         if isinstance(obj, dict):
-            obj = obj.get(step)  # type: ignore[arg-type]
+            obj = obj.get(step)
         elif isinstance(obj, list) and isinstance(step, int) and -len(obj) <= step < len(obj):
             obj = obj[step]
         else:

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from prefixscope.ingest.normalize.fields import dig, loads_deep, str_or_none, to_int
+from prefixscope.ingest.normalize.fields import as_object, dig, loads_deep, str_or_none, to_int
 from prefixscope.ingest.normalize.usage import (
     usage_anthropic,
     usage_auto,
@@ -222,7 +222,7 @@ def _chat_stream(events: list[dict[str, Any]]) -> Reply:
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or to_int(choice.get("index")) not in (0, None):
                 continue
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            delta = as_object(choice.get("delta"))
             if isinstance(delta.get("content"), str):
                 text.append(delta["content"])
             if isinstance(delta.get("reasoning_content"), str):
@@ -246,7 +246,7 @@ def _apply_tool_call_delta(calls: dict[int, dict[str, Any]], delta: Any) -> None
                              "function": {"name": "", "arguments": ""}})
     if delta.get("id"):
         call["id"] = delta["id"]
-    function = delta.get("function") if isinstance(delta.get("function"), dict) else {}
+    function = as_object(delta.get("function"))
     call["function"]["name"] += function.get("name") or ""
     call["function"]["arguments"] += function.get("arguments") or ""
 
