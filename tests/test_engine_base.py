@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from prefixscope.engines import ENGINES, Engine, Lookup, Units, block_keys, get_engine
+from prefixscope.engines import ENGINES, Engine, Units, block_keys, get_engine
 
 
 class TestBlockKeys:
@@ -61,6 +61,16 @@ class TestUnits:
         u = Units.blocks([2**64 - 1, 3], n_tokens=1024, unit=512)
         assert u.full_keys() == [2**64 - 1, 3]
 
+    def test_segments_chain_their_hashes(self):
+        a = Units.segments(["tools", "system", "hi"], [100, 400, 410], n_tokens=412,
+                           breakpoints={1: 300.0})
+        b = Units.segments(["tools", "system", "bye"], [100, 400, 415])
+        c = Units.segments(["TOOLS", "system", "hi"], [100, 400, 410])
+        assert a.full_keys()[:2] == b.full_keys()[:2] != c.full_keys()[:2]
+        assert a.full_keys()[2] != b.full_keys()[2]
+        assert a.full_keys()[1] != c.full_keys()[1]  # chained: the prefix changed
+        assert (a.n_full, a.end(1), a.n_tokens, dict(a.breakpoints)) == (3, 400, 412, {1: 300.0})
+
     def test_raw_tokens(self):
         u = Units.tokens([4, 5, 6])
         assert (u.unit, u.n_tokens, u.chained, u.full_keys()) == (1, 3, False, [4, 5, 6])
@@ -72,7 +82,8 @@ class TestRegistry:
             engine = get_engine(name)
             assert isinstance(engine, Engine)
             assert engine.name == name
-            assert engine.lookup(engine.units([1, 2, 3])) == Lookup(0, 0, engine.unit)
+            hit = engine.lookup(engine.units([1, 2, 3]))
+            assert (hit.cached_tokens, hit.matched_units, hit.unit) == (0, 0, engine.unit)
 
     def test_unknown_engine_names_the_known_ones(self):
         with pytest.raises(ValueError, match="vllm"):

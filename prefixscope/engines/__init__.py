@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from prefixscope.engines.anthropic import AnthropicEngine
 from prefixscope.engines.base import Admission, Engine, Lookup, Units, block_keys
 from prefixscope.engines.blocktrace import BlocktraceEngine
 from prefixscope.engines.lmcache import LmcacheEngine
@@ -28,6 +29,7 @@ ENGINES: dict[str, Callable[..., Engine]] = {
     "sglang": SglangEngine,  # SGLang 0.5.10 RadixCache: token (page) radix tree, LRU leaves
     "lmcache": LmcacheEngine,  # LMCache 0.5.6 local CPU: 256-token chunks, LRU
     "blocktrace": BlocktraceEngine,  # Mooncake trace convention: 512-token ids, LRU
+    "anthropic": AnthropicEngine,  # cache_control breakpoints, 20-block lookback, 5m/1h TTL
 }
 
 

@@ -32,7 +32,7 @@ Engine life cycle of one request (vLLM's names in brackets)::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
@@ -49,6 +49,7 @@ class Lookup:
     cached_tokens: int  # prompt tokens served from the cache (the engine's own rounding)
     matched_units: int  # leading units of the prompt found cached, before the last-token cap
     unit: int  # tokens per unit
+    written_tokens: int | None = None  # tokens the request writes, for engines that bill it
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -57,13 +58,21 @@ class Units:
 
     keys: np.ndarray  # uint64 (chained) or int64 token ids (raw); one per unit
     n_tokens: int  # tokens in the sequence; the last unit may be partial (traces)
-    unit: int  # tokens per unit
+    unit: int  # tokens per unit (1 for segments)
     chained: bool = True  # key i identifies tokens[: (i+1)*unit] on its own
+    ends: np.ndarray | None = None  # segments only: token offset where unit i ends
+    breakpoints: Mapping[int, float] = field(default_factory=dict)  # segment -> TTL (s) asked
 
     @property
     def n_full(self) -> int:
         """Number of keys that cover a full unit of tokens."""
+        if self.ends is not None:
+            return len(self.keys)
         return min(len(self.keys), self.n_tokens // self.unit)
+
+    def end(self, i: int) -> int:
+        """Tokens in the prefix that ends with unit `i`."""
+        return int(self.ends[i]) if self.ends is not None else (i + 1) * self.unit
 
     def full_keys(self) -> list[int]:
         """Keys of the full units as Python ints (dict keys)."""
@@ -81,6 +90,39 @@ class Units:
         keys = np.array(token_ids, dtype=np.int64)
         keys.flags.writeable = False
         return cls(keys, len(keys), 1, chained=False)
+
+    @classmethod
+    def segments(cls, hashes: Sequence[int | str | bytes], ends: Sequence[int], *,
+                 n_tokens: int | None = None,
+                 breakpoints: Mapping[int, float] | None = None) -> Units:
+        """Variable-size units: one per content block (a tool, a system block, a message
+        part), for hosted APIs that cache at block boundaries.
+
+        Args:
+            hashes: a content hash per block, in prompt order; they are chained here,
+                so equal keys mean equal prefixes through that block.
+            ends: the token offset where each block ends (non-decreasing).
+            n_tokens: prompt length (default: the last end); tokens after the last
+                block (template glue) belong to no unit.
+            breakpoints: block index -> TTL in seconds of a ``cache_control``
+                breakpoint on that block (Anthropic: 300 for "5m", 3600 for "1h").
+        """
+        if len(hashes) != len(ends):
+            raise ValueError("one end per segment hash")
+        keys = np.empty(len(hashes), dtype=np.uint64)
+        parent = 0
+        for i, h in enumerate(hashes):
+            data = h if isinstance(h, bytes) else str(h).encode()
+            parent = xxhash.xxh3_64_intdigest(data, seed=parent)
+            keys[i] = parent
+        keys.flags.writeable = False
+        ends_arr = np.array(ends, dtype=np.int64)
+        ends_arr.flags.writeable = False
+        if len(ends_arr) and (np.any(np.diff(ends_arr) < 0) or ends_arr[0] < 0):
+            raise ValueError("segment ends must be non-decreasing offsets")
+        total = int(ends_arr[-1]) if len(ends_arr) else 0
+        return cls(keys, total if n_tokens is None else n_tokens, 1, ends=ends_arr,
+                   breakpoints=dict(breakpoints or {}))
 
     @classmethod
     def blocks(cls, hash_ids: Sequence[int], n_tokens: int, unit: int) -> Units:
