@@ -94,6 +94,7 @@ class TestRegistry:
         assert get_engine("sglang", page_size=16).unit == 16
         assert get_engine("lmcache", chunk_size=64).unit == 64
         assert get_engine("blocktrace", block_size=16).unit == 16
+        assert get_engine("openai", step=64).unit == 64
 
     def test_capacity_in_blocks_or_tokens_not_both(self):
         assert get_engine("vllm", block_size=16, capacity_tokens=100).capacity == 6

@@ -21,6 +21,7 @@ from prefixscope.engines.anthropic import AnthropicEngine
 from prefixscope.engines.base import Admission, Engine, Lookup, Units, block_keys
 from prefixscope.engines.blocktrace import BlocktraceEngine
 from prefixscope.engines.lmcache import LmcacheEngine
+from prefixscope.engines.openai import OpenaiEngine
 from prefixscope.engines.sglang import SglangEngine
 from prefixscope.engines.vllm import VllmEngine
 
@@ -30,6 +31,7 @@ ENGINES: dict[str, Callable[..., Engine]] = {
     "lmcache": LmcacheEngine,  # LMCache 0.5.6 local CPU: 256-token chunks, LRU
     "blocktrace": BlocktraceEngine,  # Mooncake trace convention: 512-token ids, LRU
     "anthropic": AnthropicEngine,  # cache_control breakpoints, 20-block lookback, 5m/1h TTL
+    "openai": OpenaiEngine,  # automatic from 1,024 tokens, 128-token steps, retention
 }
 
 
