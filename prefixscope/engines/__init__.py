@@ -20,6 +20,7 @@ from typing import Any
 from prefixscope.engines.anthropic import AnthropicEngine
 from prefixscope.engines.base import Admission, Engine, Lookup, Units, block_keys
 from prefixscope.engines.blocktrace import BlocktraceEngine
+from prefixscope.engines.deepseek import DeepseekEngine
 from prefixscope.engines.lmcache import LmcacheEngine
 from prefixscope.engines.openai import OpenaiEngine
 from prefixscope.engines.sglang import SglangEngine
@@ -32,6 +33,7 @@ ENGINES: dict[str, Callable[..., Engine]] = {
     "blocktrace": BlocktraceEngine,  # Mooncake trace convention: 512-token ids, LRU
     "anthropic": AnthropicEngine,  # cache_control breakpoints, 20-block lookback, 5m/1h TTL
     "openai": OpenaiEngine,  # automatic from 1,024 tokens, 128-token steps, retention
+    "deepseek": DeepseekEngine,  # persisted prefix units (input end, output end, common)
 }
 
 
