@@ -11,8 +11,12 @@ block of a Mooncake trace), plus the request's token count. Keys come in two kin
   traces (Mooncake ``hash_ids``) are chained by their publisher. Any chained hash
   gives the same hit/miss decisions as vLLM's sha256 chain, so the seed and hash
   function are free (cache-semantics.md A.1).
-* **raw** (``chained=False``, unit 1): the token ids themselves. Only a tree
-  engine (SGLang's radix cache) can use them: the tree path supplies the prefix.
+* **raw** (``chained=False``, unit 1): the token ids themselves. Only engines
+  that keep a tree (SGLang's radix cache, DeepSeek) can use them: the path
+  supplies the prefix.
+* **segments** (`Units.segments`): one chained key per content block (a tool, a
+  system block, a message part) with its token end and the ``cache_control``
+  breakpoints on it, for hosted APIs that cache at block boundaries (Anthropic).
 
 Hash contract of `block_keys`: block ``i`` is ``xxh3_64(int64 little-endian bytes
 of tokens[i*bs:(i+1)*bs], seed=key[i-1])``, with ``key[-1] = 0``, or the xxh3_64 of
@@ -27,7 +31,8 @@ Engine life cycle of one request (vLLM's names in brackets)::
     release(admission, sequence=prompt+output)  cache + unpin   [free]
     step(prompt) = admit + release at once (sequential replay, the default)
 
-``now`` (seconds) is taken by every method and used only by engines with a TTL.
+``now`` (seconds) is taken by every method and used only by engines with a TTL
+(the hosted APIs); ``now=None`` means no expiry. Give it always or never.
 """
 
 from __future__ import annotations
