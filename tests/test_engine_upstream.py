@@ -1,0 +1,245 @@
+"""The vllm and sglang engines against the engines' own code (differential, opt-in).
+
+vLLM 0.33.0's ``BlockPool`` (``vllm/v1/core/block_pool.py`` + ``kv_cache_utils.py``)
+and SGLang 0.5.10.post1's ``RadixCache`` (``srt/mem_cache/radix_cache.py`` +
+``evict_policy.py``) are pure Python; their heavy imports (torch, config, events,
+metrics) are stubbed, and they are driven the way ``KVCacheManager`` and SGLang's
+scheduler drive them, one request at a time. Random prefix-sharing traces must give
+identical hits, identical vLLM free-queue order (block ids) and identical SGLang tree
+sizes. The check runs in a subprocess (the stubs must not leak into other tests) and
+only when ``PREFIXSCOPE_UPSTREAM`` names a folder holding the two wheels' sources::
+
+    pip download --no-deps vllm==0.33.0 sglang==0.5.10.post1 -d W && cd W
+    unzip -oq 'vllm-*.whl' 'vllm/v1/core/*' && unzip -oq 'sglang-*.whl' 'sglang/srt/mem_cache/*'
+    PREFIXSCOPE_UPSTREAM=$PWD pytest tests/test_engine_upstream.py
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import os
+import random
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+UPSTREAM = os.environ.get("PREFIXSCOPE_UPSTREAM")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(not UPSTREAM, reason="PREFIXSCOPE_UPSTREAM not set (see module docstring)")
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_engine_equals_upstream_code(engine):
+    done = subprocess.run([sys.executable, __file__, engine], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "identical" in done.stdout
+
+
+# -- the subprocess side ----------------------------------------------------------------
+
+def _stub(name: str, **attrs: Any) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__dict__.update(attrs)
+    module.__path__ = []  # type: ignore[attr-defined]
+    sys.modules[name] = module
+    return module
+
+
+def _load(name: str, path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _traces(seed: int, alphabet: int, length: int) -> list[list[list[int]]]:
+    rng = random.Random(seed)
+    trunks = [[rng.randrange(alphabet) for _ in range(length)] for _ in range(4)]
+    return [[rng.choice(trunks)[: rng.randrange(length)]
+             + [rng.randrange(alphabet) for _ in range(rng.randrange(1, 30))]
+             for _ in range(rng.randrange(3, 30))] for _ in range(300)]
+
+
+def vllm_main(upstream: Path) -> None:
+    class Stub(types.ModuleType):
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            obj = type(name, (), {"__init__": lambda self, *a, **k: None,
+                                  "__class_getitem__": classmethod(lambda c, i: c)})
+            setattr(self, name, obj)
+            return obj
+
+    for name in ["vllm", "vllm.envs", "vllm.config", "vllm.logger", "vllm.multimodal",
+                 "vllm.multimodal.utils", "vllm.utils", "vllm.utils.hashing",
+                 "vllm.utils.math_utils", "vllm.v1", "vllm.v1.kv_cache_interface",
+                 "vllm.v1.kv_cache_spec_registry", "vllm.v1.request", "vllm.v1.utils",
+                 "vllm.distributed", "vllm.distributed.kv_events", "vllm.v1.core",
+                 "vllm.v1.core.kv_cache_metrics"]:
+        module = Stub(name)
+        module.__path__ = []  # type: ignore[attr-defined]
+        sys.modules[name] = module
+    sys.modules["vllm.logger"].init_logger = logging.getLogger  # type: ignore[attr-defined]
+    sys.modules["vllm.utils.math_utils"].cdiv = lambda a, b: -(-a // b)  # type: ignore[attr-defined]
+    core = upstream / "vllm" / "v1" / "core"
+    _load("vllm.v1.core.kv_cache_utils", core / "kv_cache_utils.py")
+    block_pool = _load("vllm.v1.core.block_pool", core / "block_pool.py")
+
+    from prefixscope.engines import Units
+    from prefixscope.engines.base import block_keys
+    from prefixscope.engines.vllm import VllmEngine
+
+    class Req:
+        def __init__(self, hashes: list[bytes]) -> None:
+            self.block_hashes = hashes
+
+    rng = random.Random(0)
+    checked = 0
+    for trace in _traces(11, 20, 120):
+        bs = rng.choice([1, 2, 4, 16])
+        reqs = [(block_keys(t, bs).tolist(), len(t)) for t in trace]
+        num_blocks = max(-(-n // bs) for _, n in reqs) + rng.randrange(40)
+        pool = block_pool.BlockPool(num_gpu_blocks=num_blocks + 1, enable_caching=True,
+                                    hash_block_size=bs)
+        ours = VllmEngine(block_size=bs, capacity_blocks=num_blocks)
+        for keys, n in reqs:
+            # get_computed_blocks (max_cache_hit_length = n - 1), allocate_slots, free
+            hashes = [k.to_bytes(8, "little") for k in keys]
+            hit = []
+            for h in hashes[: (n - 1) // bs]:
+                got = pool.get_cached_block(h, [0])
+                if not got:
+                    break
+                hit.append(got[0])
+            pool.touch(hit)
+            blocks = hit + pool.get_new_blocks(-(-n // bs) - len(hit))
+            pool.cache_full_blocks(Req(hashes), blocks, len(hit), min(len(hashes), len(blocks)),
+                                   bs, 0)
+            pool.free_blocks(reversed(blocks))
+            mine = ours.step(Units(np.array(keys, dtype=np.uint64), n, bs))
+            theirs = [b.block_id for b in pool.free_block_queue.get_all_free_blocks()]
+            assert mine.cached_tokens == len(hit) * bs
+            assert ours.free_queue() == theirs
+            checked += 1
+    print(f"identical hits and free-queue order on {checked} requests")
+
+
+def sglang_main(upstream: Path) -> None:
+    class Tensor(np.ndarray):
+        def clone(self) -> Tensor:
+            return self.copy().view(Tensor)
+
+        def to(self, *args: Any, **kwargs: Any) -> Tensor:
+            return self
+
+    def tensor(x: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
+        return np.asarray(x, dtype=np.int64).view(Tensor)
+
+    _stub("torch", Tensor=Tensor, int64=np.int64, device=lambda *a: "cpu", tensor=tensor,
+          cat=lambda xs: np.concatenate([np.asarray(x) for x in xs]).view(Tensor),
+          empty=lambda shape, dtype=None, device=None: np.empty(shape, np.int64).view(Tensor))
+    for name in ["sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.disaggregation"]:
+        _stub(name)
+
+    @dataclasses.dataclass
+    class CacheInitParams:
+        disable: bool = False
+        req_to_token_pool: Any = None
+        token_to_kv_pool_allocator: Any = None
+        page_size: int = 1
+        enable_kv_cache_events: bool = False
+        is_eagle: bool = False
+        disable_finished_insert: bool = False
+        eviction_policy: str = "lru"
+        enable_metrics: bool = False
+
+    class MatchResult(NamedTuple):
+        device_indices: Any
+        last_device_node: Any
+        last_host_node: Any
+        host_hit_length: int = 0
+
+    def params(name: str, **fields: Any) -> type:
+        return dataclasses.make_dataclass(name, [(k, Any, dataclasses.field(default=v))
+                                                 for k, v in fields.items()])
+
+    class BasePrefixCache:
+        metrics_collector = None
+
+        def update_eviction_metrics(self, *args: Any) -> None:
+            pass
+
+    evict_params = params("EvictParams", num_tokens=0, swa_num_tokens=0, mamba_num=0)
+    _stub("sglang.srt.mem_cache.cache_init_params", CacheInitParams=CacheInitParams)
+    _stub("sglang.srt.mem_cache.utils", convert_to_bigram_key=lambda k: k)
+    _stub("sglang.srt.disaggregation.kv_events", MEDIUM_GPU="gpu", AllBlocksCleared=object,
+          BlockRemoved=object, BlockStored=object)
+    _stub("sglang.srt.mem_cache.hicache_storage", get_hash_str=None, hash_str_to_int64=None)
+    _stub("sglang.srt.mem_cache.base_prefix_cache", BasePrefixCache=BasePrefixCache,
+          MatchResult=MatchResult,
+          MatchPrefixParams=params("MatchPrefixParams", key=None, cow_mamba=False, req=None),
+          InsertParams=params("InsertParams", key=None, value=None, mamba_value=None,
+                              prev_prefix_len=0, swa_evicted_seqlen=0, chunked=False,
+                              priority=0),
+          InsertResult=params("InsertResult", prefix_len=0, mamba_exist=False),
+          EvictParams=evict_params,
+          EvictResult=params("EvictResult", num_tokens_evicted=0, swa_num_tokens_evicted=0,
+                             mamba_num_evicted=0),
+          IncLockRefResult=params("IncLockRefResult", delta=None, swa_uuid_for_lock=None),
+          DecLockRefParams=params("DecLockRefParams", swa_uuid_for_lock=None),
+          DecLockRefResult=params("DecLockRefResult", delta=None))
+    mem_cache = upstream / "sglang" / "srt" / "mem_cache"
+    _load("sglang.srt.mem_cache.evict_policy", mem_cache / "evict_policy.py")
+    radix = _load("sglang.srt.mem_cache.radix_cache", mem_cache / "radix_cache.py")
+    base = sys.modules["sglang.srt.mem_cache.base_prefix_cache"]
+
+    from prefixscope.engines.sglang import SglangEngine
+
+    class Allocator:
+        device = "cpu"
+
+        def free(self, indices: Any) -> None:
+            pass
+
+    rng = random.Random(0)
+    checked = evicted = 0
+    for trace in _traces(7, 50, 200):
+        page = rng.choice([1, 1, 4, 16])
+        cap = max(len(t) for t in trace) + rng.randrange(400)
+        cap = -(-cap // page) * page
+        tree = radix.RadixCache.create_simulated(mock_allocator=Allocator(), page_size=page)
+        ours = SglangEngine(page_size=page, capacity_tokens=cap)
+        for tokens in trace:
+            n = len(tokens)
+            # scheduler: match fill_ids[:n-1], lock, allocate (evict(n) when short),
+            # cache_finished_req (insert page-aligned), unlock
+            got = tree.match_prefix(base.MatchPrefixParams(key=radix.RadixKey(tokens[: n - 1])))
+            hit, last = len(got.device_indices), got.last_device_node
+            tree.inc_lock_ref(last)
+            need = n - hit + (page if page > 1 else 0)
+            if cap - tree.evictable_size() - tree.protected_size() < need:
+                evicted += tree.evict(evict_params(num_tokens=need)).num_tokens_evicted
+            aligned = n // page * page
+            tree.insert(base.InsertParams(key=radix.RadixKey(tokens[:aligned]),
+                                          value=np.arange(aligned).view(Tensor)))
+            tree.dec_lock_ref(last)
+            assert ours.step(ours.units(tokens)).cached_tokens == hit
+            assert len(ours) == tree.evictable_size() + tree.protected_size()
+            checked += 1
+    assert evicted > 0
+    print(f"identical hits and tree sizes on {checked} requests ({evicted} tokens evicted)")
+
+
+if __name__ == "__main__":
+    upstream = Path(os.environ["PREFIXSCOPE_UPSTREAM"])
+    {"vllm": vllm_main, "sglang": sglang_main}[sys.argv[1]](upstream)
