@@ -197,7 +197,7 @@ class TestLiteLLMSessions:
     def test_claude_code_session_from_body_when_litellm_id_is_random(self, spend_logs) -> None:
         first, second = spend_logs[0][:2]
         assert (first.session_key, second.session_key) == (CC_SESSION, CC_SESSION)
-        assert first.session_key_source == "claude_code.metadata.user_id"
+        assert first.session_key_source == "claude-code.metadata.user_id"
 
     def test_session_id_shared_by_rows_is_explicit(self, spend_logs) -> None:
         by_id = _by_native(spend_logs[0])

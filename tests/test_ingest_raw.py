@@ -232,7 +232,7 @@ class TestRawClaudeTrace:
     def test_json_string_user_id_with_empty_account_uses_device(self, trace_result) -> None:
         first = trace_result[0][0]
         assert (first.session_key, first.session_key_source) == (
-            "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "metadata.user_id")
+            "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "claude-code.metadata.user_id")
         assert first.user == DEVICE
         assert first.client == "claude-code:sdk-ts"
 
@@ -256,7 +256,7 @@ class TestRawBodiesOnly:
 
     def test_json_string_metadata_user_id(self, bodies) -> None:
         assert (bodies[0].session_key, bodies[0].session_key_source, bodies[0].user) == (
-            "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d", "metadata.user_id", ACCOUNT)
+            "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d", "claude-code.metadata.user_id", ACCOUNT)
 
     def test_openai_user_is_a_user_not_a_session(self, bodies) -> None:
         assert (bodies[1].session_key, bodies[1].user) == (None, "team-infra")
@@ -268,7 +268,7 @@ class TestRawLegacyUserId:
                 "metadata": {"user_id": f"user_{DEVICE}_account__session_{CC_SESSION}"}}
         requests, _ = read_requests(write_jsonl(tmp_path / "b.jsonl", [body]))
         assert (requests[0].session_key, requests[0].session_key_source, requests[0].user) == (
-            CC_SESSION, "metadata.user_id", DEVICE)
+            CC_SESSION, "claude-code.metadata.user_id", DEVICE)
 
     def test_header_wins_over_metadata(self, tmp_path: Path) -> None:
         record = {"headers": {"x-claude-code-session-id": "from-header"},

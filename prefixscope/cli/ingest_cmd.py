@@ -24,6 +24,12 @@ def ingest(
     strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1, store nothing) if any "
                                                           "record or file is skipped.")] = False,
     session_gap: SessionGap = 60.0,
+    session_key: Annotated[list[str] | None, typer.Option(
+        "--session-key", metavar="EXPR",
+        help="Where else a session id is: header:NAME (a logged request header), "
+             "body:dotted.path (the request body) or meta:dotted.path (the request's "
+             "metadata). Repeatable; the first that matches wins over the log's own id.")
+    ] = None,
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -37,8 +43,10 @@ def ingest(
 
     Example:
         prefixscope ingest ~/.claude/projects/ langfuse-export.jsonl --store cc.duckdb
+        prefixscope ingest proxy.jsonl --session-key header:x-run-id
     """
     from prefixscope.ingest.formats import format_names
+    from prefixscope.ingest.normalize.sessions import parse_session_rule
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
     from prefixscope.store.load import ingest_paths
     from prefixscope.views.json import ingest_json
@@ -48,13 +56,18 @@ def ingest(
         raise console.fail(f"unknown format {fmt!r}; formats: {', '.join(format_names())}",
                            ExitCode.USAGE)
     try:
+        rules = tuple(parse_session_rule(expr) for expr in session_key or ())
+    except ValueError as exc:
+        raise console.fail(str(exc), ExitCode.USAGE) from None
+    try:
         st = Store.open(store or DEFAULT_STORE)
     except StoreError as exc:
         raise console.fail(str(exc)) from None
     try:
         with console.byte_progress(console.show_progress(json_out, quiet), "ingest") as progress:
             result = ingest_paths(paths, st, fmt=fmt, strict=strict,
-                                  session_gap_s=session_gap * 60, progress=progress)
+                                  session_gap_s=session_gap * 60, progress=progress,
+                                  session_rules=rules)
         summary = st.summary()
     finally:
         st.close()

@@ -28,6 +28,7 @@ from prefixscope.ingest import (
     unrecognized_reason,
 )
 from prefixscope.ingest.formats import get_format
+from prefixscope.ingest.normalize.sessions import SessionRule, apply_session_rules
 from prefixscope.ingest.source import DECODE_ERRORS, Probe, Source
 from prefixscope.model import Request, Skip
 from prefixscope.sessions import thread_sessions
@@ -63,6 +64,7 @@ def ingest_paths(
     strict: bool = False,
     session_gap_s: float = 3600.0,
     progress: ProgressFn | None = None,
+    session_rules: tuple[SessionRule, ...] = (),
 ) -> IngestResult:
     """Ingest log files into `store` (a `prefixscope.store.Store`) and re-thread sessions.
 
@@ -73,6 +75,8 @@ def ingest_paths(
         strict: any skipped record or unrecognized file fails the run; nothing is stored.
         session_gap_s: longest pause between two turns of one threaded session.
         progress: called with (file, bytes done, bytes total) as files are read.
+        session_rules: ``--session-key`` rules; the first that reads a value from a
+            request sets its session (`normalize.sessions.apply_session_rules`).
 
     Returns:
         An IngestResult; `failed` is set when strict mode rejected the input.
@@ -93,7 +97,7 @@ def ingest_paths(
         with store.transaction():
             for source in sources:
                 try:
-                    new += _ingest_one(source, forced, store, tally)
+                    new += _ingest_one(source, forced, store, tally, session_rules)
                 finally:
                     source.close()
                 done += _safe_size(source)
@@ -119,7 +123,8 @@ def _safe_size(source: Source) -> int:
         return 0
 
 
-def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: Tally) -> int:
+def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: Tally,
+                session_rules: tuple[SessionRule, ...] = ()) -> int:
     try:
         found: tuple[ModuleType | None, Probe] = (
             (forced, probe(source)) if forced is not None else detect(source))
@@ -147,7 +152,7 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
             if isinstance(item, Skip):
                 tally.error(source.name, item.line, item.reason)
                 continue
-            batch.append(item)
+            batch.append(apply_session_rules(item, session_rules) if session_rules else item)
             tally.by_format[module.NAME] += 1
             tally.read += 1
             if len(batch) >= BATCH:

@@ -22,7 +22,11 @@ Guarantees:
 * Session: `parent_request_id` (header `x-bf-parent-request-id`; the store's
   "session" unit). A row whose `id` other rows name as their parent is the head of
   that session; `parent_key` is set only when the parent row is in the file.
-  Otherwise a session id in the row's `metadata` (``x-bf-session-id`` and alike).
+  Otherwise a session id in the row's `metadata` (``x-bf-session-id`` and alike), then
+  another session header Bifrost logged there (its `logging_headers` setting writes
+  request headers into `metadata`: Helicone, Portkey, Claude Code, ...), then the
+  body's session (`normalize.sessions.session_from_body`). The logged headers
+  (credentials removed) and ``prompt_cache_key`` are kept in metadata.
 * Rows that are not prompts (embeddings, speech, transcription, images, rerank,
   OCR, list-models, ...) are not reported. Failed calls stay requests with
   `metadata["status"]` (their usage is usually empty).
@@ -42,6 +46,13 @@ from prefixscope.ingest.normalize.fields import (
     to_float,
     to_int,
     to_text,
+)
+from prefixscope.ingest.normalize.sessions import (
+    header_map,
+    loggable_headers,
+    prompt_cache_key,
+    session_from_body,
+    session_from_headers,
 )
 from prefixscope.ingest.normalize.usage import usage_openai_chat
 from prefixscope.ingest.readers.sqlite import iter_sqlite_columns
@@ -120,8 +131,12 @@ def _parse_row(place: int, row: Any, ids: set[str], parents: set[str]) -> Record
     body, endpoint, body_notes = build_body(row)
     row_meta_col = json_text(row.get("metadata"))
     row_meta = row_meta_col if isinstance(row_meta_col, dict) else {}
-    session_key, session_source, parent_key = _session(row_id, row, row_meta, ids, parents)
-    metadata = {**body_notes, **_row_metadata(row, object_type, row_meta)}
+    headers = _logged_headers(row_meta)
+    session_key, session_source, parent_key = _session(row_id, row, row_meta, headers, body,
+                                                       ids, parents)
+    metadata = {**body_notes, **_row_metadata(row, object_type, row_meta),
+                "prompt_cache_key": prompt_cache_key(body),
+                "headers": loggable_headers(headers) or None}
     request = Request(
         id="", source_format="", source_file="", source_line=place,
         timestamp=parse_time(row.get("timestamp")) or parse_time(row.get("created_at")),
@@ -190,7 +205,13 @@ def bifrost_usage(row: dict[str, Any]) -> Usage:
                  semantics="bifrost")
 
 
-def _session(row_id: str, row: dict[str, Any], row_meta: dict[str, Any], ids: set[str],
+def _logged_headers(row_meta: dict[str, Any]) -> dict[str, str]:
+    """The request headers Bifrost logged into `metadata` (names with a hyphen)."""
+    return {k: v for k, v in header_map(row_meta).items() if "-" in k}
+
+
+def _session(row_id: str, row: dict[str, Any], row_meta: dict[str, Any],
+             headers: dict[str, str], body: dict[str, Any] | None, ids: set[str],
              parents: set[str]) -> tuple[str | None, str | None, str | None]:
     """(session key, its source, parent key)."""
     parent = to_text(row.get("parent_request_id"))
@@ -201,7 +222,8 @@ def _session(row_id: str, row: dict[str, Any], row_meta: dict[str, Any], ids: se
     for key, value in row_meta.items():
         if str(key).lower().replace("-", "_") in _SESSION_METADATA_KEYS and (sid := to_text(value)):
             return sid, f"bifrost.metadata.{key}", None
-    return None, None, None
+    found = session_from_headers(headers) or session_from_body(body)
+    return (found[0], found[1], None) if found else (None, None, None)
 
 
 def _row_metadata(row: dict[str, Any], object_type: str,

@@ -24,9 +24,13 @@ Guarantees:
   session / trace id, so a `session_id` is taken as explicit only when it is
   *stable*: used by more than one row of the file, or declared in the row's
   metadata (`litellm_trace_id`, `trace_id`, `session_id`, header
-  `x-litellm-session-id` / `x-litellm-trace-id`). Otherwise Claude Code's session
-  in the body (`metadata.user_id` ``..._session_<uuid>`` or its JSON form) is used.
-  Counting needs a first pass over the file (table exports are finite).
+  `x-litellm-session-id` / `x-litellm-trace-id`). Otherwise a session header the row
+  logged (`metadata.requester_custom_headers`: Helicone, Bifrost, Portkey, Claude
+  Code, ...), else the body's session (`normalize.sessions.session_from_body`: Responses
+  ``conversation``, ``metadata.session_id``, Claude Code's ``metadata.user_id``).
+  Counting needs a first pass over the file (table exports are finite). A Responses
+  ``previous_response_id`` is the `parent_key`; ``prompt_cache_key`` and the logged
+  headers (credentials removed) are kept in metadata.
 * Rows of non-generation call types (embeddings, images, audio, moderation,
   rerank, files, batches, MCP tool calls, ...) are not model prompts and are not
   reported. LiteLLM response-cache hits (`cache_hit` "True", `_cache_hit` id
@@ -52,6 +56,14 @@ from prefixscope.ingest.normalize.fields import (
     to_int,
     to_text,
 )
+from prefixscope.ingest.normalize.sessions import (
+    header_map,
+    loggable_headers,
+    previous_response,
+    prompt_cache_key,
+    session_from_body,
+    session_from_headers,
+)
 from prefixscope.ingest.readers.tables import iter_table_rows, row_keys, unusable_row
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
@@ -64,7 +76,6 @@ REQUIRED_COLUMNS = frozenset({"request_id", "call_type", "spend"})
 _ONE_OF_COLUMNS = frozenset({"api_key", "startTime"})
 
 TRUNCATION_MARKER = re.compile(r"\.\.\. \(([\w<>]+) skipped (\d+) chars\) \.\.\.")
-_CLAUDE_CODE_SESSION = re.compile(r"_session_([0-9A-Za-z][0-9A-Za-z-]*)$")
 
 # call_type substrings of calls that carry no chat/completions prompt.
 _NOT_GENERATION = ("embedding", "image", "moderation", "transcription", "speech", "rerank",
@@ -149,14 +160,18 @@ def _parse_row(place: int, row: Any, session_uses: Counter[str]) -> Record | Ski
     provider = to_text(row.get("custom_llm_provider"))
     usage, usage_notes = litellm_usage(row, row_meta)
     metadata.update(usage_notes)
-    session_key, session_source = _session(row, row_meta, body, session_uses)
+    headers = _logged_headers(row_meta)
+    session_key, session_source = _session(row, row_meta, headers, body, session_uses)
     metadata.update(_row_metadata(row, row_meta, request_id))
+    metadata["prompt_cache_key"] = prompt_cache_key(body)
+    metadata["headers"] = loggable_headers(headers) or None
     request = Request(
         id="", source_format="", source_file="", source_line=place,
         timestamp=parse_time(row.get("startTime")),
         endpoint=endpoint,
         model=to_text(row.get("model_group")) or to_text(row.get("model")),
         session_key=session_key, session_key_source=session_source,
+        parent_key=previous_response(body),
         user=to_text(row.get("user")) or to_text(row.get("end_user"))
         or to_text(row_meta.get("user_api_key_user_id")),
         client=to_text(row_meta.get("user_api_key_alias")) or to_text(row_meta.get("user_agent")),
@@ -243,15 +258,22 @@ def litellm_usage(row: dict[str, Any], row_meta: dict[str, Any]) -> tuple[Usage,
                  output_tokens=output, semantics=semantics), notes
 
 
-def _session(row: dict[str, Any], row_meta: dict[str, Any], body: dict[str, Any] | None,
+def _session(row: dict[str, Any], row_meta: dict[str, Any], headers: dict[str, str],
+             body: dict[str, Any] | None,
              session_uses: Counter[str]) -> tuple[str | None, str | None]:
     sid = to_text(row.get("session_id"))
     if sid and (session_uses[sid] > 1 or sid in declared_session_ids(row_meta)):
         return sid, "litellm.session_id"
-    cc_session = claude_code_session(body)
-    if cc_session:
-        return cc_session, "claude_code.metadata.user_id"
-    return None, None
+    found = session_from_headers(headers) or session_from_body(body)
+    return found if found else (None, None)
+
+
+def _logged_headers(row_meta: dict[str, Any]) -> dict[str, str]:
+    """The client's headers as the row's metadata logged them (lower-case names)."""
+    headers: dict[str, str] = {}
+    for key in ("headers", "requester_custom_headers"):
+        headers.update(header_map(row_meta.get(key)))
+    return headers
 
 
 def declared_session_ids(row_meta: dict[str, Any]) -> set[str]:
@@ -268,20 +290,6 @@ def declared_session_ids(row_meta: dict[str, Any]) -> set[str]:
                 if str(name).lower() in _SESSION_HEADERS and (v := to_text(value)):
                     found.add(v)
     return found
-
-
-def claude_code_session(body: dict[str, Any] | None) -> str | None:
-    """Claude Code's session id from `metadata.user_id` (``..._session_<uuid>`` or JSON)."""
-    user_id = dig(body, "metadata", "user_id")
-    if not isinstance(user_id, str):
-        return None
-    match = _CLAUDE_CODE_SESSION.search(user_id.strip())
-    if match:
-        return match.group(1)
-    parsed = json_text(user_id)
-    if isinstance(parsed, dict):
-        return to_text(parsed.get("session_id"))
-    return None
 
 
 def _gateway(endpoint: str, provider: str | None) -> str | None:

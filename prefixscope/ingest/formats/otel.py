@@ -28,7 +28,10 @@ What this module guarantees:
   instrumentation recorded, not the bytes on the wire; ``metadata["body_from"]``
   names the attributes used.
 * Session: ``gen_ai.conversation.id`` › ``session.id`` › ``langfuse.session.id``
-  (span attributes, then resource attributes).
+  (span attributes, then resource attributes), else a session header the span
+  recorded as ``http.request.header.<name>`` (`normalize.sessions.SESSION_HEADERS`:
+  LiteLLM, Bifrost, Helicone, Portkey, Claude Code, ...). Recorded request headers
+  (credentials removed) are kept in ``metadata["headers"]``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ from typing import Any
 
 from prefixscope.ingest.normalize.fields import dig, first_present, loads_deep, parse_time, to_int
 from prefixscope.ingest.normalize.messages import chat_messages, content_part, tool_call
+from prefixscope.ingest.normalize.sessions import (
+    header_map,
+    loggable_headers,
+    session_from_headers,
+)
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.source import Probe, Source
@@ -51,6 +59,7 @@ DESCRIPTION = "OpenTelemetry GenAI spans, OTLP/JSON (collector file exporter JSO
 MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 SESSION_ATTRIBUTES = ("gen_ai.conversation.id", "session.id", "langfuse.session.id")
 USER_ATTRIBUTES = ("user.id", "enduser.id", "langfuse.user.id")
+HEADER_ATTRIBUTE_PREFIX = "http.request.header."  # OTel HTTP semconv: string[] per header
 
 _NOT_SPAN_DOCUMENTS = ("resourceLogs", "resource_logs", "resourceMetrics", "resource_metrics")
 _FLAT_PROMPT_RE = re.compile(r"^gen_ai\.prompt\.(\d+)\.(.+)$")
@@ -184,7 +193,11 @@ def _span_record(span: Any, resource_attrs: dict[str, Any], scope: Any, place: i
     trace_id = _field(span, "traceId", "trace_id")
     span_id = _field(span, "spanId", "span_id")
     body, body_from, body_error = build_body(attrs)
+    headers = header_map({k[len(HEADER_ATTRIBUTE_PREFIX):]: v for k, v in attrs.items()
+                          if k.startswith(HEADER_ATTRIBUTE_PREFIX)})
     session, session_source = _session(attrs, resource_attrs)
+    if session is None:
+        session, session_source = session_from_headers(headers) or (None, None)
     metadata = {k: v for k, v in {
         "body_from": body_from,
         "body_error": body_error,
@@ -197,6 +210,7 @@ def _span_record(span: Any, resource_attrs: dict[str, Any], scope: Any, place: i
         "response_model": attrs.get("gen_ai.response.model"),
         "scope": dig(scope, "name"),
         "status": _status(span),
+        "headers": loggable_headers(headers) or None,
     }.items() if v is not None}
     request = Request(
         id="", source_format="", source_file="", source_line=place,

@@ -21,11 +21,16 @@ Accepted containers (formats.md §6 for body and usage shapes):
 Usage comes from the response in its own convention (`normalize.streams`):
 Anthropic JSON or SSE (``message_start.message.usage`` updated by
 ``message_delta.usage``), OpenAI Chat JSON or the last stream chunk carrying
-``usage``, Responses ``usage`` or ``response.completed``. Sessions are Claude
-Code's wire ids (formats.md §5, §9): header ``X-Claude-Code-Session-Id``, else
-``metadata.user_id`` (legacy ``user_<hex>_account_<uuid>_session_<uuid>`` or its
-JSON-string form). OpenAI ``prompt_cache_key`` / ``user`` are routing hints, not
-sessions.
+``usage``, Responses ``usage`` or ``response.completed``. Sessions are the
+wire ids `normalize.sessions` knows (formats.md §5, §9; docs/store.md "Where session
+ids come from"): a session header (``X-Claude-Code-Session-Id``, ``x-litellm-session-id``,
+``Helicone-Session-Id``, ``x-bf-session-id``, ...), else the body's Responses
+``conversation``, ``metadata.session_id`` / ``conversation_id`` or Claude Code's
+``metadata.user_id`` (either form). A Responses ``previous_response_id`` is the
+request's `parent_key` (a chain of responses is threaded as one session). OpenAI
+``prompt_cache_key`` / ``user`` are routing hints, not sessions; ``prompt_cache_key``
+is kept in metadata, and so are the request headers (credentials removed), which
+``--session-key header:NAME`` reads.
 
 Records that are by definition not model calls (``count_tokens``, ``GET /v1/models``
 in an ``--include-all-requests`` capture) are passed over without a skip.
@@ -47,6 +52,14 @@ from prefixscope.ingest.normalize.fields import (
     parse_time,
     str_or_none,
     to_int,
+)
+from prefixscope.ingest.normalize.sessions import (
+    claude_code_user_id,
+    header_map,
+    loggable_headers,
+    previous_response,
+    prompt_cache_key,
+    wire_session,
 )
 from prefixscope.ingest.normalize.streams import Reply, decode_response
 from prefixscope.ingest.readers import BadRecord
@@ -77,10 +90,6 @@ _FOREIGN_WRAPPER_KEYS = frozenset({
 _PAIR_REQUEST_RE = re.compile(r"^(?P<stem>.+)\.request\.json(?P<gz>\.gz)?$")
 _PAIR_RESPONSE_RE = re.compile(r"^(?P<stem>.+)\.response\.json(?P<gz>\.gz)?$")
 
-# Legacy Claude Code metadata.user_id: user_<hex>_account_<uuid or empty>_session_<uuid>.
-_LEGACY_USER_ID_RE = re.compile(
-    r"^user_(?P<device>[0-9a-fA-F]+)_account_(?P<account>[0-9a-fA-F-]*)"
-    r"_session_(?P<session>[0-9a-fA-F-]+)$")
 _BILLING_PREFIX = "x-anthropic-billing-header:"
 _BILLING_ITEM_RE = re.compile(r"([\w.-]+)=([^;\s]*);")
 
@@ -254,12 +263,13 @@ def _capture_from_wrapper(rec: dict[str, Any]) -> _Capture:
             "body" in request or "url" in request or "method" in request):
         capture.form = "http"
         capture.body = loads_deep(request.get("body"))
-        capture.headers.update(_headers(request.get("headers")))
+        capture.headers.update(header_map(request.get("headers")))
         capture.url = request.get("url") if isinstance(request.get("url"), str) else None
         capture.method = request.get("method") if isinstance(request.get("method"), str) else None
         capture.timestamp = first_present(capture.timestamp, request.get("timestamp"))
     capture.timestamp = first_present(capture.timestamp, rec.get("logged_at"))
-    capture.headers.update(_headers(first_present(rec.get("headers"), rec.get("request_headers"))))
+    capture.headers.update(header_map(first_present(rec.get("headers"),
+                                                    rec.get("request_headers"))))
     endpoint = rec.get("endpoint")
     if isinstance(endpoint, str) and endpoint in ENDPOINTS and endpoint != "unknown":
         capture.endpoint_hint = endpoint
@@ -292,22 +302,6 @@ def _read_pair_response(path: Path) -> tuple[str | None, str | None]:
     except (OSError, EOFError) as exc:
         return None, f"cannot read {path.name}: {exc}"
     return data.decode("utf-8", "replace").lstrip("\ufeff"), None
-
-
-def _headers(value: Any) -> dict[str, str]:
-    """Header names lower-cased; accepts a mapping, [[name, value]] or [{name, value}]."""
-    out: dict[str, str] = {}
-    if isinstance(value, dict):
-        items = list(value.items())
-    elif isinstance(value, list):
-        items = [(h.get("name"), h.get("value")) if isinstance(h, dict) else tuple(h[:2])
-                 for h in value if isinstance(h, (dict, list)) and len(h) >= 2]
-    else:
-        return out
-    for name, val in items:
-        if isinstance(name, str) and val is not None:
-            out[name.lower()] = val if isinstance(val, str) else str(val)
-    return out
 
 
 def _url_path(url: str | None) -> str:
@@ -353,6 +347,7 @@ def _record(capture: _Capture, place: int) -> Record:
         endpoint=endpoint,
         model=body.get("model") if isinstance(body.get("model"), str) else None,
         session_key=session, session_key_source=session_source,
+        parent_key=previous_response(body),
         user=first_present(meta_user, capture.headers.get("x-user-id"),
                            str_or_none(body.get("user")),
                            str_or_none(body.get("safety_identifier"))),
@@ -367,28 +362,10 @@ def _record(capture: _Capture, place: int) -> Record:
 
 def _session(headers: dict[str, str],
              body: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
-    """(session id, where it came from, user) from Claude Code's wire identifiers."""
-    device, account, meta_session = _parse_cc_user_id(dig(body, "metadata", "user_id"))
-    user = account or device
-    if headers.get("x-claude-code-session-id"):
-        return headers["x-claude-code-session-id"], "header:x-claude-code-session-id", user
-    if meta_session:
-        return meta_session, "metadata.user_id", user
-    return None, None, user
-
-
-def _parse_cc_user_id(value: Any) -> tuple[str | None, str | None, str | None]:
-    """(device id, account uuid, session id) from either form of Claude Code's metadata.user_id."""
-    if not isinstance(value, str) or not value:
-        return None, None, None
-    legacy = _LEGACY_USER_ID_RE.match(value.strip())
-    if legacy:
-        return legacy["device"], legacy["account"] or None, legacy["session"]
-    decoded = loads_deep(value)
-    if isinstance(decoded, dict):
-        return (str_or_none(decoded.get("device_id")), str_or_none(decoded.get("account_uuid")),
-                str_or_none(decoded.get("session_id")))
-    return None, None, None
+    """(session id, where it came from, user): the wire ids, and Claude Code's account."""
+    cc = claude_code_user_id(dig(body, "metadata", "user_id"))
+    session, source = wire_session(headers, body)
+    return session, source, cc.account or cc.device
 
 
 def _billing_items(body: dict[str, Any]) -> dict[str, str]:
@@ -420,6 +397,7 @@ def _metadata(capture: _Capture, reply: Reply, billing: dict[str, str]) -> dict[
         "cc_version": billing.get("cc_version"),
         "agent_id": capture.headers.get("x-claude-code-agent-id"),
         "anthropic_beta": capture.headers.get("anthropic-beta"),
-        "prompt_cache_key": str_or_none(body.get("prompt_cache_key")),
+        "prompt_cache_key": prompt_cache_key(body),
+        "headers": loggable_headers(capture.headers) or None,
     }
     return {k: v for k, v in candidates.items() if v is not None}
