@@ -1,29 +1,42 @@
-"""Thread requests into sessions: explicit ids first, a prefix heuristic otherwise.
+"""Thread requests into sessions: explicit ids first, the shared history otherwise.
 
 A prompt cache can only help a request whose prefix was sent before, and "before"
 is almost always the previous turn of the same conversation. So every analysis
 (diff of consecutive turns, cold vs break vs eviction) needs each request's session
-and its predecessor. Rules, in order:
+and its predecessor. Requests are visited in the order they happened (`Store.threading_rows`:
+time, then file, line and position inside the line). Rules, in order:
 
 1. **Explicit session id** (`Request.session_key`: Langfuse sessionId/traceId,
    Claude Code sessionId, OTel gen_ai.conversation.id, a trajectory file, ...):
    the session is that id. Within it, a request's predecessor is, of the session's
    last `RECENT` requests, the one sharing the longest history prefix with it (the
    latest on ties): ``extends`` when that is its whole history, else a compaction
-   candidate (below), else that closest request (its history was rewritten) or the
-   previous request in time. Side requests with other histories are passed over.
+   candidate (below, no marker needed: the id says it is the same conversation), else
+   that closest request (its history was rewritten) or, when none shares any history,
+   the session's previous request (``explicit``). Side requests with other histories
+   are passed over.
 2. **Explicit parent** (`parent_key`, e.g. Bailian ``parent_chat_id``): the request
    joins its parent's session with the parent as predecessor.
-3. **History extension**: within the same (user, client, model), a request links to
-   the latest earlier request whose whole history is a prefix of its own (compared
-   through `prefix_chain`, so ``cache_control`` markers do not matter), no more than
-   `gap_s` earlier. Side requests with other prefixes (title generation, quota
-   checks) do not extend anything and start their own sessions without breaking the
-   main one, because linking looks for the matching prefix, not the previous request.
-4. **Compaction**: a request that extends nothing but has the same system + tools
-   fingerprint as the latest request of an open session, with a shorter history,
-   continues that session and is marked ``compaction`` (the history was replaced by a
-   summary: the next turn is a cold start for the cache).
+3. **Shared history** (no id): within the same (source, user, client, model) and no more
+   than `gap_s` apart, the predecessor is the earlier request sharing the longest
+   history prefix with it -- at least the first non-system message, so two
+   conversations that share only a system prompt and tools are never glued. Candidates:
+   every earlier request whose whole history is a prefix of this one's (looked up
+   through `prefix_chain`, so ``cache_control`` markers do not matter), and the last
+   `RECENT` requests that start with the same first message; the longest shared prefix
+   wins, the latest on ties. ``extends`` when it is the predecessor's whole history,
+   else ``shared-prefix`` (a history rewritten in the middle, a turn retried or edited).
+   Side requests with other first messages (title generation, quota checks) start
+   sessions of their own without breaking the main one. Block-hash traces have no
+   message boundary (their first block is often a system prompt shared by every user),
+   so they thread by ``extends`` only.
+4. **Compaction** (no id): a request sharing no history with an earlier one whose
+   history holds a known compaction marker (`keys.compaction_marker`: Claude Code's
+   continuation summary, Codex's compaction item or summary prefix, OpenHands'
+   condensation summary, SWE-agent's elided outputs) continues the open session (within
+   the gap) whose latest request has the same system + tools fingerprint and a longer
+   history, the latest such; it is marked ``compaction`` (the next turn is a cold start
+   for the cache). Without a marker it starts a new session.
 5. **Growing prompt** (no bodies, e.g. new-api): within (user, client, model), the
    open session whose last prompt is not larger than this one, within the gap.
 6. Otherwise the request starts a session of its own.
@@ -40,8 +53,9 @@ from typing import Any
 
 import polars as pl
 
-RECENT = 16  # requests of an explicit session considered as a predecessor
-LINK_KINDS = ("start", "explicit", "parent", "extends", "compaction", "growing-prompt")
+RECENT = 16  # requests of a session (or of a first message) considered as a predecessor
+LINK_KINDS = ("start", "explicit", "parent", "extends", "shared-prefix", "compaction",
+              "growing-prompt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +72,7 @@ class SessionLink:
 
 @dataclass(slots=True)
 class _Row:
+    seq: int  # place in threading order (later = larger)
     id: str
     ts: datetime | None
     session_key: str | None
@@ -69,6 +84,8 @@ class _Row:
     fingerprint: str | None
     count: int | None
     prompt: int | None
+    marker: str | None = None  # compaction marker its history holds (keys.compaction_marker)
+    blocks: bool = False  # chain made of block hashes (a block trace), not messages
 
 
 def _within(a: datetime | None, b: datetime | None, gap_s: float) -> bool:
@@ -77,55 +94,70 @@ def _within(a: datetime | None, b: datetime | None, gap_s: float) -> bool:
     return abs((b - a).total_seconds()) <= gap_s
 
 
+class _State:
+    """What threading remembers of the requests already placed."""
+
+    def __init__(self) -> None:
+        self.session_of: dict[str, str] = {}
+        self.by_native: dict[tuple[str, str], _Row] = {}
+        # (scope, chain value of a request's full history) -> latest such request
+        self.full_history: dict[tuple[Any, int], _Row] = {}
+        # scope -> session -> latest request of that session
+        self.tails: dict[Any, dict[str, _Row]] = defaultdict(dict)
+        # explicit session, or (scope, first history message) -> its latest requests,
+        # most recent first
+        self.recent: dict[Any, deque[_Row]] = {}
+
+    def remember(self, row: _Row, scope: Any, session: str) -> None:
+        self.session_of[row.id] = session
+        if row.native_id:
+            self.by_native[(row.source_format, row.native_id)] = row
+        if row.chain:
+            self.full_history[(scope, row.chain[-1])] = row
+        self.tails[scope][session] = row
+        if row.session_key:
+            self.recent.setdefault(scope, deque(maxlen=RECENT)).appendleft(row)
+        elif row.chain and not row.blocks:
+            self.recent.setdefault((scope, row.chain[0]), deque(maxlen=RECENT)).appendleft(row)
+
+
 def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[SessionLink]:
     """Assign every request of `frame` (from `Store.threading_rows`, time-ordered) to a session.
 
     Args:
         frame: columns id, timestamp, source_format, session_key, parent_key,
             native_id, user_id, client, model, prefix_chain, fingerprint,
-            message_count, prompt_tokens -- in time order.
+            message_count, prompt_tokens, and optionally compaction_marker and
+            chain_of_blocks -- in the order the requests happened.
         gap_s: the longest pause between two turns of one threaded session.
 
     Returns:
-        One SessionLink per request, turns numbered per session in time order.
+        One SessionLink per request, turns numbered per session in that order.
     """
+    names = set(frame.columns)
     rows = [
-        _Row(id=r["id"], ts=r["timestamp"], session_key=r["session_key"],
+        _Row(seq=n, id=r["id"], ts=r["timestamp"], session_key=r["session_key"],
              parent_key=r["parent_key"], native_id=r["native_id"],
              source_format=r["source_format"],
              group=(r["source_format"], r["user_id"], r["client"], r["model"]),
              chain=r["prefix_chain"], fingerprint=r["fingerprint"], count=r["message_count"],
-             prompt=r["prompt_tokens"])
-        for r in frame.iter_rows(named=True)
+             prompt=r["prompt_tokens"],
+             marker=r["compaction_marker"] if "compaction_marker" in names else None,
+             blocks=bool(r["chain_of_blocks"]) if "chain_of_blocks" in names else False)
+        for n, r in enumerate(frame.iter_rows(named=True))
     ]
-    session_of: dict[str, str] = {}
+    state = _State()
     prev_of: dict[str, tuple[str | None, str, bool]] = {}
-    by_native: dict[tuple[str, str], _Row] = {}
-    # (scope, chain value of a request's full history) -> latest such request
-    full_history: dict[tuple[Any, int], _Row] = {}
-    # scope -> session -> latest request of that session
-    tails: dict[Any, dict[str, _Row]] = defaultdict(dict)
-    # explicit session -> its latest requests, most recent first
-    recent: dict[Any, deque[_Row]] = {}
-
     for row in rows:
         scope: Any = ("s", row.session_key) if row.session_key else ("g", row.group)
-        session, prev, link, compaction = _place(row, scope, session_of, by_native,
-                                                 full_history, tails, gap_s, recent)
-        session_of[row.id] = session
+        session, prev, link, compaction = _place(row, scope, state, gap_s)
         prev_of[row.id] = (prev.id if prev else None, link, compaction)
-        if row.native_id:
-            by_native[(row.source_format, row.native_id)] = row
-        if row.chain:
-            full_history[(scope, row.chain[-1])] = row
-        tails[scope][session] = row
-        if row.session_key:
-            recent.setdefault(scope, deque(maxlen=RECENT)).appendleft(row)
+        state.remember(row, scope, session)
 
     turn_counter: dict[str, int] = defaultdict(int)
     links = []
     for row in rows:
-        session = session_of[row.id]
+        session = state.session_of[row.id]
         prev_id, link, compaction = prev_of[row.id]
         links.append(SessionLink(row.id, session, turn_counter[session], prev_id, link,
                                  compaction))
@@ -190,14 +222,18 @@ def _growing(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
 
 
 def _common_prefix(a: list[int] | None, b: list[int] | None) -> int:
+    """How many leading history messages a and b share. The chain values are chained
+    hashes (equal at k means equal through k), so a binary search finds the split."""
     if not a or not b:
         return 0
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    lo, hi = 0, min(len(a), len(b))  # a[:lo] == b[:lo]; the answer is at most hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[mid - 1] == b[mid - 1]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _closest(row: _Row, recent: Any) -> _Row | None:
@@ -211,33 +247,52 @@ def _closest(row: _Row, recent: Any) -> _Row | None:
     return best
 
 
-def _place(row: _Row, scope: Any, session_of: dict[str, str],
-           by_native: dict[tuple[str, str], _Row], full_history: dict[tuple[Any, int], _Row],
-           tails: dict[Any, dict[str, _Row]], gap_s: float, recent: dict[Any, Any],
+def _sharing(row: _Row, scope: Any, state: _State, gap_s: float) -> tuple[_Row | None, int]:
+    """(predecessor, shared history length) without an explicit id: the earlier request
+    within the gap sharing the longest history prefix with row (at least its first
+    message), the latest on ties; (None, 0) when none does."""
+    if not row.chain:
+        return None, 0
+    best = _extended(row, scope, state.full_history, gap_s)
+    best_len = (best.count or 0) if best is not None else 0
+    if row.blocks:  # no message boundary in a block trace: whole prefixes only
+        return best, best_len
+    for cand in state.recent.get((scope, row.chain[0]), ()):  # most recent first
+        if not _within(cand.ts, row.ts, gap_s):
+            continue
+        n = _common_prefix(row.chain, cand.chain)
+        if n > best_len or (n == best_len and best is not None and cand.seq > best.seq):
+            best, best_len = cand, n
+    return best, best_len
+
+
+def _place(row: _Row, scope: Any, state: _State, gap_s: float,
            ) -> tuple[str, _Row | None, str, bool]:
     """(session, predecessor, link kind, compaction) for one request."""
     if row.session_key:
         session = row.session_key
-        closest = _closest(row, recent.get(scope, ()))
+        closest = _closest(row, state.recent.get(scope, ()))
         if closest is not None and closest.count == _common_prefix(row.chain, closest.chain):
             return session, closest, "extends", False
-        prev = _compacted_from(row, scope, tails, float("inf"))
+        prev = _compacted_from(row, scope, state.tails, float("inf"))
         if prev is not None:
             return session, prev, "compaction", True
-        prev = closest or tails[scope].get(session)
+        prev = closest or state.tails[scope].get(session)
         return session, prev, "explicit" if prev else "start", False
     if row.parent_key:
-        parent = by_native.get((row.source_format, row.parent_key))
+        parent = state.by_native.get((row.source_format, row.parent_key))
         if parent is not None:
-            return session_of[parent.id], parent, "parent", False
-    prev = _extended(row, scope, full_history, gap_s)
+            return state.session_of[parent.id], parent, "parent", False
+    prev, shared = _sharing(row, scope, state, gap_s)
     if prev is not None:
-        return session_of[prev.id], prev, "extends", False
-    prev = _compacted_from(row, scope, tails, gap_s)
-    if prev is not None:
-        return session_of[prev.id], prev, "compaction", True
-    if row.chain is None:
-        prev = _growing(row, scope, tails, gap_s)
+        link = "extends" if shared == prev.count else "shared-prefix"
+        return state.session_of[prev.id], prev, link, False
+    if row.marker is not None:
+        prev = _compacted_from(row, scope, state.tails, gap_s)
         if prev is not None:
-            return session_of[prev.id], prev, "growing-prompt", False
+            return state.session_of[prev.id], prev, "compaction", True
+    if row.chain is None:
+        prev = _growing(row, scope, state.tails, gap_s)
+        if prev is not None:
+            return state.session_of[prev.id], prev, "growing-prompt", False
     return f"t-{row.id[:16]}", None, "start", False

@@ -286,6 +286,25 @@ class TestRealTrajectories:
             assert p["first_divergence"]["segment"].startswith("messages[")
             assert p["lost_tokens"] > 0
 
+    def test_openhands_resolver_rows_thread_in_call_order(self, real):
+        """Every call of an output.jsonl row shares the row's file and line and has no
+        timestamp: only its position in the row orders it. The two runs hold 4 and 22 calls
+        (one assistant message and one observation more each time: 1, 3, 5, ... history
+        messages), so 3 + 21 pairs, every one append-only."""
+        log = real / "openhands" / "tests__unit__resolver__mock_output__output.jsonl"
+        assert runner.invoke(app, ["ingest", str(log), "--store", "r.duckdb"]).exit_code == 0
+        result = runner.invoke(app, ["diff", "--all", "--json", "--store", "r.duckdb",
+                                     "--tokenizer", "deepseek-v4"], catch_exceptions=False)
+        out = json.loads(result.stdout)
+        assert out["totals"]["by_cause"] == {"append-only": {"pairs": 24, "lost_tokens": 0}}
+        rows = json.loads(runner.invoke(app, [
+            "sql", "select session, list(message_count order by turn) counts, "
+                   "list(link order by turn) links from turns group by 1 order by 1",
+            "--store", "r.duckdb", "--json"]).stdout)
+        assert sorted(r["counts"] for r in rows) == [
+            list(range(1, 8, 2)), list(range(1, 44, 2))]
+        assert {link for r in rows for link in r["links"][1:]} == {"extends"}
+
     def test_openhands_runs_are_append_only(self, real):
         log = real / "openhands" / "evaluation__benchmarks__multi_swe_bench__examples__output.jsonl"
         result = runner.invoke(app, ["diff", "--all", str(log), "--json"],

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent_captures import CODEX_SUMMARY, write_agent_captures
 from factories import anthropic_body, conversation, make_request
 
 from prefixscope.model import Usage
+from prefixscope.model.keys import compaction_marker
 from prefixscope.sessions import thread_sessions
 from prefixscope.store import Store
+from prefixscope.store.load import ingest_paths
 
 
 def thread(requests, gap_s: float = 3600.0):
@@ -24,8 +27,10 @@ class TestThreadingByHistory:
         b = [anthropic_body(conversation(n, "B "), cch=f"b{n:04x}") for n in (1, 2, 3)]
         title = anthropic_body([{"role": "user", "content": "Write a 5-word title"}],
                                system="You generate titles.", tools=[])
-        summary = anthropic_body([{"role": "user", "content": "Summary of earlier work."}])
-        after = anthropic_body([{"role": "user", "content": "Summary of earlier work."},
+        text = ("This session is being continued from a previous conversation that ran out "
+                "of context. The conversation is summarized below: earlier work.")
+        summary = anthropic_body([{"role": "user", "content": text}])
+        after = anthropic_body([{"role": "user", "content": text},
                                 {"role": "assistant", "content": "ok"},
                                 {"role": "user", "content": "go on"}])
         reqs = [
@@ -47,6 +52,36 @@ class TestThreadingByHistory:
         assert links["c1"].prev_id == "a4"
         assert links["c2"].link == "extends" and links["c2"].prev_id == "c1"
         assert [links[r].turn for r in ("a1", "a2", "a3", "a4", "c1", "c2")] == list(range(6))
+
+    def test_same_system_and_tools_without_a_marker_is_a_new_session(self):
+        """A shorter history under the same system prompt and tools is a new conversation
+        unless a compaction marker says otherwise (no session id to say it)."""
+        reqs = [make_request("a1", body=anthropic_body(conversation(1, "A "))),
+                make_request("a2", minutes=1, body=anthropic_body(conversation(3, "A "))),
+                make_request("b1", minutes=2, body=anthropic_body(conversation(1, "B "))),
+                make_request("b2", minutes=3, body=anthropic_body(conversation(2, "B ")))]
+        links = thread(reqs)
+        assert links["b1"].link == "start" and not links["b1"].compaction
+        assert links["b2"].prev_id == "b1" and links["b2"].session != links["a1"].session
+
+    def test_longest_shared_history_decides_and_a_rewrite_stays_in_its_session(self):
+        """A history rewritten in the middle (an elided observation) continues the request
+        it shares the most with, not the latest one nor a new session."""
+        base = conversation(4, "A ")  # u0 a0 u1 a1 u2 a2 u3
+        rewritten = [*base[:2], {"role": "user", "content": "(output elided)"}, *base[3:],
+                     {"role": "assistant", "content": "A answer 3"},
+                     {"role": "user", "content": "A question 4"}]
+        other = conversation(2, "A ")[:1] + [{"role": "assistant", "content": "elsewhere"}]
+        links = thread([make_request("r1", body=anthropic_body(base[:3])),
+                        make_request("r2", minutes=1, body=anthropic_body(base)),
+                        make_request("x1", minutes=2, body=anthropic_body(other)),
+                        make_request("r3", minutes=3, body=anthropic_body(rewritten))])
+        # r3 shares u0 a0 with r1 and r2 (the latest of the two wins the tie), only u0 with
+        # the later x1
+        assert links["r3"].prev_id == "r2" and links["r3"].link == "shared-prefix"
+        assert links["r2"].prev_id == "r1" and links["r2"].link == "extends"
+        assert links["x1"].prev_id == "r2" and links["x1"].link == "shared-prefix"
+        assert len({links[r].session for r in ("r1", "r2", "x1", "r3")}) == 1
 
     def test_cache_control_markers_do_not_break_extension(self):
         m1 = conversation(1)
@@ -131,3 +166,108 @@ class TestWithoutBodies:
         # b1 has two full blocks [1, 2] (1100 // 512); b2 starts with them
         assert links["b2"].prev_id == "b1"
         assert links["b3"].prev_id is None
+
+
+def threaded_capture(path: Path, **kw):
+    """Write the 8-session capture, ingest it, and return (truth, links by response id)."""
+    calls = write_agent_captures(path, **kw)
+    with Store.open(Path("agents.duckdb")) as st:
+        ingest_paths([str(path)], st)
+        rows = st.run("SELECT r.native_id, t.session, p.native_id, t.link, t.compaction "
+                      "FROM turns t JOIN requests r ON r.id = t.id "
+                      "LEFT JOIN requests p ON p.id = t.prev_id")
+    return calls, {r[0]: r[1:] for r in rows}
+
+
+def truth_predecessors(calls):
+    """response id -> the response id of the same session's previous call (the oracle)."""
+    last: dict[int, str] = {}
+    out = {}
+    for call in calls:
+        out[call.response_id] = last.get(call.session)
+        last[call.session] = call.response_id
+    return out
+
+
+def partition(groups):
+    return sorted(sorted(g) for g in groups.values())
+
+
+class TestEightAgentSessions:
+    """8 agent sessions with one system prompt and one tool list, interleaved in one raw
+    capture (tests/agent_captures.py): threading must find the 8 the generator wrote."""
+
+    def check(self, calls, links, compacted=()):
+        truth: dict[int, list[str]] = {}
+        for call in calls:
+            truth.setdefault(call.session, []).append(call.response_id)
+        found: dict[str, list[str]] = {}
+        for rid, (session, _, _, _) in links.items():
+            found.setdefault(session, []).append(rid)
+        assert partition(found) == partition(truth)
+        expected = truth_predecessors(calls)
+        assert {rid: links[rid][1] for rid in links} == expected
+        assert {rid for rid, ln in links.items() if ln[3]} == set(compacted)
+        assert {ln[2] for rid, ln in links.items() if expected[rid] is None} == {"start"}
+
+    def test_without_ids(self, tmp_path):
+        calls, links = threaded_capture(tmp_path / "agents.jsonl")
+        assert len(calls) == 48
+        self.check(calls, links)
+        assert {ln[2] for ln in links.values()} == {"start", "extends"}
+
+    def test_with_ids(self, tmp_path):
+        calls, links = threaded_capture(tmp_path / "agents.jsonl", with_ids=True)
+        self.check(calls, links)
+        assert {links[c.response_id][0] for c in calls} == {f"session-{s:02d}" for s in range(8)}
+
+    def test_compaction_marker_without_ids_continues_its_session(self, tmp_path):
+        calls, links = threaded_capture(tmp_path / "agents.jsonl", compact_after={2: 3})
+        compacted = [c.response_id for c in calls if c.compaction]
+        assert len(compacted) == 1
+        assert links[compacted[0]][2] == "compaction"
+        self.check(calls, links, compacted)
+
+    def test_summary_without_a_marker_starts_a_session(self, tmp_path):
+        calls, links = threaded_capture(tmp_path / "agents.jsonl", compact_after={2: 3},
+                                        compaction_text="Here is where we are.")
+        summary = next(c for c in calls if c.compaction)
+        assert links[summary.response_id][1:3] == (None, "start")
+        # the summary and the turns after it are a ninth session; the other 7 are intact
+        sessions = {ln[0] for ln in links.values()}
+        assert len(sessions) == 9
+        after = [c.response_id for c in calls if c.session == 2 and c.turn >= 3]
+        assert {links[r][0] for r in after} == {links[summary.response_id][0]}
+
+
+class TestCompactionMarkers:
+    """Each agent's marker, written as that agent writes it (the sources are cited in
+    prefixscope/model/keys.py), and text that only resembles one."""
+
+    def marker(self, messages, endpoint="openai-chat"):
+        body = ({"input": messages} if endpoint == "openai-responses"
+                else {"messages": [{"role": "system", "content": "sys"}, *messages]})
+        return compaction_marker(make_request("r", body=body, endpoint=endpoint))
+
+    def test_each_agent(self):
+        claude = ("This session is being continued from a previous conversation that ran out "
+                  "of context. The conversation is summarized below:\nAnalysis: ...")
+        assert self.marker([{"role": "user", "content": [{"type": "text", "text": claude}]}]
+                           ) == "claude-code"
+        assert self.marker([{"role": "user", "content": CODEX_SUMMARY}]) == "codex"
+        assert self.marker([{"type": "message", "role": "user", "content": [
+                                {"type": "input_text", "text": "fix the bug"}]},
+                            {"type": "compaction", "encrypted_content": "gAAA..."}],
+                           endpoint="openai-responses") == "codex"
+        assert self.marker([{"role": "user", "content": "task"},
+                            {"role": "user", "content": "USER_CONTEXT: fix the parser\n"
+                                                        "COMPLETED: read the tests"}]
+                           ) == "openhands"
+        assert self.marker([{"role": "user", "content": "task"},
+                            {"role": "tool", "content": "Old environment output: (42 lines "
+                                                        "omitted)"}]) == "swe-agent"
+
+    def test_look_alikes_are_not_markers(self):
+        assert self.marker([{"role": "user", "content": "Summarize the conversation so far."}]
+                           ) is None
+        assert self.marker([{"role": "user", "content": "Is USER_CONTEXT: a keyword?"}]) is None

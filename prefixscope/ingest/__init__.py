@@ -8,6 +8,11 @@ parser's records with stable ids. A bad record is a `Skip` with its place and re
 a file no format recognizes is reported with the formats tried (`unrecognized_reason`).
 Nothing here raises for bad input.
 
+Order inside a record: a format that rebuilds several requests from one record (a
+trajectory, an OpenHands row) sets `Request.source_position` to each one's place in
+it; otherwise `parse_source` numbers the requests of each line in the order the format
+yields them, so (timestamp, file, line, position) orders requests that share a line.
+
 Stable ids: a record's id is xxh3-128 of (format, the record's key, how many times
 that key was already seen in the file). The key is the source's own request id
 when it has one, else the canonical JSON of the raw record, so re-ingesting the
@@ -175,6 +180,7 @@ def record_id(fmt: str, key: str, occurrence: int) -> str:
 def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Request | Skip]:
     """Parse one source, assigning stable ids; yields requests and skips."""
     seen: Counter[str] = Counter()
+    per_line: Counter[int | None] = Counter()  # requests already read from each line
     parser = module.parse(source, pr)
     while True:
         try:
@@ -194,8 +200,14 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
         assert isinstance(item, Record)
         occurrence = seen[item.key]
         seen[item.key] += 1
+        line = item.request.source_line
+        position = item.request.source_position
+        if position is None:  # the format did not say: the order it read them in
+            position = per_line[line]
+        per_line[line] += 1
         yield replace(item.request, id=record_id(module.NAME, item.key, occurrence),
-                      source_format=module.NAME, source_file=source.name)
+                      source_format=module.NAME, source_file=source.name,
+                      source_position=position)
 
 
 class UnreadableFile(ValueError):

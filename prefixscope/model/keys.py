@@ -3,7 +3,7 @@
 Session threading and segment census need the same three parts of every body,
 whatever its protocol: the system prompt (Anthropic ``system``, leading OpenAI
 ``system``/``developer`` messages, Responses ``instructions``), the tool list,
-and the conversation history. This module extracts them and derives the two keys
+and the conversation history. This module extracts them and derives the keys
 the store keeps per request:
 
 * `prefix_chain`: chained hashes (`hashing.chain_hashes`) of the history
@@ -13,6 +13,10 @@ the store keeps per request:
 * `fingerprint`: content hash of system (without Claude Code's volatile billing
   header) plus tools: equal fingerprints with a shorter history is how a
   compaction is recognized.
+* `compaction_marker`: the agent whose compaction marker (a summary's opening words, an
+  elided-output placeholder, a compaction item) the history holds: without an explicit
+  session id, the only evidence that a history sharing nothing with an earlier request
+  is a compaction and not a new conversation.
 """
 
 from __future__ import annotations
@@ -93,6 +97,71 @@ def fingerprint(request: Request) -> str | None:
     system, tools, _ = split_body(request.endpoint, request.body)
     return content_hash([strip_cache_control(strip_billing_header(system)),
                          strip_cache_control(tools)])
+
+
+# Text a compacted history starts a message with, per agent: without an explicit session
+# id, a request that shares no history with an earlier one continues a session as a
+# compaction only when its history holds one of these (else it starts a new session).
+COMPACTION_PREFIXES: tuple[tuple[str, str], ...] = (
+    # Claude Code (closed source): the user message that replaces the history after /compact
+    # or auto-compact, flagged `isCompactSummary` in its session transcripts: "This session
+    # is being continued from a previous conversation that ran out of context. The
+    # conversation is summarized below: ..." (sample_logs/make_samples.py writes the same).
+    ("claude-code", "This session is being continued from a previous conversation"),
+    # Codex CLI local compaction: the summary message starts with
+    # codex-rs/core/templates/compact/summary_prefix.md.
+    ("codex", "Another language model started to solve this problem and produced a summary "
+              "of its thinking process."),
+    # OpenHands: LLMSummarizingCondenser's summary (openhands/memory/condenser/impl/
+    # llm_summarizing_condenser.py; the SDK's openhands/sdk/context/condenser/) is sent as a
+    # user message; its prompt makes it open with the USER_CONTEXT section.
+    ("openhands", "USER_CONTEXT:"),
+)
+COMPACTION_FRAGMENTS: tuple[tuple[str, str], ...] = (
+    # SWE-agent history processors (sweagent/agent/history_processors.py): LastNObservations
+    # replaces old observations with "Old environment output: (n lines omitted)",
+    # ClosedWindowHistoryProcessor old file windows with "Outdated window with n lines
+    # omitted...".
+    ("swe-agent", "Old environment output: ("),
+    ("swe-agent", "Outdated window with "),
+)
+# Codex: remote compaction puts a `{"type": "compaction", "encrypted_content": ...}` item in
+# the Responses input (codex-rs/protocol/src/models.rs `ResponseItem::Compaction`, alias
+# `compaction_summary`).
+COMPACTION_ITEM_TYPES = {"compaction": "codex", "compaction_summary": "codex"}
+
+
+def compaction_marker(request: Request) -> str | None:
+    """The agent whose compaction marker the request's history holds (`COMPACTION_PREFIXES`,
+    `COMPACTION_FRAGMENTS`, `COMPACTION_ITEM_TYPES`), else None."""
+    if request.body is None:
+        return None
+    _, _, history = split_body(request.endpoint, request.body)
+    for item in history:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if isinstance(kind, str) and kind in COMPACTION_ITEM_TYPES:
+            return COMPACTION_ITEM_TYPES[kind]
+        for text in _texts(item.get("content")):
+            head = text.lstrip()
+            for agent, prefix in COMPACTION_PREFIXES:
+                if head.startswith(prefix):
+                    return agent
+            for agent, fragment in COMPACTION_FRAGMENTS:
+                if fragment in text:
+                    return agent
+    return None
+
+
+def _texts(content: Any) -> list[str]:
+    """The text parts of a message's content (a string, or a list of text blocks)."""
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [b["text"] for b in content
+                if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    return []
 
 
 def detect_endpoint(body: Any) -> str:

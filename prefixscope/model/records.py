@@ -72,6 +72,10 @@ class Request:
     block_hashes: tuple[int, ...] | None = None  # prefix-chained block ids (block-hash traces)
     block_size: int | None = None  # tokens per block of `block_hashes`
     metadata: dict[str, Any] = field(default_factory=dict)  # anything else worth keeping
+    # 0-based place of the request inside its log record, for records that hold several
+    # calls (an OpenHands output.jsonl row, a trajectory): (timestamp, file, line, position)
+    # is the order requests happened in when they share a line and have no timestamp.
+    source_position: int | None = None
 
     @property
     def has_body(self) -> bool:

@@ -63,7 +63,23 @@ CREATE VIEW turns AS
     FROM requests r LEFT JOIN sessions s ON s.request_id = r.id;
 """
 
-MIGRATIONS: tuple[str, ...] = (V1,)
+# v2: where a request sits inside its log record, the compaction marker its history holds,
+# and the link from a second log of the same upstream call to the first (issue 13).
+# `source_position` of stored rows is recovered from `call_index` (the trajectory formats
+# and OpenHands keep it in metadata), else 0; `compaction_marker` of stored rows stays NULL
+# (re-ingest into a new store to get it).
+V2 = """
+ALTER TABLE requests ADD COLUMN source_position INTEGER;
+ALTER TABLE requests ADD COLUMN compaction_marker VARCHAR;
+ALTER TABLE requests ADD COLUMN duplicate_of VARCHAR;
+UPDATE requests SET source_position = coalesce(
+    TRY_CAST(json_extract_string(metadata, '$.call_index') AS INTEGER), 0);
+CREATE OR REPLACE VIEW turns AS
+    SELECT r.*, s.session, s.turn, s.prev_id, s.link, s.compaction
+    FROM requests r LEFT JOIN sessions s ON s.request_id = r.id;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 REQUEST_SCHEMA: dict[str, Any] = {
@@ -76,7 +92,8 @@ REQUEST_SCHEMA: dict[str, Any] = {
     "has_body": pl.Boolean, "body_truncated": pl.Boolean, "body_hash": pl.Utf8,
     "message_count": pl.Int32, "prefix_chain": pl.List(pl.UInt64), "fingerprint": pl.Utf8,
     "block_hashes": pl.List(pl.Int64), "block_size": pl.Int32, "output": pl.Utf8,
-    "metadata": pl.Utf8, "ingested_at": pl.Datetime("us"),
+    "metadata": pl.Utf8, "ingested_at": pl.Datetime("us"), "source_position": pl.Int32,
+    "compaction_marker": pl.Utf8, "duplicate_of": pl.Utf8,
 }
 COLUMNS = ", ".join(REQUEST_SCHEMA)
 

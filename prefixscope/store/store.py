@@ -40,7 +40,7 @@ import polars as pl
 
 from prefixscope.model import Request, Usage, UsageRecord
 from prefixscope.model.hashing import exact_hash, exact_json
-from prefixscope.model.keys import fingerprint, prefix_chain
+from prefixscope.model.keys import compaction_marker, fingerprint, prefix_chain
 from prefixscope.store.schema import (
     COLUMNS,
     DEFAULT_STORE,
@@ -99,6 +99,13 @@ def _connect_error(path: str, exc: duckdb.Error) -> str:
         who = f" ({Path(holder.group(1)).name}, PID {holder.group(2)})" if holder else ""
         return f"store {path} is in use by another process{who}; retry when it is done"
     return f"cannot open store {path}: {message}"
+
+
+def time_order(alias: str = "") -> str:
+    """The order requests happened in, everywhere requests are ordered: time (unknown first),
+    then the place in the log -- file, line, position inside the line's record -- then id."""
+    return ", ".join(f"{alias}{c}" for c in (
+        "timestamp NULLS FIRST", "source_file", "source_line", "source_position", "id"))
 
 
 def _json_or_none(value: Any) -> str | None:
@@ -231,6 +238,8 @@ class Store:
                 ("block_size", r.block_size),
                 ("output", None if r.output is None else exact_json(r.output)),
                 ("metadata", _json_or_none(r.metadata)), ("ingested_at", now),
+                ("source_position", r.source_position),
+                ("compaction_marker", compaction_marker(r)), ("duplicate_of", None),
             ):
                 cols[name].append(value)
         frame = pl.DataFrame(cols, schema=REQUEST_SCHEMA)
@@ -295,7 +304,7 @@ class Store:
         rows = self.run(
             "SELECT id, timestamp, endpoint, model, client, user_id, channel, source_format, "
             "session, prompt_tokens, cached_tokens, has_body FROM turns "
-            "ORDER BY timestamp NULLS FIRST, source_file, source_line, id")
+            f"ORDER BY {time_order()}")
         return [UsageRecord(*row) for row in rows]
 
     def session_of(self) -> dict[str, str]:
@@ -316,8 +325,9 @@ class Store:
         return self.con.sql(
             "SELECT id, timestamp, source_format, source_file, source_line, session_key, "
             "parent_key, native_id, user_id, client, model, prefix_chain, fingerprint, "
-            "message_count, prompt_tokens FROM requests "
-            "ORDER BY timestamp NULLS FIRST, source_file, source_line, id").pl()
+            "message_count, prompt_tokens, compaction_marker, "
+            "block_hashes IS NOT NULL AS chain_of_blocks FROM requests "
+            f"ORDER BY {time_order()}").pl()
 
     def session_pairs(self, session: str | None = None) -> list[tuple[str, str, str, bool]]:
         """(earlier id, later id, session, compaction) of every threaded consecutive pair."""
@@ -384,8 +394,8 @@ class Store:
         clause = f"WHERE {where}" if where else ""
         rel = self.con.execute(
             "SELECT r.*, b.body AS body_json FROM turns r LEFT JOIN bodies b ON b.hash = "
-            f"r.body_hash {clause} ORDER BY r.timestamp NULLS FIRST, r.source_file, "
-            "r.source_line, r.id", list(params))
+            f"r.body_hash {clause} ORDER BY {time_order('r.')}",
+            list(params))
         cols = [d[0] for d in rel.description]
         while rows := rel.fetchmany(batch):
             for row in rows:
@@ -409,5 +419,6 @@ def request_from_row(row: dict[str, Any]) -> Request:
                     output_tokens=row["output_tokens"], semantics=row["usage_semantics"]),
         block_hashes=tuple(row["block_hashes"]) if row["block_hashes"] is not None else None,
         block_size=row["block_size"],
+        source_position=row.get("source_position"),
         metadata=orjson.loads(row["metadata"]) if row["metadata"] is not None else {},
     )

@@ -111,7 +111,7 @@ def _record(session_key: str, call: int, place: int, messages: list[dict[str, An
             if info.get(key) is not None:
                 metadata[key] = info[key]
     request = Request(
-        id="", source_format="", source_file="", source_line=place,
+        id="", source_format="", source_file="", source_line=place, source_position=call,
         timestamp=parse_time(first_present(dig(reply, "extra", "timestamp"),
                                            reply.get("timestamp"))),
         endpoint="openai-chat",

@@ -221,7 +221,7 @@ class _RunContext:
             body["tools"] = self.builder.tools
         request = Request(
             id="", source_format="", source_file="",
-            source_line=self.line_place or call.place,
+            source_line=self.line_place or call.place, source_position=number,
             timestamp=call.timestamp, endpoint="openai-chat",
             model=self.model or call.model,
             session_key=self.session_key, session_key_source=self.key_source,

@@ -161,7 +161,8 @@ class _CallContext:
         if index == 0 and isinstance(self.model_stats, dict):
             metadata["model_stats"] = self.model_stats  # run totals: per-call usage is not logged
         request = Request(
-            id="", source_format="", source_file="", source_line=place, timestamp=None,
+            id="", source_format="", source_file="", source_line=place, source_position=index,
+            timestamp=None,
             endpoint="openai-chat", model=self.model,
             session_key=self.session_key, session_key_source="swe-agent.file",
             client="swe-agent", body={"messages": messages}, output=output,
