@@ -19,11 +19,12 @@ from prefixscope.tokenizers import load_tokenizer
 
 
 def make_request(body: dict[str, Any] | None, *, endpoint: str | None = None,
-                 gateway: str | None = None, id: str = "r1") -> Request:
+                 gateway: str | None = None, id: str = "r1", model: str | None = None
+                 ) -> Request:
     if endpoint is None:
         endpoint = detect_endpoint(body) if body is not None else "unknown"
     return Request(id=id, source_format="test", source_file="test", source_line=1,
-                   timestamp=None, endpoint=endpoint, gateway=gateway, body=body)
+                   timestamp=None, endpoint=endpoint, gateway=gateway, body=body, model=model)
 
 
 def fixture(name: str) -> dict[str, Any]:

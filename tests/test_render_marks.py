@@ -147,7 +147,9 @@ class TestGoJson:
     @settings(max_examples=100)
     @given(json_values)
     def test_parses_back_to_the_same_value_with_sorted_keys(self, value):
-        back = json.loads(go_marshal(value))
+        # Text holding the marks' own private-use characters is rendered with marks off.
+        with marks_active(not has_reserved_chars(json.dumps(value, ensure_ascii=False))):
+            back = json.loads(go_marshal(value))
 
         def norm(v):
             if isinstance(v, dict):

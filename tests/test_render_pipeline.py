@@ -91,7 +91,7 @@ class TestApproximateAnthropic:
         assert "I should run ls." not in text  # earlier thinking is not in Claude's prompt
 
     def test_converted_requests_are_exact(self):
-        prompt = render(make_request(fixture("claude_code.json")),
+        prompt = render(make_request(fixture("claude_code.json"), model="deepseek-v4-flash"),
                         RenderOptions(gateway="anthropic-to-openai"))
         assert not prompt.approximate
 

@@ -11,7 +11,8 @@ from prefixscope.views.json import render_json
 
 class TestRenderReport:
     def test_json_shape_is_exactly_the_documented_one(self):
-        result = render_report(make_request(fixture("claude_code.json"), id="req-1"),
+        result = render_report(make_request(fixture("claude_code.json"), id="req-1",
+                                            model="deepseek-v4-flash"),
                                RenderOptions(gateway="anthropic-to-openai"))
         data = render_json(result)
         assert list(data) == ["request", "gateway", "tokenizer", "tokens", "approximate",

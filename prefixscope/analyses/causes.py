@@ -42,6 +42,7 @@ from prefixscope.model.keys import split_body, strip_billing_header
 CAUSES = (
     "identical", "append-only", "json-key-order", "tool-order", "tool-set", "volatile-value",
     "compaction", "whitespace", "history-rewrite", "template-divergence", "content-change",
+    "model-change",
 )
 
 _PATH_HEAD = re.compile(r"^(?P<family>[a-z_]+)(?:\[(?P<index>\d+)\])?")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from prefixscope.analyses.bucket import infer_block_size
-from prefixscope.analyses.causes import CAUSES, DivergenceSite, classify
+from prefixscope.analyses.causes import CAUSES, Cause, DivergenceSite, classify
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
@@ -126,12 +126,27 @@ def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: i
         divergence, site = _locate(ta, tb, d, context)
     cause = classify(a, b, site, identical=identical, compaction_link=compaction_link,
                      what_if=ta.options.what_if)
+    switched = _model_change(a, b, ta, tb)
+    if switched is not None:  # another model never shares a cache, whatever the tokens say
+        cause, reusable = switched, 0
+        lost = lost_tokens(len(ids_a), len(ids_b), 0, block_size)
     return PairDiff(
         a=a.id, b=b.id, session=session, tokens_a=len(ids_a), tokens_b=len(ids_b),
         first_divergence=divergence, block_size=block_size, reusable_tokens=reusable,
         lost_tokens=lost, cause=cause.cause, detail=cause.detail,
         approximate=ta.prompt.approximate or tb.prompt.approximate,
     )
+
+
+def _model_change(a: Request, b: Request, ta: Tokens, tb: Tokens) -> Cause | None:
+    """The cause when the pair was sent to two models (or counted with two tokenizers)."""
+    if a.model and b.model and a.model != b.model:
+        return Cause("model-change", f"model {a.model} → {b.model}")
+    if ta.prompt.tokenizer != tb.prompt.tokenizer:
+        return Cause("model-change", f"counted with {ta.prompt.tokenizer} → "
+                                     f"{tb.prompt.tokenizer} (model {a.model or 'not logged'}"
+                                     f" → {b.model or 'not logged'})")
+    return None
 
 
 def _locate(ta: Tokens, tb: Tokens, d: int, context: int) -> tuple[Divergence, DivergenceSite]:
@@ -147,14 +162,14 @@ def _locate(ta: Tokens, tb: Tokens, d: int, context: int) -> tuple[Divergence, D
     segment = seg_b.path
     if (segment == "template" or first >= len(text_b)) and seg_a.path != "template":
         segment = seg_a.path
-    tok = load_tokenizer(ta.options.tokenizer)
+    tok_a, tok_b = load_tokenizer(ta.prompt.tokenizer), load_tokenizer(tb.prompt.tokenizer)
     start = max(0, first - context)
     divergence = Divergence(
         token=d, char_a=char_a, char_b=char_b, segment=segment,
         text_a=text_a[start:first + context], text_b=text_b[start:first + context],
         context_start=start, first_char=first,
-        token_a=tok.decode([int(ta.ids[d])]) if d < len(ta) else None,
-        token_b=tok.decode([int(tb.ids[d])]) if d < len(tb) else None,
+        token_a=tok_a.decode([int(ta.ids[d])]) if d < len(ta) else None,
+        token_b=tok_b.decode([int(tb.ids[d])]) if d < len(tb) else None,
     )
     site = DivergenceSite(segment=segment, text_a=text_a, text_b=text_b, char=first,
                           segment_end_a=seg_a.char_end, segment_end_b=seg_b.char_end)

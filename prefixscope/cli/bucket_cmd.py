@@ -37,7 +37,7 @@ def bucket(
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the histograms as a PNG "
                                                              "or SVG file.")] = None,
     gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "deepseek-v4",
+    tokenizer: Tokenizer = "auto",
     what_if: WhatIf = None,
     no_explain: Annotated[bool, typer.Option("--no-explain", help="Do not render requests to "
                                                                   "explain spikes.")] = False,

@@ -37,7 +37,7 @@ def diff(
                                                              "every session.")] = False,
     store: StoreOpt = None,
     gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "deepseek-v4",
+    tokenizer: Tokenizer = "auto",
     what_if: WhatIf = None,
     block_size: BlockSize = None,
     context: Annotated[int, typer.Option("--context", "-C", min=0, help="Characters of text "

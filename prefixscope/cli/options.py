@@ -7,6 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prefixscope.prompt.gateways import PROFILES
+from prefixscope.prompt.whatif import WHAT_IFS
+from prefixscope.tokenizers import BUNDLED
+
 if TYPE_CHECKING:
     from prefixscope.prompt import RenderOptions
 
@@ -34,17 +38,18 @@ By = Annotated[
                              show_default=False)]
 Gateway = Annotated[
     str, typer.Option("--gateway", "-g", help="Gateway profile: auto (the log's, else the "
-                                              "endpoint default), passthrough, "
-                                              "anthropic-to-openai, hoist-system-messages.")]
+                                              "endpoint default), " + ", ".join(PROFILES) + ".")]
 Tokenizer = Annotated[
-    str, typer.Option("--tokenizer", "-t", help="Bundled name (deepseek-v4, qwen3.6, qwen2.5), "
-                                                "a local model directory, or a locally cached "
-                                                "Hugging Face id.")]
+    str, typer.Option("--tokenizer", "-t", help="auto (by each request's model family: "
+                                                "deepseek*, qwen*, gpt-*/o*; other models use "
+                                                f"a stand-in, marked approximate), a bundled name "
+                                                f"({', '.join(BUNDLED)}), a local model "
+                                                "directory, or a locally cached Hugging Face "
+                                                "id.")]
 WhatIf = Annotated[
     list[str] | None,
     typer.Option("--what-if", "-w", help="Transforms, comma-separated or repeated: "
-                                         "strip-billing-header, sort-json-keys, no-hoist, "
-                                         "drop:<regex>.", show_default=False)]
+                                         + ", ".join(WHAT_IFS) + ".", show_default=False)]
 BlockSize = Annotated[
     int | None, typer.Option("--block-size", "-b", min=1, help="Cache block size in tokens "
                                                               "(default: inferred from the "

@@ -34,7 +34,7 @@ def render(
                                                      show_default=False)] = None,
     store: StoreOpt = None,
     gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "deepseek-v4",
+    tokenizer: Tokenizer = "auto",
     what_if: WhatIf = None,
     show_text: Annotated[bool, typer.Option("--show-text", help="The whole rendered text "
                                                                 "(JSON: add \"text\").")]

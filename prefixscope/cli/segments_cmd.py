@@ -31,7 +31,7 @@ def segments(
     store: StoreOpt = None,
     by: By = None,
     gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "deepseek-v4",
+    tokenizer: Tokenizer = "auto",
     what_if: WhatIf = None,
     no_tokens: Annotated[bool, typer.Option("--no-tokens", help="Do not render: change rates "
                                                                 "only, no token positions.")]

@@ -48,7 +48,7 @@ from prefixscope.prompt.protocols import anthropic_proxy_view
 from prefixscope.prompt.template import render_marked, render_plain
 from prefixscope.prompt.values import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
 from prefixscope.prompt.whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
-from prefixscope.tokenizers import Tokenizer, load_tokenizer
+from prefixscope.tokenizers import Tokenizer, choose_tokenizer, load_tokenizer
 
 RENDER_VERSION = "r1"
 KNOWN_ENDPOINTS = ("anthropic-messages", "openai-chat", "openai-responses")
@@ -125,18 +125,23 @@ def render(request: Request, options: RenderOptions | None = None) -> Prompt:
         raise RenderError(f"request {request.id or '?'} has no body: the log did not record "
                           "the prompt")
     endpoint = request.endpoint if request.endpoint in KNOWN_ENDPOINTS else _detect(body)
-    tok = load_tokenizer(options.tokenizer)
+    choice = choose_tokenizer(options.tokenizer, request.model)
+    tok = load_tokenizer(choice.spec)
     plan = parse_what_ifs(options.what_if)
     profile, source, notes_from_gateway = resolve_gateway(request, options, endpoint)
-    approximate = endpoint == "anthropic-messages" and profile == "passthrough"
+    proxy = endpoint == "anthropic-messages" and profile == "passthrough"
+    approximate = proxy or choice.stand_in is not None
     notes = list(notes_from_gateway)
-    if approximate:
+    if proxy:
         notes.append("hosted Anthropic model: Claude's tokenizer is not public; rendered in "
                      f"Anthropic's cache order with {tok.name} as a proxy")
+    elif choice.stand_in is not None:
+        notes.append(f"{choice.stand_in}: counted with {tok.name} as a stand-in "
+                     "(approximate; pass --tokenizer for the model's own)")
 
     reserved, surrogates = _scan_body(body)
     marker = Marker(enabled=not reserved)
-    messages, tools = _template_input(endpoint, body, profile, approximate, plan, tok, marker)
+    messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
     with marks_active(marker.enabled):
         rendered = render_marked(tok.chat_template, messages, tools, marker, tok.template_vars)
     if reserved:  # the text's own private-use characters are not marks: keep them
@@ -154,7 +159,7 @@ def render(request: Request, options: RenderOptions | None = None) -> Prompt:
                      "to the template")
     if not tok.bundled:
         plain_marker = Marker(enabled=False)
-        plain_messages, plain_tools = _template_input(endpoint, body, profile, approximate,
+        plain_messages, plain_tools = _template_input(endpoint, body, profile, proxy,
                                                       plan, tok, plain_marker)
         plain = render_plain(tok.chat_template, plain_messages, plain_tools, tok.template_vars)
         if plain != text:

