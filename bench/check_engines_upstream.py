@@ -1,4 +1,5 @@
-"""The vllm and sglang engines against the engines' own code (differential, opt-in).
+"""The vllm and sglang engines against the engines' own code (differential, opt-in; kept in
+bench/ because it needs the two engines' wheels, which the test suite never downloads).
 
 vLLM 0.33.0's ``BlockPool`` (``vllm/v1/core/block_pool.py`` + ``kv_cache_utils.py``)
 and SGLang 0.5.10.post1's ``RadixCache`` (``srt/mem_cache/radix_cache.py`` +
@@ -11,7 +12,7 @@ only when ``PREFIXSCOPE_UPSTREAM`` names a folder holding the two wheels' source
 
     pip download --no-deps vllm==0.33.0 sglang==0.5.10.post1 -d W && cd W
     unzip -oq 'vllm-*.whl' 'vllm/v1/core/*' && unzip -oq 'sglang-*.whl' 'sglang/srt/mem_cache/*'
-    PREFIXSCOPE_UPSTREAM=$PWD pytest tests/test_engine_upstream.py
+    PREFIXSCOPE_UPSTREAM=$PWD pytest bench/check_engines_upstream.py
 """
 
 from __future__ import annotations
