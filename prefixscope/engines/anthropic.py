@@ -143,9 +143,7 @@ class AnthropicEngine(BaseEngine):
 
     def release(self, admission: Admission, *, sequence: Units | None = None,
                 now: float | None = None) -> None:
-        if admission.released:
-            raise ValueError("request released twice")
-        admission.released = True
+        admission.finish()
         prompt = admission.prompt
         for b, ttl in admission.handle.items():
             if prompt.end(b) < self.min_tokens:

@@ -203,6 +203,12 @@ class Admission:
     handle: Any = field(default=None, repr=False)  # engine-private state (pinned blocks, ...)
     released: bool = False
 
+    def finish(self) -> None:
+        """Mark the request released (once: a second release is a caller's bug)."""
+        if self.released:
+            raise ValueError("request released twice")
+        self.released = True
+
 
 @runtime_checkable
 class Engine(Protocol):

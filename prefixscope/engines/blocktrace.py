@@ -64,9 +64,7 @@ class BlocktraceEngine(BaseEngine):
 
     def release(self, admission: Admission, *, sequence: Units | None = None,
                 now: float | None = None) -> None:
-        if admission.released:
-            raise ValueError("request released twice")
-        admission.released = True
+        admission.finish()
         lru, capacity = self._lru, self.capacity
         for key in reversed(admission.prompt.keys.tolist()):  # tail first: head ends newest
             if key in lru:

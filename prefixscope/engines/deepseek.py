@@ -114,9 +114,7 @@ class DeepseekEngine(BaseEngine):
 
     def release(self, admission: Admission, *, sequence: Units | None = None,
                 now: float | None = None) -> None:
-        if admission.released:
-            raise ValueError("request released twice")
-        admission.released = True
+        admission.finish()
         prompt = admission.prompt
         full = prompt
         if sequence is not None and sequence.n_tokens > prompt.n_tokens:

@@ -88,9 +88,7 @@ class LmcacheEngine(BaseEngine):
 
     def release(self, admission: Admission, *, sequence: Units | None = None,
                 now: float | None = None) -> None:
-        if admission.released:
-            raise ValueError("request released twice")
-        admission.released = True
+        admission.finish()
         prompt = admission.prompt
         keys = prompt.full_keys()
         if self.save_decode_cache and sequence is not None \

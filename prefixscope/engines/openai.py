@@ -91,9 +91,7 @@ class OpenaiEngine(BaseEngine):
 
     def release(self, admission: Admission, *, sequence: Units | None = None,
                 now: float | None = None) -> None:
-        if admission.released:
-            raise ValueError("request released twice")
-        admission.released = True
+        admission.finish()
         prompt = admission.prompt
         if prompt.n_tokens < self.min_tokens:
             return

@@ -246,9 +246,7 @@ class SglangEngine(BaseEngine):
 
     def release(self, admission: Admission, *, sequence: Units | None = None,
                 now: float | None = None) -> None:
-        if admission.released:
-            raise ValueError("request released twice")
-        admission.released = True
+        admission.finish()
         last, slots = admission.handle
         prompt = admission.prompt
         keys = prompt.keys[: prompt.n_full]

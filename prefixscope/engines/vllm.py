@@ -163,9 +163,7 @@ class VllmEngine(BaseEngine):
 
     def release(self, admission: Admission, *, sequence: Units | None = None,
                 now: float | None = None) -> None:
-        if admission.released:
-            raise ValueError("request released twice")
-        admission.released = True
+        admission.finish()
         blocks: list[int] = admission.handle
         prompt = admission.prompt
         if sequence is not None and sequence.n_tokens > prompt.n_tokens:
