@@ -85,11 +85,12 @@ class TestClaudeCodeStreamDedupe:
         assert [b["type"] for b in blocks] == ["thinking", "tool_use", "tool_use"]
         assert [b.get("id") for b in blocks[1:]] == ["toolu_01", "toolu_02"]
 
-    def test_record_key_is_message_and_request_id(self) -> None:
+    def test_record_key_is_the_message_id_in_its_session_tree(self) -> None:
         records = list(claude_code.parse(Source.from_path(CC / "streamed_session.jsonl"),
                                          _probe(CC / "streamed_session.jsonl")))
-        assert [r.key for r in records] == ["msg:msg_01A:req_01A", "msg:msg_01B:req_01B",
-                                            "msg:msg_01C:req_01C"]
+        tree = "5f1c9a2e-1111-4c3b-9d2a-000000000001"
+        assert [r.key for r in records] == [f"msg:{tree}:msg_01A", f"msg:{tree}:msg_01B",
+                                            f"msg:{tree}:msg_01C"]
 
     def test_reingest_gives_same_ids(self) -> None:
         a, _ = read_requests(CC / "streamed_session.jsonl")

@@ -2,7 +2,9 @@
 
 A `Source` is one input file (or stdin) with transparent gzip decompression; a
 `Probe` is what format detection looks at: the container kind (JSON document,
-JSON lines, CSV, SQLite database, SSE text) and the first record. Formats are
+JSON lines, CSV, SQLite database, SSE text), the first record, and the first few
+records (a log may open with records that say nothing of its format: a Claude Code
+transcript's ``permission-mode`` line). Formats are
 detected from this content, never from the file name alone.
 
 Reading the records out of a container is `prefixscope.ingest.readers`' job; the
@@ -27,7 +29,12 @@ from typing import Any, BinaryIO, cast
 import orjson
 
 from prefixscope.ingest.readers import csv as csv_reader
-from prefixscope.ingest.readers.json import UTF8_BOM, first_json_line
+from prefixscope.ingest.readers.json import (
+    JSONL_PROBE_LINES,
+    UTF8_BOM,
+    first_json_line,
+    head_json_records,
+)
 from prefixscope.ingest.readers.sqlite import SQLITE_MAGIC, read_tables
 
 DUCKDB_MAGIC = b"DUCK"  # at bytes 8..12 of a DuckDB database file
@@ -137,6 +144,9 @@ class Probe:
     document: Any = None  # the whole parsed document (kind "json")
     # The first record: first JSON-lines record, first array element, or the object.
     first: Any = None
+    # The first records (up to JSONL_PROBE_LINES): JSON-lines records that parse, array
+    # elements, or the one object.
+    records: list[Any] = field(default_factory=list)
     header: list[str] | None = None  # CSV header (kind "csv")
     tables: dict[str, list[str]] = field(default_factory=dict)  # SQLite table -> columns
     text: str = ""  # decoded head of the file
@@ -147,6 +157,14 @@ class Probe:
     @property
     def first_dict(self) -> dict[str, Any]:
         return self.first if isinstance(self.first, dict) else {}
+
+    @property
+    def head_lines(self) -> list[dict[str, Any]]:
+        """The first JSON-lines records that are objects (a one-line file counts too); [] for
+        a JSON array and anything else."""
+        if self.first_line is None:
+            return []
+        return [r for r in self.records if isinstance(r, dict)] or [self.first_line]
 
     @property
     def first_line(self) -> dict[str, Any] | None:
@@ -191,11 +209,13 @@ def probe(source: Source) -> Probe:
             else:
                 if isinstance(doc, list):
                     first = next((x for x in doc if isinstance(x, dict)), doc[0] if doc else None)
-                    return Probe(kind="json", document=doc, first=first, text=text)
-                return Probe(kind="json", document=doc, first=doc, text=text)
+                    return Probe(kind="json", document=doc, first=first, text=text,
+                                 records=doc[:JSONL_PROBE_LINES])
+                return Probe(kind="json", document=doc, first=doc, text=text, records=[doc])
         found, first = first_json_line(source)
         if found:
-            return Probe(kind="jsonl", first=first, text=text)
+            return Probe(kind="jsonl", first=first, text=text,
+                         records=head_json_records(source))
         if too_large:
             problem = (f"a JSON document over {MAX_DOCUMENT_PROBE >> 20} MB that is not JSON "
                        "lines: too large to read whole (split it, e.g. jq -c '.[]' FILE)")
@@ -210,7 +230,7 @@ def probe(source: Source) -> Probe:
     # the records after it are still readable, and the parser reports the bad line.
     found, first = first_json_line(source, containers_only=True)
     if found:
-        return Probe(kind="jsonl", first=first, text=text)
+        return Probe(kind="jsonl", first=first, text=text, records=head_json_records(source))
     return Probe(kind="text", text=text)
 
 

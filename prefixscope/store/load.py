@@ -147,6 +147,7 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
     new = 0
     read_before, skipped_before = tally.read, tally.skipped
     batch: list[Request] = []
+    prefer = getattr(module, "prefer", None)  # a format's rule for two copies of one call
     try:
         for item in parse_source(source, module, pr):
             if isinstance(item, Skip):
@@ -156,11 +157,11 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
             tally.by_format[module.NAME] += 1
             tally.read += 1
             if len(batch) >= BATCH:
-                new += store.add(batch)
+                new += store.add(batch, prefer)
                 batch.clear()
     except (OSError, EOFError) as exc:
         tally.error(source.name, None, f"read failed part-way: {exc}")
-    new += store.add(batch)
+    new += store.add(batch, prefer)
     if tally.read == read_before and tally.skipped == skipped_before:
         tally.empty.append(f"{source.name} ({module.NAME})")
     return new

@@ -28,7 +28,7 @@ Tables:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -205,10 +205,17 @@ class Store:
 
     # -- writing ------------------------------------------------------------------
 
-    def add(self, requests: Sequence[Request]) -> int:
-        """Insert requests not already stored (by id); return how many were new."""
+    def add(self, requests: Sequence[Request],
+            prefer: Callable[[Request, Request], bool] | None = None) -> int:
+        """Insert requests not already stored (by id); return how many were new.
+
+        A request whose id is stored is a copy of the same call (re-ingest, the call in a
+        second file). It is passed over, unless `prefer(copy, stored)` says the copy is
+        more complete (its format's rule): then it replaces the stored row.
+        """
         if not requests:
             return 0
+        replaced = self._replace_preferred(requests, prefer) if prefer is not None else 0
         now = datetime.utcnow()
         cols: dict[str, list[Any]] = {name: [] for name in REQUEST_SCHEMA}
         bodies: dict[str, str] = {}
@@ -261,7 +268,17 @@ class Store:
                                  "WHERE hash NOT IN (SELECT hash FROM bodies)")
             finally:
                 self.con.unregister("_bodies")
-        return self.count() - before
+        return self.count() - before - replaced
+
+    def _replace_preferred(self, requests: Sequence[Request],
+                           prefer: Callable[[Request, Request], bool]) -> int:
+        """Delete the stored rows `prefer` ranks below an incoming copy (`add` then inserts
+        the copy under the same id); returns how many."""
+        stored = self.get_many(r.id for r in requests)
+        ids = [r.id for r in requests if r.id in stored and prefer(r, stored[r.id])]
+        if ids:
+            self.run("DELETE FROM requests WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+        return len(ids)
 
     def replace_sessions(self, links: Iterable[SessionLink]) -> None:
         frame = pl.DataFrame(

@@ -14,7 +14,11 @@ for fields, usage, messages and streams). Every format module exposes:
   reason; a parser never raises for one bad record;
 * optionally ``is_companion(path: Path) -> bool`` -- True for a file that another
   file of this format reads along with it (a ``NN.response.json`` next to its
-  ``NN.request.json``), so a directory walk does not ingest it twice.
+  ``NN.request.json``), so a directory walk does not ingest it twice;
+* optionally ``prefer(new: Request, stored: Request) -> bool`` -- True when a record
+  whose id is already stored (the same call read again: a grown file, a copy in another
+  file) is more complete than the stored one and replaces it; without it the first
+  stored copy stays.
 
 Order matters: more specific formats are sniffed first.
 """

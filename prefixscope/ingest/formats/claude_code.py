@@ -8,30 +8,44 @@ the usage analyses (hit rate by session, cached-token spikes, compaction) need.
 
 Guarantees:
 
-* One request per API call: an assistant line with `message.usage`, identified
-  by (`message.id`, `requestId`). A streamed response is written as several
-  assistant lines with the same pair (one per content block), each repeating
-  `usage`; they become one request. As in ccusage
-  (`rust/crates/ccusage/src/adapter/claude/daily.rs`, `usage_dedupe_hash`) the
-  pair is the dedupe key; the usage kept is the one with the largest
-  `output_tokens` (later lines win ties), because the final count of a stream
-  only appears on its last line. Content blocks of all its lines are joined
-  into `output`.
+* One request per API call, identified by `message.id` within its session tree (the
+  record key is ``msg:<sessionId>:<message.id>``; sub-agents log their parent's
+  `sessionId`; lines without one, as in ccusage's fixtures, are keyed
+  ``msg:<message.id>``): an assistant line with `message.usage`. A streamed response
+  is written as several assistant lines with the same id (one per content block),
+  each repeating `usage`. `/btw` side questions (``subagents/agent-aside_question-*``)
+  re-log parent messages with the same `message.id` and a new `requestId`: those
+  replays are copies of the parent's call, not calls. Of all lines of one message id
+  the usage kept is, as ccusage does it (`rust/crates/ccusage/src/adapter/claude/mod.rs`,
+  `should_replace_deduped_entry`): a main-conversation line over a sidechain replay,
+  then the largest total (input + output + cache read + cache creation; the final
+  count of a stream is only on its last line), later lines winning ties. Content
+  blocks of the winning `requestId`'s lines are joined into `output`.
+* The same call in another file (the parent transcript and the aside's replay, two
+  copies of a transcript) has the same id, so the store keeps one row; `prefer` is
+  the same rule across files, so the most complete copy wins whatever the order files
+  are read in, and re-ingesting a transcript that grew updates its calls.
 * Usage is Anthropic-native (`input_tokens` excludes cache reads/writes) and is
   normalized with `normalize.usage.usage_anthropic` (semantics ``anthropic``).
 * Not requests, not reported: `user`, `summary`, `system`, `progress`,
-  `file-history-snapshot`, `queue-operation` and any other typed record
-  (new Claude Code versions add types); assistant lines with
+  `file-history-snapshot`, `queue-operation`, `permission-mode` and any other typed
+  record (new Claude Code versions add types); assistant lines with
   `model: "<synthetic>"` (written locally, never sent) and
   `isApiErrorMessage: true` lines (the API call failed; no usage).
 * Reported as skips: invalid JSON, lines that are not JSON objects or are not
-  Claude Code records at all, assistant lines without `message`, `message.id`
-  or `usage`.
-* `session_key` is `sessionId` (``claude-code.sessionId``); `native_id` is
-  `message.id`; the record key is ``msg:<message.id>:<requestId>``. `body` is
-  None; `endpoint` is ``anthropic-messages`` because that is the protocol
-  Claude Code speaks. `parentUuid` points at transcript lines, not at requests,
-  so it is kept in metadata and never used as `parent_key`.
+  Claude Code records at all, assistant lines without `message`, `message.id` or
+  `usage`.
+* Sessions: the main conversation's `session_key` is `sessionId`
+  (``claude-code.sessionId``; else the file name, ``claude-code.file``). A sub-agent
+  transcript (``<sessionId>/subagents/agent-<id>.jsonl``, compaction's
+  ``agent-acompact-*`` included) and sidechain lines (`isSidechain: true`) of the main
+  file are sessions of their own, ``<sessionId>/agent-<id>`` (the file's name, else
+  `agentId`), with `parent_key` = the main session. `native_id` is `message.id`.
+  `body` is None; `endpoint` is ``anthropic-messages`` because that is the protocol
+  Claude Code speaks. `parentUuid` points at transcript lines, not at requests, so
+  it is kept in metadata.
+* Detection looks past records that say nothing of the file (``permission-mode``,
+  ``file-history-snapshot``, ``summary``, titles, ...) to the first record that does.
 
 Lines are read in one pass; the requests of a file are kept until its end
 because the lines of one streamed response need not be adjacent.
@@ -41,14 +55,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
-from prefixscope.ingest.normalize.fields import parse_time, to_int
+from prefixscope.ingest.normalize.fields import parse_time, to_text
 from prefixscope.ingest.normalize.usage import usage_anthropic
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.source import Probe, Source
-from prefixscope.model import Record, Request, Skip
+from prefixscope.model import Record, Request, Skip, Usage
 
 NAME = "claude-code"
 DESCRIPTION = "Claude Code session transcripts (~/.claude/projects/**/*.jsonl): usage per API call"
@@ -56,13 +71,26 @@ DESCRIPTION = "Claude Code session transcripts (~/.claude/projects/**/*.jsonl): 
 SYNTHETIC_MODEL = "<synthetic>"
 # Record types whose first line identifies a transcript (with the keys that make them specific).
 _TRANSCRIPT_LINE_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment"})
+# Records that are no call and say little of the file: detection looks past them.
+_NON_CALL_TYPES = frozenset({
+    "permission-mode", "file-history-snapshot", "summary", "queue-operation", "custom-title",
+    "ai-title", "agent-name", "cost-state", "last-prompt", "mode", "worktree-state", "pr-link",
+    "tag"})
 _METADATA_KEYS = ("version", "isSidechain", "agentId", "cwd", "gitBranch", "uuid", "parentUuid",
                   "userType", "requestId", "slug", "costUSD")
+_SUBAGENTS_DIR = "subagents"
+_PROJECTS_DIR = "projects"
 
 
 def sniff(probe: Probe) -> bool:
-    first = probe.first_line  # a JSON array is never a transcript
-    return first is not None and is_transcript_line(first)
+    """The first record that is not a known non-call record decides (a JSON array is never a
+    transcript); a file of non-call records only is a transcript when one is specific."""
+    specific = False
+    for rec in probe.head_lines:
+        if rec.get("type") not in _NON_CALL_TYPES:
+            return is_transcript_line(rec)
+        specific = specific or _is_specific_non_call(rec)
+    return specific
 
 
 def is_transcript_line(rec: dict[str, Any]) -> bool:
@@ -70,27 +98,43 @@ def is_transcript_line(rec: dict[str, Any]) -> bool:
     rtype = rec.get("type")
     if rtype in _TRANSCRIPT_LINE_TYPES:
         return isinstance(rec.get("sessionId"), str) and ("uuid" in rec or "parentUuid" in rec)
+    if rtype in _NON_CALL_TYPES:
+        return _is_specific_non_call(rec)
+    if rtype is None:
+        return _is_untyped_assistant(rec)
+    return False
+
+
+def _is_specific_non_call(rec: dict[str, Any]) -> bool:
+    rtype = rec.get("type")
     if rtype == "summary":
         return "leafUuid" in rec and "summary" in rec
     if rtype == "file-history-snapshot":
         return "messageId" in rec and "snapshot" in rec
     if rtype == "queue-operation":
         return isinstance(rec.get("sessionId"), str) and "operation" in rec
-    if rtype is None:
-        return _is_untyped_assistant(rec)
+    if rtype == "permission-mode":
+        return isinstance(rec.get("sessionId"), str) and "permissionMode" in rec
     return False
 
 
 def _is_untyped_assistant(rec: dict[str, Any]) -> bool:
-    """ccusage's minimal lines: no `type`, an assistant `message`, `sessionId`, `requestId`."""
+    """ccusage's minimal lines: no `type`, a `message` with `id` and `usage`, and a
+    `requestId`, `sessionId` or `costUSD` (its loader needs no more; the role is optional)."""
     message = rec.get("message")
-    return (isinstance(message, dict) and message.get("role") == "assistant"
-            and isinstance(rec.get("sessionId"), str) and "requestId" in rec)
+    if not isinstance(message, dict) or message.get("role") not in (None, "assistant"):
+        return False
+    if message.get("role") == "assistant" and isinstance(rec.get("sessionId"), str) \
+            and "requestId" in rec:
+        return True
+    return (isinstance(message.get("usage"), dict) and "id" in message
+            and isinstance(rec.get("timestamp"), str)
+            and any(k in rec for k in ("requestId", "sessionId", "costUSD")))
 
 
 @dataclass
-class _Call:
-    """The assistant lines of one API call, merged."""
+class _Copy:
+    """The lines of one (`message.id`, `requestId`): one copy of a call, streamed."""
 
     line: int
     first: dict[str, Any]
@@ -102,17 +146,30 @@ class _Call:
     def add(self, message: dict[str, Any], usage: dict[str, Any]) -> None:
         self.lines += 1
         self.content.extend(_content_blocks(message))
-        if _output_tokens(usage) >= _output_tokens(self.usage):
+        if _usage_total(usage) >= _usage_total(self.usage):  # later lines win ties
             self.usage = usage
             self.message = message
 
+    @property
+    def sidechain(self) -> bool:
+        return self.first.get("isSidechain") is True
 
-def _output_tokens(usage: dict[str, Any]) -> int:
-    return to_int(usage.get("output_tokens")) or 0
+
+def _usage_total(usage: dict[str, Any]) -> int:
+    """ccusage's completeness measure: input + output + cache creation + cache read."""
+    counted = usage_anthropic(usage)
+    return (counted.prompt_tokens or 0) + (counted.output_tokens or 0)
+
+
+def _better(copy: _Copy, than: _Copy) -> bool:
+    """The main conversation's copy over a sidechain replay, then the larger total."""
+    if copy.sidechain != than.sidechain:
+        return than.sidechain
+    return _usage_total(copy.usage) > _usage_total(than.usage)
 
 
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
-    calls: dict[tuple[str, str | None], _Call] = {}
+    calls: dict[str, dict[str | None, _Copy]] = {}
     for place, rec in iter_json_records(source, probe):
         kind = _classify_line(rec)
         if kind is None:
@@ -121,14 +178,21 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
             yield Skip(place, kind)
             continue
         message, usage = kind
-        pair = (str(message["id"]), _request_id(rec))
-        call = calls.get(pair)
-        if call is None:
-            calls[pair] = _Call(place, rec, message, usage, _content_blocks(message))
+        copies = calls.setdefault(str(message["id"]), {})
+        request_id = _request_id(rec)
+        copy = copies.get(request_id)
+        if copy is None:
+            copies[request_id] = _Copy(place, rec, message, usage, _content_blocks(message))
         else:
-            call.add(message, usage)
-    for (message_id, request_id), call in calls.items():
-        yield _record(message_id, request_id, call)
+            copy.add(message, usage)
+    place_of = _FilePlace.of(source)
+    for message_id, copies in calls.items():
+        best = None
+        for copy in copies.values():  # first seen first: ties keep the earlier copy
+            if best is None or _better(copy, best):
+                best = copy
+        assert best is not None
+        yield _record(message_id, best, len(copies), place_of)
 
 
 def _classify_line(rec: Any) -> tuple[dict[str, Any], dict[str, Any]] | str | None:
@@ -169,10 +233,52 @@ def _content_blocks(message: dict[str, Any]) -> list[Any]:
     return []
 
 
-def _record(message_id: str, request_id: str | None, call: _Call) -> Record:
+@dataclass(frozen=True)
+class _FilePlace:
+    """What the transcript's path says (the layouts ccusage reads,
+    `rust/crates/ccusage/src/adapter/claude/paths.rs`): the file's stem; the session the
+    path names (``projects/<project>/<session>.jsonl``, ``<session>/<file>.jsonl``); and,
+    for ``<session>/subagents/<file>.jsonl``, that the file is a sub-agent's."""
+
+    stem: str | None
+    path_session: str | None
+    subagent: bool
+
+    @classmethod
+    def of(cls, source: Source) -> _FilePlace:
+        if source.path is None:
+            return cls(None, None, False)
+        path = PurePath(source.name)
+        stem = path.name.split(".", 1)[0] or None
+        subagent = path.parent.name == _SUBAGENTS_DIR and len(path.parts) >= 3
+        if subagent:
+            return cls(stem, path.parent.parent.name or None, True)
+        parts = path.parts
+        nested = (len(parts) >= 4 and _PROJECTS_DIR in parts
+                  and len(parts) - 1 - max(i for i, p in enumerate(parts)
+                                           if p == _PROJECTS_DIR) >= 3)
+        return cls(stem, path.parent.name if nested else stem, False)
+
+
+def _session(first: dict[str, Any],
+             place: _FilePlace) -> tuple[str | None, str | None, str | None]:
+    """(session key, its source, parent key): a sub-agent's own session under the main one."""
+    main = to_text(first.get("sessionId"))
+    main_source = "claude-code.sessionId" if main else None
+    if main is None and place.path_session:
+        main, main_source = place.path_session, "claude-code.file"
+    if place.subagent and place.stem:
+        return f"{main}/{place.stem}", "claude-code.subagent-file", main
+    if first.get("isSidechain") is True:
+        agent = to_text(first.get("agentId"))
+        name = f"agent-{agent}" if agent else "sidechain"
+        return f"{main}/{name}", "claude-code.isSidechain", main
+    return main, main_source, None
+
+
+def _record(message_id: str, call: _Copy, copies: int, place: _FilePlace) -> Record:
     first = call.first
-    session = first.get("sessionId")
-    session_key = str(session) if session not in (None, "") else None
+    session_key, session_source, parent_key = _session(first, place)
     metadata = {k: first[k] for k in _METADATA_KEYS if first.get(k) is not None}
     for key in ("stop_reason", "service_tier"):
         value = call.message.get(key) if key == "stop_reason" else call.usage.get(key)
@@ -180,13 +286,14 @@ def _record(message_id: str, request_id: str | None, call: _Call) -> Record:
             metadata[key] = value
     if call.lines > 1:
         metadata["streamed_lines"] = call.lines
+    if copies > 1:
+        metadata["copies"] = copies  # the same message id under other requestIds (replays)
     request = Request(
         id="", source_format="", source_file="", source_line=call.line,
         timestamp=parse_time(first.get("timestamp")),
         endpoint="anthropic-messages",
         model=call.message.get("model") or first["message"].get("model"),
-        session_key=session_key,
-        session_key_source="claude-code.sessionId" if session_key else None,
+        session_key=session_key, session_key_source=session_source, parent_key=parent_key,
         client="claude-code",
         native_id=message_id,
         body=None,
@@ -194,4 +301,23 @@ def _record(message_id: str, request_id: str | None, call: _Call) -> Record:
         usage=usage_anthropic(call.usage),
         metadata=metadata,
     )
-    return Record(request=request, key=f"msg:{message_id}:{request_id or ''}")
+    tree = to_text(first.get("sessionId"))
+    return Record(request=request, key=f"msg:{tree}:{message_id}" if tree else f"msg:{message_id}")
+
+
+def prefer(new: Request, old: Request) -> bool:
+    """True when `new`, a copy of the stored call `old` read from another file (or a grown
+    transcript), should replace it: the main conversation's copy over a sidechain's, then
+    the larger usage total; on a tie the stored copy stays."""
+    new_side, old_side = _is_side(new), _is_side(old)
+    if new_side != old_side:
+        return old_side
+    return _total(new.usage) > _total(old.usage)
+
+
+def _is_side(request: Request) -> bool:
+    return request.parent_key is not None or request.metadata.get("isSidechain") is True
+
+
+def _total(usage: Usage) -> int:
+    return (usage.prompt_tokens or 0) + (usage.output_tokens or 0)

@@ -59,6 +59,20 @@ def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[b
     return False, None
 
 
+def head_json_records(source: Source, limit: int = JSONL_PROBE_LINES) -> list[Any]:
+    """The JSON values of the first `limit` non-blank lines that parse (bad lines left out):
+    what detection looks at when a log's first record does not say what the log is."""
+    values: list[Any] = []
+    for seen, (_, line) in enumerate(json_lines(source), start=1):
+        try:
+            values.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            pass
+        if seen >= limit:
+            break
+    return values
+
+
 def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]]:
     """Yield (place, record) for a JSON array / object / JSON-lines source.
 
