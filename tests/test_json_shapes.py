@@ -371,6 +371,15 @@ def test_segments_shape():
     grouped.all_exercised()
 
 
+def test_simulate_shape():
+    check = Checked("simulate")
+    sample = str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")
+    check(run_json("simulate", sample, "--what-if", "sort-json-keys", "--capacity-curve",
+                   "2000,unlimited", "--fit", "--per-request"))
+    check(run_json("simulate", str(FIXTURES / "block-trace" / "mooncake_sample.jsonl")))
+    check.all_exercised()
+
+
 def test_jsonshapes_is_a_leaf_module():
     """Any module may import the shapes: they import nothing but the standard library."""
     tree = ast.parse((ROOT / "prefixscope" / "views" / "jsonshapes.py").read_text(encoding="utf-8"))

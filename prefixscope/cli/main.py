@@ -18,6 +18,7 @@ from prefixscope.cli import (
     ingest_cmd,
     render_cmd,
     segments_cmd,
+    simulate_cmd,
     sql_cmd,
 )
 from prefixscope.cli.exitcodes import EXIT_CODES_HELP
@@ -36,8 +37,8 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-for module in (ingest_cmd, render_cmd, diff_cmd, segments_cmd, bucket_cmd, sql_cmd,
-               export_cmd):
+for module in (ingest_cmd, render_cmd, diff_cmd, segments_cmd, bucket_cmd, simulate_cmd,
+               sql_cmd, export_cmd):
     module.register(app)
 
 

@@ -90,3 +90,38 @@ def checked_options(options: RenderOptions) -> RenderOptions:
     except TokenizerError as exc:
         raise console.fail(str(exc).splitlines()[0]) from None
     return options
+
+
+_UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+          "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def capacity_tokens(text: str | None, block_size: int | None,
+                    bytes_per_token: int | None) -> int | None:
+    """A --capacity value in tokens: ``500000``, ``1e6``, ``2M`` (tokens), ``4096 blocks``,
+    ``8GiB`` / ``500MB`` (bytes, with --bytes-per-token). None stays unlimited."""
+    import re
+
+    from prefixscope.cli import console
+    from prefixscope.cli.exitcodes import ExitCode
+
+    if text is None or text.strip().lower() in ("", "unlimited", "none"):
+        return None
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", text.lower())
+    if match is None:
+        raise console.fail(f"--capacity {text!r}: expected N, 'N blocks' or N with a byte "
+                           "unit (GiB, MB, ...)", ExitCode.USAGE)
+    number, unit = float(match[1]), match[2]
+    if unit in ("", "tokens", "token"):
+        return int(number)
+    if unit in ("k", "m", "g"):
+        return int(number * _UNITS[unit])
+    if unit in ("blocks", "block"):
+        return int(number) * (block_size or 16)
+    if unit in _UNITS or unit == "b":
+        if bytes_per_token is None:
+            raise console.fail(f"--capacity {text}: a size in bytes needs --bytes-per-token "
+                               "(the KV cache bytes of one token of this model)",
+                               ExitCode.USAGE)
+        return int(number * _UNITS.get(unit, 1)) // bytes_per_token
+    raise console.fail(f"--capacity {text!r}: unknown unit {unit!r}", ExitCode.USAGE)

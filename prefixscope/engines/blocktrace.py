@@ -40,6 +40,7 @@ class BlocktraceEngine(BaseEngine):
     """An LRU of trace block ids with the trace publishers' hit rule."""
 
     name: ClassVar[str] = "blocktrace"
+    unit_parameter: ClassVar[str | None] = "block_size"  # the keyword that sets `unit`
 
     def __init__(self, *, block_size: int = 512, capacity_blocks: int | None = None,
                  capacity_tokens: int | None = None) -> None:

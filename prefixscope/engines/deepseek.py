@@ -51,6 +51,7 @@ class DeepseekEngine(BaseEngine):
     """DeepSeek's prefix units (see the module docstring)."""
 
     name: ClassVar[str] = "deepseek"
+    unit_parameter: ClassVar[str | None] = None  # the keyword that sets `unit`
 
     def __init__(self, *, interval: int | None = None, ttl: float | None = None,
                  last_token: bool = True) -> None:

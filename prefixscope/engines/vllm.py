@@ -52,6 +52,7 @@ class VllmEngine(BaseEngine):
     """vLLM's block pool with prefix caching (see the module docstring)."""
 
     name: ClassVar[str] = "vllm"
+    unit_parameter: ClassVar[str | None] = "block_size"  # the keyword that sets `unit`
 
     def __init__(self, *, block_size: int = 16, capacity_blocks: int | None = None,
                  capacity_tokens: int | None = None, cache_output: bool = True,

@@ -15,6 +15,7 @@ from prefixscope.analyses.segments import (
     SegmentsTotals,
     census,
 )
+from prefixscope.analyses.simulate import MISS_CLASSES, RequestSim, SimulateReport
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult
 from prefixscope.views.jsonshapes import (
@@ -23,11 +24,14 @@ from prefixscope.views.jsonshapes import (
     DiffJson,
     DiffPairJson,
     IngestJson,
+    MissesJson,
     RenderJson,
     SegmentRowJson,
     SegmentsByJson,
     SegmentsJson,
     SegmentsTotalsJson,
+    SimulateJson,
+    SimulateRequestJson,
 )
 
 
@@ -162,3 +166,39 @@ def ingest_json(result: IngestResult) -> IngestJson:
         "unrecognized": list(result.unrecognized),
         "empty": list(result.empty),
     }
+
+
+def simulate_json(report: SimulateReport, *, per_request: bool = False) -> SimulateJson:
+    m = report.misses
+    misses: MissesJson = {
+        "new": m.get("new", 0), "cold": m.get("cold", 0), "break": m.get("break", 0),
+        "eviction": m.get("eviction", 0), "ttl": m.get("ttl", 0),
+        "compaction": m.get("compaction", 0), "provider": m.get("provider", 0),
+        "unexplained": m.get("unexplained", 0)}
+    assert set(misses) == set(MISS_CLASSES)
+    out: SimulateJson = {
+        "engine": report.engine, "block_size": report.unit,
+        "capacity_tokens": report.capacity_tokens, "requests": report.requests,
+        "prompt_tokens": report.prompt_tokens,
+        "hit_rate": {"observed": report.hit_rate_observed,
+                     "predicted": report.hit_rate_predicted, "ideal": report.hit_rate_ideal},
+        "agreement": report.agreement, "misses": misses,
+        "what_if": [{"transform": w.transform, "hit_rate_ideal": w.hit_rate_ideal,
+                     "hit_rate_predicted": w.hit_rate_predicted, "gain_tokens": w.gain_tokens}
+                    for w in report.what_if],
+        "capacity_curve": [{"capacity_tokens": c.capacity_tokens, "hit_rate": c.hit_rate}
+                           for c in report.capacity_curve],
+        "fit": None if report.fit is None else {
+            "block_size": report.fit.unit, "capacity_tokens": report.fit.capacity_tokens,
+            "agreement": report.fit.agreement},
+        "skipped": dict(report.skipped),
+    }
+    if per_request:
+        out["per_request"] = [_simulated_request(r) for r in report.per_request]
+    return out
+
+
+def _simulated_request(r: RequestSim) -> SimulateRequestJson:
+    return {"id": r.id, "session": r.session, "prompt_tokens": r.prompt_tokens,
+            "observed": r.observed, "predicted": r.predicted, "ideal": r.ideal,
+            "shortfall": r.shortfall, "misses": dict(r.misses)}

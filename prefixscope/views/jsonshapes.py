@@ -279,6 +279,71 @@ class SegmentsByJson(TypedDict):
 
 # Command (with the option that changes the shape, if any) -> its top-level shape.
 # `sql --json` is not here: its rows are the query's own columns (a list of objects).
+# ------------------------------------------------------------------ simulate
+
+
+class HitRatesJson(TypedDict):
+    """Token-weighted hit rates: observed (over the requests whose log reports cached
+    tokens), predicted by the engine model, ideal (unlimited capacity, no TTL)."""
+
+    observed: float | None
+    predicted: float | None
+    ideal: float | None
+
+
+# Uncached prompt tokens per class; `break` is a Python keyword, hence the functional form.
+MissesJson = TypedDict("MissesJson", {  # noqa: UP013
+    "new": int, "cold": int, "break": int, "eviction": int, "ttl": int, "compaction": int,
+    "provider": int, "unexplained": int})
+
+
+class WhatIfJson(TypedDict):
+    transform: str
+    hit_rate_ideal: float | None
+    hit_rate_predicted: float | None
+    gain_tokens: int
+
+
+class CurvePointJson(TypedDict):
+    capacity_tokens: int | None
+    hit_rate: float | None
+
+
+class FitJson(TypedDict):
+    block_size: int
+    capacity_tokens: int | None
+    agreement: float | None
+
+
+class SimulateRequestJson(TypedDict):
+    id: str
+    session: str | None
+    prompt_tokens: int
+    observed: int | None
+    predicted: int
+    ideal: int
+    shortfall: int | None
+    misses: dict[str, int]
+
+
+class SimulateJson(TypedDict):
+    """``prefixscope simulate --json``."""
+
+    engine: str
+    block_size: int
+    capacity_tokens: int | None
+    requests: int
+    prompt_tokens: int
+    hit_rate: HitRatesJson
+    agreement: float | None
+    misses: MissesJson
+    what_if: list[WhatIfJson]
+    capacity_curve: list[CurvePointJson]
+    fit: FitJson | None
+    skipped: dict[str, int]
+    per_request: NotRequired[list[SimulateRequestJson]]
+
+
 SHAPES: dict[str, type] = {
     "ingest": IngestJson,
     "render": RenderJson,
@@ -286,4 +351,5 @@ SHAPES: dict[str, type] = {
     "bucket": BucketJson,
     "segments": SegmentsJson,
     "segments --by": SegmentsByJson,
+    "simulate": SimulateJson,
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefixscope.analyses.bucket import BucketReport
+from prefixscope.analyses.simulate import SimulateReport
 
 MAX_PLOT_GROUPS = 12
 
@@ -62,3 +63,40 @@ def plot_bucket(report: BucketReport, path: Path) -> int:
     fig.savefig(path)
     plt.close(fig)
     return len(groups)
+
+
+def plot_capacity_curve(report: SimulateReport, path: Path) -> None:
+    """Predicted hit rate against cache capacity, the ideal ceiling and the observed rate.
+
+    Raises:
+        ValueError: the file type is neither .png nor .svg, or there is no curve.
+    """
+    if path.suffix.lower() not in (".png", ".svg"):
+        raise ValueError("the plot file must end in .png or .svg")
+    finite = [p for p in report.capacity_curve
+              if p.capacity_tokens is not None and p.hit_rate is not None]
+    if not finite:
+        raise ValueError("no finite capacity in the curve (give --capacity-curve C1,C2,...)")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([float(p.capacity_tokens or 0) for p in finite],
+            [float(p.hit_rate or 0.0) for p in finite], marker="o",
+            color="#4c72b0", label=f"{report.engine} (LRU), predicted")
+    if report.hit_rate_ideal is not None:
+        ax.axhline(report.hit_rate_ideal, color="#55a868", linestyle="--",
+                   label=f"ideal {report.hit_rate_ideal:.1%}")
+    if report.hit_rate_observed is not None:
+        ax.axhline(report.hit_rate_observed, color="#c44e52", linestyle=":",
+                   label=f"observed {report.hit_rate_observed:.1%}")
+    ax.set_xscale("log")
+    ax.set_xlabel("cache capacity (tokens)")
+    ax.set_ylabel("token-weighted hit rate")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,479 @@
+"""simulate: replay the logged requests through a faithful cache model, and say why every
+uncached prompt token missed.
+
+"Before blaming eviction, reproduce the miss on an idle server." Each request is cut into
+the engine's units (rendered and tokenized exactly as the upstream saw it, or the
+block ids of a block-hash trace) and replayed in log order twice:
+
+* **predicted**: the engine with the configured capacity (and, for hosted APIs, the
+  requests' timestamps, so TTLs expire);
+* **ideal**: the same engine with unlimited capacity and no clock (nothing is ever
+  evicted or expires): the ceiling no cache configuration can beat.
+
+A request's uncached prompt tokens (against what the log observed, else the
+prediction) fall into classes, in this order of the prompt:
+
+* tokens the ideal cache does not hold either: ``cold`` (the session's first request),
+  ``compaction`` (the predecessor was compacted into a summary), ``break`` (the
+  predecessor sent them, but its prefix changed earlier), ``new`` (never sent before:
+  not a miss);
+* tokens the ideal holds but the model does not: ``eviction`` (capacity) or ``ttl``
+  (a hosted API's retention expired);
+* tokens the model predicts cached but the log did not get: ``provider`` for a hosted
+  API (an intact, live prefix missed: routing, overflow, best effort), ``unexplained``
+  for a self-hosted engine (wrong parameters, or wrong usage semantics); cached tokens
+  the log reports above the ideal are ``unexplained`` too.
+
+Block-hash traces (Mooncake, Bailian) are replayed with the ``blocktrace`` engine whatever
+``--engine`` says: their ids follow the Mooncake convention
+(cached = ``min(matched_blocks * block_size, input_length)``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import numpy as np
+
+from prefixscope.engines import ENGINES, get_engine
+from prefixscope.engines.base import Engine, Units
+from prefixscope.model import Request
+from prefixscope.prompt import RenderError, RenderOptions
+from prefixscope.store import Store
+from prefixscope.tokens import tokens_many
+
+MISS_CLASSES = ("new", "cold", "break", "eviction", "ttl", "compaction", "provider",
+                "unexplained")
+HOSTED = frozenset({"anthropic", "openai", "deepseek"})
+TOKEN_ENGINES = ("vllm", "sglang", "lmcache", "openai", "deepseek")  # replay token ids
+DEFAULT_TRACE_BLOCK = 512  # Mooncake's hash_ids block (the trace may say otherwise)
+_RENDER_BATCH = 16
+_FIT_UNITS = (16, 32, 64, 128, 256, 512)
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateOptions:
+    """What to replay the log through."""
+
+    engine: str = "vllm"
+    unit: int | None = None  # block / page / chunk / step size; None: the engine's default
+    capacity_tokens: int | None = None  # None: unlimited
+    trace_block_size: int | None = None  # block-hash traces; None: the trace's own, else 512
+    cache_output: bool = False  # also cache the logged output's tokens (self-hosted engines)
+    render: RenderOptions = field(default_factory=RenderOptions)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSim:
+    """One replayed request."""
+
+    id: str
+    session: str | None
+    prompt_tokens: int  # as replayed (rendered tokens, or the trace's input length)
+    observed: int | None  # cached tokens the log reports
+    predicted: int
+    ideal: int
+    misses: dict[str, int]  # uncached prompt tokens per class (MISS_CLASSES)
+
+    @property
+    def shortfall(self) -> int | None:
+        """predicted − observed: how much less the log got than the model says it could."""
+        return None if self.observed is None else self.predicted - self.observed
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfResult:
+    transform: str
+    hit_rate_ideal: float | None
+    hit_rate_predicted: float | None
+    gain_tokens: int  # predicted cached tokens gained over the log as it is
+
+
+@dataclass(frozen=True, slots=True)
+class CurvePoint:
+    capacity_tokens: int | None
+    hit_rate: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    unit: int
+    capacity_tokens: int | None
+    agreement: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateReport:
+    engine: str
+    unit: int
+    capacity_tokens: int | None
+    requests: int
+    prompt_tokens: int
+    hit_rate_observed: float | None  # over the requests whose log reports cached tokens
+    hit_rate_predicted: float | None
+    hit_rate_ideal: float | None
+    agreement: float | None  # share of observed requests predicted within one unit
+    misses: dict[str, int]
+    per_request: tuple[RequestSim, ...]
+    what_if: tuple[WhatIfResult, ...] = ()
+    capacity_curve: tuple[CurvePoint, ...] = ()
+    fit: FitResult | None = None
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> requests not replayed
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A request ready to replay: its tokens (or trace ids) and its place in its session."""
+
+    id: str
+    session: str | None
+    prev: str | None  # the session's previous request
+    compacted: bool  # the link from `prev` is a compaction
+    seconds: float | None  # timestamp, for TTLs
+    observed: int | None
+    ids: np.ndarray | None  # prompt token ids (None for a trace)
+    output_ids: np.ndarray | None  # the logged output's token ids (cache_output)
+    trace: tuple[int, ...] | None  # block ids of a block-hash trace
+    trace_tokens: int  # the trace's input length
+    trace_block: int
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids) if self.ids is not None else self.trace_tokens
+
+
+class SimulateError(ValueError):
+    """The simulation cannot run as asked (one line, for a person)."""
+
+
+def engine_unit(engine: str, unit: int | None) -> tuple[int, dict[str, int]]:
+    """(unit, the engine's keyword for it) for `engine`; unit None takes the default."""
+    if engine not in ENGINES:
+        raise SimulateError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    if engine not in TOKEN_ENGINES:
+        raise SimulateError(
+            f"--engine {engine} needs each request's cache breakpoints mapped onto its tokens, "
+            "which simulate does not do yet; use vllm, sglang, lmcache, openai or deepseek")
+    parameter = getattr(ENGINES[engine], "unit_parameter", None)
+    if parameter is None:
+        if unit is not None:
+            raise SimulateError(f"--engine {engine} has no block size to set")
+        return 1, {}
+    default = get_engine(engine).unit
+    return (unit or default), {parameter: unit or default}
+
+
+def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[str] = (),
+                   capacity_curve: Sequence[int | None] = (), fit: bool = False,
+                   progress: Callable[[int, int], None] | None = None) -> SimulateReport:
+    """Replay a store's requests; see the module docstring.
+
+    Raises:
+        SimulateError: unknown engine or parameters.
+        RenderError, TokenizerError: a bad render option (a request that cannot be
+            rendered is counted in `skipped` instead).
+    """
+    unit, _ = engine_unit(options.engine, options.unit)
+    prepared, skipped = prepare(store, options, progress=progress)
+    report = replay_report(prepared, options, skipped)
+    if fit:
+        report = replace(report, fit=fit_parameters(prepared, options))
+    if capacity_curve:
+        report = replace(report, capacity_curve=tuple(
+            CurvePoint(c, _hit_rate(prepared, _replay(prepared, replace(options,
+                                                                         capacity_tokens=c))))
+            for c in capacity_curve))
+    if what_if:
+        report = replace(report, what_if=tuple(
+            _what_if(store, options, t, report) for t in what_if))
+    assert report.unit == unit
+    return report
+
+
+def prepare(store: Store, options: SimulateOptions,
+            progress: Callable[[int, int], None] | None = None
+            ) -> tuple[list[_Prepared], dict[str, int]]:
+    """Every replayable request of the store, in log order, rendered and tokenized."""
+    session_of = store.session_of()
+    prev_of = {b: (a, compaction) for a, b, _, compaction in store.session_pairs()}
+    skipped: dict[str, int] = {}
+    out: list[_Prepared] = []
+    pending: list[Request] = []
+    total = store.count()
+    seen = 0
+
+    def flush() -> None:
+        nonlocal seen
+        for request, ids in _render(pending, options.render, skipped):
+            prev, compacted = prev_of.get(request.id, (None, False))
+            out.append(_Prepared(
+                request.id, session_of.get(request.id), prev, compacted,
+                _seconds(request.timestamp), request.usage.cached_tokens, ids,
+                _output_ids(request, ids, options), None, 0, 0))
+        seen += len(pending)
+        pending.clear()
+        if progress is not None:
+            progress(seen, total)
+
+    for request in store.iter_requests():
+        if request.block_hashes is not None:
+            flush()
+            prev, compacted = prev_of.get(request.id, (None, False))
+            n_tokens = request.usage.prompt_tokens or 0
+            block = options.trace_block_size or request.block_size or DEFAULT_TRACE_BLOCK
+            out.append(_Prepared(
+                request.id, session_of.get(request.id), prev, compacted,
+                _seconds(request.timestamp), request.usage.cached_tokens, None, None,
+                request.block_hashes, n_tokens, block))
+            seen += 1
+        elif request.body is None:
+            skipped["no prompt in the log (neither a body nor block ids)"] = \
+                skipped.get("no prompt in the log (neither a body nor block ids)", 0) + 1
+            seen += 1
+        else:
+            pending.append(request)
+            if len(pending) >= _RENDER_BATCH:
+                flush()
+    flush()
+    return out, skipped
+
+
+def _render(requests: list[Request], options: RenderOptions, skipped: dict[str, int]
+            ) -> Iterable[tuple[Request, np.ndarray]]:
+    if not requests:
+        return []
+    try:
+        return list(zip(requests, (t.ids for t in tokens_many(requests, options)),
+                        strict=True))
+    except RenderError:
+        pass
+    out = []
+    for request in requests:
+        try:
+            out.append((request, tokens_many([request], options)[0].ids))
+        except RenderError as exc:
+            reason = f"cannot render: {str(exc).splitlines()[0]}"
+            skipped[reason] = skipped.get(reason, 0) + 1
+    return out
+
+
+def _output_ids(request: Request, ids: np.ndarray, options: SimulateOptions
+                ) -> np.ndarray | None:
+    """The logged output's text tokenized after the prompt (for --cache-output)."""
+    if not options.cache_output or request.output is None:
+        return None
+    from prefixscope.tokenizers import choose_tokenizer, load_tokenizer
+
+    text = _output_text(request.output)
+    if not text:
+        return None
+    tok = load_tokenizer(choose_tokenizer(options.render.tokenizer, request.model).spec)
+    return np.concatenate([ids, tok.encode(text).ids])
+
+
+def _output_text(output: object) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict):
+        content = output.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(p.get("text", "") for p in content
+                           if isinstance(p, dict) and isinstance(p.get("text"), str))
+    if isinstance(output, list):
+        return "".join(_output_text(o) for o in output)
+    return ""
+
+
+def _seconds(ts: datetime | None) -> float | None:
+    return None if ts is None else ts.timestamp()
+
+
+# -- replay -------------------------------------------------------------------------
+
+
+def _units(p: _Prepared, engine: Engine, output: bool) -> tuple[Units, Units | None]:
+    if p.trace is not None:
+        return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
+    assert p.ids is not None
+    prompt = engine.units(p.ids)
+    if output and p.output_ids is not None:
+        return prompt, engine.units(p.output_ids)
+    return prompt, None
+
+
+def _engines(options: SimulateOptions, unlimited: bool) -> tuple[Engine, dict[int, Engine]]:
+    """The token engine, and one blocktrace engine per trace block size (made on demand)."""
+    _, params = engine_unit(options.engine, options.unit)
+    capacity = None if unlimited else options.capacity_tokens
+    kwargs = dict(params)
+    if capacity is not None:
+        kwargs["capacity_tokens"] = capacity
+    if "cache_output" in inspect.signature(ENGINES[options.engine]).parameters:
+        kwargs["cache_output"] = options.cache_output
+    return get_engine(options.engine, **kwargs), {}
+
+
+def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
+            unlimited: bool = False) -> list[int]:
+    """Cached tokens of each request: predicted (or, `unlimited`, the ideal: no capacity
+    limit, no clock)."""
+    engine, traces = _engines(options, unlimited)
+    capacity = None if unlimited else options.capacity_tokens
+    out = []
+    for p in prepared:
+        if p.trace is not None:
+            trace_engine = traces.get(p.trace_block)
+            if trace_engine is None:
+                trace_engine = traces[p.trace_block] = get_engine(
+                    "blocktrace", block_size=p.trace_block, capacity_tokens=capacity)
+            prompt, _ = _units(p, trace_engine, False)
+            out.append(trace_engine.step(prompt).cached_tokens)
+            continue
+        prompt, sequence = _units(p, engine, options.cache_output)
+        now = None if unlimited else p.seconds
+        out.append(engine.step(prompt, sequence=sequence, now=now).cached_tokens)
+    return out
+
+
+def replay_report(prepared: Sequence[_Prepared], options: SimulateOptions,
+                  skipped: dict[str, int]) -> SimulateReport:
+    """Predicted and ideal replays, the miss classes and the totals."""
+    unit, _ = engine_unit(options.engine, options.unit)
+    predicted = _replay(prepared, options)
+    ideal = _replay(prepared, options, unlimited=True)
+    hosted = options.engine in HOSTED
+    length = {p.id: p.n_tokens for p in prepared}
+    per_request = tuple(
+        RequestSim(p.id, p.session, p.n_tokens, p.observed, pred, ide,
+                   _classify(p, pred, ide, length.get(p.prev) if p.prev else None, hosted,
+                             unit if p.trace is None else p.trace_block))
+        for p, pred, ide in zip(prepared, predicted, ideal, strict=True))
+    misses = dict.fromkeys(MISS_CLASSES, 0)
+    for r in per_request:
+        for name, n in r.misses.items():
+            misses[name] += n
+    observed = [r for r in per_request if r.observed is not None]
+    prompt_tokens = sum(r.prompt_tokens for r in per_request)
+    within = [abs(r.predicted - r.observed) <= (unit if p.trace is None else p.trace_block)
+              for r, p in zip(per_request, prepared, strict=True) if r.observed is not None]
+    return SimulateReport(
+        engine=options.engine, unit=unit, capacity_tokens=options.capacity_tokens,
+        requests=len(per_request), prompt_tokens=prompt_tokens,
+        hit_rate_observed=_rate(sum(r.observed or 0 for r in observed),
+                                sum(r.prompt_tokens for r in observed)),
+        hit_rate_predicted=_rate(sum(predicted), prompt_tokens),
+        hit_rate_ideal=_rate(sum(ideal), prompt_tokens),
+        agreement=(sum(within) / len(within)) if within else None,
+        misses=misses, per_request=per_request, skipped=dict(skipped))
+
+
+def _classify(p: _Prepared, predicted: int, ideal: int, prev_tokens: int | None,
+              hosted: bool, unit: int) -> dict[str, int]:
+    """Uncached prompt tokens of one request, per class (see the module docstring)."""
+    n = p.n_tokens
+    out: dict[str, int] = {}
+
+    def add(name: str, tokens: int) -> None:
+        if tokens > 0:
+            out[name] = out.get(name, 0) + tokens
+
+    beyond = n - ideal
+    if p.prev is None:
+        add("cold", beyond)
+    elif p.compacted:
+        add("compaction", beyond)
+    else:
+        # What the predecessor already sent, as whole units this prompt could reuse.
+        sent = (min(prev_tokens or 0, max(n - 1, 0)) // unit) * unit
+        broken = max(0, sent - ideal)
+        add("break", min(broken, beyond))
+        add("new", beyond - min(broken, beyond))
+    got = predicted if p.observed is None else p.observed
+    add("ttl" if hosted else "eviction", ideal - max(predicted, got))
+    if p.observed is not None:
+        add("provider" if hosted else "unexplained", min(predicted, ideal) - p.observed)
+        add("unexplained", p.observed - ideal)
+    return out
+
+
+def _rate(cached: int, prompt: int) -> float | None:
+    return cached / prompt if prompt else None
+
+
+def _hit_rate(prepared: Sequence[_Prepared], cached: Sequence[int]) -> float | None:
+    return _rate(sum(cached), sum(p.n_tokens for p in prepared))
+
+
+# -- what-ifs and fitting -------------------------------------------------------------
+
+
+def _what_if(store: Store, options: SimulateOptions, transform: str,
+             base: SimulateReport) -> WhatIfResult:
+    render = replace(options.render, what_if=(*options.render.what_if, transform))
+    changed = replace(options, render=render)
+    prepared, _ = prepare(store, changed)
+    predicted = _replay(prepared, changed)
+    ideal = _replay(prepared, changed, unlimited=True)
+    base_cached = sum(r.predicted for r in base.per_request)
+    return WhatIfResult(transform, _hit_rate(prepared, ideal), _hit_rate(prepared, predicted),
+                        sum(predicted) - base_cached)
+
+
+def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions) -> FitResult:
+    """The unit and capacity whose replay reproduces the observed cached tokens best.
+
+    Score: the share of observed requests predicted exactly, then the smaller mean
+    absolute error (a coarser unit is "within one unit" of anything, so that alone would
+    pick the largest). Units: the engine's candidates (16…512 tokens). Capacities:
+    unlimited and halvings of the log's prompt tokens, then a finer search between the
+    best one's neighbours. Ties go to the smaller unit and the larger capacity.
+    """
+    observed = [p.observed for p in prepared if p.observed is not None]
+    if not observed:
+        return FitResult(engine_unit(options.engine, options.unit)[0], None, None)
+    units = _FIT_UNITS if getattr(ENGINES[options.engine], "unit_parameter", None) else (None,)
+    total = sum(p.n_tokens for p in prepared) or 1
+
+    def score(unit: int | None, capacity: int | None) -> tuple[float, float]:
+        cached = _replay(prepared, replace(options, unit=unit, capacity_tokens=capacity))
+        errors = [abs(c - p.observed) for p, c in zip(prepared, cached, strict=True)
+                  if p.observed is not None]
+        return sum(e == 0 for e in errors) / len(errors), -sum(errors) / len(errors)
+
+    best: tuple[tuple[float, float], int | None, int | None] | None = None
+    for unit in units:
+        size = unit or 1
+        grid: list[int | None] = [None, *(max(size, total >> k) for k in range(12))]
+        scored = {c: score(unit, c) for c in grid}
+        # Capacity matters between the largest capacity that scores below unlimited and
+        # the smallest that scores like it: search that interval in whole blocks, coarse
+        # then block by block around the best.
+        finite = [c for c in grid if c is not None]
+        knee = min((c for c in finite if scored[c] == scored[None]), default=None)
+        below = max((c for c in finite if knee is not None and c < knee), default=None)
+        if knee is not None and below is not None:
+            lo, hi = below // size, knee // size
+            step = max(1, (hi - lo) // 48)
+            for blocks in range(lo, hi + 1, step):
+                scored.setdefault(blocks * size, score(unit, blocks * size))
+            around = max((c for c in scored if c is not None), key=lambda c: scored[c])
+            for blocks in range(max(1, around // size - step), around // size + step + 1):
+                scored.setdefault(blocks * size, score(unit, blocks * size))
+        for capacity, value in scored.items():
+            candidate = (value, unit, capacity)
+            if best is None or value > best[0] or (
+                    value == best[0] and capacity is None and best[2] is not None):
+                best = candidate
+    assert best is not None
+    _, unit, capacity = best
+    chosen = replace(options, unit=unit, capacity_tokens=capacity)
+    fitted_unit = engine_unit(options.engine, unit)[0]
+    cached = _replay(prepared, chosen)
+    within = [abs(c - p.observed) <= fitted_unit for p, c in zip(prepared, cached, strict=True)
+              if p.observed is not None]
+    return FitResult(fitted_unit, capacity, sum(within) / len(within))

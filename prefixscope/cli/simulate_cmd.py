@@ -1,0 +1,107 @@
+"""`prefixscope simulate`: replay the logs through a cache model and say why tokens missed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from prefixscope.cli import console
+from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.cli.options import (
+    Gateway,
+    JsonOut,
+    Logs,
+    Quiet,
+    StoreOpt,
+    Tokenizer,
+    WhatIf,
+    capacity_tokens,
+    checked_options,
+    what_if_tuple,
+)
+from prefixscope.engines import ENGINES
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate)
+
+
+def simulate(
+    logs: Logs = None,
+    store: StoreOpt = None,
+    engine: Annotated[str, typer.Option("--engine", "-e", help="Cache model: "
+                                        + ", ".join(ENGINES) + ".")] = "vllm",
+    block_size: Annotated[int | None, typer.Option(
+        "--block-size", "-b", min=1, help="The engine's unit: vLLM block (16), SGLang page (1), "
+        "LMCache chunk (256), OpenAI step (128).", show_default=False)] = None,
+    capacity: Annotated[str | None, typer.Option(
+        "--capacity", help="Cache size: N (tokens), 'N blocks', or NGiB with "
+        "--bytes-per-token (default: unlimited).", show_default=False)] = None,
+    bytes_per_token: Annotated[int | None, typer.Option(
+        "--bytes-per-token", min=1, help="KV bytes per token, for a capacity in GiB/MiB.",
+        show_default=False)] = None,
+    trace_block_size: Annotated[int | None, typer.Option(
+        "--trace-block-size", min=1, help="Tokens per id of a block-hash trace (Mooncake 512, "
+        "Bailian 16; default: the trace's own, else 512).", show_default=False)] = None,
+    cache_output: Annotated[bool, typer.Option("--cache-output", help="Also cache the logged "
+                                               "output's tokens.")] = False,
+    fit: Annotated[bool, typer.Option("--fit", help="Search the block size and capacity that "
+                                      "best reproduce the observed cached tokens.")] = False,
+    curve: Annotated[str | None, typer.Option(
+        "--capacity-curve", help="Capacities C1,C2,... (each like --capacity) to replay.",
+        show_default=False)] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write the capacity curve as PNG "
+                                              "or SVG.", show_default=False)] = None,
+    per_request: Annotated[bool, typer.Option("--per-request", help="Every request's observed,"
+                                              " predicted and ideal cached tokens and misses "
+                                              "(with --json).")] = False,
+    gateway: Gateway = "auto",
+    tokenizer: Tokenizer = "auto",
+    what_if: WhatIf = None,
+    json_out: JsonOut = False,
+    quiet: Quiet = 0,
+) -> None:
+    """Replay the requests through a faithful cache model: observed vs predicted vs ideal
+    cached tokens, the class of every uncached token, what a fix would gain.
+
+    Example:
+        prefixscope simulate sample_logs/ --engine vllm --fit
+        prefixscope simulate mooncake.jsonl --capacity-curve 1e6,1e7,1e8 --plot curve.png
+    """
+    from prefixscope.analyses.simulate import SimulateError, SimulateOptions, simulate_store
+    from prefixscope.cli.storeopen import open_store
+    from prefixscope.prompt import RenderError, RenderOptions
+    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.json import simulate_json
+    from prefixscope.views.terminal.simulate import simulate_screen
+
+    render = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer))
+    options = SimulateOptions(
+        engine=engine, unit=block_size, trace_block_size=trace_block_size,
+        capacity_tokens=capacity_tokens(capacity, block_size, bytes_per_token),
+        cache_output=cache_output, render=render)
+    curve_points = [capacity_tokens(c.strip(), block_size, bytes_per_token)
+                    for c in (curve or "").split(",") if c.strip()]
+    with open_store(logs, store, quiet=quiet, json_mode=json_out) as st, \
+            console.counter(json_out, quiet, "simulate") as progress:
+        try:
+            report = simulate_store(st, options, what_if=what_if_tuple(what_if),
+                                  capacity_curve=curve_points, fit=fit, progress=progress)
+        except SimulateError as exc:
+            raise console.fail(str(exc), ExitCode.USAGE) from None
+        except (RenderError, TokenizerError) as exc:
+            raise console.fail(str(exc).splitlines()[0]) from None
+    if plot is not None:
+        from prefixscope.views.plots import plot_capacity_curve
+
+        try:
+            plot_capacity_curve(report, plot)
+        except (OSError, ValueError) as exc:
+            raise console.fail(f"cannot write {plot}: {exc}") from None
+        console.note(f"wrote {plot}", quiet)
+    if json_out:
+        console.print_json(simulate_json(report, per_request=per_request))
+    else:
+        console.show(simulate_screen(report, console.screen()), quiet)

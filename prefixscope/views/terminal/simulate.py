@@ -1,0 +1,79 @@
+"""`simulate` for a person: observed / predicted / ideal hit rates, where the uncached
+tokens went, what each fix would buy, and the capacity curve."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from prefixscope.analyses.simulate import MISS_CLASSES, SimulateReport
+from prefixscope.views.terminal import Screen, count, percent
+
+_MEANING = {
+    "new": "never sent before (not a miss)",
+    "cold": "first request of a session",
+    "break": "sent before in the session, after a change earlier in the prompt",
+    "compaction": "the history was compacted into a summary",
+    "eviction": "cached in the ideal cache, evicted at this capacity",
+    "ttl": "the provider's retention expired",
+    "provider": "intact, live prefix the hosted API did not serve",
+    "unexplained": "the log disagrees with the model (parameters or usage semantics)",
+}
+
+
+def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) -> Screen:
+    capacity = ("unlimited" if report.capacity_tokens is None
+                else f"{report.capacity_tokens:,} tokens")
+    screen.print(f"[bold]{escape(report.engine)}[/] · block {report.unit} · capacity {capacity}"
+                 f" · {count(report.requests, 'request')} · "
+                 f"{report.prompt_tokens:,} prompt tokens")
+    rates = Table(show_edge=False, title="hit rate (cached / prompt tokens)",
+                  title_justify="left")
+    for col in ("observed", "predicted", "ideal", "agreement"):
+        rates.add_column(col, justify="right")
+    rates.add_row(percent(report.hit_rate_observed), percent(report.hit_rate_predicted),
+                  percent(report.hit_rate_ideal), percent(report.agreement))
+    screen.print(rates)
+    total = sum(report.misses.values())
+    misses = Table(show_edge=False, title="uncached prompt tokens by class",
+                   title_justify="left")
+    for col, justify in (("class", "left"), ("tokens", "right"), ("share", "right"),
+                         ("meaning", "left")):
+        misses.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for name in MISS_CLASSES:
+        n = report.misses.get(name, 0)
+        if n:
+            misses.add_row(name, f"{n:,}", f"{n / total:.1%}", _MEANING[name])
+    screen.print(misses)
+    short = sorted((r for r in report.per_request if (r.shortfall or 0) > report.unit),
+                   key=lambda r: -(r.shortfall or 0))
+    if short and worst:
+        table = Table(show_edge=False, title_justify="left",
+                      title="requests the log got less cache than the model predicts")
+        for col in ("request", "session", "prompt", "observed", "predicted", "ideal"):
+            table.add_column(col, justify="left" if col in ("request", "session") else "right")
+        for r in short[:worst]:
+            table.add_row(escape(r.id[:12]), escape((r.session or "-")[:24]),
+                          f"{r.prompt_tokens:,}", f"{r.observed or 0:,}", f"{r.predicted:,}",
+                          f"{r.ideal:,}")
+        screen.print(table)
+    if report.fit is not None:
+        fit_capacity = ("unlimited" if report.fit.capacity_tokens is None
+                        else f"{report.fit.capacity_tokens:,} tokens")
+        screen.print(f"best fit: block {report.fit.unit}, capacity {fit_capacity} "
+                     f"(agreement {percent(report.fit.agreement)})")
+    for w in report.what_if:
+        screen.print(f"what-if [bold]{escape(w.transform)}[/]: ideal {percent(w.hit_rate_ideal)}"
+                     f", predicted {percent(w.hit_rate_predicted)}, "
+                     f"{w.gain_tokens:+,} cached tokens")
+    if report.capacity_curve:
+        curve = Table(show_edge=False, title="capacity curve", title_justify="left")
+        curve.add_column("capacity (tokens)", justify="right")
+        curve.add_column("hit rate", justify="right")
+        for point in report.capacity_curve:
+            curve.add_row("unlimited" if point.capacity_tokens is None
+                          else f"{point.capacity_tokens:,}", percent(point.hit_rate))
+        screen.print(curve)
+    for reason, n in report.skipped.items():
+        screen.warn(f"{n:,} request(s) not replayed: {reason}")
+    return screen

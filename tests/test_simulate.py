@@ -1,0 +1,200 @@
+"""simulate: miss classes on hand-built token scenarios, the Mooncake ceilings and LRU curve
+against a deliberately simple model, a generated vLLM log (agreement and --fit), the
+billing-header what-if, and a hosted API that misses an intact prefix."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT
+from gen_vllm_log import generate
+from typer.testing import CliRunner
+
+from prefixscope.analyses.simulate import (
+    SimulateOptions,
+    _Prepared,
+    replay_report,
+    simulate_store,
+)
+from prefixscope.cli.main import app
+from prefixscope.store import Store
+from prefixscope.store.load import ingest_paths
+
+runner = CliRunner()
+
+
+def request(rid: str, ids: list[int], *, prev: str | None = None, observed: int | None = None,
+            compacted: bool = False, seconds: float | None = None) -> _Prepared:
+    return _Prepared(rid, "s", prev, compacted, seconds, observed,
+                     np.array(ids, dtype=np.int64), None, None, 0, 0)
+
+
+class TestMissClasses:
+    """Block size 16, unlimited: every number below is hand arithmetic."""
+
+    def test_an_appended_turn_hits_its_predecessor_and_the_rest_is_new(self):
+        a = request("a", list(range(40)))
+        b = request("b", list(range(64)), prev="a")
+        report = replay_report([a, b], SimulateOptions(engine="vllm", unit=16), {})
+        first, second = report.per_request
+        assert (first.predicted, first.ideal, first.misses) == (0, 0, {"cold": 40})
+        # b reuses the 2 full blocks a left (32 tokens); 64 - 32 = 32 never sent before.
+        assert (second.predicted, second.ideal, second.misses) == (32, 32, {"new": 32})
+
+    def test_a_change_early_in_the_prompt_is_a_break_for_what_was_sent_before(self):
+        a = request("a", list(range(64)))
+        b = request("b", [999, *range(1, 64), *range(64, 80)], prev="a")
+        second = replay_report([a, b], SimulateOptions(unit=16), {}).per_request[1]
+        # Nothing is reusable; a sent 64 tokens = 4 full blocks (min(64, 80 - 1)), 16 new.
+        assert (second.predicted, second.ideal) == (0, 0)
+        assert second.misses == {"break": 64, "new": 16}
+
+    def test_a_compacted_predecessor_is_compaction_not_break(self):
+        a = request("a", list(range(64)))
+        b = request("b", list(range(500, 548)), prev="a", compacted=True)
+        assert replay_report([a, b], SimulateOptions(unit=16), {}).per_request[1].misses == \
+            {"compaction": 48}
+
+    def test_eviction_is_what_the_ideal_cache_holds_and_the_small_one_lost(self):
+        a = request("a", list(range(64)))
+        other = request("o", list(range(1000, 1064)))
+        again = request("a2", list(range(80)), prev="a")
+        options = SimulateOptions(unit=16, capacity_tokens=4 * 16)
+        report = replay_report([a, other, again], options, {})
+        third = report.per_request[2]
+        # a's 4 blocks go back to the free queue tail first; the other request takes all 4.
+        # The ideal cache still has them: min(4, (80 - 1) // 16) blocks = 64 tokens.
+        assert (third.predicted, third.ideal) == (0, 64)
+        assert third.misses == {"eviction": 64, "new": 16}
+
+    def test_a_log_that_got_less_than_a_live_intact_prefix_is_unexplained_when_self_hosted(self):
+        a = request("a", list(range(64)), observed=0)
+        b = request("b", list(range(80)), prev="a", observed=16)
+        second = replay_report([a, b], SimulateOptions(unit=16), {}).per_request[1]
+        assert (second.predicted, second.shortfall) == (64, 48)
+        assert second.misses == {"new": 16, "unexplained": 48}
+
+    def test_hosted_api_misses_of_an_intact_prefix_are_provider(self):
+        words = list(range(3000))
+        a = request("a", words[:1500], observed=0, seconds=0.0)
+        b = request("b", words[:2000], prev="a", observed=0, seconds=30.0)
+        second = replay_report([a, b], SimulateOptions(engine="openai"), {}).per_request[1]
+        # OpenAI: 128-token steps, at most len-1: floor(1499 / 128) * 128 = 1408.
+        assert second.predicted == 1408
+        assert second.misses["provider"] == 1408
+
+    def test_an_expired_hosted_prefix_is_ttl(self):
+        words = list(range(3000))
+        a = request("a", words[:1500], seconds=0.0)
+        b = request("b", words[:2000], prev="a", seconds=4 * 3600.0)
+        second = replay_report([a, b], SimulateOptions(engine="openai"), {}).per_request[1]
+        assert (second.predicted, second.ideal) == (0, 1408)
+        assert second.misses["ttl"] == 1408
+
+    def test_every_uncached_token_is_classified_once(self):
+        rng = np.random.default_rng(3)
+        prepared, prev = [], None
+        base = list(range(200))
+        for i in range(30):
+            base = base + list(rng.integers(0, 50, rng.integers(1, 60)))
+            if i % 7 == 3:
+                base = [int(rng.integers(1000, 2000)), *base[1:]]
+            prepared.append(request(f"r{i}", base, prev=prev))
+            prev = f"r{i}"
+        for r in replay_report(prepared, SimulateOptions(unit=16, capacity_tokens=160), {}
+                               ).per_request:
+            assert sum(r.misses.values()) == r.prompt_tokens - r.predicted
+            assert 0 <= r.predicted <= r.ideal <= r.prompt_tokens - 1
+
+
+def _ingest(paths: list[Path], tmp: Path) -> Store:
+    store = Store.open(tmp / "s.duckdb")
+    ingest_paths([str(p) for p in paths], store)
+    return store
+
+
+def _mooncake_oracle(path: Path, capacity_blocks: int | None) -> float:
+    """Mooncake's convention in its simplest form: leading hash_ids seen before, LRU."""
+    seen: OrderedDict[int, None] = OrderedDict()
+    cached = total = 0
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        ids, length = row["hash_ids"], row["input_length"]
+        hit = 0
+        while hit < len(ids) and ids[hit] in seen:
+            hit += 1
+        cached += min(hit * 512, length)
+        total += length
+        for h in reversed(ids):
+            seen[h] = None
+            seen.move_to_end(h)
+        while capacity_blocks is not None and len(seen) > capacity_blocks:
+            seen.popitem(last=False)
+    return cached / total
+
+
+@pytest.mark.parametrize(("trace", "published"), [("conversation", 0.3736),
+                                                   ("synthetic", 0.6512)])
+def test_mooncake_ideal_and_lru_curve(real: Path, tmp_path: Path, trace: str,
+                                      published: float) -> None:
+    path = real / "mooncake" / f"{trace}_trace.jsonl"
+    store = _ingest([path], tmp_path)
+    capacities = [2000 * 512, 20000 * 512]
+    report = simulate_store(store, SimulateOptions(engine="vllm"), capacity_curve=capacities)
+    assert round(report.hit_rate_ideal, 4) == published  # tests/data/real/README.md
+    assert report.hit_rate_ideal == pytest.approx(_mooncake_oracle(path, None), abs=1e-12)
+    for point in report.capacity_curve:
+        assert point.hit_rate == pytest.approx(
+            _mooncake_oracle(path, point.capacity_tokens // 512), abs=1e-12)
+
+
+def test_a_known_vllm_configuration_is_reproduced_and_fitted(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.jsonl"
+    generate(log, block_size=32, capacity_blocks=150)
+    store = _ingest([log], tmp_path)
+    # The generator's 150 cached blocks are 151 of vLLM's: while a request runs, its
+    # partial last block holds a slot of the pool too.
+    known = SimulateOptions(engine="vllm", unit=32, capacity_tokens=151 * 32)
+    report = simulate_store(store, known, fit=True)
+    assert report.agreement is not None and report.agreement >= 0.99
+    assert report.misses["eviction"] > 0  # the capacity was small enough to evict
+    assert report.fit is not None
+    assert (report.fit.unit, report.fit.capacity_tokens) == (32, 151 * 32)
+
+
+def test_stripping_the_billing_header_lifts_the_ideal_to_append_only(tmp_path: Path) -> None:
+    store = _ingest([ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl"], tmp_path)
+    options = SimulateOptions(engine="vllm", unit=64)
+    report = simulate_store(store, options, what_if=["strip-billing-header"])
+    assert report.misses["break"] > 0  # the header changes in every request
+    gain = report.what_if[0]
+    stripped = simulate_store(store, SimulateOptions(
+        engine="vllm", unit=64, render=options.render.__class__(
+            what_if=("strip-billing-header",))))
+    # Without the header only the sub-agent's tool-set change still breaks a prefix.
+    assert stripped.misses["break"] < 0.05 * report.misses["break"]
+    assert gain.hit_rate_ideal == stripped.hit_rate_ideal > report.hit_rate_ideal + 0.2
+    assert gain.gain_tokens > 0
+
+
+def test_simulate_cli_json_and_errors(tmp_path: Path) -> None:
+    sample = str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")
+    result = runner.invoke(app, ["simulate", sample, "--json", "--per-request",
+                                 "--capacity-curve", "2000,unlimited"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["requests"] == len(data["per_request"]) == 44
+    assert [p["capacity_tokens"] for p in data["capacity_curve"]] == [2000, None]
+    bad = runner.invoke(app, ["simulate", sample, "--engine", "nope"])
+    assert bad.exit_code == 2 and "unknown engine" in bad.stderr
+    bad = runner.invoke(app, ["simulate", sample, "--capacity", "8GiB"])
+    assert bad.exit_code == 2 and "--bytes-per-token" in bad.stderr
+    plot = tmp_path / "curve.png"
+    drawn = runner.invoke(app, ["simulate", sample, "--capacity-curve", "1000,4000,16000",
+                                "--plot", str(plot)])
+    assert drawn.exit_code == 0, drawn.output
+    assert plot.read_bytes().startswith(b"\x89PNG")
