@@ -198,3 +198,29 @@ def test_simulate_cli_json_and_errors(tmp_path: Path) -> None:
                                 "--plot", str(plot)])
     assert drawn.exit_code == 0, drawn.output
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_claude_code_call_after_an_idle_gap_is_ttl(tmp_path: Path) -> None:
+    """A Claude Code session file (usage only): 5 calls, a 4-hour pause before the 4th.
+    Warm calls read the previous prompt minus 2 tokens (the fixture's own usage)."""
+    store = _ingest([ROOT / "tests" / "fixtures" / "claude-code" / "idle_gap_session.jsonl"],
+                    tmp_path)
+    report = simulate_store(store, SimulateOptions(engine="anthropic"))
+    prompts = [r.prompt_tokens for r in report.per_request]
+    assert prompts == [20000, 21500, 23000, 24800, 26000]  # input + cache read + write
+    assert report.agreement == 1.0
+    after_gap = report.per_request[3]
+    # The 5-minute entry expired: nothing read; the ideal reads the previous prompt - 2.
+    assert (after_gap.observed, after_gap.predicted, after_gap.ideal) == (0, 0, 23000 - 2)
+    assert after_gap.misses["ttl"] == 23000 - 2
+    assert report.misses["ttl"] == 23000 - 2 and report.misses["provider"] == 0
+
+
+def test_usage_only_requests_need_a_hosted_engine(tmp_path: Path) -> None:
+    store = _ingest([ROOT / "tests" / "fixtures" / "claude-code" / "idle_gap_session.jsonl"],
+                    tmp_path)
+    report = simulate_store(store, SimulateOptions(engine="vllm"))
+    assert report.requests == 0 and sum(report.skipped.values()) == 5
+    hosted = simulate_store(store, SimulateOptions(engine="openai"))
+    # OpenAI steps of 128 tokens: the 2nd call reuses floor((20000 - 1) / 128) * 128.
+    assert hosted.per_request[1].predicted == 19968

@@ -27,6 +27,14 @@ prediction) fall into classes, in this order of the prompt:
 Block-hash traces (Mooncake, Bailian) are replayed with the ``blocktrace`` engine whatever
 ``--engine`` says: their ids follow the Mooncake convention
 (cached = ``min(matched_blocks * block_size, input_length)``).
+
+With a hosted engine, logs without bodies (Claude Code session files, gateway billing
+logs) are replayed from their usage: each request's prompt is its session predecessor's prompt plus new tokens
+(``prompt_tokens`` says how many), i.e. the session is assumed append-only -- usage
+cannot show a prefix change, so such a replay finds no ``break``. The ``anthropic``
+engine always replays this way (its breakpoints sit at the end of each request's
+prompt, automatic mode), reading ``ANTHROPIC_READ_LAG`` tokens short of the previous
+prompt, as Claude Code's warm turns do.
 """
 
 from __future__ import annotations
@@ -49,6 +57,10 @@ MISS_CLASSES = ("new", "cold", "break", "eviction", "ttl", "compaction", "provid
                 "unexplained")
 HOSTED = frozenset({"anthropic", "openai", "deepseek"})
 TOKEN_ENGINES = ("vllm", "sglang", "lmcache", "openai", "deepseek")  # replay token ids
+SEGMENT_ENGINES = ("anthropic",)  # replay content blocks (here: one per request, from usage)
+# A warm Claude Code turn reads exactly the previous request's input minus 2 tokens (7 of 9
+# adjacent pairs of TraceLab's claude-opus sample; cache-semantics.md A.4).
+ANTHROPIC_READ_LAG = 2
 DEFAULT_TRACE_BLOCK = 512  # Mooncake's hash_ids block (the trace may say otherwise)
 _RENDER_BATCH = 16
 _FIT_UNITS = (16, 32, 64, 128, 256, 512)
@@ -139,10 +151,18 @@ class _Prepared:
     trace: tuple[int, ...] | None  # block ids of a block-hash trace
     trace_tokens: int  # the trace's input length
     trace_block: int
+    # From usage alone: (content key, token end) of each request of the session so far,
+    # this one last (the prompt assumed append-only).
+    segments: tuple[tuple[str, int], ...] | None = None
+    model: str | None = None
 
     @property
     def n_tokens(self) -> int:
-        return len(self.ids) if self.ids is not None else self.trace_tokens
+        if self.ids is not None:
+            return len(self.ids)
+        if self.segments is not None:
+            return self.segments[-1][1]
+        return self.trace_tokens
 
 
 class SimulateError(ValueError):
@@ -153,10 +173,9 @@ def engine_unit(engine: str, unit: int | None) -> tuple[int, dict[str, int]]:
     """(unit, the engine's keyword for it) for `engine`; unit None takes the default."""
     if engine not in ENGINES:
         raise SimulateError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
-    if engine not in TOKEN_ENGINES:
-        raise SimulateError(
-            f"--engine {engine} needs each request's cache breakpoints mapped onto its tokens, "
-            "which simulate does not do yet; use vllm, sglang, lmcache, openai or deepseek")
+    if engine not in TOKEN_ENGINES and engine not in SEGMENT_ENGINES:
+        raise SimulateError(f"--engine {engine} replays block-hash traces only; use one of "
+                            f"{', '.join(TOKEN_ENGINES + SEGMENT_ENGINES)}")
     parameter = getattr(ENGINES[engine], "unit_parameter", None)
     if parameter is None:
         if unit is not None:
@@ -218,8 +237,34 @@ def prepare(store: Store, options: SimulateOptions,
         if progress is not None:
             progress(seen, total)
 
+    chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
+    by_usage = options.engine in SEGMENT_ENGINES
+
+    def from_usage(request: Request) -> None:
+        prev, compacted = prev_of.get(request.id, (None, False))
+        n = request.usage.prompt_tokens or 0
+        before = chains.get(prev) if prev is not None and not compacted else None
+        if before is not None and before[-1][1] <= n:
+            segments = (*before, (request.id, n))
+        else:
+            segments = ((request.id, n),)
+        chains[request.id] = segments
+        out.append(_Prepared(
+            request.id, session_of.get(request.id), prev, compacted, _seconds(request.timestamp),
+            request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model))
+
     for request in store.iter_requests():
-        if request.block_hashes is not None:
+        if by_usage or (request.body is None and request.block_hashes is None):
+            flush()
+            seen += 1
+            if request.usage.prompt_tokens and (by_usage or options.engine in HOSTED):
+                from_usage(request)
+            else:
+                reason = ("no prompt in the log (no body, no block ids): a hosted engine "
+                          "replays such logs from their usage" if request.usage.prompt_tokens
+                          else "no prompt in the log (no body, no block ids, no prompt tokens)")
+                skipped[reason] = skipped.get(reason, 0) + 1
+        elif request.block_hashes is not None:
             flush()
             prev, compacted = prev_of.get(request.id, (None, False))
             n_tokens = request.usage.prompt_tokens or 0
@@ -228,10 +273,6 @@ def prepare(store: Store, options: SimulateOptions,
                 request.id, session_of.get(request.id), prev, compacted,
                 _seconds(request.timestamp), request.usage.cached_tokens, None, None,
                 request.block_hashes, n_tokens, block))
-            seen += 1
-        elif request.body is None:
-            skipped["no prompt in the log (neither a body nor block ids)"] = \
-                skipped.get("no prompt in the log (neither a body nor block ids)", 0) + 1
             seen += 1
         else:
             pending.append(request)
@@ -299,11 +340,33 @@ def _seconds(ts: datetime | None) -> float | None:
 def _units(p: _Prepared, engine: Engine, output: bool) -> tuple[Units, Units | None]:
     if p.trace is not None:
         return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
+    if p.segments is not None:
+        if engine.name in SEGMENT_ENGINES:
+            ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
+            ends.append(p.segments[-1][1])
+            return Units.segments([key for key, _ in p.segments], ends,
+                                  breakpoints={len(ends) - 1: _ttl(engine)}), None
+        return engine.units(_synthetic_ids(p.segments)), None
     assert p.ids is not None
     prompt = engine.units(p.ids)
     if output and p.output_ids is not None:
         return prompt, engine.units(p.output_ids)
     return prompt, None
+
+
+def _ttl(engine: Engine) -> float:
+    return float(getattr(engine, "ttl", 300.0))
+
+
+def _synthetic_ids(segments: Sequence[tuple[str, int]]) -> np.ndarray:
+    """Stand-in token ids for a prompt known only by its length: each request's new tokens
+    are a sequence derived from its id, so prompts of one session share their prefix."""
+    parts, start = [], 0
+    for key, end in segments:
+        seed = int.from_bytes(key.encode()[:8].ljust(8, b"\0"), "little") % (1 << 31)
+        parts.append((seed + np.arange(max(0, end - start), dtype=np.int64)) % (1 << 31))
+        start = max(start, end)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _engines(options: SimulateOptions, unlimited: bool) -> tuple[Engine, dict[int, Engine]]:
@@ -390,7 +453,8 @@ def _classify(p: _Prepared, predicted: int, ideal: int, prev_tokens: int | None,
     else:
         # What the predecessor already sent, as whole units this prompt could reuse.
         sent = (min(prev_tokens or 0, max(n - 1, 0)) // unit) * unit
-        broken = max(0, sent - ideal)
+        # A replay from usage assumes the session append-only: it cannot see a break.
+        broken = 0 if p.segments is not None else max(0, sent - ideal)
         add("break", min(broken, beyond))
         add("new", beyond - min(broken, beyond))
     got = predicted if p.observed is None else p.observed
