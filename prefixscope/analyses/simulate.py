@@ -29,8 +29,9 @@ Block-hash traces (Mooncake, Bailian) are replayed with the ``blocktrace`` engin
 (cached = ``min(matched_blocks * block_size, input_length)``).
 
 With a hosted engine, logs without bodies (Claude Code session files, gateway billing
-logs) are replayed from their usage: each request's prompt is its session predecessor's prompt plus new tokens
-(``prompt_tokens`` says how many), i.e. the session is assumed append-only -- usage
+logs) are replayed from their usage: each request's prompt is its session predecessor's
+prompt plus new tokens (``prompt_tokens`` says how many), i.e. the session is assumed
+append-only -- usage
 cannot show a prefix change, so such a replay finds no ``break``. The ``anthropic``
 engine always replays this way (its breakpoints sit at the end of each request's
 prompt, automatic mode), reading ``ANTHROPIC_READ_LAG`` tokens short of the previous
