@@ -12,8 +12,9 @@ HERE = Path(__file__).resolve().parent
 def main() -> int:
     quick = "--quick" in sys.argv[1:]
     status = 0
-    for script, args in (("bench_ingest.py", []), ("bench_tokenize.py", ["--quick"] if quick
-                                                   else [])):
+    for script, args in (("bench_ingest.py", []),
+                         ("bench_tokenize.py", ["--quick"] if quick else []),
+                         ("bench_engines.py", [])):
         print(f"== {script} {' '.join(args)}", flush=True)
         status |= subprocess.call([sys.executable, str(HERE / script), *args])
     return status
