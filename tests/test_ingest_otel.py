@@ -62,10 +62,15 @@ class TestOtelDetection:
         requests, _ = read_requests(OTEL / name)
         assert {r.source_format for r in requests} == {"otel"}
 
-    def test_real_proto_example_is_otel_with_no_requests_and_no_skips(self, real: Path) -> None:
+    def test_real_proto_example_is_otel_with_no_requests_and_one_file_skip(self,
+                                                                         real: Path) -> None:
+        # its one span, "I'm a server span", carries no gen_ai.* attribute
         path = real / "otel" / "opentelemetry-proto__examples__trace.json"
         assert sniffs_otel(path)
-        assert read_requests(path) == ([], [])
+        requests, skips = read_requests(path)
+        assert requests == []
+        assert [s.line for s in skips] == [None]
+        assert skips[0].reason.startswith("OTLP traces without a GenAI model-call span (1 span")
 
     @pytest.mark.parametrize("name", ["gen-ai-input-messages.json", "gen-ai-output-messages.json",
                                       "gen-ai-system-instructions.json",

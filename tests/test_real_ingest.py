@@ -29,10 +29,11 @@ def test_whole_real_folder_is_recognized(real):
     out = json.loads(result.stdout)
     assert out["by_format"] == EXPECTED
     assert out["unrecognized"] == []
-    # the only skips are the four stray non-record lines of claude-code-log's edge cases
-    assert out["skipped"] == 4
+    # the only skips are the four stray non-record lines of claude-code-log's edge cases and
+    # the OTLP example, whose one span ("I'm a server span") is no GenAI model call
+    assert out["skipped"] == 4 + 1
     assert {e["file"].rsplit("/", 1)[-1] for e in out["errors"]} == \
-        {"claude-code-log__edge_cases.jsonl"}
+        {"claude-code-log__edge_cases.jsonl", "opentelemetry-proto__examples__trace.json"}
     assert out["empty"] == [f"{real}/otel/opentelemetry-proto__examples__trace.json (otel)"]
     sql = runner.invoke(app, ["sql", "select source_format, count(*) as n from requests "
                               "group by 1 order by 1", "--store", "real.duckdb", "--json"])

@@ -148,10 +148,12 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
     read_before, skipped_before = tally.read, tally.skipped
     batch: list[Request] = []
     prefer = getattr(module, "prefer", None)  # a format's rule for two copies of one call
+    whole_file_skipped = False
     try:
         for item in parse_source(source, module, pr):
             if isinstance(item, Skip):
                 tally.error(source.name, item.line, item.reason)
+                whole_file_skipped = whole_file_skipped or item.line is None
                 continue
             batch.append(apply_session_rules(item, session_rules) if session_rules else item)
             tally.by_format[module.NAME] += 1
@@ -162,6 +164,11 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
     except (OSError, EOFError) as exc:
         tally.error(source.name, None, f"read failed part-way: {exc}")
     new += store.add(batch, prefer)
-    if tally.read == read_before and tally.skipped == skipped_before:
+    if tally.read == read_before and (tally.skipped == skipped_before or whole_file_skipped):
+        # Recognized, yet no request in it: always a skip with a reason (the format's own,
+        # else this one), so --strict fails on it.
         tally.empty.append(f"{source.name} ({module.NAME})")
+        if tally.skipped == skipped_before:
+            tally.error(source.name, None,
+                        f"recognized as {module.NAME} but holds no model call")
     return new

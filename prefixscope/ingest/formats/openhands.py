@@ -50,6 +50,16 @@ turns, with no system prompt.
 `session_key`: ``openhands:<instance_id or issue or file stem>:<12 hex of the
 history's content hash>`` (``openhands.instance_id`` / ``openhands.issue`` /
 ``openhands.file``); the hash keeps reruns of one instance apart.
+
+OpenHands V1 (software-agent-sdk; the OpenHands/benchmarks `EvalOutput` rows) types its
+events by `kind` (`SystemPromptEvent`, `MessageEvent`, `ActionEvent`,
+`ObservationEvent`, ...): `_V1Builder` rebuilds them as the SDK's
+`events_to_messages` does, one request per distinct `llm_response_id`, usage from the
+row's `metrics.token_usages` when logged, and ``metadata["approximate"]`` naming what
+the log lacks (no `SystemPromptEvent`; tool definitions without parameter schemas).
+
+A file in which no event is a model call is one skip with the reason (so ``--strict``
+fails on it), never a silent empty read.
 """
 
 from __future__ import annotations
@@ -80,10 +90,23 @@ _LEGACY_AGENT_ACTIONS = frozenset({*_LEGACY_CODE_ACTIONS, "browse", "read", "wri
                                    "delegate", "finish", "reject", "talk"})
 
 
+# OpenHands V1 (software-agent-sdk) event kinds, `openhands-sdk/openhands/sdk/event/`.
+_V1_KINDS = frozenset({
+    "SystemPromptEvent", "MessageEvent", "ActionEvent", "ObservationEvent", "AgentErrorEvent",
+    "UserRejectObservation", "ConversationStateUpdateEvent", "ConversationErrorEvent",
+    "Condensation", "CondensationRequest", "CondensationSummaryEvent", "PauseEvent",
+    "TokenEvent", "StreamingDeltaEvent", "LLMCompletionLogEvent", "HookExecutionEvent",
+    "InterruptEvent"})
+_V1_OBSERVATION_KINDS = frozenset({"ObservationEvent", "AgentErrorEvent",
+                                   "UserRejectObservation"})
+_V1_ERROR_HEADER = "[An error occurred during execution.]\n"  # Observation.ERROR_MESSAGE_HEADER
+
+
 def sniff(probe: Probe) -> bool:
     if probe.kind == "json" and isinstance(probe.document, list):
         first = probe.first
-        return (isinstance(first, dict) and ("action" in first or "observation" in first)
+        return (isinstance(first, dict) and ("action" in first or "observation" in first
+                                             or first.get("kind") in _V1_KINDS)
                 and "source" in first and "id" in first)
     if probe.kind not in ("json", "jsonl"):
         return False
@@ -94,11 +117,28 @@ def sniff(probe: Probe) -> bool:
 
 def _looks_like_events(history: list[Any]) -> bool:
     head = [e[0] if isinstance(e, list) and e else e for e in history[:5]]
+    if head and all(isinstance(e, dict) and isinstance(e.get("kind"), str) for e in head):
+        return any(e["kind"] in _V1_KINDS for e in head)  # V1: typed by `kind`
     return bool(head) and all(isinstance(e, dict) and ("action" in e or "observation" in e)
                               for e in head)
 
 
+def _is_v1(events: list[Any]) -> bool:
+    return any(isinstance(e, dict) and e.get("kind") in _V1_KINDS for e in events)
+
+
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
+    found = 0
+    for item in _parse_file(source, probe):
+        found += 1
+        yield item
+    if not found:
+        yield Skip(None, "recognized as OpenHands output but no event is a model call (no "
+                         "action with a model response, no ActionEvent or agent MessageEvent "
+                         "with an llm_response_id)")
+
+
+def _parse_file(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     if probe.kind == "json" and isinstance(probe.document, list):
         key = file_session_key("openhands", source_stem(source), probe.document)
         yield from _parse_run(probe.document, key, "openhands.file", {}, 0)
@@ -171,7 +211,13 @@ def _parse_run(events: list[Any], session_key: str, key_source: str, line: dict[
                line_place: int) -> Iterator[Record | Skip]:
     flat = [e for item in events for e in (item if isinstance(item, list) else [item])]
     legacy = not any(isinstance(e, dict) and "source" in e for e in flat)
-    builder = _LegacyBuilder(session_key) if legacy else _EventBuilder(session_key, line)
+    builder: _EventBuilder | _LegacyBuilder | _V1Builder
+    if _is_v1(flat):
+        builder = _V1Builder(session_key, line)
+    elif legacy:
+        builder = _LegacyBuilder(session_key)
+    else:
+        builder = _EventBuilder(session_key, line)
     for index, event in enumerate(flat, start=1):
         if not isinstance(event, dict):
             yield Skip(line_place or index, f"event {index} is not an object")
@@ -186,13 +232,14 @@ class _RunContext:
     """Run-level fields shared by every request of one history."""
 
     def __init__(self, session_key: str, key_source: str, line: dict[str, Any],
-                 builder: _EventBuilder | _LegacyBuilder, line_place: int) -> None:
+                 builder: _EventBuilder | _LegacyBuilder | _V1Builder,
+                 line_place: int) -> None:
         self.session_key = session_key
         self.key_source = key_source
         self.builder = builder
         self.line_place = line_place
         metadata = as_object(line.get("metadata"))
-        self.model = dig(metadata, "llm_config", "model")
+        self.model = dig(metadata, "llm_config", "model") or dig(metadata, "llm", "model")
         self.costs = _costs(line.get("metrics"))
         self.base: dict[str, Any] = {"body_from": builder.body_from}
         for key, value in (("instance_id", line.get("instance_id")),
@@ -203,6 +250,8 @@ class _RunContext:
         if not builder.has_system:
             self.base["system_missing"] = (
                 "no system event: system prompt and tools are not in the log")
+        if builder.approximate:
+            self.base["approximate"] = list(builder.approximate)
 
     def record(self, number: int, call: _Call) -> Record:
         metadata = {**self.base, "call_index": number, "event_index": call.place}
@@ -242,6 +291,7 @@ class _EventBuilder:
     """Function-calling event streams (events with `source`, `tool_call_metadata`)."""
 
     body_from = "openhands events, rebuilt like ConversationMemory (approximate)"
+    approximate: tuple[str, ...] = ()
 
     def __init__(self, session_key: str, line: dict[str, Any]) -> None:
         self.session_key = session_key
@@ -444,6 +494,7 @@ class _LegacyBuilder:
     """Text-mode CodeAct histories: flat action/observation dicts, no `source`, no tool metadata."""
 
     body_from = "openhands legacy text-mode history, rebuilt (approximate; no system prompt)"
+    approximate: tuple[str, ...] = ()
     tools = None
     has_system = False
     agent_class = None
@@ -475,6 +526,199 @@ class _LegacyBuilder:
         self.calls.append(call)
         text = _legacy_action_text(action, args)
         self.conversation.append({"role": "assistant", "content": text})
+
+
+class _V1Builder:
+    """OpenHands V1 (software-agent-sdk) histories: events typed by `kind`.
+
+    Messages are rebuilt as `LLMConvertibleEvent.events_to_messages`
+    (`openhands-sdk/openhands/sdk/event/base.py`) does: `SystemPromptEvent` -> the system
+    message (its text, then `dynamic_context`); `MessageEvent` -> its `llm_message` plus
+    `extended_content`; consecutive `ActionEvent`s of one `llm_response_id` -> one
+    assistant message (the first one's `thought`, every `tool_call`); `ObservationEvent` /
+    `AgentErrorEvent` / `UserRejectObservation` -> `tool` messages; consecutive plain
+    user messages merge. Other kinds (state updates, condensation, errors of the
+    conversation) add nothing: condensation is not modelled.
+
+    One call per distinct `llm_response_id` (an `ActionEvent` batch or an agent
+    `MessageEvent`); its request is the messages before its first event. Usage is the
+    row's `metrics.token_usages` entry of that response id, when logged.
+    """
+
+    body_from = "openhands v1 events, rebuilt like events_to_messages (approximate)"
+    agent_class = None
+    openhands_version = None
+
+    def __init__(self, session_key: str, line: dict[str, Any]) -> None:
+        self.session_key = session_key
+        self.messages: list[dict[str, Any]] = []
+        self.calls: list[_Call] = []
+        self.seen: set[str] = set()
+        self.tools: list[Any] | None = None
+        self.has_system = False
+        self.tool_schemas_missing = False
+        self.batch: tuple[str, dict[str, Any]] | None = None  # open ActionEvent batch
+        self.usage = _v1_token_usages(loads_deep(line.get("metrics")))
+
+    @property
+    def approximate(self) -> tuple[str, ...]:
+        reasons = []
+        if not self.has_system:
+            reasons.append("no SystemPromptEvent: the system prompt and tools are not in the log")
+        if self.tool_schemas_missing:
+            reasons.append("tools are logged without their parameter schemas")
+        return tuple(reasons)
+
+    def add(self, index: int, event: dict[str, Any]) -> None:
+        kind = event.get("kind")
+        if kind != "ActionEvent":
+            self.batch = None
+        if kind == "SystemPromptEvent":
+            self._system(event)
+        elif kind == "MessageEvent":
+            self._message(index, event)
+        elif kind == "ActionEvent":
+            self._action(index, event)
+        elif kind in _V1_OBSERVATION_KINDS:
+            self._append({"role": "tool", "content": _v1_observation_text(event),
+                          "tool_call_id": event.get("tool_call_id"),
+                          "name": event.get("tool_name")})
+
+    def _system(self, event: dict[str, Any]) -> None:
+        self.has_system = True
+        parts = [_v1_part(p) for p in (event.get("system_prompt"), event.get("dynamic_context"))
+                 if isinstance(p, dict)]
+        self._append({"role": "system", "content": parts})
+        tools = [t for t in event.get("tools") or [] if isinstance(t, dict)]
+        if tools:
+            self.tools = [_v1_tool(t) for t in tools]
+            self.tool_schemas_missing = any("parameters" not in t["function"]
+                                            for t in self.tools)
+
+    def _message(self, index: int, event: dict[str, Any]) -> None:
+        llm_message = as_object(event.get("llm_message"))
+        response_id = event.get("llm_response_id")
+        if event.get("source") == "agent" and isinstance(response_id, str) and response_id:
+            self._open_call(index, response_id, event, "message")
+        content = [_v1_part(p) for p in [*(llm_message.get("content") or []),
+                                          *(event.get("extended_content") or [])]]
+        message: dict[str, Any] = {"role": llm_message.get("role") or "user", "content": content}
+        if llm_message.get("tool_calls"):
+            message["tool_calls"] = [_v1_tool_call(c) for c in llm_message["tool_calls"]
+                                     if isinstance(c, dict)]
+        self._append(message)
+
+    def _action(self, index: int, event: dict[str, Any]) -> None:
+        response_id = str(event.get("llm_response_id") or f"event-{event.get('id', index)}")
+        call = _v1_tool_call(as_object(event.get("tool_call")))
+        if self.batch is not None and self.batch[0] == response_id:
+            self.batch[1]["tool_calls"].append(call)  # parallel calls of one response
+        else:
+            self._open_call(index, response_id, event, "action")
+            thought = [_v1_part(p) for p in event.get("thought") or []]
+            message = {"role": "assistant", "content": thought or None, "tool_calls": [call]}
+            self._append(message)
+            self.batch = (response_id, message)
+        owner = next((c for c in reversed(self.calls) if c.native_id == response_id), None)
+        if owner is not None:
+            owner.actions.append(str(dig(event, "action", "kind") or event.get("tool_name")))
+            if event.get("id") is not None:
+                owner.event_ids.append(event["id"])
+
+    def _open_call(self, index: int, response_id: str, event: dict[str, Any],
+                   what: str) -> None:
+        if response_id in self.seen:
+            return
+        self.seen.add(response_id)
+        call = _Call(key=f"v1:{response_id}", place=index, messages=list(self.messages),
+                     native_id=response_id, timestamp=parse_time(event.get("timestamp")))
+        usage = self.usage.get(response_id)
+        if usage is not None:
+            call.usage, call.model = usage
+        if what == "message" and event.get("id") is not None:
+            call.actions.append("message")
+            call.event_ids.append(event["id"])
+        self.calls.append(call)
+
+    def _append(self, message: dict[str, Any]) -> None:
+        previous = self.messages[-1] if self.messages else None
+        if previous is not None and _plain_user(previous) and _plain_user(message):
+            self.messages[-1] = {**previous, "content": [*previous["content"],
+                                                         *message["content"]]}
+        else:
+            self.messages.append(message)
+
+
+def _plain_user(message: dict[str, Any]) -> bool:
+    """`_is_plain_user_message`: a user turn with no tool metadata (consecutive ones merge)."""
+    return (message.get("role") == "user" and isinstance(message.get("content"), list)
+            and not message.get("tool_calls") and not message.get("tool_call_id")
+            and not message.get("name"))
+
+
+def _v1_part(part: Any) -> dict[str, Any]:
+    """A V1 `TextContent` / `ImageContent` as an OpenAI content part."""
+    if not isinstance(part, dict):
+        return {"type": "text", "text": _text(part)}
+    if part.get("type") == "image" and isinstance(part.get("image_urls"), list):
+        urls = part["image_urls"]
+        return {"type": "image_url", "image_url": {"url": urls[0] if urls else ""}}
+    return {"type": "text", "text": _text(part.get("text"))}
+
+
+def _v1_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A V1 `MessageToolCall` ``{id, name, arguments}`` as OpenAI sends it back."""
+    return {"id": call.get("id"), "type": "function",
+            "function": {"name": call.get("name"), "arguments": _text(call.get("arguments"))}}
+
+
+def _v1_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A serialized `ToolDefinition` as an OpenAI function tool. The event keeps the name
+    (`title`) and description; the parameter schema only when a dump logged one."""
+    function: dict[str, Any] = {"name": tool.get("title") or tool.get("name"),
+                                "description": tool.get("description")}
+    schema = tool.get("parameters") or dig(tool, "function", "parameters")
+    if isinstance(schema, dict):
+        function["parameters"] = schema
+    return {"type": "function", "function": function}
+
+
+def _v1_observation_text(event: dict[str, Any]) -> str:
+    """The text of a tool result: `Observation.to_llm_content` (error header, content parts),
+    `AgentErrorEvent.error`, or `UserRejectObservation`'s rejection."""
+    kind = event.get("kind")
+    if kind == "AgentErrorEvent":
+        return _text(event.get("error"))
+    if kind == "UserRejectObservation":
+        return f"Action rejected: {_text(event.get('rejection_reason'))}"
+    observation = as_object(event.get("observation"))
+    parts = observation.get("content")
+    texts = [_text(p.get("text")) if isinstance(p, dict) else _text(p)
+             for p in (parts if isinstance(parts, list) else [parts])]
+    header = _V1_ERROR_HEADER if observation.get("is_error") is True else ""
+    return header + "".join(texts)
+
+
+def _v1_token_usages(metrics: Any) -> dict[str, tuple[Usage, str | None]]:
+    """response id -> (usage, model) from `Metrics.token_usages`. `prompt_tokens` counts
+    cache reads as LiteLLM does; when `cache_read_tokens` exceeds it the reads were
+    reported apart (ACP) and are added, as `MetricsSnapshot.cache_hit_rate` reads them."""
+    found: dict[str, tuple[Usage, str | None]] = {}
+    for entry in dig(metrics, "token_usages") or []:
+        if not isinstance(entry, dict) or not entry.get("response_id"):
+            continue
+        prompt = to_int(entry.get("prompt_tokens"))
+        read = to_int(entry.get("cache_read_tokens"))
+        semantics = "openhands"
+        if prompt is not None and read is not None and read > prompt:
+            prompt += read
+            semantics = "openhands:cache-apart"
+        usage = Usage(prompt_tokens=prompt, cached_tokens=read,
+                      cache_write_tokens=to_int(entry.get("cache_write_tokens")),
+                      output_tokens=to_int(entry.get("completion_tokens")), semantics=semantics)
+        model = entry.get("model") if isinstance(entry.get("model"), str) else None
+        found[str(entry["response_id"])] = (usage, model or None)
+    return found
 
 
 def _legacy_action_text(action: str, args: dict[str, Any]) -> str:

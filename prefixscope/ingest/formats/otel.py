@@ -12,7 +12,8 @@ What this module guarantees:
   ``chat`` / ``text_completion`` / ``generate_content``, or (no operation name) it
   carries ``gen_ai.usage.*``, ``gen_ai.input.messages``, ``gen_ai.prompt.*`` or
   ``gen_ai.request.model``. Agent, tool and HTTP spans are not requests and are
-  not reported as skips; a trace without GenAI spans yields nothing.
+  not reported as skips; a file without any GenAI model-call span is one skip that
+  says so (``--strict`` fails on it).
 * Usage follows the spec: ``gen_ai.usage.input_tokens`` INCLUDES cache reads and
   writes (semantics ``otel``). Anthropic instrumentations that copy the API's
   cache-exclusive ``input_tokens`` are recognized when input < cache read, and
@@ -89,6 +90,18 @@ def _field(obj: Any, *names: str) -> Any:
 # --------------------------------------------------------------------------- parsing
 
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
+    found = 0
+    spans = [0]
+    for item in _parse_documents(source, probe, spans):
+        found += 1
+        yield item
+    if not found:
+        yield Skip(None, f"OTLP traces without a GenAI model-call span ({spans[0]} span(s); "
+                         "none has gen_ai.operation.name chat / text_completion / "
+                         "generate_content or gen_ai.* request attributes)")
+
+
+def _parse_documents(source: Source, probe: Probe, spans: list[int]) -> Iterator[Record | Skip]:
     # One document: spans are numbered 1.. in file order; JSON lines: the line number.
     by_span_index = probe.kind == "json"
     span_index = 0
@@ -109,6 +122,7 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
             continue
         for resource_attrs, scope, span in _iter_spans(resource_spans):
             span_index += 1
+            spans[0] = span_index
             span_place = span_index if by_span_index else place
             try:
                 record = _span_record(span, resource_attrs, scope, span_place, span_index)
