@@ -70,9 +70,15 @@ class Call:
 
 def write_agent_captures(path: Path, *, sessions: int = 8, turns: int = 6,
                          with_ids: bool = False, compact_after: dict[int, int] | None = None,
-                         compaction_text: str = CODEX_SUMMARY, seed: int = 13) -> list[Call]:
+                         compaction_text: str = CODEX_SUMMARY, cached_block: int | None = None,
+                         seed: int = 13) -> list[Call]:
     """Write `sessions` interleaved agent sessions of `turns` calls each as a JSON-lines
-    capture at `path`; return the calls in file (= time) order."""
+    capture at `path`; return the calls in file (= time) order.
+
+    Usage: ``prompt_tokens = 1000 + 300 * history messages``; with `cached_block`, a turn
+    reports the previous turn's prompt rounded down to whole blocks as cached (an engine
+    with that block size, the session's prefix still cached), the first turn and a
+    compaction 0."""
     rng = random.Random(seed)
     compact_after = compact_after or {}
     histories: list[list[dict[str, Any]]] = [
@@ -90,6 +96,7 @@ def write_agent_captures(path: Path, *, sessions: int = 8, turns: int = 6,
         slots.insert(slots.index((s, turn - 1)) + 1, (s, turn))
     calls: list[Call] = []
     lines = []
+    last_prompt: dict[int, int] = {}
     for n, (s, turn) in enumerate(slots):
         compaction = compact_after.get(s) == turn
         if compaction:
@@ -103,11 +110,16 @@ def write_agent_captures(path: Path, *, sessions: int = 8, turns: int = 6,
         reply = {"role": "assistant", "content": None, "tool_calls": [{
             "id": call_id, "type": "function",
             "function": {"name": "bash", "arguments": json.dumps({"command": f"step {turn}"})}}]}
-        prompt = 200 + 40 * len(histories[s])
+        prompt = 1000 + 300 * len(histories[s])
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": 12,
+                                 "total_tokens": prompt + 12}
+        if cached_block:
+            cached = 0 if compaction else last_prompt.get(s, 0) // cached_block * cached_block
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        last_prompt[s] = prompt
         response = {"id": response_id, "object": "chat.completion", "model": MODEL,
                     "choices": [{"index": 0, "message": reply, "finish_reason": "tool_calls"}],
-                    "usage": {"prompt_tokens": prompt, "completion_tokens": 12,
-                              "total_tokens": prompt + 12}}
+                    "usage": usage}
         line: dict[str, Any] = {
             "timestamp": (T0 + timedelta(seconds=7 * n)).isoformat() + "Z",
             "url": "http://gateway.internal/v1/chat/completions",

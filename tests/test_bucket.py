@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from agent_captures import write_agent_captures
 from conftest import ROOT
 from factories import anthropic_body, conversation, make_request
 from typer.testing import CliRunner
@@ -136,6 +137,15 @@ class TestHistogram:
 
     def test_empty(self):
         assert histogram([], 20) == ()
+
+    def test_fraction_edges_are_exact_tenths_and_an_edge_value_starts_its_bin(self):
+        # 3 of 10 tokens cached is exactly 0.3: the bin [0.3, 0.4) holds it (0.3 / 0.1 is
+        # 2.9999999999999996 in floating point, which would put it in [0.2, 0.3)).
+        bins = histogram([3 / 10, 7 / 10], 10, 0.0, 1.0)
+        assert [(b.lo, b.hi) for b in bins] == [(i / 10, (i + 1) / 10) for i in range(10)]
+        assert [str(b.lo) for b in bins] == ["0.0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.6",
+                                             "0.7", "0.8", "0.9"]
+        assert [b.requests for b in bins] == [0, 0, 0, 1, 0, 0, 0, 1, 0, 0]
 
 
 class TestExplainSpike:
@@ -375,3 +385,59 @@ class TestReviewFollowUps:
         rows = [UsageRow(f"r{i}", (), 100, 150, False) for i in range(3)]
         group = build_group({}, rows, 5, 16, None)
         assert any("more cached than prompt" in n for n in group.notes)
+
+
+def claude_code_transcript(path: Path, cached: list[int]) -> None:
+    """Claude Code session lines (one assistant call each) reporting `cached` cache reads:
+    Anthropic counts cached tokens exactly, so they are no multiple of any block size."""
+    lines = []
+    for n, value in enumerate(cached):
+        lines.append(json.dumps({
+            "parentUuid": f"u-{n - 1}" if n else None, "isSidechain": False,
+            "sessionId": "cc-session-1", "type": "assistant", "uuid": f"u-{n}",
+            "timestamp": f"2026-03-02T08:{n:02d}:00.000Z", "requestId": f"req_{n}",
+            "message": {"id": f"msg_{n}", "type": "message", "role": "assistant",
+                        "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": "ok"}],
+                        "usage": {"input_tokens": 3, "cache_creation_input_tokens": 40,
+                                  "cache_read_input_tokens": value, "output_tokens": 5}}}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+class TestBlockSizePerGroup:
+    """A store holding Claude Code rows (exact cached counts) and an OpenAI agent behind a
+    128-token-block engine: each group gets its own block size, in bucket and in diff."""
+
+    # 9 cache reads, each logged twice: none is a multiple of 16
+    CLAUDE = [13417, 13417, 14022, 14022, 15009, 15009, 16385, 16385, 17021, 17021, 18433,
+              18433, 19301, 19301, 20117, 20117, 21003, 21003]
+
+    @pytest.fixture
+    def store(self, tmp_path):
+        claude_code_transcript(tmp_path / "cc.jsonl", self.CLAUDE)
+        write_agent_captures(tmp_path / "agents.jsonl", cached_block=128)
+        assert runner.invoke(app, ["ingest", str(tmp_path), "--store", "mixed.duckdb"]
+                             ).exit_code == 0
+        return "mixed.duckdb"
+
+    def test_bucket_carries_the_evidence_per_group(self, store):
+        out = invoke_json("bucket", "--by", "source", "--store", store, "--no-explain")
+        groups = {g["key"]["source"]: g for g in out["groups"]}
+        # The agent's cached values are 1,280 1,792 2,432 3,072 3,584 (its previous prompt,
+        # 1,300 ... 3,700, floored to 128): gcd 128; 256 divides 4 of 5 (80% < 90%).
+        assert groups["raw"]["block_size"] == 128
+        assert groups["raw"]["block_size_basis"] == "group"
+        assert groups["raw"]["block_size_candidates"] == [16, 32, 64, 128]
+        assert groups["claude-code"]["block_size"] is None
+        assert groups["claude-code"]["block_size_candidates"] == []
+        # store-wide: 14 values seen twice or more, 5 of them multiples of 128: none fits
+        assert (out["block_size"], out["block_size_source"]) == (None, "default")
+        assert out["block_size_candidates"] == []
+
+    def test_diff_uses_the_block_size_of_each_group(self, store):
+        out = invoke_json("diff", "--all", "--store", store, "--tokenizer", "deepseek-v4")
+        raw = [p for p in out["pairs"] if p["session"].startswith("t-")]
+        assert len(raw) == 40  # 8 sessions x 6 calls, 5 pairs each
+        assert {(p["block_size"], p["block_size_source"]) for p in raw} == {(128, "inferred")}
+        for p in raw:  # append-only: A's tokens are all reusable, floored to whole blocks
+            assert p["reusable_tokens"] == min(p["tokens_a"], p["tokens_b"] - 1) // 128 * 128
+        assert out["block_size_source"] == "inferred"

@@ -14,8 +14,9 @@ Guarantees:
 * Block size inference (`infer_block_size`): the largest of 16 ... 2048 that divides
   nearly all of the non-zero cached values seen often enough. With fewer than three
   distinct values it is only an upper bound (17920 alone fits 512): a group then takes
-  the overall block size when that divides its own (`group_block_size`), and the
-  report carries a note.
+  the block size of its log formats' values (its cache domain), else the overall one,
+  when that divides its own (`group_block_evidence`), and the report carries a note.
+  Each group carries its evidence: the candidate sizes that fit and what they fit.
 * Histograms of cached tokens have whole-block (or whole-token) bin edges, so a
   constant starts its bin (`histogram` with ``step``).
 * Spikes (`find_spikes`): every non-zero cached value held by >= 5% of a group's
@@ -95,6 +96,8 @@ class BucketGroup:
     block_size: int | None  # inferred for this group
     spikes: tuple[Spike, ...]
     notes: tuple[str, ...]
+    block_basis: str = "none"  # what block_size was inferred from (BlockEvidence.basis)
+    block_size_candidates: tuple[int, ...] = ()  # the block sizes that fit those values
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,7 @@ class BucketReport:
     block_size: int | None  # inferred over all requests (or forced)
     block_size_source: str  # "forced" | "inferred" | "default"
     notes: tuple[str, ...] = ()  # about the whole report (a weakly inferred block size)
+    block_size_candidates: tuple[int, ...] = ()  # block sizes fitting every cached value
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,19 +141,81 @@ def infer_block_size(cached_values: Sequence[int]) -> int | None:
     None when there is no non-zero value or none of the candidates fits. With only one
     or two distinct values the answer is an upper bound (17920 alone fits 512 too).
     """
+    fits = fitting_block_sizes(cached_values)
+    return max(fits) if fits else None
+
+
+def fitting_block_sizes(cached_values: Sequence[int]) -> tuple[int, ...]:
+    """Every candidate block size (`BLOCK_SIZES`) dividing nearly all (90%) of the values
+    `infer_block_size` looks at, smallest first: the evidence for the block size it picks
+    (the largest). Empty when none fits."""
     counts = Counter(v for v in cached_values if v and v > 0)
     if not counts:
-        return None
+        return ()
     frequent = [v for v, c in counts.items() if c >= _INFER_MIN_SEEN]
     candidates = [frequent, list(counts)] if len(frequent) >= _INFER_MIN_VALUES else \
         [list(counts), frequent]
     for values in candidates:
         if not values:
             continue
-        for bs in reversed(BLOCK_SIZES):
-            if sum(1 for v in values if v % bs == 0) >= _INFER_SHARE * len(values):
-                return bs
-    return None
+        fits = tuple(bs for bs in BLOCK_SIZES
+                     if sum(1 for v in values if v % bs == 0) >= _INFER_SHARE * len(values))
+        if fits:
+            return fits
+    return ()
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEvidence:
+    """A group's block size and what it was inferred from."""
+
+    block_size: int | None
+    basis: str  # "forced", "group" (its own values), "sources" (every value of its log
+    #             formats), "overall" (every value of the store) or "none"
+    candidates: tuple[int, ...]  # the block sizes that fit those values (`fitting_block_sizes`)
+    distinct: int  # distinct non-zero cached values they were
+
+
+def _evidence(values: Sequence[int], basis: str) -> BlockEvidence:
+    fits = fitting_block_sizes(values)
+    return BlockEvidence(max(fits) if fits else None, basis if fits else "none", fits,
+                         len({v for v in values if v > 0}))
+
+
+def group_block_evidence(values: Sequence[int], source_values: Sequence[int],
+                         overall: BlockEvidence | None = None) -> BlockEvidence:
+    """A group's block size, as bucket and diff infer it: from the group's own cached
+    values; a group with too few values of its own to tell (fewer than three distinct,
+    consistent with the fallback) or none takes the block size of its cache domain (every
+    value of its log formats), else the overall one -- not other engines' logs."""
+    fallback = _evidence(source_values, "sources")
+    if fallback.block_size is None and overall is not None:
+        fallback = overall if overall.block_size else fallback
+    own = _evidence(values, "group")
+    if own.block_size is None:
+        return fallback
+    if (fallback.block_size and own.distinct < _INFER_MIN_VALUES
+            and own.block_size % fallback.block_size == 0):
+        return fallback
+    return own
+
+
+def group_block_sizes(store: Store) -> dict[tuple[str, str, str | None], BlockEvidence]:
+    """The block size of every (source, endpoint, model) group of a store, inferred as
+    `bucket --by source,endpoint,model` does (`group_block_evidence`), over the requests
+    that report both prompt and cached tokens."""
+    groups: dict[tuple[str, str, str | None], list[int]] = {}
+    by_source: dict[str, list[int]] = {}
+    every: list[int] = []
+    for r in store.usage_records():
+        if r.prompt_tokens is None or r.cached_tokens is None:
+            continue
+        groups.setdefault((r.source_format, r.endpoint, r.model), []).append(r.cached_tokens)
+        by_source.setdefault(r.source_format, []).append(r.cached_tokens)
+        every.append(r.cached_tokens)
+    overall = _evidence(every, "overall")
+    return {key: group_block_evidence(values, by_source[key[0]], overall)
+            for key, values in groups.items()}
 
 
 def find_spikes(cached_values: Sequence[int], block_size: int | None,
@@ -187,13 +253,15 @@ def histogram(values: Sequence[float], bins: int, lo: float | None = None,
     end = float(max(values)) if hi is None else hi
     if end <= start:
         return (HistogramBin(start, end, len(values)),)
-    width = (end - start) / bins
+    span = end - start
+    # Edges from integers (start + span * i / bins: 0.3, never 0.30000000000000004), and a
+    # value on an edge in the bin that edge starts (0.3 * 10 / 1 is 3.0; 0.3 / 0.1 is not).
     counts = [0] * bins
     for v in values:
-        idx = min(int((v - start) / width), bins - 1)
+        idx = min(int((v - start) * bins / span), bins - 1)
         counts[max(idx, 0)] += 1
-    return tuple(HistogramBin(start + i * width, start + (i + 1) * width, c)
-                 for i, c in enumerate(counts))
+    edges = [start + span * i / bins for i in range(bins + 1)]
+    return tuple(HistogramBin(edges[i], edges[i + 1], c) for i, c in enumerate(counts))
 
 
 def _stepped_histogram(values: Sequence[float], bins: int, lo: float, step: int
@@ -249,37 +317,34 @@ def group_block_size(values: Sequence[int], overall: int | None) -> int | None:
     """The block size of one group: inferred from its own values, unless they are too few
     to tell (fewer than three distinct non-zero values) and the overall block size is
     consistent with them -- one constant like 17920 alone fits 512 as well as 64."""
-    own = infer_block_size(values)
-    if own is None:
-        return overall
-    distinct = len({v for v in values if v > 0})
-    if overall and distinct < _INFER_MIN_VALUES and own % overall == 0:
-        return overall
-    return own
+    return group_block_evidence(values, (), _given(overall, "overall")).block_size
 
 
-def _domain_block_size(rows: Sequence[UsageRow], by_source: dict[str, list[int]],
-                       overall: int | None) -> int | None:
-    """The block size inferred over every request of the group's sources: a group with too
-    few values of its own falls back on its cache domain, not on other engines' logs."""
-    sources = {r.source for r in rows}
-    values = [v for src in sources for v in by_source.get(src, [])]
-    return infer_block_size(values) or overall
+def _given(block_size: int | None, basis: str) -> BlockEvidence:
+    return BlockEvidence(block_size, basis if block_size else "none",
+                         (block_size,) if block_size else (), 0)
 
 
 def build_group(key: dict[str, Any], rows: Sequence[UsageRow], bins: int,
-                block_size: int | None,
+                block_size: int | BlockEvidence | None,
                 explain: Callable[[int, int, Sequence[UsageRow]], tuple[Boundary | None, str]]
                 | None, *, forced: bool = False) -> BucketGroup:
-    """One group's figures; its block size is `block_size` when forced, else
-    `group_block_size` of its own values (falling back on `block_size`)."""
+    """One group's figures. Its block size: `block_size` as given when it is evidence
+    (`group_block_evidence`) or forced, else `group_block_size` of its own values
+    (falling back on `block_size`)."""
     prompt = sum(r.prompt_tokens for r in rows)
     cached = sum(r.cached_tokens for r in rows)
     ratios = [r.cached_tokens / r.prompt_tokens for r in rows if r.prompt_tokens > 0]
     hit = cached / prompt if prompt else None
     mean = sum(ratios) / len(ratios) if ratios else None
     values = [r.cached_tokens for r in rows]
-    group_bs = block_size if forced else group_block_size(values, block_size)
+    if isinstance(block_size, BlockEvidence):
+        evidence = block_size
+    elif forced:
+        evidence = _given(block_size, "forced")
+    else:
+        evidence = group_block_evidence(values, (), _given(block_size, "overall"))
+    group_bs = evidence.block_size
     spikes = []
     for value, n, share, blocks in find_spikes(values, group_bs):
         at_spike = [r for r in rows if r.cached_tokens == value]
@@ -307,6 +372,7 @@ def build_group(key: dict[str, Any], rows: Sequence[UsageRow], bins: int,
         histogram=histogram(values, bins, step=group_bs or 1),
         fraction_histogram=histogram(ratios, 10, 0.0, 1.0),
         block_size=group_bs, spikes=tuple(spikes), notes=tuple(notes),
+        block_basis=evidence.basis, block_size_candidates=evidence.candidates,
     )
 
 
@@ -347,30 +413,33 @@ def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
         all_cached.append(record.cached_tokens)
         by_source.setdefault(record.source_format, []).append(record.cached_tokens)
     notes: list[str] = []
-    overall: int | None
     if block_size:
-        overall, source = block_size, "forced"
+        overall, source = _given(block_size, "forced"), "forced"
     else:
-        inferred = infer_block_size(all_cached)
-        overall, source = inferred, ("inferred" if inferred else "default")
-        distinct = len({v for v in all_cached if v > 0})
-        if inferred and distinct < _INFER_MIN_VALUES:
-            notes.append(f"block size {inferred} was inferred from {distinct} distinct cached "
-                         "value(s) only: the engine's block size may be a divisor of it "
-                         "(pass --block-size if you know it)")
+        overall = _evidence(all_cached, "overall")
+        source = "inferred" if overall.block_size else "default"
+        if overall.block_size and overall.distinct < _INFER_MIN_VALUES:
+            notes.append(f"block size {overall.block_size} was inferred from "
+                         f"{overall.distinct} distinct cached value(s) only: the engine's "
+                         "block size may be a divisor of it (pass --block-size if you know it)")
     explainer = _Explainer(store, options) if explain else None
     built = []
     for key, rows in sorted(groups.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
-        built.append(build_group(dict(zip(by, key, strict=True)), rows, bins,
-                                 overall if block_size else _domain_block_size(rows, by_source,
-                                                                               overall),
-                                 explainer.explain if explainer else None,
-                                 forced=bool(block_size)))
+        if block_size:
+            evidence = overall
+        else:
+            sources = sorted({r.source for r in rows})
+            evidence = group_block_evidence([r.cached_tokens for r in rows],
+                                            [v for src in sources for v in by_source[src]],
+                                            overall)
+        built.append(build_group(dict(zip(by, key, strict=True)), rows, bins, evidence,
+                                 explainer.explain if explainer else None))
     prompt = sum(g.prompt_tokens for g in built)
     cached = sum(g.cached_tokens for g in built)
     totals = BucketTotals(sum(g.requests for g in built), prompt, cached,
                           cached / prompt if prompt else None, without)
-    return BucketReport(tuple(by), tuple(built), totals, overall, source, tuple(notes))
+    return BucketReport(tuple(by), tuple(built), totals, overall.block_size, source,
+                        tuple(notes), overall.candidates)
 
 
 class _Explainer:

@@ -21,13 +21,13 @@ An engine caches only full blocks and always recomputes the last prompt token, h
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from prefixscope.analyses.bucket import infer_block_size
+from prefixscope.analyses.bucket import group_block_sizes
 from prefixscope.analyses.causes import CAUSES, Cause, DivergenceSite, classify
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
@@ -67,6 +67,7 @@ class PairDiff:
     cause: str  # one of diffcause.CAUSES
     detail: str  # the concrete evidence, one sentence
     approximate: bool = False  # proxy rendering (hosted Anthropic): counts are estimates
+    block_size_source: str = "flag"  # "flag" | "inferred" (for B's group) | "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +90,8 @@ class DiffReport:
     pairs: tuple[PairDiff, ...]
     totals: DiffTotals
     options: RenderOptions
-    block_size: int
-    block_size_source: str  # "flag" | "inferred" | "default"
+    block_size: int | None  # the block size of every pair; None when groups differ
+    block_size_source: str  # "flag" | "inferred" | "default" | "mixed" (groups differ)
 
 
 def first_divergence_index(a: np.ndarray, b: np.ndarray) -> int | None:
@@ -112,7 +113,7 @@ def lost_tokens(len_a: int, len_b: int, reusable: int, block_size: int) -> int:
 
 def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: int,
                 context: int = DEFAULT_CONTEXT, session: str | None = None,
-                compaction_link: bool = False) -> PairDiff:
+                compaction_link: bool = False, block_size_source: str = "flag") -> PairDiff:
     """Compare two tokenized requests (same options) and explain the divergence."""
     ids_a, ids_b = ta.ids, tb.ids
     d = first_divergence_index(ids_a, ids_b)
@@ -135,6 +136,7 @@ def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: i
         first_divergence=divergence, block_size=block_size, reusable_tokens=reusable,
         lost_tokens=lost, cause=cause.cause, detail=cause.detail,
         approximate=ta.prompt.approximate or tb.prompt.approximate,
+        block_size_source=block_size_source,
     )
 
 
@@ -200,10 +202,66 @@ class PairRef:
     compaction: bool
 
 
-def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: int,
+@dataclass(frozen=True, slots=True)
+class BlockSizes:
+    """The block size a pair is diffed with: `--block-size`, else the one inferred for the
+    (source, endpoint, model) group of its later request, as `bucket` infers it
+    (`bucket.group_block_evidence`), else `default`."""
+
+    flag: int | None = None
+    groups: Mapping[tuple[str, str, str | None], int] = field(default_factory=dict)
+    default: int = DEFAULT_BLOCK_SIZE
+
+    def of(self, request: Request) -> tuple[int, str]:
+        """(block size, "flag" | "inferred" | "default") for a pair whose later request is
+        `request`."""
+        if self.flag:
+            return self.flag, "flag"
+        inferred = self.groups.get((request.source_format, request.endpoint, request.model))
+        return (inferred, "inferred") if inferred else (self.default, "default")
+
+
+def resolve_block_sizes(flag: int | None, store: Store | None,
+                        default: int = DEFAULT_BLOCK_SIZE) -> BlockSizes:
+    """The flag, else the block size of each (source, endpoint, model) group of the store
+    (groups whose cached tokens tell none get `default`)."""
+    if flag or store is None:
+        return BlockSizes(flag or None, {}, default)
+    return BlockSizes(None, {key: ev.block_size for key, ev in group_block_sizes(store).items()
+                             if ev.block_size}, default)
+
+
+def _report_block_size(results: Iterable[PairDiff], sizes: BlockSizes) -> tuple[int | None, str]:
+    """The report's block size and its source: the one every pair used, else (None,
+    "mixed"); without pairs, what a pair would get if the store holds one group size."""
+    used = {(p.block_size, p.block_size_source) for p in results}
+    if len(used) == 1:
+        return next(iter(used))
+    if used:
+        return None, "mixed"
+    if sizes.flag:
+        return sizes.flag, "flag"
+    distinct = set(sizes.groups.values())
+    if not distinct:
+        return sizes.default, "default"
+    return (distinct.pop(), "inferred") if len(distinct) == 1 else (None, "mixed")
+
+
+def block_size_breakdown(report: DiffReport) -> list[tuple[int, str, int]]:
+    """(block size, source, pairs) of every block size the report's pairs used, most
+    pairs first."""
+    counts = Counter((p.block_size, p.block_size_source) for p in report.pairs)
+    return [(bs, src, n) for (bs, src), n in counts.most_common()]
+
+
+def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *,
+               block_size: int | BlockSizes,
                context: int = DEFAULT_CONTEXT, block_size_source: str = "flag",
                progress: Callable[[int], None] | None = None) -> DiffReport:
     """Diff every pair; pairs that cannot be rendered are counted with their reason.
+
+    `block_size`: one block size for every pair (its source is `block_size_source`), or
+    `BlockSizes` choosing one per pair.
 
     Raises:
         RenderError: an unknown gateway profile or what-if (`render.check_options`).
@@ -214,6 +272,7 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: 
 
     check_options(options)  # a bad option is one error, not one skip per pair
     load_tokenizer(options.tokenizer)
+    sizes = block_size if isinstance(block_size, BlockSizes) else BlockSizes(block_size)
     results: list[PairDiff] = []
     skipped: dict[str, int] = defaultdict(int)
     cache: dict[str, Tokens] = {}
@@ -236,15 +295,22 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *, block_size: 
             if error is not None:
                 skipped[f"cannot render: {_without_ids(str(error), pair)}"] += 1
                 continue
+            bs, source = (sizes.of(pair.b) if isinstance(block_size, BlockSizes)
+                          else (block_size, block_size_source))
             results.append(diff_tokens(cache[pair.a.id], cache[pair.b.id], pair.a, pair.b,
-                                       block_size=block_size, context=context,
+                                       block_size=bs, context=context,
                                        session=pair.session,
-                                       compaction_link=pair.compaction))
+                                       compaction_link=pair.compaction,
+                                       block_size_source=source))
         # consecutive pairs: only the latest requests are needed again
         keep = {pair.b.id for pair in chunk}
         cache = {rid: t for rid, t in cache.items() if rid in keep}
-    return DiffReport(tuple(results), totals(results, skipped), options, block_size,
-                      block_size_source)
+    if isinstance(block_size, BlockSizes):
+        report_bs, report_source = _report_block_size(results, sizes)
+    else:
+        report_bs, report_source = block_size, block_size_source
+    return DiffReport(tuple(results), totals(results, skipped), options, report_bs,
+                      report_source)
 
 
 PAIR_BATCH = 16  # pairs whose requests are tokenized together
@@ -304,19 +370,6 @@ def totals(results: Iterable[PairDiff], skipped: dict[str, int] | None = None) -
     return DiffTotals(count, lost, ordered, sum(skipped.values()), dict(skipped))
 
 
-def resolve_block_size(flag: int | None, store: Store | None,
-                       default: int = DEFAULT_BLOCK_SIZE) -> tuple[int, str]:
-    """(block size, where it came from): the flag, else inferred from the store's cached
-    tokens, else `default`."""
-    if flag:
-        return flag, "flag"
-    if store is not None:
-        inferred = infer_block_size(store.positive_cached_values())
-        if inferred:
-            return inferred, "inferred"
-    return default, "default"
-
-
 _PAIRS_PER_LOAD = 64  # pairs whose requests are loaded from the store in one query
 
 
@@ -350,13 +403,15 @@ def session_pair_refs(store: Store, session: str | None) -> tuple[int, Iterator[
 
 def diff_two(a: Request, b: Request, options: RenderOptions, store: Store | None, *,
              block_size: int | None = None, context: int = DEFAULT_CONTEXT) -> DiffReport:
-    """Diff two requests (`store`, when given, supplies the inferred block size).
+    """Diff two requests (`store`, when given, supplies the block size inferred for B's
+    group).
 
     Raises:
         RenderError, TokenizerError: a request cannot be rendered with `options`.
     """
-    bs, source = resolve_block_size(block_size, store)
-    pair = diff_requests(a, b, options, block_size=bs, context=context)
+    bs, source = resolve_block_sizes(block_size, store).of(b)
+    ta, tb = tokens_many([a, b], options)
+    pair = diff_tokens(ta, tb, a, b, block_size=bs, context=context, block_size_source=source)
     return DiffReport((pair,), totals([pair]), options, bs, source)
 
 
@@ -372,8 +427,7 @@ def diff_sessions(store: Store, session: str | None, options: RenderOptions, *,
         RenderError, TokenizerError: a bad option (a request that cannot be rendered is
             counted as skipped instead).
     """
-    bs, source = resolve_block_size(block_size, store)
+    sizes = resolve_block_sizes(block_size, store)
     count, pairs = session_pair_refs(store, session)
     step = None if progress is None else (lambda done: progress(done, count))
-    return diff_pairs(pairs, options, block_size=bs, context=context,
-                      block_size_source=source, progress=step)
+    return diff_pairs(pairs, options, block_size=sizes, context=context, progress=step)

@@ -46,7 +46,8 @@ def bucket_json(report: BucketReport) -> BucketJson:
             "cached_tokens": g.cached_tokens, "hit_rate": g.hit_rate,
             "mean_request_hit_rate": g.mean_request_hit_rate, "zero_cached": g.zero_cached,
             "histogram": bins(g.histogram), "fraction_histogram": bins(g.fraction_histogram),
-            "block_size": g.block_size,
+            "block_size": g.block_size, "block_size_basis": g.block_basis,
+            "block_size_candidates": list(g.block_size_candidates),
             "spikes": [{
                 "cached_tokens": s.cached_tokens, "requests": s.requests, "share": s.share,
                 "blocks": s.blocks,
@@ -63,6 +64,7 @@ def bucket_json(report: BucketReport) -> BucketJson:
         "by": list(report.by),
         "block_size": report.block_size,
         "block_size_source": report.block_size_source,
+        "block_size_candidates": list(report.block_size_candidates),
         "notes": list(report.notes),
     }
 
@@ -106,7 +108,7 @@ def diff_pair_json(p: PairDiff) -> DiffPairJson:
         },
         "block_size": p.block_size, "reusable_tokens": p.reusable_tokens,
         "lost_tokens": p.lost_tokens, "cause": p.cause, "detail": p.detail,
-        "approximate": p.approximate,
+        "approximate": p.approximate, "block_size_source": p.block_size_source,
     }
 
 

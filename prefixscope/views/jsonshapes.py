@@ -104,6 +104,7 @@ class DiffPairJson(TypedDict):
     cause: str
     detail: str
     approximate: bool
+    block_size_source: str
 
 
 class CauseTotalJson(TypedDict):
@@ -188,6 +189,8 @@ class BucketGroupJson(TypedDict):
     histogram: list[HistogramBinJson]
     fraction_histogram: list[FractionBinJson]
     block_size: int | None
+    block_size_basis: str
+    block_size_candidates: list[int]
     spikes: list[SpikeJson]
     notes: list[str]
 
@@ -210,6 +213,7 @@ class BucketJson(TypedDict):
     by: list[str]
     block_size: int | None
     block_size_source: str
+    block_size_candidates: list[int]
     notes: list[str]
 
 

@@ -38,6 +38,10 @@ def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
         label = ", ".join(f"{k}={v}" for k, v in g.key.items()) or "all requests"
         screen.print(f"\n[bold]{escape(label)}[/] · {count(g.requests, 'request')} · hit "
                      f"rate {percent(g.hit_rate)} — cached tokens per request")
+        if g.block_size and g.block_basis != "forced":
+            fits = ", ".join(str(c) for c in g.block_size_candidates)
+            screen.print(f"  block size {g.block_size}, from {_BASIS[g.block_basis]} "
+                         f"(sizes that fit: {fits})")
         for line in histogram_lines(g.histogram, g.requests, [s.cached_tokens for s in g.spikes]):
             screen.print(line)
         if g.fraction_histogram:
@@ -55,6 +59,10 @@ def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
         screen.note(f"{t.without_usage:,} request(s) report no prompt or no cached tokens and "
                     "are not counted")
     return screen
+
+
+_BASIS = {"group": "its own cached tokens", "sources": "every cached token of its log format(s)",
+          "overall": "every cached token in the store", "none": "nothing"}
 
 
 def histogram_lines(histogram: Sequence[HistogramBin], total: int, spikes: list[int],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from prefixscope.analyses.diff import DiffReport, PairDiff
+from prefixscope.analyses.diff import DiffReport, PairDiff, block_size_breakdown
 from prefixscope.views.terminal import Screen
 
 
@@ -42,7 +42,7 @@ def pair_screen(p: PairDiff, block_source: str, screen: Screen) -> Screen:
         screen.print(f"  tokens at the split: {escape(repr(fd.token_a))} | "
                   f"{escape(repr(fd.token_b))}")
     screen.print(f"reusable {p.reusable_tokens:,} · lost [bold]{p.lost_tokens:,}[/] tokens "
-              f"(block {p.block_size}, {block_source})"
+              f"(block {p.block_size}, {p.block_size_source or block_source})"
               + ("  [yellow](approximate: proxy tokenizer)[/]" if p.approximate else ""))
     screen.print(f"cause: [bold]{p.cause}[/] — {escape(p.detail)}")
     return screen
@@ -51,8 +51,12 @@ def pair_screen(p: PairDiff, block_source: str, screen: Screen) -> Screen:
 def summary_screen(report: DiffReport, worst: int, screen: Screen) -> Screen:
     """Lost tokens by cause, the worst pairs, and why some pairs were not diffed."""
     t = report.totals
-    table = Table(title=f"{t.pairs:,} pairs · {t.lost_tokens:,} tokens lost "
-                        f"(block {report.block_size}, {report.block_size_source})",
+    if report.block_size is not None:
+        blocks = f"block {report.block_size}, {report.block_size_source}"
+    else:  # groups of different block sizes
+        blocks = "block per group: " + ", ".join(
+            f"{bs} {src} × {n:,}" for bs, src, n in block_size_breakdown(report))
+    table = Table(title=f"{t.pairs:,} pairs · {t.lost_tokens:,} tokens lost ({blocks})",
                   show_edge=False, title_justify="left")
     table.add_column("cause")
     table.add_column("pairs", justify="right")
