@@ -76,52 +76,29 @@ def _wrap_at(marker: Marker, text: Any, path: str, kind: str) -> Any:
     return marker.wrap(text, marker.path_id(path, kind)) if isinstance(text, str) else text
 
 
-def _mark_tools_anthropic(tools: list[Any], m: Marker) -> list[Any]:
+def _mark_tools(tools: list[Any], m: Marker) -> list[Any]:
+    """Tool definitions of any protocol: Anthropic ``{name, description, input_schema}``,
+    OpenAI Chat ``{type, function: {name, description, parameters}}``, Responses' flat
+    ``{type, name, description, parameters}``."""
     out = m.register([], m.path_id("tools", "tools"))
     for i, tool in enumerate(tools):
-        path = f"tools[{i}]"
-        if not isinstance(tool, dict):
-            out.append(tool)
-            continue
-        pid = m.path_id(path, "tool")
-        copy = m.register({}, pid)
-        for k, v in tool.items():
-            if k in ("name", "description") and isinstance(v, str):
-                copy[k] = m.wrap(v, pid)
-            else:
-                copy[k] = copy_tree(v, child_path(path, k), "tool", m,
-                                    levels=SCHEMA_LEVELS if k == "input_schema" else 1)
-        out.append(copy)
+        out.append(_mark_tool(tool, f"tools[{i}]", m) if isinstance(tool, dict) else tool)
     return out
 
 
-def _mark_tools_openai(tools: list[Any], m: Marker) -> list[Any]:
-    out = m.register([], m.path_id("tools", "tools"))
-    for i, tool in enumerate(tools):
-        path = f"tools[{i}]"
-        if not isinstance(tool, dict):
-            out.append(tool)
-            continue
-        copy = m.register({}, m.path_id(path, "tool"))
-        for k, v in tool.items():
-            if k == "function" and isinstance(v, dict):
-                fpath = child_path(path, k)
-                fid = m.path_id(fpath, "tool")
-                fn = m.register({}, fid)
-                for fk, fv in v.items():
-                    if fk in ("name", "description") and isinstance(fv, str):
-                        fn[fk] = m.wrap(fv, fid)
-                    else:
-                        fn[fk] = copy_tree(fv, child_path(fpath, fk), "tool", m,
-                                           levels=SCHEMA_LEVELS if fk == "parameters" else 1)
-                copy[k] = fn
-            elif k in ("name", "description") and isinstance(v, str):  # Responses flat tools
-                copy[k] = m.wrap(v, m.path_id(path, "tool"))
-            else:
-                copy[k] = copy_tree(v, child_path(path, k), "tool", m,
-                                    levels=SCHEMA_LEVELS if k == "parameters" else 1)
-        out.append(copy)
-    return out
+def _mark_tool(tool: dict[str, Any], path: str, m: Marker) -> dict[str, Any]:
+    pid = m.path_id(path, "tool")
+    copy: dict[str, Any] = m.register({}, pid)
+    for k, v in tool.items():
+        if k == "function" and isinstance(v, dict):
+            copy[k] = _mark_tool(v, child_path(path, k), m)
+        elif k in ("name", "description") and isinstance(v, str):
+            copy[k] = m.wrap(v, pid)
+        else:
+            schema = k in ("input_schema", "parameters")
+            copy[k] = copy_tree(v, child_path(path, k), "tool", m,
+                                levels=SCHEMA_LEVELS if schema else 1)
+    return copy
 
 
 def _block_kind(block: Any, default: str) -> str:
@@ -151,7 +128,7 @@ def _mark_anthropic(body: dict[str, Any], m: Marker) -> dict[str, Any]:
                 blocks.append(_wrap_at(m, block, path, "system"))
         out["system"] = blocks
     if isinstance(body.get("tools"), list):
-        out["tools"] = _mark_tools_anthropic(body["tools"], m)
+        out["tools"] = _mark_tools(body["tools"], m)
     if isinstance(body.get("messages"), list):
         out["messages"] = _mark_messages(body["messages"], m, _mark_anthropic_message)
     return out
@@ -229,7 +206,7 @@ def _openai_kind(message: dict[str, Any]) -> str:
 def _mark_openai(body: dict[str, Any], m: Marker) -> dict[str, Any]:
     out = dict(body)
     if isinstance(body.get("tools"), list):
-        out["tools"] = _mark_tools_openai(body["tools"], m)
+        out["tools"] = _mark_tools(body["tools"], m)
     if isinstance(body.get("messages"), list):
         out["messages"] = _mark_messages(body["messages"], m, _mark_openai_message)
     return out
@@ -302,7 +279,7 @@ def _mark_responses(body: dict[str, Any], m: Marker) -> dict[str, Any]:
     if isinstance(body.get("instructions"), str):
         out["instructions"] = _wrap_at(m, body["instructions"], "instructions", "system")
     if isinstance(body.get("tools"), list):
-        out["tools"] = _mark_tools_openai(body["tools"], m)
+        out["tools"] = _mark_tools(body["tools"], m)
     items = body.get("input")
     if isinstance(items, str):
         out["input"] = _wrap_at(m, items, "input", "message")
