@@ -288,7 +288,8 @@ def validate(value: Any, tp: Any, path: str = "", seen: set[str] | None = None) 
 def test_validate_is_strict():
     shape = SHAPES["ingest"]
     good = {"ingested": 1, "already_present": 0, "skipped": 1, "by_format": {"raw": 1},
-            "sessions": 1, "files": 1, "errors": [{"file": "f", "line": None, "reason": "r"}],
+            "sessions": 1, "duplicates": 0, "files": 1,
+            "errors": [{"file": "f", "line": None, "reason": "r"}],
             "unrecognized": [], "empty": []}
     assert validate(good, shape) == []
     assert validate({**good, "ingested": True}, shape)  # a bool is not an int

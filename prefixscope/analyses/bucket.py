@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixscope.analyses.dimensions import check_dimensions, group_key
+from prefixscope.model import UsageRecord
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
 from prefixscope.tokens import Tokens, tokens, tokens_many
@@ -398,21 +399,32 @@ def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
         ValueError: an unknown dimension.
     """
     check_dimensions(by)
+    records = store.usage_records()
+    counted, without = _once(records)
+    per_source = "source" in by  # each source shows its own copy of a call logged twice
     groups: dict[tuple[Any, ...], list[UsageRow]] = {}
-    without = 0
     all_cached: list[int] = []
     by_source: dict[str, list[int]] = {}
-    for record in store.usage_records():
+    once: list[UsageRow] = []
+    for record in records:
         if record.prompt_tokens is None or record.cached_tokens is None:
-            without += 1
             continue
         key = group_key(by, record, record.session)
-        groups.setdefault(key, []).append(UsageRow(record.id, key, record.prompt_tokens,
-                                                   record.cached_tokens, record.has_body,
-                                                   record.source_format))
-        all_cached.append(record.cached_tokens)
+        row = UsageRow(record.id, key, record.prompt_tokens, record.cached_tokens,
+                       record.has_body, record.source_format)
         by_source.setdefault(record.source_format, []).append(record.cached_tokens)
+        if record.id in counted:
+            once.append(row)
+            all_cached.append(record.cached_tokens)
+        if per_source or record.id in counted:
+            groups.setdefault(key, []).append(row)
     notes: list[str] = []
+    copies = sum(1 for r in records if r.duplicate_of is not None)
+    if copies:
+        notes.append(f"{copies:,} request(s) are a second log of a call another source logged "
+                     "too (duplicate_of): " + (
+                         "each counts in its own source's group, once in the totals"
+                         if per_source else "each call counts once, through one copy"))
     if block_size:
         overall, source = _given(block_size, "forced"), "forced"
     else:
@@ -434,12 +446,33 @@ def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
                                             overall)
         built.append(build_group(dict(zip(by, key, strict=True)), rows, bins, evidence,
                                  explainer.explain if explainer else None))
-    prompt = sum(g.prompt_tokens for g in built)
-    cached = sum(g.cached_tokens for g in built)
-    totals = BucketTotals(sum(g.requests for g in built), prompt, cached,
-                          cached / prompt if prompt else None, without)
+    prompt = sum(r.prompt_tokens for r in once)
+    cached = sum(r.cached_tokens for r in once)
+    totals = BucketTotals(len(once), prompt, cached, cached / prompt if prompt else None,
+                          without)
     return BucketReport(tuple(by), tuple(built), totals, overall.block_size, source,
                         tuple(notes), overall.candidates)
+
+
+def _once(records: Sequence[UsageRecord]) -> tuple[set[str], int]:
+    """(ids of the requests that count each call once, calls reporting no usage): of a call
+    logged by several sources (``duplicate_of``), the first copy reporting both prompt and
+    cached tokens, the copy kept first; a call none of whose copies reports both counts
+    once among those without usage."""
+    copies: dict[str, list[UsageRecord]] = {}
+    for r in records:
+        copies.setdefault(r.duplicate_of or r.id, []).append(r)
+    counted: set[str] = set()
+    without = 0
+    for root, members in copies.items():
+        members.sort(key=lambda r: r.id != root)  # the copy kept first, then time order
+        usable = next((r for r in members
+                       if r.prompt_tokens is not None and r.cached_tokens is not None), None)
+        if usable is None:
+            without += 1
+        else:
+            counted.add(usable.id)
+    return counted, without
 
 
 class _Explainer:

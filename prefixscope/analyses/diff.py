@@ -375,7 +375,8 @@ _PAIRS_PER_LOAD = 64  # pairs whose requests are loaded from the store in one qu
 
 def session_pair_refs(store: Store, session: str | None) -> tuple[int, Iterator[PairRef]]:
     """(number of pairs, a generator of PairRef loading each request once, in pair order)
-    of one session (an id or a unique prefix of one) or, with None, of every session.
+    of one session (an id or a unique prefix of one) or, with None, of every session (a
+    call two sources logged is paired once, in the session of the copy kept).
 
     Raises:
         LookupError: no such session, or the prefix names more than one.
@@ -387,7 +388,9 @@ def session_pair_refs(store: Store, session: str | None) -> tuple[int, Iterator[
         if len(matches) > 1:
             raise LookupError(f"session {session!r} is ambiguous: {', '.join(matches)}")
         session = matches[0]
-    rows = store.session_pairs(session)
+    # --all: a pair whose later request is a second log of a call (duplicate_of) is diffed
+    # in the session of the copy kept, once
+    rows = store.session_pairs(session, once=session is None)
 
     def generate() -> Iterator[PairRef]:
         # One query per chunk of pairs (a query per request is ~5 ms on a big store);

@@ -389,13 +389,14 @@ def segments_store(store: Store, by: tuple[str, ...] = (), *,
     session_of = store.session_of()
     groups: dict[tuple[Any, ...], list[Request]] = defaultdict(list)
     without: dict[tuple[Any, ...], int] = defaultdict(int)
-    for request in store.iter_requests():
+    # A call two sources logged (duplicate_of) is censused once, through the copy kept.
+    for request in store.iter_requests("r.duplicate_of IS NULL"):
         key = group_key(by, request, session_of.get(request.id))
         if request.body is None:
             without[key] += 1
         else:
             groups[key].append(request)
-    pairs = [(a, b) for a, b, _, _ in store.session_pairs()]
+    pairs = [(a, b) for a, b, _, _ in store.session_pairs(once=True)]
     positions = None
     if with_tokens:
         positions = token_positions(options or RenderOptions())

@@ -120,3 +120,4 @@ class UsageRecord:
     prompt_tokens: int | None
     cached_tokens: int | None
     has_body: bool
+    duplicate_of: str | None = None  # the copy kept when another source logged this call too

@@ -1,8 +1,9 @@
 """Log files -> the store: the ingest driver.
 
 Reading is `prefixscope.ingest`'s (pure: bytes in, `Request` records out); this module
-streams those records into the store in batches inside one transaction, and re-threads
-sessions at the end. Under ``--strict`` any skipped record rolls the whole run back.
+streams those records into the store in batches inside one transaction, links second
+logs of one call (`store.duplicates`) and re-threads sessions at the end. Under
+``--strict`` any skipped record rolls the whole run back.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from prefixscope.ingest.normalize.sessions import SessionRule, apply_session_rul
 from prefixscope.ingest.source import DECODE_ERRORS, Probe, Source
 from prefixscope.model import Request, Skip
 from prefixscope.sessions import thread_sessions
+from prefixscope.store.duplicates import call_row, link_duplicates
 from prefixscope.store.store import Store
 
 
@@ -53,6 +55,7 @@ class IngestResult:
     unrecognized: tuple[str, ...] = ()  # files no format recognized
     ignored: tuple[str, ...] = ()  # documentation/config files passed over in directory walks
     empty: tuple[str, ...] = ()  # files recognized (format named) that held no request
+    duplicates: int = 0  # requests in the store that are a second log of a call (duplicate_of)
     failed: bool = False  # --strict and something was skipped: nothing was stored
 
 
@@ -105,12 +108,14 @@ def ingest_paths(
                     progress(source.name, done, total)
             if strict and tally.skipped > 0:
                 raise _Rejected
+            store.set_duplicates(link_duplicates(map(call_row, store.duplicate_rows())))
             store.replace_sessions(thread_sessions(store.threading_rows(), gap_s=session_gap_s))
     except _Rejected:
         failed, new = True, 0
     return IngestResult(
         ingested=new, already_present=tally.read - new, skipped=tally.skipped,
         by_format=dict(sorted(tally.by_format.items())), sessions=store.session_count(),
+        duplicates=store.duplicate_count(),
         files=tally.files, errors=tuple(tally.errors), unrecognized=tuple(tally.unrecognized),
         ignored=tuple(tally.ignored), empty=tuple(tally.empty), failed=failed,
     )

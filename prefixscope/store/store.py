@@ -320,9 +320,39 @@ class Store:
         """Every request's usage and grouping fields, in time order (file order for ties)."""
         rows = self.run(
             "SELECT id, timestamp, endpoint, model, client, user_id, channel, source_format, "
-            "session, prompt_tokens, cached_tokens, has_body FROM turns "
+            "session, prompt_tokens, cached_tokens, has_body, duplicate_of FROM turns "
             f"ORDER BY {time_order()}")
         return [UsageRecord(*row) for row in rows]
+
+    def duplicate_rows(self) -> list[dict[str, Any]]:
+        """What duplicate matching reads of every request (`store.duplicates.call_row`)."""
+        rel = self.con.execute(
+            "SELECT id, source_format, source_file, source_line, timestamp, model, native_id, "
+            "json_extract_string(metadata, '$.response_id') AS response_id, body_hash, "
+            "prompt_tokens, cached_tokens, cache_write_tokens, output_tokens FROM requests "
+            f"ORDER BY {time_order()}")
+        cols = [d[0] for d in rel.description]
+        return [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
+
+    def set_duplicates(self, links: dict[str, str]) -> None:
+        """Record `links` (request id -> id of the copy kept) as ``duplicate_of``; every
+        other request's is cleared."""
+        self.run("UPDATE requests SET duplicate_of = NULL WHERE duplicate_of IS NOT NULL")
+        if not links:
+            return
+        frame = pl.DataFrame({"id": list(links), "kept": list(links.values())},
+                             schema={"id": pl.Utf8, "kept": pl.Utf8})
+        self.con.register("_duplicates", frame)
+        try:
+            self.run("UPDATE requests SET duplicate_of = d.kept FROM _duplicates d "
+                     "WHERE requests.id = d.id")
+        finally:
+            self.con.unregister("_duplicates")
+
+    def duplicate_count(self) -> int:
+        """Requests that are a second log of a call another request holds."""
+        return int(self.run("SELECT count(*) FROM requests WHERE duplicate_of IS NOT NULL"
+                            )[0][0])
 
     def session_of(self) -> dict[str, str]:
         """request id -> session id, for every threaded request."""
@@ -346,12 +376,18 @@ class Store:
             "block_hashes IS NOT NULL AS chain_of_blocks FROM requests "
             f"ORDER BY {time_order()}").pl()
 
-    def session_pairs(self, session: str | None = None) -> list[tuple[str, str, str, bool]]:
-        """(earlier id, later id, session, compaction) of every threaded consecutive pair."""
-        clause = "AND session = ?" if session is not None else ""
+    def session_pairs(self, session: str | None = None, *,
+                      once: bool = False) -> list[tuple[str, str, str, bool]]:
+        """(earlier id, later id, session, compaction) of every threaded consecutive pair
+        (`once`: not those whose later request is a second log of a call, ``duplicate_of``:
+        that call's pair is counted in the session of the copy kept)."""
+        clause = "AND s.session = ?" if session is not None else ""
+        if once:
+            clause += " AND r.duplicate_of IS NULL"
         return [(r[0], r[1], r[2], bool(r[3])) for r in self.run(
-            f"SELECT prev_id, request_id, session, compaction FROM sessions "
-            f"WHERE prev_id IS NOT NULL {clause} ORDER BY session, turn",
+            "SELECT s.prev_id, s.request_id, s.session, s.compaction FROM sessions s "
+            "JOIN requests r ON r.id = s.request_id "
+            f"WHERE s.prev_id IS NOT NULL {clause} ORDER BY s.session, s.turn",
             [session] if session is not None else [])]
 
     def sessions_matching(self, ref: str) -> list[str]:

@@ -163,7 +163,7 @@ def ingest_json(result: IngestResult) -> IngestJson:
     return {
         "ingested": result.ingested, "already_present": result.already_present,
         "skipped": result.skipped, "by_format": result.by_format,
-        "sessions": result.sessions, "files": result.files,
+        "sessions": result.sessions, "duplicates": result.duplicates, "files": result.files,
         "errors": [{"file": e.file, "line": e.line, "reason": e.reason} for e in result.errors],
         "unrecognized": list(result.unrecognized),
         "empty": list(result.empty),

@@ -41,6 +41,7 @@ class IngestJson(TypedDict):
     skipped: int
     by_format: dict[str, int]
     sessions: int
+    duplicates: int
     files: int
     errors: list[IngestErrorJson]
     unrecognized: list[str]

@@ -35,6 +35,9 @@ def ingest_screen(result: IngestResult, summary: Sequence[Mapping[str, Any]], st
         f"({result.already_present:,} already there) from {result.files:,} file(s); "
         f"{result.sessions:,} session(s); "
         f"{result.skipped:,} skipped")
+    if result.duplicates:
+        screen.print(f"{result.duplicates:,} request(s) linked as a second log of a call "
+                     "another source logged too: totals over all sources count it once")
     for name in result.empty:
         screen.note(f"note: {name} is recognized but holds no model calls")
     for e in result.errors[:20]:
