@@ -394,3 +394,24 @@ class TestDivergenceProperties:
         assert first_divergence_index(a, a) is None
         assert first_divergence_index(a, ids(*xs, 7)) is None
         assert lost_tokens(len(a), len(a) + 1, reusable_tokens(len(a), len(a) + 1, bs), bs) == 0
+
+
+def test_a_pair_that_got_less_cache_than_its_intact_prefix_shows_a_shortfall():
+    from prefixscope.analyses.diff import diff_requests
+    from prefixscope.model import Usage
+
+    first = {"messages": [{"role": "system", "content": "You are terse. " * 40},
+                          {"role": "user", "content": "hello"}]}
+    second = {"messages": [*first["messages"], {"role": "assistant", "content": "hi"},
+                           {"role": "user", "content": "more"}]}
+    kw = {"endpoint": "openai-chat", "model": "deepseek-chat"}
+    a = make_request("a", body=first, **kw)
+    b = make_request("b", body=second, minutes=1, usage=Usage(prompt_tokens=200,
+                                                               cached_tokens=0), **kw)
+    pair = diff_requests(a, b, RenderOptions(), block_size=16)
+    assert pair.cause == "append-only" and pair.reusable_tokens > 0
+    # The log got nothing of an intact prefix: the whole reusable part is missing.
+    assert (pair.observed_cached, pair.shortfall) == (0, pair.reusable_tokens)
+    no_usage = diff_requests(a, make_request("c", body=second, minutes=1, **kw),
+                             RenderOptions(), block_size=16)
+    assert no_usage.shortfall is None

@@ -68,6 +68,15 @@ class PairDiff:
     detail: str  # the concrete evidence, one sentence
     approximate: bool = False  # proxy rendering (hosted Anthropic): counts are estimates
     block_size_source: str = "flag"  # "flag" | "inferred" (for B's group) | "default"
+    observed_cached: int | None = None  # B's cached tokens as its log reports them
+
+    @property
+    def shortfall(self) -> int | None:
+        """reusable − observed: cache B did not get although its prefix allowed it (an
+        intact prefix that missed: eviction, expiry, the provider). None without usage."""
+        if self.observed_cached is None:
+            return None
+        return self.reusable_tokens - self.observed_cached
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +145,7 @@ def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: i
         first_divergence=divergence, block_size=block_size, reusable_tokens=reusable,
         lost_tokens=lost, cause=cause.cause, detail=cause.detail,
         approximate=ta.prompt.approximate or tb.prompt.approximate,
-        block_size_source=block_size_source,
+        block_size_source=block_size_source, observed_cached=b.usage.cached_tokens,
     )
 
 

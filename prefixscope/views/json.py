@@ -109,6 +109,7 @@ def diff_pair_json(p: PairDiff) -> DiffPairJson:
         "block_size": p.block_size, "reusable_tokens": p.reusable_tokens,
         "lost_tokens": p.lost_tokens, "cause": p.cause, "detail": p.detail,
         "approximate": p.approximate, "block_size_source": p.block_size_source,
+        "observed_cached": p.observed_cached, "shortfall": p.shortfall,
     }
 
 

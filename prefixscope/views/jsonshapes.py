@@ -106,6 +106,8 @@ class DiffPairJson(TypedDict):
     detail: str
     approximate: bool
     block_size_source: str
+    observed_cached: int | None
+    shortfall: int | None
 
 
 class CauseTotalJson(TypedDict):

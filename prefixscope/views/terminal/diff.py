@@ -45,6 +45,9 @@ def pair_screen(p: PairDiff, block_source: str, screen: Screen) -> Screen:
               f"(block {p.block_size}, {p.block_size_source or block_source})"
               + ("  [yellow](approximate: proxy tokenizer)[/]" if p.approximate else ""))
     screen.print(f"cause: [bold]{p.cause}[/] — {escape(p.detail)}")
+    if p.shortfall is not None and p.shortfall > 0:
+        screen.print(f"the log says B got {p.observed_cached:,} cached tokens: "
+                     f"{p.shortfall:,} fewer than its prefix allowed")
     return screen
 
 
@@ -77,6 +80,12 @@ def summary_screen(report: DiffReport, worst: int, screen: Screen) -> Screen:
                       "-" if fd is None else escape(fd.segment), f"{p.lost_tokens:,}", p.cause,
                       escape(p.detail))
         screen.print(w)
+    short = [p for p in report.pairs if (p.shortfall or 0) > p.block_size]
+    if short:
+        screen.print(f"{len(short):,} pair(s) got {sum(p.shortfall or 0 for p in short):,} "
+                     "cached tokens less than their unchanged prefix allowed (the log's own "
+                     "usage): eviction, expiry or the provider — `prefixscope simulate` tells "
+                     "which")
     for reason, n in t.skipped_reasons.items():
         screen.warn(f"{n} pair(s) not diffed: {reason}")
     return screen
