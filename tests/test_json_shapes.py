@@ -290,7 +290,11 @@ def test_validate_is_strict():
     good = {"ingested": 1, "already_present": 0, "skipped": 1, "by_format": {"raw": 1},
             "sessions": 1, "duplicates": 0, "files": 1,
             "errors": [{"file": "f", "line": None, "reason": "r"}],
-            "unrecognized": [], "empty": []}
+            "unrecognized": [], "empty": [], "formats": {},
+            "totals": {"requests": 1, "sessions": 1, "with_body": 0, "duplicates": 0,
+                       "prompt_tokens": None, "prompt_requests": 0, "cached_tokens": None,
+                       "cached_requests": 0, "hit_rate": None, "rate_requests": 0,
+                       "rate_prompt_tokens": 0, "rate_cached_tokens": 0}}
     assert validate(good, shape) == []
     assert validate({**good, "ingested": True}, shape)  # a bool is not an int
     assert validate({**good, "ingested": 1.0}, shape)  # nor is a float

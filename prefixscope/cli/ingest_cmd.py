@@ -68,13 +68,12 @@ def ingest(
             result = ingest_paths(paths, st, fmt=fmt, strict=strict,
                                   session_gap_s=session_gap * 60, progress=progress,
                                   session_rules=rules)
-        summary = st.summary()
     finally:
         st.close()
     if json_out:
         console.print_json(ingest_json(result))
     else:
-        console.show(ingest_screen(result, summary, str(store or DEFAULT_STORE),
+        console.show(ingest_screen(result, str(store or DEFAULT_STORE),
                                    console.screen()), quiet)
     if result.failed:
         raise console.fail(f"--strict: {result.skipped} record(s)/file(s) skipped; "

@@ -34,7 +34,7 @@ from prefixscope.ingest.source import DECODE_ERRORS, Probe, Source
 from prefixscope.model import Request, Skip
 from prefixscope.sessions import thread_sessions
 from prefixscope.store.duplicates import call_row, link_duplicates
-from prefixscope.store.store import Store
+from prefixscope.store.store import Store, UsageSummary
 
 
 class _Rejected(Exception):
@@ -56,6 +56,8 @@ class IngestResult:
     ignored: tuple[str, ...] = ()  # documentation/config files passed over in directory walks
     empty: tuple[str, ...] = ()  # files recognized (format named) that held no request
     duplicates: int = 0  # requests in the store that are a second log of a call (duplicate_of)
+    summary: tuple[UsageSummary, ...] = ()  # the store after the run, per source format
+    totals: UsageSummary | None = None  # the store after the run, every upstream call once
     failed: bool = False  # --strict and something was skipped: nothing was stored
 
 
@@ -115,7 +117,8 @@ def ingest_paths(
     return IngestResult(
         ingested=new, already_present=tally.read - new, skipped=tally.skipped,
         by_format=dict(sorted(tally.by_format.items())), sessions=store.session_count(),
-        duplicates=store.duplicate_count(),
+        duplicates=store.duplicate_count(), summary=tuple(store.summary()),
+        totals=store.summary_once(),
         files=tally.files, errors=tuple(tally.errors), unrecognized=tuple(tally.unrecognized),
         ignored=tuple(tally.ignored), empty=tuple(tally.empty), failed=failed,
     )

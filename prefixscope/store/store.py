@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,6 +113,32 @@ def _json_or_none(value: Any) -> str | None:
     if value is None or value == {}:
         return None
     return exact_json(value)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummary:
+    """What a set of requests reports, each figure with the requests it is summed over, so
+    the numbers add up: the hit rate is over the requests reporting both prompt and cached
+    tokens (`rate_*`), not over the `prompt_tokens` / `cached_tokens` columns."""
+
+    format: str  # the source format, or "all"
+    requests: int  # requests ("all": upstream calls, a call two sources logged once)
+    sessions: int
+    with_body: int
+    duplicates: int  # requests that are a second log of a call (duplicate_of)
+    prompt_tokens: int | None  # summed over every request reporting them (None: none do)
+    prompt_requests: int  # requests reporting prompt tokens
+    cached_tokens: int | None  # summed over every request reporting them
+    cached_requests: int  # requests reporting cached tokens
+    rate_requests: int  # requests reporting both: the hit rate's basis
+    rate_prompt_tokens: int  # their prompt tokens
+    rate_cached_tokens: int  # their cached tokens
+
+    @property
+    def hit_rate(self) -> float | None:
+        """rate_cached_tokens / rate_prompt_tokens (None without prompt tokens)."""
+        return self.rate_cached_tokens / self.rate_prompt_tokens if self.rate_prompt_tokens \
+            else None
 
 
 class Store:
@@ -303,18 +330,41 @@ class Store:
     def session_count(self) -> int:
         return int(self.run("SELECT count(DISTINCT session) FROM sessions")[0][0])
 
-    def summary(self) -> list[dict[str, Any]]:
-        """Per source format: requests, sessions, bodies, token sums and token-weighted hit rate."""
-        rel = self.con.execute(
-            "SELECT source_format, count(*) AS requests, count(DISTINCT session) AS sessions, "
-            "count(*) FILTER (WHERE has_body) AS with_body, "
-            "sum(prompt_tokens) AS prompt_tokens, sum(cached_tokens) AS cached_tokens, "
-            "sum(cached_tokens) FILTER (WHERE _both) / "
-            "  nullif(sum(prompt_tokens) FILTER (WHERE _both), 0) AS hit_rate "
+    def summary(self) -> list[UsageSummary]:
+        """Per source format: requests, sessions, bodies, copies of calls another source
+        logged, and token sums each over the requests that report them, with the hit rate
+        over the requests reporting both (`UsageSummary`)."""
+        rows = self.run(
+            "SELECT source_format, count(*), count(DISTINCT session), "
+            "count(*) FILTER (WHERE has_body), count(duplicate_of), "
+            "sum(prompt_tokens), count(prompt_tokens), sum(cached_tokens), "
+            "count(cached_tokens), count(*) FILTER (WHERE _both), "
+            "coalesce(sum(prompt_tokens) FILTER (WHERE _both), 0), "
+            "coalesce(sum(cached_tokens) FILTER (WHERE _both), 0) "
             "FROM (SELECT *, prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL AS _both "
             "      FROM turns) GROUP BY 1 ORDER BY 1")
-        cols = [d[0] for d in rel.description]
-        return [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
+        return [UsageSummary(*row) for row in rows]
+
+    def summary_once(self) -> UsageSummary:
+        """The whole store as `summary` counts a format, every upstream call once: a call
+        two sources logged (``duplicate_of``) counts through the first of its copies (the
+        one kept, then in time order) that reports each figure."""
+        order = f"ORDER BY kept DESC, {time_order()}"
+        row = self.run(
+            "WITH m AS (SELECT *, coalesce(duplicate_of, id) AS call, "
+            "                  duplicate_of IS NULL AS kept, "
+            "                  prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL AS _both "
+            "           FROM turns), "
+            "c AS (SELECT call, bool_or(has_body) AS with_body, count(*) - 1 AS copies, "
+            f"  first(prompt_tokens {order}) FILTER (WHERE prompt_tokens IS NOT NULL) AS p, "
+            f"  first(cached_tokens {order}) FILTER (WHERE cached_tokens IS NOT NULL) AS c, "
+            f"  first(prompt_tokens {order}) FILTER (WHERE _both) AS bp, "
+            f"  first(cached_tokens {order}) FILTER (WHERE _both) AS bc "
+            "  FROM m GROUP BY call) "
+            "SELECT 'all', count(*), (SELECT count(DISTINCT session) FROM sessions), "
+            "count(*) FILTER (WHERE with_body), coalesce(sum(copies), 0), sum(p), count(p), "
+            "sum(c), count(c), count(bp), coalesce(sum(bp), 0), coalesce(sum(bc), 0) FROM c")
+        return UsageSummary(*row[0])
 
     def usage_records(self) -> list[UsageRecord]:
         """Every request's usage and grouping fields, in time order (file order for ties)."""

@@ -18,6 +18,7 @@ from prefixscope.analyses.segments import (
 from prefixscope.analyses.simulate import MISS_CLASSES, RequestSim, SimulateReport
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult
+from prefixscope.store.store import UsageSummary
 from prefixscope.views.jsonshapes import (
     BoundaryJson,
     BucketJson,
@@ -32,6 +33,7 @@ from prefixscope.views.jsonshapes import (
     SegmentsTotalsJson,
     SimulateJson,
     SimulateRequestJson,
+    UsageSummaryJson,
 )
 
 
@@ -160,6 +162,18 @@ def render_json(result: RenderResult, *, show_text: bool = False) -> RenderJson:
     return out
 
 
+_NOTHING = UsageSummary("all", 0, 0, 0, 0, None, 0, None, 0, 0, 0, 0)
+
+
+def usage_summary_json(u: UsageSummary) -> UsageSummaryJson:
+    return {"requests": u.requests, "sessions": u.sessions, "with_body": u.with_body,
+            "duplicates": u.duplicates, "prompt_tokens": u.prompt_tokens,
+            "prompt_requests": u.prompt_requests, "cached_tokens": u.cached_tokens,
+            "cached_requests": u.cached_requests, "hit_rate": u.hit_rate,
+            "rate_requests": u.rate_requests, "rate_prompt_tokens": u.rate_prompt_tokens,
+            "rate_cached_tokens": u.rate_cached_tokens}
+
+
 def ingest_json(result: IngestResult) -> IngestJson:
     return {
         "ingested": result.ingested, "already_present": result.already_present,
@@ -168,6 +182,8 @@ def ingest_json(result: IngestResult) -> IngestJson:
         "errors": [{"file": e.file, "line": e.line, "reason": e.reason} for e in result.errors],
         "unrecognized": list(result.unrecognized),
         "empty": list(result.empty),
+        "formats": {u.format: usage_summary_json(u) for u in result.summary},
+        "totals": usage_summary_json(result.totals or _NOTHING),
     }
 
 

@@ -33,6 +33,23 @@ class IngestErrorJson(TypedDict):
     reason: str  # one line
 
 
+class UsageSummaryJson(TypedDict):
+    """What the store holds (per format, or every call once): each sum with its basis."""
+
+    requests: int
+    sessions: int
+    with_body: int
+    duplicates: int
+    prompt_tokens: int | None
+    prompt_requests: int
+    cached_tokens: int | None
+    cached_requests: int
+    hit_rate: float | None
+    rate_requests: int
+    rate_prompt_tokens: int
+    rate_cached_tokens: int
+
+
 class IngestJson(TypedDict):
     """``prefixscope ingest --json``."""
 
@@ -46,6 +63,8 @@ class IngestJson(TypedDict):
     errors: list[IngestErrorJson]
     unrecognized: list[str]
     empty: list[str]
+    formats: dict[str, UsageSummaryJson]
+    totals: UsageSummaryJson
 
 
 # ------------------------------------------------------------------ render

@@ -18,6 +18,9 @@ def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
         else "block size unknown"
     summary = Table(title=f"hit rate = cached / prompt tokens · {count(t.requests, 'request')} · "
                           f"{bs}",
+                    caption="requests, prompt, cached: the requests reporting both prompt and "
+                            "cached tokens (the hit rate's basis) and their sums",
+                    caption_justify="left",
                     show_edge=False, title_justify="left")
     for col in report.by:
         summary.add_column(col, no_wrap=True)
@@ -30,7 +33,9 @@ def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
                         percent(g.mean_request_hit_rate), f"{g.zero_cached:,}",
                         str(g.block_size or "?"))
     if len(report.groups) > 1:
-        summary.add_row(*(["all"] + [""] * (len(report.by) - 1) if report.by else []),
+        once = "all, each call once" if sum(g.requests for g in report.groups) > t.requests \
+            else "all"
+        summary.add_row(*([once] + [""] * (len(report.by) - 1) if report.by else []),
                         f"{t.requests:,}", f"{t.prompt_tokens:,}", f"{t.cached_tokens:,}",
                         percent(t.hit_rate), "", "", "", style="bold")
     screen.print(summary)

@@ -2,33 +2,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 from rich.markup import escape
 from rich.table import Table
 
 from prefixscope.store.load import IngestResult
+from prefixscope.store.store import UsageSummary
 from prefixscope.views.terminal import Screen
 
 
-def ingest_screen(result: IngestResult, summary: Sequence[Mapping[str, Any]], store: str,
-                  screen: Screen) -> Screen:
-    """Per-format totals of the store, what this run added, and what it skipped."""
-    def num(v: object) -> str:
-        return "-" if v is None else f"{v:,}"
+def _num(v: int | None) -> str:
+    return "-" if v is None else f"{v:,}"
 
+
+def _row(u: UsageSummary, label: str) -> list[str]:
+    rate = u.hit_rate
+    return [label, _num(u.requests), _num(u.sessions), _num(u.with_body),
+            _num(u.prompt_tokens), _num(u.cached_tokens), "-" if rate is None else f"{rate:.2%}",
+            _num(u.rate_requests) if u.rate_requests else "-",
+            _num(u.rate_prompt_tokens) if u.rate_requests else "-",
+            _num(u.duplicates) if u.duplicates else ""]
+
+
+def ingest_screen(result: IngestResult, store: str, screen: Screen) -> Screen:
+    """Per-format totals of the store (each rate beside the requests and prompt tokens it is
+    over), every call once when several formats are stored, what this run added, and what
+    it skipped."""
     table = Table(title=f"store {escape(store)}", show_edge=False, pad_edge=False,
-                  title_justify="left")
-    for col in ("format", "requests", "sessions", "with body", "prompt tokens", "cached tokens",
-                "hit rate"):
+                  title_justify="left",
+                  caption="prompt / cached tokens: summed over the requests reporting them; "
+                          "hit rate: cached / prompt tokens over the requests reporting both "
+                          "(the two 'over' columns)" + (
+                              "; copies: requests that are a second log of a call another log "
+                              "file holds too" if result.duplicates else ""),
+                  caption_justify="left")
+    columns = ["format", "requests", "sessions", "with body", "prompt tokens", "cached tokens",
+               "hit rate", "over requests", "over prompt"]
+    if result.duplicates:
+        columns.append("copies")
+    for col in columns:
         table.add_column(col, justify="left" if col == "format" else "right")
-    for row in summary:
-        rate = row["hit_rate"]
-        table.add_row(row["source_format"], num(row["requests"]), num(row["sessions"]),
-                      num(row["with_body"]), num(row["prompt_tokens"]), num(row["cached_tokens"]),
-                      "-" if rate is None else f"{rate:.2%}")
-    if summary:
+    width = len(columns)
+    for u in result.summary:
+        table.add_row(*_row(u, u.format)[:width])
+    if result.totals is not None and (len(result.summary) > 1 or result.duplicates):
+        label = "all, each call once" if result.duplicates else "all"
+        table.add_row(*_row(result.totals, label)[:width], style="bold")
+    if result.summary:
         screen.print(table)
     screen.print(
         f"{result.ingested:,} new request(s) in {escape(store)} "

@@ -45,9 +45,10 @@ def _report(report: SegmentsReport, top: int, screen: Screen) -> None:
         if s.unique_per_request:
             how = (how + "; unique per request") if how else "unique per request"
         rows.append((escape(s.segment), f"{s.distinct:,}/{s.requests:,}",
-                     _fmt(s.change_rate, ".1%"), how, _fmt(s.token_start_median),
+                     "-" if s.change_rate is None else f"{s.change_rate:.1%} of {s.pairs:,}",
+                     how, _fmt(s.token_start_median),
                      _fmt(s.tokens_after_median), _fmt(s.invalidated_tokens), escape(s.preview)))
-    headers: tuple[str, ...] = ("segment", "distinct/held", "changed", "how", "at token",
+    headers: tuple[str, ...] = ("segment", "distinct/held", "changed/pairs", "how", "at token",
                                 "after", "invalidated", "preview")
     widest = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     # Fit the terminal: numbers never wrap, "how" wraps if it must, the preview takes the
