@@ -83,3 +83,35 @@ def test_errors_are_one_line():
     result = runner.invoke(app, ["render", str(FIXTURES / "raw" / "pairs" / "01.request.json"),
                                  "--tokenizer", "/nonexistent/model"])
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
+
+
+class TestExactText:
+    """Piped, --show-text is the prompt byte for byte; on a terminal, log control
+    sequences are shown, not obeyed."""
+
+    def test_piped_show_text_is_the_prompt_exactly(self, tmp_path):
+        body = {"model": "deepseek-chat", "messages": [
+            {"role": "system", "content": "cols:\ta\tb\n" + "x" * 500},
+            {"role": "user", "content": "line one\n\tindented " + "y " * 300}]}
+        path = tmp_path / "body.json"
+        path.write_text(json.dumps(body))
+        piped = runner.invoke(app, ["render", str(path), "--show-text"])
+        assert piped.exit_code == 0, piped.output
+        as_json = runner.invoke(app, ["render", str(path), "--show-text", "--json"])
+        text = json.loads(as_json.stdout)["text"]
+        assert piped.stdout == text  # no tab expansion, no wrapping, nothing added
+        assert "\t" in piped.stdout and max(map(len, text.splitlines())) > 200
+
+    def test_the_terminal_view_neutralises_control_sequences(self):
+        from prefixscope.analyses.render import RenderResult, SegmentRow
+        from prefixscope.views.terminal import Screen
+        from prefixscope.views.terminal.render import render_screen
+
+        text = "ok \x1b[2J\x1b]0;pwned\x07 done"
+        result = RenderResult("r", "passthrough", "default", "deepseek-v4", 3, False,
+                              (SegmentRow("messages[0].content", "message", 0, len(text), 0, 3),),
+                              text, (), "exact", "r1", ())
+        screen = render_screen(result, True, Screen())
+        shown = "".join(str(obj) for objects, _ in screen.calls for obj in objects)
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert "\\x1b[2J" in shown

@@ -32,6 +32,16 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def write_raw(text: str) -> None:
+    """`text` on stdout exactly (lone surrogates from a log written as U+FFFD)."""
+    sys.stdout.write(text.encode("utf-8", "replace").decode("utf-8"))
+    sys.stdout.flush()
+
+
 def fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
     """Print a one-line error on stderr and return the Exit to raise.
 

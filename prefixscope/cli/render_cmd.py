@@ -36,8 +36,10 @@ def render(
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
     what_if: WhatIf = None,
-    show_text: Annotated[bool, typer.Option("--show-text", help="The whole rendered text "
-                                                                "(JSON: add \"text\").")]
+    show_text: Annotated[bool, typer.Option("--show-text", help="The whole rendered text; "
+                                                                "piped, exactly the prompt and "
+                                                                "nothing else (JSON: add "
+                                                                "\"text\").")]
     = False,
     json_out: JsonOut = False,
     quiet: Quiet = 0,
@@ -75,5 +77,12 @@ def render(
         raise console.fail(str(exc).splitlines()[0]) from None
     if json_out:
         console.print_json(render_json(result, show_text=show_text))
+        return
+    if show_text and not console.stdout_is_terminal():
+        # Piped: the prompt byte for byte (no wrapping, no tab expansion, no colour);
+        # what the terminal view adds goes to stderr.
+        console.write_raw(result.text)
+        for note in result.notes:
+            console.note(f"note: {note}", quiet)
         return
     console.show(render_screen(result, show_text, console.screen()), quiet)

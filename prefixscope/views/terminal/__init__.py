@@ -8,8 +8,13 @@ what `--quiet` hides. Every piece of log text a view shows goes through rich's
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+# C0 and C1 control characters but newline and tab: a log's ESC sequences, bells and
+# carriage returns would otherwise act on the reader's terminal.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclass
@@ -30,6 +35,11 @@ class Screen:
 
     def note(self, message: str) -> None:
         self.notes.append(message)
+
+
+def visible(text: str) -> str:
+    """`text` with control characters shown as ``\\xNN`` instead of acting on a terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def count(n: int, noun: str) -> str:

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from prefixscope.analyses.render import RenderResult
-from prefixscope.views.terminal import Screen
+from prefixscope.views.terminal import Screen, visible
 
 _PALETTE = ("cyan", "green", "magenta", "yellow", "blue", "red", "bright_cyan",
             "bright_green", "bright_magenta")
@@ -25,6 +25,7 @@ def render_screen(result: RenderResult, show_text: bool, screen: Screen) -> Scre
         if not show_text and len(piece) > ELIDE_AT:
             half = ELIDE_AT // 2
             piece = f"{piece[:half]} … [{len(piece) - ELIDE_AT:,} chars] … {piece[-half:]}"
+        piece = visible(piece)
         if row.segment == "template":
             text.append(piece, style="dim")
         else:
