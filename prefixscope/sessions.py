@@ -10,11 +10,12 @@ time, then file, line and position inside the line). Rules, in order:
    Claude Code sessionId, OTel gen_ai.conversation.id, a trajectory file, ...):
    the session is that id. Within it, a request's predecessor is, of the session's
    last `RECENT` requests, the one sharing the longest history prefix with it (the
-   latest on ties): ``extends`` when that is its whole history, else a compaction
-   candidate (below, no marker needed: the id says it is the same conversation), else
+   latest on ties): ``extends`` when that is its whole history, else the session's
+   latest request when it has the same system + tools fingerprint and a longer history
+   (``compaction``; no marker needed: the id says it is the same conversation), else
    that closest request (its history was rewritten) or, when none shares any history,
-   the session's previous request (``explicit``). Side requests with other histories
-   are passed over.
+   the session's latest request (``explicit``). Side requests with other histories are
+   passed over.
 2. **Explicit parent** (`parent_key`, e.g. Bailian ``parent_chat_id``): the request
    joins its parent's session with the parent as predecessor.
 3. **Shared history** (no id): within the same (source, user, client, model) and no more
