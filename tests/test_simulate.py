@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,17 @@ class TestMissClasses:
         assert (second.predicted, second.ideal) == (0, 1408)
         assert second.misses["ttl"] == 1408
 
+    def test_cached_tokens_the_log_reports_beyond_the_ideal_are_counted_apart(self):
+        # A sub-agent's first call reads its parent's prefix: the model cannot see it.
+        a = _Prepared("a", "s", None, False, None, 60, np.arange(100, dtype=np.int64), None,
+                      None, 0, 0, logged_prompt=100)
+        report = replay_report([a], SimulateOptions(unit=16), {})
+        only = report.per_request[0]
+        assert (only.predicted, only.ideal) == (0, 0)
+        assert only.misses == {"cold": 40}  # 100 - 60 uncached, all of them cold
+        assert report.observed_above_ideal == 60
+        assert report.hit_rate_observed == 0.6  # the log's own basis: 60 / 100
+
     def test_every_uncached_token_is_classified_once(self):
         rng = np.random.default_rng(3)
         prepared, prev = [], None
@@ -109,6 +121,10 @@ class TestMissClasses:
                                ).per_request:
             assert sum(r.misses.values()) == r.prompt_tokens - r.predicted
             assert 0 <= r.predicted <= r.ideal <= r.prompt_tokens - 1
+        observed = [replace(p, observed=int(rng.integers(0, p.n_tokens))) for p in prepared]
+        for r in replay_report(observed, SimulateOptions(unit=16, capacity_tokens=160), {}
+                               ).per_request:
+            assert sum(r.misses.values()) == r.prompt_tokens - r.observed
 
 
 def _ingest(paths: list[Path], tmp: Path) -> Store:
@@ -214,6 +230,13 @@ def test_a_claude_code_call_after_an_idle_gap_is_ttl(tmp_path: Path) -> None:
     assert (after_gap.observed, after_gap.predicted, after_gap.ideal) == (0, 0, 23000 - 2)
     assert after_gap.misses["ttl"] == 23000 - 2
     assert report.misses["ttl"] == 23000 - 2 and report.misses["provider"] == 0
+
+
+def test_nothing_to_replay_is_an_error_not_an_empty_report(tmp_path: Path) -> None:
+    log = str(ROOT / "tests" / "fixtures" / "claude-code" / "idle_gap_session.jsonl")
+    result = runner.invoke(app, ["simulate", log, "--engine", "vllm", "--fit"])
+    assert result.exit_code == 1
+    assert "nothing to replay" in result.stderr and "hosted engine" in result.stderr
 
 
 def test_usage_only_requests_need_a_hosted_engine(tmp_path: Path) -> None:

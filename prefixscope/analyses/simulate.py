@@ -21,8 +21,12 @@ prediction) fall into classes, in this order of the prompt:
   (a hosted API's retention expired);
 * tokens the model predicts cached but the log did not get: ``provider`` for a hosted
   API (an intact, live prefix missed: routing, overflow, best effort), ``unexplained``
-  for a self-hosted engine (wrong parameters, or wrong usage semantics); cached tokens
-  the log reports above the ideal are ``unexplained`` too.
+  for a self-hosted engine (wrong parameters, or wrong usage semantics).
+
+The classes partition each request's uncached tokens exactly. Cached tokens the log
+reports beyond the ideal (reuse the model cannot see: another session's prefix, cached
+outputs, other usage semantics) are not uncached tokens: they are totalled apart
+(`SimulateReport.observed_above_ideal`).
 
 Block-hash traces (Mooncake, Bailian) are replayed with the ``blocktrace`` engine whatever
 ``--engine`` says: their ids follow the Mooncake convention
@@ -52,7 +56,7 @@ from prefixscope.engines.base import Engine, Units
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
-from prefixscope.tokens import tokens_many
+from prefixscope.tokens import Tokens, tokens_many
 
 MISS_CLASSES = ("new", "cold", "break", "eviction", "ttl", "compaction", "provider",
                 "unexplained")
@@ -135,6 +139,8 @@ class SimulateReport:
     capacity_curve: tuple[CurvePoint, ...] = ()
     fit: FitResult | None = None
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> requests not replayed
+    approximate_requests: int = 0  # rendered with a stand-in tokenizer (counts estimated)
+    observed_above_ideal: int = 0  # cached tokens the log reports beyond the model's ceiling
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +162,8 @@ class _Prepared:
     # this one last (the prompt assumed append-only).
     segments: tuple[tuple[str, int], ...] | None = None
     model: str | None = None
+    logged_prompt: int | None = None  # the log's own prompt tokens (its hit rate's basis)
+    approximate: bool = False  # rendered with a stand-in tokenizer: counts are estimates
 
     @property
     def n_tokens(self) -> int:
@@ -227,12 +235,13 @@ def prepare(store: Store, options: SimulateOptions,
 
     def flush() -> None:
         nonlocal seen
-        for request, ids in _render(pending, options.render, skipped):
+        for request, tok in _render(pending, options.render, skipped):
             prev, compacted = prev_of.get(request.id, (None, False))
             out.append(_Prepared(
                 request.id, session_of.get(request.id), prev, compacted,
-                _seconds(request.timestamp), request.usage.cached_tokens, ids,
-                _output_ids(request, ids, options), None, 0, 0))
+                _seconds(request.timestamp), request.usage.cached_tokens, tok.ids,
+                _output_ids(request, tok.ids, options), None, 0, 0,
+                logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate))
         seen += len(pending)
         pending.clear()
         if progress is not None:
@@ -252,9 +261,13 @@ def prepare(store: Store, options: SimulateOptions,
         chains[request.id] = segments
         out.append(_Prepared(
             request.id, session_of.get(request.id), prev, compacted, _seconds(request.timestamp),
-            request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model))
+            request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
+            logged_prompt=request.usage.prompt_tokens))
 
-    for request in store.iter_requests():
+    copies = store.duplicate_count()
+    if copies:  # a call two sources logged is replayed once, through the copy kept
+        skipped["a second log of a call another source logged (replayed once)"] = copies
+    for request in store.iter_requests("r.duplicate_of IS NULL"):
         if by_usage or (request.body is None and request.block_hashes is None):
             flush()
             seen += 1
@@ -273,7 +286,7 @@ def prepare(store: Store, options: SimulateOptions,
             out.append(_Prepared(
                 request.id, session_of.get(request.id), prev, compacted,
                 _seconds(request.timestamp), request.usage.cached_tokens, None, None,
-                request.block_hashes, n_tokens, block))
+                request.block_hashes, n_tokens, block, logged_prompt=request.usage.prompt_tokens))
             seen += 1
         else:
             pending.append(request)
@@ -284,18 +297,17 @@ def prepare(store: Store, options: SimulateOptions,
 
 
 def _render(requests: list[Request], options: RenderOptions, skipped: dict[str, int]
-            ) -> Iterable[tuple[Request, np.ndarray]]:
+            ) -> Iterable[tuple[Request, Tokens]]:
     if not requests:
         return []
     try:
-        return list(zip(requests, (t.ids for t in tokens_many(requests, options)),
-                        strict=True))
+        return list(zip(requests, tokens_many(requests, options), strict=True))
     except RenderError:
         pass
     out = []
     for request in requests:
         try:
-            out.append((request, tokens_many([request], options)[0].ids))
+            out.append((request, tokens_many([request], options)[0]))
         except RenderError as exc:
             reason = f"cannot render: {str(exc).splitlines()[0]}"
             skipped[reason] = skipped.get(reason, 0) + 1
@@ -421,18 +433,22 @@ def replay_report(prepared: Sequence[_Prepared], options: SimulateOptions,
     for r in per_request:
         for name, n in r.misses.items():
             misses[name] += n
-    observed = [r for r in per_request if r.observed is not None]
+    observed = [(r, p) for r, p in zip(per_request, prepared, strict=True)
+                if r.observed is not None]
     prompt_tokens = sum(r.prompt_tokens for r in per_request)
-    within = [abs(r.predicted - r.observed) <= (unit if p.trace is None else p.trace_block)
-              for r, p in zip(per_request, prepared, strict=True) if r.observed is not None]
+    within = [abs(r.predicted - (r.observed or 0)) <= (unit if p.trace is None else p.trace_block)
+              for r, p in observed]
+    # The observed rate is the log's own: its cached over its prompt tokens (as bucket).
+    logged = [(r.observed or 0, p.logged_prompt) for r, p in observed if p.logged_prompt]
     return SimulateReport(
         engine=options.engine, unit=unit, capacity_tokens=options.capacity_tokens,
         requests=len(per_request), prompt_tokens=prompt_tokens,
-        hit_rate_observed=_rate(sum(r.observed or 0 for r in observed),
-                                sum(r.prompt_tokens for r in observed)),
+        hit_rate_observed=_rate(sum(c for c, _ in logged), sum(n or 0 for _, n in logged)),
         hit_rate_predicted=_rate(sum(predicted), prompt_tokens),
         hit_rate_ideal=_rate(sum(ideal), prompt_tokens),
         agreement=(sum(within) / len(within)) if within else None,
+        approximate_requests=sum(p.approximate for p in prepared),
+        observed_above_ideal=sum(max(0, (r.observed or 0) - r.ideal) for r, _ in observed),
         misses=misses, per_request=per_request, skipped=dict(skipped))
 
 
@@ -446,7 +462,11 @@ def _classify(p: _Prepared, predicted: int, ideal: int, prev_tokens: int | None,
         if tokens > 0:
             out[name] = out.get(name, 0) + tokens
 
-    beyond = n - ideal
+    got = predicted if p.observed is None else min(p.observed, n)
+    # The classes partition the request's uncached tokens, n - got: those beyond what
+    # the ideal cache (or the log, when it got more) holds, those the ideal holds but
+    # this capacity / TTL lost, and those the model predicts cached but the log missed.
+    beyond = n - max(ideal, got)
     if p.prev is None:
         add("cold", beyond)
     elif p.compacted:
@@ -455,14 +475,12 @@ def _classify(p: _Prepared, predicted: int, ideal: int, prev_tokens: int | None,
         # What the predecessor already sent, as whole units this prompt could reuse.
         sent = (min(prev_tokens or 0, max(n - 1, 0)) // unit) * unit
         # A replay from usage assumes the session append-only: it cannot see a break.
-        broken = 0 if p.segments is not None else max(0, sent - ideal)
+        broken = 0 if p.segments is not None else max(0, sent - max(ideal, got))
         add("break", min(broken, beyond))
         add("new", beyond - min(broken, beyond))
-    got = predicted if p.observed is None else p.observed
     add("ttl" if hosted else "eviction", ideal - max(predicted, got))
     if p.observed is not None:
-        add("provider" if hosted else "unexplained", min(predicted, ideal) - p.observed)
-        add("unexplained", p.observed - ideal)
+        add("provider" if hosted else "unexplained", min(predicted, ideal) - got)
     return out
 
 
@@ -489,7 +507,8 @@ def _what_if(store: Store, options: SimulateOptions, transform: str,
                         sum(predicted) - base_cached)
 
 
-def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions) -> FitResult:
+def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions
+                   ) -> FitResult | None:
     """The unit and capacity whose replay reproduces the observed cached tokens best.
 
     Score: the share of observed requests predicted exactly, then the smaller mean
@@ -500,7 +519,7 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions) -> F
     """
     observed = [p.observed for p in prepared if p.observed is not None]
     if not observed:
-        return FitResult(engine_unit(options.engine, options.unit)[0], None, None)
+        return None  # nothing to fit to
     units = _FIT_UNITS if getattr(ENGINES[options.engine], "unit_parameter", None) else (None,)
     total = sum(p.n_tokens for p in prepared) or 1
 

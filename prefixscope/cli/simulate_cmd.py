@@ -93,6 +93,9 @@ def simulate(
             raise console.fail(str(exc), ExitCode.USAGE) from None
         except (RenderError, TokenizerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
+    if not report.requests:
+        reasons = "; ".join(f"{n:,} {why}" for why, n in report.skipped.items())
+        raise console.fail(f"nothing to replay ({reasons or 'no requests'})")
     if plot is not None:
         from prefixscope.views.plots import plot_capacity_curve
 

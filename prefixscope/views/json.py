@@ -211,6 +211,8 @@ def simulate_json(report: SimulateReport, *, per_request: bool = False) -> Simul
             "block_size": report.fit.unit, "capacity_tokens": report.fit.capacity_tokens,
             "agreement": report.fit.agreement},
         "skipped": dict(report.skipped),
+        "approximate_requests": report.approximate_requests,
+        "observed_above_ideal": report.observed_above_ideal,
     }
     if per_request:
         out["per_request"] = [_simulated_request(r) for r in report.per_request]

@@ -367,6 +367,8 @@ class SimulateJson(TypedDict):
     capacity_curve: list[CurvePointJson]
     fit: FitJson | None
     skipped: dict[str, int]
+    approximate_requests: int
+    observed_above_ideal: int
     per_request: NotRequired[list[SimulateRequestJson]]
 
 

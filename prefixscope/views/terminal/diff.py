@@ -86,6 +86,11 @@ def summary_screen(report: DiffReport, worst: int, screen: Screen) -> Screen:
                      "cached tokens less than their unchanged prefix allowed (the log's own "
                      "usage): eviction, expiry or the provider — `prefixscope simulate` tells "
                      "which")
+    approximate = sum(p.approximate for p in report.pairs)
+    if approximate:
+        screen.warn(f"{approximate:,} pair(s) counted with a stand-in tokenizer or a proxy "
+                    "render (the model's own tokenizer is not available offline): their token "
+                    "numbers are estimates; pass --tokenizer")
     for reason, n in t.skipped_reasons.items():
         screen.warn(f"{n} pair(s) not diffed: {reason}")
     return screen

@@ -76,4 +76,12 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
         screen.print(curve)
     for reason, n in report.skipped.items():
         screen.warn(f"{n:,} request(s) not replayed: {reason}")
+    if report.approximate_requests:
+        screen.warn(f"{report.approximate_requests:,} request(s) rendered with a stand-in "
+                    "tokenizer (their model's own is not available offline): predicted and "
+                    "ideal are in its tokens, the log's in the model's; pass --tokenizer")
+    if report.observed_above_ideal:
+        screen.warn(f"the log reports {report.observed_above_ideal:,} cached tokens beyond the "
+                    "ideal ceiling: reuse the model cannot see (another session's prefix, "
+                    "cached outputs) or usage with other semantics")
     return screen
