@@ -247,3 +247,33 @@ def test_usage_only_requests_need_a_hosted_engine(tmp_path: Path) -> None:
     hosted = simulate_store(store, SimulateOptions(engine="openai"))
     # OpenAI steps of 128 tokens: the 2nd call reuses floor((20000 - 1) / 128) * 128.
     assert hosted.per_request[1].predicted == 19968
+
+
+def test_an_openai_log_that_missed_intact_prefixes_is_provider(tmp_path: Path) -> None:
+    """Raw OpenAI captures of one append-only conversation, a minute apart, every call
+    reporting 0 cached tokens: the prefix was intact and live, so the misses are the
+    provider's (routing, overflow), not the client's."""
+    system = "You are a meticulous coding agent. " + " ".join(f"rule{i}" for i in range(1500))
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "fix it"}]
+    lines = []
+    for turn in range(4):
+        lines.append({
+            "timestamp": f"2026-06-01T10:0{turn}:00Z",
+            "url": "https://api.openai.com/v1/chat/completions",
+            "request": {"model": "gpt-4.1", "messages": list(messages)},
+            "response": {"id": f"chatcmpl-{turn}", "object": "chat.completion",
+                         "model": "gpt-4.1",
+                         "choices": [{"index": 0, "message": {"role": "assistant",
+                                                              "content": f"step {turn}"}}],
+                         "usage": {"prompt_tokens": 4000 + turn, "completion_tokens": 5,
+                                   "prompt_tokens_details": {"cached_tokens": 0}}}})
+        messages += [{"role": "assistant", "content": f"step {turn}"},
+                      {"role": "user", "content": f"now part {turn + 1}"}]
+    log = tmp_path / "openai.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    store = _ingest([log], tmp_path)
+    report = simulate_store(store, SimulateOptions(engine="openai"))
+    later = report.per_request[1:]
+    assert all(r.predicted > 1024 and r.observed == 0 for r in later)
+    assert report.misses["provider"] == sum(r.predicted for r in later)
+    assert report.misses["break"] == report.misses["eviction"] == report.misses["ttl"] == 0
