@@ -277,3 +277,22 @@ def test_an_openai_log_that_missed_intact_prefixes_is_provider(tmp_path: Path) -
     assert all(r.predicted > 1024 and r.observed == 0 for r in later)
     assert report.misses["provider"] == sum(r.predicted for r in later)
     assert report.misses["break"] == report.misses["eviction"] == report.misses["ttl"] == 0
+
+
+def test_simulate_stores_its_per_request_results(tmp_path: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    sample = str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")
+    assert runner.invoke(app, ["ingest", sample, "--store", str(store)]).exit_code == 0
+    for _ in range(2):  # a second run of the same simulation replaces the first
+        result = runner.invoke(app, ["simulate", "--store", str(store), "--json"])
+        assert result.exit_code == 0, result.output
+    runner.invoke(app, ["simulate", "--store", str(store), "--block-size", "32",
+                        "--no-save"])
+    rows = runner.invoke(app, ["sql", "select block_size, count(*) n, sum(predicted) p, "
+                               "sum(observed) o from simulated group by 1", "--store",
+                               str(store), "--json"])
+    saved = json.loads(rows.stdout)
+    expected = json.loads(result.stdout)
+    assert saved == [{"block_size": 16, "n": 44,
+                      "p": round(expected["hit_rate"]["predicted"] * expected["prompt_tokens"]),
+                      "o": 58992}]

@@ -561,3 +561,10 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions
     within = [abs(c - p.observed) <= fitted_unit for p, c in zip(prepared, cached, strict=True)
               if p.observed is not None]
     return FitResult(fitted_unit, capacity, sum(within) / len(within))
+
+
+def stored_rows(report: SimulateReport) -> list[tuple[str, str | None, int, int | None, int,
+                                                       int, int | None, dict[str, int]]]:
+    """The per-request results as `Store.save_simulation` takes them."""
+    return [(r.id, r.session, r.prompt_tokens, r.observed, r.predicted, r.ideal, r.shortfall,
+             dict(r.misses)) for r in report.per_request]

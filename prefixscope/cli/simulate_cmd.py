@@ -57,6 +57,10 @@ def simulate(
     per_request: Annotated[bool, typer.Option("--per-request", help="Every request's observed,"
                                               " predicted and ideal cached tokens and misses "
                                               "(with --json).")] = False,
+    save: Annotated[bool, typer.Option("--save/--no-save", help="Store the per-request "
+                                       "results in the store's `simulated` table (with "
+                                       "--store; replaces an earlier run of the same engine, "
+                                       "block size and capacity).")] = True,
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
     what_if: WhatIf = None,
@@ -70,7 +74,12 @@ def simulate(
         prefixscope simulate sample_logs/ --engine vllm --fit
         prefixscope simulate mooncake.jsonl --capacity-curve 1e6,1e7,1e8 --plot curve.png
     """
-    from prefixscope.analyses.simulate import SimulateError, SimulateOptions, simulate_store
+    from prefixscope.analyses.simulate import (
+        SimulateError,
+        SimulateOptions,
+        simulate_store,
+        stored_rows,
+    )
     from prefixscope.cli.storeopen import open_store
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.tokenizers import TokenizerError
@@ -84,7 +93,8 @@ def simulate(
         cache_output=cache_output, render=render)
     curve_points = [capacity_tokens(c.strip(), block_size, bytes_per_token)
                     for c in (curve or "").split(",") if c.strip()]
-    with open_store(logs, store, quiet=quiet, json_mode=json_out) as st, \
+    keep = save and not logs  # a temporary store of LOGS is gone after the command
+    with open_store(logs, store, quiet=quiet, json_mode=json_out, writable=keep) as st, \
             console.counter(json_out, quiet, "simulate") as progress:
         try:
             report = simulate_store(st, options, what_if=what_if_tuple(what_if),
@@ -93,9 +103,14 @@ def simulate(
             raise console.fail(str(exc), ExitCode.USAGE) from None
         except (RenderError, TokenizerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
-    if not report.requests:
-        reasons = "; ".join(f"{n:,} {why}" for why, n in report.skipped.items())
-        raise console.fail(f"nothing to replay ({reasons or 'no requests'})")
+        if not report.requests:
+            reasons = "; ".join(f"{n:,} {why}" for why, n in report.skipped.items())
+            raise console.fail(f"nothing to replay ({reasons or 'no requests'})")
+        if keep:
+            st.save_simulation(report.engine, report.unit, report.capacity_tokens,
+                               stored_rows(report))
+            console.note(f"saved {report.requests:,} results in {st.path} (table simulated)",
+                         quiet)
     if plot is not None:
         from prefixscope.views.plots import plot_capacity_curve
 

@@ -19,8 +19,9 @@ _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary
 
 @contextmanager
 def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
-               json_mode: bool = False) -> Iterator[Store]:
-    """Yield a store: LOGS ingested into a temp store, else --store (default prefixscope.duckdb)."""
+               json_mode: bool = False, writable: bool = False) -> Iterator[Store]:
+    """Yield a store: LOGS ingested into a temp store, else --store (default
+    prefixscope.duckdb), read-only unless `writable`."""
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
     from prefixscope.store.load import ingest_paths
 
@@ -48,8 +49,10 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                 st.close()
         return
     path = store or Path(DEFAULT_STORE)
+    if writable and not path.exists():
+        raise console.fail(f"no store at {path} (run `prefixscope ingest LOGS --store {path}`)")
     try:
-        st = Store.open(path, read_only=True)
+        st = Store.open(path, read_only=not writable)
     except StoreError as exc:
         raise console.fail(str(exc), ExitCode.ERROR) from None
     try:

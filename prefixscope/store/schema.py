@@ -79,7 +79,26 @@ CREATE OR REPLACE VIEW turns AS
     FROM requests r LEFT JOIN sessions s ON s.request_id = r.id;
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2)
+# simulate's per-request results, one set per (engine, block size, capacity), replaced
+# when the same simulation runs again.
+V3 = """
+CREATE TABLE simulated (
+    engine VARCHAR NOT NULL,
+    block_size INTEGER NOT NULL,
+    capacity_tokens BIGINT,
+    request_id VARCHAR NOT NULL,
+    session VARCHAR,
+    prompt_tokens BIGINT NOT NULL,
+    observed BIGINT,
+    predicted BIGINT NOT NULL,
+    ideal BIGINT NOT NULL,
+    shortfall BIGINT,
+    misses VARCHAR NOT NULL,
+    simulated_at TIMESTAMP NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 REQUEST_SCHEMA: dict[str, Any] = {

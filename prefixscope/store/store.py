@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -365,6 +365,24 @@ class Store:
             "count(*) FILTER (WHERE with_body), coalesce(sum(copies), 0), sum(p), count(p), "
             "sum(c), count(c), count(bp), coalesce(sum(bp), 0), coalesce(sum(bc), 0) FROM c")
         return UsageSummary(*row[0])
+
+    def save_simulation(self, engine: str, block_size: int, capacity_tokens: int | None,
+                        rows: Sequence[tuple[str, str | None, int, int | None, int, int,
+                                             int | None, dict[str, int]]]) -> None:
+        """Store one simulation's per-request results (request id, session, prompt,
+        observed, predicted, ideal, shortfall, misses), replacing an earlier run of the
+        same engine, block size and capacity."""
+        with self.transaction():
+            self.run("DELETE FROM simulated WHERE engine = ? AND block_size = ? AND "
+                     "capacity_tokens IS NOT DISTINCT FROM ?",
+                     [engine, block_size, capacity_tokens])
+            now = datetime.now(UTC).replace(tzinfo=None)
+            self.con.executemany(
+                "INSERT INTO simulated VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [[engine, block_size, capacity_tokens, rid, session, prompt, observed,
+                  predicted, ideal, shortfall, orjson.dumps(misses).decode(), now]
+                 for rid, session, prompt, observed, predicted, ideal, shortfall, misses
+                 in rows])
 
     def usage_records(self) -> list[UsageRecord]:
         """Every request's usage and grouping fields, in time order (file order for ties)."""
