@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 
@@ -432,3 +433,18 @@ class TestMiniSweAgentRealFiles:
         assert all(_extends(requests[i + 1], requests[i]) for i in range(count - 1))
         assert all(not r.usage.reported for r in requests)
 
+
+
+def test_an_openhands_run_with_and_without_response_times_keeps_its_order(real):
+    """tests__runtime__trajs__basic_gui_mode.json: some calls carry the response's UTC
+    `created`, one only its event's local time; one clock per run keeps the calls in
+    their event order, so every consecutive pair is append-only."""
+    from typer.testing import CliRunner
+
+    from prefixscope.cli.main import app
+
+    path = real / "openhands" / "tests__runtime__trajs__basic_gui_mode.json"
+    result = CliRunner().invoke(app, ["diff", "--all", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    pairs = json.loads(result.stdout)["pairs"]
+    assert pairs and {p["cause"] for p in pairs} == {"append-only"}

@@ -175,6 +175,7 @@ class _Call:
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
     timestamp: Any = None
+    event_time: Any = None  # the event's own (naive, local) time: the fallback clock
     actions: list[str] = field(default_factory=list)
     event_ids: list[Any] = field(default_factory=list)
     calls_in_response: int | None = None
@@ -255,6 +256,12 @@ class _RunContext:
 
     def record(self, number: int, call: _Call) -> Record:
         metadata = {**self.base, "call_index": number, "event_index": call.place}
+        timestamp = call.timestamp
+        if any(c.timestamp is c.event_time for c in self.builder.calls) and \
+                all(c.event_time is not None for c in self.builder.calls):
+            # Some calls have no response time (UTC) and fell back on the event's local
+            # time: one clock for the whole run, or ordering by time mixes the two.
+            timestamp = call.event_time
         if call.actions:
             metadata["actions"] = call.actions
         if call.event_ids:
@@ -271,7 +278,7 @@ class _RunContext:
         request = Request(
             id="", source_format="", source_file="",
             source_line=self.line_place or call.place, source_position=number,
-            timestamp=call.timestamp, endpoint="openai-chat",
+            timestamp=timestamp, endpoint="openai-chat",
             model=self.model or call.model,
             session_key=self.session_key, session_key_source=self.key_source,
             client="openhands", native_id=call.native_id, body=body,
@@ -371,8 +378,9 @@ class _EventBuilder:
             call.usage = usage_openai_chat(response.get("usage"))
             call.model = response.get("model") if isinstance(response.get("model"), str) else None
             call.timestamp = parse_time(response.get("created"))
+        call.event_time = parse_time(event.get("timestamp"))
         if call.timestamp is None:
-            call.timestamp = parse_time(event.get("timestamp"))
+            call.timestamp = call.event_time
         self.calls.append(call)
         return call
 
