@@ -3,6 +3,11 @@ exact LRU order. The real traces are in test_engine_mooncake.py."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from prefixscope.engines import Units
 from prefixscope.engines.blocktrace import BlocktraceEngine
 
@@ -44,3 +49,46 @@ class TestEviction:
         assert engine.contents() == [2, 1, 5]
         assert engine.step(req([1, 2, 3], 1536)).cached_tokens == 1024
         assert engine.contents() == [3, 2, 1]
+
+
+def plain_lru(requests, capacity):
+    """The rule written id by id: hit = leading ids seen, then touch tail first."""
+    lru: OrderedDict[int, None] = OrderedDict()
+    out = []
+    for ids, n_tokens in requests:
+        matched = 0
+        for h in ids:
+            if h not in lru:
+                break
+            matched += 1
+        out.append((min(matched * 512, n_tokens), matched))
+        for h in reversed(ids):
+            if h in lru:
+                lru.move_to_end(h)
+            else:
+                lru[h] = None
+                if capacity is not None and len(lru) > capacity:
+                    lru.popitem(last=False)
+        out.append(list(lru))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 12), max_size=8), max_size=25),
+       st.one_of(st.none(), st.integers(0, 10)))
+def test_equals_an_id_by_id_ordered_dict_lru(id_lists, capacity):
+    """Hits and the exact LRU order after every request, duplicates and requests
+    larger than the cache included, through `step` and through admit/release."""
+    requests = [(ids, 512 * len(ids)) for ids in id_lists]
+    for use_step in (True, False):
+        engine = BlocktraceEngine(capacity_blocks=capacity)
+        got = []
+        for ids, n_tokens in requests:
+            if use_step:
+                hit = engine.step(req(ids, n_tokens))
+            else:
+                admission = engine.admit(req(ids, n_tokens))
+                engine.release(admission)
+                hit = admission.lookup
+            got += [(hit.cached_tokens, hit.matched_units), engine.contents()]
+        assert got == plain_lru(requests, capacity)

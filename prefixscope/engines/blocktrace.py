@@ -24,6 +24,7 @@ Use `vllm` (``block_size=512``) to replay the same trace under vLLM's own rules
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import takewhile
 from typing import ClassVar
 
 from prefixscope.engines.base import (
@@ -31,13 +32,20 @@ from prefixscope.engines.base import (
     BaseEngine,
     Lookup,
     Units,
-    leading_matches,
     resolve_capacity,
 )
 
 
 class BlocktraceEngine(BaseEngine):
-    """An LRU of trace block ids with the trace publishers' hit rule."""
+    """An LRU of trace block ids with the trace publishers' hit rule.
+
+    `step` (the sequential replay) converts a request's ids once and allocates no
+    admission. Without a capacity nothing is evicted, so a set (the hits) and a
+    list of touches (the LRU order, for `contents`), each written in one C-level
+    call per request, replace the LRU list.
+    """
+
+    __slots__ = ("_lru", "_seen", "_touches", "capacity", "unit")
 
     name: ClassVar[str] = "blocktrace"
     unit_parameter: ClassVar[str | None] = "block_size"  # the keyword that sets `unit`
@@ -53,11 +61,17 @@ class BlocktraceEngine(BaseEngine):
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self.unit = block_size
         self.capacity = resolve_capacity(block_size, capacity_blocks, capacity_tokens)
-        self._lru: OrderedDict[int, None] = OrderedDict()  # LRU first
+        self._lru: OrderedDict[int, None] = OrderedDict()  # with a capacity: LRU first
+        self._seen: set[int] = set()  # without a capacity: every id seen
+        self._touches: list[int] = []  # and every touch, oldest first (for `contents`)
+
+    def _cached(self) -> set[int] | OrderedDict[int, None]:
+        return self._lru if self.capacity is not None else self._seen
 
     def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
-        self._check(prompt)
-        matched = leading_matches(prompt.keys.tolist(), self._lru)
+        if prompt.unit != self.unit or not prompt.chained:
+            self._check(prompt)
+        matched = len(list(takewhile(self._cached().__contains__, prompt.keys.tolist())))
         return Lookup(min(matched * self.unit, prompt.n_tokens), matched, self.unit)
 
     def admit(self, prompt: Units, *, now: float | None = None) -> Admission:
@@ -66,18 +80,40 @@ class BlocktraceEngine(BaseEngine):
     def release(self, admission: Admission, *, sequence: Units | None = None,
                 now: float | None = None) -> None:
         admission.finish()
-        lru, capacity = self._lru, self.capacity
-        for key in reversed(admission.prompt.keys.tolist()):  # tail first: head ends newest
+        self._touch(admission.prompt.keys.tolist())
+
+    def step(self, prompt: Units, *, sequence: Units | None = None,
+             now: float | None = None) -> Lookup:
+        if prompt.unit != self.unit or not prompt.chained:
+            self._check(prompt)
+        keys = prompt.keys.tolist()
+        matched = len(list(takewhile(self._cached().__contains__, keys)))
+        self._touch(keys)
+        unit = self.unit
+        return Lookup(min(matched * unit, prompt.n_tokens), matched, unit)
+
+    def _touch(self, keys: list[int]) -> None:
+        """Cache `keys` tail first, so the head ends most recent."""
+        capacity = self.capacity
+        if capacity is None:  # nothing is evicted: a set, and the touches for `contents`
+            self._seen.update(keys)
+            self._touches.extend(reversed(keys))
+            return
+        lru = self._lru
+        for key in reversed(keys):
             if key in lru:
                 lru.move_to_end(key)
             else:
                 lru[key] = None
-                if capacity is not None and len(lru) > capacity:
-                    lru.popitem(last=False)
+                if len(lru) > capacity:
+                    lru.popitem(False)
 
     def contents(self) -> list[int]:
         """Cached ids, the next to be evicted first."""
-        return list(self._lru)
+        if self.capacity is not None:
+            return list(self._lru)
+        newest_first = dict.fromkeys(reversed(self._touches))
+        return list(reversed(newest_first))
 
     def __len__(self) -> int:
-        return len(self._lru)
+        return len(self._cached())

@@ -36,6 +36,7 @@ scheduling, preemption, the KV connector (see `lmcache`).
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import takewhile
 from typing import ClassVar
 
 from prefixscope.engines.base import (
@@ -43,7 +44,6 @@ from prefixscope.engines.base import (
     BaseEngine,
     Lookup,
     Units,
-    leading_matches,
     resolve_capacity,
 )
 
@@ -83,17 +83,19 @@ class VllmEngine(BaseEngine):
 
     # -- lookup ----------------------------------------------------------------------------
 
-    def _hit_blocks(self, prompt: Units) -> tuple[int, int]:
-        """(leading cached full blocks, blocks the hit may use) for `prompt`."""
-        matched = leading_matches(prompt.full_keys(), self._table)
-        hit = min(matched, (prompt.n_tokens - 1) // self.unit) if prompt.n_tokens else 0
+    def _hit_blocks(self, prompt: Units, keys: list[int]) -> tuple[int, int]:
+        """(leading cached full blocks, blocks the hit may use) for `prompt`, whose
+        full keys are `keys`."""
+        matched = len(list(takewhile(self._table.__contains__, keys)))
+        n_tokens = prompt.n_tokens
+        hit = min(matched, (n_tokens - 1) // self.unit) if n_tokens else 0
         if self.eagle and hit:
             hit -= 1
         return matched, hit
 
     def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
         self._check(prompt)
-        matched, hit = self._hit_blocks(prompt)
+        matched, hit = self._hit_blocks(prompt, prompt.full_keys())
         return Lookup(hit * self.unit, matched, self.unit)
 
     # -- pool ------------------------------------------------------------------------------
@@ -116,43 +118,56 @@ class VllmEngine(BaseEngine):
         empty, lru, key_of, table, ref = (self._empty, self._lru, self._key_of, self._table,
                                           self._ref)
         capacity = self.capacity
+        fresh = self._fresh
         n_keys = len(keys)
+        i = len(blocks)
+        append = blocks.append
         for j in range(n):
             if empty:
                 block = empty.pop()
-            elif capacity is None or self._fresh <= capacity:
-                block = self._fresh
-                self._fresh += 1
+            elif capacity is None or fresh <= capacity:
+                block = fresh
+                fresh += 1
             elif lru:
-                block, _ = lru.popitem(last=False)
+                block = lru.popitem(False)[0]
                 old = key_of.pop(block)  # _maybe_evict_cached_block
                 ids = table[old]
-                if isinstance(ids, int):
+                if ids.__class__ is int:
                     del table[old]
                 else:
-                    del ids[block]
-                    if len(ids) == 1:
-                        table[old] = next(iter(ids))
+                    del ids[block]  # type: ignore[union-attr]
+                    if len(ids) == 1:  # type: ignore[arg-type]
+                        table[old] = next(iter(ids))  # type: ignore[arg-type]
             else:
                 self.overflow_blocks += n - j
-                return
+                break
             ref[block] = 1
-            i = len(blocks)
-            blocks.append(block)
-            if i < n_keys:
-                self._cache_one(block, keys[i])
+            append(block)
+            if i < n_keys:  # cache_full_blocks, inlined `_cache_one`
+                key = keys[i]
+                key_of[block] = key
+                held = table.get(key)
+                if held is None:
+                    table[key] = block
+                elif held.__class__ is int:
+                    table[key] = {held: None, block: None}
+                else:
+                    held[block] = None  # type: ignore[index]
+            i += 1
+        self._fresh = fresh
 
     # -- request life cycle ----------------------------------------------------------------
 
     def admit(self, prompt: Units, *, now: float | None = None) -> Admission:
-        self._check(prompt)
-        matched, hit = self._hit_blocks(prompt)
+        if prompt.unit != self.unit or not prompt.chained:
+            self._check(prompt)
         keys = prompt.full_keys()
+        matched, hit = self._hit_blocks(prompt, keys)
         blocks: list[int] = []
         table, refs, lru = self._table, self._ref, self._lru
         for key in keys[:hit]:  # touch
             ids = table[key]
-            block = ids if isinstance(ids, int) else next(iter(ids))
+            block = ids if ids.__class__ is int else next(iter(ids))  # type: ignore[arg-type]
             ref = refs.get(block, 0)
             if ref == 0:
                 del lru[block]
@@ -179,17 +194,20 @@ class VllmEngine(BaseEngine):
                 for i in range(n_cached, min(len(keys), len(blocks))):
                     self._cache_one(blocks[i], keys[i])
         to_front: list[int] = []
+        refs, key_of, lru = self._ref, self._key_of, self._lru
         for block in reversed(blocks):  # tail first
-            ref = self._ref[block] - 1
+            ref = refs[block] - 1
             if ref:
-                self._ref[block] = ref
+                refs[block] = ref
                 continue
-            del self._ref[block]
-            if block in self._key_of:
-                self._lru[block] = None
+            del refs[block]
+            if block in key_of:
+                lru[block] = None
             else:
                 to_front.append(block)
-        self._empty.extend(reversed(to_front))
+        if to_front:
+            to_front.reverse()
+            self._empty.extend(to_front)
 
     # -- inspection (tests, reports) -------------------------------------------------------
 
