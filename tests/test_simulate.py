@@ -296,3 +296,46 @@ def test_simulate_stores_its_per_request_results(tmp_path: Path) -> None:
     assert saved == [{"block_size": 16, "n": 44,
                       "p": round(expected["hit_rate"]["predicted"] * expected["prompt_tokens"]),
                       "o": 58992}]
+
+
+def test_anthropic_bodies_cache_at_their_own_cache_control_marks(tmp_path: Path) -> None:
+    """Claude Code's request (cache_control on tools[1], system[1], system[2]) sent three
+    times as a conversation grows: a minute later the second call reads the prefix up to
+    the last marked block; ten minutes after that the entry has expired (5-minute TTL)."""
+    from prefixscope.prompt import RenderOptions
+    from prefixscope.store.lookup import request_from_file
+    from prefixscope.tokens import tokens
+
+    base = json.loads((ROOT / "tests" / "fixtures" / "render" / "claude_code.json")
+                      .read_text())
+    # Longer than the model's minimum cacheable prefix (1,024 tokens), or nothing caches.
+    base["system"][0]["text"] += " Follow the house style." * 300
+    lines = []
+    for turn, minute in enumerate((0, 1, 11)):
+        body = json.loads(json.dumps(base))
+        for i in range(turn):
+            body["messages"] += [{"role": "assistant", "content": f"answer {i}"},
+                                 {"role": "user", "content": f"question {i + 1}"}]
+        lines.append({"timestamp": f"2026-06-01T10:{minute:02d}:00Z",
+                      "url": "https://api.anthropic.com/v1/messages", "request": body,
+                      "response": {"id": f"msg_{turn}", "type": "message",
+                                   "role": "assistant", "model": body["model"],
+                                   "content": [{"type": "text", "text": "ok"}],
+                                   "usage": {"input_tokens": 10, "output_tokens": 2}}})
+    log = tmp_path / "anthropic.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    store = _ingest([log], tmp_path)
+    report = simulate_store(store, SimulateOptions(engine="anthropic"))
+    first, second, third = report.per_request
+    # The oracle: the last marked block, system[2] (with the template glue after it),
+    # ends where the first message's text starts in the rendered prompt.
+    body_file = tmp_path / "first.json"
+    body_file.write_text(json.dumps(lines[0]["request"]))
+    tok = tokens(request_from_file(body_file), RenderOptions())
+    starts = {s.path: span[0] for s, span in zip(tok.prompt.segments,
+                                                 tok.segment_token_spans(), strict=True)}
+    marked_end = starts["messages[0].content[0]"]
+    assert first.predicted == 0
+    assert second.predicted == second.ideal == marked_end
+    assert (third.predicted, third.ideal) == (0, marked_end)
+    assert third.misses["ttl"] == marked_end

@@ -37,19 +37,22 @@ logs) are replayed from their usage: each request's prompt is its session predec
 prompt plus new tokens (``prompt_tokens`` says how many), i.e. the session is assumed
 append-only -- usage
 cannot show a prefix change, so such a replay finds no ``break``. The ``anthropic``
-engine always replays this way (its breakpoints sit at the end of each request's
-prompt, automatic mode), reading ``ANTHROPIC_READ_LAG`` tokens short of the previous
-prompt, as Claude Code's warm turns do.
+engine replays logged Anthropic bodies by their content blocks and their own
+``cache_control`` marks (caching is opt-in); without a body it replays from usage with
+a breakpoint at each prompt's end (automatic mode), reading ``ANTHROPIC_READ_LAG``
+tokens short of the previous prompt, as Claude Code's warm turns do.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
+import xxhash
 
 from prefixscope.engines import ENGINES, get_engine
 from prefixscope.engines.base import Engine, Units
@@ -163,6 +166,10 @@ class _Prepared:
     segments: tuple[tuple[str, int], ...] | None = None
     model: str | None = None
     logged_prompt: int | None = None  # the log's own prompt tokens (its hit rate's basis)
+    # Anthropic bodies: (content block key, token end) per block, and the breakpoints
+    # (block index -> TTL seconds) of their cache_control marks.
+    blocks: tuple[tuple[str, int], ...] | None = None
+    breakpoints: tuple[tuple[int, float], ...] = ()
     approximate: bool = False  # rendered with a stand-in tokenizer: counts are estimates
 
     @property
@@ -237,18 +244,21 @@ def prepare(store: Store, options: SimulateOptions,
         nonlocal seen
         for request, tok in _render(pending, options.render, skipped):
             prev, compacted = prev_of.get(request.id, (None, False))
+            blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
+                                   if by_blocks else (None, ()))
             out.append(_Prepared(
                 request.id, session_of.get(request.id), prev, compacted,
                 _seconds(request.timestamp), request.usage.cached_tokens, tok.ids,
                 _output_ids(request, tok.ids, options), None, 0, 0,
-                logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate))
+                logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
+                blocks=blocks, breakpoints=breakpoints))
         seen += len(pending)
         pending.clear()
         if progress is not None:
             progress(seen, total)
 
     chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
-    by_usage = options.engine in SEGMENT_ENGINES
+    by_blocks = options.engine in SEGMENT_ENGINES
 
     def from_usage(request: Request) -> None:
         prev, compacted = prev_of.get(request.id, (None, False))
@@ -268,10 +278,12 @@ def prepare(store: Store, options: SimulateOptions,
     if copies:  # a call two sources logged is replayed once, through the copy kept
         skipped["a second log of a call another source logged (replayed once)"] = copies
     for request in store.iter_requests("r.duplicate_of IS NULL"):
-        if by_usage or (request.body is None and request.block_hashes is None):
+        anthropic_body = request.body is not None and request.endpoint == "anthropic-messages"
+        if (by_blocks and not anthropic_body) or (request.body is None
+                                                  and request.block_hashes is None):
             flush()
             seen += 1
-            if request.usage.prompt_tokens and (by_usage or options.engine in HOSTED):
+            if request.usage.prompt_tokens and (by_blocks or options.engine in HOSTED):
                 from_usage(request)
             else:
                 reason = ("no prompt in the log (no body, no block ids): a hosted engine "
@@ -353,6 +365,12 @@ def _seconds(ts: datetime | None) -> float | None:
 def _units(p: _Prepared, engine: Engine, output: bool) -> tuple[Units, Units | None]:
     if p.trace is not None:
         return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
+    if p.blocks is not None and p.ids is not None:
+        keys = [xxhash.xxh3_64_hexdigest(p.ids[start:end].tobytes())
+                for start, end in zip([0] + [e for _, e in p.blocks[:-1]],
+                                      [e for _, e in p.blocks], strict=True)]
+        return Units.segments(keys, [e for _, e in p.blocks], n_tokens=len(p.ids),
+                              breakpoints=dict(p.breakpoints)), None
     if p.segments is not None:
         if engine.name in SEGMENT_ENGINES:
             ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
@@ -365,6 +383,52 @@ def _units(p: _Prepared, engine: Engine, output: bool) -> tuple[Units, Units | N
     if output and p.output_ids is not None:
         return prompt, engine.units(p.output_ids)
     return prompt, None
+
+
+# A content block's path in the rendered prompt: a tool, a system block, a message or one
+# of its content blocks (Anthropic caches at these boundaries).
+_BLOCK = re.compile(r"^(tools\[\d+\]|system(?:\[\d+\])?|messages\[\d+\](?:\.content\[\d+\])?)")
+
+
+def _anthropic_blocks(tok: Tokens, body: dict[str, object]
+                      ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[int, float], ...]]:
+    """The content blocks of a rendered Anthropic request (template glue joins the block
+    before it) and the breakpoints its ``cache_control`` marks set: on a tool, a system
+    block or a message content block, or (top-level ``cache_control``, automatic mode)
+    on the last block. TTL: "1h" -> 3600 s, else 300 s. No mark: nothing is cached --
+    Anthropic caching is opt-in."""
+    blocks: list[tuple[str, int]] = []
+    for segment, (_, end) in zip(tok.prompt.segments, tok.segment_token_spans(), strict=True):
+        match = _BLOCK.match(segment.path)
+        key = match.group(1) if match else None
+        if blocks and (key is None or key == blocks[-1][0]):
+            blocks[-1] = (blocks[-1][0], max(blocks[-1][1], end))
+        else:
+            blocks.append((key or "template", end))
+    breakpoints: dict[int, float] = {}
+    for index, (key, _) in enumerate(blocks):
+        mark = _cache_control(body, key)
+        if mark is not None:
+            breakpoints[index] = mark
+    automatic = body.get("cache_control")
+    if isinstance(automatic, dict) and blocks:
+        breakpoints[len(blocks) - 1] = _ttl_of(automatic)
+    return tuple(blocks), tuple(sorted(breakpoints.items()))
+
+
+def _cache_control(body: dict[str, object], key: str) -> float | None:
+    node: object = body
+    for name, index in re.findall(r"(\w+)(?:\[(\d+)\])?", key):
+        node = node.get(name) if isinstance(node, dict) else None
+        if index:
+            node = node[int(index)] if isinstance(node, list) and int(index) < len(node) \
+                else None
+    mark = node.get("cache_control") if isinstance(node, dict) else None
+    return _ttl_of(mark) if isinstance(mark, dict) else None
+
+
+def _ttl_of(mark: dict[str, object]) -> float:
+    return 3600.0 if mark.get("ttl") == "1h" else 300.0
 
 
 def _ttl(engine: Engine) -> float:
