@@ -107,6 +107,25 @@ class TestMissClasses:
         assert report.observed_above_ideal == 60
         assert report.hit_rate_observed == 0.6  # the log's own basis: 60 / 100
 
+    def test_blocks_of_a_running_request_are_not_evicted_with_concurrency(self):
+        # Capacity 4 blocks of 16. A (4 blocks) runs from t=0 to t=10; B (4 other blocks)
+        # runs from t=1 to t=1.5; A's prompt comes again at t=20.
+        def timed(rid, ids, start, duration):
+            return replace(request(rid, ids, seconds=start), duration=duration)
+
+        a = timed("a", list(range(64)), 0.0, 10.0)
+        b = timed("b", list(range(1000, 1064)), 1.0, 0.5)
+        again = timed("c", list(range(64)), 20.0, 1.0)
+        options = SimulateOptions(unit=16, capacity_tokens=4 * 16)
+        sequential = replay_report([a, b, again], options, {}).per_request[2]
+        # One after another: B takes A's 4 freed blocks, nothing of A is left.
+        assert sequential.predicted == 0
+        concurrent = replay_report([a, b, again], replace(options, concurrent=True),
+                                   {}).per_request[2]
+        # Overlapping: A's blocks are pinned while B runs, so they survive; C reuses
+        # min(4, (64 - 1) // 16) = 3 blocks.
+        assert concurrent.predicted == 48
+
     def test_every_uncached_token_is_classified_once(self):
         rng = np.random.default_rng(3)
         prepared, prev = [], None

@@ -45,6 +45,7 @@ tokens short of the previous prompt, as Claude Code's warm turns do.
 
 from __future__ import annotations
 
+import heapq
 import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -55,7 +56,7 @@ import numpy as np
 import xxhash
 
 from prefixscope.engines import ENGINES, get_engine
-from prefixscope.engines.base import Engine, Units
+from prefixscope.engines.base import Admission, Engine, Units
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
@@ -84,6 +85,10 @@ class SimulateOptions:
     trace_block_size: int | None = None  # block-hash traces; None: the trace's own, else 512
     cache_output: bool = False  # also cache the logged output's tokens (self-hosted engines)
     render: RenderOptions = field(default_factory=RenderOptions)
+    # Replay overlapping requests as overlapping: a request's blocks stay pinned (not
+    # evictable) from its start until start + its logged duration. Default: one after
+    # another, each released before the next starts.
+    concurrent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +175,7 @@ class _Prepared:
     # (block index -> TTL seconds) of their cache_control marks.
     blocks: tuple[tuple[str, int], ...] | None = None
     breakpoints: tuple[tuple[int, float], ...] = ()
+    duration: float | None = None  # seconds the request ran, when the log says
     approximate: bool = False  # rendered with a stand-in tokenizer: counts are estimates
 
     @property
@@ -251,7 +257,7 @@ def prepare(store: Store, options: SimulateOptions,
                 _seconds(request.timestamp), request.usage.cached_tokens, tok.ids,
                 _output_ids(request, tok.ids, options), None, 0, 0,
                 logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
-                blocks=blocks, breakpoints=breakpoints))
+                blocks=blocks, breakpoints=breakpoints, duration=_duration(request)))
         seen += len(pending)
         pending.clear()
         if progress is not None:
@@ -324,6 +330,23 @@ def _render(requests: list[Request], options: RenderOptions, skipped: dict[str, 
             reason = f"cannot render: {str(exc).splitlines()[0]}"
             skipped[reason] = skipped.get(reason, 0) + 1
     return out
+
+
+def _duration(request: Request) -> float | None:
+    """Seconds the request ran, from what the log recorded (Bifrost ``latency``, LiteLLM
+    ``request_duration_ms`` or ``endTime``)."""
+    meta = request.metadata
+    for key, scale in (("latency_ms", 1e-3), ("request_duration_ms", 1e-3)):
+        value = meta.get(key)
+        if isinstance(value, (int, float)) and value >= 0:
+            return float(value) * scale
+    end = meta.get("end_time")
+    if isinstance(end, str) and request.timestamp is not None:
+        try:
+            return max(0.0, (datetime.fromisoformat(end) - request.timestamp).total_seconds())
+        except ValueError:
+            return None
+    return None
 
 
 def _output_ids(request: Request, ids: np.ndarray, options: SimulateOptions
@@ -465,6 +488,8 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     engine, traces = _engines(options, unlimited)
     capacity = None if unlimited else options.capacity_tokens
     out = []
+    # (end time, order, admission, sequence) of the requests still running (--concurrent)
+    running: list[tuple[float, int, Admission, Units | None]] = []
     for p in prepared:
         if p.trace is not None:
             trace_engine = traces.get(p.trace_block)
@@ -476,7 +501,21 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
             continue
         prompt, sequence = _units(p, engine, options.cache_output)
         now = None if unlimited else p.seconds
-        out.append(engine.step(prompt, sequence=sequence, now=now).cached_tokens)
+        if not (options.concurrent and not unlimited and p.seconds is not None):
+            out.append(engine.step(prompt, sequence=sequence, now=now).cached_tokens)
+            continue
+        while running and running[0][0] <= p.seconds:  # finished before this one starts
+            end, _, admission, done = heapq.heappop(running)
+            engine.release(admission, sequence=done, now=end)
+        admission = engine.admit(prompt, now=now)
+        out.append(admission.lookup.cached_tokens)
+        if p.duration:
+            heapq.heappush(running, (p.seconds + p.duration, len(out), admission, sequence))
+        else:
+            engine.release(admission, sequence=sequence, now=now)
+    while running:
+        end, _, admission, done = heapq.heappop(running)
+        engine.release(admission, sequence=done, now=end)
     return out
 
 
