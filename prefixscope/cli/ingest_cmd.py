@@ -38,6 +38,7 @@ def ingest(
     Formats (detected from content; --format NAME forces one): raw request/response
     captures, Langfuse exports, new-api logs (SQLite or export), LiteLLM SpendLogs,
     Bifrost logs, OpenTelemetry GenAI spans (OTLP/JSON), Claude Code session JSONL,
+    Codex CLI rollouts,
     SWE-agent / OpenHands / mini-swe-agent trajectories, Mooncake/Bailian block-hash
     traces, TraceLab round traces.
 

@@ -39,6 +39,7 @@ _MODULES = (
     "litellm",
     "bifrost",
     "claude_code",
+    "codex",
     "swe_agent",
     "openhands",
     "mini_swe_agent",

@@ -1,0 +1,329 @@
+"""OpenAI Codex CLI rollout files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
+
+Codex writes every session it runs to a JSON-lines "rollout" (also kept under
+`~/.codex/archived_sessions/`). Like a Claude Code transcript it is an agent's own log:
+it holds the provider-reported usage of every model call and, unlike Claude Code's, the
+Responses API input items the calls were built from, so the history of each call can be
+rebuilt and threaded; what it lacks is the tool list (and, in older versions, the base
+instructions).
+
+The line shape, from the Codex source (openai/codex, `codex-rs/protocol/src/protocol.rs`):
+`RolloutLine { timestamp, #[serde(flatten)] item: RolloutItem }` with `RolloutItem`
+tagged ``#[serde(tag = "type", content = "payload", rename_all = "snake_case")]``:
+
+* ``session_meta`` -- `SessionMetaLine` (`SessionMeta` flattened + `git`): `id` (the
+  session / conversation id), `timestamp`, `cwd`, `originator`, `cli_version`,
+  `instructions`, `source`, `model_provider`; newer versions add `forked_from_id` and
+  `base_instructions` (`{text}`, the system prompt sent as Responses `instructions`);
+* ``turn_context`` -- `TurnContextItem`: `cwd`, `approval_policy`, `sandbox_policy`,
+  `model`, `effort`, `summary`, ...;
+* ``response_item`` -- a `ResponseItem` (`codex-rs/protocol/src/models.rs`): `message`
+  (`role`, `content` of `input_text` / `output_text` / `input_image`), `reasoning`,
+  `function_call` / `function_call_output`, `custom_tool_call` / `_output`,
+  `local_shell_call`, `web_search_call`, `compaction` (remote compaction's encrypted
+  item), `ghost_snapshot` (an undo snapshot, never sent to the model);
+* ``compacted`` -- `CompactedItem { message, replacement_history }`: the history was
+  replaced (local compaction: the summary `message`; remote / newer: the new history);
+* ``event_msg`` -- an `EventMsg`; the one read here is ``token_count``,
+  `TokenCountEvent { info: Option<TokenUsageInfo>, rate_limits }` with
+  `TokenUsageInfo { total_token_usage, last_token_usage, model_context_window }` and
+  `TokenUsage { input_tokens, cached_input_tokens, output_tokens,
+  reasoning_output_tokens, total_tokens }`.
+
+Guarantees:
+
+* One request per model call: a ``token_count`` event with non-null `info`. Codex
+  re-emits the event with an unchanged `total_token_usage` (rate-limit and UI refreshes;
+  ccusage issues #876, #884, #1288): an event whose totals equal the previous event's is
+  no call. An event whose counts are all zero (`fill_to_context_window`'s marker) is no
+  call either (ccusage skips them too).
+* Usage is `last_token_usage` (semantics ``codex:last``), else the difference of this
+  event's `total_token_usage` and the previous one's (``codex:total-diff``; the first
+  such event counts its totals), as ccusage's Codex adapter does
+  (`rust/crates/ccusage/src/adapter/codex/parser.rs`). OpenAI convention:
+  `input_tokens` includes the cached ones (`TokenUsage::non_cached_input` is
+  `input_tokens - cached_input_tokens`), so `prompt_tokens` = `input_tokens`,
+  `cached_tokens` = `cached_input_tokens`; `cache_write_input_tokens`, when a version
+  logs it, is `cache_write_tokens`; `output_tokens` includes reasoning.
+* Model: `info.model` / `payload.model` when the event names one (ccusage's fixtures do),
+  else the latest ``turn_context``'s `model`.
+* Body (``openai-responses``): ``{"model", "input": [...]}`` rebuilt from the
+  ``response_item`` lines before the call: the history so far, without the call's own
+  output (the model-output items -- reasoning, assistant messages, tool calls -- logged
+  after the last input item and before the event). `instructions` is the session's
+  `base_instructions` when logged. `metadata.approximate` lists what the log lacks:
+  ``tools`` always; ``instructions`` when not logged; ``history-after-compaction`` when
+  a local compaction logged only its summary (the history is then that summary as one
+  user message). A call with no ``response_item`` before it (a log of token counts
+  alone, as ccusage's fixtures are) has no body. A ``compacted`` line replaces the
+  history and the next call carries `metadata.compaction` (``local`` / ``remote``,
+  with its line); its body then holds the compaction item or summary that
+  `model.keys.compaction_marker` recognises.
+* Sessions: `session_key` is the first ``session_meta`` `id` (``codex.session_meta``),
+  else the uuid in the file name (``codex.file``). A forked or sub-agent rollout starts
+  by replaying its parent's history, `token_count` events included, with the parent's
+  cumulative totals: the record key of an event with totals is those totals (not the
+  file or time), so the replayed copy has the parent call's id and is stored once;
+  `prefer` keeps the earlier-timed copy (the original; on equal times the one whose file
+  name, which begins with the session's start time, sorts first) whatever order files are
+  read in.
+* Not requests, not reported: every other line type and event. Reported as skips:
+  invalid JSON, lines that are not objects of the rollout shape, a ``token_count`` whose
+  `info` has no usage object.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from prefixscope.ingest.normalize.fields import parse_time, to_int, to_text
+from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers.json import iter_json_records
+from prefixscope.ingest.source import Probe, Source
+from prefixscope.model import Record, Request, Skip, Usage
+
+NAME = "codex"
+DESCRIPTION = ("OpenAI Codex CLI rollouts (~/.codex/sessions/**/rollout-*.jsonl): usage per "
+               "model call, bodies rebuilt")
+
+LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg",
+                        "compacted"})
+# ResponseItem types the model produces (a call's output); everything else is input.
+_OUTPUT_ITEM_TYPES = frozenset({"reasoning", "function_call", "custom_tool_call",
+                                "local_shell_call", "web_search_call", "image_generation_call",
+                                "tool_search_call"})
+_NOT_SENT_ITEM_TYPES = frozenset({"ghost_snapshot"})  # undo snapshots: never in a request
+_USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens",
+                 "output_tokens", "reasoning_output_tokens", "total_tokens")
+_META_KEYS = ("cwd", "originator", "cli_version", "source", "model_provider",
+              "forked_from_id")
+_TURN_KEYS = ("approval_policy", "sandbox_policy", "effort")
+_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+
+
+def sniff(probe: Probe) -> bool:
+    """The first object line has the rollout shape: `type` one of `RolloutItem`'s tags,
+    a `payload` object and a `timestamp` (an event line also names its event type)."""
+    for rec in probe.head_lines:
+        return is_rollout_line(rec)
+    return False
+
+
+def is_rollout_line(rec: Any) -> bool:
+    if not isinstance(rec, dict) or rec.get("type") not in LINE_TYPES:
+        return False
+    payload = rec.get("payload")
+    if not isinstance(payload, dict) or "timestamp" not in rec:
+        return False
+    return rec["type"] != "event_msg" or isinstance(payload.get("type"), str)
+
+
+Counts = tuple[int | None, ...]
+
+
+def _counts(value: Any) -> Counts | None:
+    if not isinstance(value, dict):
+        return None
+    counts = tuple(to_int(value.get(k)) for k in _USAGE_FIELDS)
+    return None if all(c is None for c in counts) else counts
+
+
+def _diff(total: Counts, previous: Counts | None) -> Counts:
+    if previous is None:
+        return total
+    return tuple(None if t is None else max(t - (p or 0), 0)
+                 for t, p in zip(total, previous, strict=True))
+
+
+def _usage(counts: Counts, semantics: str) -> Usage:
+    inp, cached, write, out, _reasoning, _total = counts
+    return Usage(prompt_tokens=inp, cached_tokens=cached, cache_write_tokens=write,
+                 output_tokens=out, semantics=semantics)
+
+
+def _is_output(item: dict[str, Any]) -> bool:
+    kind = item.get("type")
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return kind in _OUTPUT_ITEM_TYPES
+
+
+@dataclass
+class _State:
+    """What the lines read so far say: the session, the turn, the history sent next."""
+
+    session: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    instructions: str | None = None
+    model: str | None = None
+    turn: dict[str, Any] = field(default_factory=dict)
+    items: list[Any] = field(default_factory=list)
+    output_start: int | None = None  # index in items of the pending call's first output
+    previous_total: Counts | None = None
+    compaction: dict[str, Any] | None = None  # a compaction not yet followed by a call
+    summary_only: bool = False  # the history is a local compaction's summary alone
+
+    def read_meta(self, payload: dict[str, Any]) -> None:
+        if self.session is not None:
+            return  # a fork replays its parent's meta later: the file's own comes first
+        self.session = to_text(payload.get("id") or payload.get("session_id"))
+        self.meta = {k: payload[k] for k in _META_KEYS if payload.get(k) is not None}
+        base = payload.get("base_instructions")
+        if isinstance(base, dict):
+            base = base.get("text")
+        if isinstance(base, str) and base:
+            self.instructions = base
+
+    def read_turn(self, payload: dict[str, Any]) -> None:
+        model = to_text(payload.get("model"))
+        if model:
+            self.model = model
+        self.turn = {k: payload[k] for k in _TURN_KEYS if payload.get(k) is not None}
+
+    def read_item(self, item: dict[str, Any]) -> None:
+        if item.get("type") in _NOT_SENT_ITEM_TYPES:
+            return
+        self.items.append(item)
+        if self.output_start is None and _is_output(item):
+            self.output_start = len(self.items) - 1
+
+    def read_compacted(self, payload: dict[str, Any], line: int) -> None:
+        replacement = payload.get("replacement_history")
+        if isinstance(replacement, list):
+            self.items = [i for i in replacement
+                          if not (isinstance(i, dict) and i.get("type") in _NOT_SENT_ITEM_TYPES)]
+            self.summary_only = False
+            kind = "remote" if any(isinstance(i, dict) and i.get("type") == "compaction"
+                                   for i in self.items) else "local"
+        else:
+            text = payload.get("message")
+            self.items = [{"type": "message", "role": "user",
+                           "content": [{"type": "input_text", "text": str(text or "")}]}]
+            self.summary_only = True
+            kind = "local"
+        self.output_start = None
+        self.compaction = {"kind": kind, "line": line,
+                           "replacement_history": isinstance(replacement, list)}
+
+
+def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
+    state = _State()
+    file_session = _file_session(source)
+    for place, rec in iter_json_records(source, probe):
+        if isinstance(rec, BadRecord):
+            yield Skip(place, str(rec))
+            continue
+        if not is_rollout_line(rec):
+            yield Skip(place, "not a Codex rollout line ({timestamp, type, payload})")
+            continue
+        kind, payload = rec["type"], rec["payload"]
+        if kind == "session_meta":
+            state.read_meta(payload)
+        elif kind == "turn_context":
+            state.read_turn(payload)
+        elif kind == "response_item":
+            state.read_item(payload)
+        elif kind == "compacted":
+            state.read_compacted(payload, place)
+        elif kind == "event_msg" and payload.get("type") == "token_count":
+            item = _call(state, rec, payload, place, file_session)
+            if item is not None:
+                yield item
+
+
+def _call(state: _State, rec: dict[str, Any], payload: dict[str, Any], line: int,
+          file_session: str | None) -> Record | Skip | None:
+    info = payload.get("info")
+    if not isinstance(info, dict):
+        return None  # rate limits only: no call
+    total = _counts(info.get("total_token_usage"))
+    last = _counts(info.get("last_token_usage"))
+    if total is not None and total == state.previous_total:
+        return None  # re-emitted counter: the same call again
+    if last is not None:
+        counts, semantics = last, "codex:last"
+    elif total is not None:
+        counts, semantics = _diff(total, state.previous_total), "codex:total-diff"
+    else:
+        return Skip(line, "token_count info without last_token_usage or total_token_usage")
+    if total is not None:
+        state.previous_total = total
+    if not any(counts[:5]):
+        return None  # all zero (fill_to_context_window's marker): no call
+    request = _request(state, rec, payload, info, line, counts, semantics, file_session)
+    state.output_start = None  # the call's output is history now
+    state.compaction = None
+    key_counts = total if total is not None else counts
+    key = (f"codex:{key_counts}:{last}" if total is not None
+           else f"codex:{request.session_key}:{rec.get('timestamp')}:{counts}")
+    return Record(request=request, key=key)
+
+
+def _request(state: _State, rec: dict[str, Any], payload: dict[str, Any],
+             info: dict[str, Any], line: int, counts: Counts, semantics: str,
+             file_session: str | None) -> Request:
+    end = state.output_start if state.output_start is not None else len(state.items)
+    model = to_text(info.get("model")) or to_text(payload.get("model")) or state.model
+    body: dict[str, Any] | None = None
+    if end:  # a log of token counts alone (no response_item before the call): no body
+        body = {"model": model}
+        if state.instructions is not None:
+            body["instructions"] = state.instructions
+        body["input"] = list(state.items[:end])
+    approximate = ["tools"]
+    if state.instructions is None:
+        approximate.append("instructions")
+    if state.summary_only:
+        approximate.append("history-after-compaction")
+    metadata: dict[str, Any] = {**state.meta, **state.turn, "approximate": approximate}
+    if counts[4] is not None:
+        metadata["reasoning_output_tokens"] = counts[4]
+    if counts[5] is not None:
+        metadata["total_tokens"] = counts[5]
+    window = to_int(info.get("model_context_window"))
+    if window is not None:
+        metadata["model_context_window"] = window
+    if state.compaction is not None:
+        metadata["compaction"] = dict(state.compaction)
+    session: str | None = state.session
+    session_source: str | None = "codex.session_meta"
+    if session is None:
+        session, session_source = file_session, "codex.file"
+    return Request(
+        id="", source_format="", source_file="", source_line=line,
+        timestamp=parse_time(rec.get("timestamp")),
+        endpoint="openai-responses",
+        model=model,
+        session_key=session, session_key_source=session_source if session else None,
+        client=to_text(state.meta.get("originator")) or "codex",
+        body=body,
+        output=list(state.items[end:]) or None,
+        usage=_usage(counts, semantics),
+        metadata=metadata,
+    )
+
+
+def _file_session(source: Source) -> str | None:
+    """The uuid in ``rollout-<time>-<uuid>.jsonl``, else the file's stem."""
+    if source.path is None:
+        return None
+    name = PurePath(source.name).name
+    found = _UUID_RE.findall(name)
+    if found:
+        return str(found[-1])
+    return name.split(".", 1)[0] or None
+
+
+def prefer(new: Request, old: Request) -> bool:
+    """True when `new`, another copy of the stored call `old` (a fork's replay of its
+    parent's history, or the parent read after the fork), is the original: the one logged
+    earlier, and on equal times the one in the file whose name sorts first (rollout names
+    begin with the session's start time, so the parent's)."""
+    if new.timestamp is not None and old.timestamp is not None \
+            and new.timestamp != old.timestamp:
+        return new.timestamp < old.timestamp
+    return PurePath(new.source_file).name < PurePath(old.source_file).name
