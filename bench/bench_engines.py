@@ -253,7 +253,8 @@ Why the C++ LRU loop stays ahead: prefixscope's engines are pure Python. Profile
 cProfile on the conversation trace, blocktrace's replay is one OrderedDict operation per
 id (in / move_to_end / insert / popitem, ~0.2 us each with the interpreter loop around
 them) plus one tolist and one Lookup per request; without a capacity it is one C-level
-dict.update per request. The C++ simulator interns the ids into trie node numbers before
+set.update and list.extend per request. The C++ simulator interns the ids into trie
+node numbers before
 it replays and then touches flat arrays (tens of ns per id). Against its whole run
 (process, load, trie) prefixscope's replay is compared like for like with its replay s;
 against its LRU loop alone no Python dict-per-id loop can win.
