@@ -358,3 +358,43 @@ def test_anthropic_bodies_cache_at_their_own_cache_control_marks(tmp_path: Path)
     assert second.predicted == second.ideal == marked_end
     assert (third.predicted, third.ideal) == (0, marked_end)
     assert third.misses["ttl"] == marked_end
+
+
+def _claude_code_session(path: Path, gaps: list[int], reads: list[int], totals: list[int]
+                         ) -> None:
+    """A Claude Code transcript: one call per gap (seconds after the previous one), with
+    the cache reads and prompt totals given (writes = the rest)."""
+    lines, when = [], 0
+    for i, (gap, read, total) in enumerate(zip(gaps, reads, totals, strict=True)):
+        when += gap
+        ts = f"2026-03-02T{9 + when // 3600:02d}:{when % 3600 // 60:02d}:{when % 60:02d}Z"
+        common = {"isSidechain": False, "userType": "external", "cwd": "/w",
+                  "sessionId": "0f6e2d1c-1111-4222-8333-944455556666", "version": "2.0.31",
+                  "timestamp": ts}
+        lines.append({**common, "type": "user", "uuid": f"u{i}",
+                      "parentUuid": f"a{i - 1}" if i else None,
+                      "message": {"role": "user", "content": f"step {i}"}})
+        lines.append({**common, "type": "assistant", "uuid": f"a{i}", "parentUuid": f"u{i}",
+                      "requestId": f"req_{i}", "message": {
+                          "id": f"msg_{i}", "type": "message", "role": "assistant",
+                          "model": "claude-sonnet-4-5-20250929",
+                          "content": [{"type": "text", "text": "ok"}],
+                          "usage": {"input_tokens": 3, "cache_read_input_tokens": read,
+                                    "cache_creation_input_tokens": total - read - 3,
+                                    "output_tokens": 9}}})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_fit_finds_a_hosted_engines_retention(tmp_path: Path) -> None:
+    # Read after 4 minutes, nothing read after 7: the retention is between 240 and 420 s;
+    # of the candidates (1, 2, 5, 10, ... minutes) only 5 minutes fits both.
+    log = tmp_path / "cc.jsonl"
+    totals = [20000, 21000, 22000, 23000]
+    _claude_code_session(log, gaps=[0, 240, 420, 60], reads=[0, 19998, 0, 21998],
+                         totals=totals)
+    store = _ingest([log], tmp_path)
+    report = simulate_store(store, SimulateOptions(engine="anthropic"), fit=True)
+    assert report.fit is not None
+    assert (report.fit.ttl_seconds, report.fit.agreement) == (300.0, 1.0)
+    longer = simulate_store(store, SimulateOptions(engine="anthropic", ttl_seconds=3600))
+    assert longer.per_request[2].predicted == totals[1] - 2  # an hour keeps it alive

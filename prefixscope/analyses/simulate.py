@@ -89,6 +89,7 @@ class SimulateOptions:
     # evictable) from its start until start + its logged duration. Default: one after
     # another, each released before the next starts.
     concurrent: bool = False
+    ttl_seconds: float | None = None  # hosted engines' retention; None: the engine's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,7 @@ class FitResult:
     unit: int
     capacity_tokens: int | None
     agreement: float | None
+    ttl_seconds: float | None = None  # hosted engines: the retention that fits best
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,11 +475,17 @@ def _engines(options: SimulateOptions, unlimited: bool) -> tuple[Engine, dict[in
     """The token engine, and one blocktrace engine per trace block size (made on demand)."""
     _, params = engine_unit(options.engine, options.unit)
     capacity = None if unlimited else options.capacity_tokens
-    kwargs = dict(params)
+    kwargs: dict[str, float | int | bool] = dict(params)
     if capacity is not None:
         kwargs["capacity_tokens"] = capacity
-    if "cache_output" in inspect.signature(ENGINES[options.engine]).parameters:
+    parameters = inspect.signature(ENGINES[options.engine]).parameters
+    if "cache_output" in parameters:
         kwargs["cache_output"] = options.cache_output
+    ttl_parameter = getattr(ENGINES[options.engine], "ttl_parameter", None)
+    if options.ttl_seconds is not None:
+        if ttl_parameter is None:
+            raise SimulateError(f"--engine {options.engine} has no retention time to set")
+        kwargs[ttl_parameter] = options.ttl_seconds
     return get_engine(options.engine, **kwargs), {}
 
 
@@ -623,6 +631,8 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions
     observed = [p.observed for p in prepared if p.observed is not None]
     if not observed:
         return None  # nothing to fit to
+    if getattr(ENGINES[options.engine], "ttl_parameter", None) is not None:
+        return _fit_ttl(prepared, options)
     units = _FIT_UNITS if getattr(ENGINES[options.engine], "unit_parameter", None) else (None,)
     total = sum(p.n_tokens for p in prepared) or 1
 
@@ -671,3 +681,25 @@ def stored_rows(report: SimulateReport) -> list[tuple[str, str | None, int, int 
     """The per-request results as `Store.save_simulation` takes them."""
     return [(r.id, r.session, r.prompt_tokens, r.observed, r.predicted, r.ideal, r.shortfall,
              dict(r.misses)) for r in report.per_request]
+
+
+# Retention times tried for hosted engines: 1 minute to 1 day (Anthropic 5 min / 1 h,
+# OpenAI in-memory "5-10 minutes" and 24 h extended retention).
+_FIT_TTLS = (60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
+
+
+def _fit_ttl(prepared: Sequence[_Prepared], options: SimulateOptions) -> FitResult:
+    """A hosted engine's retention time that reproduces the observed values best (exact
+    matches first, then the smaller mean error; ties go to the shorter TTL)."""
+    unit = engine_unit(options.engine, options.unit)[0]
+    best: tuple[tuple[float, float], float, float] | None = None
+    for ttl in _FIT_TTLS:
+        cached = _replay(prepared, replace(options, ttl_seconds=ttl))
+        errors = [abs(c - p.observed) for p, c in zip(prepared, cached, strict=True)
+                  if p.observed is not None]
+        score = (sum(e == 0 for e in errors) / len(errors), -sum(errors) / len(errors))
+        agreement = sum(e <= unit for e in errors) / len(errors)
+        if best is None or score > best[0]:
+            best = (score, ttl, agreement)
+    assert best is not None
+    return FitResult(unit, None, best[2], best[1])

@@ -47,6 +47,9 @@ def simulate(
         "Bailian 16; default: the trace's own, else 512).", show_default=False)] = None,
     cache_output: Annotated[bool, typer.Option("--cache-output", help="Also cache the logged "
                                                "output's tokens.")] = False,
+    ttl: Annotated[float | None, typer.Option(
+        "--ttl", min=0, help="Hosted engines' retention in seconds (default: Anthropic 300, "
+        "OpenAI 600 idle, DeepSeek none).", show_default=False)] = None,
     concurrent: Annotated[bool, typer.Option("--concurrent", help="Overlapping requests "
                                              "overlap: a running request's blocks cannot be "
                                              "evicted (needs logged durations).")] = False,
@@ -93,7 +96,7 @@ def simulate(
     options = SimulateOptions(
         engine=engine, unit=block_size, trace_block_size=trace_block_size,
         capacity_tokens=capacity_tokens(capacity, block_size, bytes_per_token),
-        cache_output=cache_output, render=render, concurrent=concurrent)
+        cache_output=cache_output, render=render, concurrent=concurrent, ttl_seconds=ttl)
     curve_points = [capacity_tokens(c.strip(), block_size, bytes_per_token)
                     for c in (curve or "").split(",") if c.strip()]
     keep = save and not logs  # a temporary store of LOGS is gone after the command

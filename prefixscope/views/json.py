@@ -209,7 +209,7 @@ def simulate_json(report: SimulateReport, *, per_request: bool = False) -> Simul
                            for c in report.capacity_curve],
         "fit": None if report.fit is None else {
             "block_size": report.fit.unit, "capacity_tokens": report.fit.capacity_tokens,
-            "agreement": report.fit.agreement},
+            "agreement": report.fit.agreement, "ttl_seconds": report.fit.ttl_seconds},
         "skipped": dict(report.skipped),
         "approximate_requests": report.approximate_requests,
         "observed_above_ideal": report.observed_above_ideal,

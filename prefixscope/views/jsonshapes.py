@@ -339,6 +339,7 @@ class FitJson(TypedDict):
     block_size: int
     capacity_tokens: int | None
     agreement: float | None
+    ttl_seconds: float | None
 
 
 class SimulateRequestJson(TypedDict):

@@ -60,7 +60,9 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
     if report.fit is not None:
         fit_capacity = ("unlimited" if report.fit.capacity_tokens is None
                         else f"{report.fit.capacity_tokens:,} tokens")
-        screen.print(f"best fit: block {report.fit.unit}, capacity {fit_capacity} "
+        ttl = ("" if report.fit.ttl_seconds is None
+               else f", retention {report.fit.ttl_seconds:,.0f} s")
+        screen.print(f"best fit: block {report.fit.unit}, capacity {fit_capacity}{ttl} "
                      f"(agreement {percent(report.fit.agreement)})")
     for w in report.what_if:
         screen.print(f"what-if [bold]{escape(w.transform)}[/]: ideal {percent(w.hit_rate_ideal)}"
