@@ -55,6 +55,13 @@ def main() -> None:
             raise
         import sys
 
+        from prefixscope.store import unreadable_store
+
+        damaged = unreadable_store(exc)  # a store file DuckDB opened but cannot read
+        if damaged is not None:
+            sys.stderr.write(f"error: {damaged}\n")
+            raise SystemExit(1) from None
+
         sys.stderr.write(f"error: internal error: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''} "
                          "(a bug: rerun with PREFIXSCOPE_DEBUG=1 and report it)\n")

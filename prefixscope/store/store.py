@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,6 +100,19 @@ def _connect_error(path: str, exc: duckdb.Error) -> str:
         who = f" ({Path(holder.group(1)).name}, PID {holder.group(2)})" if holder else ""
         return f"store {path} is in use by another process{who}; retry when it is done"
     return f"cannot open store {path}: {message}"
+
+
+def unreadable_store(exc: BaseException) -> str | None:
+    """The one line for a store file DuckDB opened but cannot read (truncated, blocks
+    overwritten); None when `exc` is not such a failure (a bug, reported as one)."""
+    if not isinstance(exc, duckdb.Error):
+        return None
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, duckdb.IOException) or message.startswith(
+            ("Corrupt database file", "FATAL Error", "Invalid Input Error: Invalid database")) \
+            or "database has been invalidated" in message:
+        return f"the store cannot be read (damaged or truncated file?): {message}"
+    return None
 
 
 def time_order(alias: str = "") -> str:
@@ -223,9 +236,23 @@ class Store:
         try:
             yield
         except BaseException:
-            self.run("ROLLBACK")
+            with suppress(duckdb.Error):  # a damaged file can refuse the rollback too:
+                self.run("ROLLBACK")      # the error that got here is the one to report
             raise
         self.run("COMMIT")
+
+    @contextmanager
+    def _registered(self, name: str, frame: pl.DataFrame) -> Iterator[None]:
+        """`frame` visible to SQL as `name` for the block. When the block fails, its error is
+        the one raised (unregistering inside an aborted transaction would raise another)."""
+        self.con.register(name, frame)
+        try:
+            yield
+        except BaseException:
+            with suppress(duckdb.Error):
+                self.con.unregister(name)
+            raise
+        self.con.unregister(name)
 
     def rollback_open_transaction(self) -> None:
         self.run("ROLLBACK")
@@ -278,23 +305,17 @@ class Store:
                 cols[name].append(value)
         frame = pl.DataFrame(cols, schema=REQUEST_SCHEMA)
         before = self.count()
-        self.con.register("_incoming", frame)
-        try:
+        with self._registered("_incoming", frame):
             self.run(
                 f"INSERT INTO requests ({COLUMNS}) SELECT {COLUMNS} FROM _incoming "
                 "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
                 "(PARTITION BY id ORDER BY source_line) = 1")
-        finally:
-            self.con.unregister("_incoming")
         if bodies:
             body_frame = pl.DataFrame({"hash": list(bodies), "body": list(bodies.values())},
                                       schema={"hash": pl.Utf8, "body": pl.Utf8})
-            self.con.register("_bodies", body_frame)
-            try:
+            with self._registered("_bodies", body_frame):
                 self.run("INSERT INTO bodies SELECT hash, body FROM _bodies "
                                  "WHERE hash NOT IN (SELECT hash FROM bodies)")
-            finally:
-                self.con.unregister("_bodies")
         return self.count() - before - replaced
 
     def _replace_preferred(self, requests: Sequence[Request],
@@ -316,11 +337,8 @@ class Store:
             orient="row",
         )
         self.run("DELETE FROM sessions")
-        self.con.register("_sessions", frame)
-        try:
+        with self._registered("_sessions", frame):
             self.run("INSERT INTO sessions SELECT * FROM _sessions")
-        finally:
-            self.con.unregister("_sessions")
 
     # -- reading -------------------------------------------------------------------
 
@@ -410,12 +428,9 @@ class Store:
             return
         frame = pl.DataFrame({"id": list(links), "kept": list(links.values())},
                              schema={"id": pl.Utf8, "kept": pl.Utf8})
-        self.con.register("_duplicates", frame)
-        try:
+        with self._registered("_duplicates", frame):
             self.run("UPDATE requests SET duplicate_of = d.kept FROM _duplicates d "
                      "WHERE requests.id = d.id")
-        finally:
-            self.con.unregister("_duplicates")
 
     def duplicate_count(self) -> int:
         """Requests that are a second log of a call another request holds."""
