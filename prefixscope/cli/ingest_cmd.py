@@ -77,7 +77,12 @@ def ingest(
         console.show(ingest_screen(result, str(store or DEFAULT_STORE),
                                    console.screen()), quiet)
     if result.failed:
-        raise console.fail(f"--strict: {result.skipped} record(s)/file(s) skipped; "
+        first = ""
+        if result.errors:
+            err = result.errors[0]
+            place = err.file if err.line is None else f"{err.file}:{err.line}"
+            first = f" (the first: {place}: {err.reason})"
+        raise console.fail(f"--strict: {result.skipped} record(s)/file(s) skipped{first}; "
                            "nothing was stored")
     if result.skipped and result.ingested + result.already_present == 0:
         # Every record or file was rejected: that is bad input, not a successful run.

@@ -95,8 +95,21 @@ class Source:
 
     @cached_property
     def head(self) -> bytes:
+        """The first `PROBE_BYTES` of the content; of a gzip cut short, what decompresses
+        before the cut (the parser then reports the cut with the records before it)."""
         with self.open_binary() as fh:
-            return fh.read(PROBE_BYTES)
+            if not isinstance(fh, gzip.GzipFile):
+                return fh.read(PROBE_BYTES)
+            chunks: list[bytes] = []
+            got = 0
+            try:
+                while got < PROBE_BYTES and (chunk := fh.read1(PROBE_BYTES - got)):
+                    chunks.append(chunk)
+                    got += len(chunk)
+            except DECOMPRESS_ERRORS:
+                if not chunks:
+                    raise
+            return b"".join(chunks)
 
     def read_bytes(self) -> bytes:
         with self.open_binary() as fh:
@@ -197,6 +210,7 @@ def probe(source: Source) -> Probe:
         return Probe(kind="empty", text=text)
     if stripped[0] in "[{":
         document_error = ""
+        cut: Exception | None = None
         too_large = len(head) == PROBE_BYTES and source.size > MAX_DOCUMENT_PROBE
         if not too_large:
             try:
@@ -205,7 +219,7 @@ def probe(source: Source) -> Probe:
                 document_error = str(exc)
             except DECOMPRESS_ERRORS as exc:
                 # A damaged gzip: its readable start may still be JSON lines.
-                document_error = f"damaged gzip: {exc}"
+                document_error, cut = f"damaged gzip: {exc}", exc
             else:
                 if isinstance(doc, list):
                     first = next((x for x in doc if isinstance(x, dict)), doc[0] if doc else None)
@@ -216,6 +230,8 @@ def probe(source: Source) -> Probe:
         if found:
             return Probe(kind="jsonl", first=first, text=text,
                          records=head_json_records(source))
+        if cut is not None:
+            raise cut  # no record before the cut: the file cannot be read ("cannot read: ...")
         if too_large:
             problem = (f"a JSON document over {MAX_DOCUMENT_PROBE >> 20} MB that is not JSON "
                        "lines: too large to read whole (split it, e.g. jq -c '.[]' FILE)")

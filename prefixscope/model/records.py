@@ -7,7 +7,8 @@ never care where a request came from. The rules that make them comparable:
 * `Usage.prompt_tokens` is ALL input tokens, cached ones included (OpenAI's
   convention). Sources that report Anthropic-style uncached `input_tokens` are
   converted by the parser; the source's own convention is kept in `semantics`.
-* A value the source did not report is `None`, never 0.
+* A value the source did not report is `None`, never 0; so is a token count no call can
+  have (negative, or over `MAX_TOKENS`: a damaged or hostile log), which `Usage` drops.
 * `Request.body` is the request as sent, in the protocol named by `endpoint`
   (`anthropic-messages`, `openai-chat`, `openai-responses`). Sources that log a
   looser shape (Langfuse, OTel, trajectories) are mapped to `openai-chat` by their
@@ -24,6 +25,9 @@ from typing import Any, Literal
 
 Endpoint = Literal["anthropic-messages", "openai-chat", "openai-responses", "unknown"]
 ENDPOINTS: tuple[str, ...] = ("anthropic-messages", "openai-chat", "openai-responses", "unknown")
+# No call reads or writes a trillion tokens: a larger count is a damaged counter, and the
+# sums of several such counts still fit the store's 64-bit columns.
+MAX_TOKENS = 1 << 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,12 @@ class Usage:
     cache_write_tokens: int | None = None  # tokens written to the prompt cache
     output_tokens: int | None = None  # generated tokens (reasoning included)
     semantics: str | None = None  # the source's own convention, e.g. "anthropic", "openai"
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_tokens", "cached_tokens", "cache_write_tokens", "output_tokens"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and 0 <= value <= MAX_TOKENS):
+                object.__setattr__(self, name, None)  # not a count: unreported
 
     @property
     def reported(self) -> bool:

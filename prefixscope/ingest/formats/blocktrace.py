@@ -35,8 +35,8 @@ Guarantees:
   left to the threading of parent chains (`session_key` None). Mooncake lines
   have no id: the key is the canonical JSON of the line (repeated identical
   lines are told apart by the driver's occurrence count).
-* A line without a list of integer ``hash_ids`` or an integer
-  ``input_length`` is reported as a skip.
+* A line without a list of integer ``hash_ids`` (each in the signed 64-bit range) or an
+  integer ``input_length`` is reported as a skip.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ BAILIAN_BLOCK_SIZE = 16
 _EPOCH = datetime(1970, 1, 1)
 _BLOCK_SIZE_IN_NAME = re.compile(r"blksz_(\d+)")
 _REQUIRED = ("hash_ids", "input_length", "timestamp")
+# A block hash is stored as a signed 64-bit integer: one outside that range is damage.
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def sniff(probe: Probe) -> bool:
@@ -92,6 +94,8 @@ def _problem(rec: dict[str, Any]) -> str | None:
         return "no `hash_ids` list"
     if not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
         return "`hash_ids` holds a value that is not an integer"
+    if not all(_INT64_MIN <= h <= _INT64_MAX for h in hashes):
+        return "`hash_ids` holds an integer outside the signed 64-bit range"
     if to_int(rec.get("input_length")) is None:
         return "no integer `input_length`"
     return None

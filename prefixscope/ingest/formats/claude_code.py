@@ -48,7 +48,9 @@ Guarantees:
   ``file-history-snapshot``, ``summary``, titles, ...) to the first record that does.
 
 Lines are read in one pass; the requests of a file are kept until its end
-because the lines of one streamed response need not be adjacent.
+because the lines of one streamed response need not be adjacent. A file cut short (a
+truncated gzip, an I/O error part-way) keeps the calls read before the cut, and the cut
+is reported as one skip ("read failed part-way, ..."), as streaming formats do.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from prefixscope.ingest.normalize.fields import parse_time, to_text
 from prefixscope.ingest.normalize.usage import usage_anthropic
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records
-from prefixscope.ingest.source import Probe, Source
+from prefixscope.ingest.source import READ_ERRORS, Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
 
 NAME = "claude-code"
@@ -170,6 +172,32 @@ def _better(copy: _Copy, than: _Copy) -> bool:
 
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     calls: dict[str, dict[str | None, _Copy]] = {}
+    cut: Skip | None = None
+    try:
+        yield from _read_calls(source, probe, calls)
+    except READ_ERRORS as exc:  # a damaged gzip, an I/O error: keep the calls read before it
+        cut = Skip(None, f"read failed part-way, the rest of the file is lost: {_reason(exc)}")
+    place_of = _FilePlace.of(source)
+    for message_id, copies in calls.items():
+        best = None
+        for copy in copies.values():  # first seen first: ties keep the earlier copy
+            if best is None or _better(copy, best):
+                best = copy
+        assert best is not None
+        yield _record(message_id, best, len(copies), place_of)
+    if cut is not None:
+        yield cut
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _read_calls(source: Source, probe: Probe,
+                calls: dict[str, dict[str | None, _Copy]]) -> Iterator[Skip]:
+    """Every line into `calls` (message id -> requestId -> copy); the skips as they come."""
     for place, rec in iter_json_records(source, probe):
         kind = _classify_line(rec)
         if kind is None:
@@ -185,14 +213,6 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
             copies[request_id] = _Copy(place, rec, message, usage, _content_blocks(message))
         else:
             copy.add(message, usage)
-    place_of = _FilePlace.of(source)
-    for message_id, copies in calls.items():
-        best = None
-        for copy in copies.values():  # first seen first: ties keep the earlier copy
-            if best is None or _better(copy, best):
-                best = copy
-        assert best is not None
-        yield _record(message_id, best, len(copies), place_of)
 
 
 def _classify_line(rec: Any) -> tuple[dict[str, Any], dict[str, Any]] | str | None:

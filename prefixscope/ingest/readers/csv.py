@@ -51,8 +51,9 @@ def header(first_line: str) -> list[str] | None:
 def iter_csv_rows(source: Source) -> Iterator[tuple[int, Any]]:
     """Yield (row number, row dict) of a CSV / tab-separated export; row 1 = first data row.
 
-    A row that is not valid UTF-8 (a latin-1 / Windows-1252 export) yields
-    (row, BadRecord(reason)); the rows around it are still read.
+    A row that is not valid UTF-8 (a latin-1 / Windows-1252 export), or whose number of
+    fields is not the header's (a row cut short, an unquoted separator shifting the columns),
+    yields (row, BadRecord(reason)); the rows around it are still read.
     """
     sep = delimiter(source.head.decode("utf-8", "replace"))
     with source.open_binary() as fh:
@@ -60,6 +61,12 @@ def iter_csv_rows(source: Source) -> Iterator[tuple[int, Any]]:
                                 newline="")
         reader = csv.DictReader(text, delimiter=sep)
         for rowno, row in enumerate(reader, start=1):
+            width = len(reader.fieldnames or ())
+            if None in row or any(v is None for v in row.values()):
+                fields = width + len(row.get(None) or ()) - sum(v is None for v in row.values())
+                why = "cut short?" if fields < width else "an unquoted separator?"
+                yield rowno, BadRecord(f"row has {fields} field(s), the header {width} ({why})")
+                continue
             clean = {(k or "").strip(): v for k, v in row.items()}
             if any(_UNDECODED.search(v) for v in (*clean, *clean.values())
                    if isinstance(v, str)):

@@ -8,6 +8,8 @@ editor leaves in front of the first line.
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,8 @@ UTF8_BOM = b"\xef\xbb\xbf"
 JSONL_PROBE_LINES = 20
 
 _NOT_JSON = object()
+# What a gzip cut short raises part-way (as `source.DECOMPRESS_ERRORS`, which imports this).
+_CUT = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
 def json_lines(source: Source) -> Iterator[tuple[int, bytes]]:
@@ -37,6 +41,15 @@ def json_lines(source: Source) -> Iterator[tuple[int, bytes]]:
                 yield lineno, line
 
 
+def _head_lines(source: Source) -> Iterator[tuple[int, bytes]]:
+    """`json_lines` for detection: a gzip cut short ends the lines there (the parser reports
+    the cut; detection looks at what was read before it)."""
+    try:
+        yield from json_lines(source)
+    except _CUT:
+        return
+
+
 def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[bool, Any]:
     """(found, value) of the first JSON-lines record, however long its line.
 
@@ -45,7 +58,7 @@ def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[b
     becomes a reported skip). A JSON object or array is preferred; a bare scalar on
     the very first line is accepted unless `containers_only`.
     """
-    for seen, (_, line) in enumerate(json_lines(source), start=1):
+    for seen, (_, line) in enumerate(_head_lines(source), start=1):
         try:
             value = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -63,7 +76,7 @@ def head_json_records(source: Source, limit: int = JSONL_PROBE_LINES) -> list[An
     """The JSON values of the first `limit` non-blank lines that parse (bad lines left out):
     what detection looks at when a log's first record does not say what the log is."""
     values: list[Any] = []
-    for seen, (_, line) in enumerate(json_lines(source), start=1):
+    for seen, (_, line) in enumerate(_head_lines(source), start=1):
         try:
             values.append(orjson.loads(line))
         except orjson.JSONDecodeError:
