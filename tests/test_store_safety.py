@@ -59,36 +59,34 @@ def ids(path: str) -> list[str]:
         return [r[0] for r in store.run("SELECT id FROM requests ORDER BY id")]
 
 
-def reading(proc: subprocess.Popen[bytes], log: Path, limit: float = 60.0) -> None:
-    """Return once `proc` has `log` open (Linux /proc; elsewhere: a second's wait)."""
-    fds = Path(f"/proc/{proc.pid}/fd")
-    if not fds.is_dir():
+def kill_mid_read(proc: subprocess.Popen[bytes], log: Path, limit: float = 60.0) -> int:
+    """SIGKILL `proc` once it has read a third of `log` (its offset in /proc/PID/fdinfo);
+    returns that offset. The store's transaction is open while a log is read (batches of
+    requests already inserted, uncommitted). Without /proc: a second after the start."""
+    if not Path(f"/proc/{proc.pid}/fdinfo").is_dir():
         time.sleep(1.0)
-        return
+        proc.kill()
+        return -1
+    target, size = str(log.resolve()), log.stat().st_size
     deadline = time.monotonic() + limit
-    while not has_open(proc, log):
-        assert proc.poll() is None, "the ingest ended before it read its log"
-        assert time.monotonic() < deadline, "the ingest never opened its log"
-        time.sleep(0.01)
-
-
-def has_open(proc: subprocess.Popen[bytes], path: Path) -> bool:
-    """Whether `proc` has `path` open (True where /proc cannot say)."""
-    fds = Path(f"/proc/{proc.pid}/fd")
-    if not fds.is_dir():
-        return True
-    target = str(path.resolve())
-    for fd in fds.iterdir():
-        try:
-            if os.readlink(fd) == target:
-                return True
-        except OSError:  # closed while listing
-            continue
-    return False
+    while True:
+        assert proc.poll() is None, "the ingest ended before it could be killed"
+        assert time.monotonic() < deadline, "the ingest never read a third of its log"
+        for fd in Path(f"/proc/{proc.pid}/fd").iterdir():
+            try:
+                if os.readlink(fd) != target:
+                    continue
+                pos = int(Path(f"/proc/{proc.pid}/fdinfo/{fd.name}").read_text().split()[1])
+            except (OSError, ValueError, IndexError):  # closed while looking
+                continue
+            if pos >= size // 3:
+                proc.kill()
+                return pos
+        time.sleep(0.002)
 
 
 def test_an_ingest_killed_mid_file_leaves_the_store_as_it_was_and_a_rerun_completes_it():
-    """SIGKILL in the middle of one ingest transaction (while it reads the log): the store
+    """SIGKILL in the middle of one ingest transaction (a third into the log): the store
     opens cleanly with only what was committed before it; re-running the same ingest ends
     with exactly the rows of one clean ingest (same count, same ids, no duplicate)."""
     big = Path("big.jsonl")
@@ -101,14 +99,12 @@ def test_an_ingest_killed_mid_file_leaves_the_store_as_it_was_and_a_rerun_comple
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        reading(proc, big)  # its one transaction is open until every log is read
-        time.sleep(0.2)
-        assert has_open(proc, big), "the ingest finished reading before it could be killed"
-        proc.kill()
+        at = kill_mid_read(proc, big)
     finally:
         proc.kill()
         proc.wait(timeout=30)
     assert proc.returncode == -9
+    assert at < big.stat().st_size, "killed after reading the whole log"
 
     after_crash = run_cli("sql", "select count(*) n, count(distinct id) d from requests",
                           "--store", "s.duckdb", "--json")
