@@ -114,7 +114,8 @@ def sniff(probe: Probe) -> bool:
 
 
 def is_rollout_line(rec: Any) -> bool:
-    if not isinstance(rec, dict) or rec.get("type") not in LINE_TYPES:
+    if not isinstance(rec, dict) or not isinstance(rec.get("type"), str) \
+            or rec["type"] not in LINE_TYPES:
         return False
     payload = rec.get("payload")
     if not isinstance(payload, dict) or "timestamp" not in rec:
@@ -145,8 +146,14 @@ def _usage(counts: Counts, semantics: str) -> Usage:
                  output_tokens=out, semantics=semantics)
 
 
-def _is_output(item: dict[str, Any]) -> bool:
+def _kind(item: dict[str, Any]) -> str | None:
+    """An item's `type` when it is a string (a damaged log's list is no type)."""
     kind = item.get("type")
+    return kind if isinstance(kind, str) else None
+
+
+def _is_output(item: dict[str, Any]) -> bool:
+    kind = _kind(item)
     if kind == "message":
         return item.get("role") == "assistant"
     return kind in _OUTPUT_ITEM_TYPES
@@ -185,7 +192,7 @@ class _State:
         self.turn = {k: payload[k] for k in _TURN_KEYS if payload.get(k) is not None}
 
     def read_item(self, item: dict[str, Any]) -> None:
-        if item.get("type") in _NOT_SENT_ITEM_TYPES:
+        if not isinstance(item, dict) or _kind(item) in _NOT_SENT_ITEM_TYPES:
             return
         self.items.append(item)
         if self.output_start is None and _is_output(item):
@@ -195,7 +202,7 @@ class _State:
         replacement = payload.get("replacement_history")
         if isinstance(replacement, list):
             self.items = [i for i in replacement
-                          if not (isinstance(i, dict) and i.get("type") in _NOT_SENT_ITEM_TYPES)]
+                          if not (isinstance(i, dict) and _kind(i) in _NOT_SENT_ITEM_TYPES)]
             self.summary_only = False
             kind = "remote" if any(isinstance(i, dict) and i.get("type") == "compaction"
                                    for i in self.items) else "local"

@@ -64,6 +64,7 @@ fails on it), never a silent empty read.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,7 +201,7 @@ class _Conversation:
         """Append every pending assistant message whose tool calls all have results."""
         for response_id in list(self.pending):
             message = self.pending[response_id]
-            call_ids = [c.get("id") for c in message.get("tool_calls") or []]
+            call_ids = [_hashable(c.get("id")) for c in message.get("tool_calls") or []]
             if all(i in self.results for i in call_ids):
                 self.append(message)
                 for call_id in call_ids:
@@ -391,7 +392,7 @@ class _EventBuilder:
         text = self._observation_text(kind, event, extras)
         if isinstance(metadata, dict) and metadata.get("tool_call_id") is not None:
             call_id = metadata["tool_call_id"]
-            self.conversation.results[call_id] = {
+            self.conversation.results[_hashable(call_id)] = {
                 "role": "tool", "content": text, "tool_call_id": call_id,
                 "name": metadata.get("function_name"),
             }
@@ -446,6 +447,12 @@ def _finish_text(args: dict[str, Any], reply: dict[str, Any]) -> str:
     if thought:
         return thought if thought == content else thought + "\n" + content
     return content
+
+
+def _hashable(value: Any) -> Any:
+    """A tool call id as a dict key: a damaged log's list or object id by its JSON text."""
+    return value if value is None or isinstance(value, str | int | float | bool) \
+        else json.dumps(value, sort_keys=True, default=str)
 
 
 def _tool_call(call: dict[str, Any]) -> dict[str, Any]:

@@ -192,7 +192,7 @@ def attributes(kvs: Any) -> dict[str, Any]:
 def is_model_call(attrs: dict[str, Any]) -> bool:
     operation = attrs.get("gen_ai.operation.name")
     if operation is not None:
-        return operation in MODEL_CALL_OPERATIONS
+        return isinstance(operation, str) and operation in MODEL_CALL_OPERATIONS
     return ("gen_ai.input.messages" in attrs or "gen_ai.request.model" in attrs
             or any(k.startswith(("gen_ai.usage.", "gen_ai.prompt.")) for k in attrs))
 
