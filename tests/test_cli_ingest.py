@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import orjson
+from conftest import FIXTURES
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -119,3 +120,15 @@ class TestSqlAndExport:
         assert turns.height == 3 and turns["session"].n_unique() == 1
         assert {"requests.parquet", "bodies.parquet", "sessions.parquet"} <= \
             {p.name for p in Path("out").iterdir()}
+
+
+def test_a_strict_rejection_says_nothing_was_stored(tmp_path):
+    good = tmp_path / "good.jsonl"
+    good.write_text(Path(FIXTURES / "raw" / "openai_chat_capture.jsonl").read_text())
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text() + "{not json\n")
+    store = str(tmp_path / "s.duckdb")
+    assert runner.invoke(app, ["ingest", str(good), "--store", store]).exit_code == 0
+    result = runner.invoke(app, ["ingest", str(bad), "--store", store, "--strict"])
+    assert result.exit_code == 1
+    assert "nothing stored" in result.stdout and "already there" not in result.stdout

@@ -49,11 +49,15 @@ def ingest_screen(result: IngestResult, store: str, screen: Screen) -> Screen:
         table.add_row(*_row(result.totals, label)[:width], style="bold")
     if result.summary:
         screen.print(table)
-    screen.print(
-        f"{result.ingested:,} new request(s) in {escape(store)} "
-        f"({result.already_present:,} already there) from {result.files:,} file(s); "
-        f"{result.sessions:,} session(s); "
-        f"{result.skipped:,} skipped")
+    if result.failed:  # --strict rolled everything back: there is nothing to count
+        screen.print(f"nothing stored in {escape(store)}: {result.skipped:,} record(s) or "
+                     f"file(s) skipped in {result.files:,} file(s) read")
+    else:
+        screen.print(
+            f"{result.ingested:,} new request(s) in {escape(store)} "
+            f"({result.already_present:,} already there) from {result.files:,} file(s); "
+            f"{result.sessions:,} session(s); "
+            f"{result.skipped:,} skipped")
     if result.duplicates:
         screen.print(f"{result.duplicates:,} request(s) linked as a second log of a call "
                      "another source logged too: totals over all sources count it once")
