@@ -390,7 +390,7 @@ def segments_store(store: Store, by: tuple[str, ...] = (), *,
     groups: dict[tuple[Any, ...], list[Request]] = defaultdict(list)
     without: dict[tuple[Any, ...], int] = defaultdict(int)
     # A call two sources logged (duplicate_of) is censused once, through the copy kept.
-    for request in store.iter_requests("r.duplicate_of IS NULL"):
+    for request in store.iter_requests():
         key = group_key(by, request, session_of.get(request.id))
         if request.body is None:
             without[key] += 1

@@ -205,7 +205,7 @@ def engine_unit(engine: str, unit: int | None) -> tuple[int, dict[str, int]]:
         if unit is not None:
             raise SimulateError(f"--engine {engine} has no block size to set")
         return 1, {}
-    default = get_engine(engine).unit
+    default = inspect.signature(ENGINES[engine]).parameters[parameter].default
     return (unit or default), {parameter: unit or default}
 
 
@@ -285,7 +285,7 @@ def prepare(store: Store, options: SimulateOptions,
     copies = store.duplicate_count()
     if copies:  # a call two sources logged is replayed once, through the copy kept
         skipped["a second log of a call another source logged (replayed once)"] = copies
-    for request in store.iter_requests("r.duplicate_of IS NULL"):
+    for request in store.iter_requests():
         anthropic_body = request.body is not None and request.endpoint == "anthropic-messages"
         if (by_blocks and not anthropic_body) or (request.body is None
                                                   and request.block_hashes is None):

@@ -524,14 +524,13 @@ class Store:
             out[request.id] = request
         return out
 
-    def iter_requests(self, where: str = "", params: Sequence[Any] = (),
-                      batch: int = 1000) -> Iterator[Request]:
-        """Stream requests (with bodies) in time order, optionally filtered by SQL on ``r``."""
-        clause = f"WHERE {where}" if where else ""
+    def iter_requests(self, *, copies: bool = False, batch: int = 1000) -> Iterator[Request]:
+        """Stream requests (with bodies) in time order; a second log of a call another
+        source logged (``duplicate_of``) only with `copies`."""
+        clause = "" if copies else "WHERE r.duplicate_of IS NULL"
         rel = self.con.execute(
             "SELECT r.*, b.body AS body_json FROM turns r LEFT JOIN bodies b ON b.hash = "
-            f"r.body_hash {clause} ORDER BY {time_order('r.')}",
-            list(params))
+            f"r.body_hash {clause} ORDER BY {time_order('r.')}")
         cols = [d[0] for d in rel.description]
         while rows := rel.fetchmany(batch):
             for row in rows:
