@@ -471,8 +471,8 @@ def _synthetic_ids(segments: Sequence[tuple[str, int]]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def _engines(options: SimulateOptions, unlimited: bool) -> tuple[Engine, dict[int, Engine]]:
-    """The token engine, and one blocktrace engine per trace block size (made on demand)."""
+def _engine(options: SimulateOptions, unlimited: bool) -> Engine:
+    """The engine `options` name, configured (`unlimited`: no capacity)."""
     _, params = engine_unit(options.engine, options.unit)
     capacity = None if unlimited else options.capacity_tokens
     kwargs: dict[str, float | int | bool] = dict(params)
@@ -486,14 +486,15 @@ def _engines(options: SimulateOptions, unlimited: bool) -> tuple[Engine, dict[in
         if ttl_parameter is None:
             raise SimulateError(f"--engine {options.engine} has no retention time to set")
         kwargs[ttl_parameter] = options.ttl_seconds
-    return get_engine(options.engine, **kwargs), {}
+    return get_engine(options.engine, **kwargs)
 
 
 def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
             unlimited: bool = False) -> list[int]:
     """Cached tokens of each request: predicted (or, `unlimited`, the ideal: no capacity
     limit, no clock)."""
-    engine, traces = _engines(options, unlimited)
+    engine = _engine(options, unlimited)
+    traces: dict[int, Engine] = {}  # one blocktrace engine per trace block size
     capacity = None if unlimited else options.capacity_tokens
     out = []
     # (end time, order, admission, sequence) of the requests still running (--concurrent)
@@ -637,10 +638,8 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions
     total = sum(p.n_tokens for p in prepared) or 1
 
     def score(unit: int | None, capacity: int | None) -> tuple[float, float]:
-        cached = _replay(prepared, replace(options, unit=unit, capacity_tokens=capacity))
-        errors = [abs(c - p.observed) for p, c in zip(prepared, cached, strict=True)
-                  if p.observed is not None]
-        return sum(e == 0 for e in errors) / len(errors), -sum(errors) / len(errors)
+        return _score(prepared, _replay(prepared, replace(options, unit=unit,
+                                                          capacity_tokens=capacity)))
 
     best: tuple[tuple[float, float], int | None, int | None] | None = None
     for unit in units:
@@ -670,10 +669,8 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions
     _, unit, capacity = best
     chosen = replace(options, unit=unit, capacity_tokens=capacity)
     fitted_unit = engine_unit(options.engine, unit)[0]
-    cached = _replay(prepared, chosen)
-    within = [abs(c - p.observed) <= fitted_unit for p, c in zip(prepared, cached, strict=True)
-              if p.observed is not None]
-    return FitResult(fitted_unit, capacity, sum(within) / len(within))
+    return FitResult(fitted_unit, capacity,
+                     _agreement(prepared, _replay(prepared, chosen), fitted_unit))
 
 
 def stored_rows(report: SimulateReport) -> list[tuple[str, str | None, int, int | None, int,
@@ -695,11 +692,25 @@ def _fit_ttl(prepared: Sequence[_Prepared], options: SimulateOptions) -> FitResu
     best: tuple[tuple[float, float], float, float] | None = None
     for ttl in _FIT_TTLS:
         cached = _replay(prepared, replace(options, ttl_seconds=ttl))
-        errors = [abs(c - p.observed) for p, c in zip(prepared, cached, strict=True)
-                  if p.observed is not None]
-        score = (sum(e == 0 for e in errors) / len(errors), -sum(errors) / len(errors))
-        agreement = sum(e <= unit for e in errors) / len(errors)
+        score = _score(prepared, cached)
         if best is None or score > best[0]:
-            best = (score, ttl, agreement)
+            best = (score, ttl, _agreement(prepared, cached, unit))
     assert best is not None
     return FitResult(unit, None, best[2], best[1])
+
+
+def _errors(prepared: Sequence[_Prepared], cached: Sequence[int]) -> list[int]:
+    """|predicted − observed| of every request whose log reports cached tokens."""
+    return [abs(c - p.observed) for p, c in zip(prepared, cached, strict=True)
+            if p.observed is not None]
+
+
+def _score(prepared: Sequence[_Prepared], cached: Sequence[int]) -> tuple[float, float]:
+    """(share predicted exactly, − mean absolute error): what a fit maximises."""
+    errors = _errors(prepared, cached)
+    return sum(e == 0 for e in errors) / len(errors), -sum(errors) / len(errors)
+
+
+def _agreement(prepared: Sequence[_Prepared], cached: Sequence[int], unit: int) -> float:
+    errors = _errors(prepared, cached)
+    return sum(e <= unit for e in errors) / len(errors)
