@@ -437,6 +437,21 @@ class Store:
         return int(self.run("SELECT count(*) FROM requests WHERE duplicate_of IS NOT NULL"
                             )[0][0])
 
+    def session_origins(self) -> list[tuple[str, bool, str, int]]:
+        """(session, whether its id came from the log, the file its first turn came from,
+        its turns) of every session, in the order of their first turns."""
+        rows = self.run(
+            "SELECT session, bool_or(session_key IS NOT NULL AND session_key = session), "
+            "arg_min(source_file, turn), count(*), min(timestamp), min(source_file), "
+            "min(source_line) FROM turns WHERE session IS NOT NULL GROUP BY session "
+            "ORDER BY 5 NULLS LAST, 6, 7, 1")
+        return [(str(r[0]), bool(r[1]), str(r[2]), int(r[3])) for r in rows]
+
+    def truncated_ids(self) -> list[str]:
+        """Requests whose body the log cut short (``body_truncated``), in time order."""
+        return [str(r[0]) for r in self.run(
+            f"SELECT id FROM requests WHERE body_truncated ORDER BY {time_order()}")]
+
     def session_of(self) -> dict[str, str]:
         """request id -> session id, for every threaded request."""
         return dict(self.run("SELECT request_id, session FROM sessions"))

@@ -1,0 +1,204 @@
+"""Everything the finders read, gathered once: each analysis runs one time over the store.
+
+`gather` runs, in order: the usage summary, bucket (overall, and by each dimension the
+log distinguishes), the diff of every consecutive pair, the segments census, the usage
+lint, a cache replay (the engine chosen from the log when not given, its parameters
+fitted to the observed cached tokens when the log has them, priced what-ifs for the
+breakages the diff found) and the engine logs. A step that cannot run (no bodies, no
+usage, no engine fitting the log) leaves its field None and says why in `notes`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from prefixscope.analyses.bucket import BucketReport, bucket_store
+from prefixscope.analyses.diff import DiffReport, diff_sessions
+from prefixscope.analyses.segments import SegmentsReport, segments_store
+from prefixscope.analyses.simulate import (
+    HOSTED,
+    SimulateError,
+    SimulateOptions,
+    SimulateReport,
+    simulate_store,
+)
+from prefixscope.engines import ENGINES
+from prefixscope.model import UsageRecord
+from prefixscope.prompt import RenderError, RenderOptions
+from prefixscope.store import Store
+from prefixscope.store.store import UsageSummary
+from prefixscope.tokenizers import TokenizerError
+
+# Dimensions a hit rate is split by to find the part of the traffic that caches badly.
+SPLIT_DIMENSIONS = ("source", "endpoint", "model", "client", "channel")
+AUTO = "auto"
+_FAMILIES = (  # model-name pattern -> the hosted engine that serves that family
+    (re.compile(r"claude|anthropic", re.I), "anthropic"),
+    (re.compile(r"(^|[/:])(gpt-|o[1-9]|chatgpt|codex)", re.I), "openai"),
+    (re.compile(r"deepseek", re.I), "deepseek"),
+)
+# What-ifs the report prices, by the diff cause that calls for them.
+WHAT_IF_FOR_CAUSE = {"volatile-value": "strip-billing-header", "json-key-order": "sort-json-keys"}
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOptions:
+    """What the report analyses with."""
+
+    render: RenderOptions = field(default_factory=RenderOptions)
+    engine: str = AUTO  # a cache model name, or "auto" (chosen from the log)
+    block_size: int | None = None  # None: inferred from the cached values
+    capacity_tokens: int | None = None  # None: fitted when the log has cached tokens
+    engine_logs: tuple[Path, ...] = ()  # vLLM / SGLang logs and /metrics dumps
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The analyses' results over one store (None: the step could not run; see notes)."""
+
+    usage: UsageSummary
+    records: tuple[UsageRecord, ...]
+    bucket: BucketReport  # by source
+    by_dimension: tuple[BucketReport, ...]  # one per dimension with more than one value
+    diff: DiffReport | None
+    segments: tuple[SegmentsReport, ...]
+    simulate: SimulateReport | None
+    what_if_of: dict[str, str]  # diff cause -> the what-if transform priced for it
+    scenarios: tuple[tuple[str, bool, str, int], ...]  # Store.session_origins()
+    usage_lint: Any = None  # analyses.usage_lint.UsageLint
+    engine_log: Any = None  # analyses.engine_log.EngineLogAnalysis
+    ingest: Any = None  # ingest.IngestResult, when the report ingested the logs
+    truncated: tuple[str, ...] = ()  # ids of requests whose body the logger cut short
+    notes: tuple[str, ...] = ()
+
+
+def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
+    """The hosted engine serving most of the requests' models (None: no family matches)."""
+    votes: Counter[str] = Counter()
+    for record in records:
+        for pattern, engine in _FAMILIES:
+            if record.model and pattern.search(record.model):
+                votes[engine] += 1
+                break
+    return votes.most_common(1)[0][0] if votes else None
+
+
+def choose_engine(requested: str, records: Sequence[UsageRecord], bucket: BucketReport
+                  ) -> tuple[str | None, str]:
+    """(engine, why) for the replay: `requested` unless "auto".
+
+    Auto: cached values aligned to an inferred block size mean a self-hosted engine
+    (vLLM, with that block), unless the models are OpenAI's (128-token steps look like
+    blocks); otherwise the hosted engine of the models' family; otherwise vLLM when the
+    log has prompts to render, else nothing (usage alone cannot be replayed without a
+    hosted engine's rules).
+    """
+    if requested != AUTO:
+        return requested, "as asked"
+    family = model_family_engine(records)
+    if bucket.block_size_source == "inferred" and family != "openai":
+        return "vllm", (f"cached values are multiples of {bucket.block_size} tokens: a "
+                        "self-hosted engine's blocks")
+    if family is not None:
+        return family, f"the models are {family}'s"
+    if any(r.has_body for r in records):
+        return "vllm", "no model family recognised; prompts are in the log"
+    return None, "no prompts in the log and no hosted model family recognised"
+
+
+def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
+           ingest: Any = None) -> Evidence:
+    """Run every analysis once over `store`.
+
+    Raises:
+        RenderError, TokenizerError: a bad render option (checked before anything runs).
+    """
+    step = progress or (lambda _name: None)
+    notes: list[str] = []
+    step("usage")
+    usage = store.summary_once()
+    records = tuple(store.usage_records())
+    step("bucket")
+    # By source: each log keeps its own block size (a gateway's and an agent's upstreams
+    # differ) and its spikes are explained against its own prompts.
+    bucket = bucket_store(store, ("source",), block_size=options.block_size,
+                          options=options.render)
+    by_dimension = [bucket] if len(bucket.groups) > 1 else []
+    for dim in SPLIT_DIMENSIONS[1:]:
+        split = bucket_store(store, (dim,), block_size=options.block_size, explain=False)
+        if len(split.groups) > 1:
+            by_dimension.append(split)
+    diff = None
+    segments: tuple[SegmentsReport, ...] = ()
+    if store.body_count():
+        step("diff")
+        diff = diff_sessions(store, None, options.render, block_size=options.block_size)
+        step("segments")
+        segments = tuple(segments_store(store, (), options=options.render, with_tokens=False))
+    else:
+        notes.append("no request bodies in the log: where turns diverge cannot be seen "
+                     "(usage and replay only)")
+    step("replay")
+    simulate, what_if_of = _replay(store, options, records, bucket, diff, notes)
+    engine_log = None
+    usage_lint = None
+    return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
+                    what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
+                    ingest, tuple(store.truncated_ids()), tuple(notes))
+
+
+def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
+            bucket: BucketReport, diff: DiffReport | None, notes: list[str]
+            ) -> tuple[SimulateReport | None, dict[str, str]]:
+    """The replay the summary and the replay findings read (None: no engine fits)."""
+    engine, why = choose_engine(options.engine, records, bucket)
+    if engine is None:
+        notes.append(f"no cache replay: {why} (pass --engine)")
+        return None, {}
+    unit = options.block_size
+    if unit is None and engine not in HOSTED and bucket.block_size_source == "inferred":
+        unit = bucket.block_size
+    sim = SimulateOptions(engine=engine, unit=unit if _has_unit(engine) else None,
+                          capacity_tokens=options.capacity_tokens, render=options.render)
+    observed = any(r.cached_tokens is not None for r in records)
+    fit = engine not in HOSTED and options.capacity_tokens is None and observed
+    try:
+        first = simulate_store(store, sim, fit=fit)
+        if first.fit is not None and first.fit.capacity_tokens is not None:
+            sim = replace(sim, unit=first.fit.unit if options.block_size is None else unit,
+                          capacity_tokens=first.fit.capacity_tokens)
+        what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
+                      if diff is not None and diff.totals.by_cause.get(cause)}
+        curve = _curve(sim.capacity_tokens, first.prompt_tokens) if engine not in HOSTED else ()
+        report = simulate_store(store, sim, what_if=tuple(sorted(set(what_if_of.values()))),
+                                capacity_curve=curve)
+    except (SimulateError, RenderError, TokenizerError) as exc:
+        notes.append(f"no cache replay with {engine}: {str(exc).splitlines()[0]}")
+        return None, {}
+    if not report.requests:
+        notes.append(f"no cache replay with {engine}: nothing replayable ("
+                     + "; ".join(f"{n:,} {why}" for why, n in report.skipped.items()) + ")")
+        return None, {}
+    if first.fit is not None:
+        report = replace(report, fit=first.fit)
+    notes.append(f"replayed with {engine} ({why})")
+    return report, what_if_of
+
+
+def _has_unit(engine: str) -> bool:
+    return getattr(ENGINES[engine], "unit_parameter", None) is not None
+
+
+def _curve(capacity: int | None, prompt_tokens: int) -> tuple[int | None, ...]:
+    """Capacities to replay for the capacity curve: around the fitted one, else fractions
+    of all prompt tokens; and unlimited."""
+    base = capacity or max(1, prompt_tokens // 10)
+    points = sorted({max(1, int(base * f)) for f in (0.25, 0.5, 1, 2, 4, 8)})
+    return (*points, None)
