@@ -118,3 +118,21 @@ def counter(json_mode: bool, quiet: int, description: str) -> Iterator[Any]:
                   TimeRemainingColumn(), console=err, transient=True) as progress:
         task = progress.add_task(description, total=None)
         yield lambda done, total: progress.update(task, completed=done, total=total)
+
+
+@contextmanager
+def steps(json_mode: bool, quiet: int, description: str, total: int) -> Iterator[Any]:
+    """A callback (step name) advancing a rich progress bar of `total` steps, or None."""
+    if not show_progress(json_mode, quiet):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=err, transient=True) as progress:
+        task = progress.add_task(description, total=total)
+
+        def advance(name: str) -> None:
+            progress.update(task, advance=1, description=f"{description}: {name}")
+
+        yield advance

@@ -11,7 +11,8 @@ class ExitCode(IntEnum):
     OK = 0  # done
     ERROR = 1  # bad input (unreadable store, --strict rejected records, unknown request)
     USAGE = 2  # bad command line (Click's own code)
-    GATE_FAILED = 3  # reserved for `report`'s CI gate: a threshold was breached
+    GATE_FAILED = 3  # `report`'s CI gate: a threshold was breached
 
 
-EXIT_CODES_HELP = "Exit codes: 0 ok; 1 bad input or --strict rejection; 2 usage error."
+EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 bad input or --strict rejection; 2 usage error; "
+                   "3 report's gate failed.")

@@ -17,6 +17,7 @@ from prefixscope.cli import (
     export_cmd,
     ingest_cmd,
     render_cmd,
+    report_cmd,
     segments_cmd,
     simulate_cmd,
     sql_cmd,
@@ -38,7 +39,7 @@ app = typer.Typer(
 )
 
 for module in (ingest_cmd, render_cmd, diff_cmd, segments_cmd, bucket_cmd, simulate_cmd,
-               sql_cmd, export_cmd):
+               report_cmd, sql_cmd, export_cmd):
     module.register(app)
 
 

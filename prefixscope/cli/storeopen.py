@@ -13,15 +13,18 @@ from prefixscope.cli.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from prefixscope.store import Store
+    from prefixscope.store.load import IngestResult
 
 _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary store
 
 
 @contextmanager
 def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
-               json_mode: bool = False, writable: bool = False) -> Iterator[Store]:
+               json_mode: bool = False, writable: bool = False,
+               ingested: list[IngestResult] | None = None) -> Iterator[Store]:
     """Yield a store: LOGS ingested into a temp store, else --store (default
-    prefixscope.duckdb), read-only unless `writable`."""
+    prefixscope.duckdb), read-only unless `writable`. What ingesting LOGS ran into is
+    appended to `ingested` when given."""
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
     from prefixscope.store.load import ingest_paths
 
@@ -33,6 +36,8 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                 with console.byte_progress(console.show_progress(json_mode, quiet),
                                            "ingest") as progress:
                     result = ingest_paths(logs, st, progress=progress)
+                if ingested is not None:
+                    ingested.append(result)
                 for e in result.errors[:_SHOWN_SKIPS]:
                     place = f"{e.file}:{e.line}" if e.line is not None else e.file
                     console.warn(f"skipped {place}: {e.reason}", quiet)

@@ -16,6 +16,7 @@ from prefixscope.analyses.segments import (
     census,
 )
 from prefixscope.analyses.simulate import MISS_CLASSES, RequestSim, SimulateReport
+from prefixscope.findings.model import Report
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult
 from prefixscope.store.store import UsageSummary
@@ -27,6 +28,7 @@ from prefixscope.views.jsonshapes import (
     IngestJson,
     MissesJson,
     RenderJson,
+    ReportJson,
     SegmentRowJson,
     SegmentsByJson,
     SegmentsJson,
@@ -223,3 +225,41 @@ def _simulated_request(r: RequestSim) -> SimulateRequestJson:
     return {"id": r.id, "session": r.session, "prompt_tokens": r.prompt_tokens,
             "observed": r.observed, "predicted": r.predicted, "ideal": r.ideal,
             "shortfall": r.shortfall, "misses": dict(r.misses)}
+
+
+def report_json(report: Report) -> ReportJson:
+    s = report.summary
+    return {
+        "summary": {"requests": s.requests, "sessions": s.sessions,
+                    "prompt_tokens": s.prompt_tokens, "cached_tokens": s.cached_tokens,
+                    "hit_rate": s.hit_rate, "hit_rate_predicted": s.hit_rate_predicted,
+                    "hit_rate_ideal": s.hit_rate_ideal, "engine": s.engine,
+                    "replayed_requests": s.replayed_requests,
+                    "replayed_prompt_tokens": s.replayed_prompt_tokens},
+        "findings": [{"kind": f.kind, "severity": f.severity, "title": f.title,
+                      "segment": f.segment, "lost_tokens": f.lost_tokens,
+                      "share": float(f.share), "evidence": jsonable(dict(f.evidence)),
+                      "fix": f.fix, "fix_hit_rate": f.fix_hit_rate}
+                     for f in report.findings],
+        "gate": {"passed": report.gate.passed,
+                 "checks": [{"name": c.name, "passed": c.passed, "value": c.value,
+                             "threshold": c.threshold, "detail": c.detail}
+                            for c in report.gate.checks]},
+        "scenarios": [{"scenario": p.scenario, "turns": p.turns,
+                       "stable_prefix_tokens": p.stable_prefix_tokens}
+                      for p in report.scenarios],
+        "notes": list(report.notes),
+    }
+
+
+def jsonable(value: Any) -> Any:
+    """`value` with tuples as lists, dates as ISO text, other non-JSON leaves as text."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)

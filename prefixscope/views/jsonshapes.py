@@ -15,7 +15,9 @@ Type conventions (as in docs/json.md, where ``None`` is spelled ``null``):
   is declared ``int | float``;
 * ``X | None`` -- the value may be ``null``; nothing else is ever ``null``;
 * ``NotRequired[X]`` -- the key may be absent (an option adds it);
-* ``dict[str, X]`` -- an object with free keys (formats, causes, dimensions).
+* ``dict[str, X]`` -- an object with free keys (formats, causes, dimensions);
+* ``object`` (spelled ``any`` in the docs) -- any JSON value: a finding's evidence, whose
+  keys depend on its kind (docs/report.md lists them).
 
 A leaf module: it imports nothing from prefixscope, so any module can import it.
 """
@@ -373,6 +375,67 @@ class SimulateJson(TypedDict):
     per_request: NotRequired[list[SimulateRequestJson]]
 
 
+# ------------------------------------------------------------------ report
+
+
+class ReportSummaryJson(TypedDict):
+    """The whole log in numbers."""
+
+    requests: int
+    sessions: int
+    prompt_tokens: int
+    cached_tokens: int
+    hit_rate: float | None
+    hit_rate_predicted: float | None
+    hit_rate_ideal: float | None
+    engine: str | None
+    replayed_requests: int
+    replayed_prompt_tokens: int
+
+
+class FindingJson(TypedDict):
+    """One thing costing cache."""
+
+    kind: str
+    severity: str
+    title: str
+    segment: str | None
+    lost_tokens: int
+    share: float
+    evidence: dict[str, object]
+    fix: str
+    fix_hit_rate: float | None
+
+
+class GateCheckJson(TypedDict):
+    name: str
+    passed: bool
+    value: int | float | None
+    threshold: int | float | None
+    detail: str
+
+
+class GateJson(TypedDict):
+    passed: bool
+    checks: list[GateCheckJson]
+
+
+class ScenarioJson(TypedDict):
+    scenario: str
+    turns: int
+    stable_prefix_tokens: int
+
+
+class ReportJson(TypedDict):
+    """`prefixscope report --json`."""
+
+    summary: ReportSummaryJson
+    findings: list[FindingJson]
+    gate: GateJson
+    scenarios: list[ScenarioJson]
+    notes: list[str]
+
+
 SHAPES: dict[str, type] = {
     "ingest": IngestJson,
     "render": RenderJson,
@@ -381,4 +444,5 @@ SHAPES: dict[str, type] = {
     "segments": SegmentsJson,
     "segments --by": SegmentsByJson,
     "simulate": SimulateJson,
+    "report": ReportJson,
 }

@@ -27,3 +27,8 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 
 def pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
+
+
+def count(n: int, noun: str) -> str:
+    """"1 request", "2,000 requests"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")

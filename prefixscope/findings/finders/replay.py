@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from prefixscope.analyses.simulate import SimulateReport
 from prefixscope.findings.evidence import Evidence
-from prefixscope.findings.finders.base import EXAMPLES, finding, pct
+from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
 from prefixscope.findings.model import Finding
 
 _NEAR_IDEAL = 0.005  # a capacity whose hit rate is within half a point of the ideal is enough
@@ -40,15 +40,15 @@ def find(ev: Evidence) -> Iterator[Finding]:
         if cls == "eviction":
             yield _eviction(sim, tokens, evidence)
         elif cls == "ttl":
-            yield finding("ttl-expiry", f"{len(hit)} requests found their prefix expired after "
+            yield finding("ttl-expiry", f"{count(len(hit), 'request')} found their prefix expired after "
                           f"a pause longer than the cache's retention ({_ttl(sim)})", tokens,
                           evidence, _ttl_fix(sim.engine))
         elif cls == "provider":
             yield finding("provider-miss", f"{sim.engine} missed an intact, live prefix in "
-                          f"{len(hit)} requests (routing, overflow or best effort)", tokens,
+                          f"{count(len(hit), 'request')} (routing, overflow or best effort)", tokens,
                           evidence, _provider_fix(sim.engine))
         elif cls == "compaction":
-            yield finding("compaction", f"{len(hit)} requests after a compaction re-sent the "
+            yield finding("compaction", f"{count(len(hit), 'request')} after a compaction re-sent the "
                           "conversation as a summary: the cache restarted there", tokens,
                           evidence, "Compaction rewrites the history: keep the system prompt "
                           "and tools byte-identical across it so they stay cached, and compact "
@@ -59,7 +59,7 @@ def find(ev: Evidence) -> Iterator[Finding]:
             estimated = sim.approximate_requests > 0
             evidence["approximate_requests"] = sim.approximate_requests
             yield finding("usage-semantics", f"the log reports less cache than a replay that "
-                          f"fits it predicts, in {len(hit)} requests, with no pressure to "
+                          f"fits it predicts, in {count(len(hit), 'request')}, with no pressure to "
                           "explain it" + (f" ({sim.approximate_requests} rendered with a "
                                           "stand-in tokenizer: an estimate)" if estimated
                                           else ""), tokens, evidence,
@@ -89,7 +89,7 @@ def _eviction(sim: SimulateReport, tokens: int, evidence: dict[str, object]) -> 
                "each other.")
     capacity = f"{sim.capacity_tokens:,}" if sim.capacity_tokens else "the"
     return finding("eviction-pressure", f"concurrent sessions evict each other's prefixes: "
-                   f"{evidence['requests']} requests missed blocks a larger cache would have "
+                   f"{count(int(str(evidence['requests'])), 'request')} missed blocks a larger cache would have "
                    f"kept ({capacity}-token cache fitted to the log)", tokens, evidence, fix,
                    fix_hit_rate=enough.hit_rate if enough else None)
 

@@ -1,0 +1,180 @@
+"""`prefixscope report`: every analysis over the logs, as ranked findings with their fixes,
+in the terminal, as JSON / Markdown / HTML / JUnit files, and as a CI gate (exit 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from prefixscope.cli import console
+from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.cli.options import (
+    Gateway,
+    Logs,
+    Quiet,
+    StoreOpt,
+    Tokenizer,
+    capacity_tokens,
+    checked_options,
+)
+from prefixscope.engines import ENGINES
+
+if TYPE_CHECKING:
+    from prefixscope.findings.model import Report
+    from prefixscope.prompt import RenderOptions
+
+_STEPS = 7  # gather's steps: usage, bucket, diff, segments, replay, engine logs, usage lint
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+
+
+def report(
+    logs: Logs = None,
+    store: StoreOpt = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", "-e", help="Cache model to replay with: auto (from the log: cached values "
+        "on block multiples -> vllm, else the models' hosted API), " + ", ".join(ENGINES)
+        + ".")] = "auto",
+    block_size: Annotated[int | None, typer.Option(
+        "--block-size", "-b", min=1, help="The engine's block size (default: inferred from "
+        "the cached values, else fitted).", show_default=False)] = None,
+    capacity: Annotated[str | None, typer.Option(
+        "--capacity", help="Cache size for the replay: N tokens, 'N blocks', or NGiB with "
+        "--bytes-per-token (default: fitted to the observed cached tokens).",
+        show_default=False)] = None,
+    bytes_per_token: Annotated[int | None, typer.Option(
+        "--bytes-per-token", min=1, help="KV bytes per token, for a capacity in GiB/MiB.",
+        show_default=False)] = None,
+    engine_log: Annotated[list[Path] | None, typer.Option(
+        "--engine-log", help="A vLLM / SGLang log or /metrics dump to read too (LOGS "
+        "directories are searched for them).", show_default=False)] = None,
+    html_out: Annotated[Path | None, typer.Option(
+        "--html", help="Write a self-contained HTML report (plots inline, no network).",
+        show_default=False)] = None,
+    md_out: Annotated[Path | None, typer.Option(
+        "--md", help="Write the report as Markdown (a pull-request comment).",
+        show_default=False)] = None,
+    json_out: Annotated[str | None, typer.Option(
+        "--json", help="Write the documented JSON shape (docs/json.md) to a file, or - for "
+        "stdout (then nothing else goes there).", show_default=False)] = None,
+    junit_out: Annotated[Path | None, typer.Option(
+        "--junit", help="Write the gate's checks as JUnit XML, one test case per check.",
+        show_default=False)] = None,
+    fail_under: Annotated[float | None, typer.Option(
+        "--fail-under", min=0.0, max=1.0, help="Gate: the token-weighted hit rate (observed, "
+        "else predicted) must be at least RATE (0..1).", show_default=False)] = None,
+    max_volatile_before: Annotated[int | None, typer.Option(
+        "--max-volatile-before", min=0, help="Gate: no consecutive turns may diverge before "
+        "this token.", show_default=False)] = None,
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", help="Gate: each scenario's stable prefix must not shrink against this "
+        "baseline file.", show_default=False)] = None,
+    write_baseline: Annotated[Path | None, typer.Option(
+        "--write-baseline", help="Save each scenario's stable prefix as a baseline file.",
+        show_default=False)] = None,
+    top: Annotated[int, typer.Option("--top", min=0, help="Findings shown in the terminal "
+                                     "and the Markdown.")] = 10,
+    gateway: Gateway = "auto",
+    tokenizer: Tokenizer = "auto",
+    quiet: Quiet = 0,
+) -> None:
+    """What is breaking the cache, what it costs and what to change: every analysis as
+    findings ranked by the prompt tokens they cost, each with its evidence and fix.
+
+    Exit 3 when a gate option (--fail-under, --max-volatile-before, --baseline) fails.
+
+    Example:
+        prefixscope report sample_logs/ --html report.html
+        prefixscope report --store cc.duckdb --fail-under 0.8 --junit gate.xml
+    """
+    from prefixscope.cli.storeopen import open_store
+    from prefixscope.findings.build import build_report
+    from prefixscope.findings.evidence import ReportOptions, gather
+    from prefixscope.findings.gate import BaselineError, GateOptions, read_baseline
+    from prefixscope.prompt import RenderError, RenderOptions
+    from prefixscope.store.load import IngestResult
+    from prefixscope.tokenizers import TokenizerError
+
+    if engine != "auto" and engine not in ENGINES:
+        raise console.fail(f"unknown engine {engine!r}; known: auto, {', '.join(ENGINES)}",
+                           ExitCode.USAGE)
+    render = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer))
+    saved = None
+    if baseline is not None:
+        try:
+            saved = read_baseline(baseline.read_text(encoding="utf-8"), str(baseline))
+        except OSError as exc:
+            raise console.fail(f"cannot read {baseline}: {exc.strerror or exc}") from None
+        except (BaselineError, UnicodeDecodeError) as exc:
+            raise console.fail(str(exc).splitlines()[0]) from None
+    options = ReportOptions(render=render, engine=engine, block_size=block_size,
+                            capacity_tokens=capacity_tokens(capacity, block_size,
+                                                            bytes_per_token),
+                            engine_logs=tuple(engine_log or ()))
+    gate = GateOptions(fail_under, max_volatile_before, saved)
+    to_stdout = json_out == "-"
+    ingested: list[IngestResult] = []
+    with open_store(logs, store, quiet=quiet, json_mode=to_stdout, ingested=ingested) as st, \
+            console.steps(to_stdout, quiet, "report", _STEPS) as progress:
+        try:
+            evidence = gather(st, options, progress,
+                              ingest=ingested[0] if ingested else None)
+        except (RenderError, TokenizerError) as exc:
+            raise console.fail(str(exc).splitlines()[0]) from None
+        result = build_report(evidence, gate)
+    _write_outputs(result, html_out, md_out, json_out, junit_out, write_baseline, render,
+                   quiet)
+    if not to_stdout:
+        from prefixscope.views.terminal.report import report_screen
+
+        console.show(report_screen(result, console.screen(), top=top), quiet)
+    if not result.gate.passed:
+        failed = [c.name for c in result.gate.checks if not c.passed]
+        console.warn(f"gate failed: {', '.join(failed)}", quiet)
+        raise typer.Exit(int(ExitCode.GATE_FAILED))
+
+
+def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
+                   json_out: str | None, junit_out: Path | None, write_baseline: Path | None,
+                   render: RenderOptions, quiet: int) -> None:
+    """Every file the options ask for (and the JSON on stdout for ``--json -``)."""
+    import json
+
+    from prefixscope.findings.gate import baseline_document
+
+    outputs: list[tuple[Path, str]] = []
+    if html_out is not None:
+        from prefixscope.views.html import report_html
+
+        outputs.append((html_out, report_html(result)))
+    if md_out is not None:
+        from prefixscope.views.markdown import report_markdown
+
+        outputs.append((md_out, report_markdown(result)))
+    if junit_out is not None:
+        from prefixscope.views.junit import report_junit
+
+        outputs.append((junit_out, report_junit(result)))
+    if write_baseline is not None:
+        about = {"tokenizer": render.tokenizer, "gateway": render.gateway}
+        outputs.append((write_baseline, json.dumps(baseline_document(result.scenarios, about),
+                                                   indent=2, ensure_ascii=False) + "\n"))
+    if json_out is not None:
+        from prefixscope.views.json import report_json
+
+        document = report_json(result)
+        if json_out == "-":
+            console.print_json(document)
+        else:
+            outputs.append((Path(json_out), json.dumps(document, indent=2, ensure_ascii=False)
+                            + "\n"))
+    for path, text in outputs:
+        try:
+            path.write_text(text, encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise console.fail(f"cannot write {path}: {exc.strerror or exc}") from None
+        console.note(f"wrote {path}", quiet)

@@ -1,0 +1,169 @@
+"""The report as one self-contained HTML file: the summary, every finding with its evidence
+and fix, the gate, the scenarios' stable prefixes and the plots (PNG, inline).
+
+Safe to open whatever the logs held: every piece of text goes through `html.escape`
+(quotes included), the plots are pixels (log text drawn, never markup), and a Content
+Security Policy forbids scripts and every load but the inline images -- so a `<script>`
+planted in a prompt can neither run nor reach the network, even were an escape missed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prefixscope.findings.model import Finding, Report
+from prefixscope.views import plots
+from prefixscope.views.json import jsonable
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; " \
+      "form-action 'none'"
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
+color:#222}
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .7em;border-bottom:1px solid #eee;
+text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.finding{border-left:4px solid #999;padding:.3em 1em;margin:1em 0;background:#fafafa}
+.high{border-color:#c44e52}.medium{border-color:#dd8452}.low{border-color:#4c72b0}
+.info{border-color:#aaa}.sev{font-weight:bold;text-transform:uppercase;font-size:.8em}
+.fix{color:#1b5e20}pre{white-space:pre-wrap;word-break:break-all;background:#f3f3f3;
+padding:.5em;font-size:12px}.pass{color:#1b5e20}.fail{color:#b71c1c;font-weight:bold}
+figure{margin:1.5em 0}figcaption{color:#555;font-size:.9em}img{max-width:100%}
+"""
+
+
+def esc(value: object) -> str:
+    """Any value as inert HTML text."""
+    return html.escape(str(value), quote=True)
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def report_html(report: Report) -> str:
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">',
+             '<meta name="referrer" content="no-referrer">',
+             "<title>prefixscope report</title>", f"<style>{_STYLE}</style></head><body>",
+             "<h1>prefixscope report</h1>"]
+    parts += _summary(report)
+    parts += _findings(report)
+    parts += _gate(report)
+    parts += _scenarios(report)
+    parts += _plots(report)
+    if report.notes:
+        parts.append("<h2>Notes</h2><ul>")
+        parts += [f"<li>{esc(n)}</li>" for n in report.notes]
+        parts.append("</ul>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _summary(report: Report) -> list[str]:
+    s = report.summary
+    return [
+        f"<p>{s.requests:,} requests in {s.sessions:,} sessions · {s.prompt_tokens:,} prompt "
+        f"tokens, {s.cached_tokens:,} cached.</p>",
+        "<table><tr><th>hit rate</th><th>observed</th><th>predicted</th><th>ideal</th>"
+        "<th>replayed with</th></tr>",
+        f'<tr><td>cached / prompt tokens</td><td class="n">{_pct(s.hit_rate)}</td>'
+        f'<td class="n">{_pct(s.hit_rate_predicted)}</td>'
+        f'<td class="n">{_pct(s.hit_rate_ideal)}</td><td>{esc(s.engine or "–")}</td></tr>'
+        "</table>"]
+
+
+def _findings(report: Report) -> list[str]:
+    out = ["<h2>Findings</h2>"]
+    if not report.findings:
+        return [*out, "<p>No findings: nothing in these logs is costing cache.</p>"]
+    out.append("<table><tr><th>#</th><th>severity</th><th>kind</th><th>lost tokens</th>"
+               "<th>share</th><th>finding</th></tr>")
+    out += [f'<tr><td class="n">{n}</td><td>{esc(f.severity)}</td><td>{esc(f.kind)}</td>'
+            f'<td class="n">{f.lost_tokens:,}</td><td class="n">{f.share:.1%}</td>'
+            f'<td><a href="#f{n}">{esc(f.title)}</a></td></tr>'
+            for n, f in enumerate(report.findings, 1)]
+    out.append("</table>")
+    for n, f in enumerate(report.findings, 1):
+        out += _finding(n, f)
+    return out
+
+
+def _finding(n: int, f: Finding) -> list[str]:
+    where = f" · segment <code>{esc(f.segment)}</code>" if f.segment else ""
+    after = (f" (expected hit rate after the fix: {_pct(f.fix_hit_rate)})"
+             if f.fix_hit_rate is not None else "")
+    evidence = json.dumps(jsonable(dict(f.evidence)), indent=1, ensure_ascii=False)
+    return [f'<section class="finding {esc(f.severity)}" id="f{n}">',
+            f'<p><span class="sev">{esc(f.severity)}</span> <b>{esc(f.kind)}</b>{where} · '
+            f"{f.lost_tokens:,} tokens ({f.share:.1%})</p>",
+            f"<p><b>{esc(f.title)}</b></p>",
+            f'<p class="fix">Fix: {esc(f.fix)}{esc(after)}</p>',
+            f"<details><summary>evidence</summary><pre>{esc(evidence)}</pre></details>",
+            "</section>"]
+
+
+def _gate(report: Report) -> list[str]:
+    if not report.gate.checks:
+        return []
+    verdict = "passed" if report.gate.passed else "FAILED"
+    out = [f'<h2>Gate: <span class="{"pass" if report.gate.passed else "fail"}">{verdict}'
+           "</span></h2>", "<table><tr><th>check</th><th>result</th><th>value</th>"
+           "<th>threshold</th><th>detail</th></tr>"]
+    out += [f'<tr><td>{esc(c.name)}</td><td class="{"pass" if c.passed else "fail"}">'
+            f'{"pass" if c.passed else "FAIL"}</td><td class="n">{esc(c.value)}</td>'
+            f'<td class="n">{esc(c.threshold)}</td><td>{esc(c.detail)}</td></tr>'
+            for c in report.gate.checks]
+    return [*out, "</table>"]
+
+
+def _scenarios(report: Report) -> list[str]:
+    if not report.scenarios:
+        return []
+    out = ["<h2>Stable prefix per scenario</h2>",
+           "<p>The fewest tokens any turn of the session shares with the next "
+           "(<code>--write-baseline</code> saves these; <code>--baseline</code> fails when "
+           "one shrinks).</p>",
+           "<table><tr><th>scenario</th><th>turns</th><th>stable prefix tokens</th></tr>"]
+    out += [f'<tr><td>{esc(s.scenario)}</td><td class="n">{s.turns}</td>'
+            f'<td class="n">{s.stable_prefix_tokens:,}</td></tr>' for s in report.scenarios]
+    return [*out, "</table>"]
+
+
+def _plots(report: Report) -> list[str]:
+    out = ["<h2>Plots</h2>"]
+    drawn = 0
+    for caption, make in _figures(report):
+        try:
+            fig = make()
+        except ValueError:  # nothing to draw for this plot
+            continue
+        if fig is None:
+            continue
+        out.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,'
+                   f'{plots.png_base64(fig)}"><figcaption>{esc(caption)}</figcaption></figure>')
+        drawn += 1
+    return out if drawn else []
+
+
+def _figures(report: Report) -> Iterator[tuple[str, Callable[[], Any]]]:
+    ev = report.evidence
+    if ev is None:
+        return
+    yield ("Cached tokens per request, per log; dashed lines: spikes at exact constants",
+           lambda: plots.bucket_figure(ev.bucket)[0] if ev.bucket.groups else None)
+    if ev.by_dimension:
+        yield ("Token-weighted hit rate by dimension",
+               lambda: plots.dimension_figure(ev.by_dimension))
+    yield "Token-weighted hit rate over time", lambda: plots.time_figure(ev.records)
+    yield ("Prompt vs cached tokens per turn, the sessions that lost the most",
+           lambda: plots.sessions_figure(ev.records))
+    if ev.diff is not None:
+        yield ("Where consecutive turns first diverge, by cause",
+               lambda: plots.divergence_figure(ev.diff))
+    if ev.simulate is not None and ev.simulate.capacity_curve:
+        yield ("Predicted hit rate by cache capacity (replay)",
+               lambda: plots.capacity_figure(ev.simulate))

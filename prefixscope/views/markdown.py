@@ -1,0 +1,65 @@
+"""The report as Markdown, for a pull-request comment.
+
+Every piece of text that may come from a log (titles, segments, excerpts, scenario names)
+goes through `md_text`: Markdown and HTML metacharacters are backslash-escaped or
+entity-encoded and line breaks flattened, so a logged prompt cannot add a link, an image,
+a table row or raw HTML to the comment.
+"""
+
+from __future__ import annotations
+
+import re
+
+from prefixscope.findings.model import Report
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~])")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def md_text(text: str) -> str:
+    """`text` inert in Markdown (and in the HTML a Markdown renderer lets through)."""
+    flat = _CONTROL.sub(" ", " ".join(text.split()))
+    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", flat)
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def report_markdown(report: Report, *, top: int = 20) -> str:
+    s = report.summary
+    lines = ["# prefixscope report", "",
+             f"{s.requests:,} requests in {s.sessions:,} sessions · {s.prompt_tokens:,} prompt "
+             f"tokens, {s.cached_tokens:,} cached", "",
+             "| hit rate | observed | predicted | ideal |", "|---|---:|---:|---:|",
+             f"| cached / prompt tokens | {_pct(s.hit_rate)} | {_pct(s.hit_rate_predicted)} | "
+             f"{_pct(s.hit_rate_ideal)} |", ""]
+    if s.engine:
+        lines += [f"Replayed with `{md_text(s.engine)}`.", ""]
+    lines += ["## Findings", ""]
+    if not report.findings:
+        lines += ["No findings: nothing in these logs is costing cache.", ""]
+    else:
+        lines += ["| # | severity | kind | lost tokens | share | finding |",
+                  "|---:|---|---|---:|---:|---|"]
+        for n, f in enumerate(report.findings[:top], 1):
+            lines.append(f"| {n} | {f.severity} | {md_text(f.kind)} | {f.lost_tokens:,} | "
+                         f"{f.share:.1%} | {md_text(f.title)} |")
+        lines.append("")
+        for n, f in enumerate(report.findings[:top], 1):
+            where = f" in {md_text(f.segment)}" if f.segment else ""
+            lines += [f"**{n}. {md_text(f.kind)}{where}.** {md_text(f.title)}", "",
+                      f"Fix: {md_text(f.fix)}", ""]
+        if len(report.findings) > top:
+            lines += [f"… and {len(report.findings) - top} more (see the JSON or HTML "
+                      "report).", ""]
+    if report.gate.checks:
+        lines += [f"## Gate: {'passed' if report.gate.passed else 'FAILED'}", "",
+                  "| check | result | detail |", "|---|---|---|"]
+        lines += [f"| {md_text(c.name)} | {'pass' if c.passed else '**FAIL**'} | "
+                  f"{md_text(c.detail)} |" for c in report.gate.checks]
+        lines.append("")
+    if report.notes:
+        lines += ["## Notes", ""] + [f"- {md_text(n)}" for n in report.notes] + [""]
+    return "\n".join(lines)
