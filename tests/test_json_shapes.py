@@ -48,6 +48,8 @@ def canon(tp: Any) -> Canon:
         return frozenset({("null", ())})
     if tp in (int, float, bool, str):
         return frozenset({(tp.__name__, ())})
+    if tp is object:  # free JSON (a finding's evidence): any value
+        return frozenset({("any", ())})
     origin = get_origin(tp)
     if origin in (list, dict):
         return frozenset({(origin.__name__, tuple(canon(a) for a in get_args(tp)))})
@@ -100,7 +102,7 @@ def parse_type(text: str) -> Canon:
         nonlocal pos
         name = peek()
         pos += 1
-        if name not in ("int", "float", "bool", "str", "null", "object", "list", "dict"):
+        if name not in ("int", "float", "bool", "str", "null", "object", "list", "dict", "any"):
             raise ValueError(f"unknown type {name!r} in {text!r}")
         args: list[Canon] = []
         if peek() == "[":
@@ -189,6 +191,7 @@ def test_parse_type_reads_the_documented_spellings():
     assert parse_type("dict[str, str | null]") == canon(dict[str, str | None])
     assert parse_type("list[object]") == canon(list[IngestErrorJson])
     assert parse_type("int | float | null") == canon(int | float | None)
+    assert parse_type("dict[str, any]") == canon(dict[str, object])
     for bad in ("integer", "list", "dict[str]", "list[int", "int |", "int null"):
         with pytest.raises(ValueError):
             parse_type(bad)
@@ -279,6 +282,8 @@ def validate(value: Any, tp: Any, path: str = "", seen: set[str] | None = None) 
                          for e in validate(item, get_args(tp)[1], f"{path}.*", seen)]
     if tp is type(None):
         return [] if value is None else [f"{where}: {value!r:.80} is not null"]
+    if tp is object:  # any JSON value: it came through json.loads
+        return []
     if tp in (int, float, bool, str):
         # Exact: a bool is no int, an int no float (json.loads keeps 2 and 2.0 apart).
         return [] if type(value) is tp else [f"{where}: {value!r:.80} is not {tp.__name__}"]

@@ -37,18 +37,19 @@ def find(ev: Evidence) -> Iterator[Finding]:
         }
         if sim.fit is not None:
             evidence["fit_agreement"] = sim.fit.agreement
+        n = count(len(hit), "request")
         if cls == "eviction":
-            yield _eviction(sim, tokens, evidence)
+            yield _eviction(sim, tokens, evidence, n)
         elif cls == "ttl":
-            yield finding("ttl-expiry", f"{count(len(hit), 'request')} found their prefix expired after "
+            yield finding("ttl-expiry", f"{n} found their prefix expired after "
                           f"a pause longer than the cache's retention ({_ttl(sim)})", tokens,
                           evidence, _ttl_fix(sim.engine))
         elif cls == "provider":
             yield finding("provider-miss", f"{sim.engine} missed an intact, live prefix in "
-                          f"{count(len(hit), 'request')} (routing, overflow or best effort)", tokens,
+                          f"{n} (routing, overflow or best effort)", tokens,
                           evidence, _provider_fix(sim.engine))
         elif cls == "compaction":
-            yield finding("compaction", f"{count(len(hit), 'request')} after a compaction re-sent the "
+            yield finding("compaction", f"{n} after a compaction re-sent the "
                           "conversation as a summary: the cache restarted there", tokens,
                           evidence, "Compaction rewrites the history: keep the system prompt "
                           "and tools byte-identical across it so they stay cached, and compact "
@@ -59,7 +60,7 @@ def find(ev: Evidence) -> Iterator[Finding]:
             estimated = sim.approximate_requests > 0
             evidence["approximate_requests"] = sim.approximate_requests
             yield finding("usage-semantics", f"the log reports less cache than a replay that "
-                          f"fits it predicts, in {count(len(hit), 'request')}, with no pressure to "
+                          f"fits it predicts, in {n}, with no pressure to "
                           "explain it" + (f" ({sim.approximate_requests} rendered with a "
                                           "stand-in tokenizer: an estimate)" if estimated
                                           else ""), tokens, evidence,
@@ -68,7 +69,8 @@ def find(ev: Evidence) -> Iterator[Finding]:
                           severity="info" if estimated else "")
 
 
-def _eviction(sim: SimulateReport, tokens: int, evidence: dict[str, object]) -> Finding:
+def _eviction(sim: SimulateReport, tokens: int, evidence: dict[str, object], n: str
+              ) -> Finding:
     enough = None
     ideal = sim.hit_rate_ideal
     for point in sim.capacity_curve:
@@ -89,7 +91,7 @@ def _eviction(sim: SimulateReport, tokens: int, evidence: dict[str, object]) -> 
                "each other.")
     capacity = f"{sim.capacity_tokens:,}" if sim.capacity_tokens else "the"
     return finding("eviction-pressure", f"concurrent sessions evict each other's prefixes: "
-                   f"{count(int(str(evidence['requests'])), 'request')} missed blocks a larger cache would have "
+                   f"{n} missed blocks a larger cache would have "
                    f"kept ({capacity}-token cache fitted to the log)", tokens, evidence, fix,
                    fix_hit_rate=enough.hit_rate if enough else None)
 
