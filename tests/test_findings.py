@@ -1,0 +1,304 @@
+"""findings: each finder on hand-built analysis results (every expected number is hand
+arithmetic over the values built here), the ranking, and the gate with its baseline."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from prefixscope.analyses.bucket import (
+    Boundary,
+    BucketGroup,
+    BucketReport,
+    BucketTotals,
+    Spike,
+)
+from prefixscope.analyses.diff import CauseTotal, DiffReport, DiffTotals, Divergence, PairDiff
+from prefixscope.analyses.simulate import CurvePoint, RequestSim, SimulateReport, WhatIfResult
+from prefixscope.findings.build import build_report
+from prefixscope.findings.evidence import Evidence, choose_engine, model_family_engine
+from prefixscope.findings.finders import breakage, constants, replay, split
+from prefixscope.findings.gate import (
+    BaselineError,
+    GateOptions,
+    baseline_document,
+    earliest_divergence,
+    evaluate,
+    read_baseline,
+    scenario_prefixes,
+)
+from prefixscope.findings.model import KINDS, ScenarioPrefix, Summary
+from prefixscope.model import UsageRecord
+from prefixscope.prompt import RenderOptions
+from prefixscope.store.store import UsageSummary
+
+T0 = datetime(2026, 8, 1, 12)
+
+
+def pair(a: str, b: str, cause: str, *, token: int | None, lost: int, segment: str = "",
+         session: str = "s1", tokens_a: int = 1000, detail: str = "") -> PairDiff:
+    div = None if token is None else Divergence(token, 0, 0, segment, "", "", 0, 0, None, None)
+    return PairDiff(a, b, session, tokens_a, tokens_a + 100, div, 16, 0, lost, cause, detail)
+
+
+def diff_of(*pairs: PairDiff) -> DiffReport:
+    by: dict[str, CauseTotal] = {}
+    for p in pairs:
+        t = by.get(p.cause, CauseTotal(0, 0))
+        by[p.cause] = CauseTotal(t.pairs + 1, t.lost_tokens + p.lost_tokens)
+    return DiffReport(pairs, DiffTotals(len(pairs), sum(p.lost_tokens for p in pairs), by),
+                      RenderOptions(), 16, "flag")
+
+
+def record(rid: str, session: str | None, prompt: int | None, cached: int | None, *,
+           minutes: int = 0, model: str | None = "m", duplicate_of: str | None = None
+           ) -> UsageRecord:
+    return UsageRecord(rid, T0 + timedelta(minutes=minutes), "openai-chat", model, None, None,
+                       None, "raw", session, prompt, cached, True, duplicate_of)
+
+
+def group(key: dict[str, object], prompt: int, cached: int, *, requests: int = 10,
+          spikes: tuple[Spike, ...] = (), block: int | None = 64) -> BucketGroup:
+    return BucketGroup(dict(key), requests, prompt, cached, cached / prompt if prompt else None,
+                       None, 0, (), (), block, spikes, ())
+
+
+def bucket_of(*groups: BucketGroup, by: tuple[str, ...] = ("source",)) -> BucketReport:
+    prompt = sum(g.prompt_tokens for g in groups)
+    cached = sum(g.cached_tokens for g in groups)
+    return BucketReport(by, groups, BucketTotals(10, prompt, cached,
+                                                 cached / prompt if prompt else None, 0),
+                        64, "inferred")
+
+
+def simulation(misses: dict[str, int], *, per_request: tuple[RequestSim, ...] = (),
+               curve: tuple[CurvePoint, ...] = (), capacity: int | None = 10_000,
+               engine: str = "vllm", predicted: float = 0.5, ideal: float = 0.8,
+               what_if: tuple[WhatIfResult, ...] = ()) -> SimulateReport:
+    return SimulateReport(engine, 16, capacity, len(per_request) or 1, 100_000, 0.5, predicted,
+                          ideal, 1.0, misses, per_request, what_if, curve)
+
+
+def evidence(**kw: object) -> Evidence:
+    fields: dict[str, object] = {
+        "usage": UsageSummary("all", 10, 1, 10, 0, 100_000, 10, 50_000, 10, 10, 100_000,
+                              50_000),
+        "records": (), "bucket": bucket_of(), "by_dimension": (), "diff": None,
+        "segments": (), "simulate": None, "what_if_of": {}, "scenarios": ()}
+    fields.update(kw)
+    return Evidence(**fields)  # type: ignore[arg-type]
+
+
+class TestBreakage:
+    def test_pairs_group_by_kind_and_blamed_element_and_lost_tokens_add_up(self):
+        d = diff_of(
+            pair("a", "b", "volatile-value", token=12, lost=900, segment="system[0]",
+                 detail="system[0]: cch=aaaaa → cch=bbbbb"),
+            pair("b", "c", "volatile-value", token=12, lost=1000, segment="system[0]",
+                 detail="system[0]: cch=bbbbb → cch=ccccc"),
+            pair("c", "d", "json-key-order", token=300, lost=200,
+                 segment="tools[1].function.parameters.properties.x"),
+            pair("d", "e", "json-key-order", token=400, lost=100,
+                 segment="tools[3].function.parameters"),
+            pair("e", "f", "append-only", token=None, lost=0),
+            pair("f", "g", "compaction", token=50, lost=700, segment="messages[1]"),
+        )
+        found = {(f.kind, f.segment): f for f in breakage.find(evidence(diff=d))}
+        assert set(found) == {("volatile-prefix-segment", "system[0]"), ("json-key-order", "tools")}
+        volatile = found[("volatile-prefix-segment", "system[0]")]
+        assert volatile.lost_tokens == 1900
+        assert volatile.evidence["pairs"] == 2 and volatile.evidence["pairs_diffed"] == 6
+        assert volatile.evidence["example_pairs"] == [["a", "b"], ["b", "c"]]
+        assert "billing header" in volatile.title
+        assert "strip_anthropic_billing_header" in volatile.fix
+        keys = found[("json-key-order", "tools")]
+        assert keys.lost_tokens == 300
+        assert keys.evidence["first_divergence_token_min"] == 300
+        assert keys.evidence["first_divergence_token_median"] == 350
+
+    def test_a_changed_earlier_message_is_a_history_rewrite_not_a_prefix_segment(self):
+        d = diff_of(pair("a", "b", "content-change", token=900, lost=64, segment="messages[3]"))
+        (f,) = breakage.find(evidence(diff=d))
+        assert (f.kind, f.segment, f.lost_tokens) == ("history-rewrite", "messages", 64)
+
+    def test_a_priced_what_if_gives_the_fix_its_hit_rate(self):
+        d = diff_of(pair("a", "b", "volatile-value", token=12, lost=900, segment="system[0]",
+                         detail="cch=aaaaa → cch=bbbbb"))
+        sim = simulation({}, what_if=(WhatIfResult("strip-billing-header", 0.9, 0.85, 4000),))
+        (f,) = breakage.find(evidence(diff=d, simulate=sim,
+                                      what_if_of={"volatile-value": "strip-billing-header"}))
+        assert f.fix_hit_rate == 0.85 and "4,000 cached tokens" in f.fix
+
+    def test_no_diff_no_breakage(self):
+        assert list(breakage.find(evidence())) == []
+
+
+class TestReplay:
+    def test_each_miss_class_beyond_breakage_is_one_finding_with_its_tokens(self):
+        per = (RequestSim("r1", "s", 1000, 0, 500, 900, {"eviction": 400, "new": 100}),
+               RequestSim("r2", "s", 1000, 0, 0, 900, {"ttl": 300}),
+               RequestSim("r3", "s", 1000, 0, 900, 900, {"compaction": 50}))
+        sim = simulation({"eviction": 400, "ttl": 300, "compaction": 50, "break": 999,
+                          "new": 100}, per_request=per)
+        found = {f.kind: f for f in replay.find(evidence(simulate=sim))}
+        assert {k: f.lost_tokens for k, f in found.items()} == {
+            "eviction-pressure": 400, "ttl-expiry": 300, "compaction": 50}
+        assert found["eviction-pressure"].evidence["example_requests"] == ["r1"]
+
+    def test_the_capacity_reaching_the_ideal_is_the_eviction_fix(self):
+        curve = (CurvePoint(5_000, 0.40), CurvePoint(20_000, 0.796), CurvePoint(40_000, 0.8),
+                 CurvePoint(None, 0.8))
+        sim = simulation({"eviction": 10}, curve=curve, ideal=0.8,
+                         per_request=(RequestSim("r", "s", 10, 0, 0, 10, {"eviction": 10}),))
+        (f,) = replay.find(evidence(simulate=sim))
+        # 0.796 is within half a point of the 0.8 ideal: the first capacity that is enough.
+        assert f.fix_hit_rate == 0.796 and "20,000 tokens" in f.fix
+
+    def test_unexplained_is_usage_semantics_only_for_a_self_hosted_engine(self):
+        per = (RequestSim("r", "s", 10, 0, 8, 8, {"unexplained": 8}),)
+        (f,) = replay.find(evidence(simulate=simulation({"unexplained": 8}, per_request=per)))
+        assert f.kind == "usage-semantics"
+        hosted = simulation({"unexplained": 8}, per_request=per, engine="anthropic")
+        assert list(replay.find(evidence(simulate=hosted))) == []
+
+
+class TestConstants:
+    def test_lost_tokens_are_what_the_predecessor_sent_beyond_the_constant(self):
+        spike = Spike(2880, 2, 0.5, 45.0, Boundary("tools", "system[0]", 2890, 2, 2, 2), "x")
+        records = (record("a", "s", 3000, 0), record("b", "s", 3500, 2880, minutes=1),
+                   record("c", "s", 4000, 2880, minutes=2),
+                   record("d", "t", 5000, 2880, minutes=3),  # a session's first: nothing sent
+                   record("e", "s", 4100, 2880, minutes=4, duplicate_of="c"))  # counted once
+        ev = evidence(records=records, bucket=bucket_of(group({"source": "raw"}, 15_500, 8_640,
+                                                              spikes=(spike,))))
+        (f,) = constants.find(ev)
+        # b: min(3000, 3500) - 2880 = 120; c: min(3500, 4000) - 2880 = 620; d: no predecessor.
+        assert f.lost_tokens == 740
+        assert f.segment == "system[0]" and "45 × 64" in f.title
+        assert f.evidence["requests"] == 3
+
+    def test_the_same_spike_in_two_logs_of_the_same_calls_is_one_finding(self):
+        spike = Spike(2880, 5, 0.5, 45.0, None, "x")
+        ev = evidence(bucket=bucket_of(group({"source": "langfuse"}, 10, 5, spikes=(spike,)),
+                                       group({"source": "new-api"}, 10, 5, spikes=(spike,))))
+        (f,) = constants.find(ev)
+        assert f.evidence["sources"] == ["langfuse", "new-api"]
+
+    def test_a_rare_value_is_no_pattern(self):
+        spike = Spike(2880, 1, 0.01, 45.0, None, "x")
+        ev = evidence(bucket=bucket_of(group({"source": "raw"}, 10, 5, spikes=(spike,))))
+        assert list(constants.find(ev)) == []
+
+
+class TestSplit:
+    def test_a_group_far_below_the_rest_costs_its_tokens_at_the_rest_rate(self):
+        report = bucket_of(group({"client": "a"}, 40_000, 8_000), group({"client": "b"},
+                                                                        60_000, 48_000),
+                           by=("client",))
+        (f,) = split.find(evidence(by_dimension=(report,)))
+        # a: 20%; the rest: 48,000 / 60,000 = 80%; lost = 40,000 * 0.6
+        assert f.lost_tokens == 24_000 and f.evidence["value"] == "a"
+
+    def test_the_same_traffic_under_two_dimensions_is_named_once(self):
+        by_client = bucket_of(group({"client": "a"}, 40_000, 8_000),
+                              group({"client": "b"}, 60_000, 48_000), by=("client",))
+        by_model = bucket_of(group({"model": "x"}, 40_000, 8_000),
+                             group({"model": "y"}, 60_000, 48_000), by=("model",))
+        (f,) = split.find(evidence(by_dimension=(by_client, by_model)))
+        assert f.evidence["also"] == [{"dimension": "model", "value": "x"}]
+
+    def test_a_small_or_close_group_is_not_a_finding(self):
+        close = bucket_of(group({"client": "a"}, 40_000, 28_000),
+                          group({"client": "b"}, 60_000, 48_000), by=("client",))
+        small = bucket_of(group({"client": "a"}, 1_000, 0),
+                          group({"client": "b"}, 99_000, 80_000), by=("client",))
+        assert list(split.find(evidence(by_dimension=(close, small)))) == []
+
+
+class TestRanking:
+    def test_findings_rank_by_lost_tokens_with_share_and_severity_from_it(self):
+        d = diff_of(pair("a", "b", "volatile-value", token=12, lost=6_000, segment="system[0]"),
+                    pair("b", "c", "tool-order", token=30, lost=2_000, segment="tools[0]"),
+                    pair("c", "d", "tool-set", token=40, lost=500, segment="tools[1]"))
+        report = build_report(evidence(diff=d))
+        assert [f.lost_tokens for f in report.findings] == [6_000, 2_000, 500]
+        # basis: the log's 100,000 prompt tokens
+        assert [f.share for f in report.findings] == [0.06, 0.02, 0.005]
+        assert [f.severity for f in report.findings] == ["high", "medium", "low"]
+        assert {f.kind for f in report.findings} <= set(KINDS)
+
+
+class TestEngineChoice:
+    def test_aligned_cached_values_mean_a_self_hosted_engine(self):
+        records = (record("a", "s", 100, 64, model="claude-sonnet-4-5"),)
+        assert choose_engine("auto", records, bucket_of())[0] == "vllm"
+
+    def test_otherwise_the_models_family_picks_the_hosted_api(self):
+        unaligned = BucketReport((), (), BucketTotals(1, 1, 1, 1.0, 0), None, "default")
+        records = (record("a", "s", 100, 7, model="gpt-4.1"),
+                   record("b", "s", 100, 7, model="claude-opus-4"),
+                   record("c", "s", 100, 7, model="claude-opus-4"))
+        assert model_family_engine(records) == "anthropic"
+        assert choose_engine("auto", records, unaligned)[0] == "anthropic"
+        assert choose_engine("auto", records[:1], bucket_of())[0] == "openai"
+        assert choose_engine("sglang", records, unaligned) == ("sglang", "as asked")
+
+
+class TestGate:
+    summary = Summary(10, 2, 1000, 700, 0.7, 0.65, 0.9)
+
+    def test_fail_under_uses_the_observed_rate_else_the_predicted(self):
+        gate = evaluate(GateOptions(fail_under=0.75), self.summary, None, ())
+        assert not gate.passed and gate.checks[0].value == 0.7
+        assert evaluate(GateOptions(fail_under=0.7), self.summary, None, ()).passed
+        unobserved = Summary(10, 2, 0, 0, None, 0.65, 0.9)
+        check = evaluate(GateOptions(fail_under=0.6), unobserved, None, ()).checks[0]
+        assert check.passed and check.value == 0.65 and "predicted" in check.detail
+
+    def test_volatile_before_is_the_earliest_breaking_divergence(self):
+        d = diff_of(pair("a", "b", "volatile-value", token=120, lost=1, segment="system[0]"),
+                    pair("b", "c", "compaction", token=5, lost=1, segment="messages[0]"),
+                    pair("c", "d", "append-only", token=None, lost=0))
+        assert earliest_divergence(d) == 120  # a compaction is not a volatile segment
+        assert evaluate(GateOptions(max_volatile_before=120), self.summary, d, ()).passed
+        assert not evaluate(GateOptions(max_volatile_before=121), self.summary, d, ()).passed
+        assert not evaluate(GateOptions(max_volatile_before=0), self.summary, None, ()).passed
+
+    def test_scenario_prefixes_are_the_fewest_shared_tokens_named_stably(self):
+        d = diff_of(pair("a", "b", "append-only", token=None, lost=0, session="t-1",
+                         tokens_a=500),
+                    pair("b", "c", "volatile-value", token=40, lost=9, session="t-1"),
+                    pair("x", "y", "append-only", token=None, lost=0, session="t-2",
+                         tokens_a=300),
+                    pair("p", "q", "append-only", token=None, lost=0, session="sess-A",
+                         tokens_a=800),
+                    pair("q", "r", "compaction", token=3, lost=9, session="sess-A"))
+        origins = (("t-1", False, "logs/run.jsonl", 3), ("sess-A", True, "cc/a.jsonl", 3),
+                   ("t-2", False, "logs/run.jsonl", 2))
+        assert scenario_prefixes(d, origins) == (
+            ScenarioPrefix("run.jsonl#1", 3, 40), ScenarioPrefix("run.jsonl#2", 2, 300),
+            ScenarioPrefix("sess-A", 3, 800))
+
+    def test_a_baseline_fails_when_a_scenario_shrinks_or_disappears(self):
+        now = (ScenarioPrefix("a", 3, 500), ScenarioPrefix("b", 3, 90))
+        saved = read_baseline(__import__("json").dumps(
+            baseline_document((ScenarioPrefix("a", 3, 400), ScenarioPrefix("b", 3, 100),
+                               ScenarioPrefix("c", 2, 10)), {"tokenizer": "auto"})), "f")
+        assert saved == {"a": 400, "b": 100, "c": 10}
+        gate = evaluate(GateOptions(baseline=saved), self.summary, None, now)
+        assert [(c.name, c.passed) for c in gate.checks] == [
+            ("baseline:a", True), ("baseline:b", False), ("baseline:c", False)]
+        assert "shrank by 10" in gate.checks[1].detail
+
+    @pytest.mark.parametrize("text", ["not json", "[]", '{"prefixscope_baseline": 2}',
+                                      '{"prefixscope_baseline": 1, "scenarios": {"a": -1}}',
+                                      '{"prefixscope_baseline": 1, "scenarios": {"a": true}}'])
+    def test_a_bad_baseline_file_is_one_line(self, text: str):
+        with pytest.raises(BaselineError) as err:
+            read_baseline(text, "base.json")
+        assert "\n" not in str(err.value) and str(err.value).startswith("base.json")
+
+    def test_no_gate_options_pass_with_no_checks(self):
+        gate = evaluate(GateOptions(), self.summary, None, ())
+        assert gate.passed and gate.checks == ()
