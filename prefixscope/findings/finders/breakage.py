@@ -43,7 +43,7 @@ def find(ev: Evidence) -> Iterator[Finding]:
         kind = KIND_OF_CAUSE.get(pair.cause)
         if kind is None:
             continue
-        if kind == "volatile-prefix-segment" and _in_messages(pair):
+        if pair.cause == "content-change" and _in_history(pair):
             kind = "history-rewrite"  # an earlier message changed: not a prefix header
         groups[(kind, _blamed(kind, pair))].append(pair)
     diffed = len(ev.diff.pairs)
@@ -52,9 +52,12 @@ def find(ev: Evidence) -> Iterator[Finding]:
         yield _finding(ev, kind, segment, pairs, diffed, change_rate)
 
 
-def _in_messages(pair: PairDiff) -> bool:
+def _in_history(pair: PairDiff) -> bool:
+    """The divergence is in a message after the first (the first is the system prompt in
+    the OpenAI protocols, so a change there is a prefix segment's)."""
     seg = pair.first_divergence.segment if pair.first_divergence else ""
-    return seg.startswith(("messages", "input"))
+    head = seg.split(".", 1)[0]
+    return head.startswith(("messages", "input")) and head not in ("messages[0]", "input[0]")
 
 
 def _blamed(kind: str, pair: PairDiff) -> str | None:
@@ -62,8 +65,8 @@ def _blamed(kind: str, pair: PairDiff) -> str | None:
     seg = pair.first_divergence.segment if pair.first_divergence else None
     if seg is None or kind == "model-change":
         return None
-    if kind in _TOOLS_KINDS and seg.startswith("tools"):
-        return "tools"
+    if kind in _TOOLS_KINDS:
+        return "tools"  # the tool list as a whole (its template wrapper included)
     if kind == "history-rewrite":
         return seg.split("[", 1)[0]
     return top_level_element(seg)
