@@ -390,6 +390,23 @@ def test_simulate_shape():
     check.all_exercised()
 
 
+def test_report_shape(tmp_path):
+    check = Checked("report")
+
+    def report(*args: str) -> Any:
+        result = runner.invoke(app, ["report", *args, "--json", "-"])
+        assert result.exit_code in (0, 3), result.output
+        return json.loads(result.stdout)
+
+    base = tmp_path / "base.json"
+    base.write_text('{"prefixscope_baseline": 1, "scenarios": {"gone": 5}}')
+    check(report(str(ROOT / "sample_logs"), "--fail-under", "0.5", "--max-volatile-before",
+                 "10", "--baseline", str(base)))
+    check(report(str(ROOT / "tests" / "fixtures" / "claude-code" / "idle_gap_session.jsonl"),
+                 "--fail-under", "0.99"))
+    check.all_exercised()
+
+
 def test_jsonshapes_is_a_leaf_module():
     """Any module may import the shapes: they import nothing but the standard library."""
     tree = ast.parse((ROOT / "prefixscope" / "views" / "jsonshapes.py").read_text(encoding="utf-8"))
