@@ -76,3 +76,16 @@ def from_turn(first: int, edit: Callable[[dict[str, Any]], None]) -> Change:
         if n >= first:
             edit(request)
     return change
+
+
+# Log text that would act if a report did not escape it: a script, an event handler, a
+# Markdown link and a table-cell break.
+PLANTED = "<script>window.pwned=1</script><img src=x onerror=alert(1)>[x](http://evil/)|"
+
+
+def planted_log(tmp_path: Path) -> Path:
+    """A session whose system prompt (changing every turn) and session id carry PLANTED."""
+    def plant(turn: int, request: dict[str, Any]) -> None:
+        request["messages"][0]["content"] = f"{PLANTED}{turn} " + request["messages"][0][
+            "content"]
+    return write_session(tmp_path / "planted.jsonl", change=plant, session=PLANTED)

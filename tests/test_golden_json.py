@@ -99,6 +99,6 @@ def test_render_json_is_unchanged(stores: dict[str, tuple[Path, str]], corpus: s
 @pytest.mark.real
 @pytest.mark.parametrize("corpus", sorted(CORPORA))
 def test_report_json_is_unchanged(stores: dict[str, tuple[Path, str]], corpus: str) -> None:
-    result = runner.invoke(app, ["report", "--store", str(stores[corpus][0]), "--json", "-"])
+    result = runner.invoke(app, ["report", "--store", str(stores[corpus][0]), "--json"])
     assert result.exit_code == 0, result.output
     _check(f"{corpus}-report", result.stdout)

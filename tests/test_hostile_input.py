@@ -34,7 +34,7 @@ runner = CliRunner()
 CASES = [(name, fmt) for name, entry in sorted(MANIFEST.items()) for fmt in entry["expect"]]
 # What a terminal must never be sent from a logged prompt: ESC, BEL, NUL, backspace, CSI.
 CONTROL = ("\x1b", "\x07", "\x00", "\x08", "\x9b")
-ANALYSES = (("bucket",), ("segments",), ("diff", "--all"), ("simulate",))
+ANALYSES = (("bucket",), ("segments",), ("diff", "--all"), ("simulate",), ("report",))
 
 
 def invoke(*args: str | Path) -> Any:

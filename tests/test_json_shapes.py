@@ -394,7 +394,7 @@ def test_report_shape(tmp_path):
     check = Checked("report")
 
     def report(*args: str) -> Any:
-        result = runner.invoke(app, ["report", *args, "--json", "-"])
+        result = runner.invoke(app, ["report", *args, "--json"])
         assert result.exit_code in (0, 3), result.output
         return json.loads(result.stdout)
 

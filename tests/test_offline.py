@@ -118,6 +118,7 @@ COMMANDS = [
     ["bucket", "--store", "s.duckdb", "-q"],
     ["segments", "--store", "s.duckdb", "-q"],
     ["simulate", "--store", "s.duckdb", "--no-save", "-q"],
+    ["report", "--store", "s.duckdb", "--html", "r.html", "--md", "r.md", "-q"],
     ["sql", "select count(*) from turns", "--store", "s.duckdb"],
     ["export", "--parquet", "out", "--store", "s.duckdb", "-q"],
     ["simulate", str(SAMPLES / "bifrost-mcp-keyorder.jsonl"), "--engine", "anthropic",
@@ -127,7 +128,7 @@ COMMANDS = [
 # The commands expected to fail, each with one line: a Hugging Face id not in the local
 # cache is refused (offline), never fetched; a URL in `sql` needs httpfs, which DuckDB
 # may not install or load here.
-EXPECTED = {2: 1, 10: 1}
+EXPECTED = {2: 1, 11: 1}
 
 
 def child_env() -> dict[str, str]:

@@ -15,7 +15,7 @@ import pytest
 from agent_captures import write_agent_captures
 from conftest import ROOT
 from gen_vllm_log import generate
-from report_scenarios import at, from_turn, write_session
+from report_scenarios import at, from_turn, planted_log, write_session
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -27,7 +27,7 @@ BREAKAGE = {"volatile-prefix-segment", "json-key-order", "tool-order", "tool-set
 
 
 def report(*args: str, code: int = 0) -> dict[str, Any]:
-    result = runner.invoke(app, ["report", *args, "--json", "-"])
+    result = runner.invoke(app, ["report", *args, "--json"])
     assert result.exit_code == code, result.output + result.stderr
     return json.loads(result.stdout)
 
@@ -236,26 +236,17 @@ class _Tags(HTMLParser):
         self.text.append(data)
 
 
-PLANTED = "<script>window.pwned=1</script><img src=x onerror=alert(1)>[x](http://evil/)|"
-
-
-def planted_log(tmp_path: Path) -> Path:
-    def plant(turn: int, request: dict[str, Any]) -> None:
-        request["messages"][0]["content"] = f"{PLANTED}{turn} " + request["messages"][0][
-            "content"]
-    return write_session(tmp_path / "planted.jsonl", change=plant, session=PLANTED)
-
-
 class TestOutputs:
     def test_every_file_is_written_and_json_to_stdout_is_alone(self, tmp_path: Path):
         files = {ext: tmp_path / f"r.{ext}" for ext in ("html", "md", "json", "xml")}
         result = runner.invoke(app, ["report", SAMPLES, "--html", str(files["html"]),
-                                     "--md", str(files["md"]), "--json", str(files["json"]),
+                                     "--md", str(files["md"]),
+                                     "--json-file", str(files["json"]),
                                      "--junit", str(files["xml"])])
         assert result.exit_code == 0, result.stderr
         assert all(f.stat().st_size > 0 for f in files.values())
         assert json.loads(files["json"].read_text())["summary"]["requests"] == 166
-        alone = runner.invoke(app, ["report", SAMPLES, "--json", "-"])
+        alone = runner.invoke(app, ["report", SAMPLES, "--json"])
         json.loads(alone.stdout)  # nothing but the document on stdout
 
     def test_html_escapes_log_text_and_is_self_contained(self, tmp_path: Path):

@@ -58,9 +58,12 @@ def report(
     md_out: Annotated[Path | None, typer.Option(
         "--md", help="Write the report as Markdown (a pull-request comment).",
         show_default=False)] = None,
-    json_out: Annotated[str | None, typer.Option(
-        "--json", help="Write the documented JSON shape (docs/json.md) to a file, or - for "
-        "stdout (then nothing else goes there).", show_default=False)] = None,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the documented JSON shape (docs/json.md) on stdout (then "
+        "nothing else goes there).")] = False,
+    json_file: Annotated[Path | None, typer.Option(
+        "--json-file", help="Write the documented JSON shape to a file.",
+        show_default=False)] = None,
     junit_out: Annotated[Path | None, typer.Option(
         "--junit", help="Write the gate's checks as JUnit XML, one test case per check.",
         show_default=False)] = None,
@@ -116,7 +119,7 @@ def report(
                                                             bytes_per_token),
                             engine_logs=tuple(engine_log or ()))
     gate = GateOptions(fail_under, max_volatile_before, saved)
-    to_stdout = json_out == "-"
+    to_stdout = json_out
     ingested: list[IngestResult] = []
     with open_store(logs, store, quiet=quiet, json_mode=to_stdout, ingested=ingested) as st, \
             console.steps(to_stdout, quiet, "report", _STEPS) as progress:
@@ -126,8 +129,12 @@ def report(
         except (RenderError, TokenizerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
         result = build_report(evidence, gate)
-    _write_outputs(result, html_out, md_out, json_out, junit_out, write_baseline, render,
+    _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline, render,
                    quiet)
+    if json_out:
+        from prefixscope.views.json import report_json
+
+        console.print_json(report_json(result))
     if not to_stdout:
         from prefixscope.views.terminal.report import report_screen
 
@@ -139,9 +146,9 @@ def report(
 
 
 def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
-                   json_out: str | None, junit_out: Path | None, write_baseline: Path | None,
+                   json_file: Path | None, junit_out: Path | None, write_baseline: Path | None,
                    render: RenderOptions, quiet: int) -> None:
-    """Every file the options ask for (and the JSON on stdout for ``--json -``)."""
+    """Every file the options ask for."""
     import json
 
     from prefixscope.findings.gate import baseline_document
@@ -163,15 +170,11 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
         about = {"tokenizer": render.tokenizer, "gateway": render.gateway}
         outputs.append((write_baseline, json.dumps(baseline_document(result.scenarios, about),
                                                    indent=2, ensure_ascii=False) + "\n"))
-    if json_out is not None:
+    if json_file is not None:
         from prefixscope.views.json import report_json
 
-        document = report_json(result)
-        if json_out == "-":
-            console.print_json(document)
-        else:
-            outputs.append((Path(json_out), json.dumps(document, indent=2, ensure_ascii=False)
-                            + "\n"))
+        outputs.append((json_file, json.dumps(report_json(result), indent=2,
+                                              ensure_ascii=False) + "\n"))
     for path, text in outputs:
         try:
             path.write_text(text, encoding="utf-8", errors="replace")
