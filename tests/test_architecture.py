@@ -87,3 +87,16 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
           if line.startswith(".venv/bin/") and "pip install" not in line]
     assert steps == ci
+
+
+def test_every_finder_module_is_registered_and_every_kind_documented():
+    from prefixscope.findings.finders import FINDERS
+    from prefixscope.findings.model import KINDS
+
+    folder = ROOT / "prefixscope" / "findings" / "finders"
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "base"}
+    registered = {f.__module__.rsplit(".", 1)[-1] for f in FINDERS}
+    assert modules == registered
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", (ROOT / "docs" / "report.md")
+                                .read_text(encoding="utf-8"), re.M))
+    assert documented == set(KINDS)
