@@ -154,6 +154,23 @@ class UsageSummary:
             else None
 
 
+@dataclass(frozen=True, slots=True)
+class UsageFacts:
+    """One request's usage as the usage lint reads it: the counts as stored, the source's
+    convention, the protocol and gateway they passed through, and the copy it duplicates."""
+
+    id: str
+    source_format: str
+    endpoint: str
+    gateway: str | None  # conversion the log says was applied ("anthropic-to-openai")
+    semantics: str | None  # usage_semantics: the source's own convention
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    cache_write_tokens: int | None
+    duplicate_of: str | None  # the copy kept when another source logged this call too
+    kept_format: str | None  # that copy's source format
+
+
 class Store:
     """A prefixscope DuckDB file. Use `Store.open()`; close it (or use `with`)."""
 
@@ -409,6 +426,15 @@ class Store:
             "session, prompt_tokens, cached_tokens, has_body, duplicate_of FROM turns "
             f"ORDER BY {time_order()}")
         return [UsageRecord(*row) for row in rows]
+
+    def usage_facts(self) -> list[UsageFacts]:
+        """Every request's usage counts, convention and duplicate link, in time order."""
+        rows = self.run(
+            "SELECT r.id, r.source_format, r.endpoint, r.gateway, r.usage_semantics, "
+            "r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.duplicate_of, "
+            "k.source_format FROM requests r LEFT JOIN requests k ON k.id = r.duplicate_of "
+            f"ORDER BY {time_order('r.')}")
+        return [UsageFacts(*row) for row in rows]
 
     def duplicate_rows(self) -> list[dict[str, Any]]:
         """What duplicate matching reads of every request (`store.duplicates.call_row`)."""
