@@ -87,7 +87,10 @@ class TestScenarios:
     def test_the_clean_control_has_no_finding_and_passes_every_gate(self, tmp_path: Path):
         log = write_session(tmp_path / "clean.jsonl")
         doc = report(str(log), "--max-volatile-before", "100000", "--fail-under", "0.5")
-        assert doc["findings"] == []
+        # the one thing to say: the captures carry no usage, so no hit rate is observed
+        (lint,) = doc["findings"]
+        assert (lint["kind"], lint["evidence"]["check"]) == ("usage-semantics",
+                                                              "missing-vs-zero")
         assert doc["gate"]["passed"] and len(doc["gate"]["checks"]) == 2
         # 6 append-only turns: the stable prefix is the first turn's whole prompt.
         (scenario,) = doc["scenarios"]
@@ -98,6 +101,33 @@ class TestScenarios:
                             change=from_turn(3, lambda r: r.update(model="gpt-4.1-mini")))
         found = kinds(report(str(log)))
         assert found["model-change"]["evidence"]["pairs"] == 1
+
+    def test_reasoning_the_template_drops_later_is_template_divergence(self, tmp_path: Path):
+        """Qwen's template keeps an assistant turn's reasoning only while no user message
+        follows it: the messages stay append-only, the rendered prompt does not."""
+        call = {"role": "assistant", "content": "", "reasoning": "I should grep.",
+                "tool_calls": [{"id": "c1", "type": "function", "function": {
+                    "name": "grep", "arguments": "{\"pattern\": \"x\"}"}}]}
+
+        def loop(turn: int, request: dict[str, Any]) -> None:
+            if turn >= 2:
+                request["messages"] = [*request["messages"][:3], {"role": "user",
+                                                                   "content": "look"},
+                                       call, {"role": "tool", "tool_call_id": "c1",
+                                              "content": "x found"}]
+            if turn >= 3:
+                request["messages"] += [{"role": "assistant", "content": "Found it."},
+                                        {"role": "user", "content": "thanks"}]
+
+        log = write_session(tmp_path / "q.jsonl", model="qwen3.6-35b-a3b", change=loop,
+                            turns=4)
+        found = kinds(report(str(log)))
+        assert found["template-divergence"]["evidence"]["pairs"] == 1
+
+    def test_a_gateway_reporting_cache_inclusive_input_to_anthropic_clients_is_flagged(self):
+        lint = [f for f in report(SAMPLES)["findings"] if f["kind"] == "usage-semantics"
+                and f["evidence"].get("check") == "input-includes-cache-reads"]
+        assert len(lint) == 1 and lint[0]["evidence"]["requests"] == 58
 
     def test_an_idle_gap_in_claude_code_usage_is_ttl_expiry(self):
         log = str(ROOT / "tests" / "fixtures" / "claude-code" / "idle_gap_session.jsonl")

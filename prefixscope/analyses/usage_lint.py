@@ -217,9 +217,10 @@ def _input_includes_cache_reads(rows: Sequence[UsageFacts]) -> UsageIssue | None
         fix=("Make the gateway answer Anthropic clients in Anthropic's convention: "
              "input_tokens = prompt_tokens - cache_read_input_tokens - "
              "cache_creation_input_tokens (new-api: the channel setting "
-             "anthropic_messages_exclude_cache, new-api PR #6821). A client that adds the "
-             "cache reads to input_tokens (Claude Code) otherwise over-counts its context by "
-             "the cached tokens and compacts early, which rewrites the prefix again."),
+             "anthropic_messages_exclude_cache proposed in new-api PR #6821). A client "
+             "that adds the cache reads to input_tokens (Claude Code) otherwise over-counts "
+             "its context by the cached tokens and compacts early, which rewrites the prefix "
+             "again."),
     )
 
 

@@ -27,6 +27,7 @@ from prefixscope.analyses.simulate import (
     SimulateReport,
     simulate_store,
 )
+from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
 from prefixscope.model import UsageRecord
 from prefixscope.prompt import RenderError, RenderOptions
@@ -72,7 +73,7 @@ class Evidence:
     simulate: SimulateReport | None
     what_if_of: dict[str, str]  # diff cause -> the what-if transform priced for it
     scenarios: tuple[tuple[str, bool, str, int], ...]  # Store.session_origins()
-    usage_lint: Any = None  # analyses.usage_lint.UsageLint
+    usage_lint: UsageLint | None = None
     engine_log: Any = None  # analyses.engine_log.EngineLogAnalysis
     ingest: Any = None  # ingest.IngestResult, when the report ingested the logs
     truncated: tuple[str, ...] = ()  # ids of requests whose body the logger cut short
@@ -148,7 +149,9 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     step("replay")
     simulate, what_if_of = _replay(store, options, records, bucket, diff, notes)
     engine_log = None
-    usage_lint = None
+    step("usage lint")
+    usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source == "inferred"
+                            else None)
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
                     ingest, tuple(store.truncated_ids()), tuple(notes))
