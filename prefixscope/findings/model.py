@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prefixscope.findings.evidence import Evidence
 
 # Every kind a finder may produce (docs/report.md explains each and its fix).
 KINDS = (
@@ -81,4 +84,4 @@ class Report:
     gate: Gate
     scenarios: tuple[ScenarioPrefix, ...] = ()
     notes: tuple[str, ...] = ()  # what could not be analysed, and why
-    evidence: Any = None  # the findings.evidence.Evidence behind it (the HTML plots it)
+    evidence: Evidence | None = None  # what the findings came from (the HTML plots it)

@@ -161,9 +161,10 @@ def _figures(report: Report) -> Iterator[tuple[str, Callable[[], Any]]]:
     yield "Token-weighted hit rate over time", lambda: plots.time_figure(ev.records)
     yield ("Prompt vs cached tokens per turn, the sessions that lost the most",
            lambda: plots.sessions_figure(ev.records))
-    if ev.diff is not None:
+    diff, sim = ev.diff, ev.simulate
+    if diff is not None:
         yield ("Where consecutive turns first diverge, by cause",
-               lambda: plots.divergence_figure(ev.diff))
-    if ev.simulate is not None and ev.simulate.capacity_curve:
+               lambda: plots.divergence_figure(diff))
+    if sim is not None and sim.capacity_curve:
         yield ("Predicted hit rate by cache capacity (replay)",
-               lambda: plots.capacity_figure(ev.simulate))
+               lambda: plots.capacity_figure(sim))
