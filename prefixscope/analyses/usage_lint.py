@@ -237,7 +237,7 @@ def _missing_vs_zero(source: str, rows: list[UsageFacts]) -> UsageIssue | None:
                 "requests_reporting_both": len(_both(rows))}
     if len(missing) == len(rows):
         what = "token counts" if no_prompt == len(rows) else "cached tokens"
-        title = (f"{source}: none of its {len(rows)} requests reports {what}: its hit rate "
+        title = (f"{source}: none of its {len(rows):,} requests reports {what}: its hit rate "
                  "cannot be observed")
         fix = ("Log the cache counters with every request (0 when nothing was cached): "
                "vLLM --enable-prompt-tokens-details, the provider's prompt_tokens_details / "

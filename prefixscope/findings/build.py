@@ -16,8 +16,8 @@ def summarize(ev: Evidence) -> Summary:
     u = ev.usage
     sim = ev.simulate
     return Summary(
-        requests=u.requests, sessions=u.sessions, prompt_tokens=u.rate_prompt_tokens,
-        cached_tokens=u.rate_cached_tokens, hit_rate=u.hit_rate,
+        requests=u.requests, sessions=u.sessions, prompt_tokens=u.prompt_tokens or 0,
+        cached_tokens=u.cached_tokens or 0, hit_rate=u.hit_rate,
         hit_rate_predicted=sim.hit_rate_predicted if sim else None,
         hit_rate_ideal=sim.hit_rate_ideal if sim else None,
         engine=sim.engine if sim else None, replayed_requests=sim.requests if sim else 0,

@@ -38,6 +38,7 @@ from prefixscope.tokenizers import TokenizerError
 # Dimensions a hit rate is split by to find the part of the traffic that caches badly.
 SPLIT_DIMENSIONS = ("source", "endpoint", "model", "client", "channel")
 AUTO = "auto"
+TRACE_FORMAT = "block-trace"  # ingest's name for Mooncake / Bailian block-hash traces
 _FAMILIES = (  # model-name pattern -> the hosted engine that serves that family
     (re.compile(r"claude|anthropic", re.I), "anthropic"),
     (re.compile(r"(^|[/:])(gpt-|o[1-9]|chatgpt|codex)", re.I), "openai"),
@@ -103,6 +104,8 @@ def choose_engine(requested: str, records: Sequence[UsageRecord], bucket: Bucket
     """
     if requested != AUTO:
         return requested, "as asked"
+    if any(r.source_format == TRACE_FORMAT for r in records):
+        return "vllm", "block-hash traces replay through their own block ids"
     family = model_family_engine(records)
     if bucket.block_size_source == "inferred" and family != "openai":
         return "vllm", (f"cached values are multiples of {bucket.block_size} tokens: a "

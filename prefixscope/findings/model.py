@@ -41,9 +41,10 @@ class Summary:
 
     requests: int
     sessions: int
-    prompt_tokens: int  # over the requests reporting both prompt and cached tokens
-    cached_tokens: int
-    hit_rate: float | None  # observed, token-weighted (None: the log reports no cache)
+    prompt_tokens: int  # every prompt token the log reports (each call once)
+    cached_tokens: int  # every cached token the log reports
+    # observed, token-weighted, over the calls reporting both (None: no cache reported)
+    hit_rate: float | None
     hit_rate_predicted: float | None  # the replay's (engine below), None without one
     hit_rate_ideal: float | None  # unlimited capacity, no TTL
     engine: str | None = None  # the cache model replayed
