@@ -53,6 +53,7 @@ TEMPLATES = {
     "swe-agent": "swe-agent/query_steps.traj",
     "openhands": "openhands/runs_output.jsonl",
     "mini-swe-agent": "mini-swe-agent/v1_usage.traj.json",
+    "gemini-cli": "gemini-cli/legacy/session-2025-10-18T14-57-f86f5318.json",
     "raw": "raw/openai_chat_capture.jsonl",
 }
 

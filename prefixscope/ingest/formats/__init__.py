@@ -40,6 +40,7 @@ _MODULES = (
     "bifrost",
     "claude_code",
     "codex",
+    "gemini_cli",
     "swe_agent",
     "openhands",
     "mini_swe_agent",
