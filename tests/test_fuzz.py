@@ -54,6 +54,8 @@ TEMPLATES = {
     "openhands": "openhands/runs_output.jsonl",
     "mini-swe-agent": "mini-swe-agent/v1_usage.traj.json",
     "gemini-cli": "gemini-cli/legacy/session-2025-10-18T14-57-f86f5318.json",
+    "cline": "cline/Code/User/globalStorage/saoudrizwan.claude-dev/tasks/1769064454592/"
+             "ui_messages.json",
     "raw": "raw/openai_chat_capture.jsonl",
 }
 

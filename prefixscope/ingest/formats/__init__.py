@@ -41,6 +41,7 @@ _MODULES = (
     "claude_code",
     "codex",
     "gemini_cli",
+    "cline",
     "swe_agent",
     "openhands",
     "mini_swe_agent",
