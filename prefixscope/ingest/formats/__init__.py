@@ -42,6 +42,7 @@ _MODULES = (
     "codex",
     "gemini_cli",
     "cline",
+    "aider",
     "swe_agent",
     "openhands",
     "mini_swe_agent",
