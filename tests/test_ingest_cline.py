@@ -30,6 +30,12 @@ ROO_TASK = STORAGE / "rooveterinaryinc.roo-cline" / "tasks" / "0a1b2c3d-roo"
 OPUS = (5.0, 25.0, 6.25, 0.5)
 
 
+def _unmarked(message: dict) -> dict:
+    """A message without the cache breakpoints the reader adds."""
+    return {**message, "content": [{k: v for k, v in b.items() if k != "cache_control"}
+                                   for b in message["content"]]}
+
+
 def _read(path: Path):
     requests, skips = read_requests(path)
     assert skips == []
@@ -71,11 +77,16 @@ class TestCline:
         first, second, third, failed = _read(CLINE_TASK / "ui_messages.json")
         assert first.endpoint == "anthropic-messages"
         assert [m["role"] for m in first.body["messages"]] == ["user"]
-        assert first.metadata["approximate"] == ["system", "tools"]
+        assert first.metadata["approximate"] == ["system", "tools", "cache-control"]
         # conversationHistoryIndex 3: the history's first 5 messages (u a u a u)
         assert [m["role"] for m in third.body["messages"]] == [
             "user", "assistant", "user", "assistant", "user"]
-        assert third.body["messages"][:3] == second.body["messages"]
+        # Cline's breakpoints: the last block of the last two user messages (2 and 4)
+        marked = [(i, j) for i, m in enumerate(third.body["messages"])
+                  for j, block in enumerate(m["content"]) if "cache_control" in block]
+        assert marked == [(2, 0), (4, 0)]
+        assert [_unmarked(m) for m in third.body["messages"][:3]] == \
+            [_unmarked(m) for m in second.body["messages"]]
         assert set(third.body["messages"][1]) == {"role", "content"}  # metrics dropped
         assert second.output["content"][0]["name"] == "write_to_file"
         assert failed.output is None and len(failed.body["messages"]) == 7
@@ -109,6 +120,7 @@ class TestRooCode:
         assert [r.metadata["apiProtocol"] for r in (first, second)] == ["anthropic", "openai"]
         # no conversationHistoryIndex: the n-th request sent the history to its n-th user turn
         assert [len(r.body["messages"]) for r in (first, second)] == [1, 3]
+        assert first.metadata["approximate"] == ["system", "tools"]  # model unknown
         assert first.output["role"] == "assistant"
 
 

@@ -44,7 +44,11 @@ Guarantees:
   (older versions), up to the call's own user message counted in order. Only `role` and
   `content` are kept. `metadata.approximate` is ``["system", "tools"]`` (never logged),
   plus ``history-truncation`` when the message carries a
-  `conversationHistoryDeletedRange` (Cline dropped a range from what it sent).
+  `conversationHistoryDeletedRange` (Cline dropped a range from what it sent), and
+  ``cache-control`` for a Claude model: the body then carries the prompt-cache
+  breakpoints Cline's Anthropic-family handlers add, which the log does not record
+  (`addCacheControl`: ``cache_control: ephemeral`` on the last block of the last two
+  user messages).
   `output` is the next assistant message. No companion: no body.
 * Model: `modelInfo.modelId` of the message, else the latest ``task_metadata.json``
   `model_usage` entry at or before the call. Session: the task directory's name
@@ -206,9 +210,31 @@ def _body(rec: dict[str, Any], ordinal: int, history: list[Any] | None, model: s
     approximate = list(APPROXIMATE)
     if rec.get("conversationHistoryDeletedRange"):
         approximate.append("history-truncation")
+    if model is not None and "claude" in model.lower():
+        messages = _with_breakpoints(messages)
+        approximate.append("cache-control")
     output = _message(history[end]) if end < len(history) and _role(history[end],
                                                                       "assistant") else None
     return {"model": model, "messages": messages}, output, approximate
+
+
+def _with_breakpoints(messages: list[Any]) -> list[Any]:
+    """The messages with Cline's prompt-cache breakpoints: ``cache_control: ephemeral`` on
+    the last content block of the last two user messages (`addCacheControl` of its
+    Anthropic, Vertex, Bedrock and OpenRouter handlers; Roo Code's are the same)."""
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"][-2:]
+    out = list(messages)
+    for i in users:
+        content = out[i]["content"]
+        if isinstance(content, str):
+            blocks: list[Any] = [{"type": "text", "text": content}]
+        elif isinstance(content, list) and content and isinstance(content[-1], dict):
+            blocks = list(content)
+        else:
+            continue
+        blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+        out[i] = {**out[i], "content": blocks}
+    return out
 
 
 def _role(message: Any, role: str) -> bool:
