@@ -53,6 +53,9 @@ TEMPLATES = {
     "swe-agent": "swe-agent/query_steps.traj",
     "openhands": "openhands/runs_output.jsonl",
     "mini-swe-agent": "mini-swe-agent/v1_usage.traj.json",
+    "gemini-cli": "gemini-cli/legacy/session-2025-10-18T14-57-f86f5318.json",
+    "cline": "cline/Code/User/globalStorage/saoudrizwan.claude-dev/tasks/1769064454592/"
+             "ui_messages.json",
     "raw": "raw/openai_chat_capture.jsonl",
 }
 
@@ -140,6 +143,37 @@ def test_every_parser_on_random_json_records(fmt: str, records: list[Any]) -> No
     for blob in (lines, _dumps(records)):
         for item in _parse(fmt, blob, "random.jsonl"):
             assert isinstance(item, Record | Skip), item
+
+
+# Text formats (not JSON): their own fixture's lines replaced, dropped or duplicated at
+# random, and random text lines.
+TEXT_TEMPLATES = {
+    "aider": ("TO LLM 2025-01-01T10:00:00\n-------\nSYSTEM be brief\nSYSTEM \n-------\n"
+              "USER hi\nLLM RESPONSE 2025-01-01T10:00:02\nASSISTANT ok\n"
+              "TO LLM 2025-01-01T10:00:05\n-------\nSYSTEM be brief\n-------\nUSER hi\n"
+              "-------\nASSISTANT ok\n-------\nUSER more\n"),
+}
+text_lines = st.sampled_from(["-------", "SYSTEM ", "USER x", "ASSISTANT y", "TOOL z", "",
+                              "TO LLM 2025-01-01T10:00:09", "LLM RESPONSE 2025-13-01T99:00:00",
+                              "TO LLM", "\u00e9\u00e8"]) | st.text(max_size=20)
+
+
+@pytest.mark.parametrize("fmt", sorted(TEXT_TEMPLATES))
+@FUZZ
+@given(data=st.data())
+def test_every_text_parser_on_its_own_lines_mutated(fmt: str, data: st.DataObject) -> None:
+    lines = TEXT_TEMPLATES[fmt].split("\n")
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        action = data.draw(st.sampled_from(["replace", "drop", "insert"]))
+        if action == "replace":
+            lines[i] = data.draw(text_lines)
+        elif action == "drop" and len(lines) > 1:
+            del lines[i]
+        else:
+            lines.insert(i, data.draw(text_lines))
+    for item in _parse(fmt, "\n".join(lines).encode(), "x.history"):
+        assert isinstance(item, Record | Skip), item
 
 
 # -- the analyses on random valid requests ------------------------------------------

@@ -13,6 +13,8 @@ from prefixscope.cli.main import app
 EXPECTED = {
     "block-trace": 12031 + 3993,
     "claude-code": 3 + 5 + 1 + 4,
+    "gemini-cli": 6,
+    "aider": 33,
     "langfuse": 4 + 1 + 2 + 2 + 2,
     "mini-swe-agent": 10 + 2,
     "openhands": 23 + 33 + 49 + 2 + 5 + 3 + 4 + 4 + 22,

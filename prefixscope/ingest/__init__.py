@@ -56,6 +56,8 @@ _NOT_LOGS = {
     ".lock", ".sh", ".parquet",
 }
 _NOT_LOG_NAMES = {"LICENSE", "NOTICE", "README", ".gitignore", ".DS_Store"}
+# Hidden files are passed over in walks except the logs agents write under these names.
+_HIDDEN_LOG_NAMES = {".aider.llm.history"}
 
 ProgressFn = Callable[[str, int, int], None]  # (file name, bytes done, bytes total)
 
@@ -153,7 +155,8 @@ def _walk(directory: Path, companions: list[Callable[[Path], bool]],
 
 
 def _is_documentation(path: Path) -> bool:
-    if path.name in _NOT_LOG_NAMES or path.name.startswith("."):
+    if path.name in _NOT_LOG_NAMES or (path.name.startswith(".")
+                                       and path.name not in _HIDDEN_LOG_NAMES):
         return True
     suffixes = path.suffixes
     if suffixes and suffixes[-1] == ".gz":
