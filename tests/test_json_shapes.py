@@ -290,7 +290,7 @@ def test_validate_is_strict():
     good = {"ingested": 1, "already_present": 0, "skipped": 1, "by_format": {"raw": 1},
             "sessions": 1, "duplicates": 0, "files": 1,
             "errors": [{"file": "f", "line": None, "reason": "r"}],
-            "unrecognized": [], "empty": [], "formats": {},
+            "unrecognized": [], "empty": [], "engine_logs": [], "formats": {},
             "totals": {"requests": 1, "sessions": 1, "with_body": 0, "duplicates": 0,
                        "prompt_tokens": None, "prompt_requests": 0, "cached_tokens": None,
                        "cached_requests": 0, "hit_rate": None, "rate_requests": 0,

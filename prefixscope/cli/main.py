@@ -14,6 +14,7 @@ import typer
 from prefixscope.cli import (
     bucket_cmd,
     diff_cmd,
+    engine_log_cmd,
     export_cmd,
     ingest_cmd,
     render_cmd,
@@ -38,7 +39,7 @@ app = typer.Typer(
 )
 
 for module in (ingest_cmd, render_cmd, diff_cmd, segments_cmd, bucket_cmd, simulate_cmd,
-               sql_cmd, export_cmd):
+               engine_log_cmd, sql_cmd, export_cmd):
     module.register(app)
 
 
