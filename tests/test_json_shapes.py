@@ -385,6 +385,20 @@ def test_simulate_shape():
     check.all_exercised()
 
 
+def test_engine_log_shape(tmp_path):
+    from test_engine_log import gen
+
+    check = Checked("engine-log")
+    files = {"vllm.log": gen.vllm_log(minutes=2, bad_lines=1)[0],
+             "metrics.txt": gen.prometheus_dump()[0], "sglang.log": gen.sglang_log()[0]}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    out = check(run_json("engine-log", str(tmp_path)))
+    assert out["prometheus"] and out["sglang"] and out["skips"] and out["findings"]
+    check(run_json("engine-log", str(tmp_path / "vllm.log")))  # prometheus, sglang: null
+    check.all_exercised()
+
+
 def test_jsonshapes_is_a_leaf_module():
     """Any module may import the shapes: they import nothing but the standard library."""
     tree = ast.parse((ROOT / "prefixscope" / "views" / "jsonshapes.py").read_text(encoding="utf-8"))

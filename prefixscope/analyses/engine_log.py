@@ -147,6 +147,7 @@ class EngineLogAnalysis:
     skipped: int
     skips: tuple[EngineSkip, ...]  # the first MAX_LISTED_SKIPS
     year_known: bool  # False: vLLM's MM-DD times, the year is a placeholder
+    undated: frozenset[str]  # the files whose times have a placeholder year
     block_size: int | None
     config: tuple[ConfigFact, ...]  # each (key, value) once, first place it is stated
     series: tuple[StatsPoint, ...]
@@ -245,7 +246,10 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
         if f.kind == "prometheus":
             prom_files.append(f)
     timed: list[StatsPoint | TransferPoint | PrefillPoint] = [*series, *transfers, *prefills]
-    times = [p.time for p in timed if p.time is not None]
+    dated = {f.file for f in parsed if f.year_known}
+    # Placeholder years do not compare with real ones: with both, span the dated files only.
+    times = [p.time for p in timed if p.time is not None
+             and (p.file in dated or len(dated) in (0, len(parsed)))]
     offload = _offload(transfers)
     prom = _prometheus(prom_files) if prom_files else None
     sglang = _sglang(prefills) if prefills else None
@@ -253,7 +257,9 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
         files=tuple(f.file for f in parsed), kinds={f.file: f.kind for f in parsed},
         lines=sum(f.lines for f in parsed), matched=dict(sorted(matched.items())),
         skipped=len(skips), skips=tuple(skips[:MAX_LISTED_SKIPS]),
-        year_known=all(f.year_known for f in parsed), block_size=_block_size(config),
+        year_known=all(f.year_known for f in parsed),
+        undated=frozenset(f.file for f in parsed if not f.year_known),
+        block_size=_block_size(config),
         config=tuple(config), series=tuple(series),
         prefix_hit_rate=_rates(p.prefix_hit_rate for p in series),
         external_hit_rate=_rates(p.external_hit_rate for p in series),
@@ -385,13 +391,18 @@ def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat()
 
 
-def _span(points: Sequence[StatsPoint | TransferPoint | PrefillPoint]) -> dict[str, object]:
+def _span(points: Sequence[StatsPoint | TransferPoint | PrefillPoint],
+          undated: frozenset[str] = frozenset()) -> dict[str, object]:
+    """First and last time of `points` and the seconds between; no duration across files
+    one of which has only vLLM's year-less stamps (`undated`)."""
     times = [p.time for p in points if p.time is not None]
     if not times:
         return {"first": None, "last": None, "duration_s": None}
     first, last = min(times), max(times)
+    files = {p.file for p in points}
+    mixed = len(files) > 1 and bool(files & undated) and bool(files - undated)
     return {"first": _iso(first), "last": _iso(last),
-            "duration_s": round((last - first).total_seconds(), 3)}
+            "duration_s": None if mixed else round((last - first).total_seconds(), 3)}
 
 
 def _busy(p: StatsPoint) -> bool:
@@ -434,7 +445,7 @@ def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint]) -> list[Engine
             "load_points": a.offload.load_points, "load_bytes": a.offload.load_bytes,
             "prometheus_store_bytes": prom_store, "prometheus_load_bytes": prom_load,
             "prometheus_external_hits": prom_ext_hits,
-            **_span([*store_points, *ext_lines])}
+            **_span([*store_points, *ext_lines], a.undated)}
         where = (f"{a.offload.store_points:,} store points, {_bytes(a.offload.store_bytes)}"
                  if a.offload.store_points else f"{_bytes(prom_store or 0.0)} (Prometheus)")
         rate = (f"; external prefix cache hit rate 0.0% in {len(ext_lines):,} stats lines"
@@ -447,7 +458,7 @@ def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint]) -> list[Engine
     if (connector and not stored and not loaded and ext_zero
             and len(busy_ext) >= MIN_LINES):
         evidence = {**common, "busy_lines": len(busy_ext), "transfer_lines":
-                    a.offload.transfer_lines, **_span(busy_ext)}
+                    a.offload.transfer_lines, **_span(busy_ext, a.undated)}
         return [EngineLogFinding(
             "external-cache-no-hits",
             f"external KV cache ({connector}) never hit: external prefix cache hit rate "
@@ -475,8 +486,8 @@ def _low_hit(a: EngineLogAnalysis, prefills: Sequence[PrefillPoint]) -> list[Eng
                 f"local prefix cache hit rate {median:.1%} (median of {len(busy):,} busy "
                 "stats lines)",
                 {"source": "vllm-log", "busy_lines": len(busy), "median": median,
-                 "min": min(rates), "max": max(rates), "last": rates[-1],
-                 "threshold": LOW_HIT_RATE, **_span(busy)}, fix))
+                 "min": min(rates), "max": max(rates), "last_rate": rates[-1],
+                 "threshold": LOW_HIT_RATE, **_span(busy, a.undated)}, fix))
     prom = a.prometheus
     if prom and prom.hit_rate is not None and prom.hit_rate < LOW_HIT_RATE:
         out.append(EngineLogFinding(
@@ -494,7 +505,8 @@ def _low_hit(a: EngineLogAnalysis, prefills: Sequence[PrefillPoint]) -> list[Eng
             f"{sg.cached_tokens + sg.new_tokens:,} prefill tokens",
             {"source": "sglang-log", "prefill_lines": sg.prefill_lines,
              "cached_tokens": sg.cached_tokens, "new_tokens": sg.new_tokens,
-             "hit_rate": sg.hit_rate, "threshold": LOW_HIT_RATE, **_span(prefills)}, fix))
+             "hit_rate": sg.hit_rate, "threshold": LOW_HIT_RATE,
+             **_span(prefills, a.undated)}, fix))
     return out
 
 
@@ -519,7 +531,7 @@ def _kv_pressure(a: EngineLogAnalysis,
              "max_kv_usage": max(p.kv_usage or 0.0 for p in full),
              "preemptions": sum(p.preemptions or 0 for p in a.series),
              "max_waiting": max(p.waiting or 0 for p in full), "threshold": KV_FULL,
-             **_span(full)}, _KV_FIX))
+             **_span(full, a.undated)}, _KV_FIX))
     sg_full = [p for p in prefills if p.token_usage is not None and p.token_usage >= KV_FULL
                and bool(p.queued)]
     if sg_full:
@@ -530,7 +542,7 @@ def _kv_pressure(a: EngineLogAnalysis,
             {"source": "sglang-log", "lines": len(sg_full), "of_lines": len(prefills),
              "max_token_usage": max(p.token_usage or 0.0 for p in sg_full),
              "max_queue": max(p.queued or 0 for p in sg_full), "threshold": KV_FULL,
-             **_span(sg_full)}, _KV_FIX))
+             **_span(sg_full, a.undated)}, _KV_FIX))
     prom = a.prometheus
     if prom and prom.kv_usage is not None and prom.kv_usage >= KV_FULL and prom.preemptions:
         out.append(EngineLogFinding(

@@ -254,7 +254,7 @@ def read_requests_from(source: Source, fmt: str = "auto") -> tuple[list[Request]
 def engine_kind(pr: Probe) -> EngineKind | None:
     """The serving-engine log kind of a file no request format claims (vLLM / SGLang server
     log, Prometheus dump), or None. Such files hold no model calls: `engine-log` reads them."""
-    if pr.kind not in ("text", "csv") or pr.problem:
+    if pr.kind not in ("text", "csv"):  # an SGLang log's "[2026-..." probes as bad JSON
         return None
     return engine_log_kind(pr.text)
 

@@ -270,6 +270,7 @@ _SPEC = re.compile(r"SpecDecoding metrics: ")
 
 _CONNECTOR = re.compile(r"""kv_connector['"]?\s*[=:]\s*['"]([\w.-]+)['"]""")
 _BLOCK = re.compile(r"""['"]block_size['"]\s*:\s*(\d+)""")
+_EXTRA_CONFIG = re.compile(r"""kv_connector_extra_config['"]?\s*[=:]\s*\{[^{}]*\}""")
 _OFFLOAD_SIZE = re.compile(r"""['"]kv_offloading_size['"]\s*:\s*([\d.]+)""")
 _OFFLOAD_BACKEND = re.compile(r"""['"]kv_offloading_backend['"]\s*:\s*['"](\w+)['"]""")
 _PREFIX_CACHING = re.compile(r"""['"]?enable_prefix_caching['"]?\s*[=:]\s*(True|False|None)""")
@@ -298,6 +299,11 @@ def _num(text: str) -> float:
     return float(text)
 
 
+def _fraction(percent: float) -> float:
+    """A printed percentage as a fraction, without float noise (12.3 -> 0.123)."""
+    return round(percent / 100, 6)
+
+
 def parse_stats(text: str) -> dict[str, float | int] | None:
     """The labelled parts of a vLLM stats line (None when it has no throughput part)."""
     if _STATS_MARK not in text:
@@ -311,10 +317,10 @@ def parse_stats(text: str) -> dict[str, float | int] | None:
             out[key] = int(found.group(1))
         else:
             value = _num(found.group(1))
-            out[key] = value / 100 if key in _PERCENT else value
+            out[key] = _fraction(value) if key in _PERCENT else value
     v0 = _V0_PREFIX.search(text)
     if v0 and "prefix_hit_rate" not in out:
-        out["prefix_hit_rate"] = _num(v0.group(1)) / 100
+        out["prefix_hit_rate"] = _fraction(_num(v0.group(1)))
     return out
 
 
@@ -345,7 +351,11 @@ def _config_facts(text: str) -> list[tuple[str, str]]:
         return facts
     if m := _MODEL.search(body):
         facts.append(("model", m.group(1)))
-    if m := _BLOCK.search(body):
+    # The connector's own options (an offloaded block size) are not the GPU block size.
+    extra = _EXTRA_CONFIG.search(body)
+    if extra and (m := _BLOCK.search(extra.group(0))):
+        facts.append(("offload_block_size", m.group(1)))
+    if m := _BLOCK.search(_EXTRA_CONFIG.sub("", body)):
         facts.append(("block_size", m.group(1)))
     connector = None
     if m := _CONNECTOR.search(body):
@@ -563,7 +573,9 @@ def sniff_source(source: Source) -> EngineKind | None:
         pr = probe(source)
     except DECODE_ERRORS:
         return None
-    if pr.kind not in ("text", "csv") or pr.problem:
+    # A log whose first line starts with "[" (SGLang's time stamp) probes as JSON that
+    # fails to parse: its text is still there to sniff.
+    if pr.kind not in ("text", "csv"):
         return None
     return engine_log_kind(pr.text)
 
