@@ -75,6 +75,13 @@ class VllmFacts:
     first_store: datetime | None = None
     last_store: datetime | None = None
     block_size: int = 16
+    lmcache_lookups: int = 0
+    lmcache_lookup_tokens: int = 0
+    lmcache_hit_tokens: int = 0
+    lmcache_loads: int = 0
+    lmcache_load_tokens: int = 0
+    lmcache_stores: int = 0
+    lmcache_stored_tokens: int = 0
 
 
 def _record(when: datetime, src: str, message: str, *, proc: str = "APIServer pid=1",
@@ -119,14 +126,18 @@ def _printed(rate: float) -> float:
 
 def vllm_log(*, seed: int = SEED, minutes: int = 20, write_only: bool = True,
              kv_full: bool = False, connector: bool = True, fixed_format: bool = False,
-             bad_lines: int = 0, iso_prefix: bool = False) -> tuple[str, VllmFacts]:
+             bad_lines: int = 0, iso_prefix: bool = False,
+             lmcache: bool = False) -> tuple[str, VllmFacts]:
     """A vLLM server log and the facts it holds.
 
     write_only: the offload tier stores every interval and never loads (else it loads in
     some intervals and the external rate is > 0); kv_full: the KV cache runs at 95-99%
     with a queue and preemptions; connector: with the OffloadingConnector at all;
     fixed_format: the mid-2025 six-field stats line; bad_lines: stats lines cut short;
-    iso_prefix: a container runtime's ISO timestamp before each line.
+    iso_prefix: a container runtime's ISO timestamp before each line; lmcache: the
+    LMCacheConnectorV1 instead, logging LMCache's own lookup and store lines (its logger:
+    ``[%(asctime)s] LMCache %(levelname)s: %(message)s (%(filename)s:%(lineno)d:%(name)s)``)
+    and no KV Transfer metrics.
     """
     rng = random.Random(seed)
     facts = VllmFacts()
@@ -138,11 +149,13 @@ def vllm_log(*, seed: int = SEED, minutes: int = 20, write_only: bool = True,
         out.append(line)
 
     boot = START - timedelta(seconds=79)
-    kv_cfg = ("KVTransferConfig(kv_connector='OffloadingConnector', engine_id="
+    name = "LMCacheConnectorV1" if lmcache else "OffloadingConnector"
+    kv_cfg = (f"KVTransferConfig(kv_connector='{name}', engine_id="
               "'1f0c7d3a-5be2-4c4e-9d51-6a3c2f0e9b11', kv_buffer_device='cuda', "
               "kv_buffer_size=1000000000.0, kv_role='kv_both', kv_rank=None, "
               "kv_parallel_size=1, kv_ip='127.0.0.1', kv_port=14579, "
-              "kv_connector_extra_config={'num_cpu_blocks': 65536, 'block_size': 64}, "
+              "kv_connector_extra_config="
+              + ("{}, " if lmcache else "{'num_cpu_blocks': 65536, 'block_size': 64}, ") +
               "kv_connector_module_path=None, enable_permute_local_kv=False)")
     args = (f"{{'model_tag': '{MODEL}', 'host': '0.0.0.0', 'model': '{MODEL}', "
             f"'max_model_len': 65536, 'block_size': {facts.block_size}, "
@@ -214,6 +227,9 @@ def vllm_log(*, seed: int = SEED, minutes: int = 20, write_only: bool = True,
         facts.last_stats = when
         if not connector:
             continue
+        if lmcache:
+            _lmcache_lines(rng, out, when, prompt_tokens, hit, write_only, facts)
+            continue
         computed = int(prompt_tokens * (1 - hit))
         stored = (computed // facts.block_size) * facts.block_size * KV_BYTES_PER_TOKEN
         reduce: dict[str, int | float] = {
@@ -236,6 +252,42 @@ def vllm_log(*, seed: int = SEED, minutes: int = 20, write_only: bool = True,
             facts.last_store = when
     facts.lines = len(out)
     return "\n".join(out) + "\n", facts
+
+
+LMCACHE_CHUNK = 256
+
+
+def _lmcache_lines(rng: random.Random, out: list[str], when: datetime, prompt_tokens: int,
+                   hit: float, write_only: bool, facts: VllmFacts) -> None:
+    """One interval's requests as LMCache's vLLM adapter logs them
+    (``lmcache/integration/vllm/vllm_v1_adapter.py``)."""
+    left = prompt_tokens
+    k = 0
+    while left > 0:
+        total = min(left, rng.randint(4_000, 30_000))
+        left -= total
+        k += 1
+        computed = int(total * hit) // 16 * 16  # vLLM's own GPU prefix hit
+        lmc_hit = 0 if write_only else rng.randint(computed // LMCACHE_CHUNK,
+                                                   total // LMCACHE_CHUNK) * LMCACHE_CHUNK
+        need = max(lmc_hit - computed, 0)
+        stamp = f"[{when:%Y-%m-%d %H:%M:%S},{k:03d}]"
+        req = f"chatcmpl-{rng.getrandbits(64):016x}"
+        out.append(f"{stamp} LMCache INFO: Reqid: {req}, Total tokens {total}, Inference Engine "
+                   f"computed tokens: {computed}, LMCache hit tokens: {lmc_hit}, need to load: "
+                   f"{need} (vllm_v1_adapter.py:1256:lmcache.integration.vllm.vllm_v1_adapter)")
+        skip = lmc_hit // LMCACHE_CHUNK * LMCACHE_CHUNK
+        stored = total - skip
+        out.append(f"{stamp} LMCache INFO: Storing KV cache for {stored} out of {total} tokens "
+                   f"(skip_leading_tokens={skip}) for request {req} "
+                   "(vllm_v1_adapter.py:1141:lmcache.integration.vllm.vllm_v1_adapter)")
+        facts.lmcache_lookups += 1
+        facts.lmcache_lookup_tokens += total
+        facts.lmcache_hit_tokens += lmc_hit
+        facts.lmcache_loads += need > 0
+        facts.lmcache_load_tokens += need
+        facts.lmcache_stores += 1
+        facts.lmcache_stored_tokens += stored
 
 
 @dataclass

@@ -149,6 +149,45 @@ def test_a_tier_that_loads_is_no_finding(tmp_path):
     assert "l2-write-only" not in kinds(a) and "external-cache-no-hits" not in kinds(a)
 
 
+@pytest.mark.parametrize("write_only", [True, False], ids=["write-only", "loads"])
+def test_lmcache_lookups_and_stores(tmp_path, write_only):
+    """LMCache's own lines (its vLLM adapter's lookup and store lines, dated with a full
+    date, which dates vLLM's year-less lines of the same file too)."""
+    text, facts = gen.vllm_log(lmcache=True, write_only=write_only, seed=12, minutes=3)
+    a = analyze_engine_logs([write(tmp_path, "lmcache.log", text)])
+    lm = a.lmcache
+    assert a.matched["lmcache"] == facts.lmcache_lookups + facts.lmcache_stores
+    assert (lm.lookups, lm.lookup_tokens, lm.hit_tokens) == (
+        facts.lmcache_lookups, facts.lmcache_lookup_tokens, facts.lmcache_hit_tokens)
+    assert (lm.loading_lookups, lm.load_tokens) == (facts.lmcache_loads,
+                                                   facts.lmcache_load_tokens)
+    assert (lm.stores, lm.stored_tokens) == (facts.lmcache_stores, facts.lmcache_stored_tokens)
+    assert a.config_value("kv_connector") == "LMCacheConnectorV1"
+    assert a.year_known and a.series[0].time == facts.first_stats.replace(tzinfo=UTC)
+    if write_only:
+        f = finding(a, "l2-write-only")
+        assert f.evidence["lmcache_stored_tokens"] == facts.lmcache_stored_tokens
+        assert f.evidence["lmcache_loading_lookups"] == 0
+    else:
+        assert facts.lmcache_loads > 0 and "l2-write-only" not in kinds(a)
+
+
+def test_lmcache_lookup_wordings():
+    from prefixscope.ingest.engine_logs import parse_engine_log
+
+    lines = [  # lmcache/integration/vllm/vllm_v1_adapter.py, older and newer
+        "[2025-04-23 08:49:57,479] LMCache INFO: Reqid: cmpl-1, Total tokens 261, LMCache hit "
+        "tokens: 261, need to load: 4 (vllm_v1_adapter.py:505:lmcache)",
+        "[2025-04-23 08:49:58,001] LMCache INFO: Reqid: cmpl-2, Total tokens 900, Inference "
+        "Engine computed tokens: 0, LMCache hit tokens: 256, but need to load: 256 < "
+        "min_retrieve 512, skip retrieve but record for save skip (vllm_v1_adapter.py:1:x)",
+        "[2025-04-23 08:49:58,002] LMCache INFO: Storing KV cache for 644 out of 900 tokens "
+        "for request cmpl-2 (vllm_v1_adapter.py:2:x)"]
+    parsed = parse_engine_log("x", lines, "vllm")
+    assert [(p.kind, p.tokens, p.hit_tokens, p.load_tokens) for p in parsed.lmcache] == [
+        ("lookup", 261, 261, 4), ("lookup", 900, 256, 0), ("store", 644, 0, 0)]
+
+
 def test_kv_pressure_counts_full_lines_with_a_queue(tmp_path):
     text, facts = gen.vllm_log(kv_full=True, seed=5, minutes=5)
     a = analyze_engine_logs([write(tmp_path, "full.log", text)])

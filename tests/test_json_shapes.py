@@ -390,11 +390,13 @@ def test_engine_log_shape(tmp_path):
 
     check = Checked("engine-log")
     files = {"vllm.log": gen.vllm_log(minutes=2, bad_lines=1)[0],
-             "metrics.txt": gen.prometheus_dump()[0], "sglang.log": gen.sglang_log()[0]}
+             "metrics.txt": gen.prometheus_dump()[0], "sglang.log": gen.sglang_log()[0],
+             "lmcache.log": gen.vllm_log(minutes=1, lmcache=True)[0]}
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     out = check(run_json("engine-log", str(tmp_path)))
-    assert out["prometheus"] and out["sglang"] and out["skips"] and out["findings"]
+    assert out["prometheus"] and out["sglang"] and out["lmcache"] and out["skips"]
+    assert out["findings"]
     check(run_json("engine-log", str(tmp_path / "vllm.log")))  # prometheus, sglang: null
     check.all_exercised()
 

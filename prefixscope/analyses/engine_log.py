@@ -13,11 +13,11 @@ findings with their evidence numbers and a fix.
 Rules (thresholds are module constants, documented in docs/engine-log.md):
 
 * ``l2-write-only``: something was stored to the offload / external tier (KV Transfer
-  store bytes in the log or ``vllm:kv_offload_*`` store counters), nothing was ever
-  loaded back, and every ``External prefix cache hit rate`` seen (and the Prometheus
-  external hits) is 0. ``external-cache-no-hits``: a connector is configured and the
-  external rate is 0.0% on every one of >= `MIN_LINES` busy lines, with no transfer
-  counters to say more.
+  store bytes in the log, LMCache store lines, or ``vllm:kv_offload_*`` store counters),
+  nothing was ever loaded back (no load bytes, no LMCache lookup that loads), and every
+  ``External prefix cache hit rate`` seen (and the Prometheus external hits) is 0.
+  ``external-cache-no-hits``: a connector is configured and the external rate is 0.0%
+  on every one of >= `MIN_LINES` busy lines, with no transfer counters to say more.
 * ``low-prefix-hit-rate``: the median local prefix-cache hit rate over busy stats lines
   (running > 0 or prompt throughput > 0; >= `MIN_LINES` of them) is below `LOW_HIT_RATE`;
   likewise the Prometheus hits / queries and SGLang's cached / (new + cached).
@@ -47,6 +47,7 @@ from prefixscope.ingest.engine_logs import (
     ConfigFact,
     EngineLogFile,
     EngineSkip,
+    LmcachePoint,
     PrefillPoint,
     PromSample,
     StatsPoint,
@@ -63,7 +64,7 @@ MAX_LISTED_SKIPS = 100
 
 __all__ = [
     "EngineLogAnalysis", "EngineLogFinding", "OffloadCounters", "PrometheusSummary",
-    "RateSummary", "SglangSummary", "StatsPoint", "analyze_engine_files",
+    "LmcacheSummary", "RateSummary", "SglangSummary", "StatsPoint", "analyze_engine_files",
     "analyze_engine_logs", "classify_engine_paths", "find_engine_logs",
 ]
 
@@ -125,6 +126,20 @@ class PrometheusSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class LmcacheSummary:
+    """LMCache connector lines added up (lookups and stores)."""
+
+    lookups: int
+    lookup_tokens: int  # the looked-up requests' tokens
+    hit_tokens: int  # LMCache's prefix hits
+    hit_rate: float | None  # hit / lookup tokens
+    loading_lookups: int  # lookups that load something from LMCache (need to load > 0)
+    load_tokens: int
+    stores: int
+    stored_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class SglangSummary:
     """SGLang ``Prefill batch`` lines added up."""
 
@@ -159,6 +174,7 @@ class EngineLogAnalysis:
     offload: OffloadCounters
     prometheus: PrometheusSummary | None
     sglang: SglangSummary | None
+    lmcache: LmcacheSummary | None
     findings: tuple[EngineLogFinding, ...]
 
     def config_value(self, key: str) -> str | None:
@@ -232,6 +248,7 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
     series: list[StatsPoint] = []
     transfers: list[TransferPoint] = []
     prefills: list[PrefillPoint] = []
+    lmc: list[LmcachePoint] = []
     prom_files: list[EngineLogFile] = []
     for f in parsed:
         matched.update(f.matched)
@@ -243,9 +260,10 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
         series.extend(f.stats)
         transfers.extend(f.transfers)
         prefills.extend(f.prefills)
+        lmc.extend(f.lmcache)
         if f.kind == "prometheus":
             prom_files.append(f)
-    timed: list[StatsPoint | TransferPoint | PrefillPoint] = [*series, *transfers, *prefills]
+    timed: list[Timed] = [*series, *transfers, *prefills, *lmc]
     dated = {f.file for f in parsed if f.year_known}
     # Placeholder years do not compare with real ones: with both, span the dated files only.
     times = [p.time for p in timed if p.time is not None
@@ -265,8 +283,9 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
         external_hit_rate=_rates(p.external_hit_rate for p in series),
         kv_usage=_rates(p.kv_usage for p in series),
         first=min(times) if times else None, last=max(times) if times else None,
-        offload=offload, prometheus=prom, sglang=sglang, findings=())
-    findings = (_l2(analysis, transfers) + _low_hit(analysis, prefills)
+        offload=offload, prometheus=prom, sglang=sglang,
+        lmcache=_lmcache(lmc) if lmc else None, findings=())
+    findings = (_l2(analysis, transfers, lmc) + _low_hit(analysis, prefills)
                 + _kv_pressure(analysis, prefills) + _caching_off(analysis))
     return replace(analysis, findings=tuple(findings))
 
@@ -374,6 +393,19 @@ def _prometheus(files: Sequence[EngineLogFile]) -> PrometheusSummary:
         offload_store_bytes=store, offload_load_bytes=load)
 
 
+def _lmcache(points: Sequence[LmcachePoint]) -> LmcacheSummary:
+    lookups = [p for p in points if p.kind == "lookup"]
+    stores = [p for p in points if p.kind == "store"]
+    tokens = sum(p.tokens for p in lookups)
+    hits = sum(p.hit_tokens for p in lookups)
+    return LmcacheSummary(
+        lookups=len(lookups), lookup_tokens=tokens, hit_tokens=hits,
+        hit_rate=hits / tokens if tokens else None,
+        loading_lookups=sum(p.load_tokens > 0 for p in lookups),
+        load_tokens=sum(p.load_tokens for p in lookups), stores=len(stores),
+        stored_tokens=sum(p.tokens for p in stores))
+
+
 def _sglang(prefills: Sequence[PrefillPoint]) -> SglangSummary:
     new = sum(p.new_tokens for p in prefills)
     cached = sum(p.cached_tokens for p in prefills)
@@ -391,7 +423,10 @@ def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat()
 
 
-def _span(points: Sequence[StatsPoint | TransferPoint | PrefillPoint],
+Timed = StatsPoint | TransferPoint | PrefillPoint | LmcachePoint
+
+
+def _span(points: Sequence[Timed],
           undated: frozenset[str] = frozenset()) -> dict[str, object]:
     """First and last time of `points` and the seconds between; no duration across files
     one of which has only vLLM's year-less stamps (`undated`)."""
@@ -421,7 +456,8 @@ _L2_FIX = (
     "offload tier to save the copies.")
 
 
-def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint]) -> list[EngineLogFinding]:
+def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint],
+        lmc: Sequence[LmcachePoint]) -> list[EngineLogFinding]:
     ext_lines = [p for p in a.series if p.external_hit_rate is not None]
     ext_max = max((p.external_hit_rate or 0.0 for p in ext_lines), default=None)
     prom = a.prometheus
@@ -429,25 +465,36 @@ def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint]) -> list[Engine
     prom_load = prom.offload_load_bytes if prom else None
     prom_ext_hits = prom.external_hits if prom else None
     connector = a.config_value("kv_connector")
-    stored = a.offload.store_bytes > 0 or bool(prom_store)
-    loaded = a.offload.load_bytes > 0 or bool(prom_load)
+    lm = a.lmcache
+    stored = a.offload.store_bytes > 0 or bool(prom_store) or bool(lm and lm.stored_tokens)
+    loaded = (a.offload.load_bytes > 0 or bool(prom_load)
+              or bool(lm and lm.loading_lookups))
     ext_zero = (ext_max is None or ext_max == 0.0) and not prom_ext_hits
     common: dict[str, object] = {
         "connector": connector, "offload_target": a.config_value("offload_target"),
         "external_rate_lines": len(ext_lines), "external_hit_rate_max": ext_max}
     if stored and not loaded and ext_zero:
-        store_points = [t for t in transfers
-                        if (_first_key(t.values, _STORE_KEYS) or 0.0) > 0]
+        store_points: list[Timed] = [t for t in transfers
+                                     if (_first_key(t.values, _STORE_KEYS) or 0.0) > 0]
+        store_points += [p for p in lmc if p.kind == "store" and p.tokens > 0]
+        lmc_evidence: dict[str, object] = {} if lm is None else {
+            "lmcache_stores": lm.stores, "lmcache_stored_tokens": lm.stored_tokens,
+            "lmcache_lookups": lm.lookups, "lmcache_hit_tokens": lm.hit_tokens,
+            "lmcache_loading_lookups": lm.loading_lookups}
         evidence = {
             **common,
             "store_points": a.offload.store_points, "store_bytes": a.offload.store_bytes,
             "store_operations": a.offload.store_operations,
             "load_points": a.offload.load_points, "load_bytes": a.offload.load_bytes,
             "prometheus_store_bytes": prom_store, "prometheus_load_bytes": prom_load,
-            "prometheus_external_hits": prom_ext_hits,
+            "prometheus_external_hits": prom_ext_hits, **lmc_evidence,
             **_span([*store_points, *ext_lines], a.undated)}
-        where = (f"{a.offload.store_points:,} store points, {_bytes(a.offload.store_bytes)}"
-                 if a.offload.store_points else f"{_bytes(prom_store or 0.0)} (Prometheus)")
+        if a.offload.store_points:
+            where = f"{a.offload.store_points:,} store points, {_bytes(a.offload.store_bytes)}"
+        elif lm is not None and lm.stored_tokens:
+            where = f"{lm.stores:,} LMCache stores, {lm.stored_tokens:,} tokens"
+        else:
+            where = f"{_bytes(prom_store or 0.0)} (Prometheus)"
         rate = (f"; external prefix cache hit rate 0.0% in {len(ext_lines):,} stats lines"
                 if ext_lines else "")
         return [EngineLogFinding(

@@ -33,6 +33,10 @@ The exact strings come from the engines' source:
   (``vllm/model_executor/models/config.py``). vLLM's record prefix is
   ``LEVEL MM-DD HH:MM:SS [file.py:NN]`` (no year), often after ``(APIServer pid=N)`` and
   after an ISO timestamp a container runtime adds.
+* LMCache's vLLM connector, ``lmcache/integration/vllm/vllm_v1_adapter.py``: ``Reqid: %s,
+  Total tokens %d, [Inference Engine computed tokens: %d, ]LMCache hit tokens: %d, need to
+  load: %d`` (a lookup) and ``Storing KV cache for %d out of %d tokens
+  [(skip_leading_tokens=%d)] for request %s`` (a store).
 * SGLang, ``python/sglang/srt/managers/scheduler_metrics_mixin.py`` ``log_prefill_stats``
   (earlier ``scheduler.py``): ``Prefill batch, #new-seq: %d, #new-token: %d,
   #cached-token: %d, token usage: %.2f, #running-req: %d, #queue-req: %d, `` (older:
@@ -53,7 +57,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -109,6 +113,19 @@ class PrefillPoint:
 
 
 @dataclass(frozen=True, slots=True)
+class LmcachePoint:
+    """One LMCache connector line: a lookup (``LMCache hit tokens``) or a store."""
+
+    file: str
+    line: int
+    time: datetime | None
+    kind: Literal["lookup", "store"]
+    tokens: int  # lookup: the request's tokens; store: the tokens stored
+    hit_tokens: int  # lookup: LMCache's prefix hit (0 for a store)
+    load_tokens: int  # lookup: tokens to load from LMCache (need to load, >= 0)
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigFact:
     """A configuration value the log states, with where it says so."""
 
@@ -151,6 +168,7 @@ class EngineLogFile:
     prefills: tuple[PrefillPoint, ...] = ()
     config: tuple[ConfigFact, ...] = ()
     samples: tuple[PromSample, ...] = ()
+    lmcache: tuple[LmcachePoint, ...] = ()
     year_known: bool = True  # False: vLLM's MM-DD stamps, year taken as YEAR_UNKNOWN
 
 
@@ -184,7 +202,7 @@ def engine_log_kind(text: str) -> EngineKind | None:
         return "prometheus"
     lines = head.splitlines()
     if any(_VLLM_RECORD.search(ln) for ln in lines[:2000]) or any(
-            "Engine " in ln and _STATS_MARK in ln for ln in lines):
+            ("Engine " in ln and _STATS_MARK in ln) or "LMCache INFO" in ln for ln in lines):
         return "vllm"
     sglang = [ln for ln in lines if _SGLANG_RECORD.match(ln)]
     if sglang and any(("batch" in ln and "#" in ln) or "server_args=ServerArgs(" in ln
@@ -267,6 +285,10 @@ _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 _HYBRID_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
 _KV_CACHE_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _SPEC = re.compile(r"SpecDecoding metrics: ")
+# LMCache's vLLM connector (lmcache/integration/vllm/vllm_v1_adapter.py).
+_LMC_LOOKUP = re.compile(r"Reqid: \S+, Total tokens (\d+), (?:Inference Engine computed tokens: "
+                         r"\d+, )?LMCache hit tokens: (\d+),( but)? need to load: (-?\d+)")
+_LMC_STORE = re.compile(r"Storing KV cache for (\d+) out of (\d+) tokens")
 
 _CONNECTOR = re.compile(r"""kv_connector['"]?\s*[=:]\s*['"]([\w.-]+)['"]""")
 _BLOCK = re.compile(r"""['"]block_size['"]\s*:\s*(\d+)""")
@@ -462,6 +484,7 @@ class _Acc:
     prefills: list[PrefillPoint] = field(default_factory=list)
     config: list[ConfigFact] = field(default_factory=list)
     samples: list[PromSample] = field(default_factory=list)
+    lmcache: list[LmcachePoint] = field(default_factory=list)
 
 
 def parse_engine_log(name: str, lines: Iterable[str], kind: EngineKind) -> EngineLogFile:
@@ -475,10 +498,31 @@ def parse_engine_log(name: str, lines: Iterable[str], kind: EngineKind) -> Engin
             _prom_line(name, n, text, acc)
         else:
             _log_line(name, n, text, acc, clock)
+    year_known = clock.year_known
+    if not year_known and clock.year is not None:
+        # A full date later in the file (LMCache's own lines, a restart behind a container
+        # stamp) dates the year-less lines before it too.
+        _date_placeholders(acc, clock.year)
+        year_known = True
     return EngineLogFile(
         file=name, kind=kind, lines=n, matched=dict(acc.matched), skips=tuple(acc.skips),
         stats=tuple(acc.stats), transfers=tuple(acc.transfers), prefills=tuple(acc.prefills),
-        config=tuple(acc.config), samples=tuple(acc.samples), year_known=clock.year_known)
+        config=tuple(acc.config), samples=tuple(acc.samples), lmcache=tuple(acc.lmcache),
+        year_known=year_known)
+
+
+def _date_placeholders(acc: _Acc, year: int) -> None:
+    def fix(t: datetime | None) -> datetime | None:
+        if t is None or t.year != YEAR_UNKNOWN:
+            return t
+        try:
+            return t.replace(year=year)
+        except ValueError:  # 02-29 in a year without one
+            return None
+
+    acc.stats = [replace(p, time=fix(p.time)) for p in acc.stats]
+    acc.transfers = [replace(p, time=fix(p.time)) for p in acc.transfers]
+    acc.lmcache = [replace(p, time=fix(p.time)) for p in acc.lmcache]
 
 
 def _prom_line(name: str, n: int, text: str, acc: _Acc) -> None:
@@ -527,6 +571,9 @@ def _log_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> None:
     if _PREFILL.search(text):
         _prefill_line(name, n, text, acc, clock)
         return
+    if "LMCache" in text or "Storing KV cache for" in text:
+        if _lmcache_line(name, n, text, acc, clock):
+            return
     if _SPEC.search(text):
         acc.matched["spec-decoding"] += 1
         acc.config.append(ConfigFact("speculative_decoding", "active (SpecDecoding metrics)",
@@ -538,6 +585,21 @@ def _log_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> None:
         acc.config.extend(ConfigFact(k, v, name, n) for k, v in facts)
         return
     acc.matched["other"] += 1
+
+
+def _lmcache_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> bool:
+    if m := _LMC_LOOKUP.search(text):
+        acc.matched["lmcache"] += 1
+        skipped = m.group(3) is not None  # "but need to load: N < min_retrieve": not loaded
+        acc.lmcache.append(LmcachePoint(name, n, clock.time(text), "lookup", int(m.group(1)),
+                                        int(m.group(2)), 0 if skipped else max(int(m.group(4)), 0)))
+        return True
+    if m := _LMC_STORE.search(text):
+        acc.matched["lmcache"] += 1
+        acc.lmcache.append(LmcachePoint(name, n, clock.time(text), "store", int(m.group(1)),
+                                        0, 0))
+        return True
+    return False
 
 
 def _prefill_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> None:

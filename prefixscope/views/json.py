@@ -234,7 +234,7 @@ def _rate_json(r: RateSummary) -> EngineRateJson:
 
 
 def engine_log_json(a: EngineLogAnalysis) -> EngineLogJson:
-    p, sg, o = a.prometheus, a.sglang, a.offload
+    p, sg, o, lm = a.prometheus, a.sglang, a.offload, a.lmcache
     return {
         "files": [{"file": f, "kind": a.kinds[f]} for f in a.files],
         "lines": a.lines, "matched": dict(a.matched), "skipped": a.skipped,
@@ -272,6 +272,11 @@ def engine_log_json(a: EngineLogAnalysis) -> EngineLogJson:
             "prefill_lines": sg.prefill_lines, "new_tokens": sg.new_tokens,
             "cached_tokens": sg.cached_tokens, "hit_rate": sg.hit_rate,
             "max_token_usage": sg.max_token_usage, "max_queue": sg.max_queue},
+        "lmcache": None if lm is None else {
+            "lookups": lm.lookups, "lookup_tokens": lm.lookup_tokens,
+            "hit_tokens": lm.hit_tokens, "hit_rate": lm.hit_rate,
+            "loading_lookups": lm.loading_lookups, "load_tokens": lm.load_tokens,
+            "stores": lm.stores, "stored_tokens": lm.stored_tokens},
         "findings": [{"kind": f.kind, "title": f.title, "fix": f.fix,
                       "evidence": {k: _json_scalar(v) for k, v in f.evidence.items()}}
                      for f in a.findings],

@@ -481,6 +481,19 @@ class EngineSglangJson(TypedDict):
     max_queue: int | None
 
 
+class EngineLmcacheJson(TypedDict):
+    """LMCache connector lines added up."""
+
+    lookups: int
+    lookup_tokens: int
+    hit_tokens: int
+    hit_rate: float | None
+    loading_lookups: int
+    load_tokens: int
+    stores: int
+    stored_tokens: int
+
+
 class EngineFindingJson(TypedDict):
     """One finding with its evidence numbers."""
 
@@ -508,6 +521,7 @@ class EngineLogJson(TypedDict):
     offload: EngineOffloadJson
     prometheus: EnginePrometheusJson | None
     sglang: EngineSglangJson | None
+    lmcache: EngineLmcacheJson | None
     findings: list[EngineFindingJson]
 
 

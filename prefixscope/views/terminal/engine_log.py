@@ -80,6 +80,12 @@ def engine_log_screen(a: EngineLogAnalysis, screen: Screen) -> Screen:
                      f"cached of {sg.cached_tokens + sg.new_tokens:,} prefill tokens = "
                      f"{percent(sg.hit_rate)}; max token usage {percent(sg.max_token_usage)}, "
                      f"max queue {sg.max_queue if sg.max_queue is not None else '-'}")
+    lm = a.lmcache
+    if lm is not None:
+        screen.print(f"LMCache: {count(lm.lookups, 'lookup')}, {lm.hit_tokens:,} hit of "
+                     f"{lm.lookup_tokens:,} tokens = {percent(lm.hit_rate)}, "
+                     f"{count(lm.loading_lookups, 'load')} ({lm.load_tokens:,} tokens); "
+                     f"{count(lm.stores, 'store')} ({lm.stored_tokens:,} tokens)")
     if not a.findings:
         screen.print("[green]no findings[/]: nothing in these logs crosses a threshold")
     for f in a.findings:
