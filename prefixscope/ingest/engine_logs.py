@@ -285,6 +285,9 @@ _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 _HYBRID_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
 _KV_CACHE_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _SPEC = re.compile(r"SpecDecoding metrics: ")
+# Substrings of the lines `_config_facts` / `_sglang_config` read: other lines skip them.
+_CONFIG_MARKERS = ("vLLM API server version", "non-default args: ", "LLM engine (v",
+                   "Setting attention block size", "GPU KV cache size: ", "ServerArgs(")
 # LMCache's vLLM connector (lmcache/integration/vllm/vllm_v1_adapter.py).
 _LMC_LOOKUP = re.compile(r"Reqid: \S+, Total tokens (\d+), (?:Inference Engine computed tokens: "
                          r"\d+, )?LMCache hit tokens: (\d+),( but)? need to load: (-?\d+)")
@@ -579,7 +582,8 @@ def _log_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> None:
         acc.config.append(ConfigFact("speculative_decoding", "active (SpecDecoding metrics)",
                                      name, n))
         return
-    facts = _config_facts(text) + _sglang_config(text)
+    facts = (_config_facts(text) + _sglang_config(text)
+             if any(marker in text for marker in _CONFIG_MARKERS) else [])
     if facts:
         acc.matched["config"] += 1
         acc.config.extend(ConfigFact(k, v, name, n) for k, v in facts)
