@@ -295,7 +295,7 @@ def test_validate_is_strict():
     good = {"ingested": 1, "already_present": 0, "skipped": 1, "by_format": {"raw": 1},
             "sessions": 1, "duplicates": 0, "files": 1,
             "errors": [{"file": "f", "line": None, "reason": "r"}],
-            "unrecognized": [], "empty": [], "formats": {},
+            "unrecognized": [], "empty": [], "engine_logs": [], "formats": {},
             "totals": {"requests": 1, "sessions": 1, "with_body": 0, "duplicates": 0,
                        "prompt_tokens": None, "prompt_requests": 0, "cached_tokens": None,
                        "cached_requests": 0, "hit_rate": None, "rate_requests": 0,
@@ -404,6 +404,19 @@ def test_report_shape(tmp_path):
                  "10", "--baseline", str(base)))
     check(report(str(ROOT / "tests" / "fixtures" / "claude-code" / "idle_gap_session.jsonl"),
                  "--fail-under", "0.99"))
+def test_engine_log_shape(tmp_path):
+    from test_engine_log import gen
+
+    check = Checked("engine-log")
+    files = {"vllm.log": gen.vllm_log(minutes=2, bad_lines=1)[0],
+             "metrics.txt": gen.prometheus_dump()[0], "sglang.log": gen.sglang_log()[0],
+             "lmcache.log": gen.vllm_log(minutes=1, lmcache=True)[0]}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    out = check(run_json("engine-log", str(tmp_path)))
+    assert out["prometheus"] and out["sglang"] and out["lmcache"] and out["skips"]
+    assert out["findings"]
+    check(run_json("engine-log", str(tmp_path / "vllm.log")))  # prometheus, sglang: null
     check.all_exercised()
 
 

@@ -14,6 +14,7 @@ import typer
 from prefixscope.cli import (
     bucket_cmd,
     diff_cmd,
+    engine_log_cmd,
     export_cmd,
     ingest_cmd,
     render_cmd,
@@ -39,7 +40,7 @@ app = typer.Typer(
 )
 
 for module in (ingest_cmd, render_cmd, diff_cmd, segments_cmd, bucket_cmd, simulate_cmd,
-               report_cmd, sql_cmd, export_cmd):
+               report_cmd, engine_log_cmd, sql_cmd, export_cmd):
     module.register(app)
 
 

@@ -42,6 +42,7 @@ from types import ModuleType
 
 import xxhash
 
+from prefixscope.ingest.engine_logs import EngineKind, engine_log_kind
 from prefixscope.ingest.formats import all_formats, format_names, get_format
 from prefixscope.ingest.source import READ_ERRORS, Probe, Source, probe
 from prefixscope.model import Record, Request, Skip
@@ -82,6 +83,7 @@ class Tally:
     files: int = 0
     unrecognized: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    engine_logs: list[str] = field(default_factory=list)  # read by `engine-log`, not here
     empty: list[str] = field(default_factory=list)
 
     def error(self, file: str, line: int | None, reason: str) -> None:
@@ -252,6 +254,14 @@ def read_requests_from(source: Source, fmt: str = "auto") -> tuple[list[Request]
     return requests, skips
 
 
+def engine_kind(pr: Probe) -> EngineKind | None:
+    """The serving-engine log kind of a file no request format claims (vLLM / SGLang server
+    log, Prometheus dump), or None. Such files hold no model calls: `engine-log` reads them."""
+    if pr.kind not in ("text", "csv"):  # an SGLang log's "[2026-..." probes as bad JSON
+        return None
+    return engine_log_kind(pr.text)
+
+
 def unrecognized_reason(source: Source, pr: Probe | None = None) -> str:
     """One line saying what the file is and why no format claims it."""
     tried = f"not a recognized log format (tried: {', '.join(format_names())})"
@@ -260,6 +270,11 @@ def unrecognized_reason(source: Source, pr: Probe | None = None) -> str:
     unreadable = unreadable_reason(pr)
     if unreadable:
         return unreadable
+    engine = engine_kind(pr)
+    if engine is not None:
+        what = "a Prometheus /metrics dump" if engine == "prometheus" else f"a {engine} server log"
+        return (f"{what}: it holds engine statistics, not model calls "
+                "(read it with `prefixscope engine-log`)")
     if pr.kind == "sqlite":
         tables = ", ".join(pr.tables) or "none"
         return (f"SQLite database without a known log table (tables: {_cut(tables)}); "

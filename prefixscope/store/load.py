@@ -19,6 +19,7 @@ from prefixscope.ingest import (
     ProgressFn,
     Tally,
     detect,
+    engine_kind,
     expand_paths,
     forced_mismatch,
     io_reason,
@@ -55,6 +56,7 @@ class IngestResult:
     unrecognized: tuple[str, ...] = ()  # files no format recognized
     ignored: tuple[str, ...] = ()  # documentation/config files passed over in directory walks
     empty: tuple[str, ...] = ()  # files recognized (format named) that held no request
+    engine_logs: tuple[str, ...] = ()  # vLLM/SGLang server logs, Prometheus dumps: not read here
     duplicates: int = 0  # requests in the store that are a second log of a call (duplicate_of)
     summary: tuple[UsageSummary, ...] = ()  # the store after the run, per source format
     totals: UsageSummary | None = None  # the store after the run, every upstream call once
@@ -120,7 +122,8 @@ def ingest_paths(
         duplicates=store.duplicate_count(), summary=tuple(store.summary()),
         totals=store.summary_once(),
         files=tally.files, errors=tuple(tally.errors), unrecognized=tuple(tally.unrecognized),
-        ignored=tuple(tally.ignored), empty=tuple(tally.empty), failed=failed,
+        ignored=tuple(tally.ignored), empty=tuple(tally.empty),
+        engine_logs=tuple(tally.engine_logs), failed=failed,
     )
 
 
@@ -142,6 +145,9 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
     module, pr = found
     if module is None and is_json_schema(pr):
         tally.ignored.append(source.name)
+        return 0
+    if module is None and engine_kind(pr) is not None:
+        tally.engine_logs.append(source.name)  # `engine-log` / `report` read it
         return 0
     if module is None:
         tally.unrecognized.append(source.name)

@@ -8,6 +8,7 @@ from typing import Any
 
 from prefixscope.analyses.bucket import Boundary, BucketReport, HistogramBin
 from prefixscope.analyses.diff import DiffReport, PairDiff
+from prefixscope.analyses.engine_log import EngineLogAnalysis, RateSummary
 from prefixscope.analyses.render import RenderResult
 from prefixscope.analyses.segments import (
     SegmentsReport,
@@ -25,6 +26,8 @@ from prefixscope.views.jsonshapes import (
     BucketJson,
     DiffJson,
     DiffPairJson,
+    EngineLogJson,
+    EngineRateJson,
     IngestJson,
     MissesJson,
     RenderJson,
@@ -184,6 +187,7 @@ def ingest_json(result: IngestResult) -> IngestJson:
         "errors": [{"file": e.file, "line": e.line, "reason": e.reason} for e in result.errors],
         "unrecognized": list(result.unrecognized),
         "empty": list(result.empty),
+        "engine_logs": list(result.engine_logs),
         "formats": {u.format: usage_summary_json(u) for u in result.summary},
         "totals": usage_summary_json(result.totals or _NOTHING),
     }
@@ -263,3 +267,62 @@ def jsonable(value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return str(value)
+def _rate_json(r: RateSummary) -> EngineRateJson:
+    return {"points": r.points, "min": r.min, "median": r.median, "max": r.max, "last": r.last}
+
+
+def engine_log_json(a: EngineLogAnalysis) -> EngineLogJson:
+    p, sg, o, lm = a.prometheus, a.sglang, a.offload, a.lmcache
+    return {
+        "files": [{"file": f, "kind": a.kinds[f]} for f in a.files],
+        "lines": a.lines, "matched": dict(a.matched), "skipped": a.skipped,
+        "skips": [{"file": s.file, "line": s.line, "reason": s.reason} for s in a.skips],
+        "year_known": a.year_known, "block_size": a.block_size,
+        "config": [{"key": c.key, "value": c.value, "file": c.file, "line": c.line}
+                   for c in a.config],
+        "first": a.first.isoformat() if a.first else None,
+        "last": a.last.isoformat() if a.last else None,
+        "series_summary": {"prefix_hit_rate": _rate_json(a.prefix_hit_rate),
+                           "external_hit_rate": _rate_json(a.external_hit_rate),
+                           "kv_usage": _rate_json(a.kv_usage)},
+        "series": [{"time": s.time.isoformat() if s.time else None, "file": s.file,
+                    "line": s.line, "engine": s.engine,
+                    "prompt_throughput": s.prompt_throughput,
+                    "generation_throughput": s.generation_throughput, "running": s.running,
+                    "waiting": s.waiting, "preemptions": s.preemptions, "kv_usage": s.kv_usage,
+                    "prefix_hit_rate": s.prefix_hit_rate,
+                    "external_hit_rate": s.external_hit_rate, "mm_hit_rate": s.mm_hit_rate}
+                   for s in a.series],
+        "offload": {"transfer_lines": o.transfer_lines, "store_points": o.store_points,
+                    "load_points": o.load_points, "store_bytes": o.store_bytes,
+                    "load_bytes": o.load_bytes, "store_operations": o.store_operations,
+                    "load_operations": o.load_operations},
+        "prometheus": None if p is None else {
+            "files": p.files, "samples": p.samples, "prefix_queries": p.prefix_queries,
+            "prefix_hits": p.prefix_hits, "hit_rate": p.hit_rate,
+            "external_queries": p.external_queries, "external_hits": p.external_hits,
+            "external_hit_rate": p.external_hit_rate, "prompt_tokens": p.prompt_tokens,
+            "prompt_tokens_cached": p.prompt_tokens_cached, "kv_usage": p.kv_usage,
+            "preemptions": p.preemptions, "running": p.running, "waiting": p.waiting,
+            "offload_store_bytes": p.offload_store_bytes,
+            "offload_load_bytes": p.offload_load_bytes},
+        "sglang": None if sg is None else {
+            "prefill_lines": sg.prefill_lines, "new_tokens": sg.new_tokens,
+            "cached_tokens": sg.cached_tokens, "hit_rate": sg.hit_rate,
+            "max_token_usage": sg.max_token_usage, "max_queue": sg.max_queue},
+        "lmcache": None if lm is None else {
+            "lookups": lm.lookups, "lookup_tokens": lm.lookup_tokens,
+            "hit_tokens": lm.hit_tokens, "hit_rate": lm.hit_rate,
+            "loading_lookups": lm.loading_lookups, "load_tokens": lm.load_tokens,
+            "stores": lm.stores, "stored_tokens": lm.stored_tokens},
+        "findings": [{"kind": f.kind, "title": f.title, "fix": f.fix,
+                      "evidence": {k: _json_scalar(v) for k, v in f.evidence.items()}}
+                     for f in a.findings],
+    }
+
+
+def _json_scalar(v: object) -> int | float | str | None:
+    """An evidence value as JSON: numbers and strings as they are, anything else as text."""
+    if v is None or isinstance(v, int | float | str) and not isinstance(v, bool):
+        return v
+    return str(v)

@@ -65,6 +65,7 @@ class IngestJson(TypedDict):
     errors: list[IngestErrorJson]
     unrecognized: list[str]
     empty: list[str]
+    engine_logs: list[str]
     formats: dict[str, UsageSummaryJson]
     totals: UsageSummaryJson
 
@@ -434,6 +435,155 @@ class ReportJson(TypedDict):
     gate: GateJson
     scenarios: list[ScenarioJson]
     notes: list[str]
+# ------------------------------------------------------------------ engine-log
+
+
+class EngineFileJson(TypedDict):
+    """One file read, and what it is."""
+
+    file: str
+    kind: str  # vllm | sglang | prometheus
+
+
+class EngineSkipJson(TypedDict):
+    """A line that looked like an engine line and did not parse."""
+
+    file: str
+    line: int
+    reason: str
+
+
+class EngineConfigJson(TypedDict):
+    """A configuration fact, where the log first states it."""
+
+    key: str
+    value: str
+    file: str
+    line: int
+
+
+class EngineRateJson(TypedDict):
+    """A rate over the stats lines that report it (fractions 0..1)."""
+
+    points: int
+    min: float | None
+    median: float | None
+    max: float | None
+    last: float | None
+
+
+class EngineSeriesSummaryJson(TypedDict):
+    """The series' rates summarized."""
+
+    prefix_hit_rate: EngineRateJson
+    external_hit_rate: EngineRateJson
+    kv_usage: EngineRateJson
+
+
+class EngineStatsJson(TypedDict):
+    """One periodic stats line."""
+
+    time: str | None
+    file: str
+    line: int
+    engine: str
+    prompt_throughput: float | None
+    generation_throughput: float | None
+    running: int | None
+    waiting: int | None
+    preemptions: int | None
+    kv_usage: float | None
+    prefix_hit_rate: float | None
+    external_hit_rate: float | None
+    mm_hit_rate: float | None
+
+
+class EngineOffloadJson(TypedDict):
+    """KV offload traffic from the KV Transfer metrics lines."""
+
+    transfer_lines: int
+    store_points: int
+    load_points: int
+    store_bytes: float
+    load_bytes: float
+    store_operations: int | None
+    load_operations: int | None
+
+
+class EnginePrometheusJson(TypedDict):
+    """The Prometheus dumps' counters and gauges."""
+
+    files: int
+    samples: int
+    prefix_queries: float | None
+    prefix_hits: float | None
+    hit_rate: float | None
+    external_queries: float | None
+    external_hits: float | None
+    external_hit_rate: float | None
+    prompt_tokens: float | None
+    prompt_tokens_cached: float | None
+    kv_usage: float | None
+    preemptions: float | None
+    running: float | None
+    waiting: float | None
+    offload_store_bytes: float | None
+    offload_load_bytes: float | None
+
+
+class EngineSglangJson(TypedDict):
+    """SGLang prefill lines added up."""
+
+    prefill_lines: int
+    new_tokens: int
+    cached_tokens: int
+    hit_rate: float | None
+    max_token_usage: float | None
+    max_queue: int | None
+
+
+class EngineLmcacheJson(TypedDict):
+    """LMCache connector lines added up."""
+
+    lookups: int
+    lookup_tokens: int
+    hit_tokens: int
+    hit_rate: float | None
+    loading_lookups: int
+    load_tokens: int
+    stores: int
+    stored_tokens: int
+
+
+class EngineFindingJson(TypedDict):
+    """One finding with its evidence numbers."""
+
+    kind: str
+    title: str
+    evidence: dict[str, int | float | str | None]
+    fix: str
+
+
+class EngineLogJson(TypedDict):
+    """``prefixscope engine-log --json``."""
+
+    files: list[EngineFileJson]
+    lines: int
+    matched: dict[str, int]
+    skipped: int
+    skips: list[EngineSkipJson]
+    year_known: bool
+    block_size: int | None
+    config: list[EngineConfigJson]
+    first: str | None
+    last: str | None
+    series_summary: EngineSeriesSummaryJson
+    series: list[EngineStatsJson]
+    offload: EngineOffloadJson
+    prometheus: EnginePrometheusJson | None
+    sglang: EngineSglangJson | None
+    lmcache: EngineLmcacheJson | None
+    findings: list[EngineFindingJson]
 
 
 SHAPES: dict[str, type] = {
@@ -445,4 +595,5 @@ SHAPES: dict[str, type] = {
     "segments --by": SegmentsByJson,
     "simulate": SimulateJson,
     "report": ReportJson,
+    "engine-log": EngineLogJson,
 }

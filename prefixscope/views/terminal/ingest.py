@@ -7,7 +7,7 @@ from rich.table import Table
 
 from prefixscope.store.load import IngestResult
 from prefixscope.store.store import UsageSummary
-from prefixscope.views.terminal import Screen
+from prefixscope.views.terminal import Screen, count
 
 
 def _num(v: int | None) -> str:
@@ -63,6 +63,11 @@ def ingest_screen(result: IngestResult, store: str, screen: Screen) -> Screen:
                      "another source logged too: totals over all sources count it once")
     for name in result.empty:
         screen.note(f"note: {name} is recognized but holds no model calls")
+    if result.engine_logs:
+        names = ", ".join(result.engine_logs[:5]) + (", ..." if len(result.engine_logs) > 5
+                                                      else "")
+        screen.note(f"note: {count(len(result.engine_logs), 'engine log')} ({names}): engine "
+                    "statistics, not model calls; read by `prefixscope engine-log` / `report`")
     for e in result.errors[:20]:
         place = f"{e.file}:{e.line}" if e.line is not None else e.file
         screen.warn(f"skipped {place}: {e.reason}")

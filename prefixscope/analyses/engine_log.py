@@ -1,0 +1,622 @@
+"""What a serving engine's own logs say about its cache: the answer request logs cannot give.
+
+Request logs show what each call got; the engine log shows the tiers behind it. The
+incident this exists for: vLLM's CPU offload stored 198,422 times and loaded 0 times
+while ``External prefix cache hit rate`` stayed 0.0% for 11 days -- visible only here.
+`analyze_engine_logs` reads vLLM / SGLang server logs and Prometheus dumps (parsed by
+`prefixscope.ingest.engine_logs`, whose docstring cites the upstream format strings) into
+one `EngineLogAnalysis`: the hit-rate series, configuration facts (block size, KV
+connector, offload target, speculative decoding), offload store/load counters, the
+Prometheus counters' token-weighted hit rates, SGLang's cached-token totals, and
+findings with their evidence numbers and a fix.
+
+Rules (thresholds are module constants, documented in docs/engine-log.md):
+
+* ``l2-write-only``: something was stored to the offload / external tier (KV Transfer
+  store bytes in the log, LMCache store lines, or ``vllm:kv_offload_*`` store counters),
+  nothing was ever loaded back (no load bytes, no LMCache lookup that loads), and every
+  ``External prefix cache hit rate`` seen (and the Prometheus external hits) is 0.
+  ``external-cache-no-hits``: a connector is configured and the external rate is 0.0%
+  on every one of >= `MIN_LINES` busy lines, with no transfer counters to say more.
+* ``low-prefix-hit-rate``: the median local prefix-cache hit rate over busy stats lines
+  (running > 0 or prompt throughput > 0; >= `MIN_LINES` of them) is below `LOW_HIT_RATE`;
+  likewise the Prometheus hits / queries and SGLang's cached / (new + cached).
+* ``kv-pressure``: stats lines with GPU KV cache usage >= `KV_FULL` while requests wait
+  or are preempted (SGLang: token usage >= `KV_FULL` with a queue; Prometheus: usage >=
+  `KV_FULL` with preemptions).
+* ``prefix-caching-disabled``: the configuration says ``enable_prefix_caching`` False
+  (SGLang: ``disable_radix_cache=True``): every prefix hit is 0 by configuration.
+
+vLLM's ``Prefix cache hit rate`` is a rolling window over recent requests, not per
+interval, so the series is summarized by min / median / max, never summed. Prometheus
+counters are cumulative: each dump is one snapshot of one server; counters of several
+dumps are added (several servers), so give one dump per server.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from prefixscope.ingest import Tally, expand_paths
+from prefixscope.ingest.engine_logs import (
+    ConfigFact,
+    EngineLogFile,
+    EngineSkip,
+    LmcachePoint,
+    PrefillPoint,
+    PromSample,
+    StatsPoint,
+    TransferPoint,
+    read_engine_source,
+    sniff_source,
+)
+from prefixscope.ingest.source import Source
+
+LOW_HIT_RATE = 0.20  # a median local prefix hit rate below this is a finding
+KV_FULL = 0.95  # GPU KV cache usage at or above this counts as full
+MIN_LINES = 3  # busy stats lines needed before a rate finding is stated
+MAX_LISTED_SKIPS = 100
+
+__all__ = [
+    "EngineLogAnalysis", "EngineLogFinding", "OffloadCounters", "PrometheusSummary",
+    "LmcacheSummary", "RateSummary", "SglangSummary", "StatsPoint", "analyze_engine_files",
+    "analyze_engine_logs", "classify_engine_paths", "find_engine_logs",
+]
+
+
+@dataclass(frozen=True)
+class EngineLogFinding:
+    """One thing the engine logs clearly show, with the numbers that show it."""
+
+    kind: str  # l2-write-only, external-cache-no-hits, low-prefix-hit-rate, kv-pressure, ...
+    title: str
+    evidence: Mapping[str, object]  # JSON-able values only
+    fix: str
+
+
+@dataclass(frozen=True, slots=True)
+class RateSummary:
+    """A rate over the stats lines that report it (fractions 0..1)."""
+
+    points: int
+    min: float | None
+    median: float | None
+    max: float | None
+    last: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadCounters:
+    """KV offload traffic from the log's ``KV Transfer metrics`` lines (interval totals)."""
+
+    transfer_lines: int
+    store_points: int  # lines whose store (GPU -> tier) bytes are > 0
+    load_points: int  # lines whose load (tier -> GPU) bytes are > 0
+    store_bytes: float
+    load_bytes: float
+    store_operations: int | None  # from ``..._size_count`` where the line has it
+    load_operations: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusSummary:
+    """Counters and gauges of the Prometheus dumps (summed over engines and dumps)."""
+
+    files: int
+    samples: int
+    prefix_queries: float | None  # tokens queried against the local prefix cache
+    prefix_hits: float | None
+    hit_rate: float | None  # hits / queries
+    external_queries: float | None
+    external_hits: float | None
+    external_hit_rate: float | None
+    prompt_tokens: float | None
+    prompt_tokens_cached: float | None  # local + external
+    kv_usage: float | None  # the highest engine's vllm:kv_cache_usage_perc
+    preemptions: float | None
+    running: float | None
+    waiting: float | None
+    offload_store_bytes: float | None
+    offload_load_bytes: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LmcacheSummary:
+    """LMCache connector lines added up (lookups and stores)."""
+
+    lookups: int
+    lookup_tokens: int  # the looked-up requests' tokens
+    hit_tokens: int  # LMCache's prefix hits
+    hit_rate: float | None  # hit / lookup tokens
+    loading_lookups: int  # lookups that load something from LMCache (need to load > 0)
+    load_tokens: int
+    stores: int
+    stored_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class SglangSummary:
+    """SGLang ``Prefill batch`` lines added up."""
+
+    prefill_lines: int
+    new_tokens: int
+    cached_tokens: int
+    hit_rate: float | None  # cached / (new + cached), SGLang's own definition
+    max_token_usage: float | None
+    max_queue: int | None
+
+
+@dataclass(frozen=True)
+class EngineLogAnalysis:
+    """Everything `prefixscope engine-log` reports."""
+
+    files: tuple[str, ...]
+    kinds: Mapping[str, str]  # file -> vllm | sglang | prometheus
+    lines: int
+    matched: Mapping[str, int]  # lines per kind: stats, kv-transfer, config, prefill, sample...
+    skipped: int
+    skips: tuple[EngineSkip, ...]  # the first MAX_LISTED_SKIPS
+    year_known: bool  # False: vLLM's MM-DD times, the year is a placeholder
+    undated: frozenset[str]  # the files whose times have a placeholder year
+    block_size: int | None
+    config: tuple[ConfigFact, ...]  # each (key, value) once, first place it is stated
+    series: tuple[StatsPoint, ...]
+    prefix_hit_rate: RateSummary
+    external_hit_rate: RateSummary
+    kv_usage: RateSummary
+    first: datetime | None
+    last: datetime | None
+    offload: OffloadCounters
+    prometheus: PrometheusSummary | None
+    sglang: SglangSummary | None
+    lmcache: LmcacheSummary | None
+    findings: tuple[EngineLogFinding, ...]
+
+    def config_value(self, key: str) -> str | None:
+        """The last value the logs state for `key` (the effective one)."""
+        values = [c.value for c in self.config if c.key == key]
+        return values[-1] if values else None
+
+
+# ------------------------------------------------------------------ finding files
+
+
+def classify_engine_paths(paths: Sequence[str]) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The engine files among `paths` (dirs walked, globs expanded like ingest), and
+    (path, reason) for each path given by name that is not one or cannot be read."""
+    tally = Tally()
+    found: list[Path] = []
+    problems: list[tuple[str, str]] = []
+    given = set(paths)
+    for source in expand_paths([p for p in paths if p != "-"], tally):
+        try:
+            kind = sniff_source(source)
+        finally:
+            source.close()
+        if kind is not None and source.path is not None:
+            found.append(source.path)
+        elif source.name in given:
+            problems.append((source.name, "not a vLLM / SGLang server log or a Prometheus "
+                                          "/metrics dump"))
+    problems += [(e.file, e.reason) for e in tally.errors]
+    if "-" in given:
+        problems.append(("-", "engine logs are read from files, not stdin"))
+    return found, problems
+
+
+def find_engine_logs(paths: Sequence[str]) -> list[Path]:
+    """The files under `paths` (files, directories recursively, globs) whose content
+    sniffs as a vLLM / SGLang server log or a Prometheus dump."""
+    return classify_engine_paths(paths)[0]
+
+
+# ------------------------------------------------------------------ analysis
+
+
+def analyze_engine_logs(files: Sequence[Path]) -> EngineLogAnalysis:
+    """Read and analyze engine files (as `find_engine_logs` returns them).
+
+    Raises:
+        ValueError: a file is not an engine log (its name and why, one line).
+        OSError: a file cannot be read.
+    """
+    parsed: list[EngineLogFile] = []
+    for path in files:
+        source = Source.from_path(Path(path))
+        try:
+            kind = sniff_source(source)
+            if kind is None:
+                raise ValueError(f"{path}: not a vLLM / SGLang server log or a Prometheus "
+                                 "/metrics dump")
+            parsed.append(read_engine_source(source, kind))
+        finally:
+            source.close()
+    return analyze_engine_files(parsed)
+
+
+def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
+    """`analyze_engine_logs` over already parsed files."""
+    matched: Counter[str] = Counter()
+    skips: list[EngineSkip] = []
+    config: list[ConfigFact] = []
+    seen_facts: set[tuple[str, str]] = set()
+    series: list[StatsPoint] = []
+    transfers: list[TransferPoint] = []
+    prefills: list[PrefillPoint] = []
+    lmc: list[LmcachePoint] = []
+    prom_files: list[EngineLogFile] = []
+    for f in parsed:
+        matched.update(f.matched)
+        skips.extend(f.skips)
+        for fact in f.config:
+            if (fact.key, fact.value) not in seen_facts:
+                seen_facts.add((fact.key, fact.value))
+                config.append(fact)
+        series.extend(f.stats)
+        transfers.extend(f.transfers)
+        prefills.extend(f.prefills)
+        lmc.extend(f.lmcache)
+        if f.kind == "prometheus":
+            prom_files.append(f)
+    timed: list[Timed] = [*series, *transfers, *prefills, *lmc]
+    dated = {f.file for f in parsed if f.year_known}
+    # Placeholder years do not compare with real ones: with both, span the dated files only.
+    times = [p.time for p in timed if p.time is not None
+             and (p.file in dated or len(dated) in (0, len(parsed)))]
+    offload = _offload(transfers)
+    prom = _prometheus(prom_files) if prom_files else None
+    sglang = _sglang(prefills) if prefills else None
+    analysis = EngineLogAnalysis(
+        files=tuple(f.file for f in parsed), kinds={f.file: f.kind for f in parsed},
+        lines=sum(f.lines for f in parsed), matched=dict(sorted(matched.items())),
+        skipped=len(skips), skips=tuple(skips[:MAX_LISTED_SKIPS]),
+        year_known=all(f.year_known for f in parsed),
+        undated=frozenset(f.file for f in parsed if not f.year_known),
+        block_size=_block_size(config),
+        config=tuple(config), series=tuple(series),
+        prefix_hit_rate=_rates(p.prefix_hit_rate for p in series),
+        external_hit_rate=_rates(p.external_hit_rate for p in series),
+        kv_usage=_rates(p.kv_usage for p in series),
+        first=min(times) if times else None, last=max(times) if times else None,
+        offload=offload, prometheus=prom, sglang=sglang,
+        lmcache=_lmcache(lmc) if lmc else None, findings=())
+    findings = (_l2(analysis, transfers, lmc) + _low_hit(analysis, prefills)
+                + _kv_pressure(analysis, prefills) + _caching_off(analysis))
+    return replace(analysis, findings=tuple(findings))
+
+
+def _block_size(config: Sequence[ConfigFact]) -> int | None:
+    """The last block size the logs state (a hybrid model's raise comes after the args)."""
+    sizes = [int(c.value) for c in config if c.key == "block_size" and c.value.isdigit()]
+    return sizes[-1] if sizes else None
+
+
+def _rates(values: Iterable[float | None]) -> RateSummary:
+    seen = [v for v in values if v is not None]
+    if not seen:
+        return RateSummary(0, None, None, None, None)
+    return RateSummary(len(seen), min(seen), statistics.median(seen), max(seen), seen[-1])
+
+
+_STORE_KEYS = ("vllm:kv_offload_store_bytes", "GPU_to_CPU_total_bytes")
+_LOAD_KEYS = ("vllm:kv_offload_load_bytes", "CPU_to_GPU_total_bytes")
+_STORE_OPS = ("vllm:kv_offload_store_size_count",)
+_LOAD_OPS = ("vllm:kv_offload_load_size_count",)
+
+
+def _first_key(values: Mapping[str, float], keys: tuple[str, ...]) -> float | None:
+    for key in keys:
+        if key in values:
+            return values[key]
+    return None
+
+
+def _offload(transfers: Sequence[TransferPoint]) -> OffloadCounters:
+    store_bytes = load_bytes = 0.0
+    store_points = load_points = 0
+    store_ops: int | None = None
+    load_ops: int | None = None
+    for t in transfers:
+        stored = _first_key(t.values, _STORE_KEYS) or 0.0
+        loaded = _first_key(t.values, _LOAD_KEYS) or 0.0
+        store_bytes += stored
+        load_bytes += loaded
+        store_points += stored > 0
+        load_points += loaded > 0
+        if (ops := _first_key(t.values, _STORE_OPS)) is not None:
+            store_ops = (store_ops or 0) + int(ops)
+        if (ops := _first_key(t.values, _LOAD_OPS)) is not None:
+            load_ops = (load_ops or 0) + int(ops)
+    return OffloadCounters(len(transfers), store_points, load_points, store_bytes, load_bytes,
+                           store_ops, load_ops)
+
+
+# Prometheus names as exposed (counters carry _total); the first name present wins, so a
+# metric exported under its new and its deprecated name is not counted twice.
+_P_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+_P_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+_P_EXT_QUERIES = ("vllm:external_prefix_cache_queries_total",)
+_P_EXT_HITS = ("vllm:external_prefix_cache_hits_total",)
+_P_PROMPT = ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total")
+_P_CACHED = ("vllm:prompt_tokens_cached_total", "sglang:cached_tokens_total")
+_P_KV = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
+_P_PREEMPT = ("vllm:num_preemptions_total",)
+_P_RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
+_P_WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
+
+
+def _prom_value(samples: Sequence[PromSample], names: tuple[str, ...], *,
+                label: tuple[str, str] | None = None, reduce: str = "sum") -> float | None:
+    for name in names:
+        values = [s.value for s in samples if s.name == name
+                  and (label is None or label in s.labels)]
+        if values:
+            return max(values) if reduce == "max" else sum(values)
+    return None
+
+
+def _ratio(hits: float | None, queries: float | None) -> float | None:
+    return hits / queries if hits is not None and queries else None
+
+
+def _prometheus(files: Sequence[EngineLogFile]) -> PrometheusSummary:
+    def total(names: tuple[str, ...], label: tuple[str, str] | None = None,
+              reduce: str = "sum") -> float | None:
+        values = [_prom_value(f.samples, names, label=label, reduce=reduce) for f in files]
+        present = [v for v in values if v is not None]
+        if not present:
+            return None
+        return max(present) if reduce == "max" else sum(present)
+
+    queries, hits = total(_P_QUERIES), total(_P_HITS)
+    ext_q, ext_h = total(_P_EXT_QUERIES), total(_P_EXT_HITS)
+    store = total(("vllm:kv_offload_store_bytes_total",))
+    if store is None:
+        store = total(("vllm:kv_offload_total_bytes_total",), label=("transfer_type",
+                                                                      "GPU_to_CPU"))
+    load = total(("vllm:kv_offload_load_bytes_total",))
+    if load is None:
+        load = total(("vllm:kv_offload_total_bytes_total",), label=("transfer_type",
+                                                                     "CPU_to_GPU"))
+    return PrometheusSummary(
+        files=len(files), samples=sum(len(f.samples) for f in files),
+        prefix_queries=queries, prefix_hits=hits, hit_rate=_ratio(hits, queries),
+        external_queries=ext_q, external_hits=ext_h, external_hit_rate=_ratio(ext_h, ext_q),
+        prompt_tokens=total(_P_PROMPT), prompt_tokens_cached=total(_P_CACHED),
+        kv_usage=total(_P_KV, reduce="max"), preemptions=total(_P_PREEMPT),
+        running=total(_P_RUNNING), waiting=total(_P_WAITING),
+        offload_store_bytes=store, offload_load_bytes=load)
+
+
+def _lmcache(points: Sequence[LmcachePoint]) -> LmcacheSummary:
+    lookups = [p for p in points if p.kind == "lookup"]
+    stores = [p for p in points if p.kind == "store"]
+    tokens = sum(p.tokens for p in lookups)
+    hits = sum(p.hit_tokens for p in lookups)
+    return LmcacheSummary(
+        lookups=len(lookups), lookup_tokens=tokens, hit_tokens=hits,
+        hit_rate=hits / tokens if tokens else None,
+        loading_lookups=sum(p.load_tokens > 0 for p in lookups),
+        load_tokens=sum(p.load_tokens for p in lookups), stores=len(stores),
+        stored_tokens=sum(p.tokens for p in stores))
+
+
+def _sglang(prefills: Sequence[PrefillPoint]) -> SglangSummary:
+    new = sum(p.new_tokens for p in prefills)
+    cached = sum(p.cached_tokens for p in prefills)
+    usages = [p.token_usage for p in prefills if p.token_usage is not None]
+    queues = [p.queued for p in prefills if p.queued is not None]
+    return SglangSummary(len(prefills), new, cached,
+                         cached / (new + cached) if new + cached else None,
+                         max(usages) if usages else None, max(queues) if queues else None)
+
+
+# ------------------------------------------------------------------ findings
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+Timed = StatsPoint | TransferPoint | PrefillPoint | LmcachePoint
+
+
+def _span(points: Sequence[Timed],
+          undated: frozenset[str] = frozenset()) -> dict[str, object]:
+    """First and last time of `points` and the seconds between; no duration across files
+    one of which has only vLLM's year-less stamps (`undated`)."""
+    times = [p.time for p in points if p.time is not None]
+    if not times:
+        return {"first": None, "last": None, "duration_s": None}
+    first, last = min(times), max(times)
+    files = {p.file for p in points}
+    mixed = len(files) > 1 and bool(files & undated) and bool(files - undated)
+    return {"first": _iso(first), "last": _iso(last),
+            "duration_s": None if mixed else round((last - first).total_seconds(), 3)}
+
+
+def _busy(p: StatsPoint) -> bool:
+    return bool(p.running) or bool(p.prompt_throughput)
+
+
+_L2_FIX = (
+    "The tier is pure overhead: every store is a GPU->CPU copy nothing reads back. Likely "
+    "causes: (1) the prompt prefix changes before the offloaded blocks are reused (a "
+    "volatile header or reordered JSON early in the prompt: run `prefixscope report` / "
+    "`diff` on the request logs to find the segment); (2) block hashes differ between "
+    "the process that stored and the one that looks up (a restart or another instance "
+    "with a random hash seed: set PYTHONHASHSEED and a sha256 prefix_caching_hash_algo); "
+    "(3) the connector's load path is off (kv_role a producer only, the connector's "
+    "retrieve disabled) or its block size does not match. Fix the cause, or drop the "
+    "offload tier to save the copies.")
+
+
+def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint],
+        lmc: Sequence[LmcachePoint]) -> list[EngineLogFinding]:
+    ext_lines = [p for p in a.series if p.external_hit_rate is not None]
+    ext_max = max((p.external_hit_rate or 0.0 for p in ext_lines), default=None)
+    prom = a.prometheus
+    prom_store = prom.offload_store_bytes if prom else None
+    prom_load = prom.offload_load_bytes if prom else None
+    prom_ext_hits = prom.external_hits if prom else None
+    connector = a.config_value("kv_connector")
+    lm = a.lmcache
+    stored = a.offload.store_bytes > 0 or bool(prom_store) or bool(lm and lm.stored_tokens)
+    loaded = (a.offload.load_bytes > 0 or bool(prom_load)
+              or bool(lm and lm.loading_lookups))
+    ext_zero = (ext_max is None or ext_max == 0.0) and not prom_ext_hits
+    common: dict[str, object] = {
+        "connector": connector, "offload_target": a.config_value("offload_target"),
+        "external_rate_lines": len(ext_lines), "external_hit_rate_max": ext_max}
+    if stored and not loaded and ext_zero:
+        store_points: list[Timed] = [t for t in transfers
+                                     if (_first_key(t.values, _STORE_KEYS) or 0.0) > 0]
+        store_points += [p for p in lmc if p.kind == "store" and p.tokens > 0]
+        lmc_evidence: dict[str, object] = {} if lm is None else {
+            "lmcache_stores": lm.stores, "lmcache_stored_tokens": lm.stored_tokens,
+            "lmcache_lookups": lm.lookups, "lmcache_hit_tokens": lm.hit_tokens,
+            "lmcache_loading_lookups": lm.loading_lookups}
+        evidence = {
+            **common,
+            "store_points": a.offload.store_points, "store_bytes": a.offload.store_bytes,
+            "store_operations": a.offload.store_operations,
+            "load_points": a.offload.load_points, "load_bytes": a.offload.load_bytes,
+            "prometheus_store_bytes": prom_store, "prometheus_load_bytes": prom_load,
+            "prometheus_external_hits": prom_ext_hits, **lmc_evidence,
+            **_span([*store_points, *ext_lines], a.undated)}
+        if a.offload.store_points:
+            where = f"{a.offload.store_points:,} store points, {_bytes(a.offload.store_bytes)}"
+        elif lm is not None and lm.stored_tokens:
+            where = f"{lm.stores:,} LMCache stores, {lm.stored_tokens:,} tokens"
+        else:
+            where = f"{_bytes(prom_store or 0.0)} (Prometheus)"
+        rate = (f"; external prefix cache hit rate 0.0% in {len(ext_lines):,} stats lines"
+                if ext_lines else "")
+        return [EngineLogFinding(
+            "l2-write-only",
+            f"offload tier{f' ({connector})' if connector else ''} stores and never loads: "
+            f"{where} stored, 0 loaded{rate}", evidence, _L2_FIX)]
+    busy_ext = [p for p in ext_lines if _busy(p)]
+    if (connector and not stored and not loaded and ext_zero
+            and len(busy_ext) >= MIN_LINES):
+        evidence = {**common, "busy_lines": len(busy_ext), "transfer_lines":
+                    a.offload.transfer_lines, **_span(busy_ext, a.undated)}
+        return [EngineLogFinding(
+            "external-cache-no-hits",
+            f"external KV cache ({connector}) never hit: external prefix cache hit rate "
+            f"0.0% in all {len(busy_ext):,} busy stats lines", evidence,
+            "The connector answers no lookup with a hit. Check that it stores at all (KV "
+            "Transfer metrics lines, vllm:kv_offload_* counters) and, if it does, the causes "
+            "of a write-only tier: a prefix that changes before reuse, hash seeds that "
+            "differ between processes (PYTHONHASHSEED), a disabled load path.")]
+    return []
+
+
+def _low_hit(a: EngineLogAnalysis, prefills: Sequence[PrefillPoint]) -> list[EngineLogFinding]:
+    out: list[EngineLogFinding] = []
+    fix = ("The engine reuses little of each prompt. Before blaming capacity, find what "
+           "changes early in the prompt: `prefixscope report` / `bucket` / `diff` on the "
+           "request logs (a volatile header, reordered tools or JSON keys, a template that "
+           "re-renders history); then `simulate` says how much is eviction.")
+    busy = [p for p in a.series if _busy(p) and p.prefix_hit_rate is not None]
+    if len(busy) >= MIN_LINES:
+        rates = [p.prefix_hit_rate or 0.0 for p in busy]
+        median = statistics.median(rates)
+        if median < LOW_HIT_RATE:
+            out.append(EngineLogFinding(
+                "low-prefix-hit-rate",
+                f"local prefix cache hit rate {median:.1%} (median of {len(busy):,} busy "
+                "stats lines)",
+                {"source": "vllm-log", "busy_lines": len(busy), "median": median,
+                 "min": min(rates), "max": max(rates), "last_rate": rates[-1],
+                 "threshold": LOW_HIT_RATE, **_span(busy, a.undated)}, fix))
+    prom = a.prometheus
+    if prom and prom.hit_rate is not None and prom.hit_rate < LOW_HIT_RATE:
+        out.append(EngineLogFinding(
+            "low-prefix-hit-rate",
+            f"prefix cache hits / queries {prom.hit_rate:.1%} over "
+            f"{prom.prefix_queries or 0:,.0f} queried tokens (Prometheus)",
+            {"source": "prometheus", "queries": prom.prefix_queries, "hits": prom.prefix_hits,
+             "hit_rate": prom.hit_rate, "threshold": LOW_HIT_RATE}, fix))
+    sg = a.sglang
+    if (sg and sg.hit_rate is not None and sg.prefill_lines >= MIN_LINES
+            and sg.hit_rate < LOW_HIT_RATE):
+        out.append(EngineLogFinding(
+            "low-prefix-hit-rate",
+            f"SGLang radix cache hit rate {sg.hit_rate:.1%}: {sg.cached_tokens:,} cached of "
+            f"{sg.cached_tokens + sg.new_tokens:,} prefill tokens",
+            {"source": "sglang-log", "prefill_lines": sg.prefill_lines,
+             "cached_tokens": sg.cached_tokens, "new_tokens": sg.new_tokens,
+             "hit_rate": sg.hit_rate, "threshold": LOW_HIT_RATE,
+             **_span(prefills, a.undated)}, fix))
+    return out
+
+
+_KV_FIX = ("The KV cache is full while work waits: blocks of earlier turns are evicted "
+           "before they are reused, and preempted requests recompute. Give the cache more "
+           "room (gpu-memory-utilization, an fp8 KV cache, more GPUs) or admit less "
+           "(max-num-seqs, the router's concurrency); `prefixscope simulate --fit` tells "
+           "how many misses are eviction.")
+
+
+def _kv_pressure(a: EngineLogAnalysis,
+                 prefills: Sequence[PrefillPoint]) -> list[EngineLogFinding]:
+    out: list[EngineLogFinding] = []
+    full = [p for p in a.series if p.kv_usage is not None and p.kv_usage >= KV_FULL
+            and (bool(p.waiting) or bool(p.preemptions))]
+    if full:
+        out.append(EngineLogFinding(
+            "kv-pressure",
+            f"GPU KV cache >= {KV_FULL:.0%} full with requests waiting or preempted in "
+            f"{len(full):,} of {len(a.series):,} stats lines",
+            {"source": "vllm-log", "lines": len(full), "of_lines": len(a.series),
+             "max_kv_usage": max(p.kv_usage or 0.0 for p in full),
+             "preemptions": sum(p.preemptions or 0 for p in a.series),
+             "max_waiting": max(p.waiting or 0 for p in full), "threshold": KV_FULL,
+             **_span(full, a.undated)}, _KV_FIX))
+    sg_full = [p for p in prefills if p.token_usage is not None and p.token_usage >= KV_FULL
+               and bool(p.queued)]
+    if sg_full:
+        out.append(EngineLogFinding(
+            "kv-pressure",
+            f"SGLang token usage >= {KV_FULL:.0%} with a queue in {len(sg_full):,} of "
+            f"{len(prefills):,} prefill lines",
+            {"source": "sglang-log", "lines": len(sg_full), "of_lines": len(prefills),
+             "max_token_usage": max(p.token_usage or 0.0 for p in sg_full),
+             "max_queue": max(p.queued or 0 for p in sg_full), "threshold": KV_FULL,
+             **_span(sg_full, a.undated)}, _KV_FIX))
+    prom = a.prometheus
+    if prom and prom.kv_usage is not None and prom.kv_usage >= KV_FULL and prom.preemptions:
+        out.append(EngineLogFinding(
+            "kv-pressure",
+            f"KV cache usage {prom.kv_usage:.1%} with {prom.preemptions:,.0f} preemptions "
+            "(Prometheus)",
+            {"source": "prometheus", "kv_usage": prom.kv_usage, "preemptions": prom.preemptions,
+             "waiting": prom.waiting, "threshold": KV_FULL}, _KV_FIX))
+    return out
+
+
+def _caching_off(a: EngineLogAnalysis) -> list[EngineLogFinding]:
+    off = [c for c in a.config if c.key == "enable_prefix_caching" and c.value == "False"]
+    if not off:
+        return []
+    c = off[-1]
+    return [EngineLogFinding(
+        "prefix-caching-disabled",
+        "prefix caching is off: every prompt is computed from its first token",
+        {"file": c.file, "line": c.line, "setting": "enable_prefix_caching=False"},
+        "Turn it on (vLLM: drop --no-enable-prefix-caching; SGLang: drop "
+        "--disable-radix-cache) unless the workload never repeats a prefix.")]
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} TiB"

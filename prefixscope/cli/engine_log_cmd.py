@@ -1,0 +1,55 @@
+"""`prefixscope engine-log`: what vLLM / SGLang server logs and /metrics dumps say about
+the cache (write-only offload tiers, the hit-rate series, KV pressure, the block size)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from prefixscope.cli import console
+from prefixscope.cli.options import JsonOut, Quiet
+
+
+def register(app: typer.Typer) -> None:
+    app.command("engine-log")(engine_log)
+
+
+def engine_log(
+    paths: Annotated[list[str], typer.Argument(
+        help="vLLM / SGLang server logs, saved Prometheus /metrics dumps, or directories "
+             "(walked recursively; other files in them are passed over); gzip is read "
+             "transparently.")],
+    json_out: JsonOut = False,
+    quiet: Quiet = 0,
+) -> None:
+    """Read serving-engine logs: the periodic stats lines (prefix / external prefix cache
+    hit rate, KV cache usage, queue), configuration (block size, KV connector, offload
+    target, speculative decoding), KV offload store/load metrics, Prometheus counters and
+    SGLang's #cached-token lines; report findings such as an offload tier that stores and
+    never loads (l2-write-only).
+
+    Example:
+        prefixscope engine-log vllm.log metrics.txt
+        prefixscope engine-log logs/ --json
+    """
+    from prefixscope.analyses.engine_log import analyze_engine_logs, classify_engine_paths
+    from prefixscope.views.json import engine_log_json
+    from prefixscope.views.terminal.engine_log import engine_log_screen
+
+    files, problems = classify_engine_paths(paths)
+    if problems:
+        place, reason = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise console.fail(f"{place}: {reason}{more}")
+    if not files:
+        raise console.fail(f"no vLLM / SGLang server log or Prometheus dump in "
+                           f"{', '.join(paths)}")
+    try:
+        analysis = analyze_engine_logs(files)
+    except (OSError, ValueError) as exc:
+        raise console.fail(str(exc)) from None
+    if json_out:
+        console.print_json(engine_log_json(analysis))
+    else:
+        console.show(engine_log_screen(analysis, console.screen()), quiet)
