@@ -205,6 +205,40 @@ class TestSample:
         assert "volatile-prefix-segment" in result.stdout
 
 
+class TestEngineLogs:
+    """vLLM logs among the request logs, or named with --engine-log, join the report."""
+
+    OFFLOAD = str(ROOT / "sample_logs" / "vllm-offload.log")
+
+    def test_a_write_only_offload_tier_in_the_sample_is_l2_write_only(self):
+        l2 = kinds(report(SAMPLES))["l2-write-only"]
+        # sample_logs/make_engine_log.py: 120 stats lines, every offload transfer a store
+        assert l2["evidence"]["load_points"] == 0 and l2["evidence"]["store_points"] == 120
+        assert l2["severity"] == "medium" and l2["lost_tokens"] == 0
+
+    def test_an_engine_log_alone_is_a_report_of_its_findings(self):
+        doc = report(self.OFFLOAD)
+        assert doc["summary"]["requests"] == 0
+        assert "l2-write-only" in kinds(doc)
+        assert "no model calls in the logs: engine logs only" in doc["notes"]
+
+    def test_engine_log_option_adds_a_log_to_a_store(self, tmp_path: Path):
+        store = tmp_path / "s.duckdb"
+        assert runner.invoke(app, ["ingest", str(ROOT / "sample_logs" / "bifrost-mcp-keyorder"
+                                                  ".jsonl"), "--store", str(store)]).exit_code == 0
+        assert "l2-write-only" not in kinds(report("--store", str(store)))
+        assert "l2-write-only" in kinds(report("--store", str(store), "--engine-log",
+                                               self.OFFLOAD))
+
+    def test_a_named_file_that_is_no_engine_log_is_one_line(self, tmp_path: Path):
+        bad = tmp_path / "notes.txt"
+        bad.write_text("hello\n")
+        log = str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")
+        result = runner.invoke(app, ["report", log, "--engine-log", str(bad)])
+        assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
+        assert "notes.txt" in result.stderr
+
+
 class TestGate:
     def test_exit_codes(self, tmp_path: Path):
         log = str(write_session(tmp_path / "v.jsonl", change=_stamp))

@@ -114,20 +114,26 @@ def report(
             raise console.fail(f"cannot read {baseline}: {exc.strerror or exc}") from None
         except (BaselineError, UnicodeDecodeError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
+    from prefixscope.analyses.engine_log import find_engine_logs
+
+    engine_files = [*(find_engine_logs(logs) if logs else []), *(engine_log or ())]
     options = ReportOptions(render=render, engine=engine, block_size=block_size,
                             capacity_tokens=capacity_tokens(capacity, block_size,
                                                             bytes_per_token),
-                            engine_logs=tuple(engine_log or ()))
+                            engine_logs=tuple(dict.fromkeys(engine_files)))
     gate = GateOptions(fail_under, max_volatile_before, saved)
     to_stdout = json_out
     ingested: list[IngestResult] = []
-    with open_store(logs, store, quiet=quiet, json_mode=to_stdout, ingested=ingested) as st, \
+    with open_store(logs, store, quiet=quiet, json_mode=to_stdout, ingested=ingested,
+                    allow_empty=bool(engine_files)) as st, \
             console.steps(to_stdout, quiet, "report", _STEPS) as progress:
         try:
             evidence = gather(st, options, progress,
                               ingest=ingested[0] if ingested else None)
-        except (RenderError, TokenizerError) as exc:
+        except (RenderError, TokenizerError, ValueError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
+        except OSError as exc:
+            raise console.fail(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
         result = build_report(evidence, gate)
     _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline, render,
                    quiet)

@@ -21,10 +21,12 @@ _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary
 @contextmanager
 def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                json_mode: bool = False, writable: bool = False,
-               ingested: list[IngestResult] | None = None) -> Iterator[Store]:
+               ingested: list[IngestResult] | None = None,
+               allow_empty: bool = False) -> Iterator[Store]:
     """Yield a store: LOGS ingested into a temp store, else --store (default
     prefixscope.duckdb), read-only unless `writable`. What ingesting LOGS ran into is
-    appended to `ingested` when given."""
+    appended to `ingested` when given; LOGS without a request are an error unless
+    `allow_empty`."""
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
     from prefixscope.store.load import ingest_paths
 
@@ -45,7 +47,7 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                     console.warn(f"{result.skipped} record(s) or file(s) skipped in all while "
                                  "reading the logs (`prefixscope ingest --json` lists them)",
                                  quiet)
-                if result.ingested == 0 and not result.already_present:
+                if result.ingested == 0 and not result.already_present and not allow_empty:
                     raise console.fail("no requests found in the given logs"
                                        + (f" ({result.skipped} skipped)" if result.skipped
                                           else ""))

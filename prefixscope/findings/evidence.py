@@ -17,8 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from prefixscope.analyses.bucket import BucketReport, bucket_store
+from prefixscope.analyses.bucket import BucketReport, BucketTotals, bucket_store
 from prefixscope.analyses.diff import DiffReport, diff_sessions
+from prefixscope.analyses.engine_log import EngineLogAnalysis, analyze_engine_logs
 from prefixscope.analyses.segments import SegmentsReport, segments_store
 from prefixscope.analyses.simulate import (
     HOSTED,
@@ -75,7 +76,7 @@ class Evidence:
     what_if_of: dict[str, str]  # diff cause -> the what-if transform priced for it
     scenarios: tuple[tuple[str, bool, str, int], ...]  # Store.session_origins()
     usage_lint: UsageLint | None = None
-    engine_log: Any = None  # analyses.engine_log.EngineLogAnalysis
+    engine_log: EngineLogAnalysis | None = None
     ingest: Any = None  # ingest.IngestResult, when the report ingested the logs
     truncated: tuple[str, ...] = ()  # ids of requests whose body the logger cut short
     notes: tuple[str, ...] = ()
@@ -107,7 +108,7 @@ def choose_engine(requested: str, records: Sequence[UsageRecord], bucket: Bucket
     if any(r.source_format == TRACE_FORMAT for r in records):
         return "vllm", "block-hash traces replay through their own block ids"
     family = model_family_engine(records)
-    if bucket.block_size_source == "inferred" and family != "openai":
+    if bucket.block_size_source in ("inferred", "forced") and family != "openai":
         return "vllm", (f"cached values are multiples of {bucket.block_size} tokens: a "
                         "self-hosted engine's blocks")
     if family is not None:
@@ -119,15 +120,25 @@ def choose_engine(requested: str, records: Sequence[UsageRecord], bucket: Bucket
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
            ingest: Any = None) -> Evidence:
-    """Run every analysis once over `store`.
+    """Run every analysis once over `store` (and the engine logs of `options`).
 
     Raises:
         RenderError, TokenizerError: a bad render option (checked before anything runs).
+        ValueError, OSError: an engine log that cannot be read (one line).
     """
     step = progress or (lambda _name: None)
     notes: list[str] = []
+    engine_log = None
+    if options.engine_logs:
+        step("engine logs")
+        engine_log = analyze_engine_logs(options.engine_logs)
     step("usage")
     usage = store.summary_once()
+    if not usage.requests:
+        notes.append("no model calls in the logs: engine logs only")
+        return Evidence(usage, (), BucketReport((), (), BucketTotals(0, 0, 0, None, 0), None,
+                                                "default"), (), None, (), None, {}, (),
+                        None, engine_log, ingest, (), tuple(notes))
     records = tuple(store.usage_records())
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
@@ -150,19 +161,19 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
         notes.append("no request bodies in the log: where turns diverge cannot be seen "
                      "(usage and replay only)")
     step("replay")
-    simulate, what_if_of = _replay(store, options, records, bucket, diff, notes)
-    engine_log = None
+    simulate, what_if_of = _replay(store, options, records, bucket, diff, notes,
+                                   engine_log.block_size if engine_log else None)
     step("usage lint")
-    usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source == "inferred"
-                            else None)
+    usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source
+                            in ("inferred", "forced") else None)
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
                     ingest, tuple(store.truncated_ids()), tuple(notes))
 
 
 def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
-            bucket: BucketReport, diff: DiffReport | None, notes: list[str]
-            ) -> tuple[SimulateReport | None, dict[str, str]]:
+            bucket: BucketReport, diff: DiffReport | None, notes: list[str],
+            engine_log_block: int | None) -> tuple[SimulateReport | None, dict[str, str]]:
     """The replay the summary and the replay findings read (None: no engine fits)."""
     engine, why = choose_engine(options.engine, records, bucket)
     if engine is None:
@@ -171,6 +182,10 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
     unit = options.block_size
     if unit is None and engine not in HOSTED and bucket.block_size_source == "inferred":
         unit = bucket.block_size
+    if unit is None and engine not in HOSTED and engine_log_block is not None:
+        # no cached values to infer it from: the engine's own configuration says
+        unit = engine_log_block
+        notes.append(f"block size {unit} from the engine log's configuration")
     sim = SimulateOptions(engine=engine, unit=unit if _has_unit(engine) else None,
                           capacity_tokens=options.capacity_tokens, render=options.render)
     observed = any(r.cached_tokens is not None for r in records)
