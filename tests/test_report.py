@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -205,6 +207,36 @@ class TestSample:
         assert "volatile-prefix-segment" in result.stdout
 
 
+class TestEvictionSample:
+    """sample_logs/vllm-agents-eviction.jsonl.gz: four sessions on a 60-block cache."""
+
+    SAMPLE = ROOT / "sample_logs" / "vllm-agents-eviction.jsonl.gz"
+
+    def test_the_generator_reproduces_the_file_and_never_imports_prefixscope(
+            self, tmp_path: Path):
+        script = ROOT / "sample_logs" / "make_eviction_sample.py"
+        probe = ("import runpy, sys; sys.argv = ['x', sys.argv[1]]; "
+                 f"runpy.run_path({str(script)!r}, run_name='__main__'); "
+                 "assert not [m for m in sys.modules if m.split('.')[0] == 'prefixscope'], "
+                 "'prefixscope imported'")
+        done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)],
+                              capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / self.SAMPLE.name).read_bytes() == self.SAMPLE.read_bytes()
+
+    def test_eviction_pressure_and_the_shared_prefix_constant(self):
+        doc = report(str(self.SAMPLE))
+        found = kinds(doc)
+        assert doc["summary"]["requests"] == 24 and doc["summary"]["sessions"] == 4
+        evict = found["eviction-pressure"]
+        assert evict["evidence"]["unit"] == 16
+        assert evict["fix_hit_rate"] > doc["summary"]["hit_rate"]
+        pinned = found["pinned-constant"]
+        # make_eviction_sample.py: the shared system prompt renders to 320 tokens = 20 blocks
+        assert pinned["evidence"]["cached_tokens"] == 320 and "20 × 16" in pinned["title"]
+        assert "shared by 4" in pinned["fix"]
+
+
 class TestEngineLogs:
     """vLLM logs among the request logs, or named with --engine-log, join the report."""
 
@@ -309,7 +341,8 @@ class TestOutputs:
                                      "--junit", str(files["xml"])])
         assert result.exit_code == 0, result.stderr
         assert all(f.stat().st_size > 0 for f in files.values())
-        assert json.loads(files["json"].read_text())["summary"]["requests"] == 166
+        # sample_logs: 166 calls (sample_logs/README.md) + the 24 of the eviction sample
+        assert json.loads(files["json"].read_text())["summary"]["requests"] == 166 + 24
         alone = runner.invoke(app, ["report", SAMPLES, "--json"])
         json.loads(alone.stdout)  # nothing but the document on stdout
 

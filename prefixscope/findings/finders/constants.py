@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prefixscope.analyses.bucket import BucketGroup, Spike, describe_boundary
+from prefixscope.analyses.bucket import Boundary, BucketGroup, Spike, describe_boundary
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, finding
 from prefixscope.findings.model import Finding
@@ -72,8 +72,21 @@ def _finding(ev: Evidence, value: int, spike: Spike, group: BucketGroup, sources
         "pinned-constant",
         f"{spike.share:.0%} of {', '.join(sources)} requests cache exactly {value:,} tokens"
         f"{blocks}: the cache stops at {where}", lost, evidence,
-        (f"Whatever follows the boundary changes every request: make {where} identical "
-         "across turns (see the divergence findings for the changing value)."
-         if segment else "Render one of these requests (`prefixscope render`) with the "
-         "upstream's tokenizer to see which segment ends at this token."),
-        segment=segment)
+        _fix(spike.boundary, where), segment=segment)
+
+
+def _fix(boundary: Boundary | None, where: str) -> str:
+    """What to change, by what the segment after the boundary does in those requests."""
+    if boundary is None:
+        return ("Render one of these requests (`prefixscope render`) with the upstream's "
+                "tokenizer to see which segment ends at this token.")
+    n, distinct = boundary.requests, boundary.distinct_after
+    if distinct is not None and distinct == n and n > 1:
+        return (f"{where} changes in every request: make it identical across turns (the "
+                "divergence findings show the changing value).")
+    if distinct is not None and distinct > 1:
+        return (f"The prefix before {where} is shared by {distinct} different sessions or "
+                "prompts and stays cached; each one's own part after it does not survive to "
+                "its next turn: look at the eviction and divergence findings for why.")
+    return (f"{where} is the same in these requests: what breaks the cache comes later in "
+            "the prompt or is not in the logged body (render one with `prefixscope render`).")
