@@ -57,10 +57,11 @@ def _read_json(spec: str, file: Path) -> Any:
 def _check_template(spec: str, template: str) -> None:
     """Compile the chat template now, so a syntax error is one error, not one per request."""
     from jinja2 import TemplateError
-    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    from prefixscope.tokenizers.jinja_env import compile_chat_template
 
     try:
-        _compile_jinja_template(template)
+        compile_chat_template(template)
     except TemplateError as exc:
         raise TokenizerError(f"{spec}: the chat template does not compile: "
                              f"{first_line(exc)}") from None
