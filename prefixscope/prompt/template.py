@@ -22,21 +22,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextvars import ContextVar
 from functools import cache, lru_cache
-from typing import Any
-
-import jinja2
-from jinja2 import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from typing import TYPE_CHECKING, Any
 
 from prefixscope.prompt.jsontext import dumps
 from prefixscope.prompt.marks import Marker
 from prefixscope.prompt.values import RenderError
-from prefixscope.tokenizers.jinja_env import chat_template_environment, compile_chat_template
 
-# What a chat template written by someone else can raise on a conversation it does not
-# expect: its own raise_exception / undefined values (TemplateError), or Python errors
-# from filters applied to the wrong type.
-_TEMPLATE_FAILURES = (TemplateError, TypeError, ValueError, LookupError, AttributeError)
+if TYPE_CHECKING:  # jinja2 is imported on the first render, not by every command
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 _CURRENT: ContextVar[Marker | None] = ContextVar("prefixscope_marker", default=None)
 
@@ -50,8 +44,19 @@ def _marked_tojson(x: Any, ensure_ascii: bool = False, indent: int | str | None 
                  separators=separators, sort_keys=sort_keys)
 
 
+def _template_failures() -> tuple[type[Exception], ...]:
+    """What a chat template written by someone else can raise on a conversation it does
+    not expect: its own raise_exception / undefined values (TemplateError), or Python
+    errors from filters applied to the wrong type."""
+    from jinja2 import TemplateError
+
+    return (TemplateError, TypeError, ValueError, LookupError, AttributeError)
+
+
 @cache
 def _marked_environment() -> ImmutableSandboxedEnvironment:
+    from prefixscope.tokenizers.jinja_env import chat_template_environment
+
     env = chat_template_environment().overlay()
     # NOTE: overlay() shares the filters dict with its parent: replace, never mutate.
     env.filters = {**env.filters, "tojson": _marked_tojson}
@@ -64,6 +69,8 @@ def compile_template(source: str) -> jinja2.Template:
     Raises:
         jinja2.TemplateError: the template does not compile.
     """
+    from prefixscope.tokenizers.jinja_env import compile_chat_template
+
     return compile_chat_template(source)
 
 
@@ -82,7 +89,7 @@ def render_marked(source: str, messages: list[dict[str, Any]], tools: list[Any] 
             **template_vars)
     except RenderError:
         raise
-    except _TEMPLATE_FAILURES as exc:
+    except _template_failures() as exc:
         raise _template_failure(exc) from None
     finally:
         _CURRENT.reset(token)
@@ -103,7 +110,7 @@ def render_plain(source: str, messages: list[dict[str, Any]], tools: list[Any] |
             add_generation_prompt=True, **_plain_data(template_vars))
     except RenderError:
         raise
-    except _TEMPLATE_FAILURES as exc:
+    except _template_failures() as exc:
         raise _template_failure(exc) from None
 
 

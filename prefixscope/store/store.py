@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
-import polars as pl
 
 from prefixscope.model import Request, Usage, UsageRecord
 from prefixscope.model.hashing import exact_hash, exact_json
@@ -46,11 +45,14 @@ from prefixscope.store.schema import (
     COLUMNS,
     DEFAULT_STORE,
     MIGRATIONS,
-    REQUEST_SCHEMA,
+    REQUEST_COLUMNS,
     SCHEMA_VERSION,
+    request_schema,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # polars is imported by the writes, not by a command that only reads
+    import polars as pl
+
     from prefixscope.sessions import SessionLink
 
 class StoreError(Exception):
@@ -267,11 +269,13 @@ class Store:
         second file). It is passed over, unless `prefer(copy, stored)` says the copy is
         more complete (its format's rule): then it replaces the stored row.
         """
+        import polars as pl
+
         if not requests:
             return 0
         replaced = self._replace_preferred(requests, prefer) if prefer is not None else 0
         now = datetime.utcnow()
-        cols: dict[str, list[Any]] = {name: [] for name in REQUEST_SCHEMA}
+        cols: dict[str, list[Any]] = {name: [] for name in REQUEST_COLUMNS}
         bodies: dict[str, str] = {}
         for r in requests:
             body_hash = None
@@ -303,7 +307,7 @@ class Store:
                 ("compaction_marker", compaction_marker(r)), ("duplicate_of", None),
             ):
                 cols[name].append(value)
-        frame = pl.DataFrame(cols, schema=REQUEST_SCHEMA)
+        frame = pl.DataFrame(cols, schema=request_schema())
         before = self.count()
         with self._registered("_incoming", frame):
             self.run(
@@ -329,6 +333,8 @@ class Store:
         return len(ids)
 
     def replace_sessions(self, links: Iterable[SessionLink]) -> None:
+        import polars as pl
+
         frame = pl.DataFrame(
             [(ln.request_id, ln.session, ln.turn, ln.prev_id, ln.link, ln.compaction)
              for ln in links],
@@ -426,6 +432,8 @@ class Store:
         self.run("UPDATE requests SET duplicate_of = NULL WHERE duplicate_of IS NOT NULL")
         if not links:
             return
+        import polars as pl
+
         frame = pl.DataFrame({"id": list(links), "kept": list(links.values())},
                              schema={"id": pl.Utf8, "kept": pl.Utf8})
         with self._registered("_duplicates", frame):
