@@ -55,6 +55,18 @@ if TYPE_CHECKING:  # polars is imported by the writes, not by a command that onl
 
     from prefixscope.sessions import SessionLink
 
+class _ArrowStream:
+    """A Polars frame seen only through the Arrow C stream interface: DuckDB scans it
+    without importing pyarrow (~0.1 s of every ingest), which it does to convert a frame
+    it recognizes as Polars."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self._frame = frame
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self._frame.__arrow_c_stream__(requested_schema)
+
+
 class StoreError(Exception):
     """The store file cannot be used (not a prefixscope store, newer schema, locked)."""
 
@@ -247,7 +259,7 @@ class Store:
     def _registered(self, name: str, frame: pl.DataFrame) -> Iterator[None]:
         """`frame` visible to SQL as `name` for the block. When the block fails, its error is
         the one raised (unregistering inside an aborted transaction would raise another)."""
-        self.con.register(name, frame)
+        self.con.register(name, _ArrowStream(frame))
         try:
             yield
         except BaseException:
@@ -460,12 +472,15 @@ class Store:
 
     def threading_rows(self) -> pl.DataFrame:
         """The columns session threading needs, in time order."""
-        return self.con.sql(
+        import polars as pl
+
+        # Through the Arrow C stream: `.pl()` would import pyarrow (~0.1 s) to convert.
+        return pl.DataFrame(self.con.sql(
             "SELECT id, timestamp, source_format, source_file, source_line, session_key, "
             "parent_key, native_id, user_id, client, model, prefix_chain, fingerprint, "
             "message_count, prompt_tokens, compaction_marker, "
             "block_hashes IS NOT NULL AS chain_of_blocks FROM requests "
-            f"ORDER BY {time_order()}").pl()
+            f"ORDER BY {time_order()}"))
 
     def session_pairs(self, session: str | None = None, *,
                       once: bool = False) -> list[tuple[str, str, str, bool]]:
