@@ -54,7 +54,6 @@ from prefixscope.model import Request  # noqa: E402
 from prefixscope.prompt import RenderOptions, resolve_gateway  # noqa: E402
 from prefixscope.prompt.marks import Marker  # noqa: E402
 from prefixscope.prompt.render import _template_input  # noqa: E402
-from prefixscope.prompt.template import render_plain  # noqa: E402
 from prefixscope.prompt.whatif import parse_what_ifs  # noqa: E402
 from prefixscope.tokenizers import load_tokenizer  # noqa: E402
 from prefixscope.tokens.tokenize import PieceCache, tokens, tokens_many  # noqa: E402
@@ -91,8 +90,12 @@ class Naive:
             text = self.hf.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
                                                tokenize=False)
             return np.asarray(self.hf.encode(text, add_special_tokens=False), dtype=np.uint32)
-        text = render_plain(self.tok.chat_template, messages, tools, self.tok.template_vars)
-        return self.tok.encode(text).ids
+        from transformers.utils.chat_template_utils import render_jinja_template
+
+        rendered, _ = render_jinja_template(conversations=[messages], tools=tools,
+                                            chat_template=self.tok.chat_template,
+                                            add_generation_prompt=True, **self.tok.template_vars)
+        return self.tok.encode(rendered[0]).ids
 
 
 def compare(name: str, requests: list[Request], spec: str, naive: Naive, batch: int,

@@ -14,7 +14,8 @@ def main() -> int:
     status = 0
     for script, args in (("bench_ingest.py", []),
                          ("bench_tokenize.py", ["--quick"] if quick else []),
-                         ("bench_engines.py", [])):
+                         ("bench_engines.py", []),
+                         ("bench_startup.py", ["--repeat", "1"] if quick else [])):
         print(f"== {script} {' '.join(args)}", flush=True)
         status |= subprocess.call([sys.executable, str(HERE / script), *args])
     return status

@@ -50,9 +50,10 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:  # only its type: the frame comes from the store
+    import polars as pl
 
 RECENT = 16  # requests of a session (or of a first message) considered as a predecessor
 LINK_KINDS = ("start", "explicit", "parent", "extends", "shared-prefix", "compaction",

@@ -13,7 +13,6 @@ from prefixscope.model.keys import detect_endpoint
 from prefixscope.prompt import RenderOptions, resolve_gateway
 from prefixscope.prompt.marks import Marker
 from prefixscope.prompt.render import _detect, _template_input
-from prefixscope.prompt.template import render_plain
 from prefixscope.prompt.whatif import parse_what_ifs
 from prefixscope.tokenizers import load_tokenizer
 
@@ -41,7 +40,18 @@ def reference_text(request: Request, options: RenderOptions) -> str:
     approximate = endpoint == "anthropic-messages" and profile == "passthrough"
     messages, tools = _template_input(endpoint, request.body or {}, profile, approximate,
                                       parse_what_ifs(options.what_if), tok, Marker(enabled=False))
-    return render_plain(tok.chat_template, messages, tools, tok.template_vars)
+    return transformers_render(tok.chat_template, messages, tools, tok.template_vars)
+
+
+def transformers_render(source: str, messages: list[dict[str, Any]],
+                        tools: list[dict[str, Any]] | None, template_vars: dict[str, Any]) -> str:
+    """transformers' own render_jinja_template: the oracle for every render test."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, _ = render_jinja_template(conversations=[messages], tools=tools,
+                                        chat_template=source, add_generation_prompt=True,
+                                        **template_vars)
+    return rendered[0]
 
 
 # Text that stresses tokenization boundaries: special tokens of every bundled template

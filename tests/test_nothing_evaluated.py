@@ -2,8 +2,9 @@
 
 Two halves: the package source holds no code path that runs data (an AST scan: eval,
 exec, unpickling, unsafe YAML, a shell), and a chat template from a model directory --
-the one kind of input that *is* code -- runs in transformers' sandboxed Jinja
-environment, where reaching Python's internals is a one-line error, not execution.
+the one kind of input that *is* code -- runs in the sandboxed Jinja environment
+transformers uses (rebuilt in tokenizers/jinja_env.py), where reaching Python's
+internals is a one-line error, not execution.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""`prefixscope --help` starts fast: the heavy libraries stay unimported."""
+"""prefixscope starts fast: `--help` imports none of the heavy libraries, and a command
+imports only what its work needs (never transformers for a bundled tokenizer). Whole-
+process times are measured, not asserted, by bench/bench_startup.py."""
 
 from __future__ import annotations
 
@@ -19,6 +21,52 @@ def test_help_does_not_import_heavy_libraries():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def imported_by(argv: list[str], tmp_path) -> set[str]:
+    """The heavy libraries in sys.modules after `prefixscope ARGV` ran in a fresh process."""
+    code = (
+        "import sys\n"
+        "from prefixscope.cli.main import main\n"
+        f"sys.argv = ['prefixscope', *{argv!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code in (0, None), exit.code\n"
+        f"print(','.join(m for m in {HEAVY + ('jinja2', 'pyarrow')!r} if m in sys.modules),"
+        " file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    return set(filter(None, out.stderr.strip().splitlines()[-1].split(",")))
+
+
+def two_requests(tmp_path):
+    from conftest import ROOT
+
+    sample = ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl"
+    log = tmp_path / "two.jsonl"
+    log.write_bytes(b"".join(sample.read_bytes().splitlines(keepends=True)[:2]))
+    return str(log)
+
+
+def test_rendering_with_a_bundled_tokenizer_never_imports_transformers(tmp_path):
+    log = two_requests(tmp_path)
+    for argv in (["render", "17a459d3a53a9f01", log, "--tokenizer", "qwen3.6"],
+                 ["diff", "--all", log], ["segments", log]):
+        loaded = imported_by(argv, tmp_path)
+        assert "jinja2" in loaded and "transformers" not in loaded, (argv, loaded)
+
+
+def test_sql_on_a_store_imports_no_tokenizer_template_or_plot_library(tmp_path):
+    log = two_requests(tmp_path)
+    # Writing needs polars; DuckDB reads the frames through the Arrow C stream, no pyarrow.
+    assert imported_by(["ingest", log, "--store", "s.duckdb"], tmp_path) == {"polars",
+                                                                             "duckdb"}
+    loaded = imported_by(["sql", "select count(*) from requests", "--store", "s.duckdb"],
+                         tmp_path)
+    assert loaded == {"duckdb"}
 
 
 def test_every_command_has_help_text():

@@ -89,6 +89,26 @@ class TestSplitTokens:
                               AddedToken("<c>", 5, True, False)], "<a><b><c>")
         assert split_tokens(tok) == ("<c>",)
 
+    @pytest.mark.parametrize("name", BUNDLED)
+    def test_the_indexed_overlap_check_is_the_definition(self, name):
+        """Every bundled tokenizer's split tokens, by the module doc's definition written
+        out in full (every other added token T: T contains S, or a suffix of T is a
+        proper prefix of S)."""
+        tok = load_tokenizer(name)
+        contents = [t.content for t in tok.added_tokens]
+
+        def overlaps(s, t):
+            return s in t or any(t[-k:] == s[:k] for k in range(1, min(len(s) - 1, len(t)) + 1))
+
+        def covered(s):
+            return any(overlaps(s, t) for t in contents if t != s)
+
+        assert all(not covered(s) for s in split_tokens(tok))
+        written = [tok.chat_template, *(v for v in tok.template_vars.values()
+                                        if isinstance(v, str))]
+        used = [s for s in contents if s and any(s in w for w in written)]
+        assert sorted(s for s in used if not covered(s)) == sorted(split_tokens(tok))
+
     def test_stripping_and_normalized_tokens_are_excluded(self):
         tok = fake_tokenizer([AddedToken("<a>", 1, True, False, lstrip=True),
                               AddedToken("<b>", 2, True, True), AddedToken("<c>", 3, True, False)],

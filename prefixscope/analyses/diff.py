@@ -277,10 +277,11 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *,
         TokenizerError: the tokenizer cannot be loaded offline.
     """
     from prefixscope.prompt import check_options
-    from prefixscope.tokenizers import load_tokenizer
+    from prefixscope.tokenizers import AUTO, load_tokenizer
 
     check_options(options)  # a bad option is one error, not one skip per pair
-    load_tokenizer(options.tokenizer)
+    if options.tokenizer != AUTO:  # auto: each family's tokenizer loads when first used
+        load_tokenizer(options.tokenizer)
     sizes = block_size if isinstance(block_size, BlockSizes) else BlockSizes(block_size)
     results: list[PairDiff] = []
     skipped: dict[str, int] = defaultdict(int)

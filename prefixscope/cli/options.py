@@ -74,17 +74,21 @@ def what_if_tuple(values: list[str] | None) -> tuple[str, ...]:
 
 
 def checked_options(options: RenderOptions) -> RenderOptions:
-    """`options` once its gateway and what-ifs are valid (else exit 2) and its tokenizer
-    loads (else exit 1): checked before any log is read or pair rendered."""
+    """`options` once its gateway and what-ifs are valid (else exit 2) and a tokenizer it
+    names loads (else exit 1): checked before any log is read or pair rendered."""
     from prefixscope.cli import console
     from prefixscope.cli.exitcodes import ExitCode
     from prefixscope.prompt import RenderError, check_options
-    from prefixscope.tokenizers import TokenizerError, load_tokenizer
+    from prefixscope.tokenizers import AUTO, TokenizerError, load_tokenizer
 
     try:
         check_options(options)
     except RenderError as exc:
         raise console.fail(str(exc).splitlines()[0], ExitCode.USAGE) from None
+    if options.tokenizer == AUTO:
+        # Each request's family picks a bundled tokenizer, loaded when first needed:
+        # loading the default here would cost a load the requests may never use.
+        return options
     try:
         load_tokenizer(options.tokenizer)
     except TokenizerError as exc:

@@ -6,9 +6,8 @@ log-store pattern). Never edit a migration that has shipped; add a new one.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
-
-import polars as pl
 
 DEFAULT_STORE = "prefixscope.duckdb"
 
@@ -101,19 +100,36 @@ CREATE TABLE simulated (
 MIGRATIONS: tuple[str, ...] = (V1, V2, V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
-REQUEST_SCHEMA: dict[str, Any] = {
-    "id": pl.Utf8, "source_format": pl.Utf8, "source_file": pl.Utf8, "source_line": pl.Int64,
-    "timestamp": pl.Datetime("us"), "endpoint": pl.Utf8, "model": pl.Utf8,
-    "session_key": pl.Utf8, "session_key_source": pl.Utf8, "parent_key": pl.Utf8,
-    "user_id": pl.Utf8, "client": pl.Utf8, "channel": pl.Utf8, "gateway": pl.Utf8,
-    "native_id": pl.Utf8, "prompt_tokens": pl.Int64, "cached_tokens": pl.Int64,
-    "cache_write_tokens": pl.Int64, "output_tokens": pl.Int64, "usage_semantics": pl.Utf8,
-    "has_body": pl.Boolean, "body_truncated": pl.Boolean, "body_hash": pl.Utf8,
-    "message_count": pl.Int32, "prefix_chain": pl.List(pl.UInt64), "fingerprint": pl.Utf8,
-    "block_hashes": pl.List(pl.Int64), "block_size": pl.Int32, "output": pl.Utf8,
-    "metadata": pl.Utf8, "ingested_at": pl.Datetime("us"), "source_position": pl.Int32,
-    "compaction_marker": pl.Utf8, "duplicate_of": pl.Utf8,
-}
-COLUMNS = ", ".join(REQUEST_SCHEMA)
+# The requests table's columns, in order, with their Polars types (`request_schema`).
+_REQUEST_TYPES: tuple[tuple[str, str], ...] = (
+    ("id", "Utf8"), ("source_format", "Utf8"), ("source_file", "Utf8"),
+    ("source_line", "Int64"), ("timestamp", "Datetime"), ("endpoint", "Utf8"),
+    ("model", "Utf8"), ("session_key", "Utf8"), ("session_key_source", "Utf8"),
+    ("parent_key", "Utf8"), ("user_id", "Utf8"), ("client", "Utf8"), ("channel", "Utf8"),
+    ("gateway", "Utf8"), ("native_id", "Utf8"), ("prompt_tokens", "Int64"),
+    ("cached_tokens", "Int64"), ("cache_write_tokens", "Int64"), ("output_tokens", "Int64"),
+    ("usage_semantics", "Utf8"), ("has_body", "Boolean"), ("body_truncated", "Boolean"),
+    ("body_hash", "Utf8"), ("message_count", "Int32"), ("prefix_chain", "List[UInt64]"),
+    ("fingerprint", "Utf8"), ("block_hashes", "List[Int64]"), ("block_size", "Int32"),
+    ("output", "Utf8"), ("metadata", "Utf8"), ("ingested_at", "Datetime"),
+    ("source_position", "Int32"), ("compaction_marker", "Utf8"), ("duplicate_of", "Utf8"),
+)
+REQUEST_COLUMNS: tuple[str, ...] = tuple(name for name, _ in _REQUEST_TYPES)
+COLUMNS = ", ".join(REQUEST_COLUMNS)
+
+
+@cache
+def request_schema() -> dict[str, Any]:
+    """column -> Polars type of the requests table (Polars is imported only by writes)."""
+    import polars as pl
+
+    def dtype(spelled: str) -> Any:
+        if spelled == "Datetime":
+            return pl.Datetime("us")
+        if spelled.startswith("List["):
+            return pl.List(getattr(pl, spelled[5:-1]))
+        return getattr(pl, spelled)
+
+    return {name: dtype(spelled) for name, spelled in _REQUEST_TYPES}
 
 

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
-import polars as pl
 
 from prefixscope.model import Request, Usage, UsageRecord
 from prefixscope.model.hashing import exact_hash, exact_json
@@ -46,12 +45,27 @@ from prefixscope.store.schema import (
     COLUMNS,
     DEFAULT_STORE,
     MIGRATIONS,
-    REQUEST_SCHEMA,
+    REQUEST_COLUMNS,
     SCHEMA_VERSION,
+    request_schema,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # polars is imported by the writes, not by a command that only reads
+    import polars as pl
+
     from prefixscope.sessions import SessionLink
+
+class _ArrowStream:
+    """A Polars frame seen only through the Arrow C stream interface: DuckDB scans it
+    without importing pyarrow (~0.1 s of every ingest), which it does to convert a frame
+    it recognizes as Polars."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self._frame = frame
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self._frame.__arrow_c_stream__(requested_schema)
+
 
 class StoreError(Exception):
     """The store file cannot be used (not a prefixscope store, newer schema, locked)."""
@@ -262,7 +276,7 @@ class Store:
     def _registered(self, name: str, frame: pl.DataFrame) -> Iterator[None]:
         """`frame` visible to SQL as `name` for the block. When the block fails, its error is
         the one raised (unregistering inside an aborted transaction would raise another)."""
-        self.con.register(name, frame)
+        self.con.register(name, _ArrowStream(frame))
         try:
             yield
         except BaseException:
@@ -284,11 +298,13 @@ class Store:
         second file). It is passed over, unless `prefer(copy, stored)` says the copy is
         more complete (its format's rule): then it replaces the stored row.
         """
+        import polars as pl
+
         if not requests:
             return 0
         replaced = self._replace_preferred(requests, prefer) if prefer is not None else 0
         now = datetime.utcnow()
-        cols: dict[str, list[Any]] = {name: [] for name in REQUEST_SCHEMA}
+        cols: dict[str, list[Any]] = {name: [] for name in REQUEST_COLUMNS}
         bodies: dict[str, str] = {}
         for r in requests:
             body_hash = None
@@ -320,7 +336,7 @@ class Store:
                 ("compaction_marker", compaction_marker(r)), ("duplicate_of", None),
             ):
                 cols[name].append(value)
-        frame = pl.DataFrame(cols, schema=REQUEST_SCHEMA)
+        frame = pl.DataFrame(cols, schema=request_schema())
         before = self.count()
         with self._registered("_incoming", frame):
             self.run(
@@ -346,6 +362,8 @@ class Store:
         return len(ids)
 
     def replace_sessions(self, links: Iterable[SessionLink]) -> None:
+        import polars as pl
+
         frame = pl.DataFrame(
             [(ln.request_id, ln.session, ln.turn, ln.prev_id, ln.link, ln.compaction)
              for ln in links],
@@ -452,6 +470,8 @@ class Store:
         self.run("UPDATE requests SET duplicate_of = NULL WHERE duplicate_of IS NOT NULL")
         if not links:
             return
+        import polars as pl
+
         frame = pl.DataFrame({"id": list(links), "kept": list(links.values())},
                              schema={"id": pl.Utf8, "kept": pl.Utf8})
         with self._registered("_duplicates", frame):
@@ -493,12 +513,15 @@ class Store:
 
     def threading_rows(self) -> pl.DataFrame:
         """The columns session threading needs, in time order."""
-        return self.con.sql(
+        import polars as pl
+
+        # Through the Arrow C stream: `.pl()` would import pyarrow (~0.1 s) to convert.
+        return pl.DataFrame(self.con.sql(
             "SELECT id, timestamp, source_format, source_file, source_line, session_key, "
             "parent_key, native_id, user_id, client, model, prefix_chain, fingerprint, "
             "message_count, prompt_tokens, compaction_marker, "
             "block_hashes IS NOT NULL AS chain_of_blocks FROM requests "
-            f"ORDER BY {time_order()}").pl()
+            f"ORDER BY {time_order()}"))
 
     def session_pairs(self, session: str | None = None, *,
                       once: bool = False) -> list[tuple[str, str, str, bool]]:

@@ -12,6 +12,7 @@ from typing import Any
 import xxhash
 
 from prefixscope.tokenizers.base import Tokenizer, TokenizerError
+from prefixscope.tokenizers.diskcache import cache_dir
 from prefixscope.tokenizers.files import first_line
 from prefixscope.tokenizers.hf import HFTokenizer
 
@@ -57,10 +58,11 @@ def _read_json(spec: str, file: Path) -> Any:
 def _check_template(spec: str, template: str) -> None:
     """Compile the chat template now, so a syntax error is one error, not one per request."""
     from jinja2 import TemplateError
-    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    from prefixscope.tokenizers.jinja_env import compile_chat_template
 
     try:
-        _compile_jinja_template(template)
+        compile_chat_template(template)
     except TemplateError as exc:
         raise TokenizerError(f"{spec}: the chat template does not compile: "
                              f"{first_line(exc)}") from None
@@ -101,11 +103,12 @@ def _convert_with_transformers(spec: str, folder: Path) -> Path:
                              f"one from the directory's other files ({detail})") from None
     if backend is None:
         raise TokenizerError(f"{spec}: no tokenizer.json and no fast tokenizer to convert")
-    cache_dir = Path(os.environ.get("PREFIXSCOPE_CACHE_DIR",
-                                    Path.home() / ".cache" / "prefixscope")) / "tokenizers"
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    out = cache_dir / f"{xxhash.xxh3_64_hexdigest(str(folder.resolve()).encode())}.json"
-    backend.save(str(out))
+    folder_dir = cache_dir() / "tokenizers"
+    folder_dir.mkdir(parents=True, exist_ok=True)
+    out = folder_dir / f"{xxhash.xxh3_64_hexdigest(str(folder.resolve()).encode())}.json"
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    backend.save(str(tmp))
+    os.replace(tmp, out)  # atomic: a concurrent run never reads half a file
     return out
 
 

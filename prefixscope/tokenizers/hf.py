@@ -1,5 +1,11 @@
 """Tokenizers from a Hugging Face ``tokenizer.json`` (the `tokenizers` library), with the
-offsets and added-token semantics prefixscope needs (see `base.Tokenizer`)."""
+offsets and added-token semantics prefixscope needs (see `base.Tokenizer`).
+
+What prefixscope derives from the file besides the Rust tokenizer (each token's byte
+length, the added tokens, the normalizer and pre-tokenizer flags) is kept in the disk
+cache (`diskcache`) under the file's content hash: a warm load parses no JSON in Python
+and walks no vocabulary, and only the Rust deserialization remains.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import numpy as np
 import xxhash
 
 from prefixscope.tokenizers.base import EMPTY, AddedToken, Encoded, Tokenizer, char_starts
+from prefixscope.tokenizers.diskcache import load_arrays, save_arrays
 
 
 class HFTokenizer(Tokenizer):
@@ -23,21 +30,23 @@ class HFTokenizer(Tokenizer):
         from tokenizers import Tokenizer as RustTokenizer
 
         raw = tokenizer_json.read_bytes()
-        spec = json.loads(raw)
+        digest = xxhash.xxh3_128_hexdigest(raw)
         self._tok = RustTokenizer.from_str(raw.decode("utf-8"))
         self.name = name
         self.chat_template = chat_template
         self.bundled = bundled
         self.template_vars = _template_vars(config)
-        self.added_tokens = tuple(
-            AddedToken(t["content"], int(t["id"]), bool(t.get("special")),
-                       bool(t.get("normalized")), bool(t.get("lstrip")), bool(t.get("rstrip")),
-                       bool(t.get("single_word")))
-            for t in spec.get("added_tokens") or [])
-        self.identity_normalizer = _is_identity_normalizer(spec.get("normalizer"))
-        self.piece_safe = not _has_position_dependent_step(spec)
-        self.identity = "hf:" + xxhash.xxh3_128_hexdigest(raw)
-        self._byte_lengths = _byte_level_lengths(self._tok, spec)
+        self.identity = "hf:" + digest
+        derived = _cached_derived(digest)
+        if derived is None:
+            derived = _derive(self._tok, json.loads(raw))
+            _save_derived(digest, derived)
+        meta, byte_lengths = derived
+        self.added_tokens = tuple(AddedToken(str(t[0]), int(t[1]), *map(bool, t[2:]))
+                                  for t in meta["added_tokens"])
+        self.identity_normalizer = bool(meta["identity_normalizer"])
+        self.piece_safe = bool(meta["piece_safe"])
+        self._byte_lengths = byte_lengths
 
     def encode(self, text: str) -> Encoded:
         return self.encode_many([text])[0]
@@ -69,6 +78,47 @@ class HFTokenizer(Tokenizer):
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+_Derived = tuple[dict[str, Any], "np.ndarray | None"]  # (flags and added tokens, byte lengths)
+_ARRAYS = ("meta", "byte_lengths")
+
+
+def _derive(tok: Any, spec: dict[str, Any]) -> _Derived:
+    """What prefixscope needs from a tokenizer.json besides the Rust tokenizer."""
+    meta = {
+        "added_tokens": [[t["content"], int(t["id"]), bool(t.get("special")),
+                          bool(t.get("normalized")), bool(t.get("lstrip")),
+                          bool(t.get("rstrip")), bool(t.get("single_word"))]
+                         for t in spec.get("added_tokens") or []],
+        "identity_normalizer": _is_identity_normalizer(spec.get("normalizer")),
+        "piece_safe": not _has_position_dependent_step(spec),
+    }
+    return meta, _byte_level_lengths(tok, spec)
+
+
+def _cached_derived(digest: str) -> _Derived | None:
+    arrays = load_arrays("hf", digest, _ARRAYS)
+    if arrays is None:
+        return None
+    try:
+        meta = json.loads(arrays["meta"].tobytes())
+        tokens = meta["added_tokens"]
+        if not (isinstance(tokens, list) and all(isinstance(t, list) and len(t) == 7
+                                                 for t in tokens)):
+            return None
+        lengths = arrays["byte_lengths"]
+        return meta, (lengths.astype(np.int64) if meta.get("byte_level") else None)
+    except (ValueError, KeyError, TypeError):  # a damaged entry: rebuilt by the caller
+        return None
+
+
+def _save_derived(digest: str, derived: _Derived) -> None:
+    meta, lengths = derived
+    text = json.dumps({**meta, "byte_level": lengths is not None}).encode("utf-8")
+    save_arrays("hf", digest, {
+        "meta": np.frombuffer(text, dtype=np.uint8),
+        "byte_lengths": lengths if lengths is not None else np.zeros(0, dtype=np.int64)})
 
 
 def _byte_level_lengths(tok: Any, spec: dict[str, Any]) -> np.ndarray | None:

