@@ -101,7 +101,8 @@ class TestSampleLogs:
                    "from requests where source_format = 'new-api' and "
                    "json_extract_string(metadata, '$.request_path') = '/v1/chat/completions'",
             "--store", "s.duckdb", "--json"]).stdout)[0]
-        # every call once: Langfuse's 62, new-api's 60 direct calls, the 44 captured
+        # every call once: Langfuse's 62, new-api's 60 direct calls, the 44 + 24 captured
+        # (the MCP agent and the eviction sample)
         once = {k: by_format["langfuse"][k] + calls[k] + by_format["raw"][k]
                 for k in ("n", "p", "c")}
         plain = json.loads(runner.invoke(app, ["bucket", "--store", "s.duckdb", "--json",
@@ -114,13 +115,13 @@ class TestSampleLogs:
             assert (t["requests"], t["prompt_tokens"], t["cached_tokens"]) == (
                 once["n"], once["p"], once["c"])
         assert {g["key"]["source"]: g["requests"] for g in per_source["groups"]} == {
-            "langfuse": 62, "new-api": 122, "raw": 44}
-        assert sum(g["requests"] for g in plain["groups"]) == once["n"] == 166
+            "langfuse": 62, "new-api": 122, "raw": 44 + 24}
+        assert sum(g["requests"] for g in plain["groups"]) == once["n"] == 166 + 24
         segments = json.loads(runner.invoke(app, ["segments", "--store", "s.duckdb", "--json",
                                                   "--no-tokens"]).stdout)
-        # censused: 62 + 44 bodies; without a body: only the 60 direct calls
+        # censused: 62 + 44 + 24 bodies; without a body: only the 60 direct calls
         assert (segments["totals"]["requests"], segments["totals"]["without_body"]) == (
-            106, 60)
+            62 + 44 + 24, 60)
         diff = json.loads(runner.invoke(app, ["diff", "--all", "--store", "s.duckdb", "--json",
                                               "--tokenizer", "deepseek-v4"]).stdout)
         pairs = json.loads(runner.invoke(app, [

@@ -298,7 +298,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample logs ingested once."""
     path = tmp_path_factory.mktemp("samples") / "s.duckdb"
     with Store.open(path) as st:
-        ingest_paths([str(SAMPLES)], st)
+        # the incident the lint is about: the converting gateway, its two logs and the MCP
+        # capture (not the eviction sample, whose usage is a plain vLLM's)
+        ingest_paths([str(SAMPLES / name) for name in (
+            "langfuse-claude-code.events_full.jsonl", "new-api-logs.db",
+            "bifrost-mcp-keyorder.jsonl")], st)
     return path
 
 
