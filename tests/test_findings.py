@@ -302,3 +302,38 @@ class TestGate:
     def test_no_gate_options_pass_with_no_checks(self):
         gate = evaluate(GateOptions(), self.summary, None, ())
         assert gate.passed and gate.checks == ()
+
+
+class TestMergedReplays:
+    def test_domains_add_up_token_weighted(self):
+        from prefixscope.analyses.simulate import merge_replays
+
+        a = SimulateReport("vllm", 16, 1000, 2, 1000, None, 0.5, 0.6, None,
+                           {"eviction": 100, "new": 400},
+                           (RequestSim("a1", "s", 400, None, 200, 240, {"new": 200}),
+                            RequestSim("a2", "s", 600, None, 300, 360,
+                                       {"eviction": 100, "new": 200})),
+                           (WhatIfResult("sort-json-keys", 0.7, 0.65, 150),))
+        b = SimulateReport("vllm", 16, 5000, 1, 3000, None, 0.9, 0.9, None, {"new": 300},
+                           (RequestSim("b1", "t", 3000, None, 2700, 2700, {"new": 300}),),
+                           (WhatIfResult("sort-json-keys", 0.95, 0.92, 60),))
+        m = merge_replays([a, b])
+        assert (m.requests, m.prompt_tokens) == (3, 4000)
+        assert m.hit_rate_predicted == (200 + 300 + 2700) / 4000
+        assert m.hit_rate_ideal == (240 + 360 + 2700) / 4000
+        assert m.misses["eviction"] == 100 and m.misses["new"] == 700
+        (w,) = m.what_if
+        assert w.gain_tokens == 210
+        assert w.hit_rate_predicted == (3200 + 210) / 4000
+        assert w.hit_rate_ideal == (0.7 * 1000 + 0.95 * 3000) / 4000
+
+    def test_each_domains_eviction_is_named_by_its_file(self):
+        sims = (simulation({"eviction": 10}, per_request=(
+            RequestSim("r", "s", 10, 0, 0, 10, {"eviction": 10}),)),
+                simulation({}, capacity=None))
+        from prefixscope.findings.evidence import Replay
+
+        ev = evidence(replays=(Replay("logs/a.jsonl", sims[0]), Replay("logs/b.jsonl", sims[1])))
+        (f,) = replay.find(ev)
+        assert f.kind == "eviction-pressure" and f.title.startswith("a.jsonl: ")
+        assert f.evidence["domain"] == "logs/a.jsonl"

@@ -90,6 +90,9 @@ class SimulateOptions:
     # another, each released before the next starts.
     concurrent: bool = False
     ttl_seconds: float | None = None  # hosted engines' retention; None: the engine's default
+    # Replay only the requests of these log files (one cache domain: one server's traffic);
+    # None: every request.
+    source_files: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,10 +285,13 @@ def prepare(store: Store, options: SimulateOptions,
             request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
             logged_prompt=request.usage.prompt_tokens))
 
-    copies = store.duplicate_count()
+    copies = store.duplicate_count() if options.source_files is None else 0
     if copies:  # a call two sources logged is replayed once, through the copy kept
         skipped["a second log of a call another source logged (replayed once)"] = copies
+    domain = None if options.source_files is None else frozenset(options.source_files)
     for request in store.iter_requests():
+        if domain is not None and request.source_file not in domain:
+            continue
         anthropic_body = request.body is not None and request.endpoint == "anthropic-messages"
         if (by_blocks and not anthropic_body) or (request.body is None
                                                   and request.block_hashes is None):
@@ -714,3 +720,61 @@ def _score(prepared: Sequence[_Prepared], cached: Sequence[int]) -> tuple[float,
 def _agreement(prepared: Sequence[_Prepared], cached: Sequence[int], unit: int) -> float:
     errors = _errors(prepared, cached)
     return sum(e <= unit for e in errors) / len(errors)
+
+
+def merge_replays(reports: Sequence[SimulateReport]) -> SimulateReport:
+    """Replays of separate cache domains (`SimulateOptions.source_files`) as one report:
+    counts and miss classes summed, hit rates token-weighted over all of them, each what-if's
+    gain summed; the per-domain fit and capacity curve stay with each domain's report."""
+    if len(reports) == 1:
+        return reports[0]
+    per_request = tuple(r for report in reports for r in report.per_request)
+    prompt = sum(report.prompt_tokens for report in reports)
+    predicted = sum(r.predicted for r in per_request)
+    misses = dict.fromkeys(MISS_CLASSES, 0)
+    for report in reports:
+        for name, n in report.misses.items():
+            misses[name] += n
+    # Each domain's observed rate is over its log's own prompt tokens: weighted by those.
+    observed_prompt = sum(_observed_basis(report) for report in reports
+                          if report.hit_rate_observed is not None)
+    observed = sum((report.hit_rate_observed or 0.0) * _observed_basis(report)
+                   for report in reports if report.hit_rate_observed is not None)
+    agreed = [(report.agreement, sum(r.observed is not None for r in report.per_request))
+              for report in reports if report.agreement is not None]
+    what_if = []
+    for transform in dict.fromkeys(w.transform for report in reports for w in report.what_if):
+        results = [w for report in reports for w in report.what_if if w.transform == transform]
+        gain = sum(w.gain_tokens for w in results)
+        ideal = [(w.hit_rate_ideal, report.prompt_tokens) for report in reports
+                 for w in report.what_if if w.transform == transform]
+        what_if.append(WhatIfResult(
+            transform, _weighted(ideal), _rate(predicted + gain, prompt), gain))
+    skipped: dict[str, int] = {}
+    for report in reports:
+        for reason, n in report.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    units = {report.unit for report in reports}
+    largest = max(reports, key=lambda report: report.prompt_tokens)
+    return SimulateReport(
+        engine=largest.engine, unit=largest.unit if len(units) > 1 else units.pop(),
+        capacity_tokens=None, requests=len(per_request), prompt_tokens=prompt,
+        hit_rate_observed=_rate(round(observed), observed_prompt) if observed_prompt else None,
+        hit_rate_predicted=_rate(predicted, prompt),
+        hit_rate_ideal=_rate(sum(r.ideal for r in per_request), prompt),
+        agreement=(sum(a * n for a, n in agreed) / sum(n for _, n in agreed)
+                   if agreed and sum(n for _, n in agreed) else None),
+        misses=misses, per_request=per_request, what_if=tuple(what_if), skipped=skipped,
+        approximate_requests=sum(report.approximate_requests for report in reports),
+        observed_above_ideal=sum(report.observed_above_ideal for report in reports))
+
+
+def _observed_basis(report: SimulateReport) -> int:
+    """The weight of a domain's observed hit rate: its observed requests' prompt tokens."""
+    return sum(r.prompt_tokens for r in report.per_request if r.observed is not None)
+
+
+def _weighted(pairs: Sequence[tuple[float | None, int]]) -> float | None:
+    known = [(v, w) for v, w in pairs if v is not None]
+    total = sum(w for _, w in known)
+    return sum(v * w for v, w in known) / total if total else None

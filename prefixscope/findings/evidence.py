@@ -26,6 +26,7 @@ from prefixscope.analyses.simulate import (
     SimulateError,
     SimulateOptions,
     SimulateReport,
+    merge_replays,
     simulate_store,
 )
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
@@ -63,6 +64,14 @@ class ReportOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class Replay:
+    """One cache domain's replay: the log file whose requests share one server's cache."""
+
+    domain: str
+    report: SimulateReport
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """The analyses' results over one store (None: the step could not run; see notes)."""
 
@@ -72,13 +81,14 @@ class Evidence:
     by_dimension: tuple[BucketReport, ...]  # one per dimension with more than one value
     diff: DiffReport | None
     segments: tuple[SegmentsReport, ...]
-    simulate: SimulateReport | None
+    simulate: SimulateReport | None  # every domain's replay merged
     what_if_of: dict[str, str]  # diff cause -> the what-if transform priced for it
     scenarios: tuple[tuple[str, bool, str, int], ...]  # Store.session_origins()
     usage_lint: UsageLint | None = None
     engine_log: EngineLogAnalysis | None = None
     ingest: Any = None  # ingest.IngestResult, when the report ingested the logs
     truncated: tuple[str, ...] = ()  # ids of requests whose body the logger cut short
+    replays: tuple[Replay, ...] = ()  # per cache domain (a log file)
     notes: tuple[str, ...] = ()
 
 
@@ -138,7 +148,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
         notes.append("no model calls in the logs: engine logs only")
         return Evidence(usage, (), BucketReport((), (), BucketTotals(0, 0, 0, None, 0), None,
                                                 "default"), (), None, (), None, {}, (),
-                        None, engine_log, ingest, (), tuple(notes))
+                        None, engine_log, ingest, (), (), tuple(notes))
     records = tuple(store.usage_records())
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
@@ -161,24 +171,30 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
         notes.append("no request bodies in the log: where turns diverge cannot be seen "
                      "(usage and replay only)")
     step("replay")
-    simulate, what_if_of = _replay(store, options, records, bucket, diff, notes,
-                                   engine_log.block_size if engine_log else None)
+    simulate, what_if_of, replays = _replay(store, options, records, bucket, diff, notes,
+                                            engine_log.block_size if engine_log else None)
     step("usage lint")
     usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source
                             in ("inferred", "forced") else None)
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
-                    ingest, tuple(store.truncated_ids()), tuple(notes))
+                    ingest, tuple(store.truncated_ids()), replays, tuple(notes))
 
 
 def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
             bucket: BucketReport, diff: DiffReport | None, notes: list[str],
-            engine_log_block: int | None) -> tuple[SimulateReport | None, dict[str, str]]:
-    """The replay the summary and the replay findings read (None: no engine fits)."""
+            engine_log_block: int | None
+            ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...]]:
+    """The replay the summary and the replay findings read (None: no engine fits).
+
+    Each log file is its own cache domain (one server's traffic: a gateway's upstream, an
+    agent's endpoint), replayed and fitted on its own -- two servers do not evict each
+    other -- and the domains are merged for the summary.
+    """
     engine, why = choose_engine(options.engine, records, bucket)
     if engine is None:
         notes.append(f"no cache replay: {why} (pass --engine)")
-        return None, {}
+        return None, {}, ()
     unit = options.block_size
     if unit is None and engine not in HOSTED and bucket.block_size_source == "inferred":
         unit = bucket.block_size
@@ -186,31 +202,47 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
         # no cached values to infer it from: the engine's own configuration says
         unit = engine_log_block
         notes.append(f"block size {unit} from the engine log's configuration")
-    sim = SimulateOptions(engine=engine, unit=unit if _has_unit(engine) else None,
-                          capacity_tokens=options.capacity_tokens, render=options.render)
-    observed = any(r.cached_tokens is not None for r in records)
-    fit = engine not in HOSTED and options.capacity_tokens is None and observed
-    try:
-        first = simulate_store(store, sim, fit=fit)
-        if first.fit is not None and first.fit.capacity_tokens is not None:
-            sim = replace(sim, unit=first.fit.unit if options.block_size is None else unit,
-                          capacity_tokens=first.fit.capacity_tokens)
-        what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
-                      if diff is not None and diff.totals.by_cause.get(cause)}
-        curve = _curve(sim.capacity_tokens, first.prompt_tokens) if engine not in HOSTED else ()
-        report = simulate_store(store, sim, what_if=tuple(sorted(set(what_if_of.values()))),
-                                capacity_curve=curve)
-    except (SimulateError, RenderError, TokenizerError) as exc:
-        notes.append(f"no cache replay with {engine}: {str(exc).splitlines()[0]}")
-        return None, {}
-    if not report.requests:
-        notes.append(f"no cache replay with {engine}: nothing replayable ("
-                     + "; ".join(f"{n:,} {why}" for why, n in report.skipped.items()) + ")")
-        return None, {}
-    if first.fit is not None:
-        report = replace(report, fit=first.fit)
-    notes.append(f"replayed with {engine} ({why})")
-    return report, what_if_of
+    what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
+                  if diff is not None and diff.totals.by_cause.get(cause)}
+    replays: list[Replay] = []
+    problems: list[str] = []
+    for file in store.source_files():
+        sim = SimulateOptions(engine=engine, unit=unit if _has_unit(engine) else None,
+                              capacity_tokens=options.capacity_tokens, render=options.render,
+                              source_files=(file,))
+        try:
+            replayed = _replay_domain(store, sim, options, records, what_if_of)
+        except (SimulateError, RenderError, TokenizerError) as exc:
+            problems.append(f"{file}: {str(exc).splitlines()[0]}")
+            continue
+        if replayed is not None:
+            replays.append(Replay(file, replayed))
+    notes += [f"no cache replay of {p}" for p in problems]
+    if not replays:
+        notes.append(f"no cache replay with {engine}: nothing replayable")
+        return None, {}, ()
+    notes.append(f"replayed with {engine} ({why}), each log file as its own cache")
+    return merge_replays([r.report for r in replays]), what_if_of, tuple(replays)
+
+
+def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
+                   records: Sequence[UsageRecord], what_if_of: dict[str, str]
+                   ) -> SimulateReport | None:
+    """One cache domain: fitted to its observed cached tokens (self-hosted), then replayed
+    at the fit with a capacity curve and the priced what-ifs (None: nothing replayable)."""
+    domain = set(sim.source_files or ())
+    observed = any(r.cached_tokens is not None for r in records if r.source_file in domain)
+    fit = sim.engine not in HOSTED and options.capacity_tokens is None and observed
+    first = simulate_store(store, sim, fit=fit)
+    if not first.requests:
+        return None
+    if first.fit is not None and first.fit.capacity_tokens is not None:
+        sim = replace(sim, unit=first.fit.unit if options.block_size is None else sim.unit,
+                      capacity_tokens=first.fit.capacity_tokens)
+    curve = _curve(sim.capacity_tokens, first.prompt_tokens) if sim.engine not in HOSTED else ()
+    report = simulate_store(store, sim, what_if=tuple(sorted(set(what_if_of.values()))),
+                            capacity_curve=curve)
+    return replace(report, fit=first.fit) if first.fit is not None else report
 
 
 def _has_unit(engine: str) -> bool:

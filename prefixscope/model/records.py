@@ -131,3 +131,4 @@ class UsageRecord:
     cached_tokens: int | None
     has_body: bool
     duplicate_of: str | None = None  # the copy kept when another source logged this call too
+    source_file: str = ""  # the log file it came from (a cache domain, for report's replay)

@@ -441,7 +441,8 @@ class Store:
         """Every request's usage and grouping fields, in time order (file order for ties)."""
         rows = self.run(
             "SELECT id, timestamp, endpoint, model, client, user_id, channel, source_format, "
-            "session, prompt_tokens, cached_tokens, has_body, duplicate_of FROM turns "
+            "session, prompt_tokens, cached_tokens, has_body, duplicate_of, source_file "
+            "FROM turns "
             f"ORDER BY {time_order()}")
         return [UsageRecord(*row) for row in rows]
 
@@ -497,6 +498,11 @@ class Store:
         """Requests whose body the log cut short (``body_truncated``), in time order."""
         return [str(r[0]) for r in self.run(
             f"SELECT id FROM requests WHERE body_truncated ORDER BY {time_order()}")]
+
+    def source_files(self) -> list[str]:
+        """The log files requests came from (each call's kept copy), in name order."""
+        return [str(r[0]) for r in self.run(
+            "SELECT DISTINCT source_file FROM requests WHERE duplicate_of IS NULL ORDER BY 1")]
 
     def session_of(self) -> dict[str, str]:
         """request id -> session id, for every threaded request."""

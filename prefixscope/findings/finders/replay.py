@@ -10,6 +10,8 @@ cause, so it is not repeated here.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 
 from prefixscope.analyses.simulate import SimulateReport
 from prefixscope.findings.evidence import Evidence
@@ -20,9 +22,25 @@ _NEAR_IDEAL = 0.005  # a capacity whose hit rate is within half a point of the i
 
 
 def find(ev: Evidence) -> Iterator[Finding]:
-    sim = ev.simulate
-    if sim is None:
-        return
+    """Per cache domain (each log file's own replay and fit)."""
+    if ev.replays:
+        several = len(ev.replays) > 1
+        for replay in ev.replays:
+            yield from _domain(replay.report, replay.domain if several else None)
+    elif ev.simulate is not None:
+        yield from _domain(ev.simulate, None)
+
+
+def _domain(sim: SimulateReport, domain: str | None) -> Iterator[Finding]:
+    for f in _findings(sim):
+        if domain is None:
+            yield f
+        else:
+            yield replace(f, title=f"{Path(domain).name}: {f.title}",
+                          evidence={"domain": domain, **f.evidence})
+
+
+def _findings(sim: SimulateReport) -> Iterator[Finding]:
     hosted = sim.engine in ("anthropic", "openai", "deepseek")
     for cls in ("eviction", "ttl", "provider", "compaction", "unexplained"):
         tokens = sim.misses.get(cls, 0)
