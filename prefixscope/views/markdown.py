@@ -36,7 +36,8 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
              f"| cached / prompt tokens | {_pct(s.hit_rate)} | {_pct(s.hit_rate_predicted)} | "
              f"{_pct(s.hit_rate_ideal)} |", ""]
     if s.engine:
-        lines += [f"Replayed with `{md_text(s.engine)}`.", ""]
+        lines += [f"Replayed with `{md_text(s.engine)}`: predicted and ideal are over the "
+                  f"{s.replayed_requests:,} requests the replay could rebuild.", ""]
     lines += ["## Findings", ""]
     if not report.findings:
         lines += ["No findings: nothing in these logs is costing cache.", ""]

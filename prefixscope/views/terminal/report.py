@@ -24,6 +24,9 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
     rates.add_row(percent(s.hit_rate), percent(s.hit_rate_predicted), percent(s.hit_rate_ideal),
                   escape(s.engine or "-"))
     screen.print(rates)
+    if s.engine and s.replayed_requests < s.requests:
+        screen.print(f"[dim]predicted and ideal: over the {count(s.replayed_requests, 'request')}"
+                     " the replay could rebuild (a body, a trace, or usage for a hosted API)[/]")
     if not report.findings:
         screen.print("no findings: nothing in these logs is costing cache")
     for n, f in enumerate(report.findings[:top], 1):
