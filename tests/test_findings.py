@@ -244,6 +244,12 @@ class TestEngineChoice:
         assert choose_engine("auto", records[:1], bucket_of())[0] == "openai"
         assert choose_engine("sglang", records, unaligned) == ("sglang", "as asked")
 
+    def test_a_hosted_family_without_a_cache_model_is_not_replayed_unless_asked(self):
+        records = (record("a", "s", 100, 7, model="gemini-3-flash"),)
+        engine, why = choose_engine("auto", records, bucket_of())
+        assert engine is None and "gemini" in why
+        assert choose_engine("openai", records, bucket_of())[0] == "openai"
+
 
 class TestGate:
     summary = Summary(10, 2, 1000, 700, 0.7, 0.65, 0.9)

@@ -46,6 +46,9 @@ _FAMILIES = (  # model-name pattern -> the hosted engine that serves that family
     (re.compile(r"(^|[/:])(gpt-|o[1-9]|chatgpt|codex)", re.I), "openai"),
     (re.compile(r"deepseek", re.I), "deepseek"),
 )
+# Hosted model families whose provider cache prefixscope does not model (Google's implicit
+# caching, xAI): replayed only with an explicit --engine.
+_UNMODELLED = re.compile(r"gemini|gemma|grok", re.I)
 # What-ifs the report prices, by the diff cause that calls for them.
 WHAT_IF_FOR_CAUSE = {"volatile-value": "strip-billing-header", "json-key-order": "sort-json-keys"}
 
@@ -103,6 +106,17 @@ def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
     return votes.most_common(1)[0][0] if votes else None
 
 
+def _unmodelled_family(records: Sequence[UsageRecord]) -> str | None:
+    """A hosted family without a cache model that most requests' models belong to."""
+    votes: Counter[str] = Counter()
+    for record in records:
+        if record.model:
+            match = _UNMODELLED.search(record.model)
+            votes[match.group(0).lower() if match else ""] += 1
+    top = votes.most_common(1)
+    return top[0][0] if top and top[0][0] else None
+
+
 def choose_engine(requested: str, records: Sequence[UsageRecord], bucket: BucketReport
                   ) -> tuple[str | None, str]:
     """(engine, why) for the replay: `requested` unless "auto".
@@ -118,6 +132,10 @@ def choose_engine(requested: str, records: Sequence[UsageRecord], bucket: Bucket
     if any(r.source_format == TRACE_FORMAT for r in records):
         return "vllm", "block-hash traces replay through their own block ids"
     family = model_family_engine(records)
+    unmodelled = _unmodelled_family(records)
+    if unmodelled is not None and bucket.block_size_source != "forced":
+        return None, (f"the models are {unmodelled}, a hosted API whose cache prefixscope has "
+                      "no model of")
     if bucket.block_size_source in ("inferred", "forced") and family != "openai":
         return "vllm", (f"cached values are multiples of {bucket.block_size} tokens: a "
                         "self-hosted engine's blocks")

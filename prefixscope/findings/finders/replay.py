@@ -108,7 +108,10 @@ def _eviction(sim: SimulateReport, tokens: int, evidence: dict[str, object], n: 
                "length), CPU offload, or session-sticky routing so sessions stop evicting "
                "each other.")
     capacity = f"{sim.capacity_tokens:,}" if sim.capacity_tokens else "the"
-    return finding("eviction-pressure", f"concurrent sessions evict each other's prefixes: "
+    sessions = len({r.session for r in sim.per_request})
+    who = ("concurrent sessions evict each other's prefixes" if sessions > 1 else
+           "the cache evicts the session's prefix between its turns")
+    return finding("eviction-pressure", f"{who}: "
                    f"{n} missed blocks a larger cache would have "
                    f"kept ({capacity}-token cache fitted to the log)", tokens, evidence, fix,
                    fix_hit_rate=enough.hit_rate if enough else None)
