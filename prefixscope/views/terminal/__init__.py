@@ -49,3 +49,16 @@ def count(n: int, noun: str) -> str:
 
 def percent(v: float | None) -> str:
     return "-" if v is None else f"{v:.2%}"
+
+
+def hit_rate_table(**columns: str) -> Any:
+    """The one-row table of hit rates (observed, predicted, ideal, ...) `simulate` and
+    `report` open with: column name -> the cell, already formatted."""
+    from rich.table import Table
+
+    table = Table(show_edge=False, title="hit rate (cached / prompt tokens)",
+                  title_justify="left")
+    for name in columns:
+        table.add_column(name.replace("_", " "), justify="right")
+    table.add_row(*columns.values())
+    return table

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from prefixscope.findings.model import Report
-from prefixscope.views.terminal import Screen, count, percent, visible
+from prefixscope.views.terminal import Screen, count, hit_rate_table, percent, visible
 
 _COLOR = {"high": "red", "medium": "yellow", "low": "cyan", "info": "dim"}
 
@@ -17,12 +17,9 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
     screen.print(f"[bold]{count(s.requests, 'request')}[/] in "
                  f"{count(s.sessions, 'session')} · {s.prompt_tokens:,} prompt tokens, "
                  f"{s.cached_tokens:,} cached")
-    rates = Table(show_edge=False, title="hit rate (cached / prompt tokens)",
-                  title_justify="left")
-    for col in ("observed", "predicted", "ideal", "replayed with"):
-        rates.add_column(col, justify="right")
-    rates.add_row(percent(s.hit_rate), percent(s.hit_rate_predicted), percent(s.hit_rate_ideal),
-                  escape(s.engine or "-"))
+    rates = hit_rate_table(observed=percent(s.hit_rate), predicted=percent(s.hit_rate_predicted),
+                           ideal=percent(s.hit_rate_ideal),
+                           replayed_with=escape(s.engine or "-"))
     screen.print(rates)
     if s.engine and s.replayed_requests < s.requests:
         screen.print(f"[dim]predicted and ideal: over the {count(s.replayed_requests, 'request')}"

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from prefixscope.analyses.simulate import MISS_CLASSES, SimulateReport
-from prefixscope.views.terminal import Screen, count, percent
+from prefixscope.views.terminal import Screen, count, hit_rate_table, percent
 
 _MEANING = {
     "new": "never sent before (not a miss)",
@@ -27,12 +27,10 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
     screen.print(f"[bold]{escape(report.engine)}[/] · block {report.unit} · capacity {capacity}"
                  f" · {count(report.requests, 'request')} · "
                  f"{report.prompt_tokens:,} prompt tokens")
-    rates = Table(show_edge=False, title="hit rate (cached / prompt tokens)",
-                  title_justify="left")
-    for col in ("observed", "predicted", "ideal", "agreement"):
-        rates.add_column(col, justify="right")
-    rates.add_row(percent(report.hit_rate_observed), percent(report.hit_rate_predicted),
-                  percent(report.hit_rate_ideal), percent(report.agreement))
+    rates = hit_rate_table(observed=percent(report.hit_rate_observed),
+                           predicted=percent(report.hit_rate_predicted),
+                           ideal=percent(report.hit_rate_ideal),
+                           agreement=percent(report.agreement))
     screen.print(rates)
     total = sum(report.misses.values())
     misses = Table(show_edge=False, title="uncached prompt tokens by class",
