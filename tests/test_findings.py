@@ -343,3 +343,11 @@ class TestMergedReplays:
         (f,) = replay.find(ev)
         assert f.kind == "eviction-pressure" and f.title.startswith("a.jsonl: ")
         assert f.evidence["domain"] == "logs/a.jsonl"
+
+
+def test_replay_domains_are_named_by_their_shortest_unique_path():
+    from prefixscope.findings.finders.replay import _short_names
+
+    assert _short_names(["a/x/ui.json", "a/y/ui.json", "b/z.jsonl", "c/x/ui.json"]) == {
+        "a/x/ui.json": "a/x/ui.json", "a/y/ui.json": "y/ui.json", "b/z.jsonl": "z.jsonl",
+        "c/x/ui.json": "c/x/ui.json"}

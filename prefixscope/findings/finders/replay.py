@@ -24,19 +24,34 @@ _NEAR_IDEAL = 0.005  # a capacity whose hit rate is within half a point of the i
 def find(ev: Evidence) -> Iterator[Finding]:
     """Per cache domain (each log file's own replay and fit)."""
     if ev.replays:
+        names = _short_names([r.domain for r in ev.replays])
         several = len(ev.replays) > 1
         for replay in ev.replays:
-            yield from _domain(replay.report, replay.domain if several else None)
+            yield from _domain(replay.report, replay.domain if several else None,
+                               names[replay.domain])
     elif ev.simulate is not None:
         yield from _domain(ev.simulate, None)
 
 
-def _domain(sim: SimulateReport, domain: str | None) -> Iterator[Finding]:
+def _short_names(paths: list[str]) -> dict[str, str]:
+    """Each log file by its shortest trailing path that no other file shares."""
+    names: dict[str, str] = {}
+    for path in paths:
+        parts = Path(path).parts
+        for n in range(1, len(parts) + 1):
+            tail = parts[-n:]
+            if not any(other != path and Path(other).parts[-n:] == tail for other in paths):
+                break
+        names[path] = "/".join(tail)
+    return names
+
+
+def _domain(sim: SimulateReport, domain: str | None, name: str = "") -> Iterator[Finding]:
     for f in _findings(sim):
         if domain is None:
             yield f
         else:
-            yield replace(f, title=f"{Path(domain).name}: {f.title}",
+            yield replace(f, title=f"{name}: {f.title}",
                           evidence={"domain": domain, **f.evidence})
 
 
