@@ -74,7 +74,7 @@ def _findings(sim: SimulateReport) -> Iterator[Finding]:
         if cls == "eviction":
             yield _eviction(sim, tokens, evidence, n)
         elif cls == "ttl":
-            yield finding("ttl-expiry", f"{n} found their prefix expired after "
+            yield finding("ttl-expiry", f"{n} found the cached prefix expired after "
                           f"a pause longer than the cache's retention ({_ttl(sim)})", tokens,
                           evidence, _ttl_fix(sim.engine))
         elif cls == "provider":
