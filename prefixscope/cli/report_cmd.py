@@ -129,6 +129,9 @@ def report(
         except (RenderError, TokenizerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
         result = build_report(evidence, gate)
+    # Masked once, before any view: the HTML and Markdown escape the masked text, and
+    # every file written below is as masked as the terminal.
+    result = console.redacted(result)
     _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline, render,
                    quiet)
     if json_out:
