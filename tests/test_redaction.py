@@ -134,6 +134,10 @@ class TestValues:
         assert got == _Outer((_Inner("key ghp_" + bullets(GITHUB[4:]), 3),),
                              {"list": ["AKIA" + bullets(AWS[4:]), 7, None]})
 
+    def test_a_value_with_nothing_to_mask_comes_back_as_the_same_object(self) -> None:
+        value = _Outer((_Inner("plain text", 3),), {"list": ["cch=fa690", 7]})
+        assert Redactor().value(value) is value
+
     def test_keys_get_the_builtin_patterns_only_and_credential_headers_are_masked_whole(
             self) -> None:
         r = redactor(["session"])

@@ -157,16 +157,23 @@ class Redactor:
     def _walk(self, obj: Any) -> Any:
         if isinstance(obj, str):
             return self.text(obj)
+        # Containers and dataclasses come back as they were when nothing in them is
+        # masked: a report of 100k usage records is walked, not copied.
         if isinstance(obj, Mapping):
             keys = Redactor(tuple(r for r in self.rules if r.builtin))
-            return {keys.text(k) if isinstance(k, str) else k:
-                    _whole(v) if isinstance(k, str) and isinstance(v, str)
-                    and _CREDENTIAL_KEY.fullmatch(k) else self._walk(v)
-                    for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [self._walk(v) for v in obj]
-        if type(obj) is tuple:
-            return tuple(self._walk(v) for v in obj)
+            items = [(keys.text(k) if isinstance(k, str) else k,
+                      _whole(v) if isinstance(k, str) and isinstance(v, str)
+                      and _CREDENTIAL_KEY.fullmatch(k) else self._walk(v))
+                     for k, v in obj.items()]
+            if all(k is a and v is b for (k, v), (a, b) in zip(items, obj.items(),
+                                                                strict=True)):
+                return obj
+            return dict(items)
+        if isinstance(obj, list | tuple) and type(obj) in (list, tuple):
+            walked = [self._walk(v) for v in obj]
+            if all(a is b for a, b in zip(walked, obj, strict=True)):
+                return obj
+            return walked if isinstance(obj, list) else tuple(walked)
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             changed = {}
             for f in dataclasses.fields(obj):
