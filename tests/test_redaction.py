@@ -200,8 +200,10 @@ def _planted_log(folder: Path) -> Path:
         system = record["request"]["system"]
         system[0]["text"] = system[0]["text"].replace("cc_entrypoint=cli;",
                                                       f"cc_entrypoint=cli{CONTROL_SEQ};")
-        system[0]["text"] += f" Authorization: Bearer {ANTHROPIC}"
-        system[1]["text"] += f"\n{PEM}\nGOOGLE_KEY={GOOGLE} token {GITHUB} {CUSTOM}"
+        # The pair's 40-character window after the nonce ends 16 characters into the key.
+        system[0]["text"] += f" key={ANTHROPIC}"
+        system[1]["text"] += (f"\nAuthorization: Bearer {ANTHROPIC}\n{PEM}\n"
+                              f"GOOGLE_KEY={GOOGLE} token {GITHUB} {CUSTOM}")
         record["request"]["messages"][0]["content"][1]["text"] += f" my key is {ANTHROPIC}"
         out.append(json.dumps(record))
     path = folder / "planted.jsonl"
