@@ -38,6 +38,7 @@ from prefixscope.model.hashing import (
     strip_cache_control,
 )
 from prefixscope.model.keys import split_body, strip_billing_header
+from prefixscope.model.redaction import active
 
 CAUSES = (
     "identical", "append-only", "json-key-order", "tool-order", "tool-set", "volatile-value",
@@ -180,6 +181,7 @@ def _preview(value: Any, limit: int = 60) -> str:
             str(c.get("text", c.get("content", ""))) if isinstance(c, dict) else str(c)
             for c in content)
     text = _WS.sub(" ", content if isinstance(content, str) else exact_json(content)).strip()
+    text = active().text(text)  # before the cut: no half of a key
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -51,17 +51,13 @@ from prefixscope.model.hashing import (
     fold_whitespace,
     strip_cache_control,
 )
+from prefixscope.model.redaction import active, opaque_masked
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
 from prefixscope.tokens import tokens
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
 _WS = re.compile(r"\s+")
-# Redacted in previews: long opaque tokens (keys, base64; letters and digits mixed),
-# hex runs with a digit (nonces, hashes) and e-mail addresses.
-_SECRETISH = re.compile(
-    r"(?=[A-Za-z0-9+/_=-]*\d)(?=[A-Za-z0-9+/_=-]*[A-Za-z])[A-Za-z0-9+/_=-]{24,}"
-    r"|\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{5,}\b|\b[\w.+-]+@[\w-]+\.[\w.]+\b")
 PREVIEW_CHARS = 48
 
 
@@ -185,11 +181,13 @@ def preview(value: Any, limit: int = PREVIEW_CHARS, redact: bool = True,
         focus = len(_redact(text[:first])) if redact else first
     if redact:
         text = _redact(text)
-    return _window(text, focus, limit)
+    # The run's secret masking before the cut (same length: `focus` holds), so a cut
+    # never shows part of a key, with or without --show-text.
+    return _window(active().text(text), focus, limit)
 
 
 def _redact(text: str) -> str:
-    return _SECRETISH.sub(lambda m: "•" * min(len(m.group()), 8), text)
+    return opaque_masked(text)
 
 
 def _window(text: str, focus: int | None, limit: int) -> str:

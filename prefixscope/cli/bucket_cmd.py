@@ -68,6 +68,7 @@ def bucket(
             raise console.fail(str(exc), ExitCode.USAGE) from None
         except TokenizerError as exc:
             raise console.fail(str(exc)) from None
+    report = console.redacted(report)  # secrets masked before any view or plot cuts text
     if plot is not None:
         from prefixscope.views.plots import plot_bucket
 

@@ -3,6 +3,11 @@
 The only module (with the command modules) that knows about rich. In ``--json``
 mode nothing but the JSON document reaches stdout. Progress bars appear only when
 stderr is a terminal and neither ``--json`` nor ``--quiet`` is set.
+
+Every sink here masks secrets with the run's redactor (`model.redaction.active`, set
+by ``--redact`` / ``--no-default-redaction``): JSON values, terminal renderings (after
+rich lays them out, so whatever a view builds is covered), raw text, errors, warnings
+and notes. `redacted` does the same for a result before a view cuts or wraps its text.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from prefixscope.cli.exitcodes import ExitCode
-from prefixscope.views.terminal import Screen
+from prefixscope.model.redaction import active
+from prefixscope.views.terminal import Screen, visible
 
 # Piped output is not cut to 80 columns: tables are data there.
 out = Console(highlight=False, soft_wrap=False,
@@ -26,9 +32,14 @@ out = Console(highlight=False, soft_wrap=False,
 err = Console(stderr=True, highlight=False)
 
 
+def redacted(value: Any) -> Any:
+    """`value` (a command's result, a row, a mapping) with its strings masked."""
+    return active().value(value)
+
+
 def print_json(data: Any) -> None:
-    """The JSON document, alone, on stdout."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    """The JSON document, alone, on stdout (values masked: it stays valid JSON)."""
+    sys.stdout.write(json.dumps(redacted(data), ensure_ascii=False, indent=2, default=str))
     sys.stdout.write("\n")
 
 
@@ -37,8 +48,9 @@ def stdout_is_terminal() -> bool:
 
 
 def write_raw(text: str) -> None:
-    """`text` on stdout exactly (lone surrogates from a log written as U+FFFD)."""
-    sys.stdout.write(text.encode("utf-8", "replace").decode("utf-8"))
+    """`text` on stdout exactly (lone surrogates from a log written as U+FFFD), secrets
+    masked (same length)."""
+    sys.stdout.write(active().text(text.encode("utf-8", "replace").decode("utf-8")))
     sys.stdout.flush()
 
 
@@ -47,19 +59,22 @@ def fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
 
     `message` is plain text (file names, SQL, log content): never read as rich markup.
     """
-    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(visible(active().text(message)))}", markup=True,
+              soft_wrap=True)
     return typer.Exit(code=int(code))
 
 
 def warn(message: str, quiet: int = 0) -> None:
-    """A warning on stderr; `message` is plain text, never rich markup."""
+    """A warning on stderr; `message` is plain text, never rich markup (nor a control
+    sequence: a file name or a log line in it is shown with ``\\xNN``)."""
     if quiet < 2:
-        err.print(f"[yellow]warning:[/] {escape(message)}", markup=True, soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {escape(visible(active().text(message)))}", markup=True,
+                  soft_wrap=True)
 
 
 def note(message: str, quiet: int = 0) -> None:
     if quiet < 1:
-        err.print(message, markup=False, soft_wrap=True)
+        err.print(visible(active().text(message)), markup=False, soft_wrap=True)
 
 
 def screen() -> Screen:
@@ -70,11 +85,22 @@ def screen() -> Screen:
 def show(view: Screen, quiet: int = 0) -> None:
     """A view's output: its prints on stdout, then its warnings and notes on stderr."""
     for objects, kwargs in view.calls:
-        out.print(*objects, **kwargs)
+        print_out(*objects, **kwargs)
     for message in view.warnings:
         warn(message, quiet)
     for message in view.notes:
         note(message, quiet)
+
+
+def print_out(*objects: Any, **kwargs: Any) -> None:
+    """`rich.Console.print` on stdout, its rendering masked before it is written."""
+    if not active().rules:
+        out.print(*objects, **kwargs)
+        return
+    with out.capture() as captured:
+        out.print(*objects, **kwargs)
+    out.file.write(active().styled(captured.get()))
+    out.file.flush()
 
 
 def show_progress(json_mode: bool, quiet: int) -> bool:

@@ -83,6 +83,7 @@ def diff(
                                        context=context, progress=progress)
     except (LookupError_, LookupError, RenderError, TokenizerError) as exc:
         raise console.fail(str(exc).splitlines()[0]) from None
+    report = console.redacted(report)  # secrets masked before any view cuts text
     if json_out:
         console.print_json(diff_json(report))
     elif pairwise:

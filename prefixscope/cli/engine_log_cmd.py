@@ -50,6 +50,6 @@ def engine_log(
     except (OSError, ValueError) as exc:
         raise console.fail(str(exc)) from None
     if json_out:
-        console.print_json(engine_log_json(analysis))
+        console.print_json(engine_log_json(console.redacted(analysis)))
     else:
-        console.show(engine_log_screen(analysis, console.screen()), quiet)
+        console.show(engine_log_screen(console.redacted(analysis), console.screen()), quiet)

@@ -71,6 +71,7 @@ def ingest(
                                   session_rules=rules)
     finally:
         st.close()
+    result = console.redacted(result)  # secrets masked before any view cuts text
     if json_out:
         console.print_json(ingest_json(result))
     else:

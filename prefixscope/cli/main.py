@@ -17,6 +17,7 @@ from prefixscope.cli import (
     engine_log_cmd,
     export_cmd,
     ingest_cmd,
+    privacy,
     render_cmd,
     report_cmd,
     segments_cmd,
@@ -37,7 +38,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
     rich_markup_mode="rich",
+    cls=privacy.Group,
 )
+app.callback()(privacy.options)
 
 for module in (ingest_cmd, render_cmd, diff_cmd, segments_cmd, bucket_cmd, simulate_cmd,
                report_cmd, engine_log_cmd, sql_cmd, export_cmd):

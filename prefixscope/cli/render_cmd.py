@@ -75,6 +75,7 @@ def render(
         result = render_report(req, options)
     except (LookupError_, RenderError, TokenizerError) as exc:
         raise console.fail(str(exc).splitlines()[0]) from None
+    result = console.redacted(result)  # secrets masked before any view cuts text
     if json_out:
         console.print_json(render_json(result, show_text=show_text))
         return

@@ -135,6 +135,9 @@ def report(
         except OSError as exc:
             raise console.fail(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
         result = build_report(evidence, gate)
+    # Masked once, before any view: the HTML and Markdown escape the masked text, and
+    # every file written below is as masked as the terminal.
+    result = console.redacted(result)
     _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline, render,
                    quiet)
     if json_out:

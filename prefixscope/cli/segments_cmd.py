@@ -66,6 +66,7 @@ def segments(
             raise console.fail(str(exc), ExitCode.USAGE) from None
         except TokenizerError as exc:
             raise console.fail(str(exc)) from None
+    reports = console.redacted(reports)  # secrets masked before any view cuts text
     if json_out:
         console.print_json(segments_json(reports, dims))
     else:

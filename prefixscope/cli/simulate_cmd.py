@@ -117,6 +117,7 @@ def simulate(
                                stored_rows(report))
             console.note(f"saved {report.requests:,} results in {st.path} (table simulated)",
                          quiet)
+    report = console.redacted(report)  # secrets masked before any view or plot cuts text
     if plot is not None:
         from prefixscope.views.plots import plot_capacity_curve
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -47,14 +46,15 @@ def sql(
         raise console.fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR) from None
     if result.statements > 1:
         console.warn(f"{result.statements} statements: only the last one's rows are shown")
+    rows = console.redacted(result.rows)  # the values asked for, secrets masked
     columns, renamed = sqlrows.unique_columns(result.columns)
     if renamed:
         console.warn("duplicate column names renamed: "
                      + ", ".join(f"{a} -> {b}" for a, b in renamed))
     if json_out:
-        console.print_json(sqlrows.rows_json(columns, result.rows))
+        console.print_json(sqlrows.rows_json(columns, rows))
     elif csv_out:
-        sys.stdout.write(sqlrows.rows_csv(columns, result.rows))
+        console.write_raw(sqlrows.rows_csv(columns, rows))
     else:
-        console.out.print(sqlrows.rows_table(columns, result.rows, max_width))
-        console.note(f"{len(result.rows)} row(s)")
+        console.print_out(sqlrows.rows_table(columns, rows, max_width))
+        console.note(f"{len(rows)} row(s)")

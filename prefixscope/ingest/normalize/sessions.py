@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prefixscope.ingest.normalize.fields import as_object, dig, loads_deep, to_text
 from prefixscope.model.hashing import content_hash
+from prefixscope.model.redaction import CREDENTIAL_HEADER
 
 if TYPE_CHECKING:
     from prefixscope.ingest.source import Source
@@ -75,10 +76,6 @@ _VENDOR_SESSION_HEADER = re.compile(r"^x-[a-z0-9]+(?:-[a-z0-9]+)*-session-id$")
 # conversation id (x-trace-id is only LiteLLM's example of a forwarded header); use
 # `--session-key header:x-request-group` when a deployment sets one.
 
-# Request headers never kept in a store: credentials and cookies.
-_SECRET_HEADER = re.compile(
-    r"(^|[-_])(authorization|cookie|api-key|apikey|access-key|secret-key|private-key|"
-    r"subscription-key|vk|token|secret|password|auth|signature|credentials?)([-_]|$)")
 
 
 def header_map(headers: Any) -> dict[str, str]:
@@ -104,7 +101,7 @@ def header_map(headers: Any) -> dict[str, str]:
 
 def loggable_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The headers worth keeping with a request: everything but credentials and cookies."""
-    return {k: v for k, v in headers.items() if not _SECRET_HEADER.search(k)}
+    return {k: v for k, v in headers.items() if not CREDENTIAL_HEADER.search(k)}
 
 
 def session_from_headers(headers: Mapping[str, str]) -> tuple[str, str] | None:

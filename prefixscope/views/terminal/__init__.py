@@ -42,6 +42,13 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def shown(text: str) -> str:
+    """Log text for rich markup: control characters as ``\\xNN``, markup escaped."""
+    from rich.markup import escape
+
+    return escape(visible(text))
+
+
 def count(n: int, noun: str) -> str:
     """"1 request", "2,000 requests"."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.markup import escape
 from rich.table import Table
 
 from prefixscope.analyses.bucket import BucketReport, HistogramBin
-from prefixscope.views.terminal import Screen, count, percent
+from prefixscope.views.terminal import Screen, count, percent, shown
 
 
 def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
@@ -28,7 +27,7 @@ def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
                 "block"):
         summary.add_column(col, justify="right", no_wrap=True)
     for g in report.groups:
-        summary.add_row(*(escape(str(g.key[d])) for d in report.by), f"{g.requests:,}",
+        summary.add_row(*(shown(str(g.key[d])) for d in report.by), f"{g.requests:,}",
                         f"{g.prompt_tokens:,}", f"{g.cached_tokens:,}", percent(g.hit_rate),
                         percent(g.mean_request_hit_rate), f"{g.zero_cached:,}",
                         str(g.block_size or "?"))
@@ -41,7 +40,7 @@ def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
     screen.print(summary)
     for g in report.groups:
         label = ", ".join(f"{k}={v}" for k, v in g.key.items()) or "all requests"
-        screen.print(f"\n[bold]{escape(label)}[/] · {count(g.requests, 'request')} · hit "
+        screen.print(f"\n[bold]{shown(label)}[/] · {count(g.requests, 'request')} · hit "
                      f"rate {percent(g.hit_rate)} — cached tokens per request")
         if g.block_size and g.block_basis != "forced":
             fits = ", ".join(str(c) for c in g.block_size_candidates)
@@ -55,7 +54,7 @@ def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
             blocks = f" = {s.blocks:g} × {g.block_size}" if s.blocks is not None else ""
             screen.print(f"  [bold magenta]spike[/] [bold]{s.cached_tokens:,}[/]{blocks} · "
                          f"{s.requests:,} of {count(g.requests, 'request')} ({s.share:.1%})")
-            screen.print(f"    {escape(s.explanation)}", soft_wrap=True)
+            screen.print(f"    {shown(s.explanation)}", soft_wrap=True)
         for note in g.notes:
             screen.warn(note)
     for note in report.notes:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.table import Table
 
 from prefixscope.analyses.diff import DiffReport, PairDiff, block_size_breakdown
-from prefixscope.views.terminal import Screen
+from prefixscope.views.terminal import Screen, shown
 
 
 def _highlight(text_a: str, text_b: str, first: int) -> tuple[str, str]:
@@ -19,32 +18,32 @@ def _highlight(text_a: str, text_b: str, first: int) -> tuple[str, str]:
 
     def mark(t: str) -> str:
         end = len(t) - suffix
-        return (escape(t[:first]) + "[bold reverse]" + escape(t[first:end]) + "[/]"
-                + escape(t[end:]))
+        return (shown(t[:first]) + "[bold reverse]" + shown(t[first:end]) + "[/]"
+                + shown(t[end:]))
     return mark(text_a), mark(text_b)
 
 
 def pair_screen(p: PairDiff, block_source: str, screen: Screen) -> Screen:
     """One pair: where it diverges, both sides around it, the tokens at the split, the cause."""
-    screen.print(f"[bold]A[/] {escape(p.a[:12])}  →  [bold]B[/] {escape(p.b[:12])}"
-              + (f"   session {escape(p.session)}" if p.session else "")
+    screen.print(f"[bold]A[/] {shown(p.a[:12])}  →  [bold]B[/] {shown(p.b[:12])}"
+              + (f"   session {shown(p.session)}" if p.session else "")
               + f"   tokens {p.tokens_a:,} → {p.tokens_b:,}")
     fd = p.first_divergence
     if fd is None:
         screen.print(f"[green]no divergence[/]: {p.cause}")
     else:
         screen.print(f"first divergence at token {fd.token:,} (char {fd.char_b:,}) in "
-                  f"[bold cyan]{escape(' › '.join(fd.segment.split('.')))}[/]")
+                  f"[bold cyan]{shown(' › '.join(fd.segment.split('.')))}[/]")
         a_text, b_text = _highlight(fd.text_a.replace("\n", "⏎"), fd.text_b.replace("\n", "⏎"),
                                     fd.first_char - fd.context_start)
         screen.print(f"  A: …{a_text}…")
         screen.print(f"  B: …{b_text}…")
-        screen.print(f"  tokens at the split: {escape(repr(fd.token_a))} | "
-                  f"{escape(repr(fd.token_b))}")
+        screen.print(f"  tokens at the split: {shown(repr(fd.token_a))} | "
+                  f"{shown(repr(fd.token_b))}")
     screen.print(f"reusable {p.reusable_tokens:,} · lost [bold]{p.lost_tokens:,}[/] tokens "
               f"(block {p.block_size}, {p.block_size_source or block_source})"
               + ("  [yellow](approximate: proxy tokenizer)[/]" if p.approximate else ""))
-    screen.print(f"cause: [bold]{p.cause}[/] — {escape(p.detail)}")
+    screen.print(f"cause: [bold]{p.cause}[/] — {shown(p.detail)}")
     if p.shortfall is not None and p.shortfall > 0:
         screen.print(f"the log says B got {p.observed_cached:,} cached tokens: "
                      f"{p.shortfall:,} fewer than its prefix allowed")
@@ -76,9 +75,9 @@ def summary_screen(report: DiffReport, worst: int, screen: Screen) -> Screen:
             w.add_column(col, overflow="fold")
         for p in bad[:worst]:
             fd = p.first_divergence
-            w.add_row(escape(p.a[:10]), escape(p.b[:10]), "-" if fd is None else f"{fd.token:,}",
-                      "-" if fd is None else escape(fd.segment), f"{p.lost_tokens:,}", p.cause,
-                      escape(p.detail))
+            w.add_row(shown(p.a[:10]), shown(p.b[:10]), "-" if fd is None else f"{fd.token:,}",
+                      "-" if fd is None else shown(fd.segment), f"{p.lost_tokens:,}", p.cause,
+                      shown(p.detail))
         screen.print(w)
     short = [p for p in report.pairs if (p.shortfall or 0) > p.block_size]
     if short:

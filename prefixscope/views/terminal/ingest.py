@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.table import Table
 
 from prefixscope.store.load import IngestResult
 from prefixscope.store.store import UsageSummary
-from prefixscope.views.terminal import Screen, count
+from prefixscope.views.terminal import Screen, count, shown
 
 
 def _num(v: int | None) -> str:
@@ -27,7 +26,7 @@ def ingest_screen(result: IngestResult, store: str, screen: Screen) -> Screen:
     """Per-format totals of the store (each rate beside the requests and prompt tokens it is
     over), every call once when several formats are stored, what this run added, and what
     it skipped."""
-    table = Table(title=f"store {escape(store)}", show_edge=False, pad_edge=False,
+    table = Table(title=f"store {shown(store)}", show_edge=False, pad_edge=False,
                   title_justify="left",
                   caption="prompt / cached tokens: summed over the requests reporting them; "
                           "hit rate: cached / prompt tokens over the requests reporting both "
@@ -50,11 +49,11 @@ def ingest_screen(result: IngestResult, store: str, screen: Screen) -> Screen:
     if result.summary:
         screen.print(table)
     if result.failed:  # --strict rolled everything back: there is nothing to count
-        screen.print(f"nothing stored in {escape(store)}: {result.skipped:,} record(s) or "
+        screen.print(f"nothing stored in {shown(store)}: {result.skipped:,} record(s) or "
                      f"file(s) skipped in {result.files:,} file(s) read")
     else:
         screen.print(
-            f"{result.ingested:,} new request(s) in {escape(store)} "
+            f"{result.ingested:,} new request(s) in {shown(store)} "
             f"({result.already_present:,} already there) from {result.files:,} file(s); "
             f"{result.sessions:,} session(s); "
             f"{result.skipped:,} skipped")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.markup import escape
 from rich.table import Table
 
 from prefixscope.analyses.segments import SegmentsReport, SegmentStats
-from prefixscope.views.terminal import Screen
+from prefixscope.views.terminal import Screen, shown
 
 
 def segments_screen(reports: Sequence[SegmentsReport], top: int, screen: Screen) -> Screen:
@@ -27,7 +26,7 @@ def _fmt(v: float | None, spec: str = ",.0f") -> str:
 def _report(report: SegmentsReport, top: int, screen: Screen) -> None:
     t = report.totals
     key = ", ".join(f"{k}={v}" for k, v in report.group.items())
-    label = escape(f"[{key}] ") if key else ""
+    label = shown(f"[{key}] ") if key else ""
     if not t.requests:
         screen.print(f"{label}no request with a body: nothing to census")
         if t.without_body:
@@ -44,10 +43,10 @@ def _report(report: SegmentsReport, top: int, screen: Screen) -> None:
         how = ", ".join(f"{k} {v}" for k, v in s.change_kinds.items())
         if s.unique_per_request:
             how = (how + "; unique per request") if how else "unique per request"
-        rows.append((escape(s.segment), f"{s.distinct:,}/{s.requests:,}",
+        rows.append((shown(s.segment), f"{s.distinct:,}/{s.requests:,}",
                      "-" if s.change_rate is None else f"{s.change_rate:.1%} of {s.pairs:,}",
                      how, _fmt(s.token_start_median),
-                     _fmt(s.tokens_after_median), _fmt(s.invalidated_tokens), escape(s.preview)))
+                     _fmt(s.tokens_after_median), _fmt(s.invalidated_tokens), shown(s.preview)))
     headers: tuple[str, ...] = ("segment", "distinct/held", "changed/pairs", "how", "at token",
                                 "after", "invalidated", "preview")
     widest = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
@@ -93,5 +92,5 @@ def _headline(top: SegmentStats) -> str | None:
     if top.token_start_median is not None and top.tokens_after_median is not None:
         where = (f": from token {top.token_start_median:,.0f} on, a median "
                  f"{top.tokens_after_median:,.0f} tokens are recomputed each time")
-    return (f"→ [bold]{escape(top.segment)}[/] ({escape(top.preview)}) {how}changes in "
+    return (f"→ [bold]{shown(top.segment)}[/] ({shown(top.preview)}) {how}changes in "
             f"{top.change_rate:.0%} of consecutive pairs ({kinds}){where}")

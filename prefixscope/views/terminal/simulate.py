@@ -3,11 +3,10 @@ tokens went, what each fix would buy, and the capacity curve."""
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.table import Table
 
 from prefixscope.analyses.simulate import MISS_CLASSES, SimulateReport
-from prefixscope.views.terminal import Screen, count, hit_rate_table, percent
+from prefixscope.views.terminal import Screen, count, hit_rate_table, percent, shown
 
 _MEANING = {
     "new": "never sent before (not a miss)",
@@ -24,7 +23,7 @@ _MEANING = {
 def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) -> Screen:
     capacity = ("unlimited" if report.capacity_tokens is None
                 else f"{report.capacity_tokens:,} tokens")
-    screen.print(f"[bold]{escape(report.engine)}[/] · block {report.unit} · capacity {capacity}"
+    screen.print(f"[bold]{shown(report.engine)}[/] · block {report.unit} · capacity {capacity}"
                  f" · {count(report.requests, 'request')} · "
                  f"{report.prompt_tokens:,} prompt tokens")
     rates = hit_rate_table(observed=percent(report.hit_rate_observed),
@@ -51,7 +50,7 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
         for col in ("request", "session", "prompt", "observed", "predicted", "ideal"):
             table.add_column(col, justify="left" if col in ("request", "session") else "right")
         for r in short[:worst]:
-            table.add_row(escape(r.id[:12]), escape((r.session or "-")[:24]),
+            table.add_row(shown(r.id[:12]), shown((r.session or "-")[:24]),
                           f"{r.prompt_tokens:,}", f"{r.observed or 0:,}", f"{r.predicted:,}",
                           f"{r.ideal:,}")
         screen.print(table)
@@ -63,7 +62,7 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
         screen.print(f"best fit: block {report.fit.unit}, capacity {fit_capacity}{ttl} "
                      f"(agreement {percent(report.fit.agreement)})")
     for w in report.what_if:
-        screen.print(f"what-if [bold]{escape(w.transform)}[/]: ideal {percent(w.hit_rate_ideal)}"
+        screen.print(f"what-if [bold]{shown(w.transform)}[/]: ideal {percent(w.hit_rate_ideal)}"
                      f", predicted {percent(w.hit_rate_predicted)}, "
                      f"{w.gain_tokens:+,} cached tokens")
     if report.capacity_curve:

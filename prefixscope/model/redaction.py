@@ -1,0 +1,236 @@
+"""Secret masking for everything prefixscope prints or writes: one list of patterns.
+
+Logs hold credentials (API keys pasted into prompts, ``Authorization`` headers in
+captures, private keys in tool output). The store keeps the logs as logged; every
+output -- terminal, ``--json``, report files, ``sql`` rows -- goes through one
+`Redactor`, chosen once per run by the command line (``--redact REGEX``,
+``--no-default-redaction``, ``PREFIXSCOPE_REDACT``) and read here by `active()`.
+
+Masking is length-preserving: each masked character becomes ``•`` (newlines stay), so
+a masked text keeps every character offset -- segment spans, divergence offsets and
+token spans computed on the original text still index the masked one, and a view may
+cut a masked text anywhere without showing part of a secret. A built-in rule keeps a
+short non-secret prefix naming the kind of secret (``sk-ant-•••``, ``Authorization:
+Bearer •••``).
+
+The built-in patterns follow gitleaks' rules (config/gitleaks.toml: anthropic-api-key,
+openai-api-key, gcp-api-key, github-pat / -oauth / -app-token / -fine-grained-pat,
+slack-*-token, aws-access-token, private-key, jwt), with lengths loosened where a
+gateway's keys are shorter than the vendor's (new-api and LiteLLM issue ``sk-`` keys of
+their own). They are anchored on a vendor prefix or a header name, so hex request ids,
+content hashes and nonces such as Claude Code's ``cch=`` are never masked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+MASK = "•"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One pattern; a named group ``keep`` at its start is shown, the rest is masked."""
+
+    name: str
+    pattern: re.Pattern[str]
+    builtin: bool = True
+
+
+def _rule(name: str, regex: str) -> Rule:
+    return Rule(name, re.compile(regex))
+
+
+# Header values: the scheme word stays visible (what kind of credential), the value goes.
+# (at least one digit or symbol: "Authorization: required" is prose, not a credential).
+_HEADER_VALUE = r"""(?=[^\s"',;\\•]*[0-9+/=_.~-])[^\s"',;\\•]{8,}"""
+SECRET_PATTERNS: tuple[Rule, ...] = (
+    _rule("private-key",  # gitleaks private-key; the END line stays; unterminated: the body
+          r"(?P<keep>-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
+          r"(?:[\s\S]{64,}?(?=-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
+          r"|(?:[A-Za-z0-9+/=\s]|\\[nr])+)"),
+    _rule("anthropic-api-key", r"(?P<keep>\bsk-ant-)[a-z]+\d\d-[A-Za-z0-9_-]{20,}"),
+    _rule("openai-api-key",  # and the sk- keys of new-api, one-api, LiteLLM
+          r"(?P<keep>\bsk-(?:proj-|svcacct-|admin-)?)"
+          r"(?=[A-Za-z0-9_-]*\d)(?!ant-)[A-Za-z0-9_-]{20,}"),
+    _rule("google-api-key", r"(?P<keep>\bAIza)[0-9A-Za-z_-]{35}"),
+    _rule("github-token", r"(?P<keep>\b(?:ghp|gho|ghu|ghs|ghr)_)[0-9A-Za-z]{36}"
+                          r"|(?P<keep2>\bgithub_pat_)\w{82}"),
+    _rule("slack-token", r"(?P<keep>\bxox[abposer]-)[0-9A-Za-z-]{10,}"
+                         r"|(?P<keep2>\bxapp-)\d-[A-Za-z0-9-]{10,}"),
+    _rule("aws-access-key-id", r"(?P<keep>\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA))[A-Z2-7]{16}\b"),
+    _rule("jwt", r"(?P<keep>\bey)[A-Za-z0-9]{17,}\.ey[A-Za-z0-9/\\_-]{17,}\."
+                 r"(?:[A-Za-z0-9/\\_-]{10,}={0,2})?"),
+    # After the keyed rules, so "Bearer sk-ant-•••" keeps the kind of key it held.
+    _rule("authorization-header",
+          r"(?i)(?P<keep>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+          r"(?:(?:bearer|basic|token|digest|apikey)\s+)?)" + _HEADER_VALUE),
+    _rule("api-key-header",
+          r"(?i)(?P<keep>\b(?:x-api-key|api-key|x-goog-api-key|x-auth-token)[\"']?\s*[:=]\s*"
+          r"[\"']?)" + _HEADER_VALUE),
+    _rule("bearer-token", r"(?P<keep>\b[Bb]earer\s+)[A-Za-z0-9._~+/-]{20,}=*"),
+)
+
+# Request headers that carry credentials: never kept in a store (ingest), and their
+# values masked wherever a mapping of headers is printed.
+CREDENTIAL_HEADER = re.compile(
+    r"(^|[-_])(authorization|cookie|api-key|apikey|access-key|secret-key|private-key|"
+    r"subscription-key|vk|token|secret|password|auth|signature|credentials?)([-_]|$)")
+# The subset a JSON output's keys are checked against: exact header names, so that the
+# shapes' own keys (``token_a``, ``tokens``) are never taken for one.
+_CREDENTIAL_KEY = re.compile(
+    r"(?i)(?:proxy-)?authorization|(?:x-)?api-key|x-goog-api-key|x-auth-token|"
+    r"(?:set-)?cookie")
+
+# Short previews (segments) mask more than secrets: any long opaque token (keys, base64;
+# letters and digits mixed), hex runs with a digit (nonces, hashes) and e-mail addresses.
+OPAQUE = re.compile(
+    r"(?=[A-Za-z0-9+/_=-]*\d)(?=[A-Za-z0-9+/_=-]*[A-Za-z])[A-Za-z0-9+/_=-]{24,}"
+    r"|\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{5,}\b|\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+
+# rich's styling in a captured terminal rendering (SGR and other CSI sequences, OSC 8
+# hyperlinks); log text itself reaches the terminal with its control characters shown
+# as \xNN, so every ESC in a rendering is rich's own.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+
+
+class RedactionError(ValueError):
+    """A --redact pattern that is not a valid regular expression."""
+
+
+def _masked(match: re.Match[str]) -> str:
+    text = match.group()
+    groups = match.re.groupindex
+    keep = next((len(match.group(g) or "") for g in ("keep", "keep2") if g in groups
+                 and match.group(g)), 0)
+    return text[:keep] + re.sub(r"[^\r\n]", MASK, text[keep:])
+
+
+@dataclass(frozen=True, slots=True)
+class Redactor:
+    """The masking rules of one run: built-in secret patterns and the user's own."""
+
+    rules: tuple[Rule, ...] = SECRET_PATTERNS
+
+    def text(self, s: str) -> str:
+        """`s` with every match of every rule masked (same length, newlines kept)."""
+        if not self.rules or not s:
+            return s
+        return _text(self.rules, s)
+
+    def value(self, obj: Any) -> Any:
+        """`obj` with every string in it masked: dicts, lists, tuples and dataclasses are
+        walked; other values are returned as they are.
+
+        Mapping keys are masked by the built-in patterns only: a JSON shape's keys are its
+        field names, which a user's regex written for log text could hit (``--redact
+        session`` must not rename ``session``), while a secret used as a key (a skip
+        reason, a dimension value) still matches a built-in pattern. The value under a
+        credential header name (``authorization``, ``x-api-key``, ``cookie``) is masked
+        whole."""
+        if not self.rules:
+            return obj
+        return self._walk(obj)
+
+    def styled(self, rendering: str) -> str:
+        """A terminal rendering masked as if it had no styling: a secret split by rich's
+        escape sequences (a highlighted divergence inside a key) is still found."""
+        if not self.rules or "\x1b" not in rendering:
+            return self.text(rendering)
+        pieces = _ANSI.split(rendering)
+        codes = _ANSI.findall(rendering)
+        masked = self.text("".join(pieces))
+        out: list[str] = []
+        at = 0
+        for i, piece in enumerate(pieces):
+            out.append(masked[at:at + len(piece)])
+            at += len(piece)
+            if i < len(codes):
+                out.append(codes[i])
+        return "".join(out)
+
+    def _walk(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            return self.text(obj)
+        # Containers and dataclasses come back as they were when nothing in them is
+        # masked: a report of 100k usage records is walked, not copied.
+        if isinstance(obj, Mapping):
+            keys = Redactor(tuple(r for r in self.rules if r.builtin))
+            items = [(keys.text(k) if isinstance(k, str) else k,
+                      _whole(v) if isinstance(k, str) and isinstance(v, str)
+                      and _CREDENTIAL_KEY.fullmatch(k) else self._walk(v))
+                     for k, v in obj.items()]
+            if all(k is a and v is b for (k, v), (a, b) in zip(items, obj.items(),
+                                                                strict=True)):
+                return obj
+            return dict(items)
+        if isinstance(obj, list | tuple) and type(obj) in (list, tuple):
+            walked = [self._walk(v) for v in obj]
+            if all(a is b for a, b in zip(walked, obj, strict=True)):
+                return obj
+            return walked if isinstance(obj, list) else tuple(walked)
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            changed = {}
+            for f in dataclasses.fields(obj):
+                if not f.init:
+                    continue
+                old = getattr(obj, f.name)
+                new = self._walk(old)
+                if new is not old:
+                    changed[f.name] = new
+            return dataclasses.replace(obj, **changed) if changed else obj
+        return obj
+
+
+def _whole(value: str) -> str:
+    """A credential header's value: its scheme word kept, the rest masked."""
+    scheme, sep, _ = value.partition(" ")
+    keep = len(scheme) + 1 if sep and scheme.lower() in ("bearer", "basic", "token",
+                                                          "digest") else 0
+    return value[:keep] + re.sub(r"[^\r\n]", MASK, value[keep:])
+
+
+@lru_cache(maxsize=16)
+def _text(rules: tuple[Rule, ...], s: str) -> str:
+    # Cached: a diff masks each prompt once though it is both sides of two pairs.
+    for rule in rules:
+        s = rule.pattern.sub(_masked, s)
+    return s
+
+
+def redactor(patterns: Iterable[str] = (), defaults: bool = True) -> Redactor:
+    """The rules of a run: the built-in secret patterns (unless `defaults` is False) and
+    the user's regular expressions (raises `RedactionError` on an invalid one)."""
+    user: list[Rule] = []
+    for pattern in patterns:
+        try:
+            user.append(Rule(f"--redact {pattern}", re.compile(pattern), builtin=False))
+        except re.error as exc:
+            raise RedactionError(f"--redact {pattern!r}: not a regular expression: "
+                                 f"{exc}") from None
+    return Redactor((SECRET_PATTERNS if defaults else ()) + tuple(user))
+
+
+_active = Redactor()
+
+
+def active() -> Redactor:
+    """The run's redactor (the built-in patterns until the command line sets one)."""
+    return _active
+
+
+def activate(r: Redactor) -> None:
+    """Set the run's redactor (the command line does, once, before any output)."""
+    global _active
+    _active = r
+
+
+def opaque_masked(text: str) -> str:
+    """A short preview's text with opaque tokens, nonces and e-mail addresses as ``•``
+    (at most 8 per token: a preview is short)."""
+    return OPAQUE.sub(lambda m: MASK * min(len(m.group()), 8), text)

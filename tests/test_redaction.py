@@ -1,0 +1,336 @@
+"""Secrets in logs never reach an output: the built-in patterns, --redact, and every sink.
+
+The fake secrets are assembled from pieces at run time (so no secret scanner flags this
+file) in each vendor's documented shape; the expected masks are written by hand: the
+kept prefix, then one ``•`` per masked character (masking keeps the length).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from typer.testing import CliRunner
+
+from prefixscope.cli.main import app
+from prefixscope.cli.privacy import hoisted
+from prefixscope.model.redaction import MASK, Redactor, activate, redactor
+
+runner = CliRunner()
+
+ANT_BODY = "api03-" + "Zq7" * 31 + "AA"  # 99 chars: 93 + "AA" after "api03-"
+ANTHROPIC = "sk-" + "ant-" + ANT_BODY
+OPENAI_PROJ = "sk-" + "proj-" + "Xy9" * 20 + "T3Blbk" + "FJ" + "Ab4" * 20
+NEWAPI = "sk-" + "Ab1Cd2Ef3Gh4" * 4  # a gateway key: sk- and 48 letters and digits
+GOOGLE = "AI" + "za" + "Sy" + "B7" * 16 + "x"  # 35 after the prefix
+GITHUB = "gh" + "p_" + "a1B2c3" * 6
+GITHUB_FINE = "github" + "_pat_" + "11ABCDEFG0" + "x" * 72
+SLACK = "xo" + "xb-" + "1234567890-1234567890-" + "AbCdEfGh" * 3
+AWS = "AK" + "IA" + "QWERTYUI" + "OPASDF23"
+JWT = ("ey" + "JhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + ".ey" + "JzdWIiOiIxMjM0NTY3ODkwIn0"
+       + "." + "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+PEM_BODY = "\n".join(["MIIEowIBAAKCAQEA" + "q3Zx" * 12] * 4)
+PEM = ("-----BEGIN " + "RSA PRIVATE KEY-----\n" + PEM_BODY + "\n-----END RSA PRIVATE KEY-----")
+CUSTOM = "ACME-INTERNAL-7731"  # a deployment's own token, masked only with --redact
+
+
+@pytest.fixture(autouse=True)
+def _default_redaction_after_each_test():
+    """A run's options set the process's redactor: later tests get the default again."""
+    yield
+    activate(Redactor())
+
+
+def bullets(s: str) -> str:
+    return re.sub(r"[^\n]", MASK, s)
+
+
+# (name, text, expected) -- the expected mask by hand: kept prefix + one bullet a char.
+MASKED = [
+    ("anthropic", ANTHROPIC, "sk-ant-" + bullets(ANT_BODY)),
+    ("openai project", OPENAI_PROJ, "sk-proj-" + bullets(OPENAI_PROJ[8:])),
+    ("new-api gateway key", NEWAPI, "sk-" + bullets(NEWAPI[3:])),
+    ("google", GOOGLE, "AIza" + bullets(GOOGLE[4:])),
+    ("github", GITHUB, "ghp_" + bullets(GITHUB[4:])),
+    ("github fine-grained", GITHUB_FINE, "github_pat_" + bullets(GITHUB_FINE[11:])),
+    ("slack", SLACK, "xoxb-" + bullets(SLACK[5:])),
+    ("aws", AWS, "AKIA" + bullets(AWS[4:])),
+    ("jwt", JWT, "ey" + bullets(JWT[2:])),
+    ("private key", PEM, PEM.split("\n")[0] + "\n" + bullets(PEM_BODY) + "\n"
+     + "-----END RSA PRIVATE KEY-----"),
+    ("authorization header", "Authorization: Bearer abc.DEF-123_xyz/7890",
+     "Authorization: Bearer " + bullets("abc.DEF-123_xyz/7890")),
+    ("basic auth in JSON", '"authorization": "Basic dXNlcjpwYXNzd29yZDEyMw=="',
+     '"authorization": "Basic ' + bullets("dXNlcjpwYXNzd29yZDEyMw==") + '"'),
+    ("x-api-key header", "x-api-key: k3y-" + "9" * 20, "x-api-key: " + bullets("k3y-" + "9" * 20)),
+    ("bearer key keeps its kind", "Authorization: Bearer " + ANTHROPIC,
+     "Authorization: Bearer sk-ant-" + bullets(ANT_BODY)),
+]
+
+UNTOUCHED = [
+    "x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch=fa690;",
+    "request 0a1b2c3d4e5f60718293a4b5c6d7e8f9 and 9f3c2a71-4b8e-4d2f-a6c1-3e5b7d9f0a12",
+    "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "Authorization: required for every call",  # a word is prose, not a credential
+    "sk-learn is a nickname; sk-1234 is too short",
+    "task-abcdefghijklmnopqrstu12345 and risk-0123456789abcdefghij",  # no word boundary
+    "the bearer of bad news",
+    "akiaqwertyuiopasdf23 is lower case",
+    "AIzaShort",
+    "-----BEGIN PUBLIC KEY----- is not a private one",
+]
+
+
+class TestPatterns:
+    @pytest.mark.parametrize(("name", "text", "expected"), MASKED, ids=[m[0] for m in MASKED])
+    def test_each_default_pattern_masks_its_secret_keeping_the_kind_and_the_length(
+            self, name: str, text: str, expected: str) -> None:
+        got = Redactor().text(f"before {text} after")
+        assert got == f"before {expected} after"
+
+    @pytest.mark.parametrize("text", UNTOUCHED)
+    def test_near_misses_ids_hashes_and_nonces_are_left_alone(self, text: str) -> None:
+        assert Redactor().text(text) == text
+
+    def test_an_unterminated_private_key_masks_its_body(self) -> None:
+        head = "-----BEGIN " + "OPENSSH PRIVATE KEY-----"
+        text = f"{head}\nb3BlbnNzaC1rZXktdjEAAAAA\nQQQQ"
+        assert Redactor().text(text) == f"{head}{bullets(chr(10) + 'b3BlbnNzaC1rZXktdjEAAAAA')}" \
+                                        f"{bullets(chr(10) + 'QQQQ')}"
+
+    def test_a_user_regex_masks_its_matches_and_the_defaults_can_be_turned_off(self) -> None:
+        text = f"{CUSTOM} {NEWAPI}"
+        assert redactor([r"ACME-[A-Z]+-\d+"]).text(text) == \
+            bullets(CUSTOM) + " sk-" + bullets(NEWAPI[3:])
+        assert redactor([r"ACME-[A-Z]+-\d+"], defaults=False).text(text) == \
+            bullets(CUSTOM) + " " + NEWAPI
+        assert redactor([], defaults=False).text(text) == text
+
+    def test_a_bad_regex_is_named(self) -> None:
+        with pytest.raises(ValueError, match=r"--redact '\(': not a regular expression"):
+            redactor(["("])
+
+
+@dataclass(frozen=True)
+class _Inner:
+    text: str
+    n: int
+
+
+@dataclass(frozen=True)
+class _Outer:
+    items: tuple[_Inner, ...]
+    extra: dict[str, object]
+
+
+class TestValues:
+    def test_every_string_in_nested_values_and_dataclasses_is_masked(self) -> None:
+        value = _Outer((_Inner(f"key {GITHUB}", 3),), {"list": [AWS, 7, None]})
+        got = Redactor().value(value)
+        assert got == _Outer((_Inner("key ghp_" + bullets(GITHUB[4:]), 3),),
+                             {"list": ["AKIA" + bullets(AWS[4:]), 7, None]})
+
+    def test_a_value_with_nothing_to_mask_comes_back_as_the_same_object(self) -> None:
+        value = _Outer((_Inner("plain text", 3),), {"list": ["cch=fa690", 7]})
+        assert Redactor().value(value) is value
+
+    def test_keys_get_the_builtin_patterns_only_and_credential_headers_are_masked_whole(
+            self) -> None:
+        r = redactor(["session"])
+        got = r.value({"session": "a session id", NEWAPI: 1,
+                       "Authorization": "Bearer short", "x-api-key": "plainword",
+                       "token_a": "session"})
+        assert got == {"session": "a " + bullets("session") + " id",
+                       "sk-" + bullets(NEWAPI[3:]): 1,
+                       "Authorization": "Bearer " + bullets("short"),
+                       "x-api-key": bullets("plainword"),
+                       "token_a": bullets("session")}
+
+    def test_a_rendering_split_by_escape_sequences_is_still_masked(self) -> None:
+        styled = "A: \x1b[1m" + ANTHROPIC[:20] + "\x1b[0m" + ANTHROPIC[20:] + " end"
+        masked = Redactor().text(ANTHROPIC)
+        assert Redactor().styled(styled) == ("A: \x1b[1m" + masked[:20] + "\x1b[0m"
+                                             + masked[20:] + " end")
+
+
+class TestOptionPlacement:
+    def test_privacy_options_after_the_command_move_before_it(self) -> None:
+        commands = {"report": None, "sql": None}
+        assert hoisted(["report", "LOGS", "--redact", "x", "--html", "r.html",
+                        "--no-default-redaction", "--redact=y"], commands) == \
+            ["--redact", "x", "--no-default-redaction", "--redact=y", "report", "LOGS",
+             "--html", "r.html"]
+        assert hoisted(["--redact", "report", "sql", "q", "--", "--redact", "z"], commands) == \
+            ["--redact", "report", "sql", "q", "--", "--redact", "z"]
+
+    def test_a_bad_regex_is_one_line_and_exit_2(self) -> None:
+        result = runner.invoke(app, ["sql", "select 1", "--redact", "("])
+        assert result.exit_code == 2
+        assert result.stderr.strip().splitlines() == [
+            "error: --redact '(': not a regular expression: missing ), unterminated "
+            "subpattern at position 0"]
+        assert "Traceback" not in result.output
+
+
+# --- end to end: a capture with secrets planted, through every command ----------------
+
+SECRETS = {"anthropic": ANT_BODY, "pem": PEM_BODY.split("\n")[0][16:], "github": GITHUB[4:],
+           "google": GOOGLE[4:]}
+HEADER_ONLY = "x-stainless-planted-header-value"  # a request header nobody asked for
+OUTPUTS = ("r.html", "r.md", "r.json", "r.xml", "baseline.json")  # the files report writes
+CONTROL_SEQ = "\x1b]0;pwned\x07\x1b[2J\x08"  # set the title, clear the screen, backspace
+
+
+def _planted_log(folder: Path) -> Path:
+    """The three-turn Claude Code capture with secrets in the system prompt (after the
+    volatile billing header, so a diff's excerpt window cuts through one), a message,
+    the request headers, a token of the deployment's own, and terminal control
+    sequences just before the billing header's nonce (inside the diff's window)."""
+    lines = (ROOT / "tests/fixtures/raw/claude_code_capture.jsonl").read_text().splitlines()
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        record["headers"]["authorization"] = "Bearer " + ANTHROPIC
+        record["headers"]["x-api-key"] = ANTHROPIC
+        record["headers"]["x-stainless-os"] = HEADER_ONLY
+        system = record["request"]["system"]
+        system[0]["text"] = system[0]["text"].replace("cc_entrypoint=cli;",
+                                                      f"cc_entrypoint=cli{CONTROL_SEQ};")
+        # The pair's 40-character window after the nonce ends 16 characters into the key.
+        system[0]["text"] += f" key={ANTHROPIC}"
+        system[1]["text"] += (f"\nAuthorization: Bearer {ANTHROPIC}\n{PEM}\n"
+                              f"GOOGLE_KEY={GOOGLE} token {GITHUB} {CUSTOM}")
+        record["request"]["messages"][0]["content"][1]["text"] += f" my key is {ANTHROPIC}"
+        out.append(json.dumps(record))
+    path = folder / "planted.jsonl"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def _leaks(text: str, secrets: dict[str, str]) -> list[str]:
+    """Which secrets show any 6 consecutive characters of their secret part (a window
+    cut through a key must not show its inner part either)."""
+    return [name for name, s in secrets.items()
+            if any(s[i:i + 6] in text for i in range(len(s) - 5))]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
+    folder = tmp_path_factory.mktemp("planted")
+    log = _planted_log(folder)
+    store = folder / "planted.duckdb"
+    result = runner.invoke(app, ["ingest", str(log), "--store", str(store)])
+    assert result.exit_code == 0, result.output
+    ids = runner.invoke(app, ["sql", "select id from requests order by timestamp",
+                              "--store", str(store), "--csv"]).stdout.split()[1:]
+    assert len(ids) == 3
+    return folder, store, ids
+
+
+def _commands(store: Path, ids: list[str], folder: Path) -> list[list[str]]:
+    s = ["--store", str(store)]
+    files = [str(folder / n) for n in OUTPUTS]
+    return [
+        ["ingest", str(folder / "planted.jsonl"), "--store", str(folder / "again.duckdb")],
+        ["ingest", str(folder / "planted.jsonl"), "--store", str(folder / "again2.duckdb"),
+         "--json"],
+        ["render", ids[1], *s], ["render", ids[1], *s, "--show-text"],
+        ["render", ids[1], *s, "--json", "--show-text"],
+        # The pair's excerpt window ends inside the key after the billing header.
+        ["diff", ids[0], ids[1], *s], ["diff", ids[0], ids[1], *s, "--json"],
+        ["diff", "--all", *s], ["diff", "--all", *s, "--json"],
+        ["diff", "--session", "9f3c2a71-4b8e-4d2f-a6c1-3e5b7d9f0a12", *s],
+        ["segments", *s], ["segments", *s, "--show-text"],
+        ["segments", *s, "--show-text", "--json"],
+        ["bucket", *s], ["bucket", *s, "--json"],
+        ["simulate", *s], ["simulate", *s, "--json"],
+        ["report", *s, "--html", files[0], "--md", files[1], "--json-file", files[2],
+         "--junit", files[3], "--write-baseline", files[4]],
+        ["report", *s, "--json"],
+        ["sql", "select * from requests join bodies on hash = body_hash", *s, "--json"],
+    ]
+
+
+def _run_all(store: Path, ids: list[str], folder: Path, prefix: list[str]) -> str:
+    """Every command's stdout, stderr and written files, concatenated."""
+    seen = []
+    for args in _commands(store, ids, folder):
+        result = runner.invoke(app, [*prefix, *args])
+        assert result.exit_code in (0, 3), (args, result.output)
+        seen += [result.stdout, result.stderr]
+    for name in OUTPUTS:
+        seen.append((folder / name).read_text())
+        (folder / name).unlink()
+    return "\n".join(seen)
+
+
+class TestNothingLeaks:
+    def test_no_secret_reaches_any_output_of_any_command(
+            self, planted: tuple[Path, Path, list[str]]) -> None:
+        folder, store, ids = planted
+        everything = _run_all(store, ids, folder, [])
+        assert _leaks(everything, SECRETS) == []
+        assert "sk-ant-" + MASK * 10 in everything  # the masks are there: the run showed text
+        assert CUSTOM in everything  # not a default pattern
+
+    def test_a_user_regex_masks_its_token_everywhere_wherever_the_option_is_written(
+            self, planted: tuple[Path, Path, list[str]]) -> None:
+        folder, store, ids = planted
+        everything = _run_all(store, ids, folder, ["--redact", r"ACME-[A-Z]+-\d+"])
+        assert _leaks(everything, {"custom": CUSTOM}) == []
+        after = runner.invoke(app, ["render", ids[1], "--store", str(store), "--show-text",
+                                    "--redact", r"ACME-[A-Z]+-\d+"])
+        assert after.exit_code == 0 and CUSTOM not in after.stdout and bullets(CUSTOM) in \
+            after.stdout
+
+    def test_the_environment_variable_adds_patterns(
+            self, planted: tuple[Path, Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+        _, store, ids = planted
+        monkeypatch.setenv("PREFIXSCOPE_REDACT", "nothing-matches-this\nACME-[A-Z]+-\\d+")
+        result = runner.invoke(app, ["render", ids[1], "--store", str(store), "--show-text"])
+        assert CUSTOM not in result.stdout and bullets(CUSTOM) in result.stdout
+
+    def test_without_default_redaction_the_secrets_show(
+            self, planted: tuple[Path, Path, list[str]]) -> None:
+        _, store, ids = planted
+        result = runner.invoke(app, ["--no-default-redaction", "render", ids[1],
+                                     "--store", str(store), "--show-text"])
+        assert _leaks(result.stdout, SECRETS) == ["anthropic", "pem", "github", "google"]
+
+    def test_request_headers_are_not_printed_unless_asked(
+            self, planted: tuple[Path, Path, list[str]]) -> None:
+        folder, store, ids = planted
+        for args in _commands(store, ids, folder):
+            if args[0] == "sql":
+                continue
+            result = runner.invoke(app, ["--no-default-redaction", *args])
+            assert HEADER_ONLY not in result.stdout + result.stderr, args
+        for name in OUTPUTS:
+            assert HEADER_ONLY not in (folder / name).read_text()
+        # Asked for: `sql` over the stored metadata shows the headers kept, and the
+        # credential headers were never stored at all.
+        asked = runner.invoke(app, ["--no-default-redaction", "sql",
+                                    "select metadata from requests", "--store", str(store),
+                                    "--json"])
+        assert HEADER_ONLY in asked.stdout
+        assert "authorization" not in asked.stdout.lower()
+        assert "x-api-key" not in asked.stdout.lower()
+
+
+def test_no_command_sends_a_logged_control_sequence_to_the_terminal(
+        planted: tuple[Path, Path, list[str]]) -> None:
+    """ESC, BEL and backspace from a log are shown as \\xNN on stdout and stderr.
+    (`render --show-text` piped writes the prompt byte for byte: it is data, not a
+    terminal screen, and is left out.)"""
+    folder, store, ids = planted
+    for args in _commands(store, ids, folder):
+        if args[0] == "render" and "--show-text" in args and "--json" not in args:
+            continue
+        result = runner.invoke(app, args)
+        assert not any(c in result.stdout + result.stderr for c in "\x1b\x07\x08"), args
+    pair = runner.invoke(app, ["diff", ids[0], ids[1], "--store", str(store)])
+    assert "cli\\x1b]0;pwned\\x07\\x1b[2J\\x08; cch=" in pair.stdout
