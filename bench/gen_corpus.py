@@ -94,7 +94,8 @@ def load_material() -> Material:
     tasks: list[str] = []
     thoughts: list[str] = []
     commands: list[dict[str, Any]] = []
-    openhands = _real("openhands", "evaluation__benchmarks__multi_swe_bench__examples__output.jsonl")
+    openhands = _real("openhands",
+                      "evaluation__benchmarks__multi_swe_bench__examples__output.jsonl")
     for line in openhands.read_text().splitlines():
         run = json.loads(line)
         history = run["history"]
@@ -132,7 +133,8 @@ def load_material() -> Material:
                 elif msg.get("role") == "tool" and len(text) > 40 and text not in outputs:
                     outputs.append(text)
     if not (systems and tools and outputs and tasks):
-        raise SystemExit("real material incomplete (OpenHands output.jsonl, SWE-agent trajectories)")
+        raise SystemExit("real material incomplete (OpenHands output.jsonl, "
+                         "SWE-agent trajectories)")
     thoughts = thoughts or ["Let me look at the relevant code."]
     commands = commands or [{"name": "execute_bash", "input": {"command": "ls"}}]
     return Material(systems, tools, outputs, tasks, thoughts, commands)
