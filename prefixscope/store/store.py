@@ -475,6 +475,12 @@ class Store:
         """Requests whose body the log recorded."""
         return int(self.run("SELECT count(*) FROM requests WHERE has_body")[0][0])
 
+    def body_count_once(self) -> int:
+        """Requests with a body, a call two sources logged counted once (what
+        `iter_requests` yields with a body)."""
+        return int(self.run("SELECT count(*) FROM requests WHERE has_body AND "
+                            "duplicate_of IS NULL")[0][0])
+
     def threading_rows(self) -> pl.DataFrame:
         """The columns session threading needs, in time order."""
         return self.con.sql(
