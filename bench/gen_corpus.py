@@ -10,7 +10,8 @@ outputs) and writes them as
 * ``raw``: raw Anthropic Messages captures, one ``{timestamp, headers, request,
   response}`` per line (what `prefixscope.ingest.formats.raw` reads), and
 * ``langfuse``: a Langfuse batch export (camelCase observation rows as JSON lines,
-  ``input`` the same Anthropic body).
+  ``input`` the same Anthropic body; ``sessionId`` where the raw form has the session
+  header, else one trace per session).
 
 Shape of every session (the same at every size, so seconds per GB are comparable
 across sizes; a bigger corpus has more sessions, not longer ones): ``--turns``
@@ -59,6 +60,9 @@ except ImportError:  # pragma: no cover - orjson is a prefixscope dependency
 ROOT = Path(__file__).resolve().parent.parent
 REAL_DIRS = (ROOT.parent / "shared" / "data" / "real", ROOT / "tests" / "data" / "real")
 BYTES_PER_TOKEN = 4
+# Text a real agent writes only when it rewrites its history (SWE-agent's elided
+# observations): material holding it would make every session look compacted.
+REWRITE_MARKS = ("Old environment output: (", "Outdated window with ")
 START = datetime(2026, 9, 1, 9, 0, 0, tzinfo=UTC)
 MODEL = "claude-sonnet-4-5-20250929"
 COMPACTION_PREFIX = ("This session is being continued from a previous conversation that ran "
@@ -111,7 +115,8 @@ def load_material() -> Material:
             tasks.append(run["instruction"])
         for event in history:
             if event.get("observation") and isinstance(event.get("content"), str) \
-                    and len(event["content"]) > 40:
+                    and len(event["content"]) > 40 \
+                    and not any(mark in event["content"] for mark in REWRITE_MARKS):
                 outputs.append(event["content"])
             if event.get("action") in ("run", "edit", "read", "str_replace") and \
                     isinstance(event.get("args"), dict):
@@ -130,7 +135,8 @@ def load_material() -> Material:
                     c.get("text", "") for c in content or [] if isinstance(c, dict))
                 if msg.get("role") == "system" and text and text not in systems:
                     systems.append(text)
-                elif msg.get("role") == "tool" and len(text) > 40 and text not in outputs:
+                elif msg.get("role") == "tool" and len(text) > 40 and text not in outputs \
+                        and not any(mark in text for mark in REWRITE_MARKS):
                     outputs.append(text)
     if not (systems and tools and outputs and tasks):
         raise SystemExit("real material incomplete (OpenHands output.jsonl, "
@@ -316,7 +322,10 @@ def raw_line(s: Session, body: dict[str, Any], usage: dict[str, int]) -> bytes:
 
 def langfuse_line(s: Session, body: dict[str, Any], usage: dict[str, int]) -> bytes:
     obs_id = hashlib.sha256(f"{s.session_id}/{s.turn}/obs".encode()).hexdigest()[:32]
-    trace_id = hashlib.sha256(f"{s.session_id}/{s.turn}/trace".encode()).hexdigest()[:32]
+    # a session with a Langfuse sessionId has a trace per turn; one without is one trace
+    # (an agent run traced as a whole, as LangGraph does)
+    trace_key = f"{s.session_id}/{s.turn}" if s.explicit else s.session_id
+    trace_id = hashlib.sha256(f"{trace_key}/trace".encode()).hexdigest()[:32]
     end = s.when + timedelta(seconds=2)
     row = {"id": obs_id, "traceId": trace_id, "type": "GENERATION", "name": "anthropic.messages",
            "startTime": _ts(s.when), "endTime": _ts(end), "model": MODEL,
