@@ -248,90 +248,150 @@ def census(
     Returns:
         A SegmentsReport with segments ranked by invalidated tokens (or change rate).
     """
-    hashes: dict[str, dict[str, SegmentHashes]] = {}
-    kinds: dict[str, str] = {}
-    families: dict[str, tuple[str, int | None]] = {}
-    family_len: dict[str, dict[str, int]] = {}
-    holders: dict[str, int] = defaultdict(int)
-    contents: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    sample: dict[tuple[str, str], Any] = {}
-    starts: dict[str, list[int]] = defaultdict(list)
-    afters: dict[str, list[int]] = defaultdict(list)
-    n_requests = 0
+    tally = Census(pairs, positions=positions)
     for request in requests:
+        tally.add(request)
+    return tally.report(group=group, show_text=show_text, without_body=without_body)
+
+
+class PairIndex:
+    """The consecutive pairs of a census, by request: which pairs each request is in and
+    how many of them are still to be counted. Shared by the censuses of several --by
+    groups: a pair counts in a group only when both its requests are in that group."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]]) -> None:
+        # id -> the pairs it is in (a pair given twice is counted twice, as given)
+        self.pairs_of: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        self.open: dict[str, int] = defaultdict(int)  # id -> its pairs not settled yet
+        self.holder: dict[str, Census] = {}  # id -> the census keeping its hashes
+        for a, b in pairs:
+            for rid in {a, b}:
+                self.pairs_of[rid].append((a, b))
+            self.open[a] += 1
+            self.open[b] += 1
+
+    def settle(self, a_id: str, b_id: str) -> None:
+        """One pair counted (or never countable): free what no other pair needs."""
+        for rid in (a_id, b_id):
+            self.open[rid] -= 1
+            if self.open[rid] <= 0 and rid in self.holder:
+                self.holder.pop(rid).forget(rid)
+
+
+class Census:
+    """`census` one request at a time. A request's segment hashes are kept only until
+    every pair it is in is settled, so memory follows the open sessions, not the log
+    (requests come in time order; a pair is counted when its second request arrives)."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]] | PairIndex, *,
+                 positions: Positions | None = None) -> None:
+        self.positions = positions
+        self.index = pairs if isinstance(pairs, PairIndex) else PairIndex(pairs)
+        self.hashes: dict[str, dict[str, SegmentHashes]] = {}
+        self.family_len: dict[str, dict[str, int]] = {}
+        self.kinds: dict[str, str] = {}
+        self.families: dict[str, tuple[str, int | None]] = {}
+        self.holders: dict[str, int] = defaultdict(int)
+        self.contents: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.sample: dict[tuple[str, str], Any] = {}
+        self.starts: dict[str, list[int]] = defaultdict(list)
+        self.afters: dict[str, list[int]] = defaultdict(list)
+        self.n_requests = 0
+        self.pair_count: dict[str, int] = defaultdict(int)
+        self.changes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.n_pairs = 0
+
+    def add(self, request: Request) -> None:
+        """Census one request (ids are unique); count the pairs it completes."""
         segs = raw_segments(request)
         if not segs:
-            continue
-        n_requests += 1
+            return
+        self.n_requests += 1
         per: dict[str, SegmentHashes] = {}
         lens: dict[str, int] = defaultdict(int)
         for seg in segs:
             h = segment_hashes(seg.value)
             per[seg.path] = h
-            kinds.setdefault(seg.path, seg.kind)
-            families.setdefault(seg.path, (seg.family, seg.index))
+            self.kinds.setdefault(seg.path, seg.kind)
+            self.families.setdefault(seg.path, (seg.family, seg.index))
             lens[seg.family] += 1
-            holders[seg.path] += 1
-            contents[seg.path][h.exact] += 1
-            sample.setdefault((seg.path, h.exact), seg.value)
-        hashes[request.id] = per
-        family_len[request.id] = dict(lens)
-        if positions is not None:
-            pos = positions(request) or {}
+            self.holders[seg.path] += 1
+            self.contents[seg.path][h.exact] += 1
+            self.sample.setdefault((seg.path, h.exact), seg.value)
+        if self.positions is not None:
+            pos = self.positions(request) or {}
             for path, (start, total) in pos.items():
                 if path in per:
-                    starts[path].append(start)
-                    afters[path].append(total - start)
+                    self.starts[path].append(start)
+                    self.afters[path].append(total - start)
+        rid = request.id
+        index = self.index
+        if not index.open.get(rid):
+            return  # in no pair: its hashes are not needed
+        self.hashes[rid] = per
+        self.family_len[rid] = dict(lens)
+        index.holder[rid] = self
+        for a_id, b_id in index.pairs_of.pop(rid, ()):
+            other = b_id if a_id == rid else a_id
+            if other not in index.holder:
+                continue  # not arrived yet: counted when it does
+            if other in self.hashes:
+                self._count(a_id, b_id)
+            index.settle(a_id, b_id)  # counted, or in another group: never counted
 
-    pair_count: dict[str, int] = defaultdict(int)
-    changes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    n_pairs = 0
-    for a_id, b_id in pairs:
-        a, b = hashes.get(a_id), hashes.get(b_id)
-        if a is None or b is None:
-            continue
-        n_pairs += 1
+    def forget(self, rid: str) -> None:
+        self.hashes.pop(rid, None)
+        self.family_len.pop(rid, None)
+
+    def _count(self, a_id: str, b_id: str) -> None:
+        a, b = self.hashes[a_id], self.hashes[b_id]
+        self.n_pairs += 1
         for path in a.keys() | b.keys():
-            fam, idx = families[path]
+            fam, idx = self.families[path]
             if fam in ("messages", "input") and idx is not None and (
-                    (path not in a and idx >= family_len[a_id].get(fam, 0))
-                    or (path not in b and idx >= family_len[b_id].get(fam, 0))):
+                    (path not in a and idx >= self.family_len[a_id].get(fam, 0))
+                    or (path not in b and idx >= self.family_len[b_id].get(fam, 0))):
                 # Appended history is growth; history cut from the end (compaction,
                 # rewind) is not a change of each dropped message either: the first
                 # changed message before the cut is where the prefix broke.
                 continue
-            pair_count[path] += 1
+            self.pair_count[path] += 1
             kind = change_kind(a.get(path), b.get(path))
             if kind:
-                changes[path][kind] += 1
+                self.changes[path][kind] += 1
 
-    stats = []
-    for path, held in holders.items():
-        pairs_here = pair_count.get(path, 0)
-        changed = sum(changes[path].values()) if path in changes else 0
-        rate = changed / pairs_here if pairs_here else None
-        start_med = statistics.median(starts[path]) if starts.get(path) else None
-        after_med = statistics.median(afters[path]) if afters.get(path) else None
-        ranked = sorted(contents[path].items(), key=lambda kv: -kv[1])
-        common = ranked[0][0]
-        other = sample[(path, ranked[1][0])] if len(ranked) > 1 else None
-        stats.append(SegmentStats(
-            segment=path, kind=kinds[path], requests=held, distinct=len(contents[path]),
-            pairs=pairs_here, change_rate=rate,
-            unique_per_request=held > 1 and len(contents[path]) == held,
-            change_kinds=dict(changes[path]) if path in changes else {},
-            token_start_median=start_med, tokens_after_median=after_med,
-            invalidated_tokens=(rate * after_med) if rate is not None and after_med is not None
-            else None,
-            preview=preview(sample[(path, common)], 200 if show_text else PREVIEW_CHARS,
-                            redact=not show_text, other=other),
-        ))
-    stats.sort(key=_rank)
-    return SegmentsReport(
-        group=group or {}, segments=tuple(stats),
-        totals=SegmentsTotals(requests=n_requests, pairs=n_pairs, segments=len(stats),
-                              without_body=without_body, hash_version=HASH_VERSION),
-    )
+    def report(self, *, group: dict[str, Any] | None = None, show_text: bool = False,
+               without_body: int = 0) -> SegmentsReport:
+        stats = []
+        for path, held in self.holders.items():
+            pairs_here = self.pair_count.get(path, 0)
+            changes = self.changes
+            changed = sum(changes[path].values()) if path in changes else 0
+            rate = changed / pairs_here if pairs_here else None
+            starts, afters = self.starts, self.afters
+            start_med = statistics.median(starts[path]) if starts.get(path) else None
+            after_med = statistics.median(afters[path]) if afters.get(path) else None
+            ranked = sorted(self.contents[path].items(), key=lambda kv: -kv[1])
+            common = ranked[0][0]
+            other = self.sample[(path, ranked[1][0])] if len(ranked) > 1 else None
+            stats.append(SegmentStats(
+                segment=path, kind=self.kinds[path], requests=held,
+                distinct=len(self.contents[path]), pairs=pairs_here, change_rate=rate,
+                unique_per_request=held > 1 and len(self.contents[path]) == held,
+                change_kinds=dict(changes[path]) if path in changes else {},
+                token_start_median=start_med, tokens_after_median=after_med,
+                invalidated_tokens=(rate * after_med) if rate is not None
+                and after_med is not None else None,
+                preview=preview(self.sample[(path, common)], 200 if show_text else PREVIEW_CHARS,
+                                redact=not show_text, other=other),
+            ))
+        stats.sort(key=_rank)
+        return SegmentsReport(
+            group=group or {}, segments=tuple(stats),
+            totals=SegmentsTotals(requests=self.n_requests, pairs=self.n_pairs,
+                                  segments=len(stats), without_body=without_body,
+                                  hash_version=HASH_VERSION),
+        )
 
 
 def _rank(s: SegmentStats) -> tuple[float, float, float, str]:
@@ -385,27 +445,34 @@ def segments_store(store: Store, by: tuple[str, ...] = (), *,
     """
     check_dimensions(by)
     session_of = store.session_of()
-    groups: dict[tuple[Any, ...], list[Request]] = defaultdict(list)
+    index = PairIndex((a, b) for a, b, _, _ in store.session_pairs(once=True))
+    positions = None
+    if with_tokens:
+        positions = token_positions(options or RenderOptions())
+    if progress is not None:
+        total = store.body_count_once()
+        positions = _counting(positions, lambda seen: progress(seen, total))
+    groups: dict[tuple[Any, ...], Census] = {}
     without: dict[tuple[Any, ...], int] = defaultdict(int)
-    # A call two sources logged (duplicate_of) is censused once, through the copy kept.
+    # A call two sources logged (duplicate_of) is censused once, through the copy kept;
+    # requests stream from the store one at a time (nothing holds the log's bodies).
     for request in store.iter_requests():
         key = group_key(by, request, session_of.get(request.id))
         if request.body is None:
             without[key] += 1
         else:
-            groups[key].append(request)
-    pairs = [(a, b) for a, b, _, _ in store.session_pairs(once=True)]
-    positions = None
-    if with_tokens:
-        positions = token_positions(options or RenderOptions())
-    if progress is not None:
-        total = sum(len(g) for g in groups.values())
-        positions = _counting(positions, lambda seen: progress(seen, total))
+            if key not in groups:
+                groups[key] = Census(index, positions=positions)
+            groups[key].add(request)
     reports = []
     for key in sorted(groups.keys() | without.keys(), key=lambda k: tuple(map(str, k))):
-        reports.append(census(groups.get(key, []), pairs, positions=positions,
-                              group=dict(zip(by, key, strict=True)), show_text=show_text,
-                              without_body=without.get(key, 0)))
+        group = dict(zip(by, key, strict=True))
+        if key in groups:
+            reports.append(groups[key].report(group=group, show_text=show_text,
+                                              without_body=without.get(key, 0)))
+        else:
+            reports.append(census([], [], group=group, show_text=show_text,
+                                  without_body=without.get(key, 0)))
     return reports
 
 

@@ -21,7 +21,7 @@ def export(
     store: StoreOpt = None,
     quiet: Quiet = 0,
 ) -> None:
-    """Export requests, bodies, sessions and the turns view as Parquet files.
+    """Export requests, bodies, parts, sessions and the turns view as Parquet files.
 
     Example:
         prefixscope export --parquet out/ && duckdb -c "from 'out/turns.parquet'"

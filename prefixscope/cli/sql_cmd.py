@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
 
 def sql(
     query: Annotated[str, typer.Argument(help="A SQL query (DuckDB dialect). Tables: requests, "
-                                              "bodies, sessions; view: turns.")],
+                                              "bodies, parts, sessions; view: turns.")],
     store: StoreOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Rows as a JSON list of objects.")]
     = False,

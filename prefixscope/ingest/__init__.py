@@ -48,7 +48,10 @@ from prefixscope.ingest.source import READ_ERRORS, Probe, Source, probe
 from prefixscope.model import Record, Request, Skip
 
 MAX_LISTED_ERRORS = 100
+# A store write holds at most BATCH requests or BATCH_BYTES of request bodies (as JSON),
+# whichever comes first: ingest's memory is bounded by a batch, not by the log.
 BATCH = 2000
+BATCH_BYTES = 32 << 20
 
 # In a directory walk, files with these endings are documentation or config, never logs.
 _NOT_LOGS = {
@@ -184,7 +187,9 @@ def record_id(fmt: str, key: str, occurrence: int) -> str:
 
 def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Request | Skip]:
     """Parse one source, assigning stable ids; yields requests and skips."""
-    seen: Counter[str] = Counter()
+    # occurrences of each record key, counted by the key's hash: a key can be a whole
+    # record's canonical JSON, and a log of them must not be held in memory
+    seen: Counter[int] = Counter()
     per_line: Counter[int | None] = Counter()  # requests already read from each line
     parser = module.parse(source, pr)
     while True:
@@ -203,8 +208,9 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
             yield item
             continue
         assert isinstance(item, Record)
-        occurrence = seen[item.key]
-        seen[item.key] += 1
+        key_hash = xxhash.xxh3_128_intdigest(item.key.encode())
+        occurrence = seen[key_hash]
+        seen[key_hash] += 1
         line = item.request.source_line
         position = item.request.source_position
         if position is None:  # the format did not say: the order it read them in

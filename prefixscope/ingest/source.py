@@ -34,6 +34,7 @@ from prefixscope.ingest.readers.json import (
     UTF8_BOM,
     first_json_line,
     head_json_records,
+    is_json_lines,
 )
 from prefixscope.ingest.readers.sqlite import SQLITE_MAGIC, read_tables
 
@@ -212,7 +213,9 @@ def probe(source: Source) -> Probe:
         document_error = ""
         cut: Exception | None = None
         too_large = len(head) == PROBE_BYTES and source.size > MAX_DOCUMENT_PROBE
-        if not too_large:
+        # JSON lines (a whole record on line 1, more lines after it) is never one document:
+        # it is not read whole to find that out (a log of GBs would be)
+        if not too_large and not (len(head) == PROBE_BYTES and is_json_lines(source)):
             try:
                 doc = orjson.loads(source.read_bytes().lstrip(UTF8_BOM))
             except orjson.JSONDecodeError as exc:

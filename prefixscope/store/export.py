@@ -8,7 +8,7 @@ import duckdb
 
 from prefixscope.store.store import Store, StoreError
 
-TABLES = ("requests", "bodies", "sessions", "turns")
+TABLES = ("requests", "bodies", "parts", "sessions", "turns")
 
 
 def export_parquet(store: Store, directory: Path) -> list[Path]:

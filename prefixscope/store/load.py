@@ -1,7 +1,10 @@
 """Log files -> the store: the ingest driver.
 
 Reading is `prefixscope.ingest`'s (pure: bytes in, `Request` records out); this module
-streams those records into the store in batches inside one transaction, links second
+streams those records into the store in bounded batches (`ingest.BATCH` requests or
+`ingest.BATCH_BYTES` of body JSON; bodies are stored by content, `store.parts`, so what
+a run's transaction holds grows with the log's distinct content) inside one
+transaction, links second
 logs of one call (`store.duplicates`) and re-threads sessions at the end. Under
 ``--strict`` any skipped record rolls the whole run back.
 """
@@ -15,6 +18,7 @@ from types import ModuleType
 
 from prefixscope.ingest import (
     BATCH,
+    BATCH_BYTES,
     IngestError,
     ProgressFn,
     Tally,
@@ -33,6 +37,7 @@ from prefixscope.ingest.formats import get_format
 from prefixscope.ingest.normalize.sessions import SessionRule, apply_session_rules
 from prefixscope.ingest.source import DECODE_ERRORS, Probe, Source
 from prefixscope.model import Request, Skip
+from prefixscope.model.hashing import exact_json
 from prefixscope.sessions import thread_sessions
 from prefixscope.store.duplicates import call_row, link_duplicates
 from prefixscope.store.store import Store, UsageSummary
@@ -72,6 +77,8 @@ def ingest_paths(
     session_gap_s: float = 3600.0,
     progress: ProgressFn | None = None,
     session_rules: tuple[SessionRule, ...] = (),
+    batch_size: int | None = None,
+    batch_bytes: int | None = None,
 ) -> IngestResult:
     """Ingest log files into `store` (a `prefixscope.store.Store`) and re-thread sessions.
 
@@ -104,7 +111,8 @@ def ingest_paths(
         with store.transaction():
             for source in sources:
                 try:
-                    new += _ingest_one(source, forced, store, tally, session_rules)
+                    new += _ingest_one(source, forced, store, tally, session_rules,
+                                       batch_size=batch_size, batch_bytes=batch_bytes)
                 finally:
                     source.close()
                 done += _safe_size(source)
@@ -135,7 +143,8 @@ def _safe_size(source: Source) -> int:
 
 
 def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: Tally,
-                session_rules: tuple[SessionRule, ...] = ()) -> int:
+                session_rules: tuple[SessionRule, ...] = (), *, batch_size: int | None = None,
+                batch_bytes: int | None = None) -> int:
     try:
         found: tuple[ModuleType | None, Probe] = (
             (forced, probe(source)) if forced is not None else detect(source))
@@ -161,6 +170,10 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
     new = 0
     read_before, skipped_before = tally.read, tally.skipped
     batch: list[Request] = []
+    texts: list[str | None] = []  # each batched request's body as stored (serialized once)
+    held = 0  # bytes of body JSON in the batch
+    max_count = batch_size or BATCH
+    max_bytes = batch_bytes or BATCH_BYTES
     prefer = getattr(module, "prefer", None)  # a format's rule for two copies of one call
     whole_file_skipped = False
     try:
@@ -170,14 +183,19 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
                 whole_file_skipped = whole_file_skipped or item.line is None
                 continue
             batch.append(apply_session_rules(item, session_rules) if session_rules else item)
+            text = None if item.body is None else exact_json(item.body)
+            texts.append(text)
+            held += len(text) if text is not None else 0
             tally.by_format[module.NAME] += 1
             tally.read += 1
-            if len(batch) >= BATCH:
-                new += store.add(batch, prefer)
+            if len(batch) >= max_count or held >= max_bytes:
+                new += store.add(batch, prefer, body_texts=texts)
                 batch.clear()
+                texts.clear()
+                held = 0
     except (OSError, EOFError) as exc:
         tally.error(source.name, None, f"read failed part-way: {exc}")
-    new += store.add(batch, prefer)
+    new += store.add(batch, prefer, body_texts=texts)
     if tally.read == read_before and (tally.skipped == skipped_before or whole_file_skipped):
         # Recognized, yet no request in it: always a skip with a reason (the format's own,
         # else this one), so --strict fails on it.

@@ -97,7 +97,19 @@ CREATE TABLE simulated (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3)
+# v4: content-addressed bodies (`store.parts`): a body is stored as its skeleton (the
+# JSON with its list-valued system / tools / messages / input emptied) plus `layout`,
+# the ordered hashes of those lists' elements, each element stored once in `parts`.
+# Bodies stored before keep `layout` NULL: their `body` is the whole JSON, read as is.
+V4 = """
+CREATE TABLE parts (
+    hash VARCHAR PRIMARY KEY,
+    part VARCHAR NOT NULL
+);
+ALTER TABLE bodies ADD COLUMN layout VARCHAR;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The requests table's columns, in order, with their Polars types (`request_schema`).

@@ -16,9 +16,11 @@ Tables:
   thread sessions: ``prefix_chain`` (chained hashes of the non-system messages,
   or the full blocks of a block-hash trace) and ``fingerprint`` (system prompt
   minus volatile billing header, plus tools).
-* ``bodies`` -- request bodies as JSON with their original key order (key order
-  is exactly what a JSON-key-order cache break is about), keyed by `exact_hash`,
-  so identical bodies are stored once.
+* ``bodies`` / ``parts`` -- request bodies with their original key order (key order
+  is exactly what a JSON-key-order cache break is about), keyed by `exact_hash`, so
+  identical bodies are stored once; each body as a skeleton plus the ordered hashes
+  of its messages / tools / system blocks, each stored once in ``parts``
+  (`store.parts`: a session's bodies are quadratic in its turns, its content linear).
 * ``sessions`` -- the result of session threading (`prefixscope.sessions`),
   recomputed after each ingest.
 * ``turns`` (view) -- requests joined with their session, the table most
@@ -28,7 +30,7 @@ Tables:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +43,7 @@ import orjson
 from prefixscope.model import Request, Usage, UsageRecord
 from prefixscope.model.hashing import exact_hash, exact_json
 from prefixscope.model.keys import compaction_marker, fingerprint, prefix_chain
+from prefixscope.store.parts import join_body, layout_hashes, layout_json, split_body
 from prefixscope.store.schema import (
     COLUMNS,
     DEFAULT_STORE,
@@ -291,8 +294,12 @@ class Store:
     # -- writing ------------------------------------------------------------------
 
     def add(self, requests: Sequence[Request],
-            prefer: Callable[[Request, Request], bool] | None = None) -> int:
+            prefer: Callable[[Request, Request], bool] | None = None, *,
+            body_texts: Sequence[str | None] | None = None) -> int:
         """Insert requests not already stored (by id); return how many were new.
+
+        `body_texts`, when given, is each request's ``exact_json(body)`` (None without a
+        body), already serialized by the caller (ingest sizes its batches by it).
 
         A request whose id is stored is a copy of the same call (re-ingest, the call in a
         second file). It is passed over, unless `prefer(copy, stored)` says the copy is
@@ -305,13 +312,23 @@ class Store:
         replaced = self._replace_preferred(requests, prefer) if prefer is not None else 0
         now = datetime.utcnow()
         cols: dict[str, list[Any]] = {name: [] for name in REQUEST_COLUMNS}
-        bodies: dict[str, str] = {}
-        for r in requests:
+        bodies: dict[str, tuple[str, str | None]] = {}  # hash -> (skeleton or JSON, layout)
+        parts: dict[str, str] = {}
+        for i, r in enumerate(requests):
             body_hash = None
             if r.body is not None:
-                text = exact_json(r.body)
+                given = body_texts[i] if body_texts is not None else None
+                text = given if given is not None else exact_json(r.body)
                 body_hash = exact_hash(text)
-                bodies.setdefault(body_hash, text)
+                if body_hash not in bodies:
+                    split = split_body(r.body)
+                    if split is None:
+                        bodies[body_hash] = (text, None)
+                    else:
+                        skeleton, layout, texts = split
+                        bodies[body_hash] = (skeleton, layout_json(layout))
+                        for digest, part in texts.items():
+                            parts.setdefault(digest, part)
             chain, count = prefix_chain(r)
             u = r.usage
             for name, value in (
@@ -343,12 +360,20 @@ class Store:
                 f"INSERT INTO requests ({COLUMNS}) SELECT {COLUMNS} FROM _incoming "
                 "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
                 "(PARTITION BY id ORDER BY source_line) = 1")
+        if parts:
+            part_frame = pl.DataFrame({"hash": list(parts), "part": list(parts.values())},
+                                      schema={"hash": pl.Utf8, "part": pl.Utf8})
+            with self._registered("_parts", part_frame):
+                self.run("INSERT INTO parts SELECT hash, part FROM _parts "
+                         "WHERE hash NOT IN (SELECT hash FROM parts)")
         if bodies:
-            body_frame = pl.DataFrame({"hash": list(bodies), "body": list(bodies.values())},
-                                      schema={"hash": pl.Utf8, "body": pl.Utf8})
+            body_frame = pl.DataFrame(
+                {"hash": list(bodies), "body": [b for b, _ in bodies.values()],
+                 "layout": [la for _, la in bodies.values()]},
+                schema={"hash": pl.Utf8, "body": pl.Utf8, "layout": pl.Utf8})
             with self._registered("_bodies", body_frame):
-                self.run("INSERT INTO bodies SELECT hash, body FROM _bodies "
-                                 "WHERE hash NOT IN (SELECT hash FROM bodies)")
+                self.run("INSERT INTO bodies (hash, body, layout) SELECT hash, body, layout "
+                         "FROM _bodies WHERE hash NOT IN (SELECT hash FROM bodies)")
         return self.count() - before - replaced
 
     def _replace_preferred(self, requests: Sequence[Request],
@@ -517,6 +542,12 @@ class Store:
         """Requests whose body the log recorded."""
         return int(self.run("SELECT count(*) FROM requests WHERE has_body")[0][0])
 
+    def body_count_once(self) -> int:
+        """Requests with a body, a call two sources logged counted once (what
+        `iter_requests` yields with a body)."""
+        return int(self.run("SELECT count(*) FROM requests WHERE has_body AND "
+                            "duplicate_of IS NULL")[0][0])
+
     def threading_rows(self) -> pl.DataFrame:
         """The columns session threading needs, in time order."""
         import polars as pl
@@ -569,14 +600,13 @@ class Store:
     def get(self, request_id: str) -> Request:
         """Load one request, body included."""
         rel = self.con.execute(
-            "SELECT r.*, b.body AS body_json FROM requests r "
+            f"SELECT r.*, {_BODY_COLUMNS} FROM requests r "
             "LEFT JOIN bodies b ON b.hash = r.body_hash WHERE r.id = ?", [request_id])
         cols = [d[0] for d in rel.description]
-        rows = rel.fetchall()
-        row = rows[0] if rows else None
-        if row is None:
+        rows = [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
+        if not rows:
             raise KeyError(f"no request {request_id!r} in {self.path}")
-        return request_from_row(dict(zip(cols, row, strict=True)))
+        return request_from_row(rows[0], self._parts_of(rows))
 
     def get_many(self, request_ids: Iterable[str]) -> dict[str, Request]:
         """Load several requests, bodies included, in one query (absent ids are left out)."""
@@ -584,31 +614,61 @@ class Store:
         if not wanted:
             return {}
         rel = self.con.execute(
-            "SELECT r.*, b.body AS body_json FROM requests r "
+            f"SELECT r.*, {_BODY_COLUMNS} FROM requests r "
             "LEFT JOIN bodies b ON b.hash = r.body_hash "
             "WHERE r.id IN (SELECT unnest(?::VARCHAR[]))", [wanted])
         cols = [d[0] for d in rel.description]
+        rows = [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
+        parts = self._parts_of(rows)
         out = {}
-        for row in rel.fetchall():
-            request = request_from_row(dict(zip(cols, row, strict=True)))
+        for row in rows:
+            request = request_from_row(row, parts)
             out[request.id] = request
         return out
 
-    def iter_requests(self, *, copies: bool = False, batch: int = 1000) -> Iterator[Request]:
+    def iter_requests(self, *, copies: bool = False, batch: int = 256) -> Iterator[Request]:
         """Stream requests (with bodies) in time order; a second log of a call another
-        source logged (``duplicate_of``) only with `copies`."""
+        source logged (``duplicate_of``) only with `copies`.
+
+        Memory is bounded by `batch` rows: each row holds its body's skeleton and layout,
+        the parts of a batch are read in one query, and each body is built as its request
+        is yielded.
+        """
         clause = "" if copies else "WHERE r.duplicate_of IS NULL"
-        rel = self.con.execute(
-            "SELECT r.*, b.body AS body_json FROM turns r LEFT JOIN bodies b ON b.hash = "
-            f"r.body_hash {clause} ORDER BY {time_order('r.')}")
-        cols = [d[0] for d in rel.description]
-        while rows := rel.fetchmany(batch):
-            for row in rows:
-                yield request_from_row(dict(zip(cols, row, strict=True)))
+        # a second cursor: the parts queries must not consume this one's pending result
+        cursor = self.con.cursor()
+        try:
+            rel = cursor.execute(
+                f"SELECT r.*, {_BODY_COLUMNS} FROM turns r LEFT JOIN bodies b ON b.hash = "
+                f"r.body_hash {clause} ORDER BY {time_order('r.')}")
+            cols = [d[0] for d in rel.description]
+            while chunk := rel.fetchmany(batch):
+                rows = [dict(zip(cols, row, strict=True)) for row in chunk]
+                parts = self._parts_of(rows)
+                for row in rows:
+                    yield request_from_row(row, parts)
+        finally:
+            cursor.close()
+
+    def _parts_of(self, rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+        """The stored parts (hash -> JSON) the bodies of `rows` are made of."""
+        wanted = list(dict.fromkeys(h for row in rows for h in layout_hashes(row["body_layout"])))
+        if not wanted:
+            return {}
+        return dict(self.run("SELECT hash, part FROM parts WHERE hash IN "
+                             "(SELECT unnest(?::VARCHAR[]))", [wanted]))
 
 
-def request_from_row(row: dict[str, Any]) -> Request:
+# what a query selects of a request's body (`request_from_row` reads it)
+_BODY_COLUMNS = "b.body AS body_json, b.layout AS body_layout"
+
+
+def request_from_row(row: dict[str, Any], parts: Mapping[str, str] | None = None) -> Request:
+    """A `Request` from a row of ``requests`` joined with its body (`_BODY_COLUMNS`);
+    `parts` holds the stored parts its body's layout names (`store.parts`)."""
     body_json = row.get("body_json")
+    body = None if body_json is None else join_body(body_json, row.get("body_layout"),
+                                                    parts or {})
     return Request(
         id=row["id"], source_format=row["source_format"], source_file=row["source_file"],
         source_line=row["source_line"], timestamp=row["timestamp"], endpoint=row["endpoint"],
@@ -616,7 +676,7 @@ def request_from_row(row: dict[str, Any]) -> Request:
         session_key_source=row["session_key_source"], parent_key=row["parent_key"],
         user=row["user_id"], client=row["client"], channel=row["channel"],
         gateway=row["gateway"], native_id=row["native_id"],
-        body=orjson.loads(body_json) if body_json is not None else None,
+        body=body,
         body_truncated=bool(row["body_truncated"]),
         output=orjson.loads(row["output"]) if row["output"] is not None else None,
         usage=Usage(prompt_tokens=row["prompt_tokens"], cached_tokens=row["cached_tokens"],

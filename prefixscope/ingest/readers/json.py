@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -41,7 +41,7 @@ def json_lines(source: Source) -> Iterator[tuple[int, bytes]]:
                 yield lineno, line
 
 
-def _head_lines(source: Source) -> Iterator[tuple[int, bytes]]:
+def _head_lines(source: Source) -> Generator[tuple[int, bytes], None, None]:
     """`json_lines` for detection: a gzip cut short ends the lines there (the parser reports
     the cut; detection looks at what was read before it)."""
     try:
@@ -70,6 +70,24 @@ def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[b
         if seen >= JSONL_PROBE_LINES:
             break
     return False, None
+
+
+def is_json_lines(source: Source) -> bool:
+    """True when the first non-blank line is a whole JSON object or array and another
+    non-blank line follows: JSON lines for sure (such content can never parse as one
+    document), found without reading the file whole."""
+    lines = _head_lines(source)
+    try:
+        first = next(lines, None)
+        if first is None:
+            return False
+        try:
+            value = orjson.loads(first[1])
+        except orjson.JSONDecodeError:
+            return False
+        return isinstance(value, dict | list) and next(lines, None) is not None
+    finally:
+        lines.close()
 
 
 def head_json_records(source: Source, limit: int = JSONL_PROBE_LINES) -> list[Any]:

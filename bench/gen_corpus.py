@@ -1,0 +1,383 @@
+"""Generate large, realistic agent-traffic corpora for the scale benchmark (issue 11).
+
+A gateway serving a team of coding agents logs tens of thousands of 100k-token
+requests a day; the bench needs such logs at 0.25 / 0.5 / 1 / 2 GB, written the way
+real captures are, without anyone's private traffic. This script builds them from the
+real public material in ../shared/data/real/ (OpenHands' system prompt and tool
+schemas, its tool observations and task texts, SWE-agent's system prompt and tool
+outputs) and writes them as
+
+* ``raw``: raw Anthropic Messages captures, one ``{timestamp, headers, request,
+  response}`` per line (what `prefixscope.ingest.formats.raw` reads), and
+* ``langfuse``: a Langfuse batch export (camelCase observation rows as JSON lines,
+  ``input`` the same Anthropic body; ``sessionId`` where the raw form has the session
+  header, else one trace per session).
+
+Shape of every session (the same at every size, so seconds per GB are comparable
+across sizes; a bigger corpus has more sessions, not longer ones): ``--turns``
+turns (default 50) whose prompt grows from ~20k to ``--max-tokens`` (default 150k)
+estimated tokens (4 bytes a token); each turn appends an assistant tool call and its
+tool result. Sessions run concurrently (staggered starts, 20–90 s between turns), so
+the log interleaves them as a gateway would. Incidents mixed in, per session, seeded:
+
+* volatile header: Claude Code's ``x-anthropic-billing-header`` with a fresh ``cch``
+  each request in ``system[0]`` (a third of the sessions);
+* key shuffle: the tool schemas' ``properties`` re-serialized in random key order on
+  some turns (an MCP gateway over Go maps; a sixth of the sessions);
+* compaction: the history replaced by Claude Code's continuation summary around
+  turn 30 (a sixth of the sessions).
+
+Half of the sessions carry ``X-Claude-Code-Session-Id``; the rest are threaded by
+shared history. Usage is the Anthropic response's, consistent with the incidents.
+Deterministic: the same ``--seed`` and size give the same bytes. Standard library
+only (plus orjson when installed); it never imports prefixscope.
+
+Run: ``python bench/gen_corpus.py --size 0.25 --form raw --out /tmp/corpus-0.25.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+try:
+    import orjson
+
+    def dumps(value: Any) -> bytes:
+        return orjson.dumps(value)
+except ImportError:  # pragma: no cover - orjson is a prefixscope dependency
+    def dumps(value: Any) -> bytes:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL_DIRS = (ROOT.parent / "shared" / "data" / "real", ROOT / "tests" / "data" / "real")
+BYTES_PER_TOKEN = 4
+# Text a real agent writes only when it rewrites its history (SWE-agent's elided
+# observations): material holding it would make every session look compacted.
+REWRITE_MARKS = ("Old environment output: (", "Outdated window with ")
+START = datetime(2026, 9, 1, 9, 0, 0, tzinfo=UTC)
+MODEL = "claude-sonnet-4-5-20250929"
+COMPACTION_PREFIX = ("This session is being continued from a previous conversation that ran "
+                     "out of context. The conversation is summarized below:\n")
+
+
+# --------------------------------------------------------------------------- material
+
+@dataclass
+class Material:
+    """Real texts the corpus is cut from."""
+
+    systems: list[str]
+    tools: list[dict[str, Any]]  # Anthropic tool definitions
+    outputs: list[str]  # tool observations
+    tasks: list[str]  # first user messages
+    thoughts: list[str]  # assistant texts
+    commands: list[dict[str, Any]]  # (tool name, input) of real tool calls
+
+
+def _real(*parts: str) -> Path:
+    for base in REAL_DIRS:
+        path = base.joinpath(*parts)
+        if path.exists():
+            return path
+    raise SystemExit(f"real material not found: {'/'.join(parts)} under {REAL_DIRS}")
+
+
+def load_material() -> Material:
+    systems: list[str] = []
+    tools: list[dict[str, Any]] = []
+    outputs: list[str] = []
+    tasks: list[str] = []
+    thoughts: list[str] = []
+    commands: list[dict[str, Any]] = []
+    openhands = _real("openhands",
+                      "evaluation__benchmarks__multi_swe_bench__examples__output.jsonl")
+    for line in openhands.read_text().splitlines():
+        run = json.loads(line)
+        history = run["history"]
+        first = history[0]
+        if first.get("message") and first["message"] not in systems:
+            systems.append(first["message"])
+        if not tools:
+            for tool in first.get("args", {}).get("tools") or []:
+                fn = tool["function"]
+                tools.append({"name": fn["name"], "description": fn.get("description", ""),
+                              "input_schema": fn.get("parameters", {})})
+        if isinstance(run.get("instruction"), str):
+            tasks.append(run["instruction"])
+        for event in history:
+            if event.get("observation") and isinstance(event.get("content"), str) \
+                    and len(event["content"]) > 40 \
+                    and not any(mark in event["content"] for mark in REWRITE_MARKS):
+                outputs.append(event["content"])
+            if event.get("action") in ("run", "edit", "read", "str_replace") and \
+                    isinstance(event.get("args"), dict):
+                thought = event["args"].get("thought") or event.get("message")
+                if isinstance(thought, str) and thought:
+                    thoughts.append(thought)
+                cmd = event["args"].get("command")
+                if isinstance(cmd, str) and cmd:
+                    commands.append({"name": "execute_bash", "input": {"command": cmd}})
+    for traj in sorted(_real("swe-agent").glob("*.traj")):
+        doc = json.loads(traj.read_text())
+        for step in doc.get("trajectory") or []:
+            for msg in step.get("messages") or []:
+                content = msg.get("content")
+                text = content if isinstance(content, str) else "".join(
+                    c.get("text", "") for c in content or [] if isinstance(c, dict))
+                if msg.get("role") == "system" and text and text not in systems:
+                    systems.append(text)
+                elif msg.get("role") == "tool" and len(text) > 40 and text not in outputs \
+                        and not any(mark in text for mark in REWRITE_MARKS):
+                    outputs.append(text)
+    if not (systems and tools and outputs and tasks):
+        raise SystemExit("real material incomplete (OpenHands output.jsonl, "
+                         "SWE-agent trajectories)")
+    thoughts = thoughts or ["Let me look at the relevant code."]
+    commands = commands or [{"name": "execute_bash", "input": {"command": "ls"}}]
+    return Material(systems, tools, outputs, tasks, thoughts, commands)
+
+
+# --------------------------------------------------------------------------- sessions
+
+@dataclass
+class Session:
+    """One agent session's state: what the next request sends."""
+
+    index: int
+    rng: random.Random
+    material: Material
+    turns: int
+    start_bytes: int
+    step_bytes: int
+    volatile: bool
+    shuffle: bool
+    compact_at: int | None
+    explicit: bool
+    when: datetime
+    turn: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    system_text: str = ""
+    prev_prompt: int = 0
+    prev_stable: int = 0
+    session_id: str = ""
+
+    def __post_init__(self) -> None:
+        rng = self.rng
+        self.session_id = str(_uuid(rng))
+        self.system_text = self.material.systems[self.index % len(self.material.systems)]
+        task = rng.choice(self.material.tasks)
+        fixed = len(self.system_text) + len(json.dumps(self.material.tools))
+        context = _fill(rng, self.material.outputs, max(0, self.start_bytes - fixed - len(task)))
+        self.messages = [{"role": "user", "content": [
+            {"type": "text", "text": f"<repository-context>\n{context}\n</repository-context>"},
+            {"type": "text", "text": task}]}]
+
+    def system(self) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        if self.volatile:
+            cch = self.rng.getrandbits(20)
+            blocks.append({"type": "text", "text": "x-anthropic-billing-header: cc_version=2.0.14;"
+                                                   f" cc_entrypoint=cli; cch={cch:05x};"})
+        blocks.append({"type": "text", "text": self.system_text,
+                       "cache_control": {"type": "ephemeral"}})
+        return blocks
+
+    def tools(self) -> list[dict[str, Any]]:
+        if not (self.shuffle and self.rng.random() < 0.3):
+            return self.material.tools
+        out = []
+        for tool in self.material.tools:
+            schema = dict(tool["input_schema"])
+            props = list((schema.get("properties") or {}).items())
+            self.rng.shuffle(props)
+            schema["properties"] = dict(props)
+            out.append({**tool, "input_schema": schema})
+        return out
+
+    def request(self) -> dict[str, Any]:
+        return {"model": MODEL, "max_tokens": 32000, "stream": False,
+                "system": self.system(), "tools": self.tools(), "messages": list(self.messages),
+                "metadata": {"user_id": f"user_{self.index % 7:064x}"}}
+
+    def advance(self) -> None:
+        """Append this turn's assistant tool call and tool result (or compact)."""
+        rng = self.rng
+        self.turn += 1
+        self.when += timedelta(seconds=rng.uniform(20, 90))
+        if self.compact_at is not None and self.turn == self.compact_at:
+            summary = _fill(rng, self.material.thoughts + self.material.outputs,
+                            self.start_bytes // 2)
+            self.messages = [{"role": "user", "content": [
+                {"type": "text", "text": COMPACTION_PREFIX + summary}]}]
+            return
+        call = rng.choice(self.material.commands)
+        tool_id = f"toolu_{rng.getrandbits(96):024x}"
+        self.messages.append({"role": "assistant", "content": [
+            {"type": "text", "text": rng.choice(self.material.thoughts)[:2000]},
+            {"type": "tool_use", "id": tool_id, "name": call["name"], "input": call["input"]}]})
+        output = _fill(rng, self.material.outputs, self.step_bytes)
+        self.messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": tool_id, "content": output}]})
+
+    def usage(self, body_bytes: int, stable_bytes: int) -> dict[str, int]:
+        prompt = body_bytes // BYTES_PER_TOKEN
+        if self.turn == 0 or (self.compact_at is not None and self.turn == self.compact_at):
+            cached = 0
+        elif self.volatile:
+            cached = 0  # the billing header is system[0]: nothing before it is stable
+        else:
+            cached = min(self.prev_prompt, prompt - 1)
+            if self.shuffle and stable_bytes != self.prev_stable:
+                cached = 0
+        cached = cached // 64 * 64
+        self.prev_prompt, self.prev_stable = prompt, stable_bytes
+        return {"input_tokens": prompt - cached, "cache_read_input_tokens": cached,
+                "cache_creation_input_tokens": prompt - cached,
+                "output_tokens": rng_out(self.rng)}
+
+
+def rng_out(rng: random.Random) -> int:
+    return rng.randint(40, 900)
+
+
+def _uuid(rng: random.Random) -> str:
+    h = f"{rng.getrandbits(128):032x}"
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
+
+
+def _fill(rng: random.Random, pool: list[str], size: int) -> str:
+    """About `size` characters of real text from `pool`, pieces joined by blank lines."""
+    parts: list[str] = []
+    got = 0
+    while got < size:
+        piece = rng.choice(pool)
+        if got + len(piece) > size and parts:
+            piece = piece[: max(200, size - got)]
+        parts.append(piece)
+        got += len(piece) + 2
+    return "\n\n".join(parts)
+
+
+def sessions_for(size_gb: float, *, turns: int, max_tokens: int, min_tokens: int,
+                 sessions: int | None, seed: int, material: Material) -> list[Session]:
+    start_bytes = min_tokens * BYTES_PER_TOKEN
+    step_bytes = (max_tokens - min_tokens) * BYTES_PER_TOKEN // max(1, turns - 1)
+    per_session = turns * (start_bytes + step_bytes * (turns - 1) / 2)
+    count = sessions or max(1, round(size_gb * (1 << 30) / per_session))
+    master = random.Random(seed)
+    out = []
+    for i in range(count):
+        rng = random.Random(master.getrandbits(64))
+        out.append(Session(
+            index=i, rng=rng, material=material, turns=turns, start_bytes=start_bytes,
+            step_bytes=step_bytes, volatile=i % 3 == 1, shuffle=i % 6 == 2,
+            compact_at=turns * 3 // 5 if i % 6 == 4 else None, explicit=i % 2 == 0,
+            when=START + timedelta(seconds=i * 240 + rng.uniform(0, 60))))
+    return out
+
+
+def requests(sessions: list[Session]) -> Iterator[tuple[Session, dict[str, Any], dict[str, int]]]:
+    """(session, request body, usage) in time order across all sessions."""
+    live = sorted(sessions, key=lambda s: (s.when, s.index))
+    while live:
+        s = live.pop(0)
+        body = s.request()
+        stable = len(dumps(body["tools"]))
+        yield s, body, s.usage(len(dumps(body)), stable)
+        s.advance()
+        if s.turn < s.turns:
+            # insert keeping time order (few live sessions: a linear insert is enough)
+            key = (s.when, s.index)
+            pos = 0
+            while pos < len(live) and (live[pos].when, live[pos].index) <= key:
+                pos += 1
+            live.insert(pos, s)
+
+
+def _ts(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def raw_line(s: Session, body: dict[str, Any], usage: dict[str, int]) -> bytes:
+    headers = {"content-type": "application/json", "anthropic-version": "2023-06-01",
+               "user-agent": "claude-cli/2.0.14 (external, cli)"}
+    if s.explicit:
+        headers["x-claude-code-session-id"] = s.session_id
+    msg_id = "msg_" + hashlib.sha256(f"{s.session_id}/{s.turn}".encode()).hexdigest()[:24]
+    response = {"id": msg_id, "type": "message", "role": "assistant", "model": MODEL,
+                "content": [{"type": "text", "text": "Running the next step."}],
+                "stop_reason": "tool_use", "usage": usage}
+    return dumps({"timestamp": _ts(s.when), "url": "https://api.anthropic.com/v1/messages",
+                  "headers": headers, "request": body, "response": response})
+
+
+def langfuse_line(s: Session, body: dict[str, Any], usage: dict[str, int]) -> bytes:
+    obs_id = hashlib.sha256(f"{s.session_id}/{s.turn}/obs".encode()).hexdigest()[:32]
+    # a session with a Langfuse sessionId has a trace per turn; one without is one trace
+    # (an agent run traced as a whole, as LangGraph does)
+    trace_key = f"{s.session_id}/{s.turn}" if s.explicit else s.session_id
+    trace_id = hashlib.sha256(f"{trace_key}/trace".encode()).hexdigest()[:32]
+    end = s.when + timedelta(seconds=2)
+    row = {"id": obs_id, "traceId": trace_id, "type": "GENERATION", "name": "anthropic.messages",
+           "startTime": _ts(s.when), "endTime": _ts(end), "model": MODEL,
+           "sessionId": s.session_id if s.explicit else None,
+           "userId": body["metadata"]["user_id"],
+           "input": body,
+           "output": {"role": "assistant", "content": "Running the next step."},
+           "usageDetails": {"input": usage["input_tokens"],
+                            "input_cache_read": usage["cache_read_input_tokens"],
+                            "input_cache_creation": usage["cache_creation_input_tokens"],
+                            "output": usage["output_tokens"]}}
+    return dumps(row)
+
+
+def generate(out: Path, size_gb: float, form: str, *, seed: int = 11, turns: int = 50,
+             max_tokens: int = 150_000, min_tokens: int = 20_000,
+             sessions: int | None = None) -> tuple[int, int, int]:
+    """Write the corpus; returns (sessions, requests, bytes)."""
+    material = load_material()
+    chosen = sessions_for(size_gb, turns=turns, max_tokens=max_tokens, min_tokens=min_tokens,
+                          sessions=sessions, seed=seed, material=material)
+    line = raw_line if form == "raw" else langfuse_line
+    count = written = 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "wb") as fh:
+        for s, body, usage in requests(chosen):
+            data = line(s, body, usage) + b"\n"
+            fh.write(data)
+            written += len(data)
+            count += 1
+    return len(chosen), count, written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", type=float, default=0.25, help="target size in GB (GiB)")
+    ap.add_argument("--form", choices=("raw", "langfuse"), default="raw")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--turns", type=int, default=50)
+    ap.add_argument("--min-tokens", type=int, default=20_000)
+    ap.add_argument("--max-tokens", type=int, default=150_000)
+    ap.add_argument("--sessions", type=int, default=None,
+                    help="number of sessions (default: as many as --size needs)")
+    args = ap.parse_args(argv)
+    n_sessions, n_requests, size = generate(
+        args.out, args.size, args.form, seed=args.seed, turns=args.turns,
+        max_tokens=args.max_tokens, min_tokens=args.min_tokens, sessions=args.sessions)
+    print(f"{args.out}: {n_sessions} sessions, {n_requests} requests, {size / (1 << 30):.3f} GiB",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

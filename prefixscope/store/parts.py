@@ -1,0 +1,81 @@
+"""Request bodies stored by content: each message, tool and system block once.
+
+Agents resend the whole conversation every turn, so a session of n turns logs O(n²)
+bytes of bodies holding O(n) distinct content. Storing whole bodies made the store's
+work (serialize, hash, write, checkpoint, re-read) quadratic per session, and made
+DuckDB rewrite an ever larger row of text at every checkpoint: ingest's memory grew
+with the log (docs/scale.md). So a body is stored as
+
+* a **skeleton**: the body's JSON (`exact_json`, its key order) with each list-valued
+  `SPLIT_FIELDS` entry emptied (``"messages":[]``), and
+* a **layout**: for each emptied field, the ordered hashes of its elements, and
+* **parts**: each element's `exact_json` text under its `exact_hash`, stored once
+  however many bodies hold it.
+
+`join_body` puts them back: the value equals ``orjson.loads(exact_json(body))`` (key
+order included), so ``exact_json`` of it is the original text byte for byte (a test
+holds this on every fixture body). Pure functions; the SQL is the Store's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from prefixscope.model.hashing import exact_hash, exact_json
+
+# Top-level body fields whose list elements are stored as parts (history, tools, system
+# blocks: what grows and repeats from turn to turn).
+SPLIT_FIELDS = ("system", "tools", "messages", "input")
+
+Layout = dict[str, list[str]]  # field -> ordered part hashes
+
+
+def split_body(body: Any) -> tuple[str, Layout, dict[str, str]] | None:
+    """(skeleton JSON, layout, part hash -> part JSON) of `body`; None when it has no
+    list-valued `SPLIT_FIELDS` entry (it is then stored whole)."""
+    if not isinstance(body, dict):
+        return None
+    fields = [k for k in SPLIT_FIELDS if isinstance(body.get(k), list)]
+    if not fields:
+        return None
+    skeleton = dict(body)
+    layout: Layout = {}
+    parts: dict[str, str] = {}
+    for name in fields:
+        hashes = []
+        for element in body[name]:
+            text = exact_json(element)
+            digest = exact_hash(text)
+            parts.setdefault(digest, text)
+            hashes.append(digest)
+        layout[name] = hashes
+        skeleton[name] = []
+    return exact_json(skeleton), layout, parts
+
+
+def layout_json(layout: Layout) -> str:
+    return orjson.dumps(layout).decode()
+
+
+def layout_hashes(layout_text: str | None) -> list[str]:
+    """Every part hash a stored layout names (none for a body stored whole)."""
+    if layout_text is None:
+        return []
+    return [h for hashes in orjson.loads(layout_text).values() for h in hashes]
+
+
+def join_body(stored: str, layout_text: str | None, parts: Mapping[str, str]) -> Any:
+    """The body from its stored skeleton (or whole JSON, `layout_text` None) and parts.
+
+    Raises:
+        KeyError: a part the layout names is not in `parts` (a damaged store).
+    """
+    body = orjson.loads(stored)
+    if layout_text is None:
+        return body
+    for name, hashes in orjson.loads(layout_text).items():
+        body[name] = [orjson.loads(parts[h]) for h in hashes]
+    return body
