@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 COMMANDS: tuple[tuple[str, ...], ...] = (
-    ("ingest",), ("diff", "--all"), ("bucket",), ("segments",), ("simulate",))
+    ("ingest",), ("diff", "--all"), ("bucket",), ("segments",), ("simulate",), ("report",))
 
 FLOOR = """
 import sys, orjson
