@@ -232,23 +232,24 @@ class TestRanking:
 class TestEngineChoice:
     def test_aligned_cached_values_mean_a_self_hosted_engine(self):
         records = (record("a", "s", 100, 64, model="claude-sonnet-4-5"),)
-        assert choose_engine("auto", records, bucket_of())[0] == "vllm"
+        assert choose_engine("auto", records, 64)[0] == "vllm"
 
     def test_otherwise_the_models_family_picks_the_hosted_api(self):
-        unaligned = BucketReport((), (), BucketTotals(1, 1, 1, 1.0, 0), None, "default")
         records = (record("a", "s", 100, 7, model="gpt-4.1"),
                    record("b", "s", 100, 7, model="claude-opus-4"),
                    record("c", "s", 100, 7, model="claude-opus-4"))
         assert model_family_engine(records) == "anthropic"
-        assert choose_engine("auto", records, unaligned)[0] == "anthropic"
-        assert choose_engine("auto", records[:1], bucket_of())[0] == "openai"
-        assert choose_engine("sglang", records, unaligned) == ("sglang", "as asked")
+        assert choose_engine("auto", records, None)[0] == "anthropic"
+        assert choose_engine("auto", records[:1], 128)[0] == "openai"
+        assert choose_engine("sglang", records, None) == ("sglang", "as asked")
 
     def test_a_hosted_family_without_a_cache_model_is_not_replayed_unless_asked(self):
         records = (record("a", "s", 100, 7, model="gemini-3-flash"),)
-        engine, why = choose_engine("auto", records, bucket_of())
+        engine, why = choose_engine("auto", records, None)
         assert engine is None and "gemini" in why
-        assert choose_engine("openai", records, bucket_of())[0] == "openai"
+        assert choose_engine("openai", records, None)[0] == "openai"
+        gemma = (record("a", "s", 100, 64, model="gemma-3-27b"),)  # open weights, self-hosted
+        assert choose_engine("auto", gemma, 64)[0] == "vllm"
 
 
 class TestGate:
@@ -346,8 +347,8 @@ class TestMergedReplays:
 
 
 def test_replay_domains_are_named_by_their_shortest_unique_path():
-    from prefixscope.findings.finders.replay import _short_names
+    from prefixscope.findings.names import short_names
 
-    assert _short_names(["a/x/ui.json", "a/y/ui.json", "b/z.jsonl", "c/x/ui.json"]) == {
+    assert short_names(["a/x/ui.json", "a/y/ui.json", "b/z.jsonl", "c/x/ui.json"]) == {
         "a/x/ui.json": "a/x/ui.json", "a/y/ui.json": "y/ui.json", "b/z.jsonl": "z.jsonl",
         "c/x/ui.json": "c/x/ui.json"}

@@ -288,10 +288,7 @@ def prepare(store: Store, options: SimulateOptions,
     copies = store.duplicate_count() if options.source_files is None else 0
     if copies:  # a call two sources logged is replayed once, through the copy kept
         skipped["a second log of a call another source logged (replayed once)"] = copies
-    domain = None if options.source_files is None else frozenset(options.source_files)
-    for request in store.iter_requests():
-        if domain is not None and request.source_file not in domain:
-            continue
+    for request in store.iter_requests(source_files=options.source_files):
         anthropic_body = request.body is not None and request.endpoint == "anthropic-messages"
         if (by_blocks and not anthropic_body) or (request.body is None
                                                   and request.block_hashes is None):

@@ -139,7 +139,7 @@ def report(
     # every file written below is as masked as the terminal.
     result = console.redacted(result)
     _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline, render,
-                   quiet)
+                   quiet, top)
     if json_out:
         from prefixscope.views.json import report_json
 
@@ -156,7 +156,7 @@ def report(
 
 def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
                    json_file: Path | None, junit_out: Path | None, write_baseline: Path | None,
-                   render: RenderOptions, quiet: int) -> None:
+                   render: RenderOptions, quiet: int, top: int) -> None:
     """Every file the options ask for."""
     import json
 
@@ -170,7 +170,7 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
     if md_out is not None:
         from prefixscope.views.markdown import report_markdown
 
-        outputs.append((md_out, report_markdown(result)))
+        outputs.append((md_out, report_markdown(result, top=top)))
     if junit_out is not None:
         from prefixscope.views.junit import report_junit
 

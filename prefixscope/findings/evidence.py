@@ -17,7 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from prefixscope.analyses.bucket import BucketReport, BucketTotals, bucket_store
+from prefixscope.analyses.bucket import (
+    BucketReport,
+    BucketTotals,
+    bucket_store,
+    infer_block_size,
+)
 from prefixscope.analyses.diff import DiffReport, diff_sessions
 from prefixscope.analyses.engine_log import EngineLogAnalysis, analyze_engine_logs
 from prefixscope.analyses.segments import SegmentsReport, segments_store
@@ -48,7 +53,7 @@ _FAMILIES = (  # model-name pattern -> the hosted engine that serves that family
 )
 # Hosted model families whose provider cache prefixscope does not model (Google's implicit
 # caching, xAI): replayed only with an explicit --engine.
-_UNMODELLED = re.compile(r"gemini|gemma|grok", re.I)
+_UNMODELLED = re.compile(r"gemini|grok", re.I)
 # What-ifs the report prices, by the diff cause that calls for them.
 WHAT_IF_FOR_CAUSE = {"volatile-value": "strip-billing-header", "json-key-order": "sort-json-keys"}
 
@@ -117,28 +122,28 @@ def _unmodelled_family(records: Sequence[UsageRecord]) -> str | None:
     return top[0][0] if top and top[0][0] else None
 
 
-def choose_engine(requested: str, records: Sequence[UsageRecord], bucket: BucketReport
-                  ) -> tuple[str | None, str]:
-    """(engine, why) for the replay: `requested` unless "auto".
+def choose_engine(requested: str, records: Sequence[UsageRecord], block_size: int | None,
+                  forced: bool = False) -> tuple[str | None, str]:
+    """(engine, why) for replaying `records` (one cache domain): `requested` unless "auto".
 
-    Auto: cached values aligned to an inferred block size mean a self-hosted engine
-    (vLLM, with that block), unless the models are OpenAI's (128-token steps look like
-    blocks); otherwise the hosted engine of the models' family; otherwise vLLM when the
-    log has prompts to render, else nothing (usage alone cannot be replayed without a
-    hosted engine's rules).
+    Auto: cached values aligned to a block size (`block_size`, inferred from them, or
+    `forced` by --block-size) mean a self-hosted engine (vLLM, with that block), unless the
+    models are OpenAI's (128-token steps look like blocks); otherwise the hosted engine of
+    the models' family; otherwise vLLM when the log has prompts to render, else nothing
+    (usage alone cannot be replayed without a hosted engine's rules).
     """
     if requested != AUTO:
         return requested, "as asked"
     if any(r.source_format == TRACE_FORMAT for r in records):
         return "vllm", "block-hash traces replay through their own block ids"
     family = model_family_engine(records)
+    if block_size is not None and family != "openai":
+        return "vllm", (f"cached values are multiples of {block_size} tokens: a self-hosted "
+                        "engine's blocks" if not forced else "--block-size given")
     unmodelled = _unmodelled_family(records)
-    if unmodelled is not None and bucket.block_size_source != "forced":
+    if unmodelled is not None:
         return None, (f"the models are {unmodelled}, a hosted API whose cache prefixscope has "
                       "no model of")
-    if bucket.block_size_source in ("inferred", "forced") and family != "openai":
-        return "vllm", (f"cached values are multiples of {bucket.block_size} tokens: a "
-                        "self-hosted engine's blocks")
     if family is not None:
         return family, f"the models are {family}'s"
     if any(r.has_body for r in records):
@@ -189,7 +194,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
         notes.append("no request bodies in the log: where turns diverge cannot be seen "
                      "(usage and replay only)")
     step("replay")
-    simulate, what_if_of, replays = _replay(store, options, records, bucket, diff, notes,
+    simulate, what_if_of, replays = _replay(store, options, records, diff, notes,
                                             engine_log.block_size if engine_log else None)
     step("usage lint")
     usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source
@@ -200,46 +205,53 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
 
 
 def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
-            bucket: BucketReport, diff: DiffReport | None, notes: list[str],
-            engine_log_block: int | None
+            diff: DiffReport | None, notes: list[str], engine_log_block: int | None
             ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...]]:
     """The replay the summary and the replay findings read (None: no engine fits).
 
-    Each log file is its own cache domain (one server's traffic: a gateway's upstream, an
-    agent's endpoint), replayed and fitted on its own -- two servers do not evict each
-    other -- and the domains are merged for the summary.
+    Each log file of a self-hosted engine is its own cache domain (one server's traffic: a
+    gateway's upstream, an agent's endpoint), its engine chosen, fitted and replayed on its
+    own -- two servers do not evict each other; a hosted API is one domain for every log
+    file it answered (the provider's cache). The domains are merged for the summary.
     """
-    engine, why = choose_engine(options.engine, records, bucket)
-    if engine is None:
-        notes.append(f"no cache replay: {why} (pass --engine)")
-        return None, {}, ()
-    unit = options.block_size
-    if unit is None and engine not in HOSTED and bucket.block_size_source == "inferred":
-        unit = bucket.block_size
-    if unit is None and engine not in HOSTED and engine_log_block is not None:
-        # no cached values to infer it from: the engine's own configuration says
-        unit = engine_log_block
-        notes.append(f"block size {unit} from the engine log's configuration")
     what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
                   if diff is not None and diff.totals.by_cause.get(cause)}
-    replays: list[Replay] = []
-    problems: list[str] = []
+    by_file: dict[str, list[UsageRecord]] = {}
+    for r in records:
+        if r.duplicate_of is None:
+            by_file.setdefault(r.source_file, []).append(r)
+    plans: dict[str, tuple[str, int | None, list[str]]] = {}  # domain -> engine, unit, files
+    reasons: dict[str, str] = {}
     for file in store.source_files():
-        sim = SimulateOptions(engine=engine, unit=unit if _has_unit(engine) else None,
-                              capacity_tokens=options.capacity_tokens, render=options.render,
-                              source_files=(file,))
+        recs = by_file.get(file, [])
+        block = options.block_size or infer_block_size(
+            [r.cached_tokens for r in recs if r.cached_tokens])
+        engine, why = choose_engine(options.engine, recs, block, options.block_size is not None)
+        if engine is None:
+            reasons.setdefault(f"no cache replay: {why} (pass --engine)", file)
+            continue
+        reasons.setdefault(f"replayed with {engine}: {why}", file)
+        if engine in HOSTED:
+            plans.setdefault(f"{engine} API", (engine, None, []))[2].append(file)
+        else:
+            unit = block if block is not None else engine_log_block
+            plans[file] = (engine, unit if _has_unit(engine) else None, [file])
+    notes += list(reasons)
+    replays: list[Replay] = []
+    for domain, (engine, unit, files) in plans.items():
+        sim = SimulateOptions(engine=engine, unit=unit, capacity_tokens=options.capacity_tokens,
+                              render=options.render, source_files=tuple(files))
         try:
             replayed = _replay_domain(store, sim, options, records, what_if_of)
         except (SimulateError, RenderError, TokenizerError) as exc:
-            problems.append(f"{file}: {str(exc).splitlines()[0]}")
+            notes.append(f"no cache replay of {domain}: {str(exc).splitlines()[0]}")
             continue
         if replayed is not None:
-            replays.append(Replay(file, replayed))
-    notes += [f"no cache replay of {p}" for p in problems]
+            replays.append(Replay(domain, replayed))
     if not replays:
-        notes.append(f"no cache replay with {engine}: nothing replayable")
+        if plans:
+            notes.append("no cache replay: nothing replayable")
         return None, {}, ()
-    notes.append(f"replayed with {engine} ({why}), each log file as its own cache")
     return merge_replays([r.report for r in replays]), what_if_of, tuple(replays)
 
 

@@ -9,8 +9,8 @@
   fewest tokens any turn shares with the next -- must not shrink against a saved baseline.
 
 A scenario is a session: its id when the log names it, else ``<file>#<n>`` (the n-th
-threaded session of that file, in time order), so a re-recorded run of the same file
-keeps its names.
+threaded session of that file, in time order; the file by its shortest path no other
+file ends with), so a re-recorded run of the same file keeps its names.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prefixscope.analyses.diff import DiffReport
 from prefixscope.findings.model import Gate, GateCheck, ScenarioPrefix, Summary
+from prefixscope.findings.names import short_names
 
 BASELINE_FORMAT = 1
 NOT_BREAKING = frozenset({"identical", "append-only", "compaction"})
@@ -53,12 +53,13 @@ def scenario_prefixes(diff: DiffReport | None,
         shared[pair.session].append(d.token if d is not None else pair.tokens_a)
     names: dict[str, str] = {}
     per_file: dict[str, int] = defaultdict(int)
+    files = short_names(sorted({file for _s, _e, file, _t in origins}))
     for session, explicit, file, _turns in origins:
         if explicit:
             names[session] = session
         else:
             per_file[file] += 1
-            names[session] = f"{Path(file).name}#{per_file[file]}"
+            names[session] = f"{files[file]}#{per_file[file]}"
     turns = {session: n for session, _e, _f, n in origins}
     return tuple(sorted((ScenarioPrefix(names.get(s, s), turns.get(s, len(v) + 1), min(v))
                          for s, v in shared.items()), key=lambda p: p.scenario))

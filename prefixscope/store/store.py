@@ -626,21 +626,28 @@ class Store:
             out[request.id] = request
         return out
 
-    def iter_requests(self, *, copies: bool = False, batch: int = 256) -> Iterator[Request]:
+    def iter_requests(self, *, copies: bool = False, batch: int = 256,
+                      source_files: Sequence[str] | None = None) -> Iterator[Request]:
         """Stream requests (with bodies) in time order; a second log of a call another
-        source logged (``duplicate_of``) only with `copies`.
+        source logged (``duplicate_of``) only with `copies`; only those of `source_files`
+        when given.
 
         Memory is bounded by `batch` rows: each row holds its body's skeleton and layout,
         the parts of a batch are read in one query, and each body is built as its request
         is yielded.
         """
-        clause = "" if copies else "WHERE r.duplicate_of IS NULL"
+        conditions = [] if copies else ["r.duplicate_of IS NULL"]
+        params: list[Any] = []
+        if source_files is not None:
+            conditions.append("r.source_file IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(source_files))
+        clause = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         # a second cursor: the parts queries must not consume this one's pending result
         cursor = self.con.cursor()
         try:
             rel = cursor.execute(
                 f"SELECT r.*, {_BODY_COLUMNS} FROM turns r LEFT JOIN bodies b ON b.hash = "
-                f"r.body_hash {clause} ORDER BY {time_order('r.')}")
+                f"r.body_hash {clause} ORDER BY {time_order('r.')}", params)
             cols = [d[0] for d in rel.description]
             while chunk := rel.fetchmany(batch):
                 rows = [dict(zip(cols, row, strict=True)) for row in chunk]

@@ -79,6 +79,7 @@ def _finding(ev: Evidence, kind: str, segment: str | None, pairs: list[PairDiff]
     paths = Counter(p.first_divergence.segment for p in pairs if p.first_divergence)
     details = [p.detail for p in pairs if p.detail]
     billing = kind == "volatile-prefix-segment" and any(_BILLING.search(d) for d in details)
+    every = billing and all(_BILLING.search(d) for d in details) and len(details) == len(pairs)
     evidence: dict[str, object] = {
         "pairs": len(pairs),
         "pairs_diffed": diffed,
@@ -95,8 +96,9 @@ def _finding(ev: Evidence, kind: str, segment: str | None, pairs: list[PairDiff]
     if rate is not None:
         evidence["segment_change_rate"] = rate
     where = segment or "the prompt"
-    cause = next(iter(evidence["causes"]))  # type: ignore[call-overload]
-    transform = ev.what_if_of.get(cause)
+    causes = Counter(p.cause for p in pairs)
+    transform = next((ev.what_if_of[c] for c, _ in causes.most_common() if c in ev.what_if_of),
+                     None)
     priced = _priced(ev, transform) if transform and (billing or kind == "json-key-order") \
         else None
     fix = _fix(kind, where, billing, details)
@@ -105,7 +107,7 @@ def _finding(ev: Evidence, kind: str, segment: str | None, pairs: list[PairDiff]
         fix += (f" A replay with `--what-if {transform}` gains {gain:,} cached tokens: "
                 f"hit rate {pct(ev.simulate.hit_rate_predicted if ev.simulate else None)} → "
                 f"{pct(after)}.")
-    title = _title(kind, where, len(pairs), diffed, billing)
+    title = _title(kind, where, len(pairs), diffed, billing, every)
     return finding(kind, title, lost, evidence, fix, segment=segment,
                    fix_hit_rate=priced[1] if priced else None)
 
@@ -119,11 +121,12 @@ def _priced(ev: Evidence, transform: str) -> tuple[int, float | None] | None:
     return None
 
 
-def _title(kind: str, where: str, pairs: int, diffed: int, billing: bool) -> str:
+def _title(kind: str, where: str, pairs: int, diffed: int, billing: bool, every: bool) -> str:
     share = f"{pairs} of {diffed} consecutive turns"
     return {
         "volatile-prefix-segment": (f"Claude Code's billing header (cch=…) in {where} changes "
-                                    f"every request: {share} lose the cache after it"
+                                    f"{'every request' if every else 'between turns'}: {share} "
+                                    "lose the cache after it"
                                     if billing else
                                     f"{where} changes between turns: {share} lose the cache "
                                     "after it"),

@@ -22,8 +22,8 @@ _MIN_SHARE = 0.05  # a spike smaller than this share of the requests is not a pa
 def find(ev: Evidence) -> Iterator[Finding]:
     prev_prompt: dict[str, int | None] = {}
     last: dict[str, int | None] = {}
-    for r in ev.records:  # time order
-        if r.session is not None:
+    for r in ev.records:  # time order; a second log of a call is not its predecessor
+        if r.session is not None and r.duplicate_of is None:
             prev_prompt[r.id] = last.get(r.session)
             last[r.session] = r.prompt_tokens
     # Bucket is by source: a call two logs hold shows the same spike in both; one finding.
@@ -46,7 +46,8 @@ def find(ev: Evidence) -> Iterator[Finding]:
 
 def _finding(ev: Evidence, value: int, spike: Spike, group: BucketGroup, sources: list[str],
              prev_prompt: dict[str, int | None]) -> Finding:
-    at = [r for r in ev.records if r.cached_tokens == value and r.duplicate_of is None]
+    at = [r for r in ev.records if r.cached_tokens == value and r.duplicate_of is None
+          and r.source_format in sources]
     lost = 0
     for r in at:
         before = prev_prompt.get(r.id)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 from prefixscope.analyses.simulate import SimulateReport
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
 from prefixscope.findings.model import Finding
+from prefixscope.findings.names import short_names
 
 _NEAR_IDEAL = 0.005  # a capacity whose hit rate is within half a point of the ideal is enough
 
@@ -24,26 +24,13 @@ _NEAR_IDEAL = 0.005  # a capacity whose hit rate is within half a point of the i
 def find(ev: Evidence) -> Iterator[Finding]:
     """Per cache domain (each log file's own replay and fit)."""
     if ev.replays:
-        names = _short_names([r.domain for r in ev.replays])
+        names = short_names([r.domain for r in ev.replays])
         several = len(ev.replays) > 1
         for replay in ev.replays:
             yield from _domain(replay.report, replay.domain if several else None,
                                names[replay.domain])
     elif ev.simulate is not None:
         yield from _domain(ev.simulate, None)
-
-
-def _short_names(paths: list[str]) -> dict[str, str]:
-    """Each log file by its shortest trailing path that no other file shares."""
-    names: dict[str, str] = {}
-    for path in paths:
-        parts = Path(path).parts
-        for n in range(1, len(parts) + 1):
-            tail = parts[-n:]
-            if not any(other != path and Path(other).parts[-n:] == tail for other in paths):
-                break
-        names[path] = "/".join(tail)
-    return names
 
 
 def _domain(sim: SimulateReport, domain: str | None, name: str = "") -> Iterator[Finding]:
@@ -106,9 +93,10 @@ def _eviction(sim: SimulateReport, tokens: int, evidence: dict[str, object], n: 
               ) -> Finding:
     enough = None
     ideal = sim.hit_rate_ideal
-    for point in sim.capacity_curve:
+    for point in sim.capacity_curve:  # the smallest larger cache that reaches the ideal
         if (point.capacity_tokens is not None and point.hit_rate is not None
-                and ideal is not None and point.hit_rate >= ideal - _NEAR_IDEAL):
+                and ideal is not None and point.hit_rate >= ideal - _NEAR_IDEAL
+                and point.capacity_tokens > (sim.capacity_tokens or 0)):
             enough = point
             break
     evidence["capacity_curve"] = [[p.capacity_tokens, p.hit_rate] for p in sim.capacity_curve]
@@ -122,13 +110,18 @@ def _eviction(sim: SimulateReport, tokens: int, evidence: dict[str, object], n: 
         fix = ("More KV cache memory (a larger --gpu-memory-utilization, a smaller max model "
                "length), CPU offload, or session-sticky routing so sessions stop evicting "
                "each other.")
-    capacity = f"{sim.capacity_tokens:,}" if sim.capacity_tokens else "the"
+    if sim.capacity_tokens is None:
+        capacity = "the cache"
+    elif sim.fit is not None and sim.fit.capacity_tokens == sim.capacity_tokens:
+        capacity = f"{sim.capacity_tokens:,}-token cache fitted to the log"
+    else:
+        capacity = f"{sim.capacity_tokens:,}-token cache"
     sessions = len({r.session for r in sim.per_request})
     who = ("concurrent sessions evict each other's prefixes" if sessions > 1 else
            "the cache evicts the session's prefix between its turns")
     return finding("eviction-pressure", f"{who}: "
                    f"{n} missed blocks a larger cache would have "
-                   f"kept ({capacity}-token cache fitted to the log)", tokens, evidence, fix,
+                   f"kept ({capacity})", tokens, evidence, fix,
                    fix_hit_rate=enough.hit_rate if enough else None)
 
 
