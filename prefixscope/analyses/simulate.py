@@ -214,6 +214,7 @@ def engine_unit(engine: str, unit: int | None) -> tuple[int, dict[str, int]]:
 
 def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[str] = (),
                    capacity_curve: Sequence[int | None] = (), fit: bool = False,
+                   fit_units: Sequence[int] | None = None,
                    progress: Callable[[int, int], None] | None = None) -> SimulateReport:
     """Replay a store's requests; see the module docstring.
 
@@ -226,7 +227,7 @@ def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[
     prepared, skipped = prepare(store, options, progress=progress)
     report = replay_report(prepared, options, skipped)
     if fit:
-        report = replace(report, fit=fit_parameters(prepared, options))
+        report = replace(report, fit=fit_parameters(prepared, options, fit_units))
     if capacity_curve:
         report = replace(report, capacity_curve=tuple(
             CurvePoint(c, _hit_rate(prepared, _replay(prepared, replace(options,
@@ -622,13 +623,14 @@ def _what_if(store: Store, options: SimulateOptions, transform: str,
                         sum(predicted) - base_cached)
 
 
-def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions
-                   ) -> FitResult | None:
+def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
+                   units_to_try: Sequence[int] | None = None) -> FitResult | None:
     """The unit and capacity whose replay reproduces the observed cached tokens best.
 
     Score: the share of observed requests predicted exactly, then the smaller mean
     absolute error (a coarser unit is "within one unit" of anything, so that alone would
-    pick the largest). Units: the engine's candidates (16…512 tokens). Capacities:
+    pick the largest). Units: the engine's candidates (16…512 tokens), or `units_to_try`.
+    Capacities:
     unlimited and halvings of the log's prompt tokens, then a finer search between the
     best one's neighbours. Ties go to the smaller unit and the larger capacity.
     """
@@ -637,7 +639,10 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions
         return None  # nothing to fit to
     if getattr(ENGINES[options.engine], "ttl_parameter", None) is not None:
         return _fit_ttl(prepared, options)
-    units = _FIT_UNITS if getattr(ENGINES[options.engine], "unit_parameter", None) else (None,)
+    # `units_to_try`: the unit is known (the caller inferred it): fit the capacity alone.
+    units: Sequence[int | None] = (
+        (units_to_try or _FIT_UNITS) if getattr(ENGINES[options.engine], "unit_parameter", None)
+        else (None,))
     total = sum(p.n_tokens for p in prepared) or 1
 
     def score(unit: int | None, capacity: int | None) -> tuple[float, float]:

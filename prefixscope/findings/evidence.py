@@ -258,21 +258,30 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
 def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
                    records: Sequence[UsageRecord], what_if_of: dict[str, str]
                    ) -> SimulateReport | None:
-    """One cache domain: fitted to its observed cached tokens (self-hosted), then replayed
-    at the fit with a capacity curve and the priced what-ifs (None: nothing replayable)."""
-    domain = set(sim.source_files or ())
-    observed = any(r.cached_tokens is not None for r in records if r.source_file in domain)
-    fit = sim.engine not in HOSTED and options.capacity_tokens is None and observed
-    first = simulate_store(store, sim, fit=fit)
+    """One cache domain, replayed with unlimited capacity; when the log got less than that
+    predicts (a self-hosted engine, no --capacity), the capacity (and the unit, unless
+    known) is fitted to the observed cached tokens and the domain replayed at the fit with
+    a capacity curve; the priced what-ifs either way (None: nothing replayable)."""
+    first = simulate_store(store, sim)
     if not first.requests:
         return None
-    if first.fit is not None and first.fit.capacity_tokens is not None:
-        sim = replace(sim, unit=first.fit.unit if options.block_size is None else sim.unit,
-                      capacity_tokens=first.fit.capacity_tokens)
-    curve = _curve(sim.capacity_tokens, first.prompt_tokens) if sim.engine not in HOSTED else ()
-    report = simulate_store(store, sim, what_if=tuple(sorted(set(what_if_of.values()))),
-                            capacity_curve=curve)
-    return replace(report, fit=first.fit) if first.fit is not None else report
+    unit = first.unit
+    short = any(r.observed is not None and r.predicted - r.observed > unit
+                for r in first.per_request)
+    fit = None
+    if sim.engine not in HOSTED and options.capacity_tokens is None and short:
+        known = (sim.unit,) if sim.unit is not None else None
+        fit = simulate_store(store, sim, fit=True, fit_units=known).fit
+        if fit is not None and fit.capacity_tokens is not None:
+            sim = replace(sim, unit=fit.unit, capacity_tokens=fit.capacity_tokens)
+    curve = (_curve(sim.capacity_tokens, first.prompt_tokens)
+             if sim.engine not in HOSTED and sim.capacity_tokens is not None else ())
+    transforms = tuple(sorted(set(what_if_of.values())))
+    if not transforms and not curve and sim.capacity_tokens == first.capacity_tokens:
+        report = first  # nothing changed: the first replay is the domain's
+    else:
+        report = simulate_store(store, sim, what_if=transforms, capacity_curve=curve)
+    return replace(report, fit=fit) if fit is not None else report
 
 
 def _has_unit(engine: str) -> bool:
