@@ -630,9 +630,9 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
     Score: the share of observed requests predicted exactly, then the smaller mean
     absolute error (a coarser unit is "within one unit" of anything, so that alone would
     pick the largest). Units: the engine's candidates (16…512 tokens), or `units_to_try`.
-    Capacities:
-    unlimited and halvings of the log's prompt tokens, then a finer search between the
-    best one's neighbours. Ties go to the smaller unit and the larger capacity.
+    Capacities: unlimited and halvings of the log's prompt tokens, then a search between
+    the best one's neighbours, coarse, then narrowing 8x per pass down to single blocks.
+    Ties go to the smaller unit and the larger capacity.
     """
     observed = [p.observed for p in prepared if p.observed is not None]
     if not observed:
@@ -665,9 +665,15 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
             step = max(1, (hi - lo) // 48)
             for blocks in range(lo, hi + 1, step):
                 scored.setdefault(blocks * size, score(unit, blocks * size))
-            around = max((c for c in scored if c is not None), key=lambda c: scored[c])
-            for blocks in range(max(1, around // size - step), around // size + step + 1):
-                scored.setdefault(blocks * size, score(unit, blocks * size))
+            # then narrow around the best, each pass 8 times finer, down to single blocks:
+            # a bounded number of replays however wide the interval (the exhaustive
+            # block-by-block pass was 2 * step replays: thousands on a GB log)
+            while step > 1:
+                around = max((c for c in scored if c is not None), key=lambda c: scored[c])
+                step = max(1, step // 8)
+                for blocks in range(max(1, around // size - 8 * step),
+                                    around // size + 8 * step + 1, step):
+                    scored.setdefault(blocks * size, score(unit, blocks * size))
         for capacity, value in scored.items():
             candidate = (value, unit, capacity)
             if best is None or value > best[0] or (
