@@ -223,8 +223,21 @@ def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[
         RenderError, TokenizerError: a bad render option (a request that cannot be
             rendered is counted in `skipped` instead).
     """
-    unit, _ = engine_unit(options.engine, options.unit)
+    engine_unit(options.engine, options.unit)  # a bad engine or unit fails before any render
     prepared, skipped = prepare(store, options, progress=progress)
+    return replay_prepared(store, prepared, skipped, options, what_if=what_if,
+                           capacity_curve=capacity_curve, fit=fit, fit_units=fit_units)
+
+
+def replay_prepared(store: Store, prepared: Sequence[_Prepared], skipped: dict[str, int],
+                    options: SimulateOptions, *, what_if: Sequence[str] = (),
+                    capacity_curve: Sequence[int | None] = (), fit: bool = False,
+                    fit_units: Sequence[int] | None = None) -> SimulateReport:
+    """`simulate_store` on requests `prepare` already rendered for `options`' engine: the
+    unit and capacity may differ from the ones they were prepared with (they only matter to
+    the replay), so one render serves an unlimited replay, a fit and the fitted replay.
+    `store` is read again only for what-ifs, which render the log differently."""
+    unit, _ = engine_unit(options.engine, options.unit)
     report = replay_report(prepared, options, skipped)
     if fit:
         report = replace(report, fit=fit_parameters(prepared, options, fit_units))

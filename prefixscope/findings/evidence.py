@@ -31,8 +31,10 @@ from prefixscope.analyses.simulate import (
     SimulateError,
     SimulateOptions,
     SimulateReport,
+    fit_parameters,
     merge_replays,
-    simulate_store,
+    prepare,
+    replay_prepared,
 )
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
@@ -262,7 +264,8 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
     predicts (a self-hosted engine, no --capacity), the capacity (and the unit, unless
     known) is fitted to the observed cached tokens and the domain replayed at the fit with
     a capacity curve; the priced what-ifs either way (None: nothing replayable)."""
-    first = simulate_store(store, sim)
+    prepared, skipped = prepare(store, sim)  # rendered once for every replay below
+    first = replay_prepared(store, prepared, skipped, sim)
     if not first.requests:
         return None
     unit = first.unit
@@ -271,7 +274,7 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
     fit = None
     if sim.engine not in HOSTED and options.capacity_tokens is None and short:
         known = (sim.unit,) if sim.unit is not None else None
-        fit = simulate_store(store, sim, fit=True, fit_units=known).fit
+        fit = fit_parameters(prepared, sim, known)
         if fit is not None and fit.capacity_tokens is not None:
             sim = replace(sim, unit=fit.unit, capacity_tokens=fit.capacity_tokens)
     curve = (_curve(sim.capacity_tokens, first.prompt_tokens)
@@ -280,7 +283,8 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
     if not transforms and not curve and sim.capacity_tokens == first.capacity_tokens:
         report = first  # nothing changed: the first replay is the domain's
     else:
-        report = simulate_store(store, sim, what_if=transforms, capacity_curve=curve)
+        report = replay_prepared(store, prepared, skipped, sim, what_if=transforms,
+                                 capacity_curve=curve)
     return replace(report, fit=fit) if fit is not None else report
 
 
