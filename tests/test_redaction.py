@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -334,3 +336,26 @@ def test_no_command_sends_a_logged_control_sequence_to_the_terminal(
         assert not any(c in result.stdout + result.stderr for c in "\x1b\x07\x08"), args
     pair = runner.invoke(app, ["diff", ids[0], ids[1], "--store", str(store)])
     assert "cli\\x1b]0;pwned\\x07\\x1b[2J\\x08; cch=" in pair.stdout
+
+
+_PLANTED = ("sk-ant-api03-" + "Ab3_" * 12, "ghp_" + "x1Y2" * 9, "AKIA" + "QWERTY234567ABCD",
+            "-----BEGIN RSA PRIVATE KEY-----\n" + ("MIIEow" * 11 + "\n") * 60
+            + "-----END RSA PRIVATE KEY-----")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_PLANTED), st.integers(0, 100_000)), min_size=1,
+                max_size=4),
+       st.integers(0, 3), st.integers(-600, 4_500), st.integers(1, 400),
+       st.sampled_from([" ", "x", "\n", "é"]))
+def test_a_window_is_masked_as_the_whole_text_cut_there(
+        planted: list[tuple[str, int]], pick: int, offset: int, width: int,
+        filler: str) -> None:
+    text = filler * 100_000
+    for secret, at in sorted(planted, key=lambda p: p[1], reverse=True):
+        text = text[:at] + " " + secret + " " + text[at:]
+    # The window starts near (or inside) one planted secret: where a cut could show part.
+    secret = planted[pick % len(planted)][0]
+    start = max(0, text.index(secret) + offset)
+    r = Redactor()
+    assert r.window(text, start, start + width) == r.text(text)[start:start + width]

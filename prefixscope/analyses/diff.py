@@ -176,12 +176,13 @@ def _locate(ta: Tokens, tb: Tokens, d: int, context: int) -> tuple[Divergence, D
         segment = seg_a.path
     tok_a, tok_b = load_tokenizer(ta.prompt.tokenizer), load_tokenizer(tb.prompt.tokenizer)
     start = max(0, first - context)
-    # Masked whole, then cut (masking keeps offsets): a secret across the window's edge
-    # does not show its inner part.
-    shown_a, shown_b = active().text(text_a), active().text(text_b)
+    # Masked around the window, then cut (masking keeps offsets): a secret across the
+    # window's edge does not show its inner part.
+    masked = active()
     divergence = Divergence(
         token=d, char_a=char_a, char_b=char_b, segment=segment,
-        text_a=shown_a[start:first + context], text_b=shown_b[start:first + context],
+        text_a=masked.window(text_a, start, first + context),
+        text_b=masked.window(text_b, start, first + context),
         context_start=start, first_char=first,
         token_a=tok_a.decode([int(ta.ids[d])]) if d < len(ta) else None,
         token_b=tok_b.decode([int(tb.ids[d])]) if d < len(tb) else None,
