@@ -143,11 +143,20 @@ def _item_kind(kind: str, value: Any) -> str:
 
 def segment_hashes(value: Any) -> SegmentHashes:
     value = strip_cache_control(value)
-    return SegmentHashes(
-        exact=f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(exact_json(value).encode())}",
-        canonical=content_hash(value),
-        folded=content_hash(fold_whitespace(value)),
-    )
+    exact = f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(exact_json(value).encode())}"
+    # A session resends its history every turn: the same segment comes back hundreds of
+    # times. Its exact JSON determines the value (JSON-derived: key order kept), so the
+    # canonical and whitespace-folded hashes are computed once per distinct content.
+    known = _DERIVED.get(exact)
+    if known is None:
+        if len(_DERIVED) >= _DERIVED_MAX:
+            _DERIVED.clear()
+        known = _DERIVED[exact] = (content_hash(value), content_hash(fold_whitespace(value)))
+    return SegmentHashes(exact=exact, canonical=known[0], folded=known[1])
+
+
+_DERIVED: dict[str, tuple[str, str]] = {}  # exact hash -> (canonical, folded) hashes
+_DERIVED_MAX = 100_000
 
 
 def change_kind(a: SegmentHashes | None, b: SegmentHashes | None) -> str | None:
