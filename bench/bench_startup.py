@@ -47,6 +47,8 @@ def commands(tmp: Path) -> list[tuple[str, list[str]]]:
         ("segments", ["segments", str(log)]),
         ("bucket", ["bucket", str(log)]),
         ("simulate", ["simulate", str(log)]),
+        ("report", ["report", str(log)]),
+        ("engine-log", ["engine-log", str(ROOT / "sample_logs" / "vllm-offload.log")]),
     ]
 
 
