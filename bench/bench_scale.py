@@ -11,6 +11,19 @@ reads the peak RSS of each from ``wait4`` (``ru_maxrss`` of the child). The floo
 is reading the same file line by line with ``orjson.loads`` (what any ingest must
 do at least), in its own process too.
 
+Baselines in the same run, on the same files:
+
+* **naive** (``naive_diff.py``): transformers' ``apply_chat_template`` + a whole-prompt
+  encode per request and a Python loop against the session's previous request, timed on
+  the first ``--naive`` requests and extrapolated to the file by bytes (said so in the
+  table). The naive `report` is that render three times (the log as it is and the two
+  what-ifs report prices), the loop once, and 13 plain replays (vLLM's sha256 block chain
+  against a set: predicted + ideal, a 7-point capacity curve, two what-ifs x 2), the
+  replays the report runs on these logs.
+* **peer**: ``llmtrafficlens profile`` (prefix reuse, hit-rate ceiling and curve) on the
+  same traffic written as its gateway CSV (``request_json`` per row; the conversion is
+  not timed), when installed (``pip install llmtrafficlens``).
+
 Nothing here asserts a time: it prints a table. Run:
 ``python bench/bench_scale.py --sizes 0.25,0.5`` (corpora go to --dir, default a
 temporary directory; kept with --keep).
@@ -19,6 +32,8 @@ temporary directory; kept with --keep).
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import os
 import shutil
 import subprocess
@@ -59,7 +74,62 @@ def timed(argv: list[str]) -> tuple[float, int, int]:
     return wall, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)
 
 
-def run(sizes: list[float], work: Path, form: str) -> list[tuple[float, str, float, int, int]]:
+NAIVE_RENDERS, NAIVE_REPLAYS = 3, 13  # the naive report's work; see the docstring
+
+
+def naive_rows(log: Path, size: float, nbytes: int, requests: int
+               ) -> list[tuple[float, str, float, int, int]]:
+    """The naive diff --all and report, timed on the first `requests` and extrapolated."""
+    done = subprocess.run([sys.executable, str(HERE / "naive_diff.py"), str(log),
+                           "--requests", str(requests)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if done.returncode:
+        print(f"  naive: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return []
+    got = json.loads(done.stdout)
+    scale = nbytes / got["sample_bytes"]
+    label = f"naive, {got['requests']} requests extrapolated"
+    diff = (got["render_seconds"] + got["loop_seconds"]) * scale
+    report = (NAIVE_RENDERS * got["render_seconds"] + got["loop_seconds"]
+              + NAIVE_REPLAYS * got["replay_seconds"]) * scale
+    return [(size, f"diff --all ({label})", diff, 0, nbytes),
+            (size, f"report ({label})", report, 0, nbytes)]
+
+
+def gateway_csv(log: Path, target: Path) -> None:
+    """The raw captures of `log` as llmtrafficlens' gateway CSV (one row per request)."""
+    csv.field_size_limit(sys.maxsize)
+    with log.open("rb") as src, target.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(["timestamp", "request_json", "response_json"])
+        for line in src:
+            if line.strip():
+                record = json.loads(line)
+                writer.writerow([record.get("timestamp", ""),
+                                 json.dumps(record.get("request"), ensure_ascii=False),
+                                 json.dumps(record.get("response"), ensure_ascii=False)])
+
+
+def peer_rows(log: Path, size: float, nbytes: int, work: Path
+              ) -> list[tuple[float, str, float, int, int]]:
+    """llmtrafficlens profile on the same traffic as its gateway CSV, when installed."""
+    try:
+        import llmtrafficlens  # noqa: F401
+    except ImportError:
+        print("  llmtrafficlens not installed: no peer row", file=sys.stderr)
+        return []
+    table = work / f"{log.stem}.csv"
+    if not table.exists():
+        gateway_csv(log, table)
+    wall, rss, code = timed([sys.executable, "-m", "llmtrafficlens.cli", "profile", str(table),
+                             "-o", str(work / f"ltl-{size}")])
+    name = "llmtrafficlens profile (gateway CSV)" + ("" if code == 0 else f" (exit {code})")
+    return [(size, name, wall, rss, nbytes)]
+
+
+def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool = False,
+        commands: tuple[tuple[str, ...], ...] = COMMANDS
+        ) -> list[tuple[float, str, float, int, int]]:
     """(size GB, command, seconds, peak RSS, file bytes) for each size and command."""
     rows = []
     py = sys.executable
@@ -74,7 +144,7 @@ def run(sizes: list[float], work: Path, form: str) -> list[tuple[float, str, flo
             stale.unlink(missing_ok=True)
         wall, rss, code = timed([py, "-c", FLOOR, str(log)])
         rows.append((size, "floor (orjson)", wall, rss, nbytes))
-        for command in COMMANDS:
+        for command in commands:
             target = [str(log)] if command[0] == "ingest" else []
             wall, rss, code = timed([py, "-m", "prefixscope", *command, *target,
                                      "--store", str(store), "-qq"])
@@ -82,7 +152,32 @@ def run(sizes: list[float], work: Path, form: str) -> list[tuple[float, str, flo
             rows.append((size, name, wall, rss, nbytes))
             print(f"  {size} GB {name}: {wall:.1f} s, {rss / 2**20:.0f} MB", file=sys.stderr,
                   flush=True)
+        if naive:
+            rows.extend(naive_rows(log, size, nbytes, naive))
+        if peers and form == "raw":
+            rows.extend(peer_rows(log, size, nbytes, work))
     return rows
+
+
+def ratios(rows: list[tuple[float, str, float, int, int]]) -> str:
+    """prefixscope against the naive way, the peer and the floor, per size."""
+    wall = {(size, name): seconds for size, name, seconds, _, _ in rows}
+    out = ["| size | comparison | ratio |", "|---:|---|---:|"]
+    for size in sorted({r[0] for r in rows}):
+        for command in ("diff --all", "report"):
+            naive = next((w for (s_, n), w in wall.items()
+                          if s_ == size and n.startswith(f"{command} (naive")), None)
+            if naive and wall.get((size, command)):
+                out.append(f"| {size} | {command}: naive / prefixscope | "
+                           f"{naive / wall[size, command]:.1f}x |")
+        ours = wall.get((size, "report"))
+        peer = wall.get((size, "llmtrafficlens profile (gateway CSV)"))
+        if ours and peer:
+            out.append(f"| {size} | report / llmtrafficlens profile | {ours / peer:.2f}x |")
+        floor = wall.get((size, "floor (orjson)"))
+        if ours and floor:
+            out.append(f"| {size} | report / floor (orjson) | {ours / floor:.1f}x |")
+    return "\n".join(out)
 
 
 def table(rows: list[tuple[float, str, float, int, int]]) -> str:
@@ -91,7 +186,8 @@ def table(rows: list[tuple[float, str, float, int, int]]) -> str:
            "|---:|---:|---|---:|---:|---:|---:|"]
     for size, name, wall, rss, nbytes in rows:
         gb = nbytes / 2**30
-        out.append(f"| {size} | {gb:.2f} GiB | {name} | {wall:.1f} | {rss / 2**20:.0f} | "
+        memory = f"{rss / 2**20:.0f}" if rss else "-"
+        out.append(f"| {size} | {gb:.2f} GiB | {name} | {wall:.1f} | {memory} | "
                    f"{wall / gb:.1f} | {wall / floor[size]:.1f} |")
     return "\n".join(out)
 
@@ -102,17 +198,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--form", choices=("raw", "langfuse"), default="raw")
     ap.add_argument("--dir", type=Path, default=None, help="where corpora and stores go")
     ap.add_argument("--keep", action="store_true", help="keep the corpora and stores")
+    ap.add_argument("--naive", type=int, default=40, metavar="N",
+                    help="time the naive way on the first N requests (0: not at all)")
+    ap.add_argument("--commands", default=",".join(" ".join(c) for c in COMMANDS),
+                    help="which commands, comma-separated (ingest always runs first)")
+    ap.add_argument("--peers", action="store_true",
+                    help="also time llmtrafficlens on the same traffic (its gateway CSV)")
     args = ap.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",") if s]
     work = args.dir or Path(tempfile.mkdtemp(prefix="prefixscope-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        rows = run(sizes, work, args.form)
+        wanted = {c.strip() for c in args.commands.split(",")} | {"ingest"}
+        commands = tuple(c for c in COMMANDS if " ".join(c) in wanted)
+        rows = run(sizes, work, args.form, args.naive, args.peers, commands)
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
     print(f"machine: {os.cpu_count()} cores; corpus form: {args.form}")
     print(table(rows))
+    print()
+    print(ratios(rows))
     return 0
 
 

@@ -1,0 +1,107 @@
+"""The naive way of `diff --all`, timed on a sample of a log, for bench_scale.py.
+
+What a person writes without prefixscope: for every request, transformers'
+``apply_chat_template(..., tokenize=False)`` and a whole-prompt ``encode`` (the same
+template and tokenizer prefixscope uses for these requests: DeepSeek-V4's, via
+`bench_tokenize.Naive`), then a Python loop for the first token that differs from the
+session's previous request. For `report`, the naive way adds a cache replay: vLLM's
+block hashing written plainly (``hashlib.sha256`` of the parent hash and each 16-token
+block, as vLLM's ``hash_block_tokens``) against an unbounded dict, a hit count per
+request. Only that work is timed; reading the file and building each
+request's template input (prefixscope's parser and gateway conversion) is not, so the
+naive side is flattered.
+
+It runs on the first ``--requests`` lines of the log and prints one JSON line: the
+seconds of each part (render + encode, the divergence loop, the replay), the sample's
+bytes and requests, so the caller extrapolates to the whole
+file by bytes (a request's render and encode cost grows with its size).
+Run: ``python bench/naive_diff.py LOG --requests 40``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from bench_tokenize import Naive  # noqa: E402
+
+from prefixscope.ingest import read_requests  # noqa: E402
+from prefixscope.prompt import RenderOptions  # noqa: E402
+
+SPEC = "deepseek-v4"
+BLOCK = 16
+
+
+def first_divergence(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def replay(ids: list[int], cache: set[bytes]) -> int:
+    """Cached tokens of one request against `cache` (then the request's blocks added)."""
+    parent, hit, missed = b"", 0, False
+    for start in range(0, len(ids) - len(ids) % BLOCK, BLOCK):
+        parent = hashlib.sha256(parent + repr(ids[start:start + BLOCK]).encode()).digest()
+        if not missed and parent in cache:
+            hit += BLOCK
+        else:
+            missed = True
+            cache.add(parent)
+    return hit
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("log", type=Path)
+    ap.add_argument("--requests", type=int, default=40)
+    args = ap.parse_args(argv)
+    with args.log.open("rb") as fh:
+        lines = [line for _, line in zip(range(args.requests), fh, strict=False)]
+    sample_bytes = sum(len(line) for line in lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        part = Path(tmp) / "sample.jsonl"
+        part.write_bytes(b"".join(lines))
+        requests, _ = read_requests(part)
+    naive = Naive(SPEC)
+    options = RenderOptions(tokenizer=SPEC)
+    last: dict[str, list[int]] = {}
+    seconds = loop_seconds = replay_seconds = 0.0
+    pairs = 0
+    cache: set[bytes] = set()
+    for request in requests:
+        messages, tools = naive.inputs(request, options)
+        session = request.session_key or "-"
+        start = time.perf_counter()
+        ids = naive.ids(messages, tools).tolist()
+        rendered = time.perf_counter()
+        previous = last.get(session)
+        if previous is not None:
+            first_divergence(previous, ids)
+            pairs += 1
+        seconds += rendered - start
+        loop_seconds += time.perf_counter() - rendered
+        last[session] = ids
+        start = time.perf_counter()
+        replay(ids, cache)
+        replay_seconds += time.perf_counter() - start
+    print(json.dumps({"render_seconds": seconds, "loop_seconds": loop_seconds,
+                      "replay_seconds": replay_seconds,
+                      "sample_bytes": sample_bytes,
+                      "requests": len(requests), "pairs": pairs}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
