@@ -154,6 +154,23 @@ class TestBoundedIngest:
         assert stores[0][0] > 100
         assert stores[0] == stores[1]
 
+    def test_progress_moves_through_a_file_by_bytes_and_requests(self):
+        log = Path("many.jsonl")
+        lines = [orjson.dumps({"model": "m", "messages": [
+            {"role": "user", "content": f"question {i} " + "x" * 2000}]}) for i in range(40)]
+        log.write_bytes(b"\n".join(lines) + b"\n")
+        calls: list[tuple[str, int, int, int]] = []
+        with Store.open(Path("p.duckdb")) as store:
+            ingest_paths([str(log)], store, batch_size=5,
+                         progress=lambda *call: calls.append(call))
+        size = log.stat().st_size
+        assert all(name == str(log) and total == size for name, _, total, _ in calls)
+        # one call per stored batch of 5 (the parser reads ahead in blocks), then the file's
+        assert len(calls) == 40 // 5 + 1
+        assert [requests for *_, requests in calls] == [5, 10, 15, 20, 25, 30, 35, 40, 40]
+        done = [d for _, d, _, _ in calls]
+        assert done == sorted(done) and done[-1] == size and 0 < done[0] < size
+
     def test_a_json_lines_log_is_detected_without_reading_it_whole(self, monkeypatch):
         log = Path("big.jsonl")
         line = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 500}]})

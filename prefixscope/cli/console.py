@@ -109,7 +109,8 @@ def show_progress(json_mode: bool, quiet: int) -> bool:
 
 @contextmanager
 def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
-    """A callback (name, done, total) driving a rich progress bar, or a no-op."""
+    """A callback (name, bytes done, bytes total, requests read) driving a rich progress
+    bar, or None."""
     if not enabled:
         yield None
         return
@@ -119,9 +120,9 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
                   TimeRemainingColumn(), console=err, transient=True) as progress:
         task = progress.add_task(description, total=None)
 
-        def update(name: str, done: int, total: int) -> None:
+        def update(name: str, done: int, total: int, requests: int) -> None:
             progress.update(task, completed=done, total=total or None,
-                            description=f"{description} {name[-40:]}")
+                            description=f"{description} {name[-40:]} · {requests:,} requests")
 
         yield update
 

@@ -63,7 +63,8 @@ _NOT_LOG_NAMES = {"LICENSE", "NOTICE", "README", ".gitignore", ".DS_Store"}
 # Hidden files are passed over in walks except the logs agents write under these names.
 _HIDDEN_LOG_NAMES = {".aider.llm.history"}
 
-ProgressFn = Callable[[str, int, int], None]  # (file name, bytes done, bytes total)
+# (file name, bytes done, bytes total, requests read so far)
+ProgressFn = Callable[[str, int, int, int], None]
 
 
 @dataclass(frozen=True, slots=True)

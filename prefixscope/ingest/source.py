@@ -63,6 +63,8 @@ class Source:
     path: Path | None = None  # the file on disk, None for stdin
     data: bytes | None = None  # stdin contents (already read)
     _tmp: list[str] = field(default_factory=list, repr=False)
+    _streams: list[BinaryIO] = field(default_factory=list, repr=False)
+    _furthest: int = field(default=0, repr=False)
 
     @classmethod
     def from_path(cls, path: Path) -> Source:
@@ -90,6 +92,7 @@ class Source:
         else:
             assert self.path is not None
             raw = open(self.path, "rb")  # noqa: SIM115 - returned to the caller
+            self._streams.append(raw)
         if self.compressed:
             return cast(BinaryIO, gzip.GzipFile(fileobj=raw))
         return raw
@@ -140,6 +143,17 @@ class Source:
             return None
         p = self.path.with_name(name)
         return p if p.exists() else None
+
+    def position(self) -> int:
+        """How far into the file (its bytes on disk, compressed or not) the streams opened
+        so far have read: the progress of a parser reading it."""
+        for stream in self._streams:
+            try:
+                self._furthest = max(self._furthest, stream.tell())
+            except (OSError, ValueError):  # closed: its last position was taken before
+                continue
+        self._streams = [s for s in self._streams if not s.closed]
+        return self._furthest
 
     def close(self) -> None:
         for tmp in self._tmp:

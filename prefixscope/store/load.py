@@ -11,7 +11,7 @@ logs of one call (`store.duplicates`) and re-threads sessions at the end. Under
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -88,7 +88,8 @@ def ingest_paths(
         fmt: "auto" to detect per file, or a format name to force.
         strict: any skipped record or unrecognized file fails the run; nothing is stored.
         session_gap_s: longest pause between two turns of one threaded session.
-        progress: called with (file, bytes done, bytes total) as files are read.
+        progress: called with (file, bytes done, bytes total, requests read) as files
+            are read: after each stored batch and each file.
         session_rules: ``--session-key`` rules; the first that reads a value from a
             request sets its session (`normalize.sessions.apply_session_rules`).
 
@@ -111,13 +112,15 @@ def ingest_paths(
         with store.transaction():
             for source in sources:
                 try:
-                    new += _ingest_one(source, forced, store, tally, session_rules,
-                                       batch_size=batch_size, batch_bytes=batch_bytes)
+                        new += _ingest_one(
+                        source, forced, store, tally, session_rules, batch_size=batch_size,
+                        batch_bytes=batch_bytes,
+                        stored=_reporter(progress, source, done, total, tally))
                 finally:
                     source.close()
                 done += _safe_size(source)
                 if progress:
-                    progress(source.name, done, total)
+                    progress(source.name, done, total, tally.read)
             if strict and tally.skipped > 0:
                 raise _Rejected
             store.set_duplicates(link_duplicates(map(call_row, store.duplicate_rows())))
@@ -135,6 +138,20 @@ def ingest_paths(
     )
 
 
+def _reporter(progress: ProgressFn | None, source: Source, before: int, total: int,
+              tally: Tally) -> Callable[[], None] | None:
+    """What `_ingest_one` calls after each stored batch: the bytes read so far (the files
+    before this one, then how far its parser got) and the requests read."""
+    if progress is None:
+        return None
+
+    def report() -> None:
+        progress(source.name, before + min(source.position(), _safe_size(source)), total,
+                 tally.read)
+
+    return report
+
+
 def _safe_size(source: Source) -> int:
     try:
         return source.size
@@ -144,7 +161,8 @@ def _safe_size(source: Source) -> int:
 
 def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: Tally,
                 session_rules: tuple[SessionRule, ...] = (), *, batch_size: int | None = None,
-                batch_bytes: int | None = None) -> int:
+                batch_bytes: int | None = None,
+                stored: Callable[[], None] | None = None) -> int:
     try:
         found: tuple[ModuleType | None, Probe] = (
             (forced, probe(source)) if forced is not None else detect(source))
@@ -193,6 +211,8 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
                 batch.clear()
                 texts.clear()
                 held = 0
+                if stored is not None:
+                    stored()
     except (OSError, EOFError) as exc:
         tally.error(source.name, None, f"read failed part-way: {exc}")
     new += store.add(batch, prefer, body_texts=texts)
