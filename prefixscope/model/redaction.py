@@ -35,7 +35,7 @@ MASK = "•"
 # found in a window when it lies within this distance of it (an RSA-8192 PEM key is
 # ~6.5 kB, a JWT a few kB). Masking a 600 kB prompt whole to show 200 characters of it
 # made masking 70% of `diff --all`.
-WINDOW_MARGIN = 32 * 1024
+WINDOW_MARGIN = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
