@@ -16,6 +16,7 @@ from prefixscope.cli.options import (
     StoreOpt,
     Tokenizer,
     WhatIf,
+    Workers,
     checked_options,
     what_if_tuple,
 )
@@ -45,6 +46,7 @@ def diff(
                                                                         "divergence.")] = 40,
     worst: Annotated[int, typer.Option("--worst", min=0, help="Worst pairs listed with "
                                                               "--session/--all.")] = 10,
+    workers: Workers = None,
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -80,7 +82,8 @@ def diff(
             with open_store(refs or None, store, quiet=quiet, json_mode=json_out) as st, \
                     console.counter(json_out, quiet, "diff") as progress:
                 report = diff_sessions(st, session, options, block_size=block_size,
-                                       context=context, progress=progress)
+                                       context=context, progress=progress,
+                                       workers=workers)
     except (LookupError_, LookupError, RenderError, TokenizerError) as exc:
         raise console.fail(str(exc).splitlines()[0]) from None
     report = console.redacted(report)  # secrets masked before any view cuts text

@@ -16,6 +16,7 @@ from prefixscope.cli.options import (
     Quiet,
     StoreOpt,
     Tokenizer,
+    Workers,
     capacity_tokens,
     checked_options,
 )
@@ -83,6 +84,7 @@ def report(
                                      "and the Markdown.")] = 10,
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
+    workers: Workers = None,
     quiet: Quiet = 0,
 ) -> None:
     """What is breaking the cache, what it costs and what to change: every analysis as
@@ -129,7 +131,7 @@ def report(
             console.steps(to_stdout, quiet, "report", _STEPS) as progress:
         try:
             evidence = gather(st, options, progress,
-                              ingest=ingested[0] if ingested else None)
+                              ingest=ingested[0] if ingested else None, workers=workers)
         except (RenderError, TokenizerError, ValueError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
         except OSError as exc:
