@@ -29,6 +29,7 @@ Tables:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -212,6 +213,7 @@ class Store:
         except duckdb.Error as exc:
             raise StoreError(_connect_error(path, exc)) from None
         store = cls(con, path, read_only=read_only)
+        store.file = os.path.abspath(path)  # workers may start in another directory
         if read_only:
             store._check_version()
         else:
