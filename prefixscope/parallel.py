@@ -24,10 +24,15 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class WorkerError(RuntimeError):
+    """A worker process died before finishing its task (killed, out of memory)."""
 
 
 def cores() -> int:
@@ -100,11 +105,15 @@ class Batch(Generic[R]):
                     progress(done)
             return out
         weight_of = dict(zip(map(id, self._futures), self._weights, strict=True))
-        for future in as_completed(self._futures):
-            future.result()  # a task's error is raised here, in the parent
-            done += weight_of[id(future)]
-            if progress is not None:
-                progress(done)
+        try:
+            for future in as_completed(self._futures):
+                future.result()  # a task's error is raised here, in the parent
+                done += weight_of[id(future)]
+                if progress is not None:
+                    progress(done)
+        except BrokenProcessPool:
+            raise WorkerError("a worker process died (out of memory? try fewer --workers)"
+                              ) from None
         return [f.result() for f in self._futures]
 
 

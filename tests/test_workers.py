@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from prefixscope import parallel
 from prefixscope.analyses.diff import diff_sessions
 from prefixscope.analyses.segments import segments_store
 from prefixscope.cli.main import app
-from prefixscope.parallel import Pool, effective_workers, runs
+from prefixscope.parallel import Pool, WorkerError, effective_workers, runs
 from prefixscope.prompt import RenderOptions
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
@@ -177,3 +178,8 @@ def test_unrenderable_requests_are_the_same_counted_skips_in_a_worker(pools: lis
         "cannot render: gateway anthropic-to-openai needs an anthropic-messages body; a "
         "request is openai-chat": 2}
     assert totals["pairs"] == 2
+
+
+def test_a_worker_that_dies_is_one_error_not_a_hang(pools: list[int]):
+    with Pool(2) as pool, pytest.raises(WorkerError, match="a worker process died"):
+        pool.map(os._exit, [3])

@@ -58,6 +58,7 @@ def diff(
     """
     from prefixscope.analyses.diff import diff_sessions, diff_two
     from prefixscope.cli.storeopen import maybe_store, open_store
+    from prefixscope.parallel import WorkerError
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.store.lookup import LookupError_, resolve_request
     from prefixscope.tokenizers import TokenizerError
@@ -84,7 +85,7 @@ def diff(
                 report = diff_sessions(st, session, options, block_size=block_size,
                                        context=context, progress=progress,
                                        workers=workers)
-    except (LookupError_, LookupError, RenderError, TokenizerError) as exc:
+    except (LookupError_, LookupError, RenderError, TokenizerError, WorkerError) as exc:
         raise console.fail(str(exc).splitlines()[0]) from None
     report = console.redacted(report)  # secrets masked before any view cuts text
     if json_out:

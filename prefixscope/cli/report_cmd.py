@@ -100,6 +100,7 @@ def report(
     from prefixscope.findings.build import build_report
     from prefixscope.findings.evidence import ReportOptions, gather
     from prefixscope.findings.gate import BaselineError, GateOptions, read_baseline
+    from prefixscope.parallel import WorkerError
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.store.load import IngestResult
     from prefixscope.tokenizers import TokenizerError
@@ -132,7 +133,7 @@ def report(
         try:
             evidence = gather(st, options, progress,
                               ingest=ingested[0] if ingested else None, workers=workers)
-        except (RenderError, TokenizerError, ValueError) as exc:
+        except (RenderError, TokenizerError, ValueError, WorkerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
         except OSError as exc:
             raise console.fail(f"cannot read {exc.filename}: {exc.strerror or exc}") from None

@@ -52,6 +52,7 @@ def segments(
     """
     from prefixscope.analyses.segments import segments_store
     from prefixscope.cli.storeopen import open_store
+    from prefixscope.parallel import WorkerError
     from prefixscope.prompt import RenderOptions
     from prefixscope.tokenizers import TokenizerError
     from prefixscope.views.json import segments_json
@@ -67,7 +68,7 @@ def segments(
                                      workers=workers)
         except ValueError as exc:
             raise console.fail(str(exc), ExitCode.USAGE) from None
-        except TokenizerError as exc:
+        except (TokenizerError, WorkerError) as exc:
             raise console.fail(str(exc)) from None
     reports = console.redacted(reports)  # secrets masked before any view cuts text
     if json_out:
