@@ -59,19 +59,44 @@ print(n)
 """
 
 
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of `pid` and its descendants now (Linux /proc; 0 where unreadable)."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/statm") as fh:
+                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def timed(argv: list[str]) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in bytes, exit status) of one child process."""
+    """(wall seconds, peak RSS in bytes, exit status) of one child process: its own peak
+    (``ru_maxrss``) or, when larger, the peak of its RSS summed with its worker
+    processes', sampled every 50 ms."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
+    peak = 0
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        peak = max(peak, _tree_rss(proc.pid))
+        time.sleep(0.05)
     wall = time.perf_counter() - start
     if proc.stderr is not None:
         err = proc.stderr.read().decode(errors="replace").strip()
         proc.stderr.close()
         if status and err:
             print(f"  {' '.join(argv[2:4])}: {err.splitlines()[-1]}", file=sys.stderr)
-    return wall, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)
+    return wall, max(usage.ru_maxrss * 1024, peak), os.waitstatus_to_exitcode(status)
 
 
 NAIVE_RENDERS, NAIVE_REPLAYS = 3, 13  # the naive report's work; see the docstring
@@ -127,8 +152,11 @@ def peer_rows(log: Path, size: float, nbytes: int, work: Path
     return [(size, name, wall, rss, nbytes)]
 
 
+PARALLEL = {"diff", "segments", "report"}  # the commands with --workers
+
+
 def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool = False,
-        commands: tuple[tuple[str, ...], ...] = COMMANDS
+        commands: tuple[tuple[str, ...], ...] = COMMANDS, workers: tuple[int, ...] = ()
         ) -> list[tuple[float, str, float, int, int]]:
     """(size GB, command, seconds, peak RSS, file bytes) for each size and command."""
     rows = []
@@ -144,14 +172,17 @@ def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool =
             stale.unlink(missing_ok=True)
         wall, rss, code = timed([py, "-c", FLOOR, str(log)])
         rows.append((size, "floor (orjson)", wall, rss, nbytes))
-        for command in commands:
-            target = [str(log)] if command[0] == "ingest" else []
-            wall, rss, code = timed([py, "-m", "prefixscope", *command, *target,
-                                     "--store", str(store), "-qq"])
-            name = " ".join(command) + ("" if code == 0 else f" (exit {code})")
-            rows.append((size, name, wall, rss, nbytes))
-            print(f"  {size} GB {name}: {wall:.1f} s, {rss / 2**20:.0f} MB", file=sys.stderr,
-                  flush=True)
+        for base in commands:
+            variants = ([(*base, "--workers", str(n)) for n in workers]
+                        if workers and base[0] in PARALLEL else [base])
+            for command in variants:
+                target = [str(log)] if command[0] == "ingest" else []
+                wall, rss, code = timed([py, "-m", "prefixscope", *command, *target,
+                                         "--store", str(store), "-qq"])
+                name = " ".join(command) + ("" if code == 0 else f" (exit {code})")
+                rows.append((size, name, wall, rss, nbytes))
+                print(f"  {size} GB {name}: {wall:.1f} s, {rss / 2**20:.0f} MB",
+                      file=sys.stderr, flush=True)
         if naive:
             rows.extend(naive_rows(log, size, nbytes, naive))
         if peers and form == "raw":
@@ -204,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="which commands, comma-separated (ingest always runs first)")
     ap.add_argument("--peers", action="store_true",
                     help="also time llmtrafficlens on the same traffic (its gateway CSV)")
+    ap.add_argument("--workers", default="", metavar="N,M",
+                    help="run diff --all, segments and report once per --workers value "
+                         "(e.g. 1,2; default: each once, with the command's default)")
     args = ap.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",") if s]
     work = args.dir or Path(tempfile.mkdtemp(prefix="prefixscope-scale-"))
@@ -211,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wanted = {c.strip() for c in args.commands.split(",")} | {"ingest"}
         commands = tuple(c for c in COMMANDS if " ".join(c) in wanted)
-        rows = run(sizes, work, args.form, args.naive, args.peers, commands)
+        workers = tuple(int(n) for n in args.workers.split(",") if n)
+        rows = run(sizes, work, args.form, args.naive, args.peers, commands, workers)
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -22,17 +22,19 @@ An engine caches only full blocks and always recomputes the last prompt token, h
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from prefixscope.analyses.bucket import group_block_sizes
 from prefixscope.analyses.causes import CAUSES, Cause, DivergenceSite, classify
+from prefixscope.analyses.pool import worker_pool
 from prefixscope.model import Request
 from prefixscope.model.redaction import active
+from prefixscope.parallel import Batch, Pool, effective_workers, runs
 from prefixscope.prompt import RenderError, RenderOptions
-from prefixscope.store import Store
+from prefixscope.store import Store, reader
 from prefixscope.tokenizers import load_tokenizer
 from prefixscope.tokens.tokenize import Tokens, tokens_many
 
@@ -396,6 +398,19 @@ def session_pair_refs(store: Store, session: str | None) -> tuple[int, Iterator[
     Raises:
         LookupError: no such session, or the prefix names more than one.
     """
+    rows = session_pair_rows(store, session)
+    return len(rows), _pair_refs(store, rows)
+
+
+PairRow = tuple[str, str, str, bool]  # (earlier id, later id, session, compaction)
+
+
+def session_pair_rows(store: Store, session: str | None) -> list[PairRow]:
+    """The threaded pairs `session_pair_refs` loads, as store rows (ordered by session).
+
+    Raises:
+        LookupError: no such session, or the prefix names more than one.
+    """
     if session is not None:
         matches = store.sessions_matching(session)
         if not matches:
@@ -405,18 +420,17 @@ def session_pair_refs(store: Store, session: str | None) -> tuple[int, Iterator[
         session = matches[0]
     # --all: a pair whose later request is a second log of a call (duplicate_of) is diffed
     # in the session of the copy kept, once
-    rows = store.session_pairs(session, once=session is None)
+    return store.session_pairs(session, once=session is None)
 
-    def generate() -> Iterator[PairRef]:
-        # One query per chunk of pairs (a query per request is ~5 ms on a big store);
-        # a chunk holds at most 2 * _PAIRS_PER_LOAD requests with their bodies.
-        for start in range(0, len(rows), _PAIRS_PER_LOAD):
-            chunk = rows[start:start + _PAIRS_PER_LOAD]
-            loaded = store.get_many(rid for a, b, _, _ in chunk for rid in (a, b))
-            for a, b, s, comp in chunk:  # threading only links stored requests
-                yield PairRef(loaded[a], loaded[b], s, comp)
 
-    return len(rows), generate()
+def _pair_refs(store: Store, rows: Sequence[PairRow]) -> Iterator[PairRef]:
+    # One query per chunk of pairs (a query per request is ~5 ms on a big store);
+    # a chunk holds at most 2 * _PAIRS_PER_LOAD requests with their bodies.
+    for start in range(0, len(rows), _PAIRS_PER_LOAD):
+        chunk = rows[start:start + _PAIRS_PER_LOAD]
+        loaded = store.get_many(rid for a, b, _, _ in chunk for rid in (a, b))
+        for a, b, s, comp in chunk:  # threading only links stored requests
+            yield PairRef(loaded[a], loaded[b], s, comp)
 
 
 def diff_two(a: Request, b: Request, options: RenderOptions, store: Store | None, *,
@@ -435,17 +449,95 @@ def diff_two(a: Request, b: Request, options: RenderOptions, store: Store | None
 
 def diff_sessions(store: Store, session: str | None, options: RenderOptions, *,
                   block_size: int | None = None, context: int = DEFAULT_CONTEXT,
-                  progress: Callable[[int, int], None] | None = None) -> DiffReport:
+                  progress: Callable[[int, int], None] | None = None,
+                  workers: int | None = 1) -> DiffReport:
     """Diff every consecutive pair of one session (None: of every session).
 
-    `progress(done, total)` is called as pairs are diffed.
+    `progress(done, total)` is called as pairs are diffed. `workers`: processes diffing
+    whole sessions (None: the machine's cores once there are `AUTO_MIN_PAIRS` pairs); the
+    report is the same whatever the number (`--workers 1` runs in this process).
 
     Raises:
         LookupError: no such session, or an ambiguous session prefix.
         RenderError, TokenizerError: a bad option (a request that cannot be rendered is
             counted as skipped instead).
     """
+    rows = session_pair_rows(store, session)
+    n = effective_workers(workers, len(rows), auto_minimum=AUTO_MIN_PAIRS)
+    if n <= 1 or not store.read_only:  # a writer holds the file: workers cannot open it
+        sizes = resolve_block_sizes(block_size, store)
+        step = None if progress is None else (lambda done: progress(done, len(rows)))
+        return diff_pairs(_pair_refs(store, rows), options, block_size=sizes,
+                          context=context, progress=step)
+    with worker_pool(n) as pool:
+        return start_diff(store, rows, options, pool, block_size=block_size,
+                          context=context).result(progress)
+
+
+AUTO_MIN_PAIRS = 100  # pairs below which the default --workers runs in this process
+_RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
+
+
+@dataclass(frozen=True, slots=True)
+class _DiffTask:
+    """A run of whole sessions for one worker: the store's file and the pairs' rows."""
+
+    file: str
+    rows: tuple[PairRow, ...]
+    options: RenderOptions
+    sizes: BlockSizes
+    context: int
+
+
+def _diff_task(task: _DiffTask) -> DiffReport:
+    store = reader(task.file)
+    return diff_pairs(_pair_refs(store, task.rows), task.options, block_size=task.sizes,
+                      context=task.context)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingDiff:
+    """A diff running in a pool's workers; `result()` waits and merges the runs."""
+
+    batch: Batch[DiffReport]
+    count: int  # pairs in all
+    options: RenderOptions
+    sizes: BlockSizes
+
+    def result(self, progress: Callable[[int, int], None] | None = None) -> DiffReport:
+        """The report `diff_pairs` gives over every pair in one process."""
+        step = None if progress is None else (lambda done: progress(done, self.count))
+        parts = self.batch.results(step)
+        results = [pair for part in parts for pair in part.pairs]
+        skipped: dict[str, int] = {}
+        for part in parts:  # first seen first, as one process counts them
+            for reason, n in part.totals.skipped_reasons.items():
+                skipped[reason] = skipped.get(reason, 0) + n
+        report_bs, report_source = _report_block_size(results, self.sizes)
+        return DiffReport(tuple(results), totals(results, skipped), self.options, report_bs,
+                          report_source)
+
+
+def start_diff(store: Store, rows: Sequence[PairRow], options: RenderOptions, pool: Pool, *,
+               block_size: int | None = None,
+               context: int = DEFAULT_CONTEXT) -> PendingDiff:
+    """Start diffing `rows` (`session_pair_rows`) in `pool`'s workers, runs of whole
+    sessions each; the store must be open read-only (the workers open its file too).
+
+    Raises:
+        RenderError: an unknown gateway profile or what-if (`render.check_options`).
+    """
+    from prefixscope.prompt import check_options
+
+    check_options(options)  # a bad option is one error, not one per worker
     sizes = resolve_block_sizes(block_size, store)
-    count, pairs = session_pair_refs(store, session)
-    step = None if progress is None else (lambda done: progress(done, count))
-    return diff_pairs(pairs, options, block_size=sizes, context=context, progress=step)
+    sessions: list[list[PairRow]] = []
+    for row in rows:
+        if not sessions or sessions[-1][-1][2] != row[2]:
+            sessions.append([])
+        sessions[-1].append(row)
+    cuts = runs([len(s) for s in sessions], pool.workers * _RUNS_PER_WORKER)
+    tasks = [_DiffTask(store.file, tuple(r for s in sessions[cut.start:cut.stop] for r in s),
+                       options, sizes, context) for cut in cuts]
+    batch = pool.submit(_diff_task, tasks, [len(t.rows) for t in tasks])
+    return PendingDiff(batch, len(rows), options, sizes)

@@ -43,6 +43,7 @@ from typing import Any
 import xxhash
 
 from prefixscope.analyses.dimensions import check_dimensions, group_key
+from prefixscope.analyses.pool import worker_pool
 from prefixscope.model import Request
 from prefixscope.model.hashing import (
     HASH_VERSION,
@@ -52,8 +53,9 @@ from prefixscope.model.hashing import (
     strip_cache_control,
 )
 from prefixscope.model.redaction import active, opaque_masked
+from prefixscope.parallel import effective_workers, runs
 from prefixscope.prompt import RenderError, RenderOptions
-from prefixscope.store import Store
+from prefixscope.store import Store, reader
 from prefixscope.tokens import tokens
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
@@ -437,7 +439,8 @@ def token_positions(options: RenderOptions) -> Positions:
 def segments_store(store: Store, by: tuple[str, ...] = (), *,
                    options: RenderOptions | None = None, with_tokens: bool = True,
                    show_text: bool = False,
-                   progress: Callable[[int, int], None] | None = None) -> list[SegmentsReport]:
+                   progress: Callable[[int, int], None] | None = None,
+                   workers: int | None = 1) -> list[SegmentsReport]:
     """The census of a store's requests, one report per --by group.
 
     Args:
@@ -447,6 +450,9 @@ def segments_store(store: Store, by: tuple[str, ...] = (), *,
         with_tokens: render requests to fill token positions; False: change rates only.
         show_text: longer, unredacted previews.
         progress: called with (requests censused so far, requests with a body).
+        workers: processes rendering whole sessions for token positions (None: the
+            machine's cores once `AUTO_MIN_REQUESTS` requests have a body); the reports
+            do not depend on it.
 
     Raises:
         ValueError: an unknown dimension.
@@ -456,10 +462,14 @@ def segments_store(store: Store, by: tuple[str, ...] = (), *,
     session_of = store.session_of()
     index = PairIndex((a, b) for a, b, _, _ in store.session_pairs(once=True))
     positions = None
+    total = store.body_count_once()
     if with_tokens:
         positions = token_positions(options or RenderOptions())
+        n = effective_workers(workers, total, auto_minimum=AUTO_MIN_REQUESTS)
+        if n > 1 and store.read_only:  # a writer holds the file: workers cannot open it
+            positions = _positions_in_workers(store, options or RenderOptions(), n, progress)
+            progress = None  # the census below is quick next to the rendering
     if progress is not None:
-        total = store.body_count_once()
         positions = _counting(positions, lambda seen: progress(seen, total))
     groups: dict[tuple[Any, ...], Census] = {}
     without: dict[tuple[Any, ...], int] = defaultdict(int)
@@ -497,3 +507,49 @@ def _counting(positions: Positions | None, progress: Callable[[int], None]) -> P
         return result
 
     return counted
+
+
+AUTO_MIN_REQUESTS = 100  # requests below which the default --workers runs in this process
+_RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
+_LOAD = 64  # requests a worker loads from the store in one query
+
+
+@dataclass(frozen=True, slots=True)
+class _PositionsTask:
+    """A run of whole sessions for one worker: the store's file and its requests' ids."""
+
+    file: str
+    ids: tuple[str, ...]
+    options: RenderOptions
+
+
+def _positions_task(task: _PositionsTask) -> list[tuple[str, Mapping[str, tuple[int, int]]
+                                                  | None]]:
+    store = reader(task.file)
+    positions = token_positions(task.options)
+    out = []
+    for start in range(0, len(task.ids), _LOAD):
+        loaded = store.get_many(task.ids[start:start + _LOAD])
+        out += [(rid, positions(loaded[rid])) for rid in task.ids[start:start + _LOAD]]
+    return out
+
+
+def _positions_in_workers(store: Store, options: RenderOptions, workers: int,
+                          progress: Callable[[int, int], None] | None) -> Positions:
+    """Every censused request's token positions, rendered by `workers` processes over
+    runs of whole sessions (a session's turns share their history: one worker's piece
+    cache tokenizes it once); a `Positions` that looks them up."""
+    sessions: dict[str, list[str]] = {}
+    for record in store.usage_records():  # time order, as the census reads them
+        if record.has_body and record.duplicate_of is None:
+            sessions.setdefault(record.session or record.id, []).append(record.id)
+    units = list(sessions.values())
+    tasks = [_PositionsTask(store.file, tuple(rid for ids in units[cut.start:cut.stop]
+                                              for rid in ids), options)
+             for cut in runs([len(ids) for ids in units], workers * _RUNS_PER_WORKER)]
+    total = sum(len(t.ids) for t in tasks)
+    step = None if progress is None else (lambda done: progress(done, total))
+    with worker_pool(workers) as pool:
+        parts = pool.map(_positions_task, tasks, [len(t.ids) for t in tasks], step)
+    found = {rid: pos for part in parts for rid, pos in part}
+    return lambda request: found.get(request.id)

@@ -16,6 +16,7 @@ from prefixscope.cli.options import (
     StoreOpt,
     Tokenizer,
     WhatIf,
+    Workers,
     checked_options,
     what_if_tuple,
 )
@@ -45,6 +46,7 @@ def diff(
                                                                         "divergence.")] = 40,
     worst: Annotated[int, typer.Option("--worst", min=0, help="Worst pairs listed with "
                                                               "--session/--all.")] = 10,
+    workers: Workers = None,
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -56,6 +58,7 @@ def diff(
     """
     from prefixscope.analyses.diff import diff_sessions, diff_two
     from prefixscope.cli.storeopen import maybe_store, open_store
+    from prefixscope.parallel import WorkerError
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.store.lookup import LookupError_, resolve_request
     from prefixscope.tokenizers import TokenizerError
@@ -80,8 +83,9 @@ def diff(
             with open_store(refs or None, store, quiet=quiet, json_mode=json_out) as st, \
                     console.counter(json_out, quiet, "diff") as progress:
                 report = diff_sessions(st, session, options, block_size=block_size,
-                                       context=context, progress=progress)
-    except (LookupError_, LookupError, RenderError, TokenizerError) as exc:
+                                       context=context, progress=progress,
+                                       workers=workers)
+    except (LookupError_, LookupError, RenderError, TokenizerError, WorkerError) as exc:
         raise console.fail(str(exc).splitlines()[0]) from None
     report = console.redacted(report)  # secrets masked before any view cuts text
     if json_out:

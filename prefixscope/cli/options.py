@@ -56,6 +56,15 @@ BlockSize = Annotated[
                                                               "store's cached-token values, "
                                                               "else 16).", show_default=False)]
 
+Workers = Annotated[
+    int | None, typer.Option("--workers", "-j", min=1, help="Processes rendering and "
+                                                            "tokenizing whole sessions "
+                                                            "(default: the machine's cores "
+                                                            "on a large enough store; 1: "
+                                                            "this process only). Results "
+                                                            "do not depend on it.",
+                             show_default=False)]
+
 
 def dimensions(by: str | None) -> tuple[str, ...]:
     """"endpoint, day" -> ("endpoint", "day")."""

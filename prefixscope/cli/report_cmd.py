@@ -16,6 +16,7 @@ from prefixscope.cli.options import (
     Quiet,
     StoreOpt,
     Tokenizer,
+    Workers,
     capacity_tokens,
     checked_options,
 )
@@ -83,6 +84,7 @@ def report(
                                      "and the Markdown.")] = 10,
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
+    workers: Workers = None,
     quiet: Quiet = 0,
 ) -> None:
     """What is breaking the cache, what it costs and what to change: every analysis as
@@ -98,6 +100,7 @@ def report(
     from prefixscope.findings.build import build_report
     from prefixscope.findings.evidence import ReportOptions, gather
     from prefixscope.findings.gate import BaselineError, GateOptions, read_baseline
+    from prefixscope.parallel import WorkerError
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.store.load import IngestResult
     from prefixscope.tokenizers import TokenizerError
@@ -129,8 +132,8 @@ def report(
             console.steps(to_stdout, quiet, "report", _STEPS) as progress:
         try:
             evidence = gather(st, options, progress,
-                              ingest=ingested[0] if ingested else None)
-        except (RenderError, TokenizerError, ValueError) as exc:
+                              ingest=ingested[0] if ingested else None, workers=workers)
+        except (RenderError, TokenizerError, ValueError, WorkerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
         except OSError as exc:
             raise console.fail(f"cannot read {exc.filename}: {exc.strerror or exc}") from None

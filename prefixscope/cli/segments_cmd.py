@@ -17,6 +17,7 @@ from prefixscope.cli.options import (
     StoreOpt,
     Tokenizer,
     WhatIf,
+    Workers,
     dimensions,
     what_if_tuple,
 )
@@ -39,6 +40,7 @@ def segments(
     top: Annotated[int, typer.Option("--top", min=1, help="Segments shown per group.")] = 15,
     show_text: Annotated[bool, typer.Option("--show-text", help="Longer, unredacted "
                                                                 "previews.")] = False,
+    workers: Workers = None,
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -50,6 +52,7 @@ def segments(
     """
     from prefixscope.analyses.segments import segments_store
     from prefixscope.cli.storeopen import open_store
+    from prefixscope.parallel import WorkerError
     from prefixscope.prompt import RenderOptions
     from prefixscope.tokenizers import TokenizerError
     from prefixscope.views.json import segments_json
@@ -61,10 +64,11 @@ def segments(
             console.counter(json_out, quiet, "segments") as progress:
         try:
             reports = segments_store(st, dims, options=options, with_tokens=not no_tokens,
-                                     show_text=show_text, progress=progress)
+                                     show_text=show_text, progress=progress,
+                                     workers=workers)
         except ValueError as exc:
             raise console.fail(str(exc), ExitCode.USAGE) from None
-        except TokenizerError as exc:
+        except (TokenizerError, WorkerError) as exc:
             raise console.fail(str(exc)) from None
     reports = console.redacted(reports)  # secrets masked before any view cuts text
     if json_out:

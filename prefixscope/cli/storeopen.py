@@ -51,6 +51,10 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                     raise console.fail("no requests found in the given logs"
                                        + (f" ({result.skipped} skipped)" if result.skipped
                                           else ""))
+                if not writable:  # read-only, so worker processes can open it too
+                    st.close()
+                    st = Store.open(st.file, read_only=True)
+                    st.path = "the given logs"
                 yield st
             finally:
                 st.close()

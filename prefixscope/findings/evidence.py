@@ -1,11 +1,12 @@
 """Everything the finders read, gathered once: each analysis runs one time over the store.
 
 `gather` runs, in order: the usage summary, bucket (overall, and by each dimension the
-log distinguishes), the diff of every consecutive pair, the segments census, the usage
-lint, a cache replay (the engine chosen from the log when not given, its parameters
-fitted to the observed cached tokens when the log has them, priced what-ifs for the
-breakages the diff found) and the engine logs. A step that cannot run (no bodies, no
-usage, no engine fitting the log) leaves its field None and says why in `notes`.
+log distinguishes), the diff of every consecutive pair (with `workers`, in worker
+processes while this one runs the next two), the segments census, the usage lint, a cache
+replay (the engine chosen from the log when not given, its parameters fitted to the
+observed cached tokens when the log has them, priced what-ifs for the breakages the diff
+found) and the engine logs. A step that cannot run (no bodies, no usage, no engine fitting
+the log) leaves its field None and says why in `notes`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,16 @@ from prefixscope.analyses.bucket import (
     bucket_store,
     infer_block_size,
 )
-from prefixscope.analyses.diff import DiffReport, diff_sessions
+from prefixscope.analyses.diff import (
+    AUTO_MIN_PAIRS,
+    DiffReport,
+    PendingDiff,
+    diff_sessions,
+    session_pair_rows,
+    start_diff,
+)
 from prefixscope.analyses.engine_log import EngineLogAnalysis, analyze_engine_logs
+from prefixscope.analyses.pool import worker_pool
 from prefixscope.analyses.segments import SegmentsReport, segments_store
 from prefixscope.analyses.simulate import (
     HOSTED,
@@ -39,6 +48,7 @@ from prefixscope.analyses.simulate import (
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
 from prefixscope.model import UsageRecord
+from prefixscope.parallel import effective_workers
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
 from prefixscope.store.store import UsageSummary
@@ -154,8 +164,13 @@ def choose_engine(requested: str, records: Sequence[UsageRecord], block_size: in
 
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
-           ingest: Any = None) -> Evidence:
+           ingest: Any = None, workers: int | None = 1) -> Evidence:
     """Run every analysis once over `store` (and the engine logs of `options`).
+
+    `workers` > 1 (None: the machine's cores on a store with `AUTO_MIN_PAIRS` pairs): the
+    diff of every pair runs in that many processes, whole sessions each, while this
+    process runs bucket, the segments census and the usage lint; the evidence is the same
+    whatever the number.
 
     Raises:
         RenderError, TokenizerError: a bad render option (checked before anything runs).
@@ -175,6 +190,26 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
                                                 "default"), (), None, (), None, {}, (),
                         None, engine_log, ingest, (), (), tuple(notes))
     records = tuple(store.usage_records())
+    pending = None
+    pool = None
+    if store.body_count() and store.read_only:  # else workers cannot open the file
+        rows = session_pair_rows(store, None)
+        n = effective_workers(workers, len(rows), auto_minimum=AUTO_MIN_PAIRS)
+        if n > 1:
+            pool = worker_pool(n)
+            pending = start_diff(store, rows, options.render, pool,
+                                 block_size=options.block_size)
+    try:
+        return _gather(store, options, step, ingest, notes, engine_log, usage, records,
+                       pending)
+    finally:
+        if pool is not None:
+            pool.close(cancel=True)
+
+
+def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
+            notes: list[str], engine_log: EngineLogAnalysis | None, usage: UsageSummary,
+            records: tuple[UsageRecord, ...], pending: PendingDiff | None) -> Evidence:
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
     # differ) and its spikes are explained against its own prompts.
@@ -188,19 +223,23 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     diff = None
     segments: tuple[SegmentsReport, ...] = ()
     if store.body_count():
-        step("diff")
-        diff = diff_sessions(store, None, options.render, block_size=options.block_size)
+        if pending is None:
+            step("diff")
+            diff = diff_sessions(store, None, options.render, block_size=options.block_size)
         step("segments")
         segments = tuple(segments_store(store, (), options=options.render, with_tokens=False))
     else:
         notes.append("no request bodies in the log: where turns diverge cannot be seen "
                      "(usage and replay only)")
-    step("replay")
-    simulate, what_if_of, replays = _replay(store, options, records, diff, notes,
-                                            engine_log.block_size if engine_log else None)
     step("usage lint")
     usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source
                             in ("inferred", "forced") else None)
+    if pending is not None:  # the workers have been diffing meanwhile
+        step("diff")
+        diff = pending.result()
+    step("replay")
+    simulate, what_if_of, replays = _replay(store, options, records, diff, notes,
+                                            engine_log.block_size if engine_log else None)
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
                     ingest, tuple(store.truncated_ids()), replays, tuple(notes))

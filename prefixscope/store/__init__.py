@@ -3,7 +3,13 @@
 reference), `sqlquery` (the read-only `sql` command), `export` (Parquet)."""
 
 from prefixscope.store.schema import DEFAULT_STORE, SCHEMA_VERSION
-from prefixscope.store.store import Store, StoreError, request_from_row, unreadable_store
+from prefixscope.store.store import (
+    Store,
+    StoreError,
+    reader,
+    request_from_row,
+    unreadable_store,
+)
 
-__all__ = ["DEFAULT_STORE", "SCHEMA_VERSION", "Store", "StoreError", "request_from_row",
+__all__ = ["DEFAULT_STORE", "SCHEMA_VERSION", "Store", "StoreError", "reader", "request_from_row",
            "unreadable_store"]

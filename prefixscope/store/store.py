@@ -29,6 +29,7 @@ Tables:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -191,9 +192,12 @@ class UsageFacts:
 class Store:
     """A prefixscope DuckDB file. Use `Store.open()`; close it (or use `with`)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: str) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str, *,
+                 read_only: bool = False) -> None:
         self.con = con
-        self.path = path
+        self.path = path  # what messages name (a temporary store says "the given logs")
+        self.file = path  # the file itself, for worker processes to open
+        self.read_only = read_only
 
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False) -> Store:
@@ -208,7 +212,8 @@ class Store:
             con = duckdb.connect(path, read_only=read_only, config=_OFFLINE)
         except duckdb.Error as exc:
             raise StoreError(_connect_error(path, exc)) from None
-        store = cls(con, path)
+        store = cls(con, path, read_only=read_only)
+        store.file = os.path.abspath(path)  # workers may start in another directory
         if read_only:
             store._check_version()
         else:
@@ -694,3 +699,20 @@ def request_from_row(row: dict[str, Any], parts: Mapping[str, str] | None = None
         source_position=row.get("source_position"),
         metadata=orjson.loads(row["metadata"]) if row["metadata"] is not None else {},
     )
+
+
+_READERS: dict[str, Store] = {}
+
+
+def reader(file: str) -> Store:
+    """This process's read-only connection to the store `file`, opened on first use and
+    kept for the process's life (a worker process runs many tasks on one store; DuckDB
+    lets several processes read a file no process writes).
+
+    Raises:
+        StoreError: the file cannot be opened read-only (e.g. a writer holds it).
+    """
+    store = _READERS.get(file)
+    if store is None:
+        store = _READERS[file] = Store.open(file, read_only=True)
+    return store

@@ -1,0 +1,160 @@
+"""Process parallelism in one place: a pure function mapped over partitions in worker
+processes, its results handed back in the order of the partitions.
+
+Rendering and tokenizing are Python (Jinja, marking) and hold the GIL, so threads do not
+help; whole sessions are independent, so the commands that render every request cut the
+store into runs of whole sessions and map over them here (`--workers N`). Guarantees:
+
+* results come back in partition order, whatever order the workers finish in, so merging
+  them gives what one process gives (`--workers 1`);
+* `workers <= 1` runs every task in this process, one after another, with no pool;
+* workers are *spawned* (a fresh interpreter, no state copied from a parent that holds
+  DuckDB and tokenizer threads): a task and its function must be picklable (a function
+  defined at module level), and whatever a worker needs (the store's file path, the active
+  secret patterns) travels in the task or the initializer;
+* a task submitted runs at once in the background (`Pool.submit`), so a caller can do
+  other work while the workers run, and collect the results later.
+
+Nothing here knows about stores, requests or analyses (it is the bottom layer).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class WorkerError(RuntimeError):
+    """A worker process died before finishing its task (killed, out of memory)."""
+
+
+def cores() -> int:
+    """The machine's cores (`--workers` default)."""
+    return os.cpu_count() or 1
+
+
+def effective_workers(workers: int | None, items: int, *, auto_minimum: int) -> int:
+    """How many processes to run `items` partitions with: `workers` as asked (capped by
+    `items`), or with None (`--workers` not given) the machine's cores when there are at
+    least `auto_minimum` units of work -- below that, starting interpreters costs more
+    than it saves and the work runs in this process."""
+    if workers is None:
+        workers = cores() if items >= auto_minimum else 1
+    return max(1, min(workers, items))
+
+
+def runs(weights: Sequence[int], parts: int) -> list[range]:
+    """Cut consecutive units (whole sessions, each of `weights[i]` work) into at most
+    `parts` contiguous runs of about equal work, in order; no run is empty."""
+    total = sum(weights)
+    if not weights or parts <= 1 or total <= 0:
+        return [range(0, len(weights))] if weights else []
+    target = total / parts
+    out: list[range] = []
+    start = 0
+    acc = 0
+    for i, w in enumerate(weights):
+        acc += w
+        if acc >= target * (len(out) + 1) and len(out) < parts - 1:
+            out.append(range(start, i + 1))
+            start = i + 1
+    if start < len(weights):
+        out.append(range(start, len(weights)))
+    return out
+
+
+# A worker is one of `workers` processes on as many cores: libraries' own thread pools
+# (the tokenizers crate's Rayon pool) would oversubscribe the machine and spin.
+_ONE_THREAD = {"TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1",
+               "OMP_NUM_THREADS": "1"}
+
+
+def _start(initializer: Callable[..., object] | None, initargs: tuple[Any, ...]) -> None:
+    os.environ.update(_ONE_THREAD)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+class Batch(Generic[R]):
+    """Tasks submitted to a `Pool`; `results()` waits for them, in submission order."""
+
+    def __init__(self, run: Callable[[Any], R], tasks: Sequence[Any],
+                 futures: list[Future[R]] | None, weights: Sequence[int]) -> None:
+        self._run = run
+        self._tasks = tasks
+        self._futures = futures
+        self._weights = weights
+
+    def results(self, progress: Callable[[int], None] | None = None) -> list[R]:
+        """Every task's result, in task order. `progress(done)` is called with the summed
+        weight of the tasks finished so far (in the order they finish)."""
+        done = 0
+        if self._futures is None:  # in-process: one task after another
+            out = []
+            for task, weight in zip(self._tasks, self._weights, strict=True):
+                out.append(self._run(task))
+                done += weight
+                if progress is not None:
+                    progress(done)
+            return out
+        weight_of = dict(zip(map(id, self._futures), self._weights, strict=True))
+        try:
+            for future in as_completed(self._futures):
+                future.result()  # a task's error is raised here, in the parent
+                done += weight_of[id(future)]
+                if progress is not None:
+                    progress(done)
+        except BrokenProcessPool:
+            raise WorkerError("a worker process died (out of memory? try fewer --workers)"
+                              ) from None
+        return [f.result() for f in self._futures]
+
+
+class Pool:
+    """`workers` spawned processes (none when `workers <= 1`); use as a context manager.
+
+    `initializer(*initargs)` runs once in each worker before its first task (e.g. to
+    activate the parent's secret patterns)."""
+
+    def __init__(self, workers: int, *, initializer: Callable[..., object] | None = None,
+                 initargs: tuple[Any, ...] = ()) -> None:
+        self.workers = max(1, workers)
+        self._executor: ProcessPoolExecutor | None = None
+        if self.workers > 1:
+            self._executor = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start, initargs=(initializer, initargs))
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.close(cancel=exc_type is not None)
+
+    def close(self, *, cancel: bool = False) -> None:
+        """Wait for the workers to exit (`cancel`: drop the tasks not started)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=cancel)
+            self._executor = None
+
+    def submit(self, run: Callable[[T], R], tasks: Sequence[T],
+               weights: Sequence[int] | None = None) -> Batch[R]:
+        """Start `run` on every task (in the workers; in-process, it runs when the results
+        are asked for). `weights`: each task's share of the progress (default 1 each)."""
+        weights = list(weights) if weights is not None else [1] * len(tasks)
+        if self._executor is None:
+            return Batch(run, tasks, None, weights)
+        return Batch(run, tasks, [self._executor.submit(run, t) for t in tasks], weights)
+
+    def map(self, run: Callable[[T], R], tasks: Sequence[T],
+            weights: Sequence[int] | None = None,
+            progress: Callable[[int], None] | None = None) -> list[R]:
+        """`[run(t) for t in tasks]`, across the workers."""
+        return self.submit(run, tasks, weights).results(progress)
