@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
-
-from enum import Enum
 
 import typer
 
@@ -23,7 +22,7 @@ from prefixscope.cli.options import (
 )
 
 
-class Runner(str, Enum):
+class Runner(StrEnum):
     """Where `diff --all` runs."""
 
     local = "local"
@@ -56,8 +55,8 @@ def diff(
                                                               "--session/--all.")] = 10,
     runner: Annotated[Runner, typer.Option(
         "--runner",
-        help="Where --all runs: local, or ray (Ray Data over `export --parquet` output; "
-             "pip install 'prefixscope[ray]'; docs/scale.md).")] = Runner.local,
+        help="Where --all runs: local, or ray (Ray Data over `export --parquet` output, "
+             "with the package's ray extra; docs/scale.md).")] = Runner.local,
     parquet_in: Annotated[str | None, typer.Option(
         "--parquet-in", help="--runner ray: the `export --parquet` directory of this store "
                              "(path or URI the workers read; default: exported to a "

@@ -68,6 +68,7 @@ def diff_all_ray(store: Store, options: RenderOptions, *, block_size: int | None
     if parquet_out is not None:
         _check_empty(parquet_out)
     with tempfile.TemporaryDirectory(prefix="prefixscope-ray-") as tmp:
+        parquet_in, parquet_out = _absolute(parquet_in), _absolute(parquet_out)
         if parquet_in is None:
             source = str(export_pairs(store, Path(tmp)))
         else:
@@ -78,6 +79,14 @@ def diff_all_ray(store: Store, options: RenderOptions, *, block_size: int | None
         target = parquet_out or str(Path(tmp) / "out")
         results = _run(ray, source, target, setup)
     return report_from_tables([results], options, sizes)
+
+
+def _absolute(directory: str | None) -> str | None:
+    """A local directory as an absolute path (a worker's working directory is not the
+    driver's); a URI as it is."""
+    if directory is None or "://" in directory:
+        return directory
+    return str(Path(directory).resolve())
 
 
 def _check_empty(directory: str) -> None:
@@ -94,13 +103,19 @@ def _run(ray: Any, source: str, target: str, setup: DiffSetup) -> Any:
     import pyarrow.parquet as pq
 
     started = not ray.is_initialized()
-    if started:  # RAY_ADDRESS, when set, names the cluster to join
-        ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False)
+    if started:
+        # RAY_ADDRESS, when set, names the cluster to join; else a local instance on
+        # loopback only
+        local = {} if os.environ.get("RAY_ADDRESS") else {"_node_ip_address": "127.0.0.1"}
+        ray.init(include_dashboard=False, log_to_driver=False, **local)
     try:
         if "://" not in source and pq.ParquetFile(source).metadata.num_rows == 0:
             return RESULT_SCHEMA.empty_table()  # no session: nothing for Ray to group
         pairs = ray.data.read_parquet(source)
-        results = pairs.groupby("session").map_groups(
+        # a few sessions per partition per CPU: Ray's default (200) costs seconds of
+        # scheduling on a small log, and one partition is diffed by one worker
+        partitions = max(1, 4 * int(ray.cluster_resources().get("CPU", 1)))
+        results = pairs.groupby("session", num_partitions=partitions).map_groups(
             diff_stage, batch_format="pyarrow", fn_kwargs={"setup": setup})
         results.write_parquet(target)
         return pq.read_table(target, schema=RESULT_SCHEMA)
