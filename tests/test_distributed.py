@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from conftest import ROOT
+from conftest import FIXTURES, ROOT
 from factories import anthropic_body, conversation, make_request
 from typer.testing import CliRunner
 
@@ -171,3 +171,15 @@ def test_ray_runner_options_need_diff_all_and_a_new_output_directory():
     result = runner.invoke(app, ["diff", "--all", "--store", store, "--runner", "ray",
                                  "--parquet-in", "nowhere"])
     assert result.exit_code == 1 and "no pairs.parquet in " in result.stderr
+
+
+def test_a_store_without_pairs_gives_the_local_empty_report_without_starting_ray():
+    log = Path("one.jsonl")
+    log.write_text((FIXTURES / "raw" / "openai_chat_capture.jsonl").read_text().splitlines()[0])
+    assert runner.invoke(app, ["ingest", str(log), "--store", "s.duckdb", "-q"]).exit_code == 0
+    local = runner.invoke(app, ["diff", "--all", "--store", "s.duckdb", "--json"])
+    distributed = runner.invoke(app, ["diff", "--all", "--store", "s.duckdb", "--json",
+                                      "--runner", "ray", "--parquet-out", "results"])
+    assert distributed.exit_code == 0 and distributed.stdout == local.stdout
+    assert json.loads(local.stdout)["totals"]["pairs"] == 0
+    assert pq.read_table("results").num_rows == 0

@@ -102,6 +102,11 @@ def _run(ray: Any, source: str, target: str, setup: DiffSetup) -> Any:
     """Map the stage over `source`'s sessions, write the results to `target`, read them."""
     import pyarrow.parquet as pq
 
+    if "://" not in source and pq.ParquetFile(source).metadata.num_rows == 0:
+        empty = RESULT_SCHEMA.empty_table()  # no pair: nothing for Ray to do
+        Path(target).mkdir(parents=True, exist_ok=True)
+        pq.write_table(empty, Path(target) / "empty.parquet")
+        return empty
     started = not ray.is_initialized()
     if started:
         # RAY_ADDRESS, when set, names the cluster to join; else a local instance on
@@ -109,8 +114,6 @@ def _run(ray: Any, source: str, target: str, setup: DiffSetup) -> Any:
         local = {} if os.environ.get("RAY_ADDRESS") else {"_node_ip_address": "127.0.0.1"}
         ray.init(include_dashboard=False, log_to_driver=False, **local)
     try:
-        if "://" not in source and pq.ParquetFile(source).metadata.num_rows == 0:
-            return RESULT_SCHEMA.empty_table()  # no session: nothing for Ray to group
         pairs = ray.data.read_parquet(source)
         # a few sessions per partition per CPU: Ray's default (200) costs seconds of
         # scheduling on a small log, and one partition is diffed by one worker
