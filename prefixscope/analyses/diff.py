@@ -323,11 +323,18 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *,
         keep = {pair.b.id for pair in chunk}
         cache = {rid: t for rid, t in cache.items() if rid in keep}
     if isinstance(block_size, BlockSizes):
-        report_bs, report_source = _report_block_size(results, sizes)
-    else:
-        report_bs, report_source = block_size, block_size_source
-    return DiffReport(tuple(results), totals(results, skipped), options, report_bs,
-                      report_source)
+        return assemble_report(results, skipped, options, sizes)
+    return DiffReport(tuple(results), totals(results, skipped), options, block_size,
+                      block_size_source)
+
+
+def assemble_report(results: Iterable[PairDiff], skipped: dict[str, int],
+                    options: RenderOptions, sizes: BlockSizes) -> DiffReport:
+    """The report of pairs diffed with `sizes` (by `diff_pairs`, or in parts elsewhere:
+    the distributed runner), their totals and the report's block size."""
+    results = tuple(results)
+    report_bs, report_source = _report_block_size(results, sizes)
+    return DiffReport(results, totals(results, skipped), options, report_bs, report_source)
 
 
 PAIR_BATCH = 16  # pairs whose requests are tokenized together

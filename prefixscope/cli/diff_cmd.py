@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -20,6 +21,13 @@ from prefixscope.cli.options import (
     checked_options,
     what_if_tuple,
 )
+
+
+class Runner(StrEnum):
+    """Where `diff --all` runs."""
+
+    local = "local"
+    ray = "ray"
 
 
 def register(app: typer.Typer) -> None:
@@ -47,6 +55,17 @@ def diff(
     worst: Annotated[int, typer.Option("--worst", min=0, help="Worst pairs listed with "
                                                               "--session/--all.")] = 10,
     workers: Workers = None,
+    runner: Annotated[Runner, typer.Option(
+        "--runner",
+        help="Where --all runs: local, or ray (Ray Data over `export --parquet` output, "
+             "with the package's ray extra; docs/scale.md).")] = Runner.local,
+    parquet_in: Annotated[str | None, typer.Option(
+        "--parquet-in", help="--runner ray: the `export --parquet` directory of this store "
+                             "(path or URI the workers read; default: exported to a "
+                             "temporary directory).", show_default=False)] = None,
+    parquet_out: Annotated[str | None, typer.Option(
+        "--parquet-out", help="--runner ray: a new directory the workers write the per-pair "
+                              "results to as Parquet.", show_default=False)] = None,
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -58,6 +77,7 @@ def diff(
     """
     from prefixscope.analyses.diff import diff_sessions, diff_two
     from prefixscope.cli.storeopen import maybe_store, open_store
+    from prefixscope.distributed import DistributedError
     from prefixscope.parallel import WorkerError
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.store.lookup import LookupError_, resolve_request
@@ -74,6 +94,10 @@ def diff(
     pairwise = session is None and not all_sessions
     if pairwise and len(refs) != 2:
         raise console.fail("give two requests A B, or --session S, or --all", ExitCode.USAGE)
+    if (runner is Runner.ray and (session is not None or not all_sessions)) or \
+            (runner is Runner.local and (parquet_in or parquet_out)):
+        raise console.fail("--runner ray runs --all (without --session); --parquet-in and "
+                           "--parquet-out go with it", ExitCode.USAGE)
     try:
         if pairwise:
             with maybe_store(store) as st:
@@ -82,10 +106,17 @@ def diff(
         else:
             with open_store(refs or None, store, quiet=quiet, json_mode=json_out) as st, \
                     console.counter(json_out, quiet, "diff") as progress:
-                report = diff_sessions(st, session, options, block_size=block_size,
-                                       context=context, progress=progress,
-                                       workers=workers)
-    except (LookupError_, LookupError, RenderError, TokenizerError, WorkerError) as exc:
+                if runner is Runner.ray:
+                    from prefixscope.distributed.ray_runner import diff_all_ray
+
+                    report = diff_all_ray(st, options, block_size=block_size, context=context,
+                                          parquet_in=parquet_in, parquet_out=parquet_out)
+                else:
+                    report = diff_sessions(st, session, options, block_size=block_size,
+                                           context=context, progress=progress,
+                                           workers=workers)
+    except (LookupError_, LookupError, RenderError, TokenizerError, WorkerError,
+            DistributedError) as exc:
         raise console.fail(str(exc).splitlines()[0]) from None
     report = console.redacted(report)  # secrets masked before any view cuts text
     if json_out:
