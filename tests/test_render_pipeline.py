@@ -261,3 +261,9 @@ def test_reserved_character_spelled_as_escape_in_tool_arguments():
     request = make_request(body)
     options = RenderOptions(gateway="hoist-system-messages")
     assert render(request, options).text == reference_text(request, options)
+
+
+def test_a_body_whose_messages_is_not_a_list_is_a_render_error_not_a_crash():
+    request = make_request({"model": "gpt-4o", "messages": 5}, endpoint="openai-chat")
+    with pytest.raises(RenderError, match="messages is a int, not a list"):
+        render(request, RenderOptions())

@@ -13,6 +13,7 @@ from typing import Any
 from prefixscope.prompt.gateways.profile import GatewayProfile
 from prefixscope.prompt.marks import Marker
 from prefixscope.prompt.protocols import responses_to_chat
+from prefixscope.prompt.values import RenderError
 
 
 def chat_view(endpoint: str, marked: dict[str, Any], marker: Marker
@@ -20,7 +21,10 @@ def chat_view(endpoint: str, marked: dict[str, Any], marker: Marker
     """(messages, tools) of an OpenAI Chat or Responses body, as logged."""
     if endpoint == "openai-responses":
         return responses_to_chat(marked, marker)
-    messages = [m for m in marked.get("messages") or [] if isinstance(m, dict)]
+    logged = marked.get("messages")
+    if logged is not None and not isinstance(logged, list):
+        raise RenderError(f"the body's messages is a {type(logged).__name__}, not a list")
+    messages = [m for m in logged or [] if isinstance(m, dict)]
     tools = marked.get("tools") if isinstance(marked.get("tools"), list) else None
     return messages, tools
 
