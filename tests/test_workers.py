@@ -142,14 +142,19 @@ def test_sample_logs_json_is_the_same_with_two_workers(command: list[str], sampl
 def test_real_diff_and_segments_are_the_same_with_two_workers(real_store: Path,
                                                               pools: list[int]):
     options = RenderOptions()
+    seen: list[tuple[int, int]] = []
     with Store.open(real_store, read_only=True) as store:
-        diffs = [json.dumps(diff_json(diff_sessions(store, None, options, workers=w)))
-                 for w in (1, 2)]
+        diffs = [json.dumps(diff_json(diff_sessions(
+            store, None, options, workers=w,
+            progress=(lambda done, total: seen.append((done, total))) if w == 2 else None)))
+            for w in (1, 2)]
         census = [json.dumps(segments_json(segments_store(store, (), options=options,
                                                           workers=w), ()))
                   for w in (1, 2)]
         threaded = len(store.session_pairs(once=True))
     assert pools == [2, 2]
+    # the parent's progress bar moves as the workers' runs finish, up to every pair
+    assert seen[-1] == (threaded, threaded) and seen == sorted(seen)
     totals = json.loads(diffs[0])["totals"]
     assert totals["pairs"] > 0 and totals["pairs"] + totals["skipped"] == threaded
     assert diffs[0] == diffs[1]

@@ -481,7 +481,7 @@ def diff_sessions(store: Store, session: str | None, options: RenderOptions, *,
                           context=context).result(progress)
 
 
-AUTO_MIN_PAIRS = 100  # pairs below which the default --workers runs in this process
+AUTO_MIN_PAIRS = 500  # pairs below which the default --workers runs in this process
 _RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
 
 
@@ -520,9 +520,7 @@ class PendingDiff:
         for part in parts:  # first seen first, as one process counts them
             for reason, n in part.totals.skipped_reasons.items():
                 skipped[reason] = skipped.get(reason, 0) + n
-        report_bs, report_source = _report_block_size(results, self.sizes)
-        return DiffReport(tuple(results), totals(results, skipped), self.options, report_bs,
-                          report_source)
+        return assemble_report(results, skipped, self.options, self.sizes)
 
 
 def start_diff(store: Store, rows: Sequence[PairRow], options: RenderOptions, pool: Pool, *,

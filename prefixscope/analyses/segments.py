@@ -509,7 +509,7 @@ def _counting(positions: Positions | None, progress: Callable[[int], None]) -> P
     return counted
 
 
-AUTO_MIN_REQUESTS = 100  # requests below which the default --workers runs in this process
+AUTO_MIN_REQUESTS = 500  # requests below which the default --workers runs in this process
 _RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
 _LOAD = 64  # requests a worker loads from the store in one query
 
