@@ -15,7 +15,7 @@ Baselines in the same run, on the same files:
 
 * **naive** (``naive_diff.py``): transformers' ``apply_chat_template`` + a whole-prompt
   encode per request and a Python loop against the session's previous request, timed on
-  the first ``--naive`` requests and extrapolated to the file by bytes (said so in the
+  ``--naive`` requests spread over the log and extrapolated to the file by bytes (said so in the
   table). The naive `report` is that render three times (the log as it is and the two
   what-ifs report prices), the loop once, and 13 plain replays (vLLM's sha256 block chain
   against a set: predicted + ideal, a 7-point capacity curve, two what-ifs x 2), the
@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -76,13 +77,24 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def timed(argv: list[str]) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in bytes, exit status) of one child process: its own peak
-    (``ru_maxrss``) or, when larger, the peak of its RSS summed with its worker
-    processes', sampled every 50 ms."""
+class Row(NamedTuple):
+    size: float  # the corpus size asked for, GB
+    name: str  # what ran
+    wall: float  # seconds
+    rss: int  # peak resident bytes (0: not measured)
+    nbytes: int  # the log's size
+    cpu: float = 0.0  # user + sys seconds of the process and its workers (0: not measured)
+
+
+def timed(argv: list[str], cwd: Path | None = None) -> tuple[float, int, int, float]:
+    """(wall seconds, peak RSS in bytes, exit status, CPU seconds) of one child process:
+    its own peak (``ru_maxrss``) or, when larger, the peak of its RSS summed with its
+    worker processes', sampled every 50 ms; CPU is user + sys of it and the children it
+    waited for (its workers)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            cwd=cwd)
     peak = 0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -96,14 +108,14 @@ def timed(argv: list[str]) -> tuple[float, int, int]:
         proc.stderr.close()
         if status and err:
             print(f"  {' '.join(argv[2:4])}: {err.splitlines()[-1]}", file=sys.stderr)
-    return wall, max(usage.ru_maxrss * 1024, peak), os.waitstatus_to_exitcode(status)
+    return (wall, max(usage.ru_maxrss * 1024, peak), os.waitstatus_to_exitcode(status),
+            usage.ru_utime + usage.ru_stime)
 
 
 NAIVE_RENDERS, NAIVE_REPLAYS = 3, 13  # the naive report's work; see the docstring
 
 
-def naive_rows(log: Path, size: float, nbytes: int, requests: int
-               ) -> list[tuple[float, str, float, int, int]]:
+def naive_rows(log: Path, size: float, nbytes: int, requests: int) -> list[Row]:
     """The naive diff --all and report, timed on the first `requests` and extrapolated."""
     done = subprocess.run([sys.executable, str(HERE / "naive_diff.py"), str(log),
                            "--requests", str(requests)], capture_output=True, text=True,
@@ -117,8 +129,8 @@ def naive_rows(log: Path, size: float, nbytes: int, requests: int
     diff = (got["render_seconds"] + got["loop_seconds"]) * scale
     report = (NAIVE_RENDERS * got["render_seconds"] + got["loop_seconds"]
               + NAIVE_REPLAYS * got["replay_seconds"]) * scale
-    return [(size, f"diff --all ({label})", diff, 0, nbytes),
-            (size, f"report ({label})", report, 0, nbytes)]
+    return [Row(size, f"diff --all ({label})", diff, 0, nbytes),
+            Row(size, f"report ({label})", report, 0, nbytes)]
 
 
 def gateway_csv(log: Path, target: Path) -> None:
@@ -135,8 +147,7 @@ def gateway_csv(log: Path, target: Path) -> None:
                                  json.dumps(record.get("response"), ensure_ascii=False)])
 
 
-def peer_rows(log: Path, size: float, nbytes: int, work: Path
-              ) -> list[tuple[float, str, float, int, int]]:
+def peer_rows(log: Path, size: float, nbytes: int, work: Path) -> list[Row]:
     """llmtrafficlens profile on the same traffic as its gateway CSV, when installed."""
     try:
         import llmtrafficlens  # noqa: F401
@@ -146,10 +157,10 @@ def peer_rows(log: Path, size: float, nbytes: int, work: Path
     table = work / f"{log.stem}.csv"
     if not table.exists():
         gateway_csv(log, table)
-    wall, rss, code = timed([sys.executable, "-m", "llmtrafficlens.cli", "profile", str(table),
-                             "-o", str(work / f"ltl-{size}")])
+    wall, rss, code, cpu = timed([sys.executable, "-m", "llmtrafficlens.cli", "profile",
+                                  str(table), "-o", str(work / f"ltl-{size}")], cwd=work)
     name = "llmtrafficlens profile (gateway CSV)" + ("" if code == 0 else f" (exit {code})")
-    return [(size, name, wall, rss, nbytes)]
+    return [Row(size, name, wall, rss, nbytes, cpu)]
 
 
 PARALLEL = {"diff", "segments", "report"}  # the commands with --workers
@@ -157,9 +168,9 @@ PARALLEL = {"diff", "segments", "report"}  # the commands with --workers
 
 def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool = False,
         commands: tuple[tuple[str, ...], ...] = COMMANDS, workers: tuple[int, ...] = ()
-        ) -> list[tuple[float, str, float, int, int]]:
+        ) -> list[Row]:
     """(size GB, command, seconds, peak RSS, file bytes) for each size and command."""
-    rows = []
+    rows: list[Row] = []
     py = sys.executable
     for size in sizes:
         log = work / f"{form}-{size}.jsonl"
@@ -170,18 +181,19 @@ def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool =
         store = work / f"{form}-{size}.duckdb"
         for stale in (store, store.with_name(store.name + ".wal")):
             stale.unlink(missing_ok=True)
-        wall, rss, code = timed([py, "-c", FLOOR, str(log)])
-        rows.append((size, "floor (orjson)", wall, rss, nbytes))
+        wall, rss, code, cpu = timed([py, "-c", FLOOR, str(log)])
+        rows.append(Row(size, "floor (orjson)", wall, rss, nbytes, cpu))
         for base in commands:
             variants = ([(*base, "--workers", str(n)) for n in workers]
                         if workers and base[0] in PARALLEL else [base])
             for command in variants:
                 target = [str(log)] if command[0] == "ingest" else []
-                wall, rss, code = timed([py, "-m", "prefixscope", *command, *target,
-                                         "--store", str(store), "-qq"])
+                wall, rss, code, cpu = timed([py, "-m", "prefixscope", *command, *target,
+                                              "--store", str(store), "-qq"])
                 name = " ".join(command) + ("" if code == 0 else f" (exit {code})")
-                rows.append((size, name, wall, rss, nbytes))
-                print(f"  {size} GB {name}: {wall:.1f} s, {rss / 2**20:.0f} MB",
+                rows.append(Row(size, name, wall, rss, nbytes, cpu))
+                print(f"  {size} GB {name}: {wall:.1f} s ({cpu:.1f} s CPU), "
+                      f"{rss / 2**20:.0f} MB; load {os.getloadavg()[0]:.1f}",
                       file=sys.stderr, flush=True)
         if naive:
             rows.extend(naive_rows(log, size, nbytes, naive))
@@ -190,36 +202,45 @@ def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool =
     return rows
 
 
-def ratios(rows: list[tuple[float, str, float, int, int]]) -> str:
-    """prefixscope against the naive way, the peer and the floor, per size."""
-    wall = {(size, name): seconds for size, name, seconds, _, _ in rows}
+def ratios(rows: list[Row]) -> str:
+    """prefixscope against the naive way, the peer and the floor, per size (prefixscope's
+    fastest run of a command when it ran with several --workers values)."""
     out = ["| size | comparison | ratio |", "|---:|---|---:|"]
-    for size in sorted({r[0] for r in rows}):
+
+    def ours(size: float, command: str) -> float | None:
+        walls = [r.wall for r in rows if r.size == size and (
+            r.name == command or r.name.startswith(f"{command} --workers"))]
+        return min(walls) if walls else None
+
+    def other(size: float, prefix: str) -> float | None:
+        return next((r.wall for r in rows if r.size == size and r.name.startswith(prefix)),
+                    None)
+
+    for size in sorted({r.size for r in rows}):
         for command in ("diff --all", "report"):
-            naive = next((w for (s_, n), w in wall.items()
-                          if s_ == size and n.startswith(f"{command} (naive")), None)
-            if naive and wall.get((size, command)):
-                out.append(f"| {size} | {command}: naive / prefixscope | "
-                           f"{naive / wall[size, command]:.1f}x |")
-        ours = wall.get((size, "report"))
-        peer = wall.get((size, "llmtrafficlens profile (gateway CSV)"))
-        if ours and peer:
-            out.append(f"| {size} | report / llmtrafficlens profile | {ours / peer:.2f}x |")
-        floor = wall.get((size, "floor (orjson)"))
-        if ours and floor:
-            out.append(f"| {size} | report / floor (orjson) | {ours / floor:.1f}x |")
+            naive, mine = other(size, f"{command} (naive"), ours(size, command)
+            if naive and mine:
+                out.append(f"| {size} | {command}: naive / prefixscope | {naive / mine:.1f}x |")
+        mine = ours(size, "report")
+        peer = other(size, "llmtrafficlens")
+        if mine and peer:
+            out.append(f"| {size} | report / llmtrafficlens profile | {mine / peer:.2f}x |")
+        floor = other(size, "floor")
+        if mine and floor:
+            out.append(f"| {size} | report / floor (orjson) | {mine / floor:.1f}x |")
     return "\n".join(out)
 
 
-def table(rows: list[tuple[float, str, float, int, int]]) -> str:
-    floor = {size: wall for size, name, wall, _, _ in rows if name.startswith("floor")}
-    out = ["| size | file | command | wall s | peak RSS MB | s per GB | x floor |",
-           "|---:|---:|---|---:|---:|---:|---:|"]
-    for size, name, wall, rss, nbytes in rows:
-        gb = nbytes / 2**30
-        memory = f"{rss / 2**20:.0f}" if rss else "-"
-        out.append(f"| {size} | {gb:.2f} GiB | {name} | {wall:.1f} | {memory} | "
-                   f"{wall / gb:.1f} | {wall / floor[size]:.1f} |")
+def table(rows: list[Row]) -> str:
+    floor = {r.size: r.wall for r in rows if r.name.startswith("floor")}
+    out = ["| size | file | command | wall s | CPU s | peak RSS MB | s per GB | x floor |",
+           "|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        gb = r.nbytes / 2**30
+        memory = f"{r.rss / 2**20:.0f}" if r.rss else "-"
+        cpu = f"{r.cpu:.1f}" if r.cpu else "-"
+        out.append(f"| {r.size} | {gb:.2f} GiB | {r.name} | {r.wall:.1f} | {cpu} | {memory} | "
+                   f"{r.wall / gb:.1f} | {r.wall / floor[r.size]:.1f} |")
     return "\n".join(out)
 
 
@@ -230,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, default=None, help="where corpora and stores go")
     ap.add_argument("--keep", action="store_true", help="keep the corpora and stores")
     ap.add_argument("--naive", type=int, default=40, metavar="N",
-                    help="time the naive way on the first N requests (0: not at all)")
+                    help="time the naive way on N requests spread over the log (0: not at all)")
     ap.add_argument("--commands", default=",".join(" ".join(c) for c in COMMANDS),
                     help="which commands, comma-separated (ingest always runs first)")
     ap.add_argument("--peers", action="store_true",
@@ -250,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"machine: {os.cpu_count()} cores; corpus form: {args.form}")
+    print(f"machine: {os.cpu_count()} cores; corpus form: {args.form}; load average at the "
+          f"end {os.getloadavg()[0]:.1f}")
     print(table(rows))
     print()
     print(ratios(rows))

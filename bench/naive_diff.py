@@ -11,7 +11,7 @@ request. Only that work is timed; reading the file and building each
 request's template input (prefixscope's parser and gateway conversion) is not, so the
 naive side is flattered.
 
-It runs on the first ``--requests`` lines of the log and prints one JSON line: the
+It runs on ``--requests`` lines spread evenly over the log and prints one JSON line: the
 seconds of each part (render + encode, the divergence loop, the replay), the sample's
 bytes and requests, so the caller extrapolates to the whole
 file by bytes (a request's render and encode cost grows with its size).
@@ -67,8 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("log", type=Path)
     ap.add_argument("--requests", type=int, default=40)
     args = ap.parse_args(argv)
+    # Spread over the file (every k-th line): the first lines are the sessions' first,
+    # shortest turns, whose fixed per-request cost would inflate a by-bytes extrapolation.
     with args.log.open("rb") as fh:
-        lines = [line for _, line in zip(range(args.requests), fh, strict=False)]
+        count = sum(1 for _ in fh)
+    every = max(1, count // max(1, args.requests))
+    with args.log.open("rb") as fh:
+        lines = [line for i, line in enumerate(fh) if i % every == 0][: args.requests]
     sample_bytes = sum(len(line) for line in lines)
     with tempfile.TemporaryDirectory() as tmp:
         part = Path(tmp) / "sample.jsonl"
