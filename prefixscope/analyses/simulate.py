@@ -48,6 +48,7 @@ from __future__ import annotations
 import heapq
 import inspect
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -55,7 +56,7 @@ from datetime import datetime
 import numpy as np
 import xxhash
 
-from prefixscope.engines import ENGINES, get_engine
+from prefixscope.engines import ENGINES, UNLIMITED, get_engine
 from prefixscope.engines.base import Admission, Engine, Units
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
@@ -158,7 +159,14 @@ class SimulateReport:
 
 @dataclass(frozen=True, slots=True)
 class _Prepared:
-    """A request ready to replay: its tokens (or trace ids) and its place in its session."""
+    """A request ready to replay: its tokens (or trace ids) and its place in its session.
+
+    Compact: a prompt that starts like an earlier one (an agent resends its whole
+    conversation every turn) keeps only its own token ids and where the rest is in that
+    earlier prompt (`base`): its first `shared` tokens, and (`resumed`) one more run of
+    it after a change early in the prompt (a volatile header, reordered tools).
+    `_Expander` rebuilds the whole prompt while replaying. A log then costs memory for
+    its distinct tokens, not for the sum of its prompts."""
 
     id: str
     session: str | None
@@ -166,8 +174,8 @@ class _Prepared:
     compacted: bool  # the link from `prev` is a compaction
     seconds: float | None  # timestamp, for TTLs
     observed: int | None
-    ids: np.ndarray | None  # prompt token ids (None for a trace)
-    output_ids: np.ndarray | None  # the logged output's token ids (cache_output)
+    ids: np.ndarray | None  # prompt token ids not taken from `base` (None for a trace)
+    output_ids: np.ndarray | None  # the logged output's token ids, after the prompt's
     trace: tuple[int, ...] | None  # block ids of a block-hash trace
     trace_tokens: int  # the trace's input length
     trace_block: int
@@ -182,11 +190,16 @@ class _Prepared:
     breakpoints: tuple[tuple[int, float], ...] = ()
     duration: float | None = None  # seconds the request ran, when the log says
     approximate: bool = False  # rendered with a stand-in tokenizer: counts are estimates
+    # The earlier request (id) whose prompt's first `shared` token ids are this one's.
+    base: str | None = None
+    shared: int = 0
+    # (at, start, length): the prompt's tokens [at, at + length) are base[start:+length]
+    resumed: tuple[int, int, int] | None = None
 
     @property
     def n_tokens(self) -> int:
         if self.ids is not None:
-            return len(self.ids)
+            return self.shared + len(self.ids) + (self.resumed[2] if self.resumed else 0)
         if self.segments is not None:
             return self.segments[-1][1]
         return self.trace_tokens
@@ -258,7 +271,20 @@ def prepare(store: Store, options: SimulateOptions,
             ) -> tuple[list[_Prepared], dict[str, int]]:
     """Every replayable request of the store, in log order, rendered and tokenized."""
     session_of = store.session_of()
-    prev_of = {b: (a, compaction) for a, b, _, compaction in store.session_pairs()}
+    pairs = store.session_pairs()
+    prev_of = {b: (a, compaction) for a, b, _, compaction in pairs}
+    # A rendered prompt's ids are held only while a later request of its session may
+    # still extend it: memory bounded by the sessions running at once, not by the log.
+    successors = Counter(a for a, _, _, _ in pairs)
+    live: dict[str, np.ndarray] = {}
+
+    def done(request_id: str) -> None:
+        prev = prev_of.get(request_id, (None, False))[0]
+        if prev is not None and prev in successors:
+            successors[prev] -= 1
+            if not successors[prev]:
+                del successors[prev]
+                live.pop(prev, None)
     skipped: dict[str, int] = {}
     out: list[_Prepared] = []
     pending: list[Request] = []
@@ -271,12 +297,21 @@ def prepare(store: Store, options: SimulateOptions,
             prev, compacted = prev_of.get(request.id, (None, False))
             blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
                                    if by_blocks else (None, ()))
+            ids, base, shared, resumed = tok.ids, None, 0, None
+            if prev is not None and prev in live:
+                base = prev
+                shared, resumed, ids = _compact(live[prev], ids)
+            if request.id in successors:
+                live[request.id] = tok.ids
             out.append(_Prepared(
                 request.id, session_of.get(request.id), prev, compacted,
-                _seconds(request.timestamp), request.usage.cached_tokens, tok.ids,
-                _output_ids(request, tok.ids, options), None, 0, 0,
+                _seconds(request.timestamp), request.usage.cached_tokens, ids,
+                _output_ids(request, options), None, 0, 0,
                 logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
-                blocks=blocks, breakpoints=breakpoints, duration=_duration(request)))
+                blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
+                base=base, shared=shared, resumed=resumed))
+        for request in pending:
+            done(request.id)
         seen += len(pending)
         pending.clear()
         if progress is not None:
@@ -308,6 +343,7 @@ def prepare(store: Store, options: SimulateOptions,
                                                   and request.block_hashes is None):
             flush()
             seen += 1
+            done(request.id)
             if request.usage.prompt_tokens and (by_blocks or options.engine in HOSTED):
                 from_usage(request)
             else:
@@ -317,6 +353,7 @@ def prepare(store: Store, options: SimulateOptions,
                 skipped[reason] = skipped.get(reason, 0) + 1
         elif request.block_hashes is not None:
             flush()
+            done(request.id)
             prev, compacted = prev_of.get(request.id, (None, False))
             n_tokens = request.usage.prompt_tokens or 0
             block = options.trace_block_size or request.block_size or DEFAULT_TRACE_BLOCK
@@ -368,9 +405,56 @@ def _duration(request: Request) -> float | None:
     return None
 
 
-def _output_ids(request: Request, ids: np.ndarray, options: SimulateOptions
-                ) -> np.ndarray | None:
-    """The logged output's text tokenized after the prompt (for --cache-output)."""
+_PROBE = 32  # tokens of a prompt looked for in its base after they differ
+_PROBE_AT = (0, 16, 64, 256, 1024, 4096, 16384)  # tokens after the shared prefix
+_MIN_RUN = 64  # a shorter run found again is kept in the prompt's own ids
+
+
+def _compact(base: np.ndarray, ids: np.ndarray
+             ) -> tuple[int, tuple[int, int, int] | None, np.ndarray]:
+    """`ids` as (tokens shared with `base` from the start, one more run of `base` found
+    after them as (at, start, length), the rest of `ids` as a new array): see
+    `_Prepared`. The run is found by looking up a few probes of `ids` in `base`, then
+    extended both ways; any run found is exact, so `_Expander.full_ids` rebuilds `ids`."""
+    shared = _common_prefix(base, ids)
+    resumed = None
+    if shared < len(ids):
+        hay = base.tobytes()
+        for offset in _PROBE_AT:
+            at = shared + offset
+            if at + _PROBE > len(ids):
+                break
+            start = _find(hay, ids[at: at + _PROBE].tobytes(), base.itemsize)
+            if start < 0:
+                continue
+            back = _common_prefix(base[:start][::-1], ids[shared:at][::-1])
+            length = back + _common_prefix(base[start:], ids[at:])
+            if length >= _MIN_RUN:
+                resumed = (at - back, start - back, length)
+                break
+    if resumed is None:
+        return shared, None, ids[shared:].copy()  # a copy: the whole array can go
+    at, _, length = resumed
+    return shared, resumed, np.concatenate((ids[shared:at], ids[at + length:]))
+
+
+def _find(hay: bytes, needle: bytes, itemsize: int) -> int:
+    """Index of the first whole item where `needle` occurs in `hay`, or -1."""
+    pos = hay.find(needle)
+    while pos >= 0 and pos % itemsize:
+        pos = hay.find(needle, pos + 1)
+    return -1 if pos < 0 else pos // itemsize
+
+
+def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading token ids `a` and `b` share."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
+
+
+def _output_ids(request: Request, options: SimulateOptions) -> np.ndarray | None:
+    """The logged output's text tokenized, to follow the prompt (for --cache-output)."""
     if not options.cache_output or request.output is None:
         return None
     from prefixscope.tokenizers import choose_tokenizer, load_tokenizer
@@ -379,7 +463,7 @@ def _output_ids(request: Request, ids: np.ndarray, options: SimulateOptions
     if not text:
         return None
     tok = load_tokenizer(choose_tokenizer(options.render.tokenizer, request.model).spec)
-    return np.concatenate([ids, tok.encode(text).ids])
+    return np.asarray(tok.encode(text).ids)
 
 
 def _output_text(output: object) -> str:
@@ -404,27 +488,66 @@ def _seconds(ts: datetime | None) -> float | None:
 # -- replay -------------------------------------------------------------------------
 
 
-def _units(p: _Prepared, engine: Engine, output: bool) -> tuple[Units, Units | None]:
-    if p.trace is not None:
-        return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
-    if p.blocks is not None and p.ids is not None:
-        keys = [xxhash.xxh3_64_hexdigest(p.ids[start:end].tobytes())
-                for start, end in zip([0] + [e for _, e in p.blocks[:-1]],
-                                      [e for _, e in p.blocks], strict=True)]
-        return Units.segments(keys, [e for _, e in p.blocks], n_tokens=len(p.ids),
-                              breakpoints=dict(p.breakpoints)), None
-    if p.segments is not None:
-        if engine.name in SEGMENT_ENGINES:
-            ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
-            ends.append(p.segments[-1][1])
-            return Units.segments([key for key, _ in p.segments], ends,
-                                  breakpoints={len(ends) - 1: _ttl(engine)}), None
-        return engine.units(_synthetic_ids(p.segments)), None
-    assert p.ids is not None
-    prompt = engine.units(p.ids)
-    if output and p.output_ids is not None:
-        return prompt, engine.units(p.output_ids)
-    return prompt, None
+class _Expander:
+    """The whole token ids and units of compact `_Prepared` prompts, in log order: a
+    prompt's are kept only while a later prompt still extends it (its `base`), so a
+    replay holds about one prompt per running session. A prompt that extends its base
+    reuses the base's block keys for the shared blocks (`Engine.units_extending`)."""
+
+    def __init__(self, prepared: Sequence[_Prepared], engine: Engine) -> None:
+        self._engine = engine
+        self._left = Counter(p.base for p in prepared if p.base is not None)
+        self._held: dict[str, tuple[np.ndarray, Units | None]] = {}
+
+    def full_ids(self, p: _Prepared) -> tuple[np.ndarray, Units | None]:
+        """`p`'s whole prompt token ids, and its base's units when it has a base (call
+        once per request, in order)."""
+        assert p.ids is not None
+        ids, base = p.ids, None
+        if p.base is not None:
+            if p.base not in self._held:
+                raise ValueError(f"request {p.id} extends {p.base}, not replayed before it")
+            base_ids, base = self._held[p.base]
+            if p.resumed is None:
+                ids = np.concatenate((base_ids[: p.shared], ids))
+            else:
+                at, start, length = p.resumed
+                ids = np.concatenate((base_ids[: p.shared], ids[: at - p.shared],
+                                      base_ids[start: start + length], ids[at - p.shared:]))
+            self._left[p.base] -= 1
+            if not self._left[p.base]:
+                del self._held[p.base], self._left[p.base]
+        if self._left.get(p.id):
+            self._held[p.id] = (ids, None)
+        return ids, base
+
+    def units(self, p: _Prepared, output: bool) -> tuple[Units, Units | None]:
+        """(prompt, prompt + output when `output` and the log has one) of `p`."""
+        engine = self._engine
+        if p.trace is not None:
+            return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
+        if p.segments is not None:
+            if engine.name in SEGMENT_ENGINES:
+                ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
+                ends.append(p.segments[-1][1])
+                return Units.segments([key for key, _ in p.segments], ends,
+                                      breakpoints={len(ends) - 1: _ttl(engine)}), None
+            return engine.units(_synthetic_ids(p.segments)), None
+        ids, base = self.full_ids(p)
+        if p.blocks is not None:
+            keys = [xxhash.xxh3_64_hexdigest(ids[start:end].tobytes())
+                    for start, end in zip([0] + [e for _, e in p.blocks[:-1]],
+                                          [e for _, e in p.blocks], strict=True)]
+            return Units.segments(keys, [e for _, e in p.blocks], n_tokens=len(ids),
+                                  breakpoints=dict(p.breakpoints)), None
+        prompt = (engine.units(ids) if base is None
+                  else engine.units_extending(ids, base, p.shared))
+        if p.id in self._held:
+            self._held[p.id] = (ids, prompt)
+        if output and p.output_ids is not None:
+            return prompt, engine.units_extending(np.concatenate((ids, p.output_ids)), prompt,
+                                                  len(ids))
+        return prompt, None
 
 
 # A content block's path in the rendered prompt: a tool, a system block, a message or one
@@ -503,6 +626,8 @@ def _engine(options: SimulateOptions, unlimited: bool) -> Engine:
         if ttl_parameter is None:
             raise SimulateError(f"--engine {options.engine} has no retention time to set")
         kwargs[ttl_parameter] = options.ttl_seconds
+    if capacity is None and options.engine in UNLIMITED:
+        return UNLIMITED[options.engine](**kwargs)
     return get_engine(options.engine, **kwargs)
 
 
@@ -516,16 +641,17 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     out = []
     # (end time, order, admission, sequence) of the requests still running (--concurrent)
     running: list[tuple[float, int, Admission, Units | None]] = []
+    expander = _Expander(prepared, engine)
     for p in prepared:
         if p.trace is not None:
             trace_engine = traces.get(p.trace_block)
             if trace_engine is None:
                 trace_engine = traces[p.trace_block] = get_engine(
                     "blocktrace", block_size=p.trace_block, capacity_tokens=capacity)
-            prompt, _ = _units(p, trace_engine, False)
+            prompt, _ = expander.units(p, False)
             out.append(trace_engine.step(prompt).cached_tokens)
             continue
-        prompt, sequence = _units(p, engine, options.cache_output)
+        prompt, sequence = expander.units(p, options.cache_output)
         now = None if unlimited else p.seconds
         if not (options.concurrent and not unlimited and p.seconds is not None):
             out.append(engine.step(prompt, sequence=sequence, now=now).cached_tokens)

@@ -42,6 +42,7 @@ from typing import ClassVar
 from prefixscope.engines.base import (
     Admission,
     BaseEngine,
+    KeySet,
     Lookup,
     Units,
     resolve_capacity,
@@ -223,3 +224,54 @@ class VllmEngine(BaseEngine):
     def __len__(self) -> int:
         """Number of blocks holding a hash (cached, in use or free)."""
         return len(self._key_of)
+
+
+class VllmUnlimitedEngine(BaseEngine):
+    """`VllmEngine` with unlimited capacity, in 8 bytes per cached block.
+
+    Nothing is ever evicted, so physical blocks, reference counts and the free queue
+    decide nothing: a hit is the leading prompt blocks whose key was ever cached (by an
+    admitted prompt's full blocks, or a released output's, with `cache_output`), capped
+    as `VllmEngine` caps it. `simulate` replays unlimited capacity with this engine;
+    tests hold its lookups equal to `VllmEngine(capacity_blocks=None)`'s."""
+
+    name: ClassVar[str] = "vllm"
+    unit_parameter: ClassVar[str | None] = "block_size"
+
+    def __init__(self, *, block_size: int = 16, cache_output: bool = True,
+                 eagle: bool = False) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self.unit = block_size
+        self.cache_output = cache_output
+        self.eagle = eagle
+        self._keys = KeySet()
+
+    def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
+        self._check(prompt)
+        matched = self._keys.leading(prompt.keys[: prompt.n_full])
+        n_tokens = prompt.n_tokens
+        hit = min(matched, (n_tokens - 1) // self.unit) if n_tokens else 0
+        if self.eagle and hit:
+            hit -= 1
+        return Lookup(hit * self.unit, matched, self.unit)
+
+    def admit(self, prompt: Units, *, now: float | None = None) -> Admission:
+        lookup = self.lookup(prompt)
+        # the blocks after the leading match are allocated and cached at once
+        self._keys.add(prompt.keys[lookup.matched_units: prompt.n_full])
+        return Admission(lookup, prompt)
+
+    def release(self, admission: Admission, *, sequence: Units | None = None,
+                now: float | None = None) -> None:
+        admission.finish()
+        prompt = admission.prompt
+        if sequence is not None and sequence.n_tokens > prompt.n_tokens:
+            self._check(sequence)
+            if self.cache_output:  # the blocks the output filled (KV for n_tokens - 1)
+                self._keys.add(sequence.keys[prompt.n_full: (sequence.n_tokens - 1)
+                                             // self.unit])
+
+    def __len__(self) -> int:
+        """Number of distinct keys cached."""
+        return len(self._keys)
