@@ -7,10 +7,12 @@ whole sequence, and the replay of the same requests given whole."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REAL
+from conftest import REAL, ROOT
+from gen_vllm_log import generate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +21,9 @@ from prefixscope.analyses.simulate import (
     _compact,
     _Expander,
     _Prepared,
+    fit_parameters,
     prepare,
+    replay_prepared,
     replay_report,
 )
 from prefixscope.engines import ENGINES, block_keys, get_engine
@@ -184,3 +188,23 @@ def test_a_request_extending_one_not_replayed_before_it_is_refused():
                   base="a", shared=8)
     with pytest.raises(ValueError, match="extends a"):
         replay_report([b, a], SimulateOptions(unit=4), {})
+
+
+def test_replays_in_worker_processes_give_the_same_report(tmp_path: Path) -> None:
+    """Predicted and ideal, the fit's candidates, the capacity curve and a what-if replay
+    in two processes: every number is the one replay after replay gives."""
+    log = tmp_path / "vllm.jsonl"
+    generate(log, block_size=32, capacity_blocks=150)
+    store = Store.open(tmp_path / "s.duckdb")
+    ingest_paths([str(log), str(ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl")],
+                 store)
+    options = SimulateOptions(engine="vllm", unit=32, capacity_tokens=151 * 32)
+    prepared, skipped = prepare(store, options)
+    kwargs = {"fit": True, "fit_units": (16, 32), "capacity_curve": (1000, 10000, None),
+              "what_if": ("strip-billing-header",)}
+    one = replay_prepared(store, prepared, skipped, options, **kwargs)
+    two = replay_prepared(store, prepared, skipped, options, workers=2, **kwargs)
+    assert one.fit is not None and one.fit.capacity_tokens is not None
+    assert len(one.capacity_curve) == 3 and len(one.what_if) == 1
+    assert two == one
+    assert fit_parameters(prepared, options, workers=3) == fit_parameters(prepared, options)

@@ -47,9 +47,11 @@ from __future__ import annotations
 
 import heapq
 import inspect
+import multiprocessing
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -228,7 +230,8 @@ def engine_unit(engine: str, unit: int | None) -> tuple[int, dict[str, int]]:
 def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[str] = (),
                    capacity_curve: Sequence[int | None] = (), fit: bool = False,
                    fit_units: Sequence[int] | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> SimulateReport:
+                   progress: Callable[[int, int], None] | None = None,
+                   workers: int = 1) -> SimulateReport:
     """Replay a store's requests; see the module docstring.
 
     Raises:
@@ -239,29 +242,35 @@ def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[
     engine_unit(options.engine, options.unit)  # a bad engine or unit fails before any render
     prepared, skipped = prepare(store, options, progress=progress)
     return replay_prepared(store, prepared, skipped, options, what_if=what_if,
-                           capacity_curve=capacity_curve, fit=fit, fit_units=fit_units)
+                           capacity_curve=capacity_curve, fit=fit, fit_units=fit_units,
+                           workers=workers)
 
 
 def replay_prepared(store: Store, prepared: Sequence[_Prepared], skipped: dict[str, int],
                     options: SimulateOptions, *, what_if: Sequence[str] = (),
                     capacity_curve: Sequence[int | None] = (), fit: bool = False,
-                    fit_units: Sequence[int] | None = None) -> SimulateReport:
+                    fit_units: Sequence[int] | None = None, workers: int = 1
+                    ) -> SimulateReport:
     """`simulate_store` on requests `prepare` already rendered for `options`' engine: the
     unit and capacity may differ from the ones they were prepared with (they only matter to
     the replay), so one render serves an unlimited replay, a fit and the fitted replay.
-    `store` is read again only for what-ifs, which render the log differently."""
+    `store` is read again only for what-ifs, which render the log differently.
+    `workers` > 1: independent replays (predicted and ideal, a fit's candidates, the
+    capacity curve's points) run in that many processes; the report is the same."""
     unit, _ = engine_unit(options.engine, options.unit)
-    report = replay_report(prepared, options, skipped)
+    report = replay_report(prepared, options, skipped, workers=workers)
     if fit:
-        report = replace(report, fit=fit_parameters(prepared, options, fit_units))
+        report = replace(report, fit=fit_parameters(prepared, options, fit_units,
+                                                     workers=workers))
     if capacity_curve:
+        cached = _replays(prepared, [replace(options, capacity_tokens=c)
+                                     for c in capacity_curve], workers)
         report = replace(report, capacity_curve=tuple(
-            CurvePoint(c, _hit_rate(prepared, _replay(prepared, replace(options,
-                                                                         capacity_tokens=c))))
-            for c in capacity_curve))
+            CurvePoint(c, _hit_rate(prepared, hits))
+            for c, hits in zip(capacity_curve, cached, strict=True)))
     if what_if:
         report = replace(report, what_if=tuple(
-            _what_if(store, options, t, report) for t in what_if))
+            _what_if(store, options, t, report, workers) for t in what_if))
     assert report.unit == unit
     return report
 
@@ -671,12 +680,39 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     return out
 
 
+_IDEAL = None  # a run of `_replays`: the ideal replay (unlimited, no clock)
+# The requests the worker processes replay: set before they fork (copy-on-write).
+_SHARED: Sequence[_Prepared] = ()
+
+
+def _replays(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions | None],
+             workers: int) -> list[list[int]]:
+    """`_replay(prepared, run)` of each run (None: the ideal replay of the first run's
+    engine), in up to `workers` forked processes: each replay is independent of the
+    others, so the results are the same as one after another."""
+    base = next(run for run in runs if run is not None)
+    jobs = [(base, True) if run is None else (run, False) for run in runs]
+    if workers <= 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_replay(prepared, run, unlimited=unlimited) for run, unlimited in jobs]
+    global _SHARED
+    _SHARED = prepared
+    try:
+        with ProcessPoolExecutor(min(workers, len(jobs)),
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_replay_shared, jobs))
+    finally:
+        _SHARED = ()
+
+
+def _replay_shared(job: tuple[SimulateOptions, bool]) -> list[int]:
+    return _replay(_SHARED, job[0], unlimited=job[1])
+
+
 def replay_report(prepared: Sequence[_Prepared], options: SimulateOptions,
-                  skipped: dict[str, int]) -> SimulateReport:
+                  skipped: dict[str, int], *, workers: int = 1) -> SimulateReport:
     """Predicted and ideal replays, the miss classes and the totals."""
     unit, _ = engine_unit(options.engine, options.unit)
-    predicted = _replay(prepared, options)
-    ideal = _replay(prepared, options, unlimited=True)
+    predicted, ideal = _replays(prepared, [options, _IDEAL], workers)
     hosted = options.engine in HOSTED
     length = {p.id: p.n_tokens for p in prepared}
     per_request = tuple(
@@ -751,19 +787,19 @@ def _hit_rate(prepared: Sequence[_Prepared], cached: Sequence[int]) -> float | N
 
 
 def _what_if(store: Store, options: SimulateOptions, transform: str,
-             base: SimulateReport) -> WhatIfResult:
+             base: SimulateReport, workers: int = 1) -> WhatIfResult:
     render = replace(options.render, what_if=(*options.render.what_if, transform))
     changed = replace(options, render=render)
     prepared, _ = prepare(store, changed)
-    predicted = _replay(prepared, changed)
-    ideal = _replay(prepared, changed, unlimited=True)
+    predicted, ideal = _replays(prepared, [changed, _IDEAL], workers)
     base_cached = sum(r.predicted for r in base.per_request)
     return WhatIfResult(transform, _hit_rate(prepared, ideal), _hit_rate(prepared, predicted),
                         sum(predicted) - base_cached)
 
 
 def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
-                   units_to_try: Sequence[int] | None = None) -> FitResult | None:
+                   units_to_try: Sequence[int] | None = None, *,
+                   workers: int = 1) -> FitResult | None:
     """The unit and capacity whose replay reproduces the observed cached tokens best.
 
     Score: the share of observed requests predicted exactly, then the smaller mean
@@ -771,28 +807,34 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
     pick the largest). Units: the engine's candidates (16…512 tokens), or `units_to_try`.
     Capacities: unlimited and halvings of the log's prompt tokens, then a search between
     the best one's neighbours, coarse, then narrowing 8x per pass down to single blocks.
-    Ties go to the smaller unit and the larger capacity.
+    Ties go to the smaller unit and the larger capacity. `workers` > 1: the candidates
+    of each step of the search replay in that many processes (same result).
     """
     observed = [p.observed for p in prepared if p.observed is not None]
     if not observed:
         return None  # nothing to fit to
     if getattr(ENGINES[options.engine], "ttl_parameter", None) is not None:
-        return _fit_ttl(prepared, options)
+        return _fit_ttl(prepared, options, workers)
     # `units_to_try`: the unit is known (the caller inferred it): fit the capacity alone.
     units: Sequence[int | None] = (
         (units_to_try or _FIT_UNITS) if getattr(ENGINES[options.engine], "unit_parameter", None)
         else (None,))
     total = sum(p.n_tokens for p in prepared) or 1
 
-    def score(unit: int | None, capacity: int | None) -> tuple[float, float]:
-        return _score(prepared, _replay(prepared, replace(options, unit=unit,
-                                                          capacity_tokens=capacity)))
+    def scores(unit: int | None, capacities: Sequence[int | None],
+               into: dict[int | None, tuple[float, float]]) -> None:
+        todo = [c for c in dict.fromkeys(capacities) if c not in into]
+        runs: list[SimulateOptions | None] = [replace(options, unit=unit, capacity_tokens=c)
+                                              for c in todo]
+        for c, cached in zip(todo, _replays(prepared, runs, workers), strict=True):
+            into[c] = _score(prepared, cached)
 
     best: tuple[tuple[float, float], int | None, int | None] | None = None
     for unit in units:
         size = unit or 1
         grid: list[int | None] = [None, *(max(size, total >> k) for k in range(12))]
-        scored = {c: score(unit, c) for c in grid}
+        scored: dict[int | None, tuple[float, float]] = {}
+        scores(unit, grid, scored)
         # Capacity matters between the largest capacity that scores below unlimited and
         # the smallest that scores like it: search that interval in whole blocks, coarse
         # then block by block around the best.
@@ -802,17 +844,16 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
         if knee is not None and below is not None:
             lo, hi = below // size, knee // size
             step = max(1, (hi - lo) // 48)
-            for blocks in range(lo, hi + 1, step):
-                scored.setdefault(blocks * size, score(unit, blocks * size))
+            scores(unit, [blocks * size for blocks in range(lo, hi + 1, step)], scored)
             # then narrow around the best, each pass 8 times finer, down to single blocks:
             # a bounded number of replays however wide the interval (the exhaustive
             # block-by-block pass was 2 * step replays: thousands on a GB log)
             while step > 1:
                 around = max((c for c in scored if c is not None), key=lambda c: scored[c])
                 step = max(1, step // 8)
-                for blocks in range(max(1, around // size - 8 * step),
-                                    around // size + 8 * step + 1, step):
-                    scored.setdefault(blocks * size, score(unit, blocks * size))
+                scores(unit, [blocks * size for blocks in range(
+                    max(1, around // size - 8 * step), around // size + 8 * step + 1, step)],
+                    scored)
         for capacity, value in scored.items():
             candidate = (value, unit, capacity)
             if best is None or value > best[0] or (
@@ -838,13 +879,15 @@ def stored_rows(report: SimulateReport) -> list[tuple[str, str | None, int, int 
 _FIT_TTLS = (60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
 
 
-def _fit_ttl(prepared: Sequence[_Prepared], options: SimulateOptions) -> FitResult:
+def _fit_ttl(prepared: Sequence[_Prepared], options: SimulateOptions,
+             workers: int = 1) -> FitResult:
     """A hosted engine's retention time that reproduces the observed values best (exact
     matches first, then the smaller mean error; ties go to the shorter TTL)."""
     unit = engine_unit(options.engine, options.unit)[0]
     best: tuple[tuple[float, float], float, float] | None = None
-    for ttl in _FIT_TTLS:
-        cached = _replay(prepared, replace(options, ttl_seconds=ttl))
+    runs: list[SimulateOptions | None] = [replace(options, ttl_seconds=ttl)
+                                          for ttl in _FIT_TTLS]
+    for ttl, cached in zip(_FIT_TTLS, _replays(prepared, runs, workers), strict=True):
         score = _score(prepared, cached)
         if best is None or score > best[0]:
             best = (score, ttl, _agreement(prepared, cached, unit))
