@@ -35,7 +35,7 @@ scheduling, preemption, the KV connector (see `lmcache`).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from itertools import takewhile
 from typing import ClassVar
 
@@ -80,6 +80,7 @@ class VllmEngine(BaseEngine):
         self._key_of: dict[int, int] = {}  # block id -> the key it holds
         self._table: dict[int, int | dict[int, None]] = {}  # key -> block id(s), first = hit
         self._ref: dict[int, int] = {}  # block id -> ref count, only while > 0
+        self._running = 0  # admitted, not yet released requests
         self.overflow_blocks = 0  # blocks requests needed that the pool could not give
 
     # -- lookup ----------------------------------------------------------------------------
@@ -164,16 +165,22 @@ class VllmEngine(BaseEngine):
             self._check(prompt)
         keys = prompt.full_keys()
         matched, hit = self._hit_blocks(prompt, keys)
-        blocks: list[int] = []
         table, refs, lru = self._table, self._ref, self._lru
-        for key in keys[:hit]:  # touch
-            ids = table[key]
-            block = ids if ids.__class__ is int else next(iter(ids))  # type: ignore[arg-type]
-            ref = refs.get(block, 0)
-            if ref == 0:
-                del lru[block]
-            refs[block] = ref + 1
-            blocks.append(block)
+        # touch: the first block holding each hit key (a request's blocks are distinct)
+        blocks: list[int] = list(map(table.__getitem__, keys[:hit]))  # type: ignore[arg-type]
+        if dict in set(map(type, blocks)):
+            blocks = [b if b.__class__ is int else next(iter(b))  # type: ignore[call-overload]
+                      for b in blocks]
+        if not refs:  # nothing running (a sequential replay): every hit block is free
+            deque(map(lru.__delitem__, blocks), maxlen=0)
+            refs.update(dict.fromkeys(blocks, 1))
+        else:
+            for block in blocks:
+                ref = refs.get(block, 0)
+                if ref == 0:
+                    del lru[block]
+                refs[block] = ref + 1
+        self._running += 1
         self._allocate(blocks, -(-prompt.n_tokens // self.unit) - hit, keys)
         lookup = Lookup(hit * self.unit, matched, self.unit)
         return Admission(lookup, prompt, handle=blocks)
@@ -196,16 +203,25 @@ class VllmEngine(BaseEngine):
                     self._cache_one(blocks[i], keys[i])
         to_front: list[int] = []
         refs, key_of, lru = self._ref, self._key_of, self._lru
-        for block in reversed(blocks):  # tail first
-            ref = refs[block] - 1
-            if ref:
-                refs[block] = ref
-                continue
-            del refs[block]
-            if block in key_of:
-                lru[block] = None
-            else:
-                to_front.append(block)
+        self._running -= 1
+        if not self._running:  # it held every pinned block, each once: all are freed
+            refs.clear()
+            tail_first = blocks[::-1]
+            keyed = list(filter(key_of.__contains__, tail_first))
+            lru.update(dict.fromkeys(keyed))
+            if len(keyed) < len(tail_first):
+                to_front = [b for b in tail_first if b not in key_of]
+        else:
+            for block in reversed(blocks):  # tail first
+                ref = refs[block] - 1
+                if ref:
+                    refs[block] = ref
+                    continue
+                del refs[block]
+                if block in key_of:
+                    lru[block] = None
+                else:
+                    to_front.append(block)
         if to_front:
             to_front.reverse()
             self._empty.extend(to_front)
