@@ -415,7 +415,7 @@ def _duration(request: Request) -> float | None:
 
 
 _PROBE = 32  # tokens of a prompt looked for in its base after they differ
-_PROBE_AT = (0, 16, 64, 256, 1024, 4096, 16384)  # tokens after the shared prefix
+_PROBE_AT = (0, 16, 64, 256, 1024, 4096, 16384, 65536)  # tokens after the shared prefix
 _MIN_RUN = 64  # a shorter run found again is kept in the prompt's own ids
 
 
@@ -423,8 +423,10 @@ def _compact(base: np.ndarray, ids: np.ndarray
              ) -> tuple[int, tuple[int, int, int] | None, np.ndarray]:
     """`ids` as (tokens shared with `base` from the start, one more run of `base` found
     after them as (at, start, length), the rest of `ids` as a new array): see
-    `_Prepared`. The run is found by looking up a few probes of `ids` in `base`, then
-    extended both ways; any run found is exact, so `_Expander.full_ids` rebuilds `ids`."""
+    `_Prepared`. The run is the longest found by looking up a few probes of `ids` in
+    `base`, each extended both ways (reordered tools match in short runs, the history
+    after them in a long one); any run found is exact, so `_Expander.full_ids` rebuilds
+    `ids`."""
     shared = _common_prefix(base, ids)
     resumed = None
     if shared < len(ids):
@@ -433,14 +435,15 @@ def _compact(base: np.ndarray, ids: np.ndarray
             at = shared + offset
             if at + _PROBE > len(ids):
                 break
+            if resumed is not None and resumed[0] <= at < resumed[0] + resumed[2]:
+                continue  # inside the run already found
             start = _find(hay, ids[at: at + _PROBE].tobytes(), base.itemsize)
             if start < 0:
                 continue
             back = _common_prefix(base[:start][::-1], ids[shared:at][::-1])
             length = back + _common_prefix(base[start:], ids[at:])
-            if length >= _MIN_RUN:
+            if length >= _MIN_RUN and (resumed is None or length > resumed[2]):
                 resumed = (at - back, start - back, length)
-                break
     if resumed is None:
         return shared, None, ids[shared:].copy()  # a copy: the whole array can go
     at, _, length = resumed
