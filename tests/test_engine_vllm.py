@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from prefixscope.engines import Units, get_engine
 from prefixscope.engines.base import block_keys
-from prefixscope.engines.vllm import VllmEngine
+from prefixscope.engines.vllm import VllmEngine, VllmUnlimitedEngine
 
 
 def vllm_reference_replay(requests: Sequence[tuple[list[int], int]], block_size: int,
@@ -278,3 +278,41 @@ def test_repeat_with_unlimited_capacity_hits_every_full_block_it_may(tokens, bs)
     engine = VllmEngine(block_size=bs)
     engine.step(engine.units(tokens))
     assert engine.step(engine.units(tokens)).cached_tokens == (len(tokens) - 1) // bs * bs
+
+
+@settings(max_examples=200, deadline=None)
+@given(prompts, st.lists(st.integers(0, 3), min_size=14, max_size=14),
+       st.lists(st.booleans(), min_size=14, max_size=14), st.integers(1, 5), st.booleans(),
+       st.booleans())
+def test_the_unlimited_engine_hits_as_the_pool_with_unlimited_capacity(
+        reqs, outputs, overlap, bs, eagle, cache_output):
+    """Admissions overlap (a request is released after the next one is admitted when
+    `overlap` says so) and outputs extend the prompt (`outputs` tokens of it)."""
+    pool = VllmEngine(block_size=bs, eagle=eagle, cache_output=cache_output)
+    lean = VllmUnlimitedEngine(block_size=bs, eagle=eagle, cache_output=cache_output)
+    running: list[tuple[object, object, Units]] = []
+    for i, tokens in enumerate(reqs):
+        prompt = pool.units(tokens)
+        sequence = pool.units(tokens + TRUNK[: outputs[i] * 3])
+        assert lean.lookup(prompt) == pool.lookup(prompt)
+        a, b = pool.admit(prompt), lean.admit(prompt)
+        assert a.lookup == b.lookup
+        running.append((a, b, sequence))
+        while running and not (overlap[i] and len(running) == 1):
+            a, b, done = running.pop(0)
+            pool.release(a, sequence=done)
+            lean.release(b, sequence=done)
+    for tokens in reqs:
+        assert lean.lookup(pool.units(tokens)) == pool.lookup(pool.units(tokens))
+
+
+def test_the_unlimited_engine_keeps_keys_across_merges():
+    """More keys than its pending set holds: they move to the sorted array, and
+    lookups still find every leading one."""
+    lean = VllmUnlimitedEngine(block_size=1)
+    lean._keys._MIN_PENDING = 8
+    tokens = list(range(100))
+    lean.step(lean.units(tokens))
+    assert len(lean) == 100 and len(lean._keys._recent) < 100
+    assert lean.step(lean.units(tokens)).matched_units == 100
+    assert lean.lookup(lean.units([*tokens[:40], 7])).matched_units == 40

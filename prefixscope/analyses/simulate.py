@@ -47,15 +47,18 @@ from __future__ import annotations
 
 import heapq
 import inspect
+import multiprocessing
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
 import xxhash
 
-from prefixscope.engines import ENGINES, get_engine
+from prefixscope.engines import ENGINES, UNLIMITED, get_engine
 from prefixscope.engines.base import Admission, Engine, Units
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
@@ -158,7 +161,14 @@ class SimulateReport:
 
 @dataclass(frozen=True, slots=True)
 class _Prepared:
-    """A request ready to replay: its tokens (or trace ids) and its place in its session."""
+    """A request ready to replay: its tokens (or trace ids) and its place in its session.
+
+    Compact: a prompt that starts like an earlier one (an agent resends its whole
+    conversation every turn) keeps only its own token ids and where the rest is in that
+    earlier prompt (`base`): its first `shared` tokens, and (`resumed`) one more run of
+    it after a change early in the prompt (a volatile header, reordered tools).
+    `_Expander` rebuilds the whole prompt while replaying. A log then costs memory for
+    its distinct tokens, not for the sum of its prompts."""
 
     id: str
     session: str | None
@@ -166,8 +176,8 @@ class _Prepared:
     compacted: bool  # the link from `prev` is a compaction
     seconds: float | None  # timestamp, for TTLs
     observed: int | None
-    ids: np.ndarray | None  # prompt token ids (None for a trace)
-    output_ids: np.ndarray | None  # the logged output's token ids (cache_output)
+    ids: np.ndarray | None  # prompt token ids not taken from `base` (None for a trace)
+    output_ids: np.ndarray | None  # the logged output's token ids, after the prompt's
     trace: tuple[int, ...] | None  # block ids of a block-hash trace
     trace_tokens: int  # the trace's input length
     trace_block: int
@@ -182,11 +192,16 @@ class _Prepared:
     breakpoints: tuple[tuple[int, float], ...] = ()
     duration: float | None = None  # seconds the request ran, when the log says
     approximate: bool = False  # rendered with a stand-in tokenizer: counts are estimates
+    # The earlier request (id) whose prompt's first `shared` token ids are this one's.
+    base: str | None = None
+    shared: int = 0
+    # (at, start, length): the prompt's tokens [at, at + length) are base[start:+length]
+    resumed: tuple[int, int, int] | None = None
 
     @property
     def n_tokens(self) -> int:
         if self.ids is not None:
-            return len(self.ids)
+            return self.shared + len(self.ids) + (self.resumed[2] if self.resumed else 0)
         if self.segments is not None:
             return self.segments[-1][1]
         return self.trace_tokens
@@ -215,7 +230,8 @@ def engine_unit(engine: str, unit: int | None) -> tuple[int, dict[str, int]]:
 def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[str] = (),
                    capacity_curve: Sequence[int | None] = (), fit: bool = False,
                    fit_units: Sequence[int] | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> SimulateReport:
+                   progress: Callable[[int, int], None] | None = None,
+                   workers: int = 1) -> SimulateReport:
     """Replay a store's requests; see the module docstring.
 
     Raises:
@@ -226,29 +242,35 @@ def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[
     engine_unit(options.engine, options.unit)  # a bad engine or unit fails before any render
     prepared, skipped = prepare(store, options, progress=progress)
     return replay_prepared(store, prepared, skipped, options, what_if=what_if,
-                           capacity_curve=capacity_curve, fit=fit, fit_units=fit_units)
+                           capacity_curve=capacity_curve, fit=fit, fit_units=fit_units,
+                           workers=workers)
 
 
 def replay_prepared(store: Store, prepared: Sequence[_Prepared], skipped: dict[str, int],
                     options: SimulateOptions, *, what_if: Sequence[str] = (),
                     capacity_curve: Sequence[int | None] = (), fit: bool = False,
-                    fit_units: Sequence[int] | None = None) -> SimulateReport:
+                    fit_units: Sequence[int] | None = None, workers: int = 1
+                    ) -> SimulateReport:
     """`simulate_store` on requests `prepare` already rendered for `options`' engine: the
     unit and capacity may differ from the ones they were prepared with (they only matter to
     the replay), so one render serves an unlimited replay, a fit and the fitted replay.
-    `store` is read again only for what-ifs, which render the log differently."""
+    `store` is read again only for what-ifs, which render the log differently.
+    `workers` > 1: independent replays (predicted and ideal, a fit's candidates, the
+    capacity curve's points) run in that many processes; the report is the same."""
     unit, _ = engine_unit(options.engine, options.unit)
-    report = replay_report(prepared, options, skipped)
+    report = replay_report(prepared, options, skipped, workers=workers)
     if fit:
-        report = replace(report, fit=fit_parameters(prepared, options, fit_units))
+        report = replace(report, fit=fit_parameters(prepared, options, fit_units,
+                                                     workers=workers))
     if capacity_curve:
+        cached = _replays(prepared, [replace(options, capacity_tokens=c)
+                                     for c in capacity_curve], workers)
         report = replace(report, capacity_curve=tuple(
-            CurvePoint(c, _hit_rate(prepared, _replay(prepared, replace(options,
-                                                                         capacity_tokens=c))))
-            for c in capacity_curve))
+            CurvePoint(c, _hit_rate(prepared, hits))
+            for c, hits in zip(capacity_curve, cached, strict=True)))
     if what_if:
         report = replace(report, what_if=tuple(
-            _what_if(store, options, t, report) for t in what_if))
+            _what_if(store, options, t, report, workers) for t in what_if))
     assert report.unit == unit
     return report
 
@@ -258,7 +280,20 @@ def prepare(store: Store, options: SimulateOptions,
             ) -> tuple[list[_Prepared], dict[str, int]]:
     """Every replayable request of the store, in log order, rendered and tokenized."""
     session_of = store.session_of()
-    prev_of = {b: (a, compaction) for a, b, _, compaction in store.session_pairs()}
+    pairs = store.session_pairs()
+    prev_of = {b: (a, compaction) for a, b, _, compaction in pairs}
+    # A rendered prompt's ids are held only while a later request of its session may
+    # still extend it: memory bounded by the sessions running at once, not by the log.
+    successors = Counter(a for a, _, _, _ in pairs)
+    live: dict[str, np.ndarray] = {}
+
+    def done(request_id: str) -> None:
+        prev = prev_of.get(request_id, (None, False))[0]
+        if prev is not None and prev in successors:
+            successors[prev] -= 1
+            if not successors[prev]:
+                del successors[prev]
+                live.pop(prev, None)
     skipped: dict[str, int] = {}
     out: list[_Prepared] = []
     pending: list[Request] = []
@@ -271,12 +306,21 @@ def prepare(store: Store, options: SimulateOptions,
             prev, compacted = prev_of.get(request.id, (None, False))
             blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
                                    if by_blocks else (None, ()))
+            ids, base, shared, resumed = tok.ids, None, 0, None
+            if prev is not None and prev in live:
+                base = prev
+                shared, resumed, ids = _compact(live[prev], ids)
+            if request.id in successors:
+                live[request.id] = tok.ids
             out.append(_Prepared(
                 request.id, session_of.get(request.id), prev, compacted,
-                _seconds(request.timestamp), request.usage.cached_tokens, tok.ids,
-                _output_ids(request, tok.ids, options), None, 0, 0,
+                _seconds(request.timestamp), request.usage.cached_tokens, ids,
+                _output_ids(request, options), None, 0, 0,
                 logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
-                blocks=blocks, breakpoints=breakpoints, duration=_duration(request)))
+                blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
+                base=base, shared=shared, resumed=resumed))
+        for request in pending:
+            done(request.id)
         seen += len(pending)
         pending.clear()
         if progress is not None:
@@ -308,6 +352,7 @@ def prepare(store: Store, options: SimulateOptions,
                                                   and request.block_hashes is None):
             flush()
             seen += 1
+            done(request.id)
             if request.usage.prompt_tokens and (by_blocks or options.engine in HOSTED):
                 from_usage(request)
             else:
@@ -317,6 +362,7 @@ def prepare(store: Store, options: SimulateOptions,
                 skipped[reason] = skipped.get(reason, 0) + 1
         elif request.block_hashes is not None:
             flush()
+            done(request.id)
             prev, compacted = prev_of.get(request.id, (None, False))
             n_tokens = request.usage.prompt_tokens or 0
             block = options.trace_block_size or request.block_size or DEFAULT_TRACE_BLOCK
@@ -368,9 +414,59 @@ def _duration(request: Request) -> float | None:
     return None
 
 
-def _output_ids(request: Request, ids: np.ndarray, options: SimulateOptions
-                ) -> np.ndarray | None:
-    """The logged output's text tokenized after the prompt (for --cache-output)."""
+_PROBE = 32  # tokens of a prompt looked for in its base after they differ
+_PROBE_AT = (0, 16, 64, 256, 1024, 4096, 16384, 65536)  # tokens after the shared prefix
+_MIN_RUN = 64  # a shorter run found again is kept in the prompt's own ids
+
+
+def _compact(base: np.ndarray, ids: np.ndarray
+             ) -> tuple[int, tuple[int, int, int] | None, np.ndarray]:
+    """`ids` as (tokens shared with `base` from the start, one more run of `base` found
+    after them as (at, start, length), the rest of `ids` as a new array): see
+    `_Prepared`. The run is the longest found by looking up a few probes of `ids` in
+    `base`, each extended both ways (reordered tools match in short runs, the history
+    after them in a long one); any run found is exact, so `_Expander.full_ids` rebuilds
+    `ids`."""
+    shared = _common_prefix(base, ids)
+    resumed = None
+    if shared < len(ids):
+        hay = base.tobytes()
+        for offset in _PROBE_AT:
+            at = shared + offset
+            if at + _PROBE > len(ids):
+                break
+            if resumed is not None and resumed[0] <= at < resumed[0] + resumed[2]:
+                continue  # inside the run already found
+            start = _find(hay, ids[at: at + _PROBE].tobytes(), base.itemsize)
+            if start < 0:
+                continue
+            back = _common_prefix(base[:start][::-1], ids[shared:at][::-1])
+            length = back + _common_prefix(base[start:], ids[at:])
+            if length >= _MIN_RUN and (resumed is None or length > resumed[2]):
+                resumed = (at - back, start - back, length)
+    if resumed is None:
+        return shared, None, ids[shared:].copy()  # a copy: the whole array can go
+    at, _, length = resumed
+    return shared, resumed, np.concatenate((ids[shared:at], ids[at + length:]))
+
+
+def _find(hay: bytes, needle: bytes, itemsize: int) -> int:
+    """Index of the first whole item where `needle` occurs in `hay`, or -1."""
+    pos = hay.find(needle)
+    while pos >= 0 and pos % itemsize:
+        pos = hay.find(needle, pos + 1)
+    return -1 if pos < 0 else pos // itemsize
+
+
+def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading token ids `a` and `b` share."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
+
+
+def _output_ids(request: Request, options: SimulateOptions) -> np.ndarray | None:
+    """The logged output's text tokenized, to follow the prompt (for --cache-output)."""
     if not options.cache_output or request.output is None:
         return None
     from prefixscope.tokenizers import choose_tokenizer, load_tokenizer
@@ -379,7 +475,7 @@ def _output_ids(request: Request, ids: np.ndarray, options: SimulateOptions
     if not text:
         return None
     tok = load_tokenizer(choose_tokenizer(options.render.tokenizer, request.model).spec)
-    return np.concatenate([ids, tok.encode(text).ids])
+    return np.asarray(tok.encode(text).ids)
 
 
 def _output_text(output: object) -> str:
@@ -404,27 +500,66 @@ def _seconds(ts: datetime | None) -> float | None:
 # -- replay -------------------------------------------------------------------------
 
 
-def _units(p: _Prepared, engine: Engine, output: bool) -> tuple[Units, Units | None]:
-    if p.trace is not None:
-        return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
-    if p.blocks is not None and p.ids is not None:
-        keys = [xxhash.xxh3_64_hexdigest(p.ids[start:end].tobytes())
-                for start, end in zip([0] + [e for _, e in p.blocks[:-1]],
-                                      [e for _, e in p.blocks], strict=True)]
-        return Units.segments(keys, [e for _, e in p.blocks], n_tokens=len(p.ids),
-                              breakpoints=dict(p.breakpoints)), None
-    if p.segments is not None:
-        if engine.name in SEGMENT_ENGINES:
-            ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
-            ends.append(p.segments[-1][1])
-            return Units.segments([key for key, _ in p.segments], ends,
-                                  breakpoints={len(ends) - 1: _ttl(engine)}), None
-        return engine.units(_synthetic_ids(p.segments)), None
-    assert p.ids is not None
-    prompt = engine.units(p.ids)
-    if output and p.output_ids is not None:
-        return prompt, engine.units(p.output_ids)
-    return prompt, None
+class _Expander:
+    """The whole token ids and units of compact `_Prepared` prompts, in log order: a
+    prompt's are kept only while a later prompt still extends it (its `base`), so a
+    replay holds about one prompt per running session. A prompt that extends its base
+    reuses the base's block keys for the shared blocks (`Engine.units_extending`)."""
+
+    def __init__(self, prepared: Sequence[_Prepared], engine: Engine) -> None:
+        self._engine = engine
+        self._left = Counter(p.base for p in prepared if p.base is not None)
+        self._held: dict[str, tuple[np.ndarray, Units | None]] = {}
+
+    def full_ids(self, p: _Prepared) -> tuple[np.ndarray, Units | None]:
+        """`p`'s whole prompt token ids, and its base's units when it has a base (call
+        once per request, in order)."""
+        assert p.ids is not None
+        ids, base = p.ids, None
+        if p.base is not None:
+            if p.base not in self._held:
+                raise ValueError(f"request {p.id} extends {p.base}, not replayed before it")
+            base_ids, base = self._held[p.base]
+            if p.resumed is None:
+                ids = np.concatenate((base_ids[: p.shared], ids))
+            else:
+                at, start, length = p.resumed
+                ids = np.concatenate((base_ids[: p.shared], ids[: at - p.shared],
+                                      base_ids[start: start + length], ids[at - p.shared:]))
+            self._left[p.base] -= 1
+            if not self._left[p.base]:
+                del self._held[p.base], self._left[p.base]
+        if self._left.get(p.id):
+            self._held[p.id] = (ids, None)
+        return ids, base
+
+    def units(self, p: _Prepared, output: bool) -> tuple[Units, Units | None]:
+        """(prompt, prompt + output when `output` and the log has one) of `p`."""
+        engine = self._engine
+        if p.trace is not None:
+            return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
+        if p.segments is not None:
+            if engine.name in SEGMENT_ENGINES:
+                ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
+                ends.append(p.segments[-1][1])
+                return Units.segments([key for key, _ in p.segments], ends,
+                                      breakpoints={len(ends) - 1: _ttl(engine)}), None
+            return engine.units(_synthetic_ids(p.segments)), None
+        ids, base = self.full_ids(p)
+        if p.blocks is not None:
+            keys = [xxhash.xxh3_64_hexdigest(ids[start:end].tobytes())
+                    for start, end in zip([0] + [e for _, e in p.blocks[:-1]],
+                                          [e for _, e in p.blocks], strict=True)]
+            return Units.segments(keys, [e for _, e in p.blocks], n_tokens=len(ids),
+                                  breakpoints=dict(p.breakpoints)), None
+        prompt = (engine.units(ids) if base is None
+                  else engine.units_extending(ids, base, p.shared))
+        if p.id in self._held:
+            self._held[p.id] = (ids, prompt)
+        if output and p.output_ids is not None:
+            return prompt, engine.units_extending(np.concatenate((ids, p.output_ids)), prompt,
+                                                  len(ids))
+        return prompt, None
 
 
 # A content block's path in the rendered prompt: a tool, a system block, a message or one
@@ -503,6 +638,8 @@ def _engine(options: SimulateOptions, unlimited: bool) -> Engine:
         if ttl_parameter is None:
             raise SimulateError(f"--engine {options.engine} has no retention time to set")
         kwargs[ttl_parameter] = options.ttl_seconds
+    if capacity is None and options.engine in UNLIMITED:
+        return UNLIMITED[options.engine](**kwargs)
     return get_engine(options.engine, **kwargs)
 
 
@@ -516,16 +653,17 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     out = []
     # (end time, order, admission, sequence) of the requests still running (--concurrent)
     running: list[tuple[float, int, Admission, Units | None]] = []
+    expander = _Expander(prepared, engine)
     for p in prepared:
         if p.trace is not None:
             trace_engine = traces.get(p.trace_block)
             if trace_engine is None:
                 trace_engine = traces[p.trace_block] = get_engine(
                     "blocktrace", block_size=p.trace_block, capacity_tokens=capacity)
-            prompt, _ = _units(p, trace_engine, False)
+            prompt, _ = expander.units(p, False)
             out.append(trace_engine.step(prompt).cached_tokens)
             continue
-        prompt, sequence = _units(p, engine, options.cache_output)
+        prompt, sequence = expander.units(p, options.cache_output)
         now = None if unlimited else p.seconds
         if not (options.concurrent and not unlimited and p.seconds is not None):
             out.append(engine.step(prompt, sequence=sequence, now=now).cached_tokens)
@@ -545,12 +683,39 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     return out
 
 
+_IDEAL = None  # a run of `_replays`: the ideal replay (unlimited, no clock)
+# The requests the worker processes replay: set before they fork (copy-on-write).
+_SHARED: Sequence[_Prepared] = ()
+
+
+def _replays(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions | None],
+             workers: int) -> list[list[int]]:
+    """`_replay(prepared, run)` of each run (None: the ideal replay of the first run's
+    engine), in up to `workers` forked processes: each replay is independent of the
+    others, so the results are the same as one after another."""
+    base = next(run for run in runs if run is not None)
+    jobs = [(base, True) if run is None else (run, False) for run in runs]
+    if workers <= 1 or len(jobs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_replay(prepared, run, unlimited=unlimited) for run, unlimited in jobs]
+    global _SHARED
+    _SHARED = prepared
+    try:
+        with ProcessPoolExecutor(min(workers, len(jobs)),
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_replay_shared, jobs))
+    finally:
+        _SHARED = ()
+
+
+def _replay_shared(job: tuple[SimulateOptions, bool]) -> list[int]:
+    return _replay(_SHARED, job[0], unlimited=job[1])
+
+
 def replay_report(prepared: Sequence[_Prepared], options: SimulateOptions,
-                  skipped: dict[str, int]) -> SimulateReport:
+                  skipped: dict[str, int], *, workers: int = 1) -> SimulateReport:
     """Predicted and ideal replays, the miss classes and the totals."""
     unit, _ = engine_unit(options.engine, options.unit)
-    predicted = _replay(prepared, options)
-    ideal = _replay(prepared, options, unlimited=True)
+    predicted, ideal = _replays(prepared, [options, _IDEAL], workers)
     hosted = options.engine in HOSTED
     length = {p.id: p.n_tokens for p in prepared}
     per_request = tuple(
@@ -625,19 +790,19 @@ def _hit_rate(prepared: Sequence[_Prepared], cached: Sequence[int]) -> float | N
 
 
 def _what_if(store: Store, options: SimulateOptions, transform: str,
-             base: SimulateReport) -> WhatIfResult:
+             base: SimulateReport, workers: int = 1) -> WhatIfResult:
     render = replace(options.render, what_if=(*options.render.what_if, transform))
     changed = replace(options, render=render)
     prepared, _ = prepare(store, changed)
-    predicted = _replay(prepared, changed)
-    ideal = _replay(prepared, changed, unlimited=True)
+    predicted, ideal = _replays(prepared, [changed, _IDEAL], workers)
     base_cached = sum(r.predicted for r in base.per_request)
     return WhatIfResult(transform, _hit_rate(prepared, ideal), _hit_rate(prepared, predicted),
                         sum(predicted) - base_cached)
 
 
 def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
-                   units_to_try: Sequence[int] | None = None) -> FitResult | None:
+                   units_to_try: Sequence[int] | None = None, *,
+                   workers: int = 1) -> FitResult | None:
     """The unit and capacity whose replay reproduces the observed cached tokens best.
 
     Score: the share of observed requests predicted exactly, then the smaller mean
@@ -645,28 +810,34 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
     pick the largest). Units: the engine's candidates (16…512 tokens), or `units_to_try`.
     Capacities: unlimited and halvings of the log's prompt tokens, then a search between
     the best one's neighbours, coarse, then narrowing 8x per pass down to single blocks.
-    Ties go to the smaller unit and the larger capacity.
+    Ties go to the smaller unit and the larger capacity. `workers` > 1: the candidates
+    of each step of the search replay in that many processes (same result).
     """
     observed = [p.observed for p in prepared if p.observed is not None]
     if not observed:
         return None  # nothing to fit to
     if getattr(ENGINES[options.engine], "ttl_parameter", None) is not None:
-        return _fit_ttl(prepared, options)
+        return _fit_ttl(prepared, options, workers)
     # `units_to_try`: the unit is known (the caller inferred it): fit the capacity alone.
     units: Sequence[int | None] = (
         (units_to_try or _FIT_UNITS) if getattr(ENGINES[options.engine], "unit_parameter", None)
         else (None,))
     total = sum(p.n_tokens for p in prepared) or 1
 
-    def score(unit: int | None, capacity: int | None) -> tuple[float, float]:
-        return _score(prepared, _replay(prepared, replace(options, unit=unit,
-                                                          capacity_tokens=capacity)))
+    def scores(unit: int | None, capacities: Sequence[int | None],
+               into: dict[int | None, tuple[float, float]]) -> None:
+        todo = [c for c in dict.fromkeys(capacities) if c not in into]
+        runs: list[SimulateOptions | None] = [replace(options, unit=unit, capacity_tokens=c)
+                                              for c in todo]
+        for c, cached in zip(todo, _replays(prepared, runs, workers), strict=True):
+            into[c] = _score(prepared, cached)
 
     best: tuple[tuple[float, float], int | None, int | None] | None = None
     for unit in units:
         size = unit or 1
         grid: list[int | None] = [None, *(max(size, total >> k) for k in range(12))]
-        scored = {c: score(unit, c) for c in grid}
+        scored: dict[int | None, tuple[float, float]] = {}
+        scores(unit, grid, scored)
         # Capacity matters between the largest capacity that scores below unlimited and
         # the smallest that scores like it: search that interval in whole blocks, coarse
         # then block by block around the best.
@@ -676,17 +847,16 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
         if knee is not None and below is not None:
             lo, hi = below // size, knee // size
             step = max(1, (hi - lo) // 48)
-            for blocks in range(lo, hi + 1, step):
-                scored.setdefault(blocks * size, score(unit, blocks * size))
+            scores(unit, [blocks * size for blocks in range(lo, hi + 1, step)], scored)
             # then narrow around the best, each pass 8 times finer, down to single blocks:
             # a bounded number of replays however wide the interval (the exhaustive
             # block-by-block pass was 2 * step replays: thousands on a GB log)
             while step > 1:
                 around = max((c for c in scored if c is not None), key=lambda c: scored[c])
                 step = max(1, step // 8)
-                for blocks in range(max(1, around // size - 8 * step),
-                                    around // size + 8 * step + 1, step):
-                    scored.setdefault(blocks * size, score(unit, blocks * size))
+                scores(unit, [blocks * size for blocks in range(
+                    max(1, around // size - 8 * step), around // size + 8 * step + 1, step)],
+                    scored)
         for capacity, value in scored.items():
             candidate = (value, unit, capacity)
             if best is None or value > best[0] or (
@@ -712,13 +882,15 @@ def stored_rows(report: SimulateReport) -> list[tuple[str, str | None, int, int 
 _FIT_TTLS = (60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
 
 
-def _fit_ttl(prepared: Sequence[_Prepared], options: SimulateOptions) -> FitResult:
+def _fit_ttl(prepared: Sequence[_Prepared], options: SimulateOptions,
+             workers: int = 1) -> FitResult:
     """A hosted engine's retention time that reproduces the observed values best (exact
     matches first, then the smaller mean error; ties go to the shorter TTL)."""
     unit = engine_unit(options.engine, options.unit)[0]
     best: tuple[tuple[float, float], float, float] | None = None
-    for ttl in _FIT_TTLS:
-        cached = _replay(prepared, replace(options, ttl_seconds=ttl))
+    runs: list[SimulateOptions | None] = [replace(options, ttl_seconds=ttl)
+                                          for ttl in _FIT_TTLS]
+    for ttl, cached in zip(_FIT_TTLS, _replays(prepared, runs, workers), strict=True):
         score = _score(prepared, cached)
         if best is None or score > best[0]:
             best = (score, ttl, _agreement(prepared, cached, unit))

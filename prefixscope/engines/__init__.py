@@ -24,7 +24,7 @@ from prefixscope.engines.deepseek import DeepseekEngine
 from prefixscope.engines.lmcache import LmcacheEngine
 from prefixscope.engines.openai import OpenaiEngine
 from prefixscope.engines.sglang import SglangEngine
-from prefixscope.engines.vllm import VllmEngine
+from prefixscope.engines.vllm import VllmEngine, VllmUnlimitedEngine
 
 ENGINES: dict[str, Callable[..., Engine]] = {
     "vllm": VllmEngine,  # vLLM 0.33 APC: 16-token chained blocks, physical block pool, LRU
@@ -34,6 +34,13 @@ ENGINES: dict[str, Callable[..., Engine]] = {
     "anthropic": AnthropicEngine,  # cache_control breakpoints, 20-block lookback, 5m/1h TTL
     "openai": OpenaiEngine,  # automatic from 1,024 tokens, 128-token steps, retention
     "deepseek": DeepseekEngine,  # persisted prefix units (input end, output end, common)
+}
+
+# The same engine's answers when its capacity is unlimited, kept in less memory (an
+# unlimited replay holds every distinct block of the log); same constructor keywords
+# less the capacity.
+UNLIMITED: dict[str, Callable[..., Engine]] = {
+    "vllm": VllmUnlimitedEngine,
 }
 
 
@@ -50,4 +57,5 @@ def get_engine(name: str, **params: Any) -> Engine:
     return factory(**params)
 
 
-__all__ = ["ENGINES", "Admission", "Engine", "Lookup", "Units", "block_keys", "get_engine"]
+__all__ = ["ENGINES", "UNLIMITED", "Admission", "Engine", "Lookup", "Units", "block_keys",
+           "get_engine"]

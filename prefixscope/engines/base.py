@@ -85,9 +85,10 @@ class Units:
 
     @classmethod
     def chain(cls, token_ids: Sequence[int] | np.ndarray, unit: int, *,
-              namespace: str | None = None) -> Units:
+              namespace: str | None = None, prefix_keys: np.ndarray | None = None) -> Units:
         """Chained keys of the full units of `token_ids` (see `block_keys`)."""
-        return cls(block_keys(token_ids, unit, namespace=namespace), len(token_ids), unit)
+        return cls(block_keys(token_ids, unit, namespace=namespace, prefix_keys=prefix_keys),
+                   len(token_ids), unit)
 
     @classmethod
     def tokens(cls, token_ids: Sequence[int] | np.ndarray) -> Units:
@@ -144,7 +145,8 @@ class Units:
 
 
 def block_keys(token_ids: Sequence[int] | np.ndarray, block_size: int, *,
-               namespace: str | None = None) -> np.ndarray:
+               namespace: str | None = None,
+               prefix_keys: np.ndarray | None = None) -> np.ndarray:
     """Chained xxh3-64 keys of the full blocks of `token_ids` (partial tail dropped).
 
     Args:
@@ -152,24 +154,80 @@ def block_keys(token_ids: Sequence[int] | np.ndarray, block_size: int, *,
         block_size: tokens per block.
         namespace: mixed into the first block only (LoRA name, cache salt);
             because of chaining it separates every block.
+        prefix_keys: the keys of this sequence's first ``len(prefix_keys)`` blocks,
+            already known (another sequence with the same leading tokens, cut with the
+            same size and namespace): they are copied and only the blocks after them
+            hashed, chained on the last of them. The result is the same as without.
 
     Returns:
         A read-only uint64 array of ``len(token_ids) // block_size`` keys.
     """
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
-    ids = np.ascontiguousarray(token_ids, dtype=np.int64)
-    n = len(ids) // block_size
+    n = len(token_ids) // block_size
+    start = 0 if prefix_keys is None else min(len(prefix_keys), n)
+    ids = np.ascontiguousarray(token_ids[start * block_size: n * block_size], dtype=np.int64)
     out = np.empty(n, dtype=np.uint64)
-    view = memoryview(ids[: n * block_size].tobytes())
+    view = memoryview(ids.tobytes())
     step = block_size * 8
-    parent = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else 0
+    if start:
+        assert prefix_keys is not None
+        out[:start] = prefix_keys[:start]
+        parent = int(prefix_keys[start - 1])
+    else:
+        parent = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else 0
     digest = xxhash.xxh3_64_intdigest
-    for i in range(n):
+    for i in range(n - start):
         parent = digest(view[i * step:(i + 1) * step], seed=parent)
-        out[i] = parent
+        out[start + i] = parent
     out.flags.writeable = False
     return out
+
+
+class KeySet:
+    """A growing set of 64-bit unit keys in about 8 bytes each, for caches that never
+    evict (an unlimited replay of a GB log holds millions of distinct blocks: a Python
+    dict spends ~100 bytes on each). Keys live in a sorted array; new ones wait in a
+    small set, merged in when it grows past an eighth of the array."""
+
+    _MIN_PENDING = 1 << 16
+
+    def __init__(self) -> None:
+        self._sorted = np.empty(0, dtype=np.uint64)
+        self._recent: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self._sorted) + len(self._recent)
+
+    def leading(self, keys: np.ndarray) -> int:
+        """How many of `keys` (uint64), from the first, are in the set."""
+        n = len(keys)
+        if not n:
+            return 0
+        held = self._sorted
+        if len(held):
+            found = held[np.minimum(np.searchsorted(held, keys), len(held) - 1)] == keys
+            first = int(np.argmin(found)) if not found.all() else n
+        else:
+            found, first = np.zeros(n, dtype=bool), 0
+        recent = self._recent
+        while first < n and (found[first] or int(keys[first]) in recent):
+            first += 1
+        return first
+
+    def add(self, keys: np.ndarray) -> None:
+        """Add `keys` (uint64; some may be in the set already)."""
+        self._recent.update(keys.tolist())
+        if len(self._recent) > max(self._MIN_PENDING, len(self._sorted) >> 3):
+            new = np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent))
+            new.sort()
+            self._recent.clear()
+            held = self._sorted
+            at = np.searchsorted(held, new)
+            if len(held):
+                new_mask = held[np.minimum(at, len(held) - 1)] != new
+                new, at = new[new_mask], at[new_mask]
+            self._sorted = np.insert(held, at, new)
 
 
 def leading_matches(keys: list[int], table: Any) -> int:
@@ -222,6 +280,12 @@ class Engine(Protocol):
         """Cut a token sequence into this engine's units."""
         ...
 
+    def units_extending(self, token_ids: Sequence[int] | np.ndarray, base: Units,
+                        shared: int) -> Units:
+        """`units(token_ids)` when its first `shared` tokens are those `base` (this
+        engine's units of another sequence) was cut from: chained keys reuse `base`'s."""
+        ...
+
     def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
         """What `prompt` would reuse now; changes nothing."""
         ...
@@ -253,6 +317,15 @@ class BaseEngine:
 
     def units(self, token_ids: Sequence[int] | np.ndarray) -> Units:
         return Units.chain(token_ids, self.unit)
+
+    def units_extending(self, token_ids: Sequence[int] | np.ndarray, base: Units,
+                        shared: int) -> Units:
+        # Only plain chained blocks carry over (raw ids and segments are cut afresh); a
+        # key covers whole blocks, so only the blocks within the shared tokens.
+        if not base.chained or base.ends is not None or base.unit != self.unit:
+            return self.units(token_ids)
+        return Units.chain(token_ids, self.unit,
+                           prefix_keys=base.keys[: min(shared // self.unit, base.n_full)])
 
     def _check(self, units: Units) -> None:
         if units.unit != self.unit:

@@ -35,13 +35,14 @@ scheduling, preemption, the KV connector (see `lmcache`).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from itertools import takewhile
 from typing import ClassVar
 
 from prefixscope.engines.base import (
     Admission,
     BaseEngine,
+    KeySet,
     Lookup,
     Units,
     resolve_capacity,
@@ -79,6 +80,7 @@ class VllmEngine(BaseEngine):
         self._key_of: dict[int, int] = {}  # block id -> the key it holds
         self._table: dict[int, int | dict[int, None]] = {}  # key -> block id(s), first = hit
         self._ref: dict[int, int] = {}  # block id -> ref count, only while > 0
+        self._running = 0  # admitted, not yet released requests
         self.overflow_blocks = 0  # blocks requests needed that the pool could not give
 
     # -- lookup ----------------------------------------------------------------------------
@@ -163,16 +165,22 @@ class VllmEngine(BaseEngine):
             self._check(prompt)
         keys = prompt.full_keys()
         matched, hit = self._hit_blocks(prompt, keys)
-        blocks: list[int] = []
         table, refs, lru = self._table, self._ref, self._lru
-        for key in keys[:hit]:  # touch
-            ids = table[key]
-            block = ids if ids.__class__ is int else next(iter(ids))  # type: ignore[arg-type]
-            ref = refs.get(block, 0)
-            if ref == 0:
-                del lru[block]
-            refs[block] = ref + 1
-            blocks.append(block)
+        # touch: the first block holding each hit key (a request's blocks are distinct)
+        blocks: list[int] = list(map(table.__getitem__, keys[:hit]))  # type: ignore[arg-type]
+        if dict in set(map(type, blocks)):
+            blocks = [b if b.__class__ is int else next(iter(b))  # type: ignore[call-overload]
+                      for b in blocks]
+        if not refs:  # nothing running (a sequential replay): every hit block is free
+            deque(map(lru.__delitem__, blocks), maxlen=0)
+            refs.update(dict.fromkeys(blocks, 1))
+        else:
+            for block in blocks:
+                ref = refs.get(block, 0)
+                if ref == 0:
+                    del lru[block]
+                refs[block] = ref + 1
+        self._running += 1
         self._allocate(blocks, -(-prompt.n_tokens // self.unit) - hit, keys)
         lookup = Lookup(hit * self.unit, matched, self.unit)
         return Admission(lookup, prompt, handle=blocks)
@@ -195,16 +203,25 @@ class VllmEngine(BaseEngine):
                     self._cache_one(blocks[i], keys[i])
         to_front: list[int] = []
         refs, key_of, lru = self._ref, self._key_of, self._lru
-        for block in reversed(blocks):  # tail first
-            ref = refs[block] - 1
-            if ref:
-                refs[block] = ref
-                continue
-            del refs[block]
-            if block in key_of:
-                lru[block] = None
-            else:
-                to_front.append(block)
+        self._running -= 1
+        if not self._running:  # it held every pinned block, each once: all are freed
+            refs.clear()
+            tail_first = blocks[::-1]
+            keyed = list(filter(key_of.__contains__, tail_first))
+            lru.update(dict.fromkeys(keyed))
+            if len(keyed) < len(tail_first):
+                to_front = [b for b in tail_first if b not in key_of]
+        else:
+            for block in reversed(blocks):  # tail first
+                ref = refs[block] - 1
+                if ref:
+                    refs[block] = ref
+                    continue
+                del refs[block]
+                if block in key_of:
+                    lru[block] = None
+                else:
+                    to_front.append(block)
         if to_front:
             to_front.reverse()
             self._empty.extend(to_front)
@@ -223,3 +240,54 @@ class VllmEngine(BaseEngine):
     def __len__(self) -> int:
         """Number of blocks holding a hash (cached, in use or free)."""
         return len(self._key_of)
+
+
+class VllmUnlimitedEngine(BaseEngine):
+    """`VllmEngine` with unlimited capacity, in 8 bytes per cached block.
+
+    Nothing is ever evicted, so physical blocks, reference counts and the free queue
+    decide nothing: a hit is the leading prompt blocks whose key was ever cached (by an
+    admitted prompt's full blocks, or a released output's, with `cache_output`), capped
+    as `VllmEngine` caps it. `simulate` replays unlimited capacity with this engine;
+    tests hold its lookups equal to `VllmEngine(capacity_blocks=None)`'s."""
+
+    name: ClassVar[str] = "vllm"
+    unit_parameter: ClassVar[str | None] = "block_size"
+
+    def __init__(self, *, block_size: int = 16, cache_output: bool = True,
+                 eagle: bool = False) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self.unit = block_size
+        self.cache_output = cache_output
+        self.eagle = eagle
+        self._keys = KeySet()
+
+    def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
+        self._check(prompt)
+        matched = self._keys.leading(prompt.keys[: prompt.n_full])
+        n_tokens = prompt.n_tokens
+        hit = min(matched, (n_tokens - 1) // self.unit) if n_tokens else 0
+        if self.eagle and hit:
+            hit -= 1
+        return Lookup(hit * self.unit, matched, self.unit)
+
+    def admit(self, prompt: Units, *, now: float | None = None) -> Admission:
+        lookup = self.lookup(prompt)
+        # the blocks after the leading match are allocated and cached at once
+        self._keys.add(prompt.keys[lookup.matched_units: prompt.n_full])
+        return Admission(lookup, prompt)
+
+    def release(self, admission: Admission, *, sequence: Units | None = None,
+                now: float | None = None) -> None:
+        admission.finish()
+        prompt = admission.prompt
+        if sequence is not None and sequence.n_tokens > prompt.n_tokens:
+            self._check(sequence)
+            if self.cache_output:  # the blocks the output filled (KV for n_tokens - 1)
+                self._keys.add(sequence.keys[prompt.n_full: (sequence.n_tokens - 1)
+                                             // self.unit])
+
+    def __len__(self) -> int:
+        """Number of distinct keys cached."""
+        return len(self._keys)

@@ -1,0 +1,210 @@
+"""simulate's compact prepared prompts: each request keeps only the token ids after the
+prefix it shares with its session predecessor, and the replay rebuilds the whole prompt
+and reuses the predecessor's block keys. Oracles: the tokenizer's own ids for the same
+requests (`tokens_many`), a plain Python scan for the shared prefix, `block_keys` over the
+whole sequence, and the replay of the same requests given whole."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REAL, ROOT
+from gen_vllm_log import generate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixscope.analyses.simulate import (
+    SimulateOptions,
+    _compact,
+    _Expander,
+    _Prepared,
+    fit_parameters,
+    prepare,
+    replay_prepared,
+    replay_report,
+)
+from prefixscope.engines import ENGINES, block_keys, get_engine
+from prefixscope.store import Store
+from prefixscope.store.load import ingest_paths
+from prefixscope.tokens import tokens_many
+
+SWE_REPLAY = ("swe-agent/replay__marshmallow-code__marshmallow-1867__function_calling_replace"
+              "_from_source__marshmallow-code__marshmallow-1867.traj")
+OPENHANDS = "openhands/tests__unit__resolver__mock_output__output.jsonl"
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _pair() -> st.SearchStrategy[tuple[list[int], list[int]]]:
+    """Two token sequences that share a leading run (possibly empty)."""
+    tokens = st.lists(st.integers(0, 3), max_size=60)
+    return st.tuples(tokens, tokens, tokens).map(lambda t: (t[0] + t[1], t[0] + t[2]))
+
+
+class TestIncrementalKeys:
+    @settings(max_examples=200, deadline=None)
+    @given(_pair(), st.integers(1, 9), st.sampled_from([None, "lora-a"]))
+    def test_keys_from_a_shared_prefix_equal_keys_over_the_whole_sequence(self, pair, size,
+                                                                         namespace):
+        a, b = pair
+        shared = _common(a, b)
+        known = block_keys(a, size, namespace=namespace)[: shared // size]
+        got = block_keys(b, size, namespace=namespace, prefix_keys=known)
+        assert got.tolist() == block_keys(b, size, namespace=namespace).tolist()
+
+    @settings(max_examples=100, deadline=None)
+    @given(_pair(), st.sampled_from([("vllm", {}), ("vllm", {"block_size": 4}),
+                                     ("sglang", {}), ("sglang", {"page_size": 4}),
+                                     ("lmcache", {"chunk_size": 8}), ("openai", {}),
+                                     ("deepseek", {}), ("anthropic", {})]))
+    def test_every_engine_cuts_an_extended_prompt_as_its_units(self, pair, engine_params):
+        name, params = engine_params
+        engine = get_engine(name, **params)
+        a, b = pair
+        got = engine.units_extending(b, engine.units(a), _common(a, b))
+        want = engine.units(b)
+        assert (got.keys.tolist(), got.n_tokens, got.unit, got.chained) == (
+            want.keys.tolist(), want.n_tokens, want.unit, want.chained)
+        assert (None if got.ends is None else got.ends.tolist()) == (
+            None if want.ends is None else want.ends.tolist())
+
+    def test_every_registered_engine_is_covered(self):
+        assert set(ENGINES) - {"blocktrace"} == {
+            "vllm", "sglang", "lmcache", "openai", "deepseek", "anthropic"}
+
+
+class TestCompaction:
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.integers(0, 5), max_size=80), st.lists(st.integers(0, 5), max_size=12),
+           st.lists(st.integers(0, 5), max_size=12), st.lists(st.integers(0, 5), max_size=300),
+           st.lists(st.integers(0, 5), max_size=40), st.sampled_from([np.uint32, np.int64]))
+    def test_a_prompt_is_rebuilt_from_its_base_and_its_own_ids(self, head, old, new, body,
+                                                               tail, dtype):
+        """A base and a prompt that share a head, differ in a short part (a volatile
+        header), then share a body and the prompt goes on."""
+        base = np.array(head + old + body, dtype=dtype)
+        ids = np.array(head + new + body + tail, dtype=dtype)
+        shared, resumed, own = _compact(base, ids)
+        a = _Prepared("a", "s", None, False, None, None, base, None, None, 0, 0)
+        b = _Prepared("b", "s", "a", False, None, None, own, None, None, 0, 0, base="a",
+                      shared=shared, resumed=resumed)
+        expander = _Expander([a, b], get_engine("vllm"))
+        expander.full_ids(a)
+        assert expander.full_ids(b)[0].tolist() == ids.tolist()
+        assert b.n_tokens == len(ids)
+        assert shared == _common(base.tolist(), ids.tolist())
+        if len(body) >= 2 * 64 + 16 and len(old) == len(new) and old != new:
+            # the body is found again (a probe lands in it), at most the differing part
+            # and the tail are the prompt's own
+            assert resumed is not None
+            assert len(own) <= len(new) + len(tail)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    real = REAL
+    assert real.is_dir(), f"real data missing at {real}"
+    path = tmp_path_factory.mktemp("compact") / "s.duckdb"
+    st_ = Store.open(path)
+    ingest_paths([str(real / SWE_REPLAY), str(real / OPENHANDS)], st_)
+    return st_
+
+
+@pytest.mark.real
+class TestCompactPrompts:
+    def test_rebuilt_prompts_are_the_tokenizers_ids_and_the_shared_prefix_is_exact(self, store):
+        options = SimulateOptions()
+        prepared, skipped = prepare(store, options)
+        assert skipped == {}
+        requests = list(store.iter_requests())
+        want = {r.id: t.ids.tolist() for r, t in
+                zip(requests, tokens_many(requests, options.render), strict=True)}
+        assert [p.id for p in prepared] == [r.id for r in requests]
+        expander = _Expander(prepared, get_engine("vllm"))
+        whole: dict[str, list[int]] = {}
+        for p in prepared:
+            ids = expander.full_ids(p)[0].tolist()
+            assert ids == want[p.id]
+            whole[p.id] = ids
+            if p.base is not None:
+                assert p.base == p.prev
+                assert p.shared == _common(whole[p.base], ids)
+        extended = [p for p in prepared if p.base is not None]
+        # 12 SWE-agent pairs and 3 + 21 OpenHands pairs, every one extends its predecessor
+        assert len(extended) == 36
+        # the SWE-agent replay elides old observations from call 6 on: a shorter shared run
+        assert any(p.shared < len(whole[p.base]) for p in extended)
+        # ... and some of it is found again after the elided part
+        assert any(p.resumed is not None for p in extended)
+        for p in extended:
+            if p.resumed is not None:
+                at, start, length = p.resumed
+                assert whole[p.id][at: at + length] == whole[p.base][start: start + length]
+        held = sum(len(p.ids) for p in prepared if p.ids is not None)
+        assert held == sum(len(ids) for ids in whole.values()) - sum(
+            p.shared + (p.resumed[2] if p.resumed else 0) for p in extended)
+
+    def test_a_replay_holds_only_prompts_a_later_request_still_extends(self, store):
+        prepared, _ = prepare(store, SimulateOptions())
+        later = {p.base for p in prepared if p.base is not None}
+        expander = _Expander(prepared, get_engine("vllm"))
+        for i, p in enumerate(prepared):
+            expander.units(p, False)
+            pending = {q.base for q in prepared[i + 1:] if q.base is not None}
+            assert set(expander._held) == {q.id for q in prepared[: i + 1]
+                                           if q.id in later and q.id in pending}
+        assert expander._held == {}
+
+    @pytest.mark.parametrize("options", [
+        SimulateOptions(), SimulateOptions(unit=4, capacity_tokens=6000),
+        SimulateOptions(engine="sglang", capacity_tokens=20000),
+        SimulateOptions(engine="lmcache", unit=64), SimulateOptions(engine="deepseek"),
+        SimulateOptions(engine="openai"),
+        SimulateOptions(capacity_tokens=9000, cache_output=True),
+    ], ids=["vllm", "vllm-4-capacity", "sglang", "lmcache", "deepseek", "openai",
+            "cache-output"])
+    def test_a_compact_log_replays_as_the_same_prompts_given_whole(self, store, options):
+        prepared, skipped = prepare(store, options)
+        expander = _Expander(prepared, get_engine("vllm"))
+        whole = []
+        for p in prepared:
+            ids = expander.full_ids(p)[0]
+            whole.append(replace(p, ids=ids, base=None, shared=0, resumed=None))
+        assert replay_report(prepared, options, skipped) == replay_report(whole, options,
+                                                                          skipped)
+
+
+def test_a_request_extending_one_not_replayed_before_it_is_refused():
+    a = _Prepared("a", "s", None, False, None, None, np.arange(8), None, None, 0, 0)
+    b = _Prepared("b", "s", "a", False, None, None, np.arange(4), None, None, 0, 0,
+                  base="a", shared=8)
+    with pytest.raises(ValueError, match="extends a"):
+        replay_report([b, a], SimulateOptions(unit=4), {})
+
+
+def test_replays_in_worker_processes_give_the_same_report(tmp_path: Path) -> None:
+    """Predicted and ideal, the fit's candidates, the capacity curve and a what-if replay
+    in two processes: every number is the one replay after replay gives."""
+    log = tmp_path / "vllm.jsonl"
+    generate(log, block_size=32, capacity_blocks=150)
+    store = Store.open(tmp_path / "s.duckdb")
+    ingest_paths([str(log), str(ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl")],
+                 store)
+    options = SimulateOptions(engine="vllm", unit=32, capacity_tokens=151 * 32)
+    prepared, skipped = prepare(store, options)
+    kwargs = {"fit": True, "fit_units": (16, 32), "capacity_curve": (1000, 10000, None),
+              "what_if": ("strip-billing-header",)}
+    one = replay_prepared(store, prepared, skipped, options, **kwargs)
+    two = replay_prepared(store, prepared, skipped, options, workers=2, **kwargs)
+    assert one.fit is not None and one.fit.capacity_tokens is not None
+    assert len(one.capacity_curve) == 3 and len(one.what_if) == 1
+    assert two == one
+    assert fit_parameters(prepared, options, workers=3) == fit_parameters(prepared, options)
