@@ -188,3 +188,26 @@ def test_unrenderable_requests_are_the_same_counted_skips_in_a_worker(pools: lis
 def test_a_worker_that_dies_is_one_error_not_a_hang(pools: list[int]):
     with Pool(2) as pool, pytest.raises(WorkerError, match="a worker process died"):
         pool.map(os._exit, [3])
+
+
+def test_simulate_replays_in_forked_processes_give_the_one_process_json(
+        sample_store: Path, monkeypatch: pytest.MonkeyPatch):
+    from prefixscope.analyses import simulate
+
+    started: list[int] = []
+    real_executor = simulate.ProcessPoolExecutor
+
+    def spy(workers: int, **kwargs: object) -> simulate.ProcessPoolExecutor:
+        started.append(workers)
+        return real_executor(workers, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(simulate, "ProcessPoolExecutor", spy)
+    eviction = str(SAMPLE_LOGS / "vllm-agents-eviction.jsonl.gz")
+    args = ["simulate", eviction, "--fit", "--capacity-curve", "1000,4000,16000", "--json",
+            "--per-request"]
+    one = cli_json(*args, "--workers", "1")
+    assert started == []
+    two = cli_json(*args, "--workers", "2")
+    assert started and set(started) == {2}
+    assert one == two
+    assert json.loads(one)["fit"]["capacity_tokens"] is not None

@@ -76,6 +76,9 @@ ANTHROPIC_READ_LAG = 2
 DEFAULT_TRACE_BLOCK = 512  # Mooncake's hash_ids block (the trace may say otherwise)
 _RENDER_BATCH = 16
 _FIT_UNITS = (16, 32, 64, 128, 256, 512)
+# `--workers` not given: forked replay processes only for a log this large (a smaller one
+# replays in less time than the processes take to start).
+AUTO_MIN_REPLAY_REQUESTS = 500
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,11 @@ def simulate(
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
     what_if: WhatIf = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "-j", min=1, help="Processes running the independent replays side by side "
+        "(predicted and ideal, --fit's candidates, --capacity-curve points, what-ifs; "
+        "default: the machine's cores on a store of 500 requests or more; 1: this process "
+        "only). Results do not depend on it.", show_default=False)] = None,
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -81,12 +86,14 @@ def simulate(
         prefixscope simulate mooncake.jsonl --capacity-curve 1e6,1e7,1e8 --plot curve.png
     """
     from prefixscope.analyses.simulate import (
+        AUTO_MIN_REPLAY_REQUESTS,
         SimulateError,
         SimulateOptions,
         simulate_store,
         stored_rows,
     )
     from prefixscope.cli.storeopen import open_store
+    from prefixscope.parallel import effective_workers
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.tokenizers import TokenizerError
     from prefixscope.views.json import simulate_json
@@ -103,8 +110,10 @@ def simulate(
     with open_store(logs, store, quiet=quiet, json_mode=json_out, writable=keep) as st, \
             console.counter(json_out, quiet, "simulate") as progress:
         try:
+            n = effective_workers(workers, st.count(), auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
             report = simulate_store(st, options, what_if=what_if_tuple(what_if),
-                                  capacity_curve=curve_points, fit=fit, progress=progress)
+                                    capacity_curve=curve_points, fit=fit, progress=progress,
+                                    workers=n)
         except SimulateError as exc:
             raise console.fail(str(exc), ExitCode.USAGE) from None
         except (RenderError, TokenizerError) as exc:

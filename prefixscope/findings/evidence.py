@@ -36,6 +36,7 @@ from prefixscope.analyses.engine_log import EngineLogAnalysis, analyze_engine_lo
 from prefixscope.analyses.pool import worker_pool
 from prefixscope.analyses.segments import SegmentsReport, segments_store
 from prefixscope.analyses.simulate import (
+    AUTO_MIN_REPLAY_REQUESTS,
     HOSTED,
     SimulateError,
     SimulateOptions,
@@ -169,8 +170,9 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
 
     `workers` > 1 (None: the machine's cores on a store with `AUTO_MIN_PAIRS` pairs): the
     diff of every pair runs in that many processes, whole sessions each, while this
-    process runs bucket, the segments census and the usage lint; the evidence is the same
-    whatever the number.
+    process runs bucket, the segments census and the usage lint, and the cache replay's
+    independent replays (a fit's candidates, the capacity curve, what-ifs) run in as many
+    forked processes; the evidence is the same whatever the number.
 
     Raises:
         RenderError, TokenizerError: a bad render option (checked before anything runs).
@@ -192,6 +194,8 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     records = tuple(store.usage_records())
     pending = None
     pool = None
+    replay_workers = effective_workers(workers, store.count(),
+                                       auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
     if store.body_count() and store.read_only:  # else workers cannot open the file
         rows = session_pair_rows(store, None)
         n = effective_workers(workers, len(rows), auto_minimum=AUTO_MIN_PAIRS)
@@ -201,7 +205,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
                                  block_size=options.block_size)
     try:
         return _gather(store, options, step, ingest, notes, engine_log, usage, records,
-                       pending)
+                       pending, replay_workers)
     finally:
         if pool is not None:
             pool.close(cancel=True)
@@ -209,7 +213,8 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
 
 def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
             notes: list[str], engine_log: EngineLogAnalysis | None, usage: UsageSummary,
-            records: tuple[UsageRecord, ...], pending: PendingDiff | None) -> Evidence:
+            records: tuple[UsageRecord, ...], pending: PendingDiff | None,
+            replay_workers: int = 1) -> Evidence:
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
     # differ) and its spikes are explained against its own prompts.
@@ -239,14 +244,16 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
         diff = pending.result()
     step("replay")
     simulate, what_if_of, replays = _replay(store, options, records, diff, notes,
-                                            engine_log.block_size if engine_log else None)
+                                            engine_log.block_size if engine_log else None,
+                                            replay_workers)
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
                     ingest, tuple(store.truncated_ids()), replays, tuple(notes))
 
 
 def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
-            diff: DiffReport | None, notes: list[str], engine_log_block: int | None
+            diff: DiffReport | None, notes: list[str], engine_log_block: int | None,
+            workers: int = 1
             ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...]]:
     """The replay the summary and the replay findings read (None: no engine fits).
 
@@ -283,7 +290,7 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
         sim = SimulateOptions(engine=engine, unit=unit, capacity_tokens=options.capacity_tokens,
                               render=options.render, source_files=tuple(files))
         try:
-            replayed = _replay_domain(store, sim, options, records, what_if_of)
+            replayed = _replay_domain(store, sim, options, records, what_if_of, workers)
         except (SimulateError, RenderError, TokenizerError) as exc:
             notes.append(f"no cache replay of {domain}: {str(exc).splitlines()[0]}")
             continue
@@ -297,14 +304,14 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
 
 
 def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
-                   records: Sequence[UsageRecord], what_if_of: dict[str, str]
-                   ) -> SimulateReport | None:
+                   records: Sequence[UsageRecord], what_if_of: dict[str, str],
+                   workers: int = 1) -> SimulateReport | None:
     """One cache domain, replayed with unlimited capacity; when the log got less than that
     predicts (a self-hosted engine, no --capacity), the capacity (and the unit, unless
     known) is fitted to the observed cached tokens and the domain replayed at the fit with
     a capacity curve; the priced what-ifs either way (None: nothing replayable)."""
     prepared, skipped = prepare(store, sim)  # rendered once for every replay below
-    first = replay_prepared(store, prepared, skipped, sim)
+    first = replay_prepared(store, prepared, skipped, sim, workers=workers)
     if not first.requests:
         return None
     unit = first.unit
@@ -313,7 +320,7 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
     fit = None
     if sim.engine not in HOSTED and options.capacity_tokens is None and short:
         known = (sim.unit,) if sim.unit is not None else None
-        fit = fit_parameters(prepared, sim, known)
+        fit = fit_parameters(prepared, sim, known, workers=workers)
         if fit is not None and fit.capacity_tokens is not None:
             sim = replace(sim, unit=fit.unit, capacity_tokens=fit.capacity_tokens)
     curve = (_curve(sim.capacity_tokens, first.prompt_tokens)
@@ -323,7 +330,7 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
         report = first  # nothing changed: the first replay is the domain's
     else:
         report = replay_prepared(store, prepared, skipped, sim, what_if=transforms,
-                                 capacity_curve=curve)
+                                 capacity_curve=curve, workers=workers)
     return replace(report, fit=fit) if fit is not None else report
 
 
