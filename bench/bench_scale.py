@@ -61,14 +61,17 @@ print(n)
 
 
 def _tree_rss(pid: int) -> int:
-    """Resident bytes of `pid` and its descendants now (Linux /proc; 0 where unreadable)."""
+    """Memory of `pid` and its descendants now: the sum of their proportional set sizes
+    (``Pss`` of /proc/PID/smaps_rollup: a page shared by forked workers counts once in
+    the total, where summing their RSS would count it in each); 0 where unreadable."""
     total = 0
     todo = [pid]
     while todo:
         p = todo.pop()
         try:
-            with open(f"/proc/{p}/statm") as fh:
-                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{p}/smaps_rollup") as fh:
+                total += next(int(line.split()[1]) * 1024 for line in fh
+                              if line.startswith("Pss:"))
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as fh:
                     todo += [int(c) for c in fh.read().split()]
@@ -87,10 +90,10 @@ class Row(NamedTuple):
 
 
 def timed(argv: list[str], cwd: Path | None = None) -> tuple[float, int, int, float]:
-    """(wall seconds, peak RSS in bytes, exit status, CPU seconds) of one child process:
-    its own peak (``ru_maxrss``) or, when larger, the peak of its RSS summed with its
-    worker processes', sampled every 50 ms; CPU is user + sys of it and the children it
-    waited for (its workers)."""
+    """(wall seconds, peak memory in bytes, exit status, CPU seconds) of one child process:
+    its own peak RSS (``ru_maxrss``) or, when larger, the peak of its and its worker
+    processes' summed proportional set sizes, sampled every 50 ms; CPU is user + sys of
+    it and the children it waited for (its workers)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
@@ -163,7 +166,7 @@ def peer_rows(log: Path, size: float, nbytes: int, work: Path) -> list[Row]:
     return [Row(size, name, wall, rss, nbytes, cpu)]
 
 
-PARALLEL = {"diff", "segments", "report"}  # the commands with --workers
+PARALLEL = {"diff", "segments", "simulate", "report"}  # the commands with --workers
 
 
 def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool = False,
@@ -257,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peers", action="store_true",
                     help="also time llmtrafficlens on the same traffic (its gateway CSV)")
     ap.add_argument("--workers", default="", metavar="N,M",
-                    help="run diff --all, segments and report once per --workers value "
+                    help="run diff --all, segments, simulate and report once per --workers value "
                          "(e.g. 1,2; default: each once, with the command's default)")
     args = ap.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",") if s]
