@@ -13,6 +13,7 @@ import json
 import operator
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FIXTURES
@@ -40,18 +41,23 @@ SAMPLE_LOGS = HERE.parent / "sample_logs"
 runner = CliRunner()
 
 
+def spy_pools(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[int]:
+    """The worker counts of every process pool `module` starts while the test runs."""
+    started: list[int] = []
+    real_executor = module.ProcessPoolExecutor
+
+    def spy(workers: int, **kwargs: object) -> Any:
+        started.append(workers)
+        return real_executor(workers, **kwargs)
+
+    monkeypatch.setattr(module, "ProcessPoolExecutor", spy)
+    return started
+
+
 @pytest.fixture
 def pools(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The worker counts of every process pool started while the test runs."""
-    started: list[int] = []
-    real_executor = parallel.ProcessPoolExecutor
-
-    def spy(workers: int, **kwargs: object) -> parallel.ProcessPoolExecutor:
-        started.append(workers)
-        return real_executor(workers, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(parallel, "ProcessPoolExecutor", spy)
-    return started
+    return spy_pools(monkeypatch, parallel)
 
 
 def cli_json(*args: str | Path) -> str:
@@ -194,14 +200,7 @@ def test_simulate_replays_in_forked_processes_give_the_one_process_json(
         sample_store: Path, monkeypatch: pytest.MonkeyPatch):
     from prefixscope.analyses import simulate
 
-    started: list[int] = []
-    real_executor = simulate.ProcessPoolExecutor
-
-    def spy(workers: int, **kwargs: object) -> simulate.ProcessPoolExecutor:
-        started.append(workers)
-        return real_executor(workers, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(simulate, "ProcessPoolExecutor", spy)
+    started = spy_pools(monkeypatch, simulate)
     eviction = str(SAMPLE_LOGS / "vllm-agents-eviction.jsonl.gz")
     args = ["simulate", eviction, "--fit", "--capacity-curve", "1000,4000,16000", "--json",
             "--per-request"]
