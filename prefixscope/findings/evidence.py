@@ -49,7 +49,7 @@ from prefixscope.analyses.simulate import (
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
 from prefixscope.model import UsageRecord
-from prefixscope.parallel import effective_workers
+from prefixscope.parallel import Pool, effective_workers
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
 from prefixscope.store.store import UsageSummary
@@ -205,7 +205,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
                                  block_size=options.block_size)
     try:
         return _gather(store, options, step, ingest, notes, engine_log, usage, records,
-                       pending, replay_workers)
+                       pending, replay_workers, pool)
     finally:
         if pool is not None:
             pool.close(cancel=True)
@@ -214,7 +214,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
 def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
             notes: list[str], engine_log: EngineLogAnalysis | None, usage: UsageSummary,
             records: tuple[UsageRecord, ...], pending: PendingDiff | None,
-            replay_workers: int = 1) -> Evidence:
+            replay_workers: int = 1, pool: Pool | None = None) -> Evidence:
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
     # differ) and its spikes are explained against its own prompts.
@@ -242,6 +242,8 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     if pending is not None:  # the workers have been diffing meanwhile
         step("diff")
         diff = pending.result()
+        if pool is not None:  # its idle workers would hold their memory through the replay
+            pool.close()
     step("replay")
     simulate, what_if_of, replays = _replay(store, options, records, diff, notes,
                                             engine_log.block_size if engine_log else None,
