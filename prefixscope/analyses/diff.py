@@ -36,7 +36,7 @@ from prefixscope.parallel import Batch, Pool, effective_workers, runs
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store, reader
 from prefixscope.tokenizers import load_tokenizer
-from prefixscope.tokens.tokenize import Tokens, tokens_many
+from prefixscope.tokens.tokenize import Tokens, common_prefix_length, tokens_many
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_CONTEXT = 40
@@ -108,10 +108,9 @@ class DiffReport:
 
 def first_divergence_index(a: np.ndarray, b: np.ndarray) -> int | None:
     """The first index where a and b differ; None when a is a prefix of b (or equal)."""
-    n = min(len(a), len(b))
-    neq = np.flatnonzero(a[:n] != b[:n])
-    if len(neq):
-        return int(neq[0])
+    n = common_prefix_length(a, b)
+    if n < min(len(a), len(b)):
+        return n
     return None if len(a) <= len(b) else n
 
 

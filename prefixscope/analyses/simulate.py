@@ -63,7 +63,7 @@ from prefixscope.engines.base import Admission, Engine, Units
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
-from prefixscope.tokens import Tokens, tokens_many
+from prefixscope.tokens import Tokens, common_prefix_length, tokens_many
 
 MISS_CLASSES = ("new", "cold", "break", "eviction", "ttl", "compaction", "provider",
                 "unexplained")
@@ -430,7 +430,7 @@ def _compact(base: np.ndarray, ids: np.ndarray
     `base`, each extended both ways (reordered tools match in short runs, the history
     after them in a long one); any run found is exact, so `_Expander.full_ids` rebuilds
     `ids`."""
-    shared = _common_prefix(base, ids)
+    shared = common_prefix_length(base, ids)
     resumed = None
     if shared < len(ids):
         hay = base.tobytes()
@@ -443,8 +443,8 @@ def _compact(base: np.ndarray, ids: np.ndarray
             start = _find(hay, ids[at: at + _PROBE].tobytes(), base.itemsize)
             if start < 0:
                 continue
-            back = _common_prefix(base[:start][::-1], ids[shared:at][::-1])
-            length = back + _common_prefix(base[start:], ids[at:])
+            back = common_prefix_length(base[:start][::-1], ids[shared:at][::-1])
+            length = back + common_prefix_length(base[start:], ids[at:])
             if length >= _MIN_RUN and (resumed is None or length > resumed[2]):
                 resumed = (at - back, start - back, length)
     if resumed is None:
@@ -459,13 +459,6 @@ def _find(hay: bytes, needle: bytes, itemsize: int) -> int:
     while pos >= 0 and pos % itemsize:
         pos = hay.find(needle, pos + 1)
     return -1 if pos < 0 else pos // itemsize
-
-
-def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
-    """How many leading token ids `a` and `b` share."""
-    n = min(len(a), len(b))
-    differ = np.flatnonzero(a[:n] != b[:n])
-    return int(differ[0]) if len(differ) else n
 
 
 def _output_ids(request: Request, options: SimulateOptions) -> np.ndarray | None:

@@ -365,3 +365,10 @@ def tokens(request: Request, options: RenderOptions | None = None, *,
     """
     options = options or RenderOptions()
     return tokenize_prompt(render(request, options), options, cache)
+
+
+def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading token ids `a` and `b` share."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
