@@ -97,6 +97,15 @@ def test_every_finder_module_is_registered_and_every_kind_documented():
     modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "base"}
     registered = {f.__module__.rsplit(".", 1)[-1] for f in FINDERS}
     assert modules == registered
-    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", (ROOT / "docs" / "report.md")
-                                .read_text(encoding="utf-8"), re.M))
+    doc = (ROOT / "docs" / "report.md").read_text(encoding="utf-8")
+    kinds = doc.split("## Kinds of finding", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", kinds, re.M))
     assert documented == set(KINDS)
+
+
+def test_every_ledger_cause_is_documented_in_order():
+    from prefixscope.findings.ledger import CAUSES
+
+    doc = (ROOT / "docs" / "report.md").read_text(encoding="utf-8")
+    ledger = doc.split("## The ledger", 1)[1].split("\n## ", 1)[0]
+    assert tuple(re.findall(r"^\| `([a-z-]+)` \|", ledger, re.M)) == CAUSES

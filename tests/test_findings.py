@@ -28,6 +28,7 @@ from prefixscope.findings.gate import (
     read_baseline,
     scenario_prefixes,
 )
+from prefixscope.findings.ledger import CAUSES, Basis, Ledger, LedgerEntry
 from prefixscope.findings.model import KINDS, ScenarioPrefix, Summary
 from prefixscope.model import UsageRecord
 from prefixscope.prompt import RenderOptions
@@ -52,10 +53,10 @@ def diff_of(*pairs: PairDiff) -> DiffReport:
 
 
 def record(rid: str, session: str | None, prompt: int | None, cached: int | None, *,
-           minutes: int = 0, model: str | None = "m", duplicate_of: str | None = None
-           ) -> UsageRecord:
-    return UsageRecord(rid, T0 + timedelta(minutes=minutes), "openai-chat", model, None, None,
-                       None, "raw", session, prompt, cached, True, duplicate_of)
+           minutes: int = 0, model: str | None = "m", duplicate_of: str | None = None,
+           client: str | None = None, body: bool = True) -> UsageRecord:
+    return UsageRecord(rid, T0 + timedelta(minutes=minutes), "openai-chat", model, client,
+                       None, None, "raw", session, prompt, cached, body, duplicate_of)
 
 
 def group(key: dict[str, object], prompt: int, cached: int, *, requests: int = 10,
@@ -80,18 +81,38 @@ def simulation(misses: dict[str, int], *, per_request: tuple[RequestSim, ...] = 
                           ideal, 1.0, misses, per_request, what_if, curve)
 
 
+def entry(rid: str, causes: dict[str, int], *, kind: str | None = None,
+          segment: str | None = None, domain: str | None = None, prompt: int = 10_000,
+          gap: float | None = None) -> LedgerEntry:
+    missed = sum(causes.values())
+    return LedgerEntry(rid, "s", prompt, prompt - missed, causes, kind, segment, gap, None,
+                       domain)
+
+
+def ledger_of(*entries: LedgerEntry, prompt: int = 100_000) -> Ledger:
+    """A ledger holding `entries` (its totals summed here), over `prompt` basis tokens."""
+    by_cause = dict.fromkeys(CAUSES, 0)
+    for e in entries:
+        for c, n in e.causes.items():
+            by_cause[c] += n
+    missed = sum(by_cause.values())
+    return Ledger(Basis("observed", len(entries), prompt, prompt - missed), missed, by_cause,
+                  {}, {}, entries)
+
+
 def evidence(**kw: object) -> Evidence:
     fields: dict[str, object] = {
         "usage": UsageSummary("all", 10, 1, 10, 0, 100_000, 10, 50_000, 10, 10, 100_000,
                               50_000),
         "records": (), "bucket": bucket_of(), "by_dimension": (), "diff": None,
-        "segments": (), "simulate": None, "what_if_of": {}, "scenarios": ()}
+        "segments": (), "simulate": None, "what_if_of": {}, "scenarios": (),
+        "ledger": ledger_of()}
     fields.update(kw)
     return Evidence(**fields)  # type: ignore[arg-type]
 
 
 class TestBreakage:
-    def test_pairs_group_by_kind_and_blamed_element_and_lost_tokens_add_up(self):
+    def test_pairs_group_by_kind_and_blamed_element_with_the_ledgers_break_tokens(self):
         d = diff_of(
             pair("a", "b", "volatile-value", token=12, lost=900, segment="system[0]",
                  detail="system[0]: cch=aaaaa → cch=bbbbb"),
@@ -104,29 +125,46 @@ class TestBreakage:
             pair("e", "f", "append-only", token=None, lost=0),
             pair("f", "g", "compaction", token=50, lost=700, segment="messages[1]"),
         )
-        found = {(f.kind, f.segment): f for f in breakage.find(evidence(diff=d))}
+        ledger = ledger_of(
+            entry("b", {"break": 950, "new": 100}, kind="volatile-prefix-segment",
+                  segment="system[0]"),
+            entry("c", {"break": 1_050}, kind="volatile-prefix-segment", segment="system[0]"),
+            entry("d", {"break": 210}, kind="json-key-order", segment="tools"),
+            entry("e", {"break": 90, "rounding": 3}, kind="json-key-order", segment="tools"),
+            entry("g", {"compaction": 700}))
+        found = {(f.kind, f.segment): f for f in breakage.find(evidence(diff=d, ledger=ledger))}
         assert set(found) == {("volatile-prefix-segment", "system[0]"), ("json-key-order", "tools")}
         volatile = found[("volatile-prefix-segment", "system[0]")]
-        assert volatile.lost_tokens == 1900
+        assert volatile.lost_tokens == 950 + 1_050  # the ledger's, not the diff's 1,900
+        assert volatile.evidence["rendered_lost_tokens"] == 1_900
         assert volatile.evidence["pairs"] == 2 and volatile.evidence["pairs_diffed"] == 6
         assert volatile.evidence["example_pairs"] == [["a", "b"], ["b", "c"]]
         assert "billing header" in volatile.title
         assert "strip_anthropic_billing_header" in volatile.fix
         keys = found[("json-key-order", "tools")]
-        assert keys.lost_tokens == 300
+        assert keys.lost_tokens == 210 + 90
         assert keys.evidence["first_divergence_token_min"] == 300
         assert keys.evidence["first_divergence_token_median"] == 350
 
     def test_a_changed_earlier_message_is_a_history_rewrite_not_a_prefix_segment(self):
         d = diff_of(pair("a", "b", "content-change", token=900, lost=64, segment="messages[3]"))
-        (f,) = breakage.find(evidence(diff=d))
+        ledger = ledger_of(entry("b", {"break": 64}, kind="history-rewrite", segment="messages"))
+        (f,) = breakage.find(evidence(diff=d, ledger=ledger))
         assert (f.kind, f.segment, f.lost_tokens) == ("history-rewrite", "messages", 64)
+
+    def test_pairs_outside_the_basis_are_reported_without_tokens(self):
+        d = diff_of(pair("a", "b", "content-change", token=900, lost=64, segment="messages[3]"))
+        (f,) = breakage.find(evidence(diff=d, ledger=ledger_of()))
+        assert f.lost_tokens == 0 and f.evidence["pairs_outside_basis"] == 1
+        assert f.severity == "info" and "outside the basis" in f.title
 
     def test_a_priced_what_if_gives_the_fix_its_hit_rate(self):
         d = diff_of(pair("a", "b", "volatile-value", token=12, lost=900, segment="system[0]",
                          detail="cch=aaaaa → cch=bbbbb"))
         sim = simulation({}, what_if=(WhatIfResult("strip-billing-header", 0.9, 0.85, 4000),))
-        (f,) = breakage.find(evidence(diff=d, simulate=sim,
+        ledger = ledger_of(entry("b", {"break": 900}, kind="volatile-prefix-segment",
+                                 segment="system[0]"))
+        (f,) = breakage.find(evidence(diff=d, simulate=sim, ledger=ledger,
                                       what_if_of={"volatile-value": "strip-billing-header"}))
         assert f.fix_hit_rate == 0.85 and "4,000 cached tokens" in f.fix
 
@@ -134,47 +172,51 @@ class TestBreakage:
         assert list(breakage.find(evidence())) == []
 
 
-class TestReplay:
-    def test_each_miss_class_beyond_breakage_is_one_finding_with_its_tokens(self):
-        per = (RequestSim("r1", "s", 1000, 0, 500, 900, {"eviction": 400, "new": 100}),
-               RequestSim("r2", "s", 1000, 0, 0, 900, {"ttl": 300}),
-               RequestSim("r3", "s", 1000, 0, 900, 900, {"compaction": 50}))
-        sim = simulation({"eviction": 400, "ttl": 300, "compaction": 50, "break": 999,
-                          "new": 100}, per_request=per)
-        found = {f.kind: f for f in replay.find(evidence(simulate=sim))}
+class TestMisses:
+    def test_each_loss_cause_beyond_breakage_is_one_finding_with_the_ledgers_tokens(self):
+        ledger = ledger_of(entry("r1", {"eviction": 400, "new": 100}),
+                           entry("r2", {"ttl": 300, "rounding": 2}, gap=900.0),
+                           entry("r3", {"compaction": 50}),
+                           entry("r4", {"break": 999}, kind="tool-order", segment="tools"),
+                           entry("r5", {"below-minimum": 7, "unexplained": 11}))
+        found = {f.kind: f for f in replay.find(evidence(ledger=ledger))}
         assert {k: f.lost_tokens for k, f in found.items()} == {
-            "eviction-pressure": 400, "ttl-expiry": 300, "compaction": 50}
+            "eviction-pressure": 400, "ttl-expiry": 300, "compaction": 50,
+            "below-minimum": 7, "unexplained-miss": 11}
         assert found["eviction-pressure"].evidence["example_requests"] == ["r1"]
+        assert "15 min" in found["ttl-expiry"].title
 
     def test_the_capacity_reaching_the_ideal_is_the_eviction_fix(self):
         curve = (CurvePoint(5_000, 0.40), CurvePoint(20_000, 0.796), CurvePoint(40_000, 0.8),
                  CurvePoint(None, 0.8))
         sim = simulation({"eviction": 10}, curve=curve, ideal=0.8,
                          per_request=(RequestSim("r", "s", 10, 0, 0, 10, {"eviction": 10}),))
-        (f,) = replay.find(evidence(simulate=sim))
+        ev = evidence(simulate=sim, ledger=ledger_of(entry("r", {"eviction": 10})))
+        (f,) = replay.find(ev)
         # 0.796 is within half a point of the 0.8 ideal: the first capacity that is enough.
         assert f.fix_hit_rate == 0.796 and "20,000 tokens" in f.fix
 
-    def test_unexplained_is_usage_semantics_only_for_a_self_hosted_engine(self):
-        per = (RequestSim("r", "s", 10, 0, 8, 8, {"unexplained": 8}),)
-        (f,) = replay.find(evidence(simulate=simulation({"unexplained": 8}, per_request=per)))
-        assert f.kind == "usage-semantics"
-        hosted = simulation({"unexplained": 8}, per_request=per, engine="anthropic")
-        assert list(replay.find(evidence(simulate=hosted))) == []
+    def test_an_unexplained_miss_without_bodies_says_how_to_log_them(self):
+        (f,) = replay.find(evidence(ledger=ledger_of(entry("r", {"unexplained": 8}))))
+        assert f.kind == "unexplained-miss" and "bodies" in f.fix
 
 
 class TestConstants:
-    def test_lost_tokens_are_what_the_predecessor_sent_beyond_the_constant(self):
+    def test_a_constant_is_a_lens_on_the_ledger_causes_of_its_requests(self):
         spike = Spike(2880, 2, 0.5, 45.0, Boundary("tools", "system[0]", 2890, 2, 2, 2), "x")
         records = (record("a", "s", 3000, 0), record("b", "s", 3500, 2880, minutes=1),
                    record("c", "s", 4000, 2880, minutes=2),
-                   record("d", "t", 5000, 2880, minutes=3),  # a session's first: nothing sent
+                   record("d", "t", 5000, 2880, minutes=3),
                    record("e", "s", 4100, 2880, minutes=4, duplicate_of="c"))  # counted once
-        ev = evidence(records=records, bucket=bucket_of(group({"source": "raw"}, 15_500, 8_640,
-                                                              spikes=(spike,))))
+        ledger = ledger_of(entry("a", {"cold": 3000}),
+                           entry("b", {"break": 100, "rounding": 20, "new": 500}),
+                           entry("c", {"ttl": 620, "new": 500}), entry("d", {"cold": 2120}))
+        ev = evidence(records=records, ledger=ledger,
+                      bucket=bucket_of(group({"source": "raw"}, 15_500, 8_640, spikes=(spike,))))
         (f,) = constants.find(ev)
-        # b: min(3000, 3500) - 2880 = 120; c: min(3500, 4000) - 2880 = 620; d: no predecessor.
-        assert f.lost_tokens == 740
+        assert f.lost_tokens == 0  # it claims nothing: the causes' findings do
+        assert f.evidence["attributed_to"] == ["ttl", "break"]
+        assert f.evidence["shows_tokens"] == 720
         assert f.segment == "system[0]" and "45 × 64" in f.title
         assert f.evidence["requests"] == 3
 
@@ -185,6 +227,16 @@ class TestConstants:
         (f,) = constants.find(ev)
         assert f.evidence["sources"] == ["langfuse", "new-api"]
 
+    def test_a_usage_only_constant_is_explained_by_the_numbers_not_by_a_render(self):
+        spike = Spike(13_356, 5, 0.5, None, None, "x")
+        records = tuple(record(f"r{i}", "s", 90_000, 13_356, minutes=10 * i, body=False)
+                        for i in range(5))
+        ledger = ledger_of(*(entry(f"r{i}", {"ttl": 70_000, "new": 6_644}) for i in range(5)))
+        ev = evidence(records=records, ledger=ledger, bucket=bucket_of(
+            group({"source": "raw"}, 450_000, 66_780, spikes=(spike,))))
+        (f,) = constants.find(ev)
+        assert "render" not in f.fix and "other live traffic" in f.fix and "expired" in f.fix
+
     def test_a_rare_value_is_no_pattern(self):
         spike = Spike(2880, 1, 0.01, 45.0, None, "x")
         ev = evidence(bucket=bucket_of(group({"source": "raw"}, 10, 5, spikes=(spike,))))
@@ -192,13 +244,18 @@ class TestConstants:
 
 
 class TestSplit:
-    def test_a_group_far_below_the_rest_costs_its_tokens_at_the_rest_rate(self):
+    def test_a_group_far_below_the_rest_is_a_lens_naming_its_causes(self):
         report = bucket_of(group({"client": "a"}, 40_000, 8_000), group({"client": "b"},
                                                                         60_000, 48_000),
                            by=("client",))
-        (f,) = split.find(evidence(by_dimension=(report,)))
-        # a: 20%; the rest: 48,000 / 60,000 = 80%; lost = 40,000 * 0.6
-        assert f.lost_tokens == 24_000 and f.evidence["value"] == "a"
+        records = (record("x", "s", 40_000, 8_000, client="a"),
+                   record("y", "t", 60_000, 48_000, client="b"))
+        ledger = ledger_of(entry("x", {"break": 30_000, "new": 2_000}, kind="tool-order",
+                                 segment="tools"), entry("y", {"new": 12_000}))
+        (f,) = split.find(evidence(by_dimension=(report,), records=records, ledger=ledger))
+        assert f.lost_tokens == 0 and f.evidence["value"] == "a"
+        assert f.evidence["attributed_to"] == ["break"]
+        assert f.evidence["shows_tokens"] == 30_000
 
     def test_the_same_traffic_under_two_dimensions_is_named_once(self):
         by_client = bucket_of(group({"client": "a"}, 40_000, 8_000),
@@ -221,12 +278,29 @@ class TestRanking:
         d = diff_of(pair("a", "b", "volatile-value", token=12, lost=6_000, segment="system[0]"),
                     pair("b", "c", "tool-order", token=30, lost=2_000, segment="tools[0]"),
                     pair("c", "d", "tool-set", token=40, lost=500, segment="tools[1]"))
-        report = build_report(evidence(diff=d))
+        ledger = ledger_of(
+            entry("b", {"break": 6_000}, kind="volatile-prefix-segment", segment="system[0]"),
+            entry("c", {"break": 2_000}, kind="tool-order", segment="tools"),
+            entry("d", {"break": 500}, kind="tool-set-change", segment="tools"))
+        report = build_report(evidence(diff=d, ledger=ledger))
         assert [f.lost_tokens for f in report.findings] == [6_000, 2_000, 500]
-        # basis: the log's 100,000 prompt tokens
+        # basis: the ledger's 100,000 prompt tokens
         assert [f.share for f in report.findings] == [0.06, 0.02, 0.005]
         assert [f.severity for f in report.findings] == ["high", "medium", "low"]
         assert {f.kind for f in report.findings} <= set(KINDS)
+
+    def test_a_lens_follows_the_causes_it_shows_and_findings_never_claim_a_token_twice(self):
+        spike = Spike(2880, 2, 0.5, 45.0, None, "x")
+        records = (record("a", "s", 3000, 0), record("b", "s", 9_000, 2880, minutes=1))
+        d = diff_of(pair("a", "b", "volatile-value", token=2_890, lost=100, segment="system[0]"))
+        ledger = ledger_of(entry("a", {"cold": 3_000}),
+                           entry("b", {"break": 110, "new": 6_000}, kind="volatile-prefix-segment",
+                                 segment="system[0]"), prompt=12_000)
+        report = build_report(evidence(diff=d, records=records, ledger=ledger,
+                                       bucket=bucket_of(group({"source": "raw"}, 12_000, 2_880,
+                                                              spikes=(spike,)))))
+        assert [f.kind for f in report.findings] == ["volatile-prefix-segment", "pinned-constant"]
+        assert sum(f.lost_tokens for f in report.findings) <= ledger.missed_tokens
 
 
 class TestEngineChoice:
@@ -337,11 +411,15 @@ class TestMergedReplays:
     def test_each_domains_eviction_is_named_by_its_file(self):
         sims = (simulation({"eviction": 10}, per_request=(
             RequestSim("r", "s", 10, 0, 0, 10, {"eviction": 10}),)),
-                simulation({}, capacity=None))
+                simulation({"eviction": 5}, capacity=None, per_request=(
+                    RequestSim("q", "s", 10, 0, 0, 10, {"eviction": 5}),)))
         from prefixscope.findings.evidence import Replay
 
-        ev = evidence(replays=(Replay("logs/a.jsonl", sims[0]), Replay("logs/b.jsonl", sims[1])))
-        (f,) = replay.find(ev)
+        ledger = ledger_of(entry("r", {"eviction": 10}, domain="logs/a.jsonl"),
+                           entry("q", {"eviction": 5}, domain="logs/b.jsonl"))
+        ev = evidence(replays=(Replay("logs/a.jsonl", sims[0]), Replay("logs/b.jsonl", sims[1])),
+                      ledger=ledger)
+        f, _ = replay.find(ev)
         assert f.kind == "eviction-pressure" and f.title.startswith("a.jsonl: ")
         assert f.evidence["domain"] == "logs/a.jsonl"
 

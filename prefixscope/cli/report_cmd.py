@@ -82,6 +82,10 @@ def report(
         show_default=False)] = None,
     top: Annotated[int, typer.Option("--top", min=0, help="Findings shown in the terminal "
                                      "and the Markdown.")] = 10,
+    price_per_mtok: Annotated[float | None, typer.Option(
+        "--price-per-mtok", min=0.0, help="Dollars per million uncached prompt tokens of a "
+        "self-hosted engine (its compute; its cache reads cost nothing). Hosted APIs are "
+        "priced at their list prices (genai-prices) either way.", show_default=False)] = None,
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
     workers: Workers = None,
@@ -123,7 +127,8 @@ def report(
     options = ReportOptions(render=render, engine=engine, block_size=block_size,
                             capacity_tokens=capacity_tokens(capacity, block_size,
                                                             bytes_per_token),
-                            engine_logs=tuple(dict.fromkeys(engine_files)))
+                            engine_logs=tuple(dict.fromkeys(engine_files)),
+                            price_per_mtok=price_per_mtok)
     gate = GateOptions(fail_under, max_volatile_before, saved)
     to_stdout = json_out
     ingested: list[IngestResult] = []

@@ -3,46 +3,86 @@ each finding costs, each given its share of all prompt tokens and a severity, th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders import FINDERS
 from prefixscope.findings.gate import GateOptions, evaluate, scenario_prefixes
-from prefixscope.findings.model import SEVERITIES, Finding, Report, Summary
+from prefixscope.findings.model import (
+    LENS_KINDS,
+    SEVERITIES,
+    Finding,
+    ReplayBasis,
+    Report,
+    Summary,
+)
 
 HIGH_SHARE = 0.05  # a finding costing this share of all prompt tokens is high severity
 MEDIUM_SHARE = 0.01
 
 
 def summarize(ev: Evidence) -> Summary:
+    """The summary over the ledger's basis: the hit rate and its totals over the same
+    requests, predicted and ideal over the basis's requests the replay rebuilt."""
     u = ev.usage
     sim = ev.simulate
+    ledger = ev.ledger
+    if ledger is None:  # nothing but engine logs
+        return Summary(u.requests, u.sessions, 0, 0, None, None, None)
+    basis = ledger.basis
+    replay = replay_basis(ev)
     return Summary(
-        requests=u.requests, sessions=u.sessions, prompt_tokens=u.prompt_tokens or 0,
-        cached_tokens=u.cached_tokens or 0, hit_rate=u.hit_rate,
-        hit_rate_predicted=sim.hit_rate_predicted if sim else None,
-        hit_rate_ideal=sim.hit_rate_ideal if sim else None,
-        engine=sim.engine if sim else None, replayed_requests=sim.requests if sim else 0,
-        replayed_prompt_tokens=sim.prompt_tokens if sim else 0)
+        requests=u.requests, sessions=u.sessions, prompt_tokens=basis.prompt_tokens,
+        cached_tokens=basis.cached_tokens,
+        hit_rate=basis.hit_rate if basis.source == "observed" else None,
+        hit_rate_predicted=replay.hit_rate_predicted if replay else None,
+        hit_rate_ideal=replay.hit_rate_ideal if replay else None,
+        engine=sim.engine if sim else None,
+        replayed_requests=replay.requests if replay else 0,
+        replayed_prompt_tokens=replay.replayed_prompt_tokens if replay else 0,
+        basis=basis, replay=replay, money=ledger.money)
+
+
+def replay_basis(ev: Evidence) -> ReplayBasis | None:
+    """Observed, predicted and ideal over the same requests: the basis's that were replayed."""
+    if ev.simulate is None or ev.ledger is None:
+        return None
+    sims = {r.id: r for r in ev.simulate.per_request}
+    entries = [e for e in ev.ledger.entries if e.id in sims]
+    if not entries:
+        return None
+    replayed = sum(sims[e.id].prompt_tokens for e in entries)
+    observed = ev.ledger.basis.source == "observed"
+    logged = sum(e.prompt_tokens for e in entries)
+    cached = sum(e.cached_tokens for e in entries)
+    return ReplayBasis(
+        len(entries), logged, cached, replayed,
+        cached / logged if observed and logged else None,
+        sum(sims[e.id].predicted for e in entries) / replayed if replayed else None,
+        sum(sims[e.id].ideal for e in entries) / replayed if replayed else None)
 
 
 def share_basis(summary: Summary, ev: Evidence) -> int:
-    """All prompt tokens: as the log counts them, else as the replay or the diff did."""
-    if summary.prompt_tokens:
-        return max(summary.prompt_tokens, summary.replayed_prompt_tokens)
-    if summary.replayed_prompt_tokens:
-        return summary.replayed_prompt_tokens
-    if ev.diff is not None:
-        return sum(p.tokens_b for p in ev.diff.pairs)
-    return 0
+    """The basis's prompt tokens: what every finding's share is of."""
+    return summary.prompt_tokens
 
 
-def severity(finding: Finding) -> str:
+def severity(finding: Finding, basis: int = 0) -> str:
+    """The finder's, else by its share of the basis's prompt tokens (a lens: by the share
+    it shows of the ledger's losses)."""
     if finding.severity:
         return finding.severity
-    if finding.share >= HIGH_SHARE:
+    share = finding.share
+    if finding.kind in LENS_KINDS:
+        shows = finding.evidence.get("shows_tokens", 0)
+        share = shows / basis if basis and isinstance(shows, int) else 0.0
+        if not share:
+            return "info"
+    if share >= HIGH_SHARE:
         return "high"
-    if finding.share >= MEDIUM_SHARE:
+    if share >= MEDIUM_SHARE:
         return "medium"
-    return "low" if finding.lost_tokens else "info"
+    return "low" if finding.lost_tokens or finding.kind in LENS_KINDS else "info"
 
 
 def build_report(ev: Evidence, gate: GateOptions | None = None) -> Report:
@@ -52,12 +92,25 @@ def build_report(ev: Evidence, gate: GateOptions | None = None) -> Report:
     for finder in FINDERS:
         for f in finder(ev):
             shared = f.lost_tokens / basis if basis else 0.0
-            f = Finding(f.kind, f.severity, f.title, f.segment, f.lost_tokens, shared,
-                        f.evidence, f.fix, f.fix_hit_rate)
-            found.append(Finding(f.kind, severity(f), f.title, f.segment, f.lost_tokens,
-                                 f.share, f.evidence, f.fix, f.fix_hit_rate))
+            f = replace(f, share=shared)
+            found.append(replace(f, severity=severity(f, basis)))
+    if ev.ledger is not None:
+        _check_claims(found, ev.ledger.missed_tokens)
     rank = {s: n for n, s in enumerate(SEVERITIES)}
-    found.sort(key=lambda f: (-f.lost_tokens, rank[f.severity], f.kind, f.segment or ""))
+    # Findings that account for missed tokens first (most first), then by severity: a lens
+    # or a data finding claims no tokens, so it follows the causes it shows.
+    found.sort(key=lambda f: (-f.lost_tokens, rank[f.severity], f.kind in LENS_KINDS, f.kind,
+                              f.segment or ""))
     scenarios = scenario_prefixes(ev.diff, ev.scenarios)
     return Report(summary, tuple(found), evaluate(gate or GateOptions(), summary, ev.diff,
-                                                   scenarios), scenarios, ev.notes, ev)
+                                                   scenarios), scenarios, ev.notes, ev,
+                  ev.ledger)
+
+
+def _check_claims(found: list[Finding], missed: int) -> None:
+    """The invariant a reader checks with a calculator: no finding claims more than the
+    ledger holds, and together they claim no token twice."""
+    claimed = sum(f.lost_tokens for f in found)
+    assert all(f.lost_tokens == 0 for f in found if f.kind in LENS_KINDS), \
+        "a lens claims no tokens of its own"
+    assert claimed <= missed, f"findings claim {claimed:,} of {missed:,} missed tokens"

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from prefixscope.analyses.bucket import (
+    BLOCK_SIZES,
     BucketReport,
     BucketTotals,
     bucket_store,
-    infer_block_size,
 )
 from prefixscope.analyses.diff import (
     AUTO_MIN_PAIRS,
@@ -34,6 +34,7 @@ from prefixscope.analyses.diff import (
 )
 from prefixscope.analyses.engine_log import EngineLogAnalysis, analyze_engine_logs
 from prefixscope.analyses.pool import worker_pool
+from prefixscope.analyses.prices import Pricer, price_all
 from prefixscope.analyses.segments import SegmentsReport, segments_store
 from prefixscope.analyses.simulate import (
     AUTO_MIN_REPLAY_REQUESTS,
@@ -48,6 +49,7 @@ from prefixscope.analyses.simulate import (
 )
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
+from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
 from prefixscope.model import UsageRecord
 from prefixscope.parallel import Pool, effective_workers
 from prefixscope.prompt import RenderError, RenderOptions
@@ -82,6 +84,9 @@ class ReportOptions:
     block_size: int | None = None  # None: inferred from the cached values
     capacity_tokens: int | None = None  # None: fitted when the log has cached tokens
     engine_logs: tuple[Path, ...] = ()  # vLLM / SGLang logs and /metrics dumps
+    # Dollars per million uncached prompt tokens of a self-hosted engine (its compute);
+    # None: hosted models at their list prices (genai-prices), self-hosted unpriced.
+    price_per_mtok: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +116,7 @@ class Evidence:
     truncated: tuple[str, ...] = ()  # ids of requests whose body the logger cut short
     replays: tuple[Replay, ...] = ()  # per cache domain (a log file)
     notes: tuple[str, ...] = ()
+    ledger: Ledger | None = None  # every missed token of the basis, by cause
 
 
 def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
@@ -133,6 +139,19 @@ def _unmodelled_family(records: Sequence[UsageRecord]) -> str | None:
             votes[match.group(0).lower() if match else ""] += 1
     top = votes.most_common(1)
     return top[0][0] if top and top[0][0] else None
+
+
+def aligned_block_size(cached_values: Sequence[int]) -> int | None:
+    """The block size the cached values say a self-hosted engine has: the largest candidate
+    dividing at least 90% of them (each value as often as it was seen). Stricter than
+    bucket's inference, which may read a block size off a single repeated value (an upper
+    bound that is useful to explain a spike, not evidence of blocks): a hosted API's
+    token-exact reads must not look like a server's blocks."""
+    values = [v for v in cached_values if v > 0]
+    if not values:
+        return None
+    fits = [bs for bs in BLOCK_SIZES if sum(v % bs == 0 for v in values) >= 0.9 * len(values)]
+    return max(fits) if fits else None
 
 
 def choose_engine(requested: str, records: Sequence[UsageRecord], block_size: int | None,
@@ -245,18 +264,63 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
         if pool is not None:  # its idle workers would hold their memory through the replay
             pool.close()
     step("replay")
-    simulate, what_if_of, replays = _replay(store, options, records, diff, notes,
-                                            engine_log.block_size if engine_log else None,
-                                            replay_workers)
+    simulate, what_if_of, replays, chosen = _replay(
+        store, options, records, diff, notes, engine_log.block_size if engine_log else None,
+        replay_workers)
+    step("ledger")
+    ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options)
+    if ledger.money is not None and ledger.money.unknown_models:
+        shown = ", ".join(ledger.money.unknown_models[:5])
+        notes.append(f"no price for {len(ledger.money.unknown_models)} model(s) ({shown}): "
+                     "their calls are not in the dollar figures (self-hosted: "
+                     "--price-per-mtok)")
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
-                    ingest, tuple(store.truncated_ids()), replays, tuple(notes))
+                    ingest, tuple(store.truncated_ids()), replays, tuple(notes), ledger)
+
+
+def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
+            replays: Sequence[Replay], simulate: SimulateReport | None, bucket: BucketReport,
+            chosen: dict[str, tuple[str | None, int | None]], options: ReportOptions
+            ) -> Ledger:
+    """The missed-token ledger over the evidence (`findings.ledger`)."""
+    replayed: dict[str, ReplayedRequest] = {}
+    domains = replays or ((Replay("all", simulate),) if simulate is not None else ())
+    for replay in domains:
+        for sim in replay.report.per_request:
+            replayed[sim.id] = ReplayedRequest(replay.domain, replay.report.engine,
+                                               replay.report.unit, sim)
+    block_of_source = {str(g.key.get("source")): g.block_size for g in bucket.groups}
+    engine_of = {r.id: chosen.get(r.source_file, (None, None))[0] for r in records}
+    family = {r.id: model_family_engine([r]) for r in records}
+    unmodelled = {r.id: _unmodelled_family([r]) for r in records}
+    rules = rules_for(records, replayed, block_of_source, engine_of, family, unmodelled)
+    # A self-hosted engine has no list price (a gateway may name it after a hosted model):
+    # it is priced only at the user's own rate.
+    pricer = Pricer(options.price_per_mtok)
+    prices = price_all(((r, not rules[r.id].hosted) for r in records), pricer)
+    source = f"list prices (genai-prices {_prices_version()}) for hosted APIs; " + (
+        f"self-hosted at --price-per-mtok {options.price_per_mtok:g}"
+        if options.price_per_mtok is not None else
+        "self-hosted calls unpriced without --price-per-mtok")
+    return build_ledger(records, diff.pairs if diff is not None else (), replayed, rules,
+                        prices, source, sorted(pricer.unknown))
+
+
+def _prices_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("genai-prices")
+    except PackageNotFoundError:
+        return "?"
 
 
 def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
             diff: DiffReport | None, notes: list[str], engine_log_block: int | None,
             workers: int = 1
-            ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...]]:
+            ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...],
+                       dict[str, tuple[str | None, int | None]]]:
     """The replay the summary and the replay findings read (None: no engine fits).
 
     Each log file of a self-hosted engine is its own cache domain (one server's traffic: a
@@ -272,11 +336,13 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
             by_file.setdefault(r.source_file, []).append(r)
     plans: dict[str, tuple[str, int | None, list[str]]] = {}  # domain -> engine, unit, files
     reasons: dict[str, str] = {}
+    chosen: dict[str, tuple[str | None, int | None]] = {}  # file -> engine, block
     for file in store.source_files():
         recs = by_file.get(file, [])
-        block = options.block_size or infer_block_size(
+        block = options.block_size or aligned_block_size(
             [r.cached_tokens for r in recs if r.cached_tokens])
         engine, why = choose_engine(options.engine, recs, block, options.block_size is not None)
+        chosen[file] = (engine, block)
         if engine is None:
             reasons.setdefault(f"no cache replay: {why} (pass --engine)", file)
             continue
@@ -301,8 +367,8 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
     if not replays:
         if plans:
             notes.append("no cache replay: nothing replayable")
-        return None, {}, ()
-    return merge_replays([r.report for r in replays]), what_if_of, tuple(replays)
+        return None, {}, (), chosen
+    return merge_replays([r.report for r in replays]), what_if_of, tuple(replays), chosen
 
 
 def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,

@@ -8,15 +8,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from prefixscope.findings.evidence import Evidence
+    from prefixscope.findings.ledger import Basis, Ledger, Money
 
 # Every kind a finder may produce (docs/report.md explains each and its fix).
 KINDS = (
     "volatile-prefix-segment", "json-key-order", "tool-order", "tool-set-change",
     "history-rewrite", "template-divergence", "model-change", "compaction",
     "eviction-pressure", "ttl-expiry", "provider-miss", "pinned-constant",
-    "usage-semantics", "l2-write-only", "engine-log", "low-hit-rate-dimension",
-    "truncated-bodies", "bad-records",
+    "below-minimum", "unexplained-miss", "usage-semantics", "l2-write-only", "engine-log",
+    "low-hit-rate-dimension", "truncated-bodies", "bad-records",
 )
+# Kinds that look at the misses from another angle (a pinned constant, a part of the
+# traffic): they name the ledger causes they show (`evidence["attributed_to"]`) and claim
+# no tokens of their own.
+LENS_KINDS = frozenset({"pinned-constant", "low-hit-rate-dimension"})
 SEVERITIES = ("high", "medium", "low", "info")
 
 
@@ -28,28 +33,58 @@ class Finding:
     severity: str  # one of SEVERITIES
     title: str  # one line a person understands
     segment: str | None  # the request part to blame, when one is
-    lost_tokens: int  # prompt tokens it cost (0: a data-quality or overhead finding)
-    share: float  # lost_tokens / all prompt tokens
+    lost_tokens: int  # missed tokens of the ledger it accounts for (0: a lens, data quality)
+    share: float  # lost_tokens / the basis's prompt tokens
     evidence: Mapping[str, Any]  # JSON-able numbers, example ids, short excerpts
     fix: str  # the concrete change, priced when a replay can price it
     fix_hit_rate: float | None = None  # the predicted hit rate after the fix
+    lost_usd: float | None = None  # what those tokens cost beyond cache reads (None: unpriced)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayBasis:
+    """The basis's requests that the replay rebuilt: observed, predicted and ideal over them."""
+
+    requests: int
+    prompt_tokens: int  # as the log counts them
+    cached_tokens: int  # as the log observed them (the replay's prediction, for "predicted")
+    replayed_prompt_tokens: int  # as the replay rebuilt them
+    hit_rate_observed: float | None  # over these requests, as logged
+    hit_rate_predicted: float | None  # the replay's, over its rebuilt prompts
+    hit_rate_ideal: float | None
+
+    @property
+    def coverage(self) -> float | None:
+        """Rebuilt prompt tokens per logged prompt token (1.0: the whole prompt)."""
+        return self.replayed_prompt_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+    @property
+    def partial(self) -> bool:
+        """The rebuilt prompts hold clearly less than the log says was sent."""
+        coverage = self.coverage
+        return coverage is not None and coverage < PARTIAL_COVERAGE
+
+
+PARTIAL_COVERAGE = 0.9  # a replay that rebuilt less of the logged prompt tokens is partial
 
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """The whole log in numbers: hit rate as observed, as a replay predicts, at best."""
+    """The whole log in numbers, every rate and total over one stated basis."""
 
-    requests: int
+    requests: int  # calls in the log (a call two sources logged counts once)
     sessions: int
-    prompt_tokens: int  # every prompt token the log reports (each call once)
-    cached_tokens: int  # every cached token the log reports
-    # observed, token-weighted, over the calls reporting both (None: no cache reported)
-    hit_rate: float | None
-    hit_rate_predicted: float | None  # the replay's (engine below), None without one
-    hit_rate_ideal: float | None  # unlimited capacity, no TTL
+    prompt_tokens: int  # the basis's prompt tokens
+    cached_tokens: int  # the basis's cached tokens
+    hit_rate: float | None  # cached / prompt tokens over the basis (None: no cache reported)
+    hit_rate_predicted: float | None  # the replay's, over `replay`'s requests
+    hit_rate_ideal: float | None  # unlimited capacity, no TTL, over the same
     engine: str | None = None  # the cache model replayed
-    replayed_requests: int = 0
-    replayed_prompt_tokens: int = 0  # the basis of every finding's share
+    replayed_requests: int = 0  # of the basis
+    replayed_prompt_tokens: int = 0
+    basis: Basis | None = None
+    replay: ReplayBasis | None = None
+    money: Money | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +121,4 @@ class Report:
     scenarios: tuple[ScenarioPrefix, ...] = ()
     notes: tuple[str, ...] = ()  # what could not be analysed, and why
     evidence: Evidence | None = None  # what the findings came from (the HTML plots it)
+    ledger: Ledger | None = None  # every missed token of the basis, by cause

@@ -39,9 +39,14 @@ class Usage:
     cache_write_tokens: int | None = None  # tokens written to the prompt cache
     output_tokens: int | None = None  # generated tokens (reasoning included)
     semantics: str | None = None  # the source's own convention, e.g. "anthropic", "openai"
+    # Of `cache_write_tokens`, those written with the 1-hour TTL (Anthropic's
+    # ``cache_creation.ephemeral_1h_input_tokens``; priced at 2x base input, 5-minute
+    # writes at 1.25x). None: the source does not split its writes by TTL.
+    cache_write_1h_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("prompt_tokens", "cached_tokens", "cache_write_tokens", "output_tokens"):
+        for name in ("prompt_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
+                     "cache_write_1h_tokens"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int) and 0 <= value <= MAX_TOKENS):
                 object.__setattr__(self, name, None)  # not a count: unreported
@@ -132,3 +137,9 @@ class UsageRecord:
     has_body: bool
     duplicate_of: str | None = None  # the copy kept when another source logged this call too
     source_file: str = ""  # the log file it came from (a cache domain, for report's replay)
+    cache_write_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None  # of cache_write_tokens, 1-hour TTL writes
+    output_tokens: int | None = None
+    prev_id: str | None = None  # the session's previous request (session threading)
+    compaction: bool = False  # the link from prev_id is a compaction
+    project: str | None = None  # the agent's working directory (Claude Code / Codex `cwd`)

@@ -109,7 +109,17 @@ CREATE TABLE parts (
 ALTER TABLE bodies ADD COLUMN layout VARCHAR;
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4)
+# v5: of the cache writes, those with the 1-hour TTL (Anthropic prices them at 2x base
+# input, 5-minute writes at 1.25x: the report's dollars need them apart). Stored rows keep
+# NULL (re-ingest to get it).
+V5 = """
+ALTER TABLE requests ADD COLUMN cache_write_1h_tokens BIGINT;
+CREATE OR REPLACE VIEW turns AS
+    SELECT r.*, s.session, s.turn, s.prev_id, s.link, s.compaction
+    FROM requests r LEFT JOIN sessions s ON s.request_id = r.id;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The requests table's columns, in order, with their Polars types (`request_schema`).
@@ -125,6 +135,7 @@ _REQUEST_TYPES: tuple[tuple[str, str], ...] = (
     ("fingerprint", "Utf8"), ("block_hashes", "List[Int64]"), ("block_size", "Int32"),
     ("output", "Utf8"), ("metadata", "Utf8"), ("ingested_at", "Datetime"),
     ("source_position", "Int32"), ("compaction_marker", "Utf8"), ("duplicate_of", "Utf8"),
+    ("cache_write_1h_tokens", "Int64"),
 )
 REQUEST_COLUMNS: tuple[str, ...] = tuple(name for name, _ in _REQUEST_TYPES)
 COLUMNS = ", ".join(REQUEST_COLUMNS)

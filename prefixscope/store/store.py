@@ -356,6 +356,7 @@ class Store:
                 ("metadata", _json_or_none(r.metadata)), ("ingested_at", now),
                 ("source_position", r.source_position),
                 ("compaction_marker", compaction_marker(r)), ("duplicate_of", None),
+                ("cache_write_1h_tokens", u.cache_write_1h_tokens),
             ):
                 cols[name].append(value)
         frame = pl.DataFrame(cols, schema=request_schema())
@@ -471,7 +472,9 @@ class Store:
         """Every request's usage and grouping fields, in time order (file order for ties)."""
         rows = self.run(
             "SELECT id, timestamp, endpoint, model, client, user_id, channel, source_format, "
-            "session, prompt_tokens, cached_tokens, has_body, duplicate_of, source_file "
+            "session, prompt_tokens, cached_tokens, has_body, duplicate_of, source_file, "
+            "cache_write_tokens, cache_write_1h_tokens, output_tokens, prev_id, "
+            "coalesce(compaction, false), json_extract_string(metadata, '$.cwd') "
             "FROM turns "
             f"ORDER BY {time_order()}")
         return [UsageRecord(*row) for row in rows]
@@ -693,7 +696,8 @@ def request_from_row(row: dict[str, Any], parts: Mapping[str, str] | None = None
         output=orjson.loads(row["output"]) if row["output"] is not None else None,
         usage=Usage(prompt_tokens=row["prompt_tokens"], cached_tokens=row["cached_tokens"],
                     cache_write_tokens=row["cache_write_tokens"],
-                    output_tokens=row["output_tokens"], semantics=row["usage_semantics"]),
+                    output_tokens=row["output_tokens"], semantics=row["usage_semantics"],
+                    cache_write_1h_tokens=row.get("cache_write_1h_tokens")),
         block_hashes=tuple(row["block_hashes"]) if row["block_hashes"] is not None else None,
         block_size=row["block_size"],
         source_position=row.get("source_position"),

@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prefixscope.findings.model import Finding, Report
-from prefixscope.views import plots
+from prefixscope.findings.model import LENS_KINDS, Finding, Report
+from prefixscope.views import plots, wording
 from prefixscope.views.json import jsonable
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; " \
@@ -32,6 +32,9 @@ text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .fix{color:#1b5e20}pre{white-space:pre-wrap;word-break:break-all;background:#f3f3f3;
 padding:.5em;font-size:12px}.pass{color:#1b5e20}.fail{color:#b71c1c;font-weight:bold}
 figure{margin:1.5em 0}figcaption{color:#555;font-size:.9em}img{max-width:100%}
+.bar{display:flex;height:1.4em;width:100%;border:1px solid #ccc;margin:.5em 0}
+.bar span{display:block;height:100%}.key{display:inline-block;width:.9em;height:.9em;
+margin-right:.4em;vertical-align:middle}.caveat{color:#8a5a00}
 """
 
 
@@ -65,25 +68,68 @@ def report_html(report: Report) -> str:
 
 def _summary(report: Report) -> list[str]:
     s = report.summary
-    return [
-        f"<p>{s.requests:,} requests in {s.sessions:,} sessions · {s.prompt_tokens:,} prompt "
-        f"tokens, {s.cached_tokens:,} cached.</p>",
-        "<table><tr><th>hit rate</th><th>observed</th><th>predicted</th><th>ideal</th>"
-        "<th>replayed with</th></tr>",
-        f'<tr><td>cached / prompt tokens</td><td class="n">{_pct(s.hit_rate)}</td>'
-        f'<td class="n">{_pct(s.hit_rate_predicted)}</td>'
-        f'<td class="n">{_pct(s.hit_rate_ideal)}</td><td>{esc(s.engine or "–")}</td></tr>'
-        "</table>"]
+    r = s.replay
+    out = [f"<p>{esc(wording.basis_line(s))}.</p>"]
+    if r is not None or s.hit_rate is not None:
+        out += [f"<p>{esc(wording.rates_title(s))}:</p>",
+                "<table><tr><th>observed</th><th>predicted</th><th>ideal</th>"
+                "<th>replayed with</th></tr>",
+                f'<tr><td class="n">{_pct(r.hit_rate_observed if r else s.hit_rate)}</td>'
+                f'<td class="n">{_pct(s.hit_rate_predicted)}</td>'
+                f'<td class="n">{_pct(s.hit_rate_ideal)}</td><td>{esc(s.engine or "–")}</td>'
+                "</tr></table>"]
+    out += [f'<p class="caveat">{esc(line)}</p>' for line in wording.replay_lines(s)]
+    money = wording.money_line(s)
+    if money:
+        out.append(f"<p>{esc(money)}.</p>")
+    return out + _ledger(report)
+
+
+# One color per ledger cause (the unavoidable ones grey), for the stacked bar.
+_CAUSE_COLORS = {
+    "cold": "#c7c7c7", "new": "#dedede", "rounding": "#ededed", "break": "#c44e52",
+    "compaction": "#8172b3", "ttl": "#dd8452", "below-minimum": "#937860",
+    "eviction": "#4c72b0", "provider": "#da8bc3", "unexplained": "#55a868",
+}
+
+
+def _ledger(report: Report) -> list[str]:
+    """The missed tokens as a stacked bar (CSS, no script) and a table that sums."""
+    ledger = report.ledger
+    line = wording.ledger_line(ledger)
+    if ledger is None or line is None:
+        return []
+    out = ["<h2>Where the missed tokens went</h2>", f"<p>{esc(line)}.</p>"]
+    if not ledger.missed_tokens:
+        return out
+    parts = sorted(((c, n) for c, n in ledger.by_cause.items() if n), key=lambda kv: -kv[1])
+    usd = ledger.money.lost_usd_by_cause if ledger.money is not None else {}
+    out.append('<div class="bar" role="img" aria-label="missed tokens by cause">')
+    out += [f'<span style="width:{100 * n / ledger.missed_tokens:.3f}%;'
+            f'background:{_CAUSE_COLORS[c]}" title="{esc(c)} {n:,}"></span>' for c, n in parts]
+    out.append("</div>")
+    out.append("<table><tr><th>cause</th><th>tokens</th><th>share of missed</th>"
+               "<th>lost $</th></tr>")
+    for c, n in parts:
+        dollars = wording.usd(usd[c]) if c in usd else "–"
+        out.append(f'<tr><td><span class="key" style="background:{_CAUSE_COLORS[c]}"></span>'
+                   f'{esc(c)}</td><td class="n">{n:,}</td>'
+                   f'<td class="n">{n / ledger.missed_tokens:.1%}</td>'
+                   f'<td class="n">{esc(dollars)}</td></tr>')
+    out.append(f'<tr><th>missed</th><th class="n">{ledger.missed_tokens:,}</th>'
+               '<th class="n">100%</th><th></th></tr></table>')
+    return out
 
 
 def _findings(report: Report) -> list[str]:
     out = ["<h2>Findings</h2>"]
     if not report.findings:
-        return [*out, "<p>No findings: nothing in these logs is costing cache.</p>"]
+        return [*out, f"<p>{esc(wording.no_findings_line(report))}.</p>"]
     out.append("<table><tr><th>#</th><th>severity</th><th>kind</th><th>lost tokens</th>"
-               "<th>share</th><th>finding</th></tr>")
+               "<th>share</th><th>lost $</th><th>finding</th></tr>")
     out += [f'<tr><td class="n">{n}</td><td>{esc(f.severity)}</td><td>{esc(f.kind)}</td>'
             f'<td class="n">{f.lost_tokens:,}</td><td class="n">{f.share:.1%}</td>'
+            f'<td class="n">{esc(wording.usd(f.lost_usd)) if f.lost_usd else "–"}</td>'
             f'<td><a href="#f{n}">{esc(f.title)}</a></td></tr>'
             for n, f in enumerate(report.findings, 1)]
     out.append("</table>")
@@ -99,11 +145,20 @@ def _finding(n: int, f: Finding) -> list[str]:
     evidence = json.dumps(jsonable(dict(f.evidence)), indent=1, ensure_ascii=False)
     return [f'<section class="finding {esc(f.severity)}" id="f{n}">',
             f'<p><span class="sev">{esc(f.severity)}</span> <b>{esc(f.kind)}</b>{where} · '
-            f"{f.lost_tokens:,} tokens ({f.share:.1%})</p>",
+            f"{esc(_cost(f))}</p>",
             f"<p><b>{esc(f.title)}</b></p>",
             f'<p class="fix">Fix: {esc(f.fix)}{esc(after)}</p>',
             f"<details><summary>evidence</summary><pre>{esc(evidence)}</pre></details>",
             "</section>"]
+
+
+def _cost(f: Finding) -> str:
+    if f.kind in LENS_KINDS:
+        causes = f.evidence.get("attributed_to") or []
+        return ("a lens on " + ", ".join(str(c) for c in causes) if causes else
+                "a lens: no loss of its own")
+    cost = f"{f.lost_tokens:,} tokens ({f.share:.1%})"
+    return cost + (f" · {wording.usd(f.lost_usd)}" if f.lost_usd else "")
 
 
 def _gate(report: Report) -> list[str]:

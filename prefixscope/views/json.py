@@ -17,11 +17,13 @@ from prefixscope.analyses.segments import (
     census,
 )
 from prefixscope.analyses.simulate import MISS_CLASSES, RequestSim, SimulateReport
-from prefixscope.findings.model import Report
+from prefixscope.findings.ledger import Basis, Ledger, Money
+from prefixscope.findings.model import ReplayBasis, Report
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult
 from prefixscope.store.store import UsageSummary
 from prefixscope.views.jsonshapes import (
+    BasisJson,
     BoundaryJson,
     BucketJson,
     DiffJson,
@@ -29,8 +31,11 @@ from prefixscope.views.jsonshapes import (
     EngineLogJson,
     EngineRateJson,
     IngestJson,
+    LedgerJson,
     MissesJson,
+    MoneyJson,
     RenderJson,
+    ReplayBasisJson,
     ReportJson,
     SegmentRowJson,
     SegmentsByJson,
@@ -239,10 +244,15 @@ def report_json(report: Report) -> ReportJson:
                     "hit_rate": s.hit_rate, "hit_rate_predicted": s.hit_rate_predicted,
                     "hit_rate_ideal": s.hit_rate_ideal, "engine": s.engine,
                     "replayed_requests": s.replayed_requests,
-                    "replayed_prompt_tokens": s.replayed_prompt_tokens},
+                    "replayed_prompt_tokens": s.replayed_prompt_tokens,
+                    "basis": _basis_json(s.basis),
+                    "replay": _replay_basis_json(s.replay),
+                    "money": _money_json(s.money)},
+        "ledger": _ledger_json(report.ledger),
         "findings": [{"kind": f.kind, "severity": f.severity, "title": f.title,
                       "segment": f.segment, "lost_tokens": f.lost_tokens,
-                      "share": float(f.share), "evidence": jsonable(dict(f.evidence)),
+                      "share": float(f.share), "lost_usd": _usd(f.lost_usd),
+                      "evidence": jsonable(dict(f.evidence)),
                       "fix": f.fix, "fix_hit_rate": f.fix_hit_rate}
                      for f in report.findings],
         "gate": {"passed": report.gate.passed,
@@ -254,6 +264,58 @@ def report_json(report: Report) -> ReportJson:
                       for p in report.scenarios],
         "notes": list(report.notes),
     }
+
+
+def _usd(value: float | None) -> float | None:
+    """Dollars to the micro-dollar: sums of per-call prices carry float noise below it."""
+    return None if value is None else round(float(value), 6)
+
+
+def _basis_json(b: Basis | None) -> BasisJson | None:
+    if b is None:
+        return None
+    return {"source": b.source, "requests": b.requests, "prompt_tokens": b.prompt_tokens,
+            "cached_tokens": b.cached_tokens, "outside_requests": b.outside_requests,
+            "outside_prompt_tokens": b.outside_prompt_tokens,
+            "outside_reason": b.outside_reason}
+
+
+def _replay_basis_json(r: ReplayBasis | None) -> ReplayBasisJson | None:
+    if r is None:
+        return None
+    return {"requests": r.requests, "prompt_tokens": r.prompt_tokens,
+            "cached_tokens": r.cached_tokens, "replayed_prompt_tokens": r.replayed_prompt_tokens,
+            "coverage": r.coverage, "partial": r.partial,
+            "hit_rate_observed": r.hit_rate_observed, "hit_rate_predicted": r.hit_rate_predicted,
+            "hit_rate_ideal": r.hit_rate_ideal}
+
+
+def _money_json(m: Money | None) -> MoneyJson | None:
+    if m is None:
+        return None
+    return {"source": m.source, "priced_requests": m.priced_requests,
+            "unpriced_requests": m.unpriced_requests, "unknown_models": list(m.unknown_models),
+            "spend_usd": _usd(m.spend_usd) or 0.0, "saved_usd": _usd(m.saved_usd) or 0.0,
+            "lost_usd": _usd(m.lost_usd) or 0.0,
+            "lost_usd_by_cause": {c: _usd(v) or 0.0 for c, v in m.lost_usd_by_cause.items()}}
+
+
+def _ledger_json(ledger: Ledger | None) -> LedgerJson | None:
+    if ledger is None:
+        return None
+    by_cause: dict[str, object] = {}
+    for cause, tokens in ledger.by_cause.items():
+        if cause == "break":
+            by_cause[cause] = {"tokens": tokens, "by_kind": dict(ledger.break_by_kind),
+                               "by_segment": dict(ledger.break_by_segment)}
+        else:
+            by_cause[cause] = tokens
+    basis = _basis_json(ledger.basis)
+    assert basis is not None
+    return {"basis": basis, "missed_tokens": ledger.missed_tokens, "by_cause": by_cause,
+            "lost_tokens": ledger.lost_tokens,
+            "lost_usd": ({c: _usd(v) or 0.0 for c, v in ledger.money.lost_usd_by_cause.items()}
+                         if ledger.money is not None else None)}
 
 
 def jsonable(value: Any) -> Any:

@@ -379,8 +379,57 @@ class SimulateJson(TypedDict):
 # ------------------------------------------------------------------ report
 
 
+class BasisJson(TypedDict):
+    """The requests every rate and total is over (docs/report.md#the-ledger)."""
+
+    source: str  # observed | predicted | none
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    outside_requests: int
+    outside_prompt_tokens: int
+    outside_reason: str
+
+
+class ReplayBasisJson(TypedDict):
+    """The basis's requests the replay rebuilt: observed, predicted, ideal over them."""
+
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    replayed_prompt_tokens: int
+    coverage: float | None
+    partial: bool
+    hit_rate_observed: float | None
+    hit_rate_predicted: float | None
+    hit_rate_ideal: float | None
+
+
+class MoneyJson(TypedDict):
+    """The basis in dollars."""
+
+    source: str
+    priced_requests: int
+    unpriced_requests: int
+    unknown_models: list[str]
+    spend_usd: float
+    saved_usd: float
+    lost_usd: float
+    lost_usd_by_cause: dict[str, float]
+
+
+class LedgerJson(TypedDict):
+    """Every missed token of the basis, by cause; the causes sum to missed_tokens."""
+
+    basis: BasisJson
+    missed_tokens: int
+    by_cause: dict[str, object]  # cause -> tokens; "break" -> {tokens, by_kind, by_segment}
+    lost_tokens: int  # the causes that are losses (not cold, new, rounding)
+    lost_usd: dict[str, float] | None
+
+
 class ReportSummaryJson(TypedDict):
-    """The whole log in numbers."""
+    """The whole log in numbers, over one stated basis."""
 
     requests: int
     sessions: int
@@ -392,6 +441,9 @@ class ReportSummaryJson(TypedDict):
     engine: str | None
     replayed_requests: int
     replayed_prompt_tokens: int
+    basis: BasisJson | None
+    replay: ReplayBasisJson | None
+    money: MoneyJson | None
 
 
 class FindingJson(TypedDict):
@@ -403,6 +455,7 @@ class FindingJson(TypedDict):
     segment: str | None
     lost_tokens: int
     share: float
+    lost_usd: float | None
     evidence: dict[str, object]
     fix: str
     fix_hit_rate: float | None
@@ -431,6 +484,7 @@ class ReportJson(TypedDict):
     """`prefixscope report --json`."""
 
     summary: ReportSummaryJson
+    ledger: LedgerJson | None
     findings: list[FindingJson]
     gate: GateJson
     scenarios: list[ScenarioJson]

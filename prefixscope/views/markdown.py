@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from prefixscope.findings.model import Report
+from prefixscope.views import wording
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~])")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -29,24 +30,28 @@ def _pct(value: float | None) -> str:
 
 def report_markdown(report: Report, *, top: int = 20) -> str:
     s = report.summary
-    lines = ["# prefixscope report", "",
-             f"{s.requests:,} requests in {s.sessions:,} sessions · {s.prompt_tokens:,} prompt "
-             f"tokens, {s.cached_tokens:,} cached", "",
-             "| hit rate | observed | predicted | ideal |", "|---|---:|---:|---:|",
-             f"| cached / prompt tokens | {_pct(s.hit_rate)} | {_pct(s.hit_rate_predicted)} | "
-             f"{_pct(s.hit_rate_ideal)} |", ""]
-    if s.engine:
-        lines += [f"Replayed with `{md_text(s.engine)}`: predicted and ideal are over the "
-                  f"{s.replayed_requests:,} requests the replay could rebuild.", ""]
+    r = s.replay
+    lines = ["# prefixscope report", "", md_text(wording.basis_line(s)), ""]
+    if r is not None or s.hit_rate is not None:
+        lines += [md_text(wording.rates_title(s)) + ":", "",
+                  "| observed | predicted | ideal | replayed with |", "|---:|---:|---:|---|",
+                  f"| {_pct(r.hit_rate_observed if r else s.hit_rate)} | "
+                  f"{_pct(s.hit_rate_predicted)} | {_pct(s.hit_rate_ideal)} | "
+                  f"{md_text(s.engine or '–')} |", ""]
+    lines += [f"> {md_text(line)}" for line in wording.replay_lines(s)]
+    for line in (wording.ledger_line(report.ledger), wording.money_line(s)):
+        if line:
+            lines += [md_text(line), ""]
     lines += ["## Findings", ""]
     if not report.findings:
-        lines += ["No findings: nothing in these logs is costing cache.", ""]
+        lines += [md_text(wording.no_findings_line(report)) + ".", ""]
     else:
-        lines += ["| # | severity | kind | lost tokens | share | finding |",
-                  "|---:|---|---|---:|---:|---|"]
+        lines += ["| # | severity | kind | lost tokens | share | lost $ | finding |",
+                  "|---:|---|---|---:|---:|---:|---|"]
         for n, f in enumerate(report.findings[:top], 1):
+            dollars = md_text(wording.usd(f.lost_usd)) if f.lost_usd else "–"
             lines.append(f"| {n} | {f.severity} | {md_text(f.kind)} | {f.lost_tokens:,} | "
-                         f"{f.share:.1%} | {md_text(f.title)} |")
+                         f"{f.share:.1%} | {dollars} | {md_text(f.title)} |")
         lines.append("")
         for n, f in enumerate(report.findings[:top], 1):
             where = f" in {md_text(f.segment)}" if f.segment else ""

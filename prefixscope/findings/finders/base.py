@@ -13,10 +13,10 @@ EXCERPT_CHARS = 120
 
 def finding(kind: str, title: str, lost_tokens: int, evidence: Mapping[str, Any], fix: str,
             *, segment: str | None = None, severity: str = "",
-            fix_hit_rate: float | None = None) -> Finding:
+            fix_hit_rate: float | None = None, lost_usd: float | None = None) -> Finding:
     """A finding; an empty `severity` is decided by its share of the prompt tokens."""
     return Finding(kind, severity, title, segment, int(lost_tokens), 0.0, dict(evidence), fix,
-                   fix_hit_rate)
+                   fix_hit_rate, lost_usd)
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:

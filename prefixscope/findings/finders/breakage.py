@@ -1,9 +1,10 @@
 """Breakage: consecutive turns of a session whose prompts diverge before the new turn.
 
 Every diffed pair with a breaking cause (not append-only, identical or a compaction, which
-the replay finder prices) is grouped by the finding kind its cause maps to and the part
-of the request to blame; the lost tokens are the diff's (the tokens after the last
-reusable block that the previous turn had sent). A what-if the replay priced for the
+the misses finder reports) is grouped by the finding kind its cause maps to and the part
+of the request to blame; the lost tokens are the ledger's ``break`` tokens of those
+requests (what the previous turn had sent after the divergence, in the log's count), so
+no two findings claim a token. A what-if the replay priced for the
 cause (strip the billing header, sort JSON keys) gives the fix its expected hit rate.
 """
 
@@ -14,67 +15,48 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
-from prefixscope.analyses.bucket import top_level_element
 from prefixscope.analyses.diff import PairDiff
 from prefixscope.findings.evidence import Evidence
-from prefixscope.findings.finders.base import EXAMPLES, excerpt, finding, pct
+from prefixscope.findings.finders.base import EXAMPLES, count, excerpt, finding, pct
+from prefixscope.findings.ledger import blamed_segment, break_kind
 from prefixscope.findings.model import Finding
 
-KIND_OF_CAUSE = {
-    "volatile-value": "volatile-prefix-segment",
-    "content-change": "volatile-prefix-segment",
-    "whitespace": "volatile-prefix-segment",
-    "json-key-order": "json-key-order",
-    "tool-order": "tool-order",
-    "tool-set": "tool-set-change",
-    "history-rewrite": "history-rewrite",
-    "template-divergence": "template-divergence",
-    "model-change": "model-change",
-}
 _BILLING = re.compile(r"\bcch=|x-anthropic-billing-header", re.I)
-_TOOLS_KINDS = {"json-key-order", "tool-order", "tool-set-change"}
 
 
 def find(ev: Evidence) -> Iterator[Finding]:
-    if ev.diff is None:
+    if ev.diff is None or ev.ledger is None:
         return
     groups: dict[tuple[str, str | None], list[PairDiff]] = defaultdict(list)
     for pair in ev.diff.pairs:
-        kind = KIND_OF_CAUSE.get(pair.cause)
-        if kind is None:
-            continue
-        if pair.cause == "content-change" and _in_history(pair):
-            kind = "history-rewrite"  # an earlier message changed: not a prefix header
-        groups[(kind, _blamed(kind, pair))].append(pair)
+        kind = break_kind(pair)
+        if kind is not None:
+            groups[(kind, blamed_segment(kind, pair))].append(pair)
+    # What each group costs is the ledger's: its requests' `break` tokens.
+    tokens: Counter[tuple[str, str | None]] = Counter()
+    usd: dict[tuple[str, str | None], float] = defaultdict(float)
+    priced: set[tuple[str, str | None]] = set()
+    for e in ev.ledger.entries:
+        if e.causes.get("break") and e.break_kind is not None:
+            key = (e.break_kind, e.break_segment)
+            tokens[key] += e.causes["break"]
+            if "break" in e.lost_usd:
+                usd[key] += e.lost_usd["break"]
+                priced.add(key)
+    in_basis = {e.id for e in ev.ledger.entries}
     diffed = len(ev.diff.pairs)
     change_rate = {s.segment: s.change_rate for report in ev.segments for s in report.segments}
-    for (kind, segment), pairs in groups.items():
-        yield _finding(ev, kind, segment, pairs, diffed, change_rate)
-
-
-def _in_history(pair: PairDiff) -> bool:
-    """The divergence is in a message after the first (the first is the system prompt in
-    the OpenAI protocols, so a change there is a prefix segment's)."""
-    seg = pair.first_divergence.segment if pair.first_divergence else ""
-    head = seg.split(".", 1)[0]
-    return head.startswith(("messages", "input")) and head not in ("messages[0]", "input[0]")
-
-
-def _blamed(kind: str, pair: PairDiff) -> str | None:
-    """The part of the request a group of pairs blames."""
-    seg = pair.first_divergence.segment if pair.first_divergence else None
-    if seg is None or kind == "model-change":
-        return None
-    if kind in _TOOLS_KINDS:
-        return "tools"  # the tool list as a whole (its template wrapper included)
-    if kind == "history-rewrite":
-        return seg.split("[", 1)[0]
-    return top_level_element(seg)
+    for key, pairs in groups.items():
+        outside = sum(p.b not in in_basis for p in pairs)
+        if not tokens[key] and not outside:
+            continue  # a divergence inside the last partial block: it cost nothing
+        yield _finding(ev, key[0], key[1], pairs, diffed, change_rate, tokens[key],
+                       usd[key] if key in priced else None, outside)
 
 
 def _finding(ev: Evidence, kind: str, segment: str | None, pairs: list[PairDiff], diffed: int,
-             change_rate: dict[str, float | None]) -> Finding:
-    lost = sum(p.lost_tokens for p in pairs)
+             change_rate: dict[str, float | None], lost: int, lost_usd: float | None,
+             outside: int) -> Finding:
     tokens = [p.first_divergence.token for p in pairs if p.first_divergence]
     paths = Counter(p.first_divergence.segment for p in pairs if p.first_divergence)
     details = [p.detail for p in pairs if p.detail]
@@ -91,7 +73,10 @@ def _finding(ev: Evidence, kind: str, segment: str | None, pairs: list[PairDiff]
         "example_pairs": [[p.a, p.b] for p in pairs[:EXAMPLES]],
         "excerpt": excerpt(details[0]) if details else None,
         "approximate": any(p.approximate for p in pairs),
+        "rendered_lost_tokens": sum(p.lost_tokens for p in pairs),
     }
+    if outside:
+        evidence["pairs_outside_basis"] = outside
     rate = change_rate.get(segment) if segment else None
     if rate is not None:
         evidence["segment_change_rate"] = rate
@@ -108,8 +93,12 @@ def _finding(ev: Evidence, kind: str, segment: str | None, pairs: list[PairDiff]
                 f"hit rate {pct(ev.simulate.hit_rate_predicted if ev.simulate else None)} → "
                 f"{pct(after)}.")
     title = _title(kind, where, len(pairs), diffed, billing, every)
+    if outside:
+        title += (f" ({count(outside, 'turn')} outside the basis: no cache reported, "
+                  "not in the token count)")
     return finding(kind, title, lost, evidence, fix, segment=segment,
-                   fix_hit_rate=priced[1] if priced else None)
+                   fix_hit_rate=priced[1] if priced else None, lost_usd=lost_usd,
+                   severity="" if lost else "info")
 
 
 def _priced(ev: Evidence, transform: str) -> tuple[int, float | None] | None:

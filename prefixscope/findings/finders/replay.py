@@ -1,20 +1,21 @@
-"""Misses the replay explains when the prefix did not change: eviction, TTL expiry, a hosted
-provider missing an intact live prefix, compaction; and the log disagreeing with a replay
-that fits it (usage semantics).
+"""Misses with an intact prefix, and the misses nothing explains: the ledger's ``ttl``,
+``eviction``, ``provider``, ``compaction``, ``below-minimum`` and ``unexplained`` causes.
 
-The tokens are the replay's miss classes (`analyses.simulate`), which partition each
-request's uncached prompt tokens; breakage (``break``) is the diff's to report, with its
-cause, so it is not repeated here.
+Each finding's tokens are its cause's in the ledger (`findings.ledger`), which attributes
+every missed token once; breakage (``break``) is the breakage finder's, by its kind and
+segment. Eviction is reported per cache domain (a log file's server), with the domain's
+fitted capacity and capacity curve for the fix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 
 from prefixscope.analyses.simulate import SimulateReport
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
+from prefixscope.findings.ledger import LedgerEntry
 from prefixscope.findings.model import Finding
 from prefixscope.findings.names import short_names
 
@@ -22,75 +23,140 @@ _NEAR_IDEAL = 0.005  # a capacity whose hit rate is within half a point of the i
 
 
 def find(ev: Evidence) -> Iterator[Finding]:
-    """Per cache domain (each log file's own replay and fit)."""
-    if ev.replays:
-        names = short_names([r.domain for r in ev.replays])
-        several = len(ev.replays) > 1
-        for replay in ev.replays:
-            yield from _domain(replay.report, replay.domain if several else None,
-                               names[replay.domain])
-    elif ev.simulate is not None:
-        yield from _domain(ev.simulate, None)
-
-
-def _domain(sim: SimulateReport, domain: str | None, name: str = "") -> Iterator[Finding]:
-    for f in _findings(sim):
-        if domain is None:
-            yield f
-        else:
-            yield replace(f, title=f"{name}: {f.title}",
-                          evidence={"domain": domain, **f.evidence})
-
-
-def _findings(sim: SimulateReport) -> Iterator[Finding]:
-    hosted = sim.engine in ("anthropic", "openai", "deepseek")
-    for cls in ("eviction", "ttl", "provider", "compaction", "unexplained"):
-        tokens = sim.misses.get(cls, 0)
-        if tokens <= 0:
+    ledger = ev.ledger
+    if ledger is None:
+        return
+    by_cause: dict[str, list[LedgerEntry]] = defaultdict(list)
+    for e in ledger.entries:
+        for cause in e.causes:
+            by_cause[cause].append(e)
+    domains = {r.domain: r.report for r in ev.replays}
+    names = short_names(list(domains))
+    for cause in ("ttl", "eviction", "provider", "compaction", "below-minimum",
+                  "unexplained"):
+        hit = by_cause.get(cause, [])
+        if not hit:
             continue
-        hit = [r for r in sim.per_request if r.misses.get(cls, 0) > 0]
-        evidence: dict[str, object] = {
-            "engine": sim.engine, "unit": sim.unit, "capacity_tokens": sim.capacity_tokens,
-            "requests": len(hit), "replayed_requests": sim.requests,
-            "example_requests": [r.id for r in sorted(hit, key=lambda r: -r.misses[cls])
-                                 [:EXAMPLES]],
-        }
+        if cause == "eviction":
+            per_domain: dict[str | None, list[LedgerEntry]] = defaultdict(list)
+            for e in hit:
+                per_domain[e.domain].append(e)
+            several = len(per_domain) > 1
+            for domain, entries in per_domain.items():
+                sim = domains.get(domain) if domain is not None else ev.simulate
+                f = _eviction(sim, entries, _evidence(cause, entries, sim))
+                if several and domain is not None:
+                    f = f.__class__(f.kind, f.severity, f"{names.get(domain, domain)}: {f.title}",
+                                    f.segment, f.lost_tokens, f.share,
+                                    {"domain": domain, **f.evidence}, f.fix, f.fix_hit_rate,
+                                    f.lost_usd)
+                yield f
+            continue
+        sim = ev.simulate
+        if cause in ("ttl", "provider"):  # a hosted API's: one finding per provider
+            per_engine: dict[str | None, list[LedgerEntry]] = defaultdict(list)
+            for e in hit:
+                per_engine[e.engine].append(e)
+            for engine, entries in per_engine.items():
+                yield _finding(cause, entries, _evidence(cause, entries, sim), engine, ev)
+            continue
+        yield _finding(cause, hit, _evidence(cause, hit, sim), sim.engine if sim else None,
+                       ev)
+
+
+def _tokens(entries: Sequence[LedgerEntry], cause: str) -> int:
+    return sum(e.causes.get(cause, 0) for e in entries)
+
+
+def _usd(entries: Sequence[LedgerEntry], cause: str) -> float | None:
+    priced = [e.lost_usd[cause] for e in entries if cause in e.lost_usd]
+    return sum(priced) if priced else None
+
+
+def _evidence(cause: str, entries: Sequence[LedgerEntry], sim: SimulateReport | None
+              ) -> dict[str, object]:
+    worst = sorted(entries, key=lambda e: -e.causes.get(cause, 0))
+    evidence: dict[str, object] = {
+        "requests": len(entries),
+        "example_requests": [e.id for e in worst[:EXAMPLES]],
+        "tokens_per_request_max": worst[0].causes.get(cause, 0) if worst else 0,
+    }
+    if sim is not None:
+        evidence.update(engine=sim.engine, unit=sim.unit, capacity_tokens=sim.capacity_tokens,
+                        replayed_requests=sim.requests)
         if sim.fit is not None:
             evidence["fit_agreement"] = sim.fit.agreement
-        n = count(len(hit), "request")
-        if cls == "eviction":
-            yield _eviction(sim, tokens, evidence, n)
-        elif cls == "ttl":
-            yield finding("ttl-expiry", f"{n} found the cached prefix expired after "
-                          f"a pause longer than the cache's retention ({_ttl(sim)})", tokens,
-                          evidence, _ttl_fix(sim.engine))
-        elif cls == "provider":
-            yield finding("provider-miss", f"{sim.engine} missed an intact, live prefix in "
-                          f"{n} (routing, overflow or best effort)", tokens,
-                          evidence, _provider_fix(sim.engine))
-        elif cls == "compaction":
-            yield finding("compaction", f"{n} after a compaction re-sent the "
-                          "conversation as a summary: the cache restarted there", tokens,
-                          evidence, "Compaction rewrites the history: keep the system prompt "
-                          "and tools byte-identical across it so they stay cached, and compact "
-                          "later (a larger threshold) if the context allows.")
-        elif not hosted:
-            evidence["hit_rate_observed"] = sim.hit_rate_observed
-            evidence["hit_rate_predicted"] = sim.hit_rate_predicted
-            estimated = sim.approximate_requests > 0
-            evidence["approximate_requests"] = sim.approximate_requests
-            yield finding("usage-semantics", f"the log reports less cache than a replay that "
-                          f"fits it predicts, in {n}, with no pressure to "
-                          "explain it" + (f" ({sim.approximate_requests} rendered with a "
-                                          "stand-in tokenizer: an estimate)" if estimated
-                                          else ""), tokens, evidence,
-                          "Check the engine's block size and cache size (`prefixscope simulate "
-                          "--fit`), and what the source counts as cached tokens.",
-                          severity="info" if estimated else "")
+    gaps = [e.gap_seconds for e in entries if e.gap_seconds is not None]
+    if gaps and cause in ("ttl", "provider"):
+        evidence["gap_seconds_min"] = round(min(gaps), 1)
+        evidence["gap_seconds_max"] = round(max(gaps), 1)
+    return evidence
 
 
-def _eviction(sim: SimulateReport, tokens: int, evidence: dict[str, object], n: str
-              ) -> Finding:
+def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, object],
+             engine: str | None, ev: Evidence) -> Finding:
+    tokens, usd = _tokens(entries, cause), _usd(entries, cause)
+    n = count(len(entries), "request")
+    if engine is not None:
+        evidence["rules"] = engine
+    if cause == "ttl":
+        gaps = [e.gap_seconds for e in entries if e.gap_seconds is not None]
+        pause = (f"after pauses of {_minutes(min(gaps))}–{_minutes(max(gaps))}" if gaps
+                 else "after a pause")
+        return finding("ttl-expiry", f"{n} found the cached prefix expired {pause}, longer "
+                       f"than the cache's retention ({_ttl(engine)})", tokens, evidence,
+                       _ttl_fix(engine), lost_usd=usd)
+    if cause == "provider":
+        intact = ("the bodies prove the prefix intact" if ev.diff is not None else
+                  "usage shows each turn extending the last (no bodies to prove the prefix "
+                  "intact)")
+        return finding("provider-miss", f"{engine or 'the provider'} cached less than the live "
+                       f"prefix in {n}, by at least one cache unit: {intact}", tokens,
+                       evidence, _provider_fix(engine), lost_usd=usd)
+    if cause == "compaction":
+        return finding("compaction", f"{n} after a compaction re-sent the conversation as a "
+                       "summary: the cache restarted there", tokens, evidence,
+                       "Compaction rewrites the history: keep the system prompt and tools "
+                       "byte-identical across it so they stay cached, and compact later (a "
+                       "larger threshold) if the context allows.", lost_usd=usd)
+    if cause == "below-minimum":
+        return finding("below-minimum", f"{n} had a reusable prefix shorter than the "
+                       "engine caches (its minimum cacheable length, or one block)", tokens,
+                       evidence, "Put the stable part first and make it longer than the "
+                       "minimum (Anthropic: 1,024–4,096 tokens by model; OpenAI: 1,024), or "
+                       "move the breakpoint after more of the stable prefix.", lost_usd=usd,
+                       severity="low")
+    assert cause == "unexplained"
+    return finding("unexplained-miss", f"{n} got less cache than the previous turn left "
+                   "and nothing in the log explains why", tokens, evidence,
+                   _unexplained_fix(ev), lost_usd=usd)
+
+
+def _unexplained_fix(ev: Evidence) -> str:
+    if ev.diff is None:
+        return ("Log the request bodies so the turns can be diffed (Langfuse: keep input; "
+                "LiteLLM: store_prompts_in_spend_logs; new-api: log the request body; Claude "
+                "Code already does), and the engine's own log for its cache size "
+                "(`prefixscope engine-log`).")
+    return ("Check the engine's block size and cache size (`prefixscope simulate --fit`), its "
+            "log for evictions (`prefixscope engine-log`), and what the source counts as "
+            "cached tokens.")
+
+
+def _minutes(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def _eviction(sim: SimulateReport | None, entries: Sequence[LedgerEntry],
+              evidence: dict[str, object]) -> Finding:
+    tokens, usd = _tokens(entries, "eviction"), _usd(entries, "eviction")
+    n = count(len(entries), "request")
+    if sim is None:
+        return finding("eviction-pressure", f"{n} missed blocks a larger cache would have "
+                       "kept", tokens, evidence, "More KV cache memory, CPU offload, or "
+                       "session-sticky routing.", lost_usd=usd)
     enough = None
     ideal = sim.hit_rate_ideal
     for point in sim.capacity_curve:  # the smallest larger cache that reaches the ideal
@@ -122,15 +188,15 @@ def _eviction(sim: SimulateReport, tokens: int, evidence: dict[str, object], n: 
     return finding("eviction-pressure", f"{who}: "
                    f"{n} missed blocks a larger cache would have "
                    f"kept ({capacity})", tokens, evidence, fix,
-                   fix_hit_rate=enough.hit_rate if enough else None)
+                   fix_hit_rate=enough.hit_rate if enough else None, lost_usd=usd)
 
 
-def _ttl(sim: SimulateReport) -> str:
+def _ttl(engine: str | None) -> str:
     return {"anthropic": "5 minutes by default", "openai": "5–10 minutes idle"}.get(
-        sim.engine, "its TTL")
+        engine or "", "its TTL")
 
 
-def _ttl_fix(engine: str) -> str:
+def _ttl_fix(engine: str | None) -> str:
     if engine == "anthropic":
         return ("Mark the stable prefix with the 1-hour TTL (`cache_control: {\"type\": "
                 "\"ephemeral\", \"ttl\": \"1h\"}`) where pauses exceed 5 minutes, or keep the "
@@ -139,7 +205,7 @@ def _ttl_fix(engine: str) -> str:
             "retention where offered.")
 
 
-def _provider_fix(engine: str) -> str:
+def _provider_fix(engine: str | None) -> str:
     if engine == "openai":
         return ("Send a stable `prompt_cache_key` per session so requests reach the same cache "
                 "machine, and keep the request rate per key under ~15 per minute.")

@@ -35,13 +35,16 @@ def usage_anthropic(u: dict[str, Any] | None) -> Usage:
     uncached = to_int(u.get("input_tokens"))
     read = to_int(u.get("cache_read_input_tokens"))
     write = to_int(u.get("cache_creation_input_tokens"))
-    if write is None and isinstance(u.get("cache_creation"), dict):
-        cc = u["cache_creation"]
-        write = _sum_present(to_int(cc.get("ephemeral_5m_input_tokens")),
-                             to_int(cc.get("ephemeral_1h_input_tokens")))
+    cc = _dict(u.get("cache_creation"))
+    write_1h = to_int(cc.get("ephemeral_1h_input_tokens"))
+    if write is None and cc:
+        write = _sum_present(to_int(cc.get("ephemeral_5m_input_tokens")), write_1h)
+    if write_1h is not None and (write is None or write_1h > write):
+        write_1h = None  # a split that does not fit its total says nothing
     prompt = None if uncached is None else uncached + (read or 0) + (write or 0)
     return Usage(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=write,
-                 output_tokens=to_int(u.get("output_tokens")), semantics="anthropic")
+                 output_tokens=to_int(u.get("output_tokens")), semantics="anthropic",
+                 cache_write_1h_tokens=write_1h)
 
 
 def usage_openai_chat(u: dict[str, Any] | None) -> Usage:

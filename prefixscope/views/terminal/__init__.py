@@ -58,13 +58,14 @@ def percent(v: float | None) -> str:
     return "-" if v is None else f"{v:.2%}"
 
 
-def hit_rate_table(**columns: str) -> Any:
+def hit_rate_table(*, titled: bool = True, **columns: str) -> Any:
     """The one-row table of hit rates (observed, predicted, ideal, ...) `simulate` and
-    `report` open with: column name -> the cell, already formatted."""
+    `report` open with: column name -> the cell, already formatted (`titled`: under the
+    title "hit rate (cached / prompt tokens)"; else the caller says what it is over)."""
     from rich.table import Table
 
-    table = Table(show_edge=False, title="hit rate (cached / prompt tokens)",
-                  title_justify="left")
+    table = Table(show_edge=False, title="hit rate (cached / prompt tokens)" if titled
+                  else None, title_justify="left")
     for name in columns:
         table.add_column(name.replace("_", " "), justify="right")
     table.add_row(*columns.values())

@@ -6,7 +6,8 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from prefixscope.findings.model import Report
+from prefixscope.findings.model import LENS_KINDS, Finding, Report
+from prefixscope.views import wording
 from prefixscope.views.terminal import Screen, count, hit_rate_table, percent, visible
 
 _COLOR = {"high": "red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -14,22 +15,29 @@ _COLOR = {"high": "red", "medium": "yellow", "low": "cyan", "info": "dim"}
 
 def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
     s = report.summary
-    screen.print(f"[bold]{count(s.requests, 'request')}[/] in "
-                 f"{count(s.sessions, 'session')} · {s.prompt_tokens:,} prompt tokens, "
-                 f"{s.cached_tokens:,} cached")
-    rates = hit_rate_table(observed=percent(s.hit_rate), predicted=percent(s.hit_rate_predicted),
-                           ideal=percent(s.hit_rate_ideal),
-                           replayed_with=escape(s.engine or "-"))
-    screen.print(rates)
-    if s.engine and s.replayed_requests < s.requests:
-        screen.print(f"[dim]predicted and ideal: over the {count(s.replayed_requests, 'request')}"
-                     " the replay could rebuild (a body, a trace, or usage for a hosted API)[/]")
+    screen.print(escape(wording.basis_line(s)), soft_wrap=True)
+    if s.replay is not None or s.hit_rate is not None:
+        r = s.replay
+        rates = hit_rate_table(
+            titled=False, observed=percent(r.hit_rate_observed if r is not None else s.hit_rate),
+            predicted=percent(s.hit_rate_predicted), ideal=percent(s.hit_rate_ideal),
+            replayed_with=escape(s.engine or "-"))
+        # said on its own line: a table's title wraps at the table's width
+        screen.print(escape(wording.rates_title(s)), soft_wrap=True)
+        screen.print(rates)
+    for line in wording.replay_lines(s):
+        screen.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
+    for said in (wording.ledger_line(report.ledger), wording.money_line(s)):
+        if said:
+            screen.print(escape(said), soft_wrap=True)
     if not report.findings:
-        screen.print("no findings: nothing in these logs is costing cache")
+        screen.print(escape(wording.no_findings_line(report)))
     for n, f in enumerate(report.findings[:top], 1):
         color = _COLOR.get(f.severity, "white")
         cost = (f"{f.lost_tokens:,} tokens ({f.share:.1%})" if f.lost_tokens
-                else "no token cost")
+                else _lens_cost(f) if f.kind in LENS_KINDS else "no token cost")
+        if f.lost_usd:
+            cost += f" · {wording.usd(f.lost_usd)}"
         screen.print(f"\n[bold]{n}.[/] [{color}]{f.severity}[/] [bold]{escape(f.kind)}[/]"
                      f" · {cost}" + (f" · {escape(visible(f.segment))}" if f.segment else ""))
         screen.print(f"   {escape(visible(f.title))}", soft_wrap=True)
@@ -51,3 +59,9 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
     for note in report.notes:
         screen.note(visible(note))
     return screen
+
+
+def _lens_cost(f: Finding) -> str:
+    causes = f.evidence.get("attributed_to") or []
+    return ("shows " + ", ".join(str(c) for c in causes[:3]) if causes
+            else "no loss of its own")

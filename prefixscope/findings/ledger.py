@@ -1,0 +1,444 @@
+"""The missed-token ledger: every prompt token the log reports as not cached, attributed to
+exactly one cause, so that a user checking the report with a calculator finds the parts
+summing to the whole and no two findings claiming the same token.
+
+For each request of the basis, ``missed = prompt − cached`` (as the log reports them), and
+the missed tokens are cut by where they sit in the prompt. With ``C`` the cached tokens,
+``S`` the tokens this prompt shares in length with its session predecessor
+(``min(previous prompt, this prompt)``), ``D`` the first divergent token (the diff of the
+two rendered prompts, mapped to the log's token count; ``S`` when they do not diverge or
+the log has no bodies) and ``X`` what the engine could have served of ``D`` by its rules
+(whole blocks, and never the last token, for a self-hosted engine; a hosted API's unit and
+minimum cacheable length; Anthropic's automatic breakpoint reading 2 tokens short)::
+
+    0 ........ C ........ X ........ D ........ S ........ P
+    | cached   | shortfall | rounding | break    | new      |
+
+* ``[S, P)`` is ``new``: appended since the previous turn (not a loss);
+* ``[D, S)`` is ``break``: sent before, but after the prefix changed (with the diff's
+  kind and the segment it blames), or ``compaction`` when the change is a compaction;
+* ``[X, D)`` is ``rounding`` (a partial block, the provider's unit) or ``below-minimum``
+  (``D`` is shorter than the minimum cacheable prefix or than one block, so ``X = 0``);
+* ``[C, X)``, the shortfall, is ``ttl`` (a hosted API and a pause longer than its
+  retention), ``eviction`` (as much as a replay at the fitted capacity loses and an
+  unlimited one keeps), ``provider`` (a hosted API missed a live prefix by at least one
+  cache unit; less is ``rounding``), else ``unexplained``.
+
+Cached tokens beyond ``X`` (another session or other live traffic kept a longer prefix
+warm; an engine that caches outputs) cover the intervals after it in prompt order. The
+first request of a session is ``cold`` (all its missed tokens), a request after a
+compaction link is ``compaction``. Precedence where two could apply (docs/report.md): the
+positions decide, and a break before a pause wins (nothing after the divergence could
+have hit, whatever the pause); a shortfall is ttl before below-minimum before eviction
+before provider before unexplained.
+
+The basis is the requests whose log reports both prompt and cached tokens
+(``observed``); a log that reports no cache at all is read on the replay's predicted
+cache over its rebuilt prompts (``predicted``). Requests outside the basis are counted,
+never mixed in. Each request's missed tokens are priced (`analyses.prices`) at what its
+uncached tokens were charged less the cache-read price.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prefixscope.analyses.bucket import top_level_element
+from prefixscope.analyses.diff import PairDiff
+from prefixscope.analyses.prices import CallPrice
+from prefixscope.analyses.simulate import ANTHROPIC_READ_LAG, HOSTED, RequestSim
+from prefixscope.engines import get_engine
+from prefixscope.engines.anthropic import TTL_1H, min_cacheable
+from prefixscope.model import UsageRecord
+
+CAUSES = ("cold", "new", "rounding", "break", "compaction", "ttl", "below-minimum",
+          "eviction", "provider", "unexplained")
+NOT_LOSSES = frozenset({"cold", "new", "rounding"})  # the unavoidable part of a miss
+LOSSES = tuple(c for c in CAUSES if c not in NOT_LOSSES)
+
+# A diff cause -> the break kind (and finding kind) it is.
+KIND_OF_CAUSE = {
+    "volatile-value": "volatile-prefix-segment",
+    "content-change": "volatile-prefix-segment",
+    "whitespace": "volatile-prefix-segment",
+    "json-key-order": "json-key-order",
+    "tool-order": "tool-order",
+    "tool-set": "tool-set-change",
+    "history-rewrite": "history-rewrite",
+    "template-divergence": "template-divergence",
+    "model-change": "model-change",
+}
+_TOOLS_KINDS = {"json-key-order", "tool-order", "tool-set-change"}
+# Anthropic caches at breakpoints, not in blocks: a warm turn reads a few tokens short of
+# the previous prompt (2 in TraceLab's Claude Code sample, 1-5 seen). A shortfall below
+# this many tokens is that distance, not a provider miss.
+ANTHROPIC_UNIT = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What an engine could serve of a prefix: its unit, minimum, retention."""
+
+    engine: str | None
+    hosted: bool
+    unit: int  # tokens per block / step (1: token-exact)
+    minimum: int  # the shortest prefix it caches
+    ttl: float | None  # seconds a hosted cache keeps an unused prefix (None: no expiry)
+    read_lag: int = 0  # tokens short of the previous prompt a warm read ends
+    tolerance: int = 1  # a shortfall below this is rounding
+
+    def expected(self, divergence: int, prompt: int, whole_predecessor: bool) -> int:
+        """X: the cached tokens these rules allow when the first `divergence` tokens are
+        the predecessor's (`whole_predecessor`: it sent no more than those)."""
+        if self.hosted:
+            reach = divergence - (self.read_lag if whole_predecessor else 0)
+            reach = min(reach, prompt - 1) if self.engine == "openai" else reach
+            x = (max(0, reach) // self.unit) * self.unit
+        else:
+            x = (max(0, min(divergence, prompt - 1)) // self.unit) * self.unit
+        return x if x >= self.minimum else 0
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One request's missed tokens by cause."""
+
+    id: str
+    session: str | None
+    prompt_tokens: int
+    cached_tokens: int
+    causes: Mapping[str, int]  # cause -> tokens (only causes with tokens)
+    break_kind: str | None = None  # the break's kind (a finding kind), when it broke
+    break_segment: str | None = None  # the part of the request it blames
+    gap_seconds: float | None = None  # since the session's previous request
+    expected_tokens: int | None = None  # X: what the predecessor allowed
+    domain: str | None = None  # the replay's cache domain, when one replayed it
+    lost_usd: Mapping[str, float] = field(default_factory=dict)  # loss cause -> dollars
+    engine: str | None = None  # whose rules the request was read by
+
+    @property
+    def missed_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Basis:
+    """The requests every rate and total of the report is over."""
+
+    source: str  # "observed" (the log's usage) | "predicted" (the replay) | "none"
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    outside_requests: int = 0  # requests not in the basis
+    outside_prompt_tokens: int = 0  # their logged prompt tokens (where logged)
+    outside_reason: str = ""  # why they are not in it
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+
+@dataclass(frozen=True, slots=True)
+class Money:
+    """The basis in dollars (list prices, or the user's own rate)."""
+
+    source: str  # where the prices come from
+    priced_requests: int
+    unpriced_requests: int
+    unknown_models: tuple[str, ...]
+    spend_usd: float
+    saved_usd: float  # what the cache reads saved against paying the input price
+    lost_usd: float  # what the loss causes cost beyond cache reads
+    lost_usd_by_cause: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    basis: Basis
+    missed_tokens: int
+    by_cause: Mapping[str, int]  # every cause, in CAUSES order (zeros included)
+    break_by_kind: Mapping[str, int]
+    break_by_segment: Mapping[str, int]
+    entries: tuple[LedgerEntry, ...]
+    money: Money | None = None
+
+    @property
+    def lost_tokens(self) -> int:
+        """Missed tokens that are losses (not cold, new or rounding)."""
+        return sum(self.by_cause[c] for c in LOSSES)
+
+    def tokens_of(self, ids: Sequence[str] | set[str]) -> dict[str, int]:
+        """cause -> tokens over the entries of `ids` (a lens shows these)."""
+        wanted = set(ids)
+        out: Counter[str] = Counter()
+        for e in self.entries:
+            if e.id in wanted:
+                out.update(e.causes)
+        return {c: out[c] for c in CAUSES if out[c]}
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedRequest:
+    """What a replay says of one request, with the domain's engine and block size."""
+
+    domain: str
+    engine: str
+    unit: int
+    sim: RequestSim
+
+
+def break_kind(pair: PairDiff) -> str | None:
+    """The break kind (a finding kind) of a diffed pair; None when it does not break."""
+    kind = KIND_OF_CAUSE.get(pair.cause)
+    if kind is not None and pair.cause == "content-change" and _in_history(pair):
+        return "history-rewrite"  # an earlier message changed: not a prefix header
+    return kind
+
+
+def blamed_segment(kind: str, pair: PairDiff) -> str | None:
+    """The part of the request a break of `kind` blames."""
+    seg = pair.first_divergence.segment if pair.first_divergence else None
+    if seg is None or kind == "model-change":
+        return None
+    if kind in _TOOLS_KINDS:
+        return "tools"  # the tool list as a whole (its template wrapper included)
+    if kind == "history-rewrite":
+        return seg.split("[", 1)[0]
+    return top_level_element(seg)
+
+
+def _in_history(pair: PairDiff) -> bool:
+    """The divergence is in a message after the first (the first is the system prompt in
+    the OpenAI protocols, so a change there is a prefix segment's)."""
+    seg = pair.first_divergence.segment if pair.first_divergence else ""
+    head = seg.split(".", 1)[0]
+    return head.startswith(("messages", "input")) and head not in ("messages[0]", "input[0]")
+
+
+def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False) -> Rules:
+    """A hosted API's rules, from its engine model."""
+    if engine == "anthropic":
+        return Rules(engine, True, 1, min_cacheable(model), TTL_1H if ttl_1h else
+                     float(get_engine("anthropic").ttl),  # type: ignore[attr-defined]
+                     ANTHROPIC_READ_LAG, ANTHROPIC_UNIT)
+    built = get_engine(engine)
+    unit = int(getattr(built, "unit", 1) or 1)
+    ttl = getattr(built, "idle_ttl", None) if engine == "openai" else getattr(built, "ttl", None)
+    return Rules(engine, True, unit, int(getattr(built, "min_tokens", 0) or 0),
+                 None if ttl is None else float(ttl), 0, max(unit, ANTHROPIC_UNIT))
+
+
+def self_hosted_rules(engine: str | None, unit: int | None) -> Rules:
+    size = max(1, unit or 1)
+    return Rules(engine, False, size, size if size > 1 else 0, None)
+
+
+def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
+                 replayed: Mapping[str, ReplayedRequest],
+                 rules_of: Mapping[str, Rules], prices: Mapping[str, CallPrice],
+                 money_source: str = "", unknown_models: Sequence[str] = ()) -> Ledger:
+    """The ledger of `records` (time order; see the module docstring).
+
+    `pairs`: the diff of consecutive turns (by later request); `replayed`: the replay's
+    result per request id; `rules_of`: each request's engine rules (a request missing
+    from it is read token-exact); `prices`: each priced request's price.
+    """
+    kept = [r for r in records if r.duplicate_of is None]
+    by_id = {r.id: r for r in kept}
+    observed = [r for r in kept if r.prompt_tokens is not None and r.cached_tokens is not None]
+    if observed:
+        source = "observed"
+        basis_ids = {r.id for r in observed}
+        reason = "no cache field in their usage"
+    elif replayed:
+        source = "predicted"
+        basis_ids = {r.id for r in kept if r.id in replayed}
+        reason = "not replayed (no body, no trace, no usage a hosted replay can read)"
+    else:
+        source, basis_ids, reason = "none", set(), "no cache field and no replay"
+    pair_of = {p.b: p for p in pairs}
+    default = Rules(None, False, 1, 0, None)
+    entries: list[LedgerEntry] = []
+    for r in kept:
+        if r.id not in basis_ids:
+            continue
+        prompt, cached = _sizes(r, replayed.get(r.id), source)
+        prev = by_id.get(r.prev_id) if r.prev_id is not None else None
+        entries.append(_entry(r, prompt, cached, prev, pair_of.get(r.id), replayed, source,
+                              rules_of.get(r.id, default), prices.get(r.id)))
+    outside = [r for r in kept if r.id not in basis_ids]
+    basis = Basis(source, len(entries), sum(e.prompt_tokens for e in entries),
+                  sum(e.cached_tokens for e in entries), len(outside),
+                  sum(r.prompt_tokens or 0 for r in outside), reason if outside else "")
+    by_cause: Counter[str] = Counter()
+    by_kind: Counter[str] = Counter()
+    by_segment: Counter[str] = Counter()
+    for e in entries:
+        by_cause.update(e.causes)
+        if e.causes.get("break"):
+            by_kind[e.break_kind or "unknown"] += e.causes["break"]
+            by_segment[e.break_segment or "(not located)"] += e.causes["break"]
+    missed = sum(e.missed_tokens for e in entries)
+    assert sum(by_cause.values()) == missed, "the ledger's causes must sum to its misses"
+    money = _money(entries, prices, money_source, unknown_models) if money_source else None
+    return Ledger(basis, missed, {c: by_cause[c] for c in CAUSES},
+                  dict(by_kind.most_common()), dict(by_segment.most_common()),
+                  tuple(entries), money)
+
+
+def _sizes(r: UsageRecord, rep: ReplayedRequest | None, source: str) -> tuple[int, int]:
+    if source == "observed":
+        prompt = r.prompt_tokens or 0
+        return prompt, min(r.cached_tokens or 0, prompt)
+    assert rep is not None
+    return rep.sim.prompt_tokens, min(rep.sim.predicted, rep.sim.prompt_tokens)
+
+
+def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
+           pair: PairDiff | None, replayed: Mapping[str, ReplayedRequest], source: str,
+           rules: Rules, price: CallPrice | None) -> LedgerEntry:
+    rep = replayed.get(r.id)
+    domain = rep.domain if rep is not None else None
+    gap = (r.timestamp - prev.timestamp).total_seconds() \
+        if prev is not None and r.timestamp is not None and prev.timestamp is not None else None
+    causes: Counter[str] = Counter()
+    kind = segment = None
+    expected = None
+    missed = prompt - cached
+    if prev is None:
+        causes["cold"] = missed
+    elif r.compaction or (pair is not None and pair.cause == "compaction"):
+        causes["compaction"] = missed
+    else:
+        before = _predecessor_tokens(prev, rep, replayed, source, prompt)
+        if before is None:
+            causes["unexplained"] = missed  # the predecessor's length is not known
+        else:
+            shared = min(before, prompt)
+            divergence = shared
+            kind = break_kind(pair) if pair is not None else None
+            if pair is not None and kind is not None:
+                segment = blamed_segment(kind, pair)
+                if kind == "model-change":  # another model has a cache of its own
+                    divergence = 0
+                elif pair.first_divergence is not None:
+                    divergence = min(shared, _to_log(pair.first_divergence.token,
+                                                     pair.tokens_b, prompt, source))
+            expected = rules.expected(divergence, prompt, divergence >= before)
+            below = expected == 0 and divergence > 0 and rules.minimum > 0
+            intervals = [
+                (expected, divergence, "below-minimum" if below else "rounding"),
+                (divergence, shared, "break"),
+                (shared, prompt, "new"),
+            ]
+            shortfall = max(0, expected - cached)
+            if shortfall:
+                for cause, n in _shortfall(shortfall, rules, gap, rep, prompt).items():
+                    causes[cause] += n
+            for start, end, cause in intervals:
+                n = max(0, end - max(start, cached))
+                if n:
+                    causes[cause] += n
+            if not causes.get("break"):
+                kind = segment = None
+    lost = {c: price.lost(n) for c, n in causes.items() if c not in NOT_LOSSES and n} \
+        if price is not None else {}
+    return LedgerEntry(r.id, r.session, prompt, cached, {c: n for c, n in causes.items() if n},
+                       kind, segment, gap, expected, domain, lost, rules.engine)
+
+
+def _predecessor_tokens(prev: UsageRecord, rep: ReplayedRequest | None,
+                        replayed: Mapping[str, ReplayedRequest], source: str,
+                        prompt: int) -> int | None:
+    """The previous turn's prompt length, in this basis's tokens."""
+    if source == "observed" and prev.prompt_tokens is not None:
+        return prev.prompt_tokens
+    before = replayed.get(prev.id)
+    if before is None:
+        return None
+    if source == "observed":  # the predecessor reports no prompt tokens: its rebuilt one,
+        if rep is None or not rep.sim.prompt_tokens:  # in this request's scale
+            return None
+        return round(before.sim.prompt_tokens * prompt / rep.sim.prompt_tokens)
+    return before.sim.prompt_tokens
+
+
+def _to_log(token: int, rendered: int, logged: int, source: str) -> int:
+    """A rendered token position in the log's count (the rebuilt prompt may be shorter or
+    tokenized by a stand-in: positions scale with the lengths)."""
+    if source != "observed" or rendered <= 0 or rendered == logged:
+        return token
+    return round(token * logged / rendered)
+
+
+def _shortfall(tokens: int, rules: Rules, gap: float | None, rep: ReplayedRequest | None,
+               prompt: int) -> dict[str, int]:
+    """[C, X): what the predecessor allowed and the cache did not give."""
+    if rules.hosted:
+        if rules.ttl is not None and gap is not None and gap > rules.ttl:
+            return {"ttl": tokens}
+        return {"provider" if tokens >= rules.tolerance else "rounding": tokens}
+    if tokens < rules.tolerance:
+        return {"rounding": tokens}
+    # The replay's eviction class: blocks the fitted capacity lost and an unlimited cache
+    # kept, which the log did not get either (in the replay's tokens: scaled to the log's).
+    lost = rep.sim.misses.get("eviction", 0) if rep is not None else 0
+    if lost and rep is not None and rep.sim.prompt_tokens:
+        evicted = min(tokens, round(lost * prompt / rep.sim.prompt_tokens))
+        return {"eviction": evicted, "unexplained": tokens - evicted}
+    return {"unexplained": tokens}
+
+
+def _money(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice], source: str,
+           unknown: Sequence[str]) -> Money:
+    priced = [e for e in entries if e.id in prices]
+    spend = sum(prices[e.id].spend_usd for e in priced)
+    saved = sum(e.cached_tokens * max(0.0, prices[e.id].rates.input / 1e6
+                                      - prices[e.id].read_rate) for e in priced)
+    by_cause: Counter[str] = Counter()
+    for e in priced:
+        for cause, usd in e.lost_usd.items():
+            by_cause[cause] += usd  # type: ignore[assignment]
+    return Money(source, len(priced), len(entries) - len(priced), tuple(sorted(unknown)),
+                 spend, saved, float(sum(by_cause.values())),
+                 {c: float(by_cause[c]) for c in LOSSES if by_cause[c]})
+
+
+def ttl_1h_predecessors(records: Sequence[UsageRecord]) -> set[str]:
+    """Ids of requests whose session predecessor wrote with the 1-hour TTL."""
+    wrote = {r.id for r in records if r.cache_write_1h_tokens}
+    return {r.id for r in records if r.prev_id in wrote}
+
+
+def unmodelled_hosted_rules(family: str) -> Rules:
+    """A hosted API whose cache prefixscope has no model of (Gemini's implicit caching,
+    xAI): a shortfall of a live prefix is the provider's; no retention or minimum is
+    assumed."""
+    return Rules(family, True, 1, 0, None, 0, ANTHROPIC_UNIT)
+
+
+def rules_for(records: Sequence[UsageRecord], replayed: Mapping[str, ReplayedRequest],
+              block_of_source: Mapping[str, int | None], engine_of: Mapping[str, str | None],
+              family_of: Mapping[str, str | None],
+              unmodelled_of: Mapping[str, str | None]) -> dict[str, Rules]:
+    """Each request's rules: a hosted API's by its own model's family (a log may mix
+    providers); else its replay's engine and block size; else the engine chosen for its
+    log file; else the block size inferred for its log; else token-exact."""
+    one_hour = ttl_1h_predecessors(records)
+    out: dict[str, Rules] = {}
+    for r in records:
+        rep = replayed.get(r.id)
+        engine = rep.engine if rep is not None else engine_of.get(r.id)
+        family = family_of.get(r.id)
+        if engine in HOSTED:
+            out[r.id] = hosted_rules(family if family in HOSTED else engine, r.model,
+                                     r.id in one_hour)
+        elif rep is not None:
+            out[r.id] = self_hosted_rules(rep.engine, rep.unit)
+        elif engine is None and unmodelled_of.get(r.id):
+            out[r.id] = unmodelled_hosted_rules(str(unmodelled_of[r.id]))
+        else:
+            out[r.id] = self_hosted_rules(engine, block_of_source.get(r.source_format))
+    return out

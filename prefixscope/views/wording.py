@@ -1,0 +1,106 @@
+"""The report's summary in sentences, written once for every view (terminal, Markdown,
+HTML), so that each says the same basis, coverage, ledger and dollars in the same words.
+
+Each function returns plain text (no markup); views escape it their own way.
+"""
+
+from __future__ import annotations
+
+from prefixscope.findings.ledger import CAUSES, NOT_LOSSES, Ledger
+from prefixscope.findings.model import Report, Summary
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def usd(value: float) -> str:
+    """Dollars as a person reads them: cents, or four places below a cent."""
+    if value and abs(value) < 0.01:
+        return f"${value:,.4f}"
+    return f"${value:,.2f}"
+
+
+def basis_line(s: Summary) -> str:
+    """What the totals and the hit rate are over."""
+    b = s.basis
+    head = f"{plural(s.requests, 'request')} in {plural(s.sessions, 'session')}"
+    if b is None or b.source == "none":
+        return head + " · no request reports its cached tokens and none could be replayed"
+    rate = f" = {b.hit_rate:.2%}" if b.hit_rate is not None else ""
+    what = ("cached" if b.source == "observed" else "cached as the replay predicts")
+    line = (f"{head} · {b.prompt_tokens:,} prompt tokens, {b.cached_tokens:,} {what}{rate}"
+            f" over {'all ' if not b.outside_requests else ''}"
+            f"{plural(b.requests, 'request')}")
+    if b.source == "predicted":
+        line += " (the log reports no cached tokens: the replay's prediction)"
+    if b.outside_requests:
+        line += (f" + {plural(b.outside_requests, 'request')} outside the basis "
+                 f"({b.outside_reason})")
+    return line
+
+
+def rates_title(s: Summary) -> str:
+    r = s.replay
+    if r is None:
+        return "hit rate (cached / prompt tokens)"
+    b = s.basis
+    every = b is not None and r.requests == b.requests
+    return (f"hit rate (cached / prompt tokens) over the {'' if not every else 'same '}"
+            f"{plural(r.requests, 'request')}" + ("" if every else " the replay rebuilt"))
+
+
+def replay_lines(s: Summary) -> list[str]:
+    """Coverage and consistency of the replay: what predicted and ideal can be trusted for."""
+    r = s.replay
+    if r is None:
+        return []
+    out = []
+    if r.partial and r.coverage is not None:
+        out.append(f"the replay rebuilt {r.coverage:.0%} of the logged prompt tokens "
+                   f"({r.replayed_prompt_tokens:,} of {r.prompt_tokens:,}): predicted and ideal "
+                   "are partial; the ledger and the findings are sized on the logged usage")
+    if (r.hit_rate_observed is not None and r.hit_rate_ideal is not None
+            and r.hit_rate_observed > r.hit_rate_ideal + 0.005):
+        out.append(f"observed {r.hit_rate_observed:.2%} is above the ideal "
+                   f"{r.hit_rate_ideal:.2%}: the rebuilt prompts lack part of what was sent "
+                   "(or the cache served other traffic's prefixes); the ledger reads those "
+                   "requests from their usage")
+    return out
+
+
+def ledger_line(ledger: Ledger | None) -> str | None:
+    """Every missed token by cause, largest first; the parts sum to the whole."""
+    if ledger is None or not ledger.basis.requests:
+        return None
+    if not ledger.missed_tokens:
+        return "missed 0 tokens: every prompt token of the basis was cached"
+    parts = [(c, ledger.by_cause[c]) for c in CAUSES if ledger.by_cause[c]]
+    parts.sort(key=lambda kv: -kv[1])
+    shown = " · ".join(f"{c} {n:,}" for c, n in parts)
+    line = f"missed {ledger.missed_tokens:,} tokens: {shown}"
+    if all(c in NOT_LOSSES for c, _ in parts):
+        line += " — all unavoidable (cold starts, new tokens, partial blocks)"
+    return line
+
+
+def money_line(s: Summary) -> str | None:
+    m = s.money
+    if m is None or not m.priced_requests:
+        return None
+    lost = ""
+    if m.lost_usd_by_cause:
+        causes = sorted(m.lost_usd_by_cause.items(), key=lambda kv: -kv[1])
+        lost = " · lost " + usd(m.lost_usd) + " (" + ", ".join(
+            f"{c} {usd(v)}" for c, v in causes) + ")"
+    unpriced = (f" · {plural(m.unpriced_requests, 'request')} unpriced"
+                if m.unpriced_requests else "")
+    return f"spend {usd(m.spend_usd)} · the cache saved {usd(m.saved_usd)}{lost}{unpriced}"
+
+
+def no_findings_line(report: Report) -> str:
+    ledger = report.ledger
+    if ledger is not None and ledger.missed_tokens and ledger.lost_tokens == 0:
+        return ("no findings: every missed token is a cold start, new tokens or a partial "
+                "block — nothing in these logs is costing cache")
+    return "no findings: nothing in these logs is costing cache"
