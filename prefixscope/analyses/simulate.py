@@ -99,6 +99,10 @@ class SimulateOptions:
     # Replay only the requests of these log files (one cache domain: one server's traffic);
     # None: every request.
     source_files: tuple[str, ...] | None = None
+    # Anthropic: a breakpoint at the end of every prompt that has none (the API's automatic
+    # mode, as Claude Code's own marks put it there) -- for logs whose bodies lost their
+    # cache_control marks but whose usage reports cache reads.
+    automatic_breakpoints: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,6 +633,8 @@ def _engine(options: SimulateOptions, unlimited: bool) -> Engine:
     parameters = inspect.signature(ENGINES[options.engine]).parameters
     if "cache_output" in parameters:
         kwargs["cache_output"] = options.cache_output
+    if options.automatic_breakpoints and "automatic" in parameters:
+        kwargs["automatic"] = True
     ttl_parameter = getattr(ENGINES[options.engine], "ttl_parameter", None)
     if options.ttl_seconds is not None:
         if ttl_parameter is None:

@@ -31,8 +31,10 @@ def register(app: typer.Typer) -> None:
 def simulate(
     logs: Logs = None,
     store: StoreOpt = None,
-    engine: Annotated[str, typer.Option("--engine", "-e", help="Cache model: "
-                                        + ", ".join(ENGINES) + ".")] = "vllm",
+    engine: Annotated[str, typer.Option(
+        "--engine", "-e", help="Cache model: auto (as report chooses it: cached values on "
+        "block multiples -> vllm at that block, else the models' hosted API, else vllm when "
+        "the log has prompts), " + ", ".join(ENGINES) + ".")] = "auto",
     block_size: Annotated[int | None, typer.Option(
         "--block-size", "-b", min=1, help="The engine's unit: vLLM block (16), SGLang page (1), "
         "LMCache chunk (256), OpenAI step (128).", show_default=False)] = None,
@@ -87,6 +89,7 @@ def simulate(
     """
     from prefixscope.analyses.simulate import (
         AUTO_MIN_REPLAY_REQUESTS,
+        HOSTED,
         SimulateError,
         SimulateOptions,
         simulate_store,
@@ -99,16 +102,31 @@ def simulate(
     from prefixscope.views.json import simulate_json
     from prefixscope.views.terminal.simulate import simulate_screen
 
+    if engine != "auto" and engine not in ENGINES:
+        raise console.fail(f"unknown engine {engine!r}; known: auto, {', '.join(ENGINES)}",
+                           ExitCode.USAGE)
     render = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer))
-    options = SimulateOptions(
-        engine=engine, unit=block_size, trace_block_size=trace_block_size,
-        capacity_tokens=capacity_tokens(capacity, block_size, bytes_per_token),
-        cache_output=cache_output, render=render, concurrent=concurrent, ttl_seconds=ttl)
     curve_points = [capacity_tokens(c.strip(), block_size, bytes_per_token)
                     for c in (curve or "").split(",") if c.strip()]
     keep = save and not logs  # a temporary store of LOGS is gone after the command
     with open_store(logs, store, quiet=quiet, json_mode=json_out, writable=keep) as st, \
             console.counter(json_out, quiet, "simulate") as progress:
+        unit = block_size
+        if engine == "auto":
+            from prefixscope.findings.evidence import auto_engine
+
+            chosen, unit, why = auto_engine(st.usage_records(), block_size)
+            if chosen is None:
+                raise console.fail(f"--engine auto: {why}; pass --engine (one of "
+                                   f"{', '.join(ENGINES)})", ExitCode.USAGE)
+            engine = chosen
+            console.note(f"replaying with {engine}"
+                         + (f" (block {unit})" if unit and engine == "vllm" else "")
+                         + f": {why}", quiet)
+        options = SimulateOptions(
+            engine=engine, unit=unit, trace_block_size=trace_block_size,
+            capacity_tokens=capacity_tokens(capacity, unit, bytes_per_token),
+            cache_output=cache_output, render=render, concurrent=concurrent, ttl_seconds=ttl)
         try:
             n = effective_workers(workers, st.count(), auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
             report = simulate_store(st, options, what_if=what_if_tuple(what_if),
@@ -120,7 +138,11 @@ def simulate(
             raise console.fail(str(exc).splitlines()[0]) from None
         if not report.requests:
             reasons = "; ".join(f"{n:,} {why}" for why, n in report.skipped.items())
-            raise console.fail(f"nothing to replay ({reasons or 'no requests'})")
+            hint = ""
+            if engine not in HOSTED and st.count() and not st.body_count():
+                hint = (": a usage-only log (no bodies, no block ids) replays from its usage "
+                        "with a hosted engine: `--engine anthropic` (or openai, deepseek)")
+            raise console.fail(f"nothing to replay ({reasons or 'no requests'}){hint}")
         if keep:
             st.save_simulation(report.engine, report.unit, report.capacity_tokens,
                                stored_rows(report))

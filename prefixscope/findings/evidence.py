@@ -117,6 +117,9 @@ class Evidence:
     replays: tuple[Replay, ...] = ()  # per cache domain (a log file)
     notes: tuple[str, ...] = ()
     ledger: Ledger | None = None  # every missed token of the basis, by cause
+    # Anthropic-protocol calls whose input_tokens already held the cache reads (the whole
+    # rendered prompt): their logged prompt counts the reads twice (`cache_inclusive_input`)
+    inclusive_input: tuple[str, ...] = ()
 
 
 def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
@@ -181,6 +184,17 @@ def choose_engine(requested: str, records: Sequence[UsageRecord], block_size: in
     if any(r.has_body for r in records):
         return "vllm", "no model family recognised; prompts are in the log"
     return None, "no prompts in the log and no hosted model family recognised"
+
+
+def auto_engine(records: Sequence[UsageRecord], block_size: int | None = None
+                ) -> tuple[str | None, int | None, str]:
+    """(engine, block size, why) `--engine auto` replays a whole store with, as report
+    chooses per log file (`choose_engine`): the block size given, else the one the cached
+    values are aligned to."""
+    kept = [r for r in records if r.duplicate_of is None]
+    block = block_size or aligned_block_size([r.cached_tokens for r in kept if r.cached_tokens])
+    engine, why = choose_engine(AUTO, kept, block, block_size is not None)
+    return engine, (block if engine == "vllm" else block_size), why
 
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
@@ -268,6 +282,15 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
         store, options, records, diff, notes, engine_log.block_size if engine_log else None,
         replay_workers)
     step("ledger")
+    inclusive = cache_inclusive_input(records, replays)
+    if inclusive:
+        notes.append(f"{len(inclusive):,} Anthropic-protocol calls report input_tokens that "
+                     "already include their cache reads: the ledger counts their prompt as "
+                     "input_tokens alone (the log's sum counts the reads twice)")
+        fixed = set(inclusive)
+        records = tuple(replace(r, prompt_tokens=(r.prompt_tokens or 0) - (r.cached_tokens or 0)
+                                - (r.cache_write_tokens or 0)) if r.id in fixed else r
+                        for r in records)
     ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options)
     if ledger.money is not None and ledger.money.unknown_models:
         shown = ", ".join(ledger.money.unknown_models[:5])
@@ -276,7 +299,33 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
                      "--price-per-mtok)")
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
-                    ingest, tuple(store.truncated_ids()), replays, tuple(notes), ledger)
+                    ingest, tuple(store.truncated_ids()), replays, tuple(notes), ledger,
+                    inclusive)
+
+
+# Cache reads at least this share of the rendered prompt make the two readings of
+# input_tokens far enough apart to tell (a stand-in tokenizer is off by a few percent).
+_MIN_READ_SHARE = 0.2
+
+
+def cache_inclusive_input(records: Sequence[UsageRecord], replays: Sequence[Replay]
+                          ) -> tuple[str, ...]:
+    """Anthropic-protocol calls (with bodies) whose uncached input as parsed (prompt − reads
+    − writes, Anthropic's convention) is the whole rendered prompt while they also report
+    cache reads: their input_tokens included the reads -- the cache-inclusive
+    input_tokens a converting gateway answers with, whether or not the log names one."""
+    rendered = {r.id: r.prompt_tokens for replay in replays for r in replay.report.per_request}
+    hit = []
+    for r in records:
+        length = rendered.get(r.id)
+        if (r.endpoint != "anthropic-messages" or not r.has_body or r.duplicate_of
+                or not length or r.prompt_tokens is None or not r.cached_tokens):
+            continue
+        uncached = r.prompt_tokens - r.cached_tokens - (r.cache_write_tokens or 0)
+        if r.cached_tokens >= _MIN_READ_SHARE * length and \
+                abs(uncached - length) < abs(r.prompt_tokens - length) / 2:
+            hit.append(r.id)
+    return tuple(hit)
 
 
 def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
@@ -358,7 +407,7 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
         sim = SimulateOptions(engine=engine, unit=unit, capacity_tokens=options.capacity_tokens,
                               render=options.render, source_files=tuple(files))
         try:
-            replayed = _replay_domain(store, sim, options, records, what_if_of, workers)
+            replayed = _replay_domain(store, sim, options, records, what_if_of, notes, workers)
         except (SimulateError, RenderError, TokenizerError) as exc:
             notes.append(f"no cache replay of {domain}: {str(exc).splitlines()[0]}")
             continue
@@ -371,14 +420,30 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
     return merge_replays([r.report for r in replays]), what_if_of, tuple(replays), chosen
 
 
+def unmarked_cache_reads(engine: str, prepared: Sequence[Any]) -> bool:
+    """Anthropic bodies with no ``cache_control`` anywhere whose usage still reports cache
+    reads: the opt-in cache cannot have served them as logged."""
+    if engine != "anthropic":
+        return False
+    bodies = [p for p in prepared if p.blocks is not None]
+    return bool(bodies) and not any(p.breakpoints for p in bodies) and any(
+        p.observed for p in bodies)
+
+
 def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
                    records: Sequence[UsageRecord], what_if_of: dict[str, str],
-                   workers: int = 1) -> SimulateReport | None:
+                   notes: list[str], workers: int = 1) -> SimulateReport | None:
     """One cache domain, replayed with unlimited capacity; when the log got less than that
     predicts (a self-hosted engine, no --capacity), the capacity (and the unit, unless
     known) is fitted to the observed cached tokens and the domain replayed at the fit with
     a capacity curve; the priced what-ifs either way (None: nothing replayable)."""
     prepared, skipped = prepare(store, sim)  # rendered once for every replay below
+    if unmarked_cache_reads(sim.engine, prepared):
+        sim = replace(sim, automatic_breakpoints=True)
+        notes.append("replayed with anthropic's automatic breakpoints: the logged bodies carry "
+                     "no cache_control mark, yet their usage reports cache reads -- the "
+                     "client's marks were not logged (Claude Code puts one on the last "
+                     "message), or the upstream caches automatically")
     first = replay_prepared(store, prepared, skipped, sim, workers=workers)
     if not first.requests:
         return None

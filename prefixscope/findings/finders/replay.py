@@ -101,8 +101,10 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
         evidence["rules"] = engine
     if cause == "ttl":
         gaps = [e.gap_seconds for e in entries if e.gap_seconds is not None]
-        pause = (f"after pauses of {_minutes(min(gaps))}–{_minutes(max(gaps))}" if gaps
-                 else "after a pause")
+        pause = ("after a pause" if not gaps else
+                 f"after a pause of {_minutes(gaps[0])}" if _minutes(min(gaps)) ==
+                 _minutes(max(gaps)) else
+                 f"after pauses of {_minutes(min(gaps))}–{_minutes(max(gaps))}")
         return finding("ttl-expiry", f"{n} found the cached prefix expired {pause}, longer "
                        f"than the cache's retention ({_ttl(engine)})", tokens, evidence,
                        _ttl_fix(engine), lost_usd=usd)

@@ -1,0 +1,166 @@
+"""`prefixscope report` adds up, end to end: hand-built logs whose every number is known,
+through the CLI, checked with a calculator -- the ledger sums exactly to the missed tokens,
+findings claim no token twice, every rate is over its stated basis, and dollars equal the
+published list prices times the tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REAL, ROOT
+from typer.testing import CliRunner
+
+from prefixscope.cli.main import app
+
+runner = CliRunner()
+LENSES = {"pinned-constant", "low-hit-rate-dimension"}
+
+
+def report(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["report", *args, "--json"])
+    assert result.exit_code == 0, result.output + result.stderr
+    return json.loads(result.stdout)
+
+
+def claude_code_session(path: Path, turns: list[tuple[str, int, int, int]],
+                        model: str = "claude-opus-4-5") -> Path:
+    """Claude Code transcript lines (assistant messages with usage), one per
+    (time, input_tokens, cache_read, cache_creation)."""
+    lines = []
+    for n, (at, uncached, read, write) in enumerate(turns):
+        lines.append(json.dumps({
+            "type": "assistant", "timestamp": at, "sessionId": "sess-1", "uuid": f"u{n}",
+            "parentUuid": f"u{n - 1}" if n else None, "requestId": f"req_{n}",
+            "message": {"id": f"msg_{n}", "role": "assistant", "model": model,
+                        "content": [{"type": "text", "text": "ok"}],
+                        "usage": {"input_tokens": uncached, "cache_read_input_tokens": read,
+                                  "cache_creation_input_tokens": write,
+                                  "output_tokens": 100}}}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def check_sums(doc: dict[str, Any]) -> None:
+    """What a reader checks with a calculator, on any report."""
+    ledger, summary = doc["ledger"], doc["summary"]
+    basis = ledger["basis"]
+    assert summary["basis"] == basis
+    assert (summary["prompt_tokens"], summary["cached_tokens"]) == (basis["prompt_tokens"],
+                                                                    basis["cached_tokens"])
+    assert ledger["missed_tokens"] == basis["prompt_tokens"] - basis["cached_tokens"]
+    parts = {c: (v["tokens"] if isinstance(v, dict) else v)
+             for c, v in ledger["by_cause"].items()}
+    assert sum(parts.values()) == ledger["missed_tokens"]
+    brk = ledger["by_cause"]["break"]
+    assert sum(brk["by_kind"].values()) == brk["tokens"] == sum(brk["by_segment"].values())
+    claimed = sum(f["lost_tokens"] for f in doc["findings"])
+    assert claimed <= ledger["lost_tokens"] <= ledger["missed_tokens"]
+    assert all(f["lost_tokens"] == 0 for f in doc["findings"] if f["kind"] in LENSES)
+    if basis["source"] == "observed" and basis["prompt_tokens"]:
+        assert summary["hit_rate"] == pytest.approx(basis["cached_tokens"]
+                                                    / basis["prompt_tokens"])
+
+
+class TestHostedUsageOnly:
+    """shared/reference/ledger.md §1: a Claude Code session, a pause past the 5-minute TTL."""
+
+    def test_the_ledger_of_a_paused_session_in_tokens_and_dollars(self, tmp_path: Path):
+        log = claude_code_session(tmp_path / "s.jsonl", [
+            ("2026-03-02T10:00:00Z", 0, 0, 20_000),        # cold: all 20,000 written
+            ("2026-03-02T10:01:00Z", 0, 19_998, 4_002),    # warm: read 2 short
+            ("2026-03-02T10:12:00Z", 0, 13_000, 14_000)])  # 11 minutes later
+        doc = report(str(log))
+        check_sums(doc)
+        by = doc["ledger"]["by_cause"]
+        assert (by["cold"], by["new"], by["rounding"], by["ttl"]) == (20_000, 7_000, 4, 10_998)
+        assert doc["ledger"]["missed_tokens"] == 38_002
+        (ttl,) = [f for f in doc["findings"] if f["kind"] == "ttl-expiry"]
+        assert ttl["lost_tokens"] == 10_998
+        # Opus 4.5 list prices: 5-minute write $6.25 / MTok, cache read $0.50 / MTok.
+        assert ttl["lost_usd"] == pytest.approx(10_998 * (6.25 - 0.50) / 1e6, abs=1e-6)
+        money = doc["summary"]["money"]
+        # spend: writes 38,002 x $6.25 + reads 32,998 x $0.50 + output 300 x $25, per MTok
+        assert money["spend_usd"] == pytest.approx(
+            (38_002 * 6.25 + 32_998 * 0.50 + 300 * 25) / 1e6, abs=1e-6)
+        # saved: every read token at $5.00 input instead of $0.50
+        assert money["saved_usd"] == pytest.approx(32_998 * 4.50 / 1e6, abs=1e-6)
+
+    def test_only_unavoidable_misses_are_no_findings_and_say_so(self, tmp_path: Path):
+        log = claude_code_session(tmp_path / "s.jsonl", [
+            ("2026-03-02T10:00:00Z", 0, 0, 20_000),
+            ("2026-03-02T10:01:00Z", 0, 19_998, 4_002)])
+        doc = report(str(log))
+        check_sums(doc)
+        assert [f for f in doc["findings"] if f["lost_tokens"]] == []
+        out = runner.invoke(app, ["report", str(log)]).stdout
+        assert "all unavoidable" in out and "no findings" in out
+
+
+class TestBasisOnRealData:
+    def test_the_real_folder_states_its_basis_and_sums(self):
+        doc = report(str(REAL))
+        check_sums(doc)
+        basis = doc["summary"]["basis"]
+        assert basis["outside_requests"] > 0 and basis["outside_reason"]
+        # requests = in the basis + outside it (each call once)
+        assert basis["requests"] + basis["outside_requests"] == doc["summary"]["requests"]
+
+    def test_the_samples_sum_and_the_constant_follows_the_volatile_header(self):
+        doc = report(str(ROOT / "sample_logs"))
+        check_sums(doc)
+        order = [f["kind"] for f in doc["findings"]]
+        assert order[0] == "volatile-prefix-segment"
+        assert order.index("pinned-constant") > order.index("volatile-prefix-segment")
+        pinned = next(f for f in doc["findings"] if f["kind"] == "pinned-constant")
+        assert "break" in pinned["evidence"]["attributed_to"]
+
+
+def _words(n: int, word: str) -> str:
+    return (word + " ") * n
+
+
+def anthropic_captures(path: Path, inclusive: bool, turns: int = 30) -> Path:
+    """Raw Anthropic captures of one growing conversation without cache_control marks;
+    usage counts one token per repeated word (the words are single tokens in any BPE
+    vocabulary). `inclusive`: input_tokens is the whole prompt (cache reads in it)."""
+    system = _words(3_000, "alpha")
+    lines, history, before = [], [], 0
+    for n in range(turns):
+        history.append({"role": "user", "content": _words(100, "beta")})
+        words = 3_000 + 100 * (n + 1) + 2 * n
+        read = before
+        uncached = words if inclusive else words - read
+        lines.append(json.dumps({
+            "request": {"model": "claude-sonnet-4-5", "system": system,
+                        "messages": list(history), "max_tokens": 100},
+            "response": {"id": f"msg_{n}", "usage": {"input_tokens": uncached,
+                                                     "cache_read_input_tokens": read,
+                                                     "output_tokens": 2}},
+            "endpoint": "/v1/messages", "timestamp": f"2026-08-01T12:{n:02d}:00Z",
+            "headers": {"x-session-id": "conv-1"}}))
+        history.append({"role": "assistant", "content": "ok ok"})
+        before = words
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class TestUsageSemanticsByRender:
+    def test_input_tokens_holding_the_whole_prompt_beside_cache_reads_is_flagged(
+            self, tmp_path: Path):
+        doc = report(str(anthropic_captures(tmp_path / "inclusive.jsonl", inclusive=True)))
+        check_sums(doc)
+        (f,) = [f for f in doc["findings"] if f["evidence"].get("check")
+                == "input-includes-cache-reads-by-render"]
+        assert f["evidence"]["requests"] == 29  # every call after the first reads the cache
+        # no cache_control in the bodies, cache reads in the usage: automatic breakpoints
+        assert any("automatic breakpoints" in n for n in doc["notes"])
+        assert doc["summary"]["hit_rate_predicted"] > 0
+
+    def test_the_same_log_in_anthropics_convention_is_not(self, tmp_path: Path):
+        doc = report(str(anthropic_captures(tmp_path / "exclusive.jsonl", inclusive=False)))
+        check_sums(doc)
+        assert not [f for f in doc["findings"] if f["evidence"].get("check")
+                    == "input-includes-cache-reads-by-render"]
