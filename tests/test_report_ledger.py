@@ -164,3 +164,40 @@ class TestUsageSemanticsByRender:
         check_sums(doc)
         assert not [f for f in doc["findings"] if f["evidence"].get("check")
                     == "input-includes-cache-reads-by-render"]
+
+
+class TestTtlDecision:
+    """docs/report.md#money's worked example: ledger.md §1 on Claude Opus 4.5."""
+
+    def test_keep_warm_and_one_hour_writes_priced_by_hand(self, tmp_path: Path):
+        log = claude_code_session(tmp_path / "s.jsonl", [
+            ("2026-03-02T10:00:00Z", 0, 0, 20_000),
+            ("2026-03-02T10:01:00Z", 0, 19_998, 4_002),
+            ("2026-03-02T10:12:00Z", 0, 13_000, 14_000)])
+        doc = report(str(log), "--what-if", "ttl-1h,keep-warm")
+        got = {w["name"]: w for w in doc["what_if"]}
+        kept = 10_998 * (6.25 - 0.50) / 1e6  # the expired tokens, written instead of read
+        # an 11-minute pause: ceil(660 / 270) - 1 = 2 pings, each reading 23,998 tokens
+        warm = got["keep-warm"]
+        assert warm["cost_usd"] == pytest.approx(2 * 23_998 * 0.50 / 1e6, abs=1e-6)
+        assert warm["saved_usd"] == pytest.approx(kept, abs=1e-6)
+        assert warm["net_usd"] == pytest.approx(kept - 2 * 23_998 * 0.50 / 1e6, abs=1e-6)
+        # every 5-minute write (38,002 tokens) at $10 instead of $6.25
+        hour = got["ttl-1h"]
+        assert hour["cost_usd"] == pytest.approx(38_002 * (10 - 6.25) / 1e6, abs=1e-6)
+        assert hour["saved_usd"] == pytest.approx(kept, abs=1e-6)
+        assert "29% of the 5-minute writes" in hour["detail"]  # 10,998 / 38,002
+        assert "65% would break even" in hour["detail"]  # (10 - 6.25) / (6.25 - 0.5)
+        (ttl,) = [f for f in doc["findings"] if f["kind"] == "ttl-expiry"]
+        assert ttl["evidence"]["what_if"]["keep-warm"] > 0 > ttl["evidence"]["what_if"]["ttl-1h"]
+
+    def test_a_render_what_if_is_priced_by_the_replay(self):
+        doc = report(str(ROOT / "sample_logs"), "--what-if", "sort-json-keys,ttl-1h")
+        got = {w["name"]: w for w in doc["what_if"]}
+        assert got["sort-json-keys"]["gain_tokens"] > 0
+        assert "nothing to price" in got["ttl-1h"]["detail"]  # self-hosted: no TTL
+
+    def test_an_unknown_what_if_is_one_line(self, tmp_path: Path):
+        result = runner.invoke(app, ["report", str(ROOT / "sample_logs"), "--what-if", "nope"])
+        assert result.exit_code != 0 and "nope" in result.output + result.stderr
+        assert "Traceback" not in result.output + result.stderr

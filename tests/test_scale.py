@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,7 @@ class TestMigrationV4:
         digest = v3_store(Path("v3.duckdb"), body)
         with Store.open(Path("v3.duckdb")) as store:
             assert store.run("SELECT max(version) FROM schema_version")[0][0] == SCHEMA_VERSION
-            assert SCHEMA_VERSION == 4
+            assert SCHEMA_VERSION >= 4  # every later migration ran too
             assert store.run("SELECT layout FROM bodies WHERE hash = ?", [digest]) == [(None,)]
             assert store.get("old").body == body
             # a new request sharing the old one's history is stored by parts beside it
@@ -133,6 +134,19 @@ class TestMigrationV4:
             got = {r.id: r.body for r in store.iter_requests()}
         assert got == {"old": body, "new": anthropic_body(conversation(4))}
         assert exact_json(got["old"]) == exact_json(body)
+
+
+class TestMigrationV5:
+    def test_a_v3_store_gains_the_one_hour_write_column_unset_and_new_rows_fill_it(self):
+        v3_store(Path("v3.duckdb"), anthropic_body(conversation(2)))
+        with Store.open(Path("v3.duckdb")) as store:
+            assert store.get("old").usage.cache_write_1h_tokens is None  # not re-derived
+            new = make_request("new", body=anthropic_body(conversation(3)))
+            store.add([replace(new, usage=replace(new.usage, prompt_tokens=900,
+                                                  cache_write_tokens=500,
+                                                  cache_write_1h_tokens=200))])
+            got = {r.id: r.cache_write_1h_tokens for r in store.usage_records()}
+        assert got == {"old": None, "new": 200}
 
 
 def table(store: Store, sql: str) -> list[tuple[Any, ...]]:

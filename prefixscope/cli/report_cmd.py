@@ -19,6 +19,7 @@ from prefixscope.cli.options import (
     Workers,
     capacity_tokens,
     checked_options,
+    what_if_tuple,
 )
 from prefixscope.engines import ENGINES
 
@@ -86,6 +87,11 @@ def report(
         "--price-per-mtok", min=0.0, help="Dollars per million uncached prompt tokens of a "
         "self-hosted engine (its compute; its cache reads cost nothing). Hosted APIs are "
         "priced at their list prices (genai-prices) either way.", show_default=False)] = None,
+    what_if: Annotated[list[str] | None, typer.Option(
+        "--what-if", "-w", help="What-ifs to price, comma-separated or repeated: ttl-1h "
+        "(1-hour cache writes), keep-warm (pings through pauses), and the render transforms "
+        "(strip-billing-header, sort-json-keys, no-hoist, drop:<regex>).",
+        show_default=False)] = None,
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
     workers: Workers = None,
@@ -112,6 +118,17 @@ def report(
     if engine != "auto" and engine not in ENGINES:
         raise console.fail(f"unknown engine {engine!r}; known: auto, {', '.join(ENGINES)}",
                            ExitCode.USAGE)
+    from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
+    from prefixscope.prompt.whatif import WHAT_IFS as RENDER_WHAT_IFS
+
+    asked = what_if_tuple(what_if)
+    for name in asked:
+        if name not in TTL_WHAT_IFS and name not in RENDER_WHAT_IFS \
+                and not name.startswith("drop:"):
+            raise console.fail(f"unknown what-if {name!r} (known: "
+                               f"{', '.join((*TTL_WHAT_IFS, *RENDER_WHAT_IFS))})",
+                               ExitCode.USAGE)
+    checked_options(RenderOptions(what_if=tuple(w for w in asked if w not in TTL_WHAT_IFS)))
     render = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer))
     saved = None
     if baseline is not None:
@@ -128,7 +145,7 @@ def report(
                             capacity_tokens=capacity_tokens(capacity, block_size,
                                                             bytes_per_token),
                             engine_logs=tuple(dict.fromkeys(engine_files)),
-                            price_per_mtok=price_per_mtok)
+                            price_per_mtok=price_per_mtok, what_if=asked)
     gate = GateOptions(fail_under, max_volatile_before, saved)
     to_stdout = json_out
     ingested: list[IngestResult] = []

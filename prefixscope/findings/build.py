@@ -1,5 +1,6 @@
-"""`build_report`: the finders run over the gathered evidence, ranked by the prompt tokens
-each finding costs, each given its share of all prompt tokens and a severity, then gated."""
+"""`build_report`: the finders run over the gathered evidence, ranked by the ledger tokens
+each finding accounts for, each given its share of the basis's prompt tokens and a
+severity, then gated; the what-ifs asked for, priced."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from prefixscope.findings.model import (
     ReplayBasis,
     Report,
     Summary,
+    WhatIfLine,
 )
+from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
 
 HIGH_SHARE = 0.05  # a finding costing this share of all prompt tokens is high severity
 MEDIUM_SHARE = 0.01
@@ -104,7 +107,37 @@ def build_report(ev: Evidence, gate: GateOptions | None = None) -> Report:
     scenarios = scenario_prefixes(ev.diff, ev.scenarios)
     return Report(summary, tuple(found), evaluate(gate or GateOptions(), summary, ev.diff,
                                                    scenarios), scenarios, ev.notes, ev,
-                  ev.ledger)
+                  ev.ledger, priced_what_ifs(ev))
+
+
+def priced_what_ifs(ev: Evidence) -> tuple[WhatIfLine, ...]:
+    """The what-ifs asked for (--what-if), each priced: a render transform by the replay's
+    gain, a TTL choice in dollars; the TTL choices also when a hosted prefix expired."""
+    asked = ev.requested_what_if or tuple(w.name for w in ev.ttl_what_ifs)
+    ttl = {w.name: w for w in ev.ttl_what_ifs}
+    replayed = {w.transform: w for w in ev.simulate.what_if} if ev.simulate else {}
+    out = []
+    for name in dict.fromkeys(asked):
+        if name in TTL_WHAT_IFS:
+            w = ttl.get(name)
+            out.append(WhatIfLine(name, w.detail, saved_usd=w.saved_usd, cost_usd=w.cost_usd,
+                                  net_usd=w.net_usd) if w is not None else WhatIfLine(
+                name, "no Anthropic-cached prefix expired in a pause (priced calls only): "
+                      "nothing to price"))
+        elif name in replayed:
+            r = replayed[name]
+            out.append(WhatIfLine(name, f"the replay gains {r.gain_tokens:,} cached tokens: "
+                                  f"predicted hit rate {_pct(ev.simulate.hit_rate_predicted)} "
+                                  f"→ {_pct(r.hit_rate_predicted)}" if ev.simulate else "",
+                                  gain_tokens=r.gain_tokens,
+                                  hit_rate_predicted=r.hit_rate_predicted))
+        else:
+            out.append(WhatIfLine(name, "not priced: no replay of this log renders prompts"))
+    return tuple(out)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def _check_claims(found: list[Finding], missed: int) -> None:

@@ -50,6 +50,7 @@ from prefixscope.analyses.simulate import (
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
+from prefixscope.findings.ttl_choice import TTL_WHAT_IFS, TtlWhatIf, ttl_what_ifs
 from prefixscope.model import UsageRecord
 from prefixscope.parallel import Pool, effective_workers
 from prefixscope.prompt import RenderError, RenderOptions
@@ -87,6 +88,9 @@ class ReportOptions:
     # Dollars per million uncached prompt tokens of a self-hosted engine (its compute);
     # None: hosted models at their list prices (genai-prices), self-hosted unpriced.
     price_per_mtok: float | None = None
+    # What-ifs to price (--what-if): render transforms (replayed) and TTL choices (priced
+    # from the ledger); the ones the diff's causes call for are priced anyway.
+    what_if: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +124,8 @@ class Evidence:
     # Anthropic-protocol calls whose input_tokens already held the cache reads (the whole
     # rendered prompt): their logged prompt counts the reads twice (`cache_inclusive_input`)
     inclusive_input: tuple[str, ...] = ()
+    ttl_what_ifs: tuple[TtlWhatIf, ...] = ()  # the TTL decision priced (Anthropic expiries)
+    requested_what_if: tuple[str, ...] = ()  # --what-if, as asked
 
 
 def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
@@ -292,6 +298,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
                                 - (r.cache_write_tokens or 0)) if r.id in fixed else r
                         for r in records)
     ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options)
+    ttl = ttl_what_ifs(ledger, records, ledger.prices)
     if ledger.money is not None and ledger.money.unknown_models:
         shown = ", ".join(ledger.money.unknown_models[:5])
         notes.append(f"no price for {len(ledger.money.unknown_models)} model(s) ({shown}): "
@@ -300,7 +307,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
                     ingest, tuple(store.truncated_ids()), replays, tuple(notes), ledger,
-                    inclusive)
+                    inclusive, ttl, options.what_if)
 
 
 # Cache reads at least this share of the rendered prompt make the two readings of
@@ -379,6 +386,9 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
     """
     what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
                   if diff is not None and diff.totals.by_cause.get(cause)}
+    for transform in options.what_if:  # asked for: priced whatever the diff found
+        if transform not in TTL_WHAT_IFS:
+            what_if_of[f"--what-if {transform}"] = transform
     by_file: dict[str, list[UsageRecord]] = {}
     for r in records:
         if r.duplicate_of is None:

@@ -163,6 +163,7 @@ class Ledger:
     break_by_segment: Mapping[str, int]
     entries: tuple[LedgerEntry, ...]
     money: Money | None = None
+    prices: Mapping[str, CallPrice] = field(default_factory=dict)  # the calls priced
 
     @property
     def lost_tokens(self) -> int:
@@ -285,7 +286,7 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
     money = _money(entries, prices, money_source, unknown_models) if money_source else None
     return Ledger(basis, missed, {c: by_cause[c] for c in CAUSES},
                   dict(by_kind.most_common()), dict(by_segment.most_common()),
-                  tuple(entries), money)
+                  tuple(entries), money, prices)
 
 
 def _sizes(r: UsageRecord, rep: ReplayedRequest | None, source: str) -> tuple[int, int]:

@@ -114,6 +114,20 @@ class ScenarioPrefix:
 
 
 @dataclass(frozen=True, slots=True)
+class WhatIfLine:
+    """A what-if priced over the log: a render transform's replayed gain, or a TTL choice's
+    dollars."""
+
+    name: str
+    detail: str  # one line: what it gains or costs
+    gain_tokens: int | None = None  # a render transform: cached tokens the replay gains
+    hit_rate_predicted: float | None = None  # a render transform: the replay's rate after it
+    saved_usd: float | None = None  # a TTL choice: the expired tokens it keeps, in dollars
+    cost_usd: float | None = None
+    net_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     summary: Summary
     findings: tuple[Finding, ...]  # most lost tokens first
@@ -122,3 +136,4 @@ class Report:
     notes: tuple[str, ...] = ()  # what could not be analysed, and why
     evidence: Evidence | None = None  # what the findings came from (the HTML plots it)
     ledger: Ledger | None = None  # every missed token of the basis, by cause
+    what_ifs: tuple[WhatIfLine, ...] = ()  # asked for with --what-if (TTL choices: always)

@@ -82,6 +82,7 @@ def _summary(report: Report) -> list[str]:
     money = wording.money_line(s)
     if money:
         out.append(f"<p>{esc(money)}.</p>")
+    out += [f"<p>{esc(line)}.</p>" for line in wording.what_if_lines(report)]
     return out + _ledger(report)
 
 

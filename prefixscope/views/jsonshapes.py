@@ -428,6 +428,18 @@ class LedgerJson(TypedDict):
     lost_usd: dict[str, float] | None
 
 
+class ReportWhatIfJson(TypedDict):
+    """A what-if priced over the log."""
+
+    name: str
+    detail: str
+    gain_tokens: int | None
+    hit_rate_predicted: float | None
+    saved_usd: float | None
+    cost_usd: float | None
+    net_usd: float | None
+
+
 class ReportSummaryJson(TypedDict):
     """The whole log in numbers, over one stated basis."""
 
@@ -485,6 +497,7 @@ class ReportJson(TypedDict):
 
     summary: ReportSummaryJson
     ledger: LedgerJson | None
+    what_if: list[ReportWhatIfJson]
     findings: list[FindingJson]
     gate: GateJson
     scenarios: list[ScenarioJson]

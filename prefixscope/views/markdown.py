@@ -39,7 +39,8 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
                   f"{_pct(s.hit_rate_predicted)} | {_pct(s.hit_rate_ideal)} | "
                   f"{md_text(s.engine or '–')} |", ""]
     lines += [f"> {md_text(line)}" for line in wording.replay_lines(s)]
-    for line in (wording.ledger_line(report.ledger), wording.money_line(s)):
+    for line in (wording.ledger_line(report.ledger), wording.money_line(s),
+                 *wording.what_if_lines(report)):
         if line:
             lines += [md_text(line), ""]
     lines += ["## Findings", ""]

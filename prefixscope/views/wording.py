@@ -104,3 +104,7 @@ def no_findings_line(report: Report) -> str:
         return ("no findings: every missed token is a cold start, new tokens or a partial "
                 "block — nothing in these logs is costing cache")
     return "no findings: nothing in these logs is costing cache"
+
+
+def what_if_lines(report: Report) -> list[str]:
+    return [f"what-if {w.name}: {w.detail}" for w in report.what_ifs]

@@ -105,9 +105,15 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
                  f"after a pause of {_minutes(gaps[0])}" if _minutes(min(gaps)) ==
                  _minutes(max(gaps)) else
                  f"after pauses of {_minutes(min(gaps))}–{_minutes(max(gaps))}")
+        fix = _ttl_fix(engine)
+        if engine == "anthropic" and ev.ttl_what_ifs:
+            priced = sorted(ev.ttl_what_ifs, key=lambda w: -w.net_usd)
+            fix += " Priced on this log: " + "; ".join(
+                f"`{w.name}`: {w.detail}" for w in priced) + "."
+            evidence["what_if"] = {w.name: round(w.net_usd, 6) for w in priced}
         return finding("ttl-expiry", f"{n} found the cached prefix expired {pause}, longer "
                        f"than the cache's retention ({_ttl(engine)})", tokens, evidence,
-                       _ttl_fix(engine), lost_usd=usd)
+                       fix, lost_usd=usd)
     if cause == "provider":
         intact = ("the bodies prove the prefix intact" if ev.diff is not None else
                   "usage shows each turn extending the last (no bodies to prove the prefix "

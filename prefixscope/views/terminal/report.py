@@ -27,7 +27,8 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
         screen.print(rates)
     for line in wording.replay_lines(s):
         screen.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
-    for said in (wording.ledger_line(report.ledger), wording.money_line(s)):
+    for said in (wording.ledger_line(report.ledger), wording.money_line(s),
+                 *wording.what_if_lines(report)):
         if said:
             screen.print(escape(said), soft_wrap=True)
     if not report.findings:
