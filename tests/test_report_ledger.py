@@ -201,3 +201,56 @@ class TestTtlDecision:
         result = runner.invoke(app, ["report", str(ROOT / "sample_logs"), "--what-if", "nope"])
         assert result.exit_code != 0 and "nope" in result.output + result.stderr
         assert "Traceback" not in result.output + result.stderr
+
+
+TRACELAB = REAL / "tracelab"
+
+
+class TestViews:
+    def test_report_by_day_and_model_sums_to_the_ledger(self):
+        doc = report(str(TRACELAB), "--by", "day,model")
+        rows = doc["by"]["rows"]
+        assert doc["by"]["dimensions"] == ["day", "model"]
+        assert [r["key"]["day"] for r in rows] == sorted(r["key"]["day"] for r in rows)
+        basis, money = doc["ledger"]["basis"], doc["summary"]["money"]
+        for field in ("requests", "prompt_tokens", "cached_tokens"):
+            assert sum(r[field] for r in rows) == basis[field]
+        assert sum(r["missed_tokens"] for r in rows) == doc["ledger"]["missed_tokens"]
+        assert sum(r["lost_tokens"] for r in rows) == doc["ledger"]["lost_tokens"]
+        assert sum(r["spend_usd"] for r in rows) == pytest.approx(money["spend_usd"], abs=1e-5)
+        assert sum(r["lost_usd"] for r in rows) == pytest.approx(money["lost_usd"], abs=1e-5)
+
+    def test_bucket_by_day_prices_the_same_spend_as_report(self):
+        result = runner.invoke(app, ["bucket", str(TRACELAB), "--by", "day", "--json"])
+        assert result.exit_code == 0, result.output
+        spend = json.loads(result.stdout)["spend"]
+        total = sum(r["spend_usd"] for r in spend["rows"])
+        assert total == pytest.approx(report(str(TRACELAB))["summary"]["money"]["spend_usd"],
+                                      abs=1e-5)
+
+    def test_an_unknown_dimension_is_one_line(self):
+        result = runner.invoke(app, ["report", str(TRACELAB), "--by", "weekday"])
+        assert result.exit_code == 2 and "weekday" in result.output + result.stderr
+
+
+class TestScope:
+    def test_since_until_and_project_keep_only_their_requests(self, tmp_path: Path):
+        # TraceLab: 20 Claude calls on 2026-06-01, 18 Codex calls on 2026-03-21.
+        assert report(str(TRACELAB), "--since", "2026-06-01")["summary"]["requests"] == 20
+        assert report(str(TRACELAB), "--until", "20260321")["summary"]["requests"] == 18
+        store = tmp_path / "t.duckdb"
+        assert runner.invoke(app, ["ingest", str(TRACELAB), "--store", str(store)]).exit_code == 0
+        # the Claude sessions name their project (one copy of the two holds the field)
+        scoped = report("--store", str(store), "--project", "project_4c7b8a1b")
+        assert scoped["summary"]["requests"] == 10
+        assert scoped["ledger"]["basis"]["requests"] == 10
+
+    @pytest.mark.parametrize("value", ["yesterday", "2026-13-01", "2026/06/01"])
+    def test_a_bad_date_is_a_usage_error_of_one_line(self, value: str):
+        result = runner.invoke(app, ["bucket", str(TRACELAB), "--since", value])
+        text = result.output + result.stderr
+        assert result.exit_code == 2 and "--since" in text and "Traceback" not in text
+
+    def test_a_window_holding_nothing_says_so(self):
+        result = runner.invoke(app, ["report", str(TRACELAB), "--since", "2030-01-01"])
+        assert result.exit_code == 1 and "no request since 2030-01-01" in result.stderr

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-DIMENSIONS = ("endpoint", "model", "client", "user", "channel", "day", "source", "session")
+DIMENSIONS = ("endpoint", "model", "client", "user", "channel", "day", "source", "session",
+              "project")
 
 
 class Groupable(Protocol):
@@ -46,6 +47,12 @@ def dimension_value(dim: str, item: Groupable, session: str | None) -> Any:
         return item.timestamp.date().isoformat() if item.timestamp else None
     if dim == "session":
         return session
+    if dim == "project":  # the agent's working directory: a record's, or a request's cwd
+        project = getattr(item, "project", None)
+        if project is None:
+            metadata = getattr(item, "metadata", None)
+            project = metadata.get("cwd") if isinstance(metadata, dict) else None
+        return project if isinstance(project, str) else None
     return {"endpoint": item.endpoint, "model": item.model, "client": item.client,
             "user": item.user, "channel": item.channel,
             "source": item.source_format}.get(dim)

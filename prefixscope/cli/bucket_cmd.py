@@ -15,11 +15,15 @@ from prefixscope.cli.options import (
     Gateway,
     JsonOut,
     Logs,
+    Project,
     Quiet,
+    Since,
     StoreOpt,
     Tokenizer,
+    Until,
     WhatIf,
     dimensions,
+    scope,
     what_if_tuple,
 )
 
@@ -41,7 +45,13 @@ def bucket(
     what_if: WhatIf = None,
     no_explain: Annotated[bool, typer.Option("--no-explain", help="Do not render requests to "
                                                                   "explain spikes.")] = False,
+    price_per_mtok: Annotated[float | None, typer.Option(
+        "--price-per-mtok", min=0.0, help="Dollars per million uncached prompt tokens of a "
+        "self-hosted engine (hosted APIs: their list prices).", show_default=False)] = None,
     json_out: JsonOut = False,
+    since: Since = None,
+    until: Until = None,
+    project: Project = None,
     quiet: Quiet = 0,
 ) -> None:
     """Token-weighted hit rate per group, the cached-token histogram, spikes at exact
@@ -60,10 +70,19 @@ def bucket(
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
-    with open_store(logs, store, quiet=quiet, json_mode=json_out) as st:
+    with open_store(logs, store, quiet=quiet, json_mode=json_out,
+                    scope=scope(since, until, project)) as st:
         try:
             report = bucket_store(st, dims, bins=bins, block_size=block_size, options=options,
                                   explain=not no_explain)
+            spend = None
+            if dims:  # ccusage's view: usage and dollars by the same dimensions
+                from prefixscope.findings.breakdown import breakdown
+                from prefixscope.findings.evidence import ledger_from_usage
+
+                records = st.usage_records()
+                spend = breakdown(ledger_from_usage(records, st.source_files(), {},
+                                                    price_per_mtok), records, dims)
         except ValueError as exc:
             raise console.fail(str(exc), ExitCode.USAGE) from None
         except TokenizerError as exc:
@@ -80,6 +99,14 @@ def bucket(
                 if drawn < len(report.groups) else "")
         console.note(f"wrote {plot}{more}", quiet)
     if json_out:
-        console.print_json(bucket_json(report))
+        console.print_json(bucket_json(report, spend))
     else:
-        console.show(bucket_screen(report, console.screen()), quiet)
+        screen = bucket_screen(report, console.screen())
+        if spend is not None and spend.rows:
+            from prefixscope.views.terminal import breakdown_table
+
+            screen.print()
+            screen.print(breakdown_table(spend, "usage and dollars by " + ", ".join(dims)))
+            screen.print("[dim]lost $: what usage alone shows (`report` diffs the prompts and "
+                         "attributes every missed token)[/]")
+        console.show(screen, quiet)

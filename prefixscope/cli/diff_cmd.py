@@ -13,12 +13,16 @@ from prefixscope.cli.options import (
     BlockSize,
     Gateway,
     JsonOut,
+    Project,
     Quiet,
+    Since,
     StoreOpt,
     Tokenizer,
+    Until,
     WhatIf,
     Workers,
     checked_options,
+    scope,
     what_if_tuple,
 )
 
@@ -67,6 +71,9 @@ def diff(
         "--parquet-out", help="--runner ray: a new directory the workers write the per-pair "
                               "results to as Parquet.", show_default=False)] = None,
     json_out: JsonOut = False,
+    since: Since = None,
+    until: Until = None,
+    project: Project = None,
     quiet: Quiet = 0,
 ) -> None:
     """Find the first divergent token of consecutive requests, its segment and its cause.
@@ -104,7 +111,8 @@ def diff(
                 a, b = (resolve_request(r, st) for r in refs)
                 report = diff_two(a, b, options, st, block_size=block_size, context=context)
         else:
-            with open_store(refs or None, store, quiet=quiet, json_mode=json_out) as st, \
+            with open_store(refs or None, store, quiet=quiet, json_mode=json_out,
+                            scope=scope(since, until, project)) as st, \
                     console.counter(json_out, quiet, "diff") as progress:
                 if runner is Runner.ray:
                     from prefixscope.distributed.ray_runner import diff_all_ray

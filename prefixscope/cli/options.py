@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prefixscope.cli import console
+from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.prompt.gateways import PROFILES
 from prefixscope.prompt.whatif import WHAT_IFS
 from prefixscope.tokenizers import BUNDLED
 
 if TYPE_CHECKING:
     from prefixscope.prompt import RenderOptions
+    from prefixscope.store.scope import Scope
 
 Logs = Annotated[
     list[str] | None,
@@ -66,6 +69,28 @@ Workers = Annotated[
                              show_default=False)]
 
 
+Since = Annotated[str | None, typer.Option(
+    "--since", help="Only requests from this date on (YYYY-MM-DD, YYYYMMDD or an ISO time).",
+    show_default=False)]
+Until = Annotated[str | None, typer.Option(
+    "--until", help="Only requests up to this date (a whole day when a date alone).",
+    show_default=False)]
+Project = Annotated[str | None, typer.Option(
+    "--project", help="Only requests of this project: the agent's working directory (Claude "
+    "Code / Codex `cwd`), whole or its last path components.", show_default=False)]
+
+
+def scope(since: str | None, until: str | None, project: str | None) -> Scope | None:
+    """The --since / --until / --project scope (None: the whole store); a bad date is a
+    usage error."""
+    from prefixscope.store.scope import ScopeError, scope_of
+
+    try:
+        return scope_of(since, until, project)
+    except ScopeError as exc:
+        raise console.fail(str(exc), ExitCode.USAGE) from None
+
+
 def dimensions(by: str | None) -> tuple[str, ...]:
     """"endpoint, day" -> ("endpoint", "day")."""
     return tuple(d.strip() for d in (by or "").split(",") if d.strip())
@@ -85,8 +110,6 @@ def what_if_tuple(values: list[str] | None) -> tuple[str, ...]:
 def checked_options(options: RenderOptions) -> RenderOptions:
     """`options` once its gateway and what-ifs are valid (else exit 2) and a tokenizer it
     names loads (else exit 1): checked before any log is read or pair rendered."""
-    from prefixscope.cli import console
-    from prefixscope.cli.exitcodes import ExitCode
     from prefixscope.prompt import RenderError, check_options
     from prefixscope.tokenizers import AUTO, TokenizerError, load_tokenizer
 
@@ -115,8 +138,6 @@ def capacity_tokens(text: str | None, block_size: int | None,
     ``8GiB`` / ``500MB`` (bytes, with --bytes-per-token). None stays unlimited."""
     import re
 
-    from prefixscope.cli import console
-    from prefixscope.cli.exitcodes import ExitCode
 
     if text is None or text.strip().lower() in ("", "unlimited", "none"):
         return None

@@ -13,12 +13,17 @@ from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.options import (
     Gateway,
     Logs,
+    Project,
     Quiet,
+    Since,
     StoreOpt,
     Tokenizer,
+    Until,
     Workers,
     capacity_tokens,
     checked_options,
+    dimensions,
+    scope,
     what_if_tuple,
 )
 from prefixscope.engines import ENGINES
@@ -81,6 +86,10 @@ def report(
     write_baseline: Annotated[Path | None, typer.Option(
         "--write-baseline", help="Save each scenario's stable prefix as a baseline file.",
         show_default=False)] = None,
+    by: Annotated[str | None, typer.Option(
+        "--by", help="Also the ledger by these dimensions, comma-separated (day, session, "
+        "project, model, ...): tokens, hit rate, spend and lost dollars per row.",
+        show_default=False)] = None,
     top: Annotated[int, typer.Option("--top", min=0, help="Findings shown in the terminal "
                                      "and the Markdown.")] = 10,
     price_per_mtok: Annotated[float | None, typer.Option(
@@ -95,6 +104,9 @@ def report(
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
     workers: Workers = None,
+    since: Since = None,
+    until: Until = None,
+    project: Project = None,
     quiet: Quiet = 0,
 ) -> None:
     """What is breaking the cache, what it costs and what to change: every analysis as
@@ -150,6 +162,7 @@ def report(
     to_stdout = json_out
     ingested: list[IngestResult] = []
     with open_store(logs, store, quiet=quiet, json_mode=to_stdout, ingested=ingested,
+                    scope=scope(since, until, project),
                     allow_empty=bool(engine_files)) as st, \
             console.steps(to_stdout, quiet, "report", _STEPS) as progress:
         try:
@@ -159,7 +172,10 @@ def report(
             raise console.fail(str(exc).splitlines()[0]) from None
         except OSError as exc:
             raise console.fail(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
-        result = build_report(evidence, gate)
+        try:
+            result = build_report(evidence, gate, by=dimensions(by))
+        except ValueError as exc:
+            raise console.fail(str(exc), ExitCode.USAGE) from None
     # Masked once, before any view: the HTML and Markdown escape the masked text, and
     # every file written below is as masked as the terminal.
     result = console.redacted(result)

@@ -13,12 +13,16 @@ from prefixscope.cli.options import (
     Gateway,
     JsonOut,
     Logs,
+    Project,
     Quiet,
+    Since,
     StoreOpt,
     Tokenizer,
+    Until,
     WhatIf,
     Workers,
     dimensions,
+    scope,
     what_if_tuple,
 )
 
@@ -42,6 +46,9 @@ def segments(
                                                                 "previews.")] = False,
     workers: Workers = None,
     json_out: JsonOut = False,
+    since: Since = None,
+    until: Until = None,
+    project: Project = None,
     quiet: Quiet = 0,
 ) -> None:
     """Census of every request segment: how often it changes between turns, and how many
@@ -60,7 +67,8 @@ def segments(
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
-    with open_store(logs, store, quiet=quiet, json_mode=json_out) as st, \
+    with open_store(logs, store, quiet=quiet, json_mode=json_out,
+                    scope=scope(since, until, project)) as st, \
             console.counter(json_out, quiet, "segments") as progress:
         try:
             reports = segments_store(st, dims, options=options, with_tokens=not no_tokens,

@@ -13,12 +13,16 @@ from prefixscope.cli.options import (
     Gateway,
     JsonOut,
     Logs,
+    Project,
     Quiet,
+    Since,
     StoreOpt,
     Tokenizer,
+    Until,
     WhatIf,
     capacity_tokens,
     checked_options,
+    scope,
     what_if_tuple,
 )
 from prefixscope.engines import ENGINES
@@ -78,6 +82,9 @@ def simulate(
         "default: the machine's cores on a store of 500 requests or more; 1: this process "
         "only). Results do not depend on it.", show_default=False)] = None,
     json_out: JsonOut = False,
+    since: Since = None,
+    until: Until = None,
+    project: Project = None,
     quiet: Quiet = 0,
 ) -> None:
     """Replay the requests through a faithful cache model: observed vs predicted vs ideal
@@ -108,8 +115,11 @@ def simulate(
     render = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer))
     curve_points = [capacity_tokens(c.strip(), block_size, bytes_per_token)
                     for c in (curve or "").split(",") if c.strip()]
-    keep = save and not logs  # a temporary store of LOGS is gone after the command
-    with open_store(logs, store, quiet=quiet, json_mode=json_out, writable=keep) as st, \
+    scoped = scope(since, until, project)
+    # a temporary store (of LOGS, or a scope's copy) is gone after the command
+    keep = save and not logs and scoped is None
+    with open_store(logs, store, quiet=quiet, json_mode=json_out, writable=keep,
+                    scope=scoped) as st, \
             console.counter(json_out, quiet, "simulate") as progress:
         unit = block_size
         if engine == "auto":

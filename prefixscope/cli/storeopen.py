@@ -14,6 +14,7 @@ from prefixscope.cli.exitcodes import ExitCode
 if TYPE_CHECKING:
     from prefixscope.store import Store
     from prefixscope.store.load import IngestResult
+    from prefixscope.store.scope import Scope
 
 _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary store
 
@@ -22,13 +23,19 @@ _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary
 def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                json_mode: bool = False, writable: bool = False,
                ingested: list[IngestResult] | None = None,
-               allow_empty: bool = False) -> Iterator[Store]:
+               allow_empty: bool = False, scope: Scope | None = None) -> Iterator[Store]:
     """Yield a store: LOGS ingested into a temp store, else --store (default
     prefixscope.duckdb), read-only unless `writable`. What ingesting LOGS ran into is
     appended to `ingested` when given; LOGS without a request are an error unless
-    `allow_empty`."""
+    `allow_empty`. A `scope` (--since / --until / --project) yields a temporary store of
+    its requests alone, sessions threaded again (never written back)."""
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
     from prefixscope.store.load import ingest_paths
+
+    if scope is not None and not logs:
+        with _scoped_copy(store or Path(DEFAULT_STORE), scope, quiet) as st:
+            yield st
+        return
 
     if logs:
         with tempfile.TemporaryDirectory(prefix="prefixscope-") as tmp:
@@ -51,6 +58,8 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                     raise console.fail("no requests found in the given logs"
                                        + (f" ({result.skipped} skipped)" if result.skipped
                                           else ""))
+                if scope is not None:
+                    _restrict(st, scope, quiet)
                 if not writable:  # read-only, so worker processes can open it too
                     st.close()
                     st = Store.open(st.file, read_only=True)
@@ -70,6 +79,41 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
         yield st
     finally:
         st.close()
+
+
+def _restrict(st: Store, scope: Scope, quiet: int) -> None:
+    from prefixscope.store.load import relink
+
+    before = st.count()
+    left = st.restrict(scope)
+    with st.transaction():
+        relink(st)
+    console.note(f"{scope.describe()}: {left:,} of {before:,} requests", quiet)
+    if not left:
+        raise console.fail(f"no request {scope.describe()} (of {before:,})")
+
+
+@contextmanager
+def _scoped_copy(path: Path, scope: Scope, quiet: int) -> Iterator[Store]:
+    """`path`'s requests within `scope`, in a temporary read-only store."""
+    from prefixscope.store import Store, StoreError
+
+    try:
+        source = Store.open(path, read_only=True)
+    except StoreError as exc:
+        raise console.fail(str(exc), ExitCode.ERROR) from None
+    with tempfile.TemporaryDirectory(prefix="prefixscope-") as tmp:
+        st = Store.open(Path(tmp) / "store.duckdb")
+        try:
+            with source:
+                source.copy_into(st)
+            _restrict(st, scope, quiet)
+            st.close()
+            st = Store.open(st.file, read_only=True)
+            st.path = f"{path} ({scope.describe()})"
+            yield st
+        finally:
+            st.close()
 
 
 def maybe_store(store: Path | None) -> AbstractContextManager[Store | None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from prefixscope.findings.breakdown import breakdown
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders import FINDERS
 from prefixscope.findings.gate import GateOptions, evaluate, scenario_prefixes
@@ -88,7 +89,13 @@ def severity(finding: Finding, basis: int = 0) -> str:
     return "low" if finding.lost_tokens or finding.kind in LENS_KINDS else "info"
 
 
-def build_report(ev: Evidence, gate: GateOptions | None = None) -> Report:
+def build_report(ev: Evidence, gate: GateOptions | None = None,
+                 by: tuple[str, ...] = ()) -> Report:
+    """The report over `ev`; `by`: the ledger broken down by these dimensions too.
+
+    Raises:
+        ValueError: an unknown `by` dimension.
+    """
     summary = summarize(ev)
     basis = share_basis(summary, ev)
     found: list[Finding] = []
@@ -105,9 +112,10 @@ def build_report(ev: Evidence, gate: GateOptions | None = None) -> Report:
     found.sort(key=lambda f: (-f.lost_tokens, rank[f.severity], f.kind in LENS_KINDS, f.kind,
                               f.segment or ""))
     scenarios = scenario_prefixes(ev.diff, ev.scenarios)
+    table = breakdown(ev.ledger, ev.records, by) if by and ev.ledger is not None else None
     return Report(summary, tuple(found), evaluate(gate or GateOptions(), summary, ev.diff,
                                                    scenarios), scenarios, ev.notes, ev,
-                  ev.ledger, priced_what_ifs(ev))
+                  ev.ledger, priced_what_ifs(ev), table)
 
 
 def priced_what_ifs(ev: Evidence) -> tuple[WhatIfLine, ...]:

@@ -49,6 +49,7 @@ from prefixscope.analyses.simulate import (
 )
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
+from prefixscope.findings.breakdown import usage_ledger
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS, TtlWhatIf, ttl_what_ifs
 from prefixscope.model import UsageRecord
@@ -363,6 +364,36 @@ def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
                         prices, source, sorted(pricer.unknown))
 
 
+def file_engines(records: Sequence[UsageRecord], files: Sequence[str], requested: str = AUTO,
+                 block_size: int | None = None
+                 ) -> dict[str, tuple[str | None, int | None, str]]:
+    """Each log file's (engine, block size, why): `choose_engine` over its requests, the
+    block size given or the one its cached values are aligned to."""
+    by_file: dict[str, list[UsageRecord]] = {}
+    for r in records:
+        if r.duplicate_of is None:
+            by_file.setdefault(r.source_file, []).append(r)
+    out = {}
+    for file in files:
+        recs = by_file.get(file, [])
+        block = block_size or aligned_block_size(
+            [r.cached_tokens for r in recs if r.cached_tokens])
+        engine, why = choose_engine(requested, recs, block, block_size is not None)
+        out[file] = (engine, block, why)
+    return out
+
+
+def ledger_from_usage(records: Sequence[UsageRecord], files: Sequence[str],
+                      block_of_source: dict[str, int | None],
+                      price_per_mtok: float | None = None) -> Ledger:
+    """The ledger usage alone can give (no diff, no replay: `breakdown.usage_ledger`), each
+    file's engine chosen as report chooses it."""
+    engine_of_file = {f: e for f, (e, _, _) in file_engines(records, files).items()}
+    return usage_ledger(records, engine_of_file, block_of_source,
+                        {r.id: model_family_engine([r]) for r in records},
+                        {r.id: _unmodelled_family([r]) for r in records}, price_per_mtok)
+
+
 def _prices_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -389,19 +420,11 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
     for transform in options.what_if:  # asked for: priced whatever the diff found
         if transform not in TTL_WHAT_IFS:
             what_if_of[f"--what-if {transform}"] = transform
-    by_file: dict[str, list[UsageRecord]] = {}
-    for r in records:
-        if r.duplicate_of is None:
-            by_file.setdefault(r.source_file, []).append(r)
     plans: dict[str, tuple[str, int | None, list[str]]] = {}  # domain -> engine, unit, files
     reasons: dict[str, str] = {}
-    chosen: dict[str, tuple[str | None, int | None]] = {}  # file -> engine, block
-    for file in store.source_files():
-        recs = by_file.get(file, [])
-        block = options.block_size or aligned_block_size(
-            [r.cached_tokens for r in recs if r.cached_tokens])
-        engine, why = choose_engine(options.engine, recs, block, options.block_size is not None)
-        chosen[file] = (engine, block)
+    choices = file_engines(records, store.source_files(), options.engine, options.block_size)
+    chosen = {file: (engine, block) for file, (engine, block, _) in choices.items()}
+    for file, (engine, block, why) in choices.items():
         if engine is None:
             reasons.setdefault(f"no cache replay: {why} (pass --engine)", file)
             continue

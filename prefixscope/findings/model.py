@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from prefixscope.findings.breakdown import Breakdown
     from prefixscope.findings.evidence import Evidence
     from prefixscope.findings.ledger import Basis, Ledger, Money
 
@@ -137,3 +138,4 @@ class Report:
     evidence: Evidence | None = None  # what the findings came from (the HTML plots it)
     ledger: Ledger | None = None  # every missed token of the basis, by cause
     what_ifs: tuple[WhatIfLine, ...] = ()  # asked for with --what-if (TTL choices: always)
+    breakdown: Breakdown | None = None  # the ledger by --by dimensions

@@ -68,6 +68,13 @@ class IngestResult:
     failed: bool = False  # --strict and something was skipped: nothing was stored
 
 
+def relink(store: Store, session_gap_s: float = 3600.0) -> None:
+    """Link every second log of a call to the copy kept, then thread sessions: what an
+    ingest ends with, and what a scoped store (`store.scope`) is given again."""
+    store.set_duplicates(link_duplicates(map(call_row, store.duplicate_rows())))
+    store.replace_sessions(thread_sessions(store.threading_rows(), gap_s=session_gap_s))
+
+
 def ingest_paths(
     paths: Iterable[str],
     store: Store,
@@ -123,8 +130,7 @@ def ingest_paths(
                     progress(source.name, done, total, tally.read)
             if strict and tally.skipped > 0:
                 raise _Rejected
-            store.set_duplicates(link_duplicates(map(call_row, store.duplicate_rows())))
-            store.replace_sessions(thread_sessions(store.threading_rows(), gap_s=session_gap_s))
+            relink(store, session_gap_s)
     except _Rejected:
         failed, new = True, 0
     return IngestResult(

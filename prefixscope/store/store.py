@@ -53,6 +53,7 @@ from prefixscope.store.schema import (
     SCHEMA_VERSION,
     request_schema,
 )
+from prefixscope.store.scope import Scope
 
 if TYPE_CHECKING:  # polars is imported by the writes, not by a command that only reads
     import polars as pl
@@ -392,6 +393,30 @@ class Store:
             self.run("DELETE FROM requests WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids])
         return len(ids)
 
+    def restrict(self, scope: Scope) -> int:
+        """Delete every request outside `scope` (and bodies no request holds any more);
+        the caller threads sessions again. Returns the requests left."""
+        where, params = scope.where()
+        with self.transaction():
+            # a request whose time or project is unknown is outside a window on it
+            self.run(f"DELETE FROM requests WHERE NOT coalesce(({where}), false)", params)
+            self.run("DELETE FROM bodies WHERE hash NOT IN (SELECT body_hash FROM requests "
+                     "WHERE body_hash IS NOT NULL)")
+            self.run("DELETE FROM sessions")
+        return self.count()
+
+    def copy_into(self, other: Store) -> None:
+        """Every request, body and part of this store into `other` (an empty store), through
+        Arrow: no file access beyond the two connections."""
+        with other.transaction():
+            for table in ("requests", "bodies", "parts"):
+                rows = self.con.sql(f"SELECT * FROM {table}").to_arrow_table()
+                other.con.register("_copied", rows)
+                try:
+                    other.run(f"INSERT INTO {table} BY NAME SELECT * FROM _copied")
+                finally:
+                    other.con.unregister("_copied")
+
     def replace_sessions(self, links: Iterable[SessionLink]) -> None:
         import polars as pl
 
@@ -474,7 +499,8 @@ class Store:
             "SELECT id, timestamp, endpoint, model, client, user_id, channel, source_format, "
             "session, prompt_tokens, cached_tokens, has_body, duplicate_of, source_file, "
             "cache_write_tokens, cache_write_1h_tokens, output_tokens, prev_id, "
-            "coalesce(compaction, false), json_extract_string(metadata, '$.cwd') "
+            "coalesce(compaction, false), coalesce(json_extract_string(metadata, '$.cwd'), "
+            "json_extract_string(metadata, '$.project')) "
             "FROM turns "
             f"ORDER BY {time_order()}")
         return [UsageRecord(*row) for row in rows]

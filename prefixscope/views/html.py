@@ -54,6 +54,7 @@ def report_html(report: Report) -> str:
              "<title>prefixscope report</title>", f"<style>{_STYLE}</style></head><body>",
              "<h1>prefixscope report</h1>"]
     parts += _summary(report)
+    parts += _breakdown(report)
     parts += _findings(report)
     parts += _gate(report)
     parts += _scenarios(report)
@@ -120,6 +121,26 @@ def _ledger(report: Report) -> list[str]:
     out.append(f'<tr><th>missed</th><th class="n">{ledger.missed_tokens:,}</th>'
                '<th class="n">100%</th><th></th></tr></table>')
     return out
+
+
+def _breakdown(report: Report) -> list[str]:
+    b = report.breakdown
+    if b is None:
+        return []
+    out = [f"<h2>By {esc(', '.join(b.by))}</h2>", "<table><tr>"
+           + "".join(f"<th>{esc(d)}</th>" for d in b.by)
+           + "<th>requests</th><th>prompt</th><th>cached</th><th>hit rate</th><th>spend</th>"
+             "<th>lost $</th><th>top loss</th></tr>"]
+    for r in b.rows:
+        cells = "".join(f"<td>{esc('(not logged)' if r.key[d] is None else r.key[d])}</td>"
+                        for d in b.by)
+        money = [wording.usd(v) if v is not None else "–" for v in (r.spend_usd, r.lost_usd)]
+        out.append(f'<tr>{cells}<td class="n">{r.requests:,}</td>'
+                   f'<td class="n">{r.prompt_tokens:,}</td><td class="n">{r.cached_tokens:,}'
+                   f'</td><td class="n">{_pct(r.hit_rate)}</td><td class="n">{esc(money[0])}'
+                   f'</td><td class="n">{esc(money[1])}</td><td>{esc(r.top_cause or "–")}'
+                   "</td></tr>")
+    return [*out, "</table>"]
 
 
 def _findings(report: Report) -> list[str]:

@@ -17,6 +17,7 @@ from prefixscope.analyses.segments import (
     census,
 )
 from prefixscope.analyses.simulate import MISS_CLASSES, RequestSim, SimulateReport
+from prefixscope.findings.breakdown import Breakdown
 from prefixscope.findings.ledger import Basis, Ledger, Money
 from prefixscope.findings.model import ReplayBasis, Report
 from prefixscope.model.hashing import HASH_VERSION
@@ -25,6 +26,7 @@ from prefixscope.store.store import UsageSummary
 from prefixscope.views.jsonshapes import (
     BasisJson,
     BoundaryJson,
+    BreakdownJson,
     BucketJson,
     DiffJson,
     DiffPairJson,
@@ -47,8 +49,9 @@ from prefixscope.views.jsonshapes import (
 )
 
 
-def bucket_json(report: BucketReport) -> BucketJson:
-    """The documented JSON shape (docs/json.md)."""
+def bucket_json(report: BucketReport, spend: Breakdown | None = None) -> BucketJson:
+    """The documented JSON shape (docs/json.md); `spend`: usage and dollars by the same
+    dimensions (with --by)."""
     def bins(hist: Sequence[HistogramBin]) -> list[Any]:
         return [{"lo": b.lo, "hi": b.hi, "requests": b.requests} for b in hist]
 
@@ -77,6 +80,7 @@ def bucket_json(report: BucketReport) -> BucketJson:
         "block_size": report.block_size,
         "block_size_source": report.block_size_source,
         "block_size_candidates": list(report.block_size_candidates),
+        "spend": breakdown_json(spend),
         "notes": list(report.notes),
     }
 
@@ -253,6 +257,7 @@ def report_json(report: Report) -> ReportJson:
                      "hit_rate_predicted": w.hit_rate_predicted,
                      "saved_usd": _usd(w.saved_usd), "cost_usd": _usd(w.cost_usd),
                      "net_usd": _usd(w.net_usd)} for w in report.what_ifs],
+        "by": breakdown_json(report.breakdown),
         "findings": [{"kind": f.kind, "severity": f.severity, "title": f.title,
                       "segment": f.segment, "lost_tokens": f.lost_tokens,
                       "share": float(f.share), "lost_usd": _usd(f.lost_usd),
@@ -268,6 +273,17 @@ def report_json(report: Report) -> ReportJson:
                       for p in report.scenarios],
         "notes": list(report.notes),
     }
+
+
+def breakdown_json(b: Breakdown | None) -> BreakdownJson | None:
+    if b is None:
+        return None
+    return {"dimensions": list(b.by), "basis": b.basis, "rows": [
+        {"key": jsonable(r.key), "requests": r.requests, "prompt_tokens": r.prompt_tokens,
+         "cached_tokens": r.cached_tokens, "hit_rate": r.hit_rate,
+         "missed_tokens": r.missed_tokens, "lost_tokens": r.lost_tokens,
+         "spend_usd": _usd(r.spend_usd), "lost_usd": _usd(r.lost_usd),
+         "top_cause": r.top_cause} for r in b.rows]}
 
 
 def _usd(value: float | None) -> float | None:

@@ -230,6 +230,27 @@ class BucketTotalsJson(TypedDict):
     without_usage: int
 
 
+class BreakdownRowJson(TypedDict):
+    key: dict[str, object]
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    hit_rate: float | None
+    missed_tokens: int
+    lost_tokens: int
+    spend_usd: float | None
+    lost_usd: float | None
+    top_cause: str | None
+
+
+class BreakdownJson(TypedDict):
+    """The ledger by dimensions (report --by), or usage by them (bucket's `spend`)."""
+
+    dimensions: list[str]
+    basis: str
+    rows: list[BreakdownRowJson]
+
+
 class BucketJson(TypedDict):
     """``prefixscope bucket --json``."""
 
@@ -239,6 +260,7 @@ class BucketJson(TypedDict):
     block_size: int | None
     block_size_source: str
     block_size_candidates: list[int]
+    spend: BreakdownJson | None
     notes: list[str]
 
 
@@ -498,6 +520,7 @@ class ReportJson(TypedDict):
     summary: ReportSummaryJson
     ledger: LedgerJson | None
     what_if: list[ReportWhatIfJson]
+    by: BreakdownJson | None
     findings: list[FindingJson]
     gate: GateJson
     scenarios: list[ScenarioJson]

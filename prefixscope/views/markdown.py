@@ -24,6 +24,10 @@ def md_text(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", flat)
 
 
+def _money(value: float | None) -> str:
+    return "–" if value is None else md_text(wording.usd(value))
+
+
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.1%}"
 
@@ -43,6 +47,20 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
                  *wording.what_if_lines(report)):
         if line:
             lines += [md_text(line), ""]
+    if report.breakdown is not None:
+        b = report.breakdown
+        lines += [f"## By {md_text(', '.join(b.by))}", "",
+                  "| " + " | ".join(md_text(d) for d in b.by) + " | requests | prompt | cached "
+                  "| hit rate | spend | lost $ | top loss |",
+                  "|" + "---|" * len(b.by) + "---:|---:|---:|---:|---:|---:|---|"]
+        for row in b.rows:
+            cells = [md_text("(not logged)" if row.key[d] is None else str(row.key[d]))
+                     for d in b.by]
+            lines.append("| " + " | ".join(cells) + f" | {row.requests:,} | "
+                         f"{row.prompt_tokens:,} | {row.cached_tokens:,} | "
+                         f"{_pct(row.hit_rate)} | {_money(row.spend_usd)} | "
+                         f"{_money(row.lost_usd)} | {md_text(row.top_cause or '–')} |")
+        lines.append("")
     lines += ["## Findings", ""]
     if not report.findings:
         lines += [md_text(wording.no_findings_line(report)) + ".", ""]

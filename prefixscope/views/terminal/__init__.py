@@ -70,3 +70,34 @@ def hit_rate_table(*, titled: bool = True, **columns: str) -> Any:
         table.add_column(name.replace("_", " "), justify="right")
     table.add_row(*columns.values())
     return table
+
+
+def breakdown_table(b: Any, title: str) -> Any:
+    """A `findings.breakdown.Breakdown` as a table: one row per group, a total row."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(show_edge=False, title=title, title_justify="left")
+    for dim in b.by:
+        table.add_column(dim, no_wrap=True)
+    for col in ("requests", "prompt", "cached", "hit rate", "spend", "lost $"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("top loss")
+
+    def usd(v: float | None) -> str:
+        return "-" if v is None else (f"${v:,.4f}" if v and abs(v) < 0.01 else f"${v:,.2f}")
+
+    for r in b.rows:
+        table.add_row(*(escape(visible("(not logged)" if r.key[d] is None else str(r.key[d])))
+                        for d in b.by), f"{r.requests:,}", f"{r.prompt_tokens:,}",
+                      f"{r.cached_tokens:,}", percent(r.hit_rate), usd(r.spend_usd),
+                      usd(r.lost_usd), r.top_cause or "-")
+    spend = [r.spend_usd for r in b.rows if r.spend_usd is not None]
+    lost = [r.lost_usd for r in b.rows if r.lost_usd is not None]
+    prompt = sum(r.prompt_tokens for r in b.rows)
+    cached = sum(r.cached_tokens for r in b.rows)
+    table.add_row(*(["total"] + [""] * (len(b.by) - 1)), f"{sum(r.requests for r in b.rows):,}",
+                  f"{prompt:,}", f"{cached:,}", percent(cached / prompt if prompt else None),
+                  usd(sum(spend)) if spend else "-", usd(sum(lost)) if lost else "-", "",
+                  style="bold")
+    return table

@@ -8,7 +8,14 @@ from rich.table import Table
 
 from prefixscope.findings.model import LENS_KINDS, Finding, Report
 from prefixscope.views import wording
-from prefixscope.views.terminal import Screen, count, hit_rate_table, percent, visible
+from prefixscope.views.terminal import (
+    Screen,
+    breakdown_table,
+    count,
+    hit_rate_table,
+    percent,
+    visible,
+)
 
 _COLOR = {"high": "red", "medium": "yellow", "low": "cyan", "info": "dim"}
 
@@ -31,6 +38,10 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
                  *wording.what_if_lines(report)):
         if said:
             screen.print(escape(said), soft_wrap=True)
+    if report.breakdown is not None:
+        screen.print()
+        screen.print(breakdown_table(report.breakdown, "the ledger by " +
+                                     ", ".join(report.breakdown.by)))
     if not report.findings:
         screen.print(escape(wording.no_findings_line(report)))
     for n, f in enumerate(report.findings[:top], 1):
