@@ -50,11 +50,18 @@ Guarantees:
 * Body (``openai-responses``): ``{"model", "input": [...]}`` rebuilt from the
   ``response_item`` lines before the call: the history so far, without the call's own
   output (the model-output items -- reasoning, assistant messages, tool calls -- logged
-  after the last input item and before the event). `instructions` is the session's
-  `base_instructions` when logged. `metadata.approximate` lists what the log lacks:
-  ``tools`` always; ``instructions`` when not logged; ``history-after-compaction`` when
-  a local compaction logged only its summary (the history is then that summary as one
-  user message). A call with no ``response_item`` before it (a log of token counts
+  after the last input item and before the event), made what Codex sends
+  (`codex-rs/core/src/context_manager/normalize.rs`, `client_common.rs`): a call with
+  no output is followed by an ``"aborted"`` one, an output with no call is dropped, and
+  next to the freeform apply_patch tool JSON exec outputs are sent as Codex's structured
+  text. `instructions` is the session's `base_instructions` when logged.
+  `metadata.approximate` lists what the log lacks: ``tools`` always; ``instructions``
+  when not logged; ``reasoning`` / ``compaction-item`` when the input holds encrypted
+  reasoning / a remote compaction item (sent back, content unknown);
+  ``history-after-compaction`` when a local compaction logged only its summary (the
+  history is then that summary as one user message). How many logged tokens that is,
+  per request, is `Tokens.unrebuilt_tokens` once tokenized. A call with no
+  ``response_item`` before it (a log of token counts
   alone, as ccusage's fixtures are) has no body. A ``compacted`` line replaces the
   history and the next call carries `metadata.compaction` (``local`` / ``remote``,
   with its line); its body then holds the compaction item or summary that
