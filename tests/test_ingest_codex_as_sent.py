@@ -185,6 +185,22 @@ class TestCallsPairedWithOutputs:
         assert [i["type"] for i in call.body["input"]] == ["message", "message"]
 
 
+    def test_a_damaged_call_id_is_left_as_logged(self, tmp_path: Path) -> None:
+        *_, call = _rollout(
+            tmp_path,
+            _user(1, "hi"),
+            _line(2, "response_item", {"type": "function_call", "name": "x",
+                                       "arguments": "{}", "call_id": ["not", "an", "id"]}),
+            _count(3, 50),
+            _line(4, "response_item", {"type": "function_call_output", "call_id": {"a": 1},
+                                       "output": "y"}),
+            _user(5, "again"),
+            _count(6, 100),
+        )
+        assert [i["type"] for i in call.body["input"]] == [
+            "message", "function_call", "function_call_output", "message"]
+
+
 class TestWhatTheLogLacks:
     def test_encrypted_reasoning_in_the_input_is_named(self, tmp_path: Path) -> None:
         first, second, third = _patch_session(tmp_path)

@@ -364,36 +364,36 @@ def _request(state: _State, rec: dict[str, Any], payload: dict[str, Any],
 def paired_outputs(items: list[Any]) -> list[Any]:
     """The history as Codex sends it (`ContextManager::normalize_history`): a call with no
     output gets one (``"aborted"``) right after it, an output with no call is dropped."""
-    answered: set[tuple[str, Any]] = set()
-    called: set[tuple[str, Any]] = set()
+    answered: set[tuple[str, str]] = set()
+    called: set[tuple[str, str]] = set()
     for item in items:
-        if not isinstance(item, dict):
+        kind, cid = _call_key(item)
+        if cid is None:
             continue
-        kind = _kind(item)
         if kind in ("function_call_output", "custom_tool_call_output"):
-            answered.add((kind, item.get("call_id")))
-        elif kind in _CALL_OUTPUTS and _call_id(item) is not None:
-            called.add((_CALL_OUTPUTS[kind], _call_id(item)))
+            answered.add((kind, cid))
+        elif kind in _CALL_OUTPUTS:
+            called.add((_CALL_OUTPUTS[kind], cid))
     out: list[Any] = []
     for item in items:
-        if not isinstance(item, dict):
-            out.append(item)
-            continue
-        kind = _kind(item)
-        if kind in ("function_call_output", "custom_tool_call_output") \
-                and (kind, item.get("call_id")) not in called:
+        kind, cid = _call_key(item)
+        if cid is not None and kind in ("function_call_output", "custom_tool_call_output") \
+                and (kind, cid) not in called:
             continue
         out.append(item)
-        if kind in _CALL_OUTPUTS and _call_id(item) is not None:
-            pair = (_CALL_OUTPUTS[kind], _call_id(item))
-            if pair not in answered:
-                out.append({"type": pair[0], "call_id": pair[1], "output": _ABORTED})
+        if cid is not None and kind in _CALL_OUTPUTS \
+                and (_CALL_OUTPUTS[kind], cid) not in answered:
+            out.append({"type": _CALL_OUTPUTS[kind], "call_id": cid, "output": _ABORTED})
     return out
 
 
-def _call_id(item: dict[str, Any]) -> Any:
-    """A call's id; a local shell call without `call_id` is never paired (Codex skips it)."""
-    return item.get("call_id")
+def _call_key(item: Any) -> tuple[str | None, str | None]:
+    """(type, call_id) of an item; the id is None unless it is a string (a local shell
+    call without `call_id` is never paired: Codex skips it; a damaged one is left as is)."""
+    if not isinstance(item, dict):
+        return None, None
+    cid = item.get("call_id")
+    return _kind(item), cid if isinstance(cid, str) else None
 
 
 def structured_shell_output(raw: Any) -> str | None:
