@@ -36,8 +36,13 @@ time, then file, line and position inside the line). Rules, in order:
    continuation summary, Codex's compaction item or summary prefix, OpenHands'
    condensation summary, SWE-agent's elided outputs) continues the open session (within
    the gap) whose latest request has the same system + tools fingerprint and a longer
-   history, the latest such; it is marked ``compaction`` (the next turn is a cold start
-   for the cache). Without a marker it starts a new session.
+   history, when exactly one session is such; it is marked ``compaction`` (the next turn
+   is a cold start for the cache). When several are, the log does not say which one
+   compacted, and a wrong pair (two conversations joined) is worse than a missing one:
+   the request starts a session of its own marked as the continuation of an unknown
+   session (``continuation``: no predecessor, ``compaction`` true); so does a marked
+   request with no such session open (its predecessor is not in the log, or beyond the
+   gap). Without a marker it starts a new session.
 5. **Growing prompt** (no bodies, e.g. new-api): within (user, client, model), the
    open session whose last prompt is not larger than this one, within the gap.
 6. Otherwise the request starts a session of its own.
@@ -57,7 +62,7 @@ if TYPE_CHECKING:  # only its type: the frame comes from the store
 
 RECENT = 16  # requests of a session (or of a first message) considered as a predecessor
 LINK_KINDS = ("start", "explicit", "parent", "extends", "shared-prefix", "compaction",
-              "growing-prompt")
+              "continuation", "growing-prompt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +74,9 @@ class SessionLink:
     turn: int  # 0-based position in the session, in time order
     prev_id: str | None  # the request it continues (None for a session's first)
     link: str  # how prev_id was found: one of LINK_KINDS
-    compaction: bool  # history replaced by a shorter summary
+    # history replaced by a shorter summary; with prev_id None (link "continuation") the
+    # compacted session is unknown
+    compaction: bool
 
 
 @dataclass(slots=True)
@@ -190,15 +197,22 @@ def _open_tails(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
     return list(sessions.values())
 
 
+def _compaction_candidates(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
+                           gap_s: float) -> list[_Row]:
+    """The latest request of every open session row could be the compaction of: the same
+    system + tools fingerprint and a longer history, within the gap."""
+    if row.fingerprint is None or row.count is None:
+        return []
+    return [tail for tail in _open_tails(row, scope, tails, gap_s)
+            if tail.fingerprint == row.fingerprint and tail.count is not None
+            and row.count < tail.count and _within(tail.ts, row.ts, gap_s)]
+
+
 def _compacted_from(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
                     gap_s: float) -> _Row | None:
-    if row.fingerprint is None or row.count is None:
-        return None
     best = None
-    for tail in _open_tails(row, scope, tails, gap_s):
-        if (tail.fingerprint == row.fingerprint and tail.count is not None
-                and row.count < tail.count and _within(tail.ts, row.ts, gap_s)
-                and (best is None or _later(tail, best))):
+    for tail in _compaction_candidates(row, scope, tails, gap_s):
+        if best is None or _later(tail, best):
             best = tail
     return best
 
@@ -290,9 +304,10 @@ def _place(row: _Row, scope: Any, state: _State, gap_s: float,
         link = "extends" if shared == prev.count else "shared-prefix"
         return state.session_of[prev.id], prev, link, False
     if row.marker is not None:
-        prev = _compacted_from(row, scope, state.tails, gap_s)
-        if prev is not None:
-            return state.session_of[prev.id], prev, "compaction", True
+        candidates = _compaction_candidates(row, scope, state.tails, gap_s)
+        if len(candidates) == 1:
+            return state.session_of[candidates[0].id], candidates[0], "compaction", True
+        return f"t-{row.id[:16]}", None, "continuation", True
     if row.chain is None:
         prev = _growing(row, scope, state.tails, gap_s)
         if prev is not None:

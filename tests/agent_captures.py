@@ -8,7 +8,7 @@ header raw captures read); without it nothing but the bodies says which call bel
 which session.
 
 Each turn appends the assistant's tool call and the tool's result to the session's
-history, so a session's requests are append-only. `compact_after` replaces one
+history, so a session's requests are append-only. `compact_after` replaces a
 session's history after that many turns by a compaction summary (`compaction_text`) in
 one user message, as an agent does when its context fills up.
 
@@ -71,7 +71,7 @@ class Call:
 def write_agent_captures(path: Path, *, sessions: int = 8, turns: int = 6,
                          with_ids: bool = False, compact_after: dict[int, int] | None = None,
                          compaction_text: str = CODEX_SUMMARY, cached_block: int | None = None,
-                         seed: int = 13) -> list[Call]:
+                         compaction_at_once: bool = True, seed: int = 13) -> list[Call]:
     """Write `sessions` interleaved agent sessions of `turns` calls each as a JSON-lines
     capture at `path`; return the calls in file (= time) order.
 
@@ -87,11 +87,13 @@ def write_agent_captures(path: Path, *, sessions: int = 8, turns: int = 6,
         for s in range(sessions)]
     # Calls come in a random order, so sessions start while others are under way; a
     # compaction follows its session's previous call at once (the agent compacts when that
-    # call's reply shows the context is full).
+    # call's reply shows the context is full), or, with `compaction_at_once=False`, where
+    # the shuffle put it (the summarising call took a while: other sessions' calls came
+    # in between).
     order = [s for s in range(sessions) for _ in range(turns)]
     rng.shuffle(order)
     slots = [(s, order[:n].count(s)) for n, s in enumerate(order)]
-    for s, turn in compact_after.items():
+    for s, turn in compact_after.items() if compaction_at_once else ():
         slots.remove((s, turn))
         slots.insert(slots.index((s, turn - 1)) + 1, (s, turn))
     calls: list[Call] = []

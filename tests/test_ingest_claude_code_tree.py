@@ -86,6 +86,49 @@ class TestCopiesOfOneCall:
         assert [(c["native_id"], c["prompt_tokens"], c["output_tokens"]) for c in calls] == [
             ("msg_123", 200, 100)]
 
+    @pytest.mark.parametrize("names", [("newer.jsonl", "older.jsonl"),
+                                       ("older.jsonl", "newer.jsonl")])
+    def test_the_most_complete_copy_wins_within_one_ingest(self, tmp_path: Path,
+                                                          names) -> None:
+        root = CCUSAGE / "across-files" / "projects"
+        with Store.open(tmp_path / "s.duckdb") as store:
+            ingest_paths([str(root / n) for n in names], store)
+            rows = store.run("SELECT native_id, prompt_tokens, output_tokens, timestamp "
+                             "FROM requests WHERE duplicate_of IS NULL")
+        assert [(i, p, o, t.date().isoformat()) for i, p, o, t in rows] == [
+            ("msg_123", 200, 100, "2025-01-15")]
+
+    @pytest.mark.parametrize("fuller_name", ["a.jsonl", "b.jsonl"])
+    @pytest.mark.parametrize("read", ["fuller first", "fuller last"])
+    @pytest.mark.parametrize("runs", ["one ingest", "two ingests"])
+    def test_the_fuller_copy_in_another_sessions_transcript_is_kept(
+            self, tmp_path: Path, fuller_name: str, read: str, runs: str) -> None:
+        # ccusage's two copies of msg_123 (`keeps the duplicate with more usage tokens
+        # across files`), each line given the sessionId of the transcript holding it, as
+        # when a call is copied into a resumed session's file: two session trees, so two
+        # stored rows, linked as one call. The fuller copy (200/100, dated later) is the
+        # one kept whichever file name sorts first and whichever is read first.
+        src = CCUSAGE / "across-files" / "projects"
+        other = "b.jsonl" if fuller_name == "a.jsonl" else "a.jsonl"
+        fuller, partial = tmp_path / fuller_name, tmp_path / other
+        for path, origin, session in ((fuller, "newer.jsonl", "sess-resumed"),
+                                      (partial, "older.jsonl", "sess-first")):
+            line = json.loads((src / origin).read_text())
+            path.write_text(json.dumps({**line, "sessionId": session}) + "\n")
+        files = [fuller, partial] if read == "fuller first" else [partial, fuller]
+        with Store.open(tmp_path / "s.duckdb") as store:
+            if runs == "one ingest":
+                ingest_paths([str(f) for f in files], store)
+            else:
+                for f in files:
+                    ingest_paths([str(f)], store)
+            rows = store.run("SELECT native_id, prompt_tokens, output_tokens, "
+                             "duplicate_of IS NULL FROM requests ORDER BY timestamp")
+            totals = store.run("SELECT sum(prompt_tokens), sum(output_tokens) FROM requests "
+                               "WHERE duplicate_of IS NULL")
+        assert rows == [("msg_123", 100, 50, False), ("msg_123", 200, 100, True)]
+        assert totals == [(200, 100)]
+
     def test_streamed_lines_keep_the_final_count(self) -> None:
         # ccusage `keeps_most_complete_duplicate_usage_entry`: input 100, output 250
         requests, skips = read_requests(

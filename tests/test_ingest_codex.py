@@ -150,7 +150,8 @@ class TestHandmadeRollout:
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
         (call,) = _read(path)
         assert call.body["instructions"] == "You are Codex."
-        assert call.metadata["approximate"] == ["tools"]
+        # the encrypted compaction item is sent, and its content is not in the log
+        assert call.metadata["approximate"] == ["tools", "compaction-item"]
         assert call.metadata["compaction"]["kind"] == "remote"
         assert compaction_marker(call) == "codex"
 

@@ -14,7 +14,8 @@ A request's uncached prompt tokens (against what the log observed, else the
 prediction) fall into classes, in this order of the prompt:
 
 * tokens the ideal cache does not hold either: ``cold`` (the session's first request),
-  ``compaction`` (the predecessor was compacted into a summary), ``break`` (the
+  ``compaction`` (the predecessor was compacted into a summary, also when threading
+  could not tell which session it was: a ``continuation``), ``break`` (the
   predecessor sent them, but its prefix changed earlier), ``new`` (never sent before:
   not a miss);
 * tokens the ideal holds but the model does not: ``eviction`` (capacity) or ``ttl``
@@ -288,7 +289,9 @@ def prepare(store: Store, options: SimulateOptions,
     """Every replayable request of the store, in log order, rendered and tokenized."""
     session_of = store.session_of()
     pairs = store.session_pairs()
-    prev_of = {b: (a, compaction) for a, b, _, compaction in pairs}
+    prev_of: dict[str, tuple[str | None, bool]] = {
+        b: (a, compaction) for a, b, _, compaction in pairs}
+    prev_of.update((rid, (None, True)) for rid in store.continuations())
     # A rendered prompt's ids are held only while a later request of its session may
     # still extend it: memory bounded by the sessions running at once, not by the log.
     successors = Counter(a for a, _, _, _ in pairs)
@@ -763,7 +766,7 @@ def _classify(p: _Prepared, predicted: int, ideal: int, prev_tokens: int | None,
     # the ideal cache (or the log, when it got more) holds, those the ideal holds but
     # this capacity / TTL lost, and those the model predicts cached but the log missed.
     beyond = n - max(ideal, got)
-    if p.prev is None:
+    if p.prev is None and not p.compacted:
         add("cold", beyond)
     elif p.compacted:
         add("compaction", beyond)

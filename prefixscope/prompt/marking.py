@@ -301,6 +301,13 @@ def _mark_responses_item(item: Any, path: str, m: Marker) -> Any:
             if isinstance(item.get(key), str):
                 copy[key] = m.wrap(item[key], pid)
         return copy
+    if itype in ("local_shell_call", "web_search_call"):
+        pid = m.path_id(path, "tool_call")
+        copy = m.register(dict(item), pid)
+        if isinstance(item.get("action"), dict):
+            copy["action"] = copy_tree(item["action"], child_path(path, "action"), "tool_call",
+                                       m, levels=ARGUMENT_LEVELS, wrap_strings=True)
+        return copy
     if itype in ("function_call_output", "custom_tool_call_output"):
         pid = m.path_id(path, "tool_result")
         copy = m.register(dict(item), pid)

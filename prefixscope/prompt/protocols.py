@@ -12,7 +12,16 @@ from prefixscope.prompt.marks import Marker
 
 def responses_to_chat(marked: dict[str, Any], marker: Marker
                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """Responses API input as Chat messages (instructions first; calls grouped per turn)."""
+    """Responses API input as Chat messages (instructions first; calls grouped per turn).
+
+    Every item a client sends back that has text becomes part of a message: function
+    and custom (freeform) tool calls, local shell and web search calls (their `action`
+    as the call's arguments) are assistant tool calls; their outputs are tool messages.
+    A custom call keeps its raw `input` (``type: "custom"``: never parsed as JSON).
+    Items whose content the log cannot show -- `reasoning` (encrypted), `compaction`
+    (encrypted) -- are left out; the client that logged them says so (e.g. the codex
+    format's `metadata.unrebuilt`).
+    """
     messages: list[dict[str, Any]] = []
     if isinstance(marked.get("instructions"), str) and marked["instructions"]:
         messages.append({"role": "system", "content": marked["instructions"]})
@@ -24,21 +33,15 @@ def responses_to_chat(marked: dict[str, Any], marker: Marker
         if not isinstance(item, dict):
             continue
         itype = item.get("type")
-        if itype == "function_call":
-            call = {"id": item.get("call_id"), "type": "function",
-                    "function": {"name": item.get("name", ""),
-                                 "arguments": item.get("arguments", "")}}
-            pid = marker.path_of(item)
-            if pid is not None:
-                marker.register(call, pid)
-                marker.register(call["function"], pid)
+        call = _call_of(item, itype, marker)
+        if call is not None:
             last = messages[-1] if messages else None
             if last and last.get("role") == "assistant" and last.get("_calls"):
                 last["tool_calls"].append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call],
                                  "_calls": True})
-        elif itype == "function_call_output":
+        elif itype in ("function_call_output", "custom_tool_call_output"):
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"),
                              "content": item.get("output", "")})
         elif itype in (None, "message") and "role" in item:
@@ -60,6 +63,32 @@ def responses_to_chat(marked: dict[str, Any], marker: Marker
             elif isinstance(tool, dict):
                 tools.append(tool)
     return messages, tools
+
+
+_ACTION_CALLS = {"local_shell_call": "local_shell", "web_search_call": "web_search"}
+
+
+def _call_of(item: dict[str, Any], itype: Any, marker: Marker) -> dict[str, Any] | None:
+    """The Chat tool call a Responses call item stands for (None for any other item)."""
+    if itype == "function_call":
+        call = {"id": item.get("call_id"), "type": "function",
+                "function": {"name": item.get("name", ""),
+                             "arguments": item.get("arguments", "")}}
+    elif itype == "custom_tool_call":
+        call = {"id": item.get("call_id"), "type": "custom",
+                "function": {"name": item.get("name", ""), "arguments": item.get("input", "")}}
+    elif itype in _ACTION_CALLS:
+        action = item.get("action")
+        call = {"id": item.get("call_id") or item.get("id"), "type": "function",
+                "function": {"name": _ACTION_CALLS[itype],
+                             "arguments": action if isinstance(action, dict) else {}}}
+    else:
+        return None
+    pid = marker.path_of(item)
+    if pid is not None:
+        marker.register(call, pid)
+        marker.register(call["function"], pid)
+    return call
 
 
 def anthropic_proxy_view(marked: dict[str, Any], marker: Marker,

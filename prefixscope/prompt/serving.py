@@ -17,7 +17,9 @@ normalizes it, and that changes the prompt. This module reproduces vLLM's steps
   ``tools`` (developer) survive; other keys (``reasoning_content`` as sent, ids,
   ``cache_control``) are dropped;
 * tool-call ``arguments`` strings are parsed with ``json.loads`` (invalid JSON
-  becomes ``{}``); an empty ``tool_calls`` list is removed;
+  becomes ``{}``), except a custom (freeform) tool call's input (``type: "custom"``,
+  from a Responses ``custom_tool_call``), which is text; an empty ``tool_calls`` list
+  is removed;
 * tools are re-built as pydantic dumps: ``{"type", "function": {"name",
   "description", "parameters", <extra keys>}}`` -- so ``description`` is always
   present (``None`` when absent) and the key order is the model's, not the client's;
@@ -113,7 +115,8 @@ def _parse_arguments(message: dict[str, Any], marker: Marker) -> None:
         return
     parsed_calls = []
     for call in calls:
-        if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+        if not isinstance(call, dict) or not isinstance(call.get("function"), dict) \
+                or call.get("type") == "custom":  # a freeform call's input is text, not JSON
             parsed_calls.append(call)
             continue
         fn = call["function"]

@@ -24,7 +24,10 @@ never records a call twice: two such records are two calls) and, in this order:
 Rules 2 and 3 pair requests one to one, nearest in time first, so 8 identical calls logged
 by two sources make 8 pairs, not 64. A cluster of copies holds at most one request per
 file. The copy kept (the others' ``duplicate_of``) is the one with a body, then the one
-reporting the most usage fields, then the first by (file, line, id).
+reporting the most usage fields, then the fullest count (prompt + output tokens: a copy
+written mid-stream, or cut short, reports less of the same call -- ccusage's
+``should_replace_deduped_entry``), then the first by (file, line, id), so which copy is
+kept never depends on the order the files were read in.
 """
 
 from __future__ import annotations
@@ -69,6 +72,11 @@ class CallRow:
     def usage_fields(self) -> int:
         return sum(v is not None for v in (self.prompt_tokens, self.cached_tokens,
                                           self.cache_write_tokens, self.output_tokens))
+
+    @property
+    def usage_total(self) -> int:
+        """Prompt (cache reads and writes included) + output tokens."""
+        return (self.prompt_tokens or 0) + (self.output_tokens or 0)
 
 
 def call_row(row: Mapping[str, Any]) -> CallRow:
@@ -171,7 +179,8 @@ def link_duplicates(rows: Iterable[CallRow]) -> dict[str, str]:
     for group in members.values():
         if len(group) < 2:
             continue
-        kept = min(group, key=lambda r: (r.body_hash is None, -r.usage_fields, r.source_file,
+        kept = min(group, key=lambda r: (r.body_hash is None, -r.usage_fields,
+                                         -r.usage_total, r.source_file,
                                          r.source_line if r.source_line is not None else -1,
                                          r.id))
         out.update({r.id: kept.id for r in group if r.id != kept.id})

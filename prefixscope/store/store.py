@@ -608,6 +608,13 @@ class Store:
             f"WHERE s.prev_id IS NOT NULL {clause} ORDER BY s.session, s.turn",
             [session] if session is not None else [])]
 
+    def continuations(self) -> list[str]:
+        """Ids of the requests that continue an unknown compacted session (threading's
+        ``continuation`` link: ``compaction`` with no predecessor)."""
+        return [r[0] for r in self.run(
+            "SELECT request_id FROM sessions WHERE compaction AND prev_id IS NULL "
+            "ORDER BY request_id")]
+
     def sessions_matching(self, ref: str) -> list[str]:
         """Session ids equal to `ref`, else starting with it."""
         exact = self.run("SELECT DISTINCT session FROM sessions WHERE session = ?", [ref])

@@ -63,9 +63,25 @@ class Tokens:
     char_starts: np.ndarray  # int64: offset in prompt.text of each token's first char
     prompt: Prompt  # the rendered prompt these ids spell
     options: RenderOptions  # gateway, tokenizer and what-ifs used
+    # the prompt tokens the log reports for the request (usage.prompt_tokens; None when
+    # not logged, or when tokenized from a Prompt alone)
+    logged_prompt_tokens: int | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def unrebuilt_tokens(self) -> int | None:
+        """Logged prompt tokens the rebuilt prompt lacks: ``max(0, logged - len(ids))``.
+
+        A log that does not hold the whole request (no tool list, no base instructions,
+        encrypted reasoning: the request's `metadata.approximate` says which) renders
+        shorter than what was sent; this is how much shorter, counted with this
+        tokenizer. None when the log reports no prompt tokens.
+        """
+        if self.logged_prompt_tokens is None:
+            return None
+        return max(0, self.logged_prompt_tokens - len(self.ids))
 
     def segment(self, token: int) -> Segment:
         """The segment holding token `token`'s first character."""
@@ -322,24 +338,25 @@ def tokens_many(requests: list[Request], options: RenderOptions | None = None, *
         for i, enc in zip(indexes, group_cache.encode_many([prompts[i].text for i in indexes]),
                           strict=True):
             encoded[i] = enc
-    return [_with_segments(p, enc, options) for p, enc in zip(prompts, encoded, strict=True)
-            if enc is not None]
+    return [_with_segments(p, enc, options, r.usage.prompt_tokens)
+            for r, p, enc in zip(requests, prompts, encoded, strict=True) if enc is not None]
 
 
-def _with_segments(prompt: Prompt, enc: Encoded, options: RenderOptions) -> Tokens:
+def _with_segments(prompt: Prompt, enc: Encoded, options: RenderOptions,
+                   logged: int | None = None) -> Tokens:
     seg_starts = np.fromiter((s.char_start for s in prompt.segments), dtype=np.int64,
                              count=len(prompt.segments))
     starts = enc.starts
     if not (_non_decreasing(starts) and _non_decreasing(seg_starts)):
         index = np.searchsorted(seg_starts, starts, side="right") - 1
-        return Tokens(enc.ids, index.astype(np.int32), starts, prompt, options)
+        return Tokens(enc.ids, index.astype(np.int32), starts, prompt, options, logged)
     # Token starts are sorted: the tokens of segment i are those from the first token at
     # or after its start up to the first at or after the next segment's start. This
     # equals searchsorted(seg_starts, starts, side="right") - 1, in O(tokens + segments).
     edges = np.searchsorted(starts, seg_starts, side="left")
     counts = np.diff(edges, prepend=0, append=len(starts))
     index = np.repeat(np.arange(-1, len(seg_starts), dtype=np.int32), counts)
-    return Tokens(enc.ids, index, starts, prompt, options)
+    return Tokens(enc.ids, index, starts, prompt, options, logged)
 
 
 def _non_decreasing(values: np.ndarray) -> bool:
@@ -364,7 +381,10 @@ def tokens(request: Request, options: RenderOptions | None = None, *,
         TokenizerError: the tokenizer cannot be loaded offline.
     """
     options = options or RenderOptions()
-    return tokenize_prompt(render(request, options), options, cache)
+    prompt = render(request, options)
+    tok = load_tokenizer(prompt.tokenizer)
+    cache = cache if cache is not None else piece_cache(tok)
+    return _with_segments(prompt, cache.encode(prompt.text), options, request.usage.prompt_tokens)
 
 
 def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:

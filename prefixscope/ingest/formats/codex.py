@@ -50,11 +50,18 @@ Guarantees:
 * Body (``openai-responses``): ``{"model", "input": [...]}`` rebuilt from the
   ``response_item`` lines before the call: the history so far, without the call's own
   output (the model-output items -- reasoning, assistant messages, tool calls -- logged
-  after the last input item and before the event). `instructions` is the session's
-  `base_instructions` when logged. `metadata.approximate` lists what the log lacks:
-  ``tools`` always; ``instructions`` when not logged; ``history-after-compaction`` when
-  a local compaction logged only its summary (the history is then that summary as one
-  user message). A call with no ``response_item`` before it (a log of token counts
+  after the last input item and before the event), made what Codex sends
+  (`codex-rs/core/src/context_manager/normalize.rs`, `client_common.rs`): a call with
+  no output is followed by an ``"aborted"`` one, an output with no call is dropped, and
+  next to the freeform apply_patch tool JSON exec outputs are sent as Codex's structured
+  text. `instructions` is the session's `base_instructions` when logged.
+  `metadata.approximate` lists what the log lacks: ``tools`` always; ``instructions``
+  when not logged; ``reasoning`` / ``compaction-item`` when the input holds encrypted
+  reasoning / a remote compaction item (sent back, content unknown);
+  ``history-after-compaction`` when a local compaction logged only its summary (the
+  history is then that summary as one user message). How many logged tokens that is,
+  per request, is `Tokens.unrebuilt_tokens` once tokenized. A call with no
+  ``response_item`` before it (a log of token counts
   alone, as ccusage's fixtures are) has no body. A ``compacted`` line replaces the
   history and the next call carries `metadata.compaction` (``local`` / ``remote``,
   with its line); its body then holds the compaction item or summary that
@@ -74,6 +81,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -102,6 +110,15 @@ _USAGE_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_token
 _META_KEYS = ("cwd", "originator", "cli_version", "source", "model_provider",
               "forked_from_id")
 _TURN_KEYS = ("approval_policy", "sandbox_policy", "effort")
+# Function tools whose JSON output Codex re-renders as text next to freeform apply_patch
+# (`is_shell_tool_name` in codex-rs/core/src/client_common.rs), with apply_patch itself.
+_RESERIALIZED_CALLS = frozenset({"shell", "container.exec", "apply_patch"})
+# Calls Codex pairs with an output before sending (`ensure_call_outputs_present`):
+# call item type -> the output item type synthesised when the history lacks one.
+_CALL_OUTPUTS = {"function_call": "function_call_output",
+                 "custom_tool_call": "custom_tool_call_output",
+                 "local_shell_call": "function_call_output"}
+_ABORTED = "aborted"  # the synthesised output's text
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
@@ -173,6 +190,8 @@ class _State:
     previous_total: Counts | None = None
     compaction: dict[str, Any] | None = None  # a compaction not yet followed by a call
     summary_only: bool = False  # the history is a local compaction's summary alone
+    freeform_patch: bool = False  # a custom (freeform) apply_patch call was seen
+    shell_calls: set[str] = field(default_factory=set)  # call ids whose output Codex re-renders
 
     def read_meta(self, payload: dict[str, Any]) -> None:
         if self.session is not None:
@@ -194,9 +213,31 @@ class _State:
     def read_item(self, item: dict[str, Any]) -> None:
         if not isinstance(item, dict) or _kind(item) in _NOT_SENT_ITEM_TYPES:
             return
+        item = self._as_sent(item)
         self.items.append(item)
         if self.output_start is None and _is_output(item):
             self.output_start = len(self.items) - 1
+
+    def _as_sent(self, item: dict[str, Any]) -> dict[str, Any]:
+        """The item as Codex sends it. With the freeform apply_patch tool, Codex sends the
+        JSON output (``{"output", "metadata": {exit_code, duration_seconds}}``) of
+        apply_patch, ``shell`` / ``container.exec`` and local shell calls as structured
+        text (`Prompt::get_formatted_input`, ``reserialize_shell_outputs``)."""
+        kind = _kind(item)
+        call_id = item.get("call_id")
+        if kind == "custom_tool_call" and item.get("name") == "apply_patch":
+            self.freeform_patch = True
+            self.shell_calls.add(str(call_id))
+        elif (kind == "function_call" and item.get("name") in _RESERIALIZED_CALLS) \
+                or kind == "local_shell_call":
+            self.shell_calls.add(str(call_id if call_id is not None else item.get("id")))
+        elif kind in ("function_call_output", "custom_tool_call_output") \
+                and self.freeform_patch and str(call_id) in self.shell_calls:
+            self.shell_calls.discard(str(call_id))
+            text = structured_shell_output(item.get("output"))
+            if text is not None:
+                return {**item, "output": text}
+        return item
 
     def read_compacted(self, payload: dict[str, Any], line: int) -> None:
         replacement = payload.get("replacement_history")
@@ -280,12 +321,18 @@ def _request(state: _State, rec: dict[str, Any], payload: dict[str, Any],
         body = {"model": model}
         if state.instructions is not None:
             body["instructions"] = state.instructions
-        body["input"] = list(state.items[:end])
+        body["input"] = paired_outputs(state.items[:end])
     approximate = ["tools"]
     if state.instructions is None:
         approximate.append("instructions")
     if state.summary_only:
         approximate.append("history-after-compaction")
+    if body is not None:
+        kinds = {_kind(i) for i in body["input"] if isinstance(i, dict)}
+        if "reasoning" in kinds:
+            approximate.append("reasoning")
+        if "compaction" in kinds:
+            approximate.append("compaction-item")
     metadata: dict[str, Any] = {**state.meta, **state.turn, "approximate": approximate}
     if counts[4] is not None:
         metadata["reasoning_output_tokens"] = counts[4]
@@ -312,6 +359,87 @@ def _request(state: _State, rec: dict[str, Any], payload: dict[str, Any],
         usage=_usage(counts, semantics),
         metadata=metadata,
     )
+
+
+def paired_outputs(items: list[Any]) -> list[Any]:
+    """The history as Codex sends it (`ContextManager::normalize_history`): a call with no
+    output gets one (``"aborted"``) right after it, an output with no call is dropped."""
+    answered: set[tuple[str, str]] = set()
+    called: set[tuple[str, str]] = set()
+    for item in items:
+        kind, cid = _call_key(item)
+        if cid is None:
+            continue
+        if kind in ("function_call_output", "custom_tool_call_output"):
+            answered.add((kind, cid))
+        elif kind in _CALL_OUTPUTS:
+            called.add((_CALL_OUTPUTS[kind], cid))
+    out: list[Any] = []
+    for item in items:
+        kind, cid = _call_key(item)
+        if cid is not None and kind in ("function_call_output", "custom_tool_call_output") \
+                and (kind, cid) not in called:
+            continue
+        out.append(item)
+        if cid is not None and kind in _CALL_OUTPUTS \
+                and (_CALL_OUTPUTS[kind], cid) not in answered:
+            out.append({"type": _CALL_OUTPUTS[kind], "call_id": cid, "output": _ABORTED})
+    return out
+
+
+def _call_key(item: Any) -> tuple[str | None, str | None]:
+    """(type, call_id) of an item; the id is None unless it is a string (a local shell
+    call without `call_id` is never paired: Codex skips it; a damaged one is left as is)."""
+    if not isinstance(item, dict):
+        return None, None
+    cid = item.get("call_id")
+    return _kind(item), cid if isinstance(cid, str) else None
+
+
+def structured_shell_output(raw: Any) -> str | None:
+    """Codex's ``build_structured_output`` of a JSON exec output, else None (left as is):
+    ``Exit code: N``, ``Wall time: S seconds`` (S as Rust prints an f32),
+    ``Total output lines: L`` when the output starts with that header, ``Output:``, the
+    output -- joined with newlines."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("output"), str):
+        return None
+    meta = parsed.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    code, seconds = meta.get("exit_code"), meta.get("duration_seconds")
+    if not isinstance(code, int) or isinstance(code, bool) or not -2**31 <= code < 2**31 \
+            or not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+        return None
+    output = parsed["output"]
+    sections = [f"Exit code: {code}", f"Wall time: {_rust_f32(float(seconds))} seconds"]
+    header = _TOTAL_LINES_RE.match(output)
+    if header is not None:
+        sections.append(f"Total output lines: {int(header.group(1))}")
+        output = output[header.end():]
+        output = output[1:] if output.startswith("\n") else output
+    sections += ["Output:", output]
+    return "\n".join(sections)
+
+
+# `strip_total_output_header`: "Total output lines: <u32>\n" at the very start.
+_TOTAL_LINES_RE = re.compile(r"Total output lines: (\d{1,10})\n")
+
+
+def _rust_f32(value: float) -> str:
+    """`format!("{}", value as f32)`: the shortest decimal that reads back as the same f32,
+    never in exponent form ("0", "0.1", "12.5")."""
+    import numpy as np
+
+    f = np.float32(value)
+    if not np.isfinite(f):
+        return "inf" if f > 0 else "-inf" if f < 0 else "NaN"
+    return str(np.format_float_positional(f, unique=True, trim="-"))
 
 
 def _file_session(source: Source) -> str | None:
