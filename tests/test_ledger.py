@@ -248,3 +248,10 @@ def test_the_causes_partition_every_requests_missed_tokens(turns, engine):
         assert sum(e.causes.values()) == e.prompt_tokens - e.cached_tokens
     assert sum(ledger.by_cause.values()) == ledger.missed_tokens
     assert ledger.basis.prompt_tokens - ledger.basis.cached_tokens == ledger.missed_tokens
+
+
+def test_a_compacted_continuation_of_an_unknown_session_is_compaction_not_cold():
+    # sessions.compaction true with no predecessor: ambiguous, so not paired (docs/store.md)
+    (e,) = ledger_of([rec("c", 9_000, 3_000, compaction=True)],
+                     hosted_rules("anthropic", OPUS)).entries
+    assert e.causes == {"compaction": 6_000}

@@ -27,7 +27,8 @@ minimum cacheable length; Anthropic's automatic breakpoint reading 2 tokens shor
 Cached tokens beyond ``X`` (another session or other live traffic kept a longer prefix
 warm; an engine that caches outputs) cover the intervals after it in prompt order. The
 first request of a session is ``cold`` (all its missed tokens), a request after a
-compaction link is ``compaction``. Precedence where two could apply (docs/report.md): the
+compaction link is ``compaction`` (so is a compacted request that continues a session it
+could not be paired with: docs/store.md#sessions). Precedence where two could apply (docs/report.md): the
 positions decide, and a break before a pause wins (nothing after the divergence could
 have hit, whatever the pause); a shortfall is ttl before below-minimum before eviction
 before provider before unexplained.
@@ -308,9 +309,11 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     kind = segment = None
     expected = None
     missed = prompt - cached
-    if prev is None:
+    if prev is None and not r.compaction:
         causes["cold"] = missed
     elif r.compaction or (pair is not None and pair.cause == "compaction"):
+        # (also a compacted request whose session could not be told: a continuation of
+        # an unknown one -- its cache restarted all the same)
         causes["compaction"] = missed
     else:
         before = _predecessor_tokens(prev, rep, replayed, source, prompt)
