@@ -816,3 +816,15 @@ def test_a_single_group_model_gets_no_lookup_cause(tmp_path):
             "group sizes (16,)\n")
     f = finding(analyze_engine_logs([write(tmp_path, "one.log", log)]), "l2-write-only")
     assert f.evidence["known_cause"] is None
+
+
+def test_year_less_and_dated_files_together_span_the_dated_ones(real):
+    """vllm#43295 (05-19, no year) beside tt-inference-server#3359 (2026-05-12, ISO): the
+    year-less times do not compare with dated ones, so first / last are the dated file's
+    and there is no duration across the two."""
+    a = analyze_engine_logs([real / REAL_LOGS / "vllm-43295-kv-pressure.log",
+                             real / REAL_LOGS / "tt-inference-server-3359-iso.log"])
+    low = finding(a, "low-prefix-hit-rate", "vllm-log")
+    assert (low.evidence["first"], low.evidence["last"], low.evidence["duration_s"]) == (
+        "2026-05-12T08:01:39.331095+00:00", "2026-05-12T08:02:09.334253+00:00", None)
+    assert low.evidence["series"] == 2

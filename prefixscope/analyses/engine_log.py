@@ -607,9 +607,11 @@ def _span(points: Sequence[Timed],
             groups.setdefault(key, []).append(p.time)
     if not groups:
         return {"first": None, "last": None, "duration_s": None, "series": 0}
-    times = [t for ts in groups.values() for t in ts]
     files = {p.file for p in points}
     mixed = len(files) > 1 and bool(files & undated) and bool(files - undated)
+    # Placeholder years do not compare with real ones: with both, span the dated files.
+    times = [p.time for p in points if p.time is not None
+             and (not mixed or p.file not in undated)]
     covered = sum((max(ts) - min(ts)).total_seconds() for ts in groups.values())
     return {"first": _iso(min(times)), "last": _iso(max(times)),
             "duration_s": None if mixed else round(covered, 3), "series": len(groups)}
