@@ -2,17 +2,25 @@
 bench/ because it needs the two engines' wheels, which the test suite never downloads).
 
 vLLM 0.33.0's ``BlockPool`` (``vllm/v1/core/block_pool.py`` + ``kv_cache_utils.py``)
-and SGLang 0.5.10.post1's ``RadixCache`` (``srt/mem_cache/radix_cache.py`` +
-``evict_policy.py``) are pure Python; their heavy imports (torch, config, events,
+and SGLang's ``RadixCache`` (``srt/mem_cache/radix_cache.py`` + ``evict_policy.py``) of
+0.5.10.post1 and of 0.5.23 are pure Python; their heavy imports (torch, config, events,
 metrics) are stubbed, and they are driven the way ``KVCacheManager`` and SGLang's
 scheduler drive them, one request at a time. Random prefix-sharing traces must give
 identical hits, identical vLLM free-queue order (block ids) and identical SGLang tree
-sizes. The check runs in a subprocess (the stubs must not leak into other tests) and
-only when ``PREFIXSCOPE_UPSTREAM`` names a folder holding the two wheels' sources::
+sizes. The stubs cover both SGLang trees: 0.5.23 imports ``mem_cache.events`` (the KV
+event recorder), ``mem_cache.utils.get_eviction_strategy`` (built here from the real
+``evict_policy.py``) and ``utils.common.ceil_align``, frees evicted pages with
+``free_segment`` and reports a match as ``device_prefix_len`` instead of
+``device_indices``. The check runs in a subprocess (the stubs must not leak into other
+tests) and only when ``PREFIXSCOPE_UPSTREAM`` names the folders (separated by ``:``)
+holding the wheels' sources; each engine is checked against every folder that has its
+sources::
 
     pip download --no-deps vllm==0.33.0 sglang==0.5.10.post1 -d W && cd W
     unzip -oq 'vllm-*.whl' 'vllm/v1/core/*' && unzip -oq 'sglang-*.whl' 'sglang/srt/mem_cache/*'
-    PREFIXSCOPE_UPSTREAM=$PWD pytest bench/check_engines_upstream.py
+    pip download --no-deps sglang==0.5.23 -d W2 && (cd W2 && unzip -oq 'sglang-*.whl' \
+        'sglang/srt/mem_cache/*')
+    PREFIXSCOPE_UPSTREAM=$PWD:$PWD/W2 pytest bench/check_engines_upstream.py
 """
 
 from __future__ import annotations
@@ -33,13 +41,18 @@ import pytest
 
 UPSTREAM = os.environ.get("PREFIXSCOPE_UPSTREAM")
 ROOT = Path(__file__).resolve().parent.parent
+SOURCES = {"vllm": Path("vllm/v1/core/block_pool.py"),
+           "sglang": Path("sglang/srt/mem_cache/radix_cache.py")}
+CHECKS = [(engine, folder) for folder in (UPSTREAM or "").split(os.pathsep) if folder
+          for engine, source in SOURCES.items() if (Path(folder) / source).is_file()]
 
 
-@pytest.mark.skipif(not UPSTREAM, reason="PREFIXSCOPE_UPSTREAM not set (see module docstring)")
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_engine_equals_upstream_code(engine):
+@pytest.mark.skipif(not CHECKS, reason="PREFIXSCOPE_UPSTREAM not set (see module docstring)")
+@pytest.mark.parametrize(("engine", "folder"), CHECKS or [("vllm", "")])
+def test_engine_equals_upstream_code(engine, folder):
     done = subprocess.run([sys.executable, __file__, engine], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                            "PREFIXSCOPE_UPSTREAM": folder})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "identical" in done.stdout
 
@@ -146,11 +159,29 @@ def sglang_main(upstream: Path) -> None:
     def tensor(x: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
         return np.asarray(x, dtype=np.int64).view(Tensor)
 
-    _stub("torch", Tensor=Tensor, int64=np.int64, device=lambda *a: "cpu", tensor=tensor,
+    class Device(str):
+        def __new__(cls, *args: Any) -> Device:
+            return super().__new__(cls, "cpu")
+
+    _stub("torch", Tensor=Tensor, int64=np.int64, device=Device, tensor=tensor,
           cat=lambda xs: np.concatenate([np.asarray(x) for x in xs]).view(Tensor),
           empty=lambda shape, dtype=None, device=None: np.empty(shape, np.int64).view(Tensor))
-    for name in ["sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.disaggregation"]:
+    for name in ["sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.disaggregation",
+                 "sglang.srt.utils"]:
         _stub(name)
+    _stub("sglang.srt.utils.common", ceil_align=lambda x, n: -(-x // n) * n)
+
+    class KVCacheEventRecorder:  # 0.5.23: KV events off, as in the scheduler's default
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def record_store(self, *args: Any) -> None:
+            pass
+
+        record_remove = record_all_cleared = record_store
+
+    _stub("sglang.srt.mem_cache.events", KVCacheEventRecorder=KVCacheEventRecorder,
+          LoRANameTable=dict, KvEventLoraNames=dict)
 
     @dataclasses.dataclass
     class CacheInitParams:
@@ -163,12 +194,17 @@ def sglang_main(upstream: Path) -> None:
         disable_finished_insert: bool = False
         eviction_policy: str = "lru"
         enable_metrics: bool = False
+        dynamo_kv_event_format: bool = False  # 0.5.23
+        kv_event_lora_names: Any = None
+        eviction_policy_config: Any = None
 
-    class MatchResult(NamedTuple):
-        device_indices: Any
-        last_device_node: Any
-        last_host_node: Any
+    class MatchResult(NamedTuple):  # 0.5.10.post1's fields, then 0.5.23's
+        device_indices: Any = None
+        last_device_node: Any = None
+        last_host_node: Any = None
         host_hit_length: int = 0
+        device_prefix_len: int | None = None
+        best_match_node: Any = None
 
     def params(name: str, **fields: Any) -> type:
         return dataclasses.make_dataclass(name, [(k, Any, dataclasses.field(default=v))
@@ -181,8 +217,24 @@ def sglang_main(upstream: Path) -> None:
             pass
 
     evict_params = params("EvictParams", num_tokens=0, swa_num_tokens=0, mamba_num=0)
+    mem_cache = upstream / "sglang" / "srt" / "mem_cache"
+    policy = _load("sglang.srt.mem_cache.evict_policy", mem_cache / "evict_policy.py")
+    strategies = {name[: -len("Strategy")].lower(): cls for name, cls in vars(policy).items()
+                  if name.endswith("Strategy") and name != "EvictionStrategy"}
+
+    def get_eviction_strategy(name: str, config: Any = None) -> Any:
+        return strategies[name.lower()](**(config or {}))
+
+    def split_node_hash_value(values: Any, split_len: int, page_size: int) -> tuple[Any, Any]:
+        if values is None:
+            return None, None
+        cut = split_len if page_size == 1 else split_len // page_size
+        return values[:cut], values[cut:]
+
     _stub("sglang.srt.mem_cache.cache_init_params", CacheInitParams=CacheInitParams)
-    _stub("sglang.srt.mem_cache.utils", convert_to_bigram_key=lambda k: k)
+    _stub("sglang.srt.mem_cache.utils", convert_to_bigram_key=lambda k: k,
+          get_eviction_strategy=get_eviction_strategy,
+          split_node_hash_value=split_node_hash_value)
     _stub("sglang.srt.disaggregation.kv_events", MEDIUM_GPU="gpu", AllBlocksCleared=object,
           BlockRemoved=object, BlockStored=object)
     _stub("sglang.srt.mem_cache.hicache_storage", get_hash_str=None, hash_str_to_int64=None)
@@ -191,16 +243,15 @@ def sglang_main(upstream: Path) -> None:
           MatchPrefixParams=params("MatchPrefixParams", key=None, cow_mamba=False, req=None),
           InsertParams=params("InsertParams", key=None, value=None, mamba_value=None,
                               prev_prefix_len=0, swa_evicted_seqlen=0, chunked=False,
-                              priority=0),
-          InsertResult=params("InsertResult", prefix_len=0, mamba_exist=False),
+                              priority=0, inserted_len=0),
+          InsertResult=params("InsertResult", prefix_len=0, mamba_exist=False, total_len=0,
+                              last_device_node=None, swa_branch_inserted=False),
           EvictParams=evict_params,
           EvictResult=params("EvictResult", num_tokens_evicted=0, swa_num_tokens_evicted=0,
                              mamba_num_evicted=0),
           IncLockRefResult=params("IncLockRefResult", delta=None, swa_uuid_for_lock=None),
           DecLockRefParams=params("DecLockRefParams", swa_uuid_for_lock=None),
           DecLockRefResult=params("DecLockRefResult", delta=None))
-    mem_cache = upstream / "sglang" / "srt" / "mem_cache"
-    _load("sglang.srt.mem_cache.evict_policy", mem_cache / "evict_policy.py")
     radix = _load("sglang.srt.mem_cache.radix_cache", mem_cache / "radix_cache.py")
     base = sys.modules["sglang.srt.mem_cache.base_prefix_cache"]
 
@@ -210,6 +261,9 @@ def sglang_main(upstream: Path) -> None:
         device = "cpu"
 
         def free(self, indices: Any) -> None:
+            pass
+
+        def free_segment(self, indices: Any, start_pos: int = 0) -> None:  # 0.5.23
             pass
 
     rng = random.Random(0)
@@ -225,7 +279,9 @@ def sglang_main(upstream: Path) -> None:
             # scheduler: match fill_ids[:n-1], lock, allocate (evict(n) when short),
             # cache_finished_req (insert page-aligned), unlock
             got = tree.match_prefix(base.MatchPrefixParams(key=radix.RadixKey(tokens[: n - 1])))
-            hit, last = len(got.device_indices), got.last_device_node
+            hit = (got.device_prefix_len if got.device_prefix_len is not None
+                   else len(got.device_indices))
+            last = got.last_device_node
             tree.inc_lock_ref(last)
             need = n - hit + (page if page > 1 else 0)
             if cap - tree.evictable_size() - tree.protected_size() < need:

@@ -164,6 +164,7 @@ def test_lmcache_lookups_and_stores(tmp_path, write_only):
     assert (lm.stores, lm.stored_tokens) == (facts.lmcache_stores, facts.lmcache_stored_tokens)
     assert a.config_value("kv_connector") == "LMCacheConnectorV1"
     assert a.year_known and a.series[0].time == facts.first_stats.replace(tzinfo=UTC)
+    assert a.year_from == {str(tmp_path / "lmcache.log"): "file context"}  # said so
     if write_only:
         f = finding(a, "l2-write-only")
         assert f.evidence["lmcache_stored_tokens"] == facts.lmcache_stored_tokens
@@ -479,3 +480,351 @@ def test_generator_reproduces_the_sample_and_imports_no_prefixscope(tmp_path):
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree)
                  if isinstance(n, ast.ImportFrom)}
     assert "prefixscope" not in imported
+
+
+# ------------------------------------------------------------------ issue 21: real shapes
+
+
+def test_real_vllm_v0_gpu_and_cpu_prefix_rates_stay_apart(real):
+    """vllm-project/vllm#18674: the V0 engine (``vllm/engine/metrics.py``
+    ``LoggingStatLogger.log()``) prints the stats line, then ``"Prefix cache hit rate:
+    GPU: %.2f%%, CPU: %.2f%%"`` on a line of its own: GPU 0.00%, CPU 90.00% three times."""
+    a = analyze_engine_logs([real / REAL_LOGS / "vllm-18674-v0-gpu-cpu.log"])
+    assert a.matched == {"stats": 3, "stats-prefix": 3} and a.skipped == 0
+    assert [p.engine for p in a.series] == ["v0"] * 3
+    assert [p.prefix_hit_rate for p in a.series] == [0.0, 0.0, 0.0]
+    assert [p.cpu_prefix_hit_rate for p in a.series] == [0.9, 0.9, 0.9]
+    assert [p.kv_usage for p in a.series] == [0.0, 0.0, 0.0]
+    assert (a.cpu_prefix_hit_rate.points, a.cpu_prefix_hit_rate.median) == (3, 0.9)
+    low = finding(a, "low-prefix-hit-rate")
+    assert (low.evidence["median"], low.evidence["cpu_median"]) == (0.0, 0.9)
+    assert "the CPU tier's median is 90.0%" in low.title
+
+
+def test_v0_prefix_line_without_its_stats_line_is_a_counted_skip():
+    from prefixscope.ingest.engine_logs import parse_engine_log
+
+    parsed = parse_engine_log("x", ["INFO 05-25 06:50:29 [metrics.py:502] Prefix cache hit "
+                                    "rate: GPU: 0.00%, CPU: 90.00%"], "vllm")
+    assert [(s.line, s.reason) for s in parsed.skips] == [
+        (1, "V0 prefix cache hit rate line without the V0 stats line before it")]
+
+
+def test_real_lmcache_stored_lines_count_as_stores(real):
+    """LMCache/LMCache#2262: LMCache's engine (``lmcache/v1/cache_engine.py``: ``"Stored %d
+    out of total %d tokens. size: ..."``) stored 2048 tokens three times; the adapter's
+    ``Storing KV cache for 2048 out of 20480 / 22528 tokens`` lines between are the same
+    stores asked for, not more: 3 stores, 3 x 2048 = 6,144 tokens."""
+    a = analyze_engine_logs([real / REAL_LOGS / "lmcache-2262-stored.log"])
+    lm = a.lmcache
+    assert a.matched == {"lmcache": 5}
+    assert (lm.stores, lm.stored_tokens, lm.stores_from) == (3, 6144, "engine")
+    assert (lm.lookups, lm.retrievals) == (0, 0)
+    f = finding(a, "l2-write-only")
+    assert f.evidence["lmcache_stored_tokens"] == 6144
+    assert "3 LMCache stores, 6,144 tokens stored" in f.title
+
+
+def test_lmcache_store_and_retrieve_wordings():
+    """``lmcache/v1/cache_engine.py`` (0.5.6): ``"[req_id=%s] Stored %d out of total %d
+    tokens. ..."`` (l. 589), ``"[req_id=%s] Retrieved %d out of %d required tokens (from %d
+    total tokens). ..."`` (l. 986), ``"[req_id=%s] Retrieved %d out of %d out of total %d
+    tokens"`` (l. 1147); ``v1/multiprocess/modules/engine_driven_transfer.py``: ``"Stored %d
+    tokens in %.3f seconds"``."""
+    from prefixscope.ingest.engine_logs import parse_engine_log
+
+    head = "[2026-11-30 09:00:10,001] LMCache INFO: "
+    lines = [
+        head + "[req_id=r1] Stored 512 out of total 700 tokens. size: 0.0700 GB, cost 1.0000 "
+        "ms, throughput: 70.0000 GB/s; offload_time: 0.9000 ms, put_time: 0.1000 ms "
+        "(cache_engine.py:589:lmcache.v1.cache_engine)",
+        head + "[req_id=r2] Retrieved 256 out of 512 required tokens (from 700 total tokens)."
+        " size: 0.0350 gb, cost 0.5000 ms, throughput: 70.0000 GB/s; (cache_engine.py:986:x)",
+        head + "[req_id=r3] Retrieved 768 out of 768 out of total 1000 tokens "
+        "(cache_engine.py:1147:x)",
+        head + "Stored 2816 tokens in 0.285 seconds (engine_driven_transfer.py:471:x)"]
+    parsed = parse_engine_log("x", lines, "vllm")
+    assert [(p.kind, p.tokens, p.hit_tokens, p.load_tokens) for p in parsed.lmcache] == [
+        ("stored", 512, 0, 0), ("retrieve", 700, 512, 256), ("retrieve", 1000, 768, 768),
+        ("stored", 2816, 0, 0)]
+
+
+def test_real_lmcache_lookup_hit_whose_retrieval_fails_is_a_finding(real):
+    """LMCache/LMCache#1690 (also kvcache-ai/Mooncake#888): the lookup says 32 of 32 tokens
+    hit (need to load 31), the backend warns the block "can't be retrieved" and LMCache
+    retrieves 0 of 32: a storage fault, not a 100% hit."""
+    a = analyze_engine_logs([real / REAL_LOGS / "lmcache-1690-retrieve-failed.log"])
+    lm = a.lmcache
+    assert (lm.lookups, lm.lookup_tokens, lm.hit_tokens, lm.hit_rate) == (1, 32, 32, 1.0)
+    assert (lm.retrievals, lm.required_tokens, lm.retrieved_tokens) == (1, 32, 0)
+    assert (lm.failed_retrievals, lm.lost_blocks, lm.retrieved_rate) == (1, 1, 0.0)
+    f = finding(a, "lmcache-retrieve-failed")
+    assert f.title == ("LMCache lookups hit but loads fail: 1 of 1 retrievals got fewer "
+                       "tokens than required (32 tokens short), 1 blocks in the storage that "
+                       "can't be retrieved")
+    assert (f.evidence["first"], f.evidence["last"]) == ("2025-09-25T00:42:06+00:00",
+                                                         "2025-09-25T00:42:06+00:00")
+    assert "storage" in f.fix and "l2-write-only" not in kinds(a)
+    # Every timed line here is LMCache's, with its own full date.
+    assert a.year_known and a.year_from[str(real / REAL_LOGS /
+                                             "lmcache-1690-retrieve-failed.log")] == "stamps"
+
+
+def test_real_sglang_time_only_stamps_are_kept_as_printed(real):
+    """sgl-project/sglang#1612: an older SGLang printed ``[16:43:29 TP0]``, no date.
+    #new-token 2062 + 6 x 8192 = 51,214; #cached-token 291 + 2753 + 897 + 523 + 632 + 1832
+    = 6,928; the times stay ``16:43:29`` ... ``16:43:33``, never a year."""
+    path = real / REAL_LOGS / "sglang-1612-time-only.log"
+    assert engine_log_kind(path.read_text()) == "sglang"
+    a = analyze_engine_logs([path])
+    assert a.matched == {"other": 2, "prefill": 7}
+    assert (a.sglang.new_tokens, a.sglang.cached_tokens) == (51_214, 6_928)
+    assert a.sglang.hit_rate == 6_928 / (51_214 + 6_928)
+    assert not a.year_known and a.year_from[str(path)] == "unknown"
+    out = json.loads(runner.invoke(app, ["engine-log", str(path), "--json"]).stdout)
+    assert (out["first"], out["last"], out["year_known"]) == ("16:43:29", "16:43:33", False)
+    assert out["files"][0]["year_from"] == "unknown"
+    low = finding(a, "low-prefix-hit-rate")
+    assert (low.evidence["first"], low.evidence["duration_s"]) == ("16:43:29", 4.0)
+
+
+def test_vllm_year_less_times_never_show_a_placeholder_year(real):
+    path = real / REAL_LOGS / "vllm-43295-kv-pressure.log"
+    out = json.loads(runner.invoke(app, ["engine-log", str(path), "--json"]).stdout)
+    assert (out["first"], out["last"]) == ("05-19 10:13:11", "05-19 10:13:51")
+    assert [s["time"] for s in out["series"]][:2] == ["05-19 10:13:11", "05-19 10:13:21"]
+    evidence = [f["evidence"] for f in out["findings"]]
+    assert all(e["first"].startswith("05-19 ") for e in evidence)
+    assert "2000" not in json.dumps(out)
+
+
+# SGLang 0.5.23's record prefix (python/sglang/srt/managers/scheduler.py
+# configure_scheduler_process: " DP{n}", " PP{n}", " ATTN_CP{n}", " MOE_DP{n}", " TP{n}",
+# " EP{n}" in that order; utils/common.py configure_logger: "[%(asctime)s{prefix}] ") and
+# its prefill line (managers/scheduler_components/metrics_reporter.py
+# report_prefill_stats: "Prefill batch, #new-seq: ..., #new-token: ..., #cached-token:
+# ..., <usage parts>, #running-req: ..., #queue-req: ..., #pending-token: ..., ").
+def _sg_prefill(ranks: str, new: int, cached: int, queue: int = 0) -> str:
+    return (f"[2026-10-02 11:04:05{ranks}] Prefill batch, #new-seq: 1, #new-token: {new}, "
+            f"#cached-token: {cached}, full token usage: 0.02, swa token usage: 0.01, "
+            f"#running-req: 0, #queue-req: {queue}, #pending-token: 0, cuda graph: False, "
+            "input throughput (token/s): 9000.00")
+
+
+def test_sglang_rank_tags_beyond_tp_ep(tmp_path):
+    text = "\n".join([_sg_prefill(" DP0 ATTN_CP0 TP0 EP0", 8192, 4096),
+                      _sg_prefill(" DP1 ATTN_CP0 TP4 EP4", 4096, 0),
+                      _sg_prefill(" DP0 ATTN_CP0 TP0 EP0", 8192, 8192)]) + "\n"
+    path = write(tmp_path, "cp.log", text)
+    assert engine_log_kind(text) == "sglang"
+    a = analyze_engine_logs([path])
+    assert a.matched == {"prefill": 3}
+    # DP ranks schedule their own requests: they add up. 4096 + 0 + 8192 cached of
+    # (8192 + 4096 + 8192) new + cached.
+    assert (a.sglang.new_tokens, a.sglang.cached_tokens) == (20_480, 12_288)
+    assert [(v.engine, v.lines, v.cached_tokens) for v in a.servers] == [
+        ("DP0 ATTN_CP0 TP0 EP0", 2, 12_288), ("DP1 ATTN_CP0 TP4 EP4", 1, 0)]
+
+
+def test_sglang_pipeline_stages_repeat_one_batch(tmp_path):
+    text = "\n".join([_sg_prefill(" PP0 TP0", 8192, 1024), _sg_prefill(" PP1 TP0", 8192, 1024),
+                      _sg_prefill(" PP0 TP0", 512, 0), _sg_prefill(" PP1 TP0", 512, 0)]) + "\n"
+    a = analyze_engine_logs([write(tmp_path, "pp.log", text)])
+    assert (a.sglang.prefill_lines, a.sglang.new_tokens, a.sglang.cached_tokens) == (
+        2, 8704, 1024)
+
+
+def test_rank_tagged_sglang_log_is_an_engine_log_in_ingest_and_report(tmp_path):
+    """Before: refused by engine-log, and report skipped it as an "invalid JSON document"."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write(logs, "sglang.log", "\n".join(_sg_prefill(" PP0 ATTN_CP0 TP0", 100 * i, 0)
+                                        for i in range(1, 4)) + "\n")
+    capture = ROOT / "tests" / "fixtures" / "raw" / "claude_code_capture.jsonl"
+    (logs / "capture.jsonl").write_bytes(capture.read_bytes())
+    out = json.loads(runner.invoke(app, ["ingest", str(logs), "--store", "s.duckdb",
+                                         "--json"]).stdout)
+    assert out["engine_logs"] == [str(logs / "sglang.log")] and out["skipped"] == 0
+    assert find_engine_logs([str(logs)]) == [logs / "sglang.log"]
+
+
+def test_a_bracketed_text_file_skip_names_json_as_what_it_was_read_as(tmp_path):
+    path = write(tmp_path, "notes.log", "[build 12] started\n[build 12] done\n")
+    out = json.loads(runner.invoke(app, ["ingest", str(path), "--store", "s.duckdb",
+                                         "--json"]).stdout)
+    [error] = out["errors"]
+    assert error["reason"].startswith("invalid JSON document: ")
+    assert error["reason"].endswith("(read as JSON: the file starts with '[')")
+
+
+# ------------------------------------------------------------------ one series per server
+
+
+def test_real_runs_pasted_one_after_another_are_separate_series(real, tmp_path):
+    """vllm-project/vllm#43295 (pid 3646, 05-19, hit rate 0.0%) then
+    torch-spyre/sendnn-inference#1030 (pid 5150, 07-14, hit rate rising 0.0 -> 77.5%):
+    two series; the finding covers 40 s + 950 s (10:13:11-10:13:51, 21:33:52-21:49:42),
+    not the 56 days between them."""
+    text = ((real / REAL_LOGS / "vllm-43295-kv-pressure.log").read_text()
+            + (real / REAL_LOGS / "sendnn-inference-1030-rising-hit-rate.log").read_text())
+    a = analyze_engine_logs([write(tmp_path, "pasted.log", text)])
+    assert [(v.server, v.process, v.lines, v.why) for v in a.servers] == [
+        (1, "APIServer pid=3646", 5, "first in the file"),
+        (2, "APIServer pid=5150", 5, "another process (APIServer pid=5150)")]
+    second = a.servers[1].prefix_hit_rate
+    assert (second.min, second.median, second.max, second.last) == (0.0, 0.646, 0.775, 0.775)
+    assert a.servers[0].prefix_hit_rate.max == 0.0
+    assert [p.server for p in a.series] == [1] * 5 + [2] * 5
+    low = finding(a, "low-prefix-hit-rate")
+    assert (low.evidence["series"], low.evidence["duration_s"]) == (2, 990.0)
+    pressure = finding(a, "kv-pressure")
+    assert (pressure.evidence["series"], pressure.evidence["duration_s"]) == (1, 40.0)
+    out = json.loads(runner.invoke(app, ["engine-log", str(tmp_path / "pasted.log"),
+                                         "--json"]).stdout)
+    assert [(s["server"], s["process"]) for s in out["servers"]] == [
+        (1, "APIServer pid=3646"), (2, "APIServer pid=5150")]
+    assert {s["server"] for s in out["series"]} == {1, 2}
+
+
+def test_same_pid_whose_time_goes_back_is_a_new_series(real, tmp_path):
+    """tenstorrent/tt-inference-server#3359 pasted twice: pid 1 both times (a container),
+    the second copy's time goes back to 08:01:39."""
+    text = (real / REAL_LOGS / "tt-inference-server-3359-iso.log").read_text() * 2
+    a = analyze_engine_logs([write(tmp_path, "twice.log", text)])
+    assert [(v.lines, v.why) for v in a.servers] == [
+        (4, "first in the file"), (4, "its time goes back at line 5")]
+    # 08:01:39.331095 -> 08:02:09.334253 is 30.003158 s, twice: 60.006316 (3 decimals)
+    assert finding(a, "low-prefix-hit-rate").evidence["duration_s"] == 60.006
+
+
+def test_engines_and_restarts_are_series_of_their_own(tmp_path):
+    """``Engine %03d: `` of ``vllm/v1/metrics/loggers.py`` with two engines, and a
+    ``vLLM API server version`` start-up line (``vllm/entrypoints/...``) between two runs
+    of the same pid."""
+    def stats(engine: int, hms: str) -> str:
+        return (f"(APIServer pid=1) INFO 11-30 {hms} [loggers.py:271] "
+                + gen._stats_message(engine, 10.0, 1.0, 1, 0, 0, 0.5, 0.25, None))
+
+    lines = [stats(0, "09:00:00"), stats(1, "09:00:00"), stats(0, "09:00:10"),
+             stats(1, "09:00:10"),
+             "(APIServer pid=1) INFO 11-30 09:05:00 [api_server.py:1]"
+             " vLLM API server version 0.11.0",
+             stats(0, "09:05:10")]
+    a = analyze_engine_logs([write(tmp_path, "dp.log", "\n".join(lines) + "\n")])
+    assert [(v.engine, v.lines, v.why) for v in a.servers] == [
+        ("000", 2, "first in the file"), ("001", 2, "another engine (001)"),
+        ("000", 1, "a restart (start-up line 5)")]
+
+
+# ------------------------------------------------------------------ connectors and roles
+
+# vLLM's non-default args line (vllm/entrypoints/common/startup.py: "non-default args: %s")
+# holds KVTransferConfig's repr (vllm/config/kv_transfer.py: kv_connector, kv_role in
+# KVProducer = "kv_producer" | "kv_both", KVConsumer = "kv_consumer" | "kv_both").
+def _connector_log(connector: str, role: str, *, extra: str = "", store_bytes: int = 1 << 20,
+                   external: bool = True, lines: int = 4) -> str:
+    out = [f"(APIServer pid=1) INFO 11-30 09:00:00 [utils.py:253] non-default args: "
+           f"{{'model': 'm', 'kv_transfer_config': KVTransferConfig(kv_connector="
+           f"'{connector}', engine_id='e', kv_buffer_device='cuda', kv_role='{role}'){extra}}}"]
+    for i in range(lines):
+        out.append(f"(APIServer pid=1) INFO 11-30 09:00:{10 + i:02d} [loggers.py:271] "
+                   + gen._stats_message(0, 5000.0, 10.0, 4, 0, 0, 0.3, 0.4,
+                                        0.0 if external else None))
+        if store_bytes:
+            out.append(f"(APIServer pid=1) INFO 11-30 09:00:{10 + i:02d} [loggers.py:271] "
+                       f"KV Transfer metrics: GPU_to_CPU_total_bytes={store_bytes}, "
+                       "GPU_to_CPU_total_time=0.01")
+    return "\n".join(out) + "\n"
+
+
+def test_a_prefiller_that_stores_and_never_loads_is_not_write_only(tmp_path):
+    a = analyze_engine_logs([write(tmp_path, "p.log", _connector_log("LMCacheConnectorV1",
+                                                                     "kv_producer"))])
+    assert (a.config_value("kv_role"), a.config_value("kv_connector")) == (
+        "kv_producer", "LMCacheConnectorV1")
+    assert a.offload.store_points == 4
+    assert "l2-write-only" not in kinds(a) and "external-cache-no-hits" not in kinds(a)
+
+
+def test_a_tier_that_should_serve_reads_is_write_only(tmp_path):
+    a = analyze_engine_logs([write(tmp_path, "b.log", _connector_log("OffloadingConnector",
+                                                                     "kv_both"))])
+    f = finding(a, "l2-write-only")
+    assert (f.evidence["connector"], f.evidence["kv_role"]) == ("OffloadingConnector",
+                                                                "kv_both")
+    assert f.evidence["known_cause"] is None and "pure overhead" not in f.fix
+
+
+def test_external_rate_zero_names_the_connector(tmp_path):
+    a = analyze_engine_logs([write(tmp_path, "c.log", _connector_log(
+        "MooncakeStoreConnector", "kv_consumer", store_bytes=0))])
+    f = finding(a, "external-cache-no-hits")
+    assert f.title == ("external KV cache (MooncakeStoreConnector, kv_consumer) never hit: "
+                       "external prefix cache hit rate 0.0% in all 4 busy stats lines")
+    assert f.fix.startswith("MooncakeStoreConnector answers no lookup")
+
+
+def test_connector_named_by_its_start_up_line_and_multiconnector(tmp_path):
+    """``.../kv_connector/factory.py``: ``"Creating v1 connector with name: %s and
+    engine_id: %s"``; a MultiConnector's ``kv_connector_extra_config`` lists its own."""
+    from prefixscope.ingest.engine_logs import parse_engine_log
+
+    parsed = parse_engine_log("x", [
+        "(EngineCore_DP0 pid=7) INFO 11-30 09:00:00 [factory.py:62] Creating v1 connector "
+        "with name: NixlConnector and engine_id: 9c1d",
+        "(APIServer pid=1) INFO 11-30 09:00:00 [utils.py:253] non-default args: {'kv_transfer"
+        "_config': KVTransferConfig(kv_connector='MultiConnector', kv_role='kv_both', "
+        "kv_connector_extra_config={'connectors': [{'kv_connector': 'NixlConnector', "
+        "'kv_role': 'kv_both'}, {'kv_connector': 'OffloadingConnector', 'kv_role': "
+        "'kv_both'}]})}"], "vllm")
+    assert [(c.key, c.value) for c in parsed.config] == [
+        ("kv_connector", "NixlConnector"),
+        ("offload_target", "another vLLM instance (P/D transfer over NIXL)"),
+        ("kv_connector", "MultiConnector (NixlConnector + OffloadingConnector)"),
+        ("offload_target", "external (MultiConnector (NixlConnector + OffloadingConnector))"),
+        ("kv_role", "kv_both")]
+
+
+# ------------------------------------------------------------------ the write-only cause
+
+
+def test_write_only_offload_of_a_model_with_several_groups_names_the_lookup_cause(tmp_path):
+    """The seed incident: OffloadingConnector, a speculative config and several KV-cache
+    groups (``vllm/v1/core/kv_cache_utils.py``: ``"kv cache group sizes %s"``); the lookup
+    (``OffloadingConnectorScheduler._lookup_complete_chunks``) returns 0 when any group has
+    no hit chunk."""
+    log = _connector_log("OffloadingConnector", "kv_both",
+                         extra=", 'speculative_config': {'method': 'mtp', "
+                               "'num_speculative_tokens': 3}")
+    log += ("(EngineCore_DP0 pid=7) INFO 11-30 09:01:00 [kv_cache_utils.py:865] kv cache "
+            "group sizes (256, 256, 256)\n")
+    a = analyze_engine_logs([write(tmp_path, "seed.log", log)])
+    assert a.config_value("kv_cache_groups") == "3"
+    f = finding(a, "l2-write-only")
+    assert f.evidence["known_cause"] == "offloading-lookup-needs-every-kv-cache-group"
+    assert f.evidence["known_cause_evidence"] == (
+        f"speculative_decoding=mtp ({tmp_path / 'seed.log'}:1); "
+        f"kv_cache_groups=3 ({tmp_path / 'seed.log'}:10)")  # 1 args + 4 x 2 lines
+    assert f.fix.startswith("Known cause, first: vLLM's OffloadingConnector")
+    assert "_lookup_complete_chunks" in f.fix and "needs a vLLM change" in f.fix
+    assert "needs a hit in every KV-cache group" in f.title
+
+
+def test_a_single_group_model_gets_no_lookup_cause(tmp_path):
+    log = _connector_log("OffloadingConnector", "kv_both")
+    log += ("(EngineCore_DP0 pid=7) INFO 11-30 09:01:00 [kv_cache_utils.py:865] kv cache "
+            "group sizes (16,)\n")
+    f = finding(analyze_engine_logs([write(tmp_path, "one.log", log)]), "l2-write-only")
+    assert f.evidence["known_cause"] is None
+
+
+def test_year_less_and_dated_files_together_span_the_dated_ones(real):
+    """vllm#43295 (05-19, no year) beside tt-inference-server#3359 (2026-05-12, ISO): the
+    year-less times do not compare with dated ones, so first / last are the dated file's
+    and there is no duration across the two."""
+    a = analyze_engine_logs([real / REAL_LOGS / "vllm-43295-kv-pressure.log",
+                             real / REAL_LOGS / "tt-inference-server-3359-iso.log"])
+    low = finding(a, "low-prefix-hit-rate", "vllm-log")
+    assert (low.evidence["first"], low.evidence["last"], low.evidence["duration_s"]) == (
+        "2026-05-12T08:01:39.331095+00:00", "2026-05-12T08:02:09.334253+00:00", None)
+    assert low.evidence["series"] == 2

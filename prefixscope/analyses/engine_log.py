@@ -15,9 +15,15 @@ Rules (thresholds are module constants, documented in docs/engine-log.md):
 * ``l2-write-only``: something was stored to the offload / external tier (KV Transfer
   store bytes in the log, LMCache store lines, or ``vllm:kv_offload_*`` store counters),
   nothing was ever loaded back (no load bytes, no LMCache lookup that loads), and every
-  ``External prefix cache hit rate`` seen (and the Prometheus external hits) is 0.
+  ``External prefix cache hit rate`` seen (and the Prometheus external hits) is 0 -- for
+  a tier that should serve reads: a P/D prefiller (``kv_role`` ``kv_producer``) stores
+  for its decoder, which is its job. With vLLM's OffloadingConnector and a model with
+  several KV-cache groups (sliding window, speculative decoding, hybrid) the finding
+  names the known cause first: the connector's lookup needs a hit in every group.
   ``external-cache-no-hits``: a connector is configured and the external rate is 0.0%
   on every one of >= `MIN_LINES` busy lines, with no transfer counters to say more.
+* ``lmcache-retrieve-failed``: LMCache retrieved fewer tokens than it required, or a
+  block it found "can't be retrieved": a storage-backend fault behind a lookup hit.
 * ``low-prefix-hit-rate``: the median local prefix-cache hit rate over busy stats lines
   (running > 0 or prompt throughput > 0; >= `MIN_LINES` of them) is below `LOW_HIT_RATE`;
   likewise the Prometheus hits / queries and SGLang's cached / (new + cached).
@@ -28,13 +34,17 @@ Rules (thresholds are module constants, documented in docs/engine-log.md):
   (SGLang: ``disable_radix_cache=True``): every prefix hit is 0 by configuration.
 
 vLLM's ``Prefix cache hit rate`` is a rolling window over recent requests, not per
-interval, so the series is summarized by min / median / max, never summed. Prometheus
+interval, so the series is summarized by min / median / max, never summed. Lines of
+several server runs or engines in one log are separate series (`ServerSeries`), each
+with its own trend; a finding's duration adds up the spans of its series. Prometheus
 counters are cumulative: each dump is one snapshot of one server; counters of several
 dumps are added (several servers), so give one dump per server.
 """
 
 from __future__ import annotations
 
+import bisect
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,6 +54,7 @@ from pathlib import Path
 
 from prefixscope.ingest import Tally, expand_paths
 from prefixscope.ingest.engine_logs import (
+    PD_TRANSFER_CONNECTORS,
     ConfigFact,
     EngineLogFile,
     EngineSkip,
@@ -54,6 +65,7 @@ from prefixscope.ingest.engine_logs import (
     TransferPoint,
     read_engine_source,
     sniff_source,
+    stamp,
 )
 from prefixscope.ingest.source import Source
 
@@ -64,7 +76,8 @@ MAX_LISTED_SKIPS = 100
 
 __all__ = [
     "EngineLogAnalysis", "EngineLogFinding", "OffloadCounters", "PrometheusSummary",
-    "LmcacheSummary", "RateSummary", "SglangSummary", "StatsPoint", "analyze_engine_files",
+    "LmcacheSummary", "RateSummary", "ServerSeries", "SglangSummary", "StatsPoint",
+    "analyze_engine_files", "stamp",
     "analyze_engine_logs", "classify_engine_paths", "find_engine_logs",
 ]
 
@@ -137,6 +150,13 @@ class LmcacheSummary:
     load_tokens: int
     stores: int
     stored_tokens: int
+    stores_from: str  # "engine" (LMCache's ``Stored``), "adapter" (``Storing``), "none"
+    retrievals: int  # ``Retrieved N out of M`` lines
+    required_tokens: int  # their M
+    retrieved_tokens: int  # their N
+    failed_retrievals: int  # retrievals that got fewer tokens than required
+    lost_blocks: int  # ``can't be retrieved`` warnings: in the index, not readable
+    retrieved_rate: float | None  # retrieved / lookup tokens (None without ``Retrieved``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +171,30 @@ class SglangSummary:
     max_queue: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class ServerSeries:
+    """The periodic lines of one server run and one engine (vLLM ``Engine NNN`` of one
+    process; SGLang one rank's prefill lines): a series with its own trend."""
+
+    server: int  # 1, 2, ... in the order the series start
+    file: str
+    source: str  # vllm-log or sglang-log
+    process: str | None  # vLLM's process tag ("APIServer pid=3646"), when printed
+    engine: str  # vLLM "000" / "4 engines aggregated" / "v0"; SGLang's rank tags
+    why: str  # why it is a series of its own: "first in the file", "another process", ...
+    lines: int
+    first_line: int
+    last_line: int
+    first: datetime | None
+    last: datetime | None
+    prefix_hit_rate: RateSummary  # vLLM lines (empty for SGLang)
+    external_hit_rate: RateSummary
+    kv_usage: RateSummary
+    new_tokens: int | None  # SGLang: #new-token summed (None for vLLM)
+    cached_tokens: int | None
+    hit_rate: float | None  # SGLang: cached / (new + cached)
+
+
 @dataclass(frozen=True)
 class EngineLogAnalysis:
     """Everything `prefixscope engine-log` reports."""
@@ -161,14 +205,17 @@ class EngineLogAnalysis:
     matched: Mapping[str, int]  # lines per kind: stats, kv-transfer, config, prefill, sample...
     skipped: int
     skips: tuple[EngineSkip, ...]  # the first MAX_LISTED_SKIPS
-    year_known: bool  # False: vLLM's MM-DD times, the year is a placeholder
-    undated: frozenset[str]  # the files whose times have a placeholder year
+    year_known: bool  # False: vLLM's MM-DD times (or SGLang's HH:MM:SS): no year
+    undated: frozenset[str]  # the files whose times have no year
+    year_from: Mapping[str, str]  # file -> "stamps", "file context" or "unknown"
+    servers: tuple[ServerSeries, ...]  # one series per server run and engine
     block_size: int | None
     config: tuple[ConfigFact, ...]  # each (key, value) once, first place it is stated
     series: tuple[StatsPoint, ...]
     prefix_hit_rate: RateSummary
     external_hit_rate: RateSummary
     kv_usage: RateSummary
+    cpu_prefix_hit_rate: RateSummary  # V0's CPU tier, apart from the GPU one
     first: datetime | None
     last: datetime | None
     offload: OffloadCounters
@@ -250,6 +297,7 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
     prefills: list[PrefillPoint] = []
     lmc: list[LmcachePoint] = []
     prom_files: list[EngineLogFile] = []
+    servers: list[ServerSeries] = []
     for f in parsed:
         matched.update(f.matched)
         skips.extend(f.skips)
@@ -257,9 +305,10 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
             if (fact.key, fact.value) not in seen_facts:
                 seen_facts.add((fact.key, fact.value))
                 config.append(fact)
-        series.extend(f.stats)
+        stats, file_prefills = _split_servers(f, servers)
+        series.extend(stats)
         transfers.extend(f.transfers)
-        prefills.extend(f.prefills)
+        prefills.extend(file_prefills)
         lmc.extend(f.lmcache)
         if f.kind == "prometheus":
             prom_files.append(f)
@@ -277,17 +326,99 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
         skipped=len(skips), skips=tuple(skips[:MAX_LISTED_SKIPS]),
         year_known=all(f.year_known for f in parsed),
         undated=frozenset(f.file for f in parsed if not f.year_known),
+        year_from={f.file: f.year_from for f in parsed}, servers=tuple(servers),
         block_size=_block_size(config),
         config=tuple(config), series=tuple(series),
         prefix_hit_rate=_rates(p.prefix_hit_rate for p in series),
         external_hit_rate=_rates(p.external_hit_rate for p in series),
         kv_usage=_rates(p.kv_usage for p in series),
+        cpu_prefix_hit_rate=_rates(p.cpu_prefix_hit_rate for p in series),
         first=min(times) if times else None, last=max(times) if times else None,
         offload=offload, prometheus=prom, sglang=sglang,
         lmcache=_lmcache(lmc) if lmc else None, findings=())
-    findings = (_l2(analysis, transfers, lmc) + _low_hit(analysis, prefills)
-                + _kv_pressure(analysis, prefills) + _caching_off(analysis))
+    findings = (_l2(analysis, transfers, lmc) + _lmcache_failed(analysis, lmc)
+                + _low_hit(analysis, prefills) + _kv_pressure(analysis, prefills)
+                + _caching_off(analysis))
     return replace(analysis, findings=tuple(findings))
+
+
+Periodic = StatsPoint | PrefillPoint
+
+
+def _split_servers(f: EngineLogFile, servers: list[ServerSeries]
+                   ) -> tuple[list[StatsPoint], list[PrefillPoint]]:
+    """`f`'s stats and prefill lines with their `server` set, each new series appended to
+    `servers`. A series is one (process, engine) of vLLM or one rank of SGLang; the same
+    one starts again after a start-up line (a restart: the pid may be 1 again in a
+    container) or when its time goes back (several runs pasted one after another)."""
+    startups = sorted(f.startups)
+    out: dict[str, list[Periodic]] = {"stats": [], "prefill": []}
+    for source, points in (("vllm-log", f.stats), ("sglang-log", f.prefills)):
+        current: dict[tuple[str | None, str], tuple[int, Periodic]] = {}
+        members: dict[int, list[Periodic]] = {}
+        whys: dict[int, str] = {}
+        for p in points:
+            if isinstance(p, StatsPoint):
+                key: tuple[str | None, str] = (p.process, p.engine)
+            else:
+                key = (None, p.ranks)
+            held = current.get(key)
+            why = None
+            if held is None:
+                why = _why_new(key, current)
+            else:
+                last = held[1]
+                restart = next((n for n in startups if last.line < n < p.line), None)
+                if restart is not None:
+                    why = f"a restart (start-up line {restart})"
+                elif p.time is not None and last.time is not None and p.time < last.time:
+                    why = f"its time goes back at line {p.line}"
+            if why is not None:
+                server = len(servers) + len(whys) + 1
+                whys[server] = why
+                members[server] = []
+            else:
+                assert held is not None
+                server = held[0]
+            p = replace(p, server=server)
+            current[key] = (server, p)
+            members[server].append(p)
+            out["stats" if source == "vllm-log" else "prefill"].append(p)
+        for server, group in members.items():
+            servers.append(_server(server, f.file, source, group, whys[server]))
+    return ([p for p in out["stats"] if isinstance(p, StatsPoint)],
+            [p for p in out["prefill"] if isinstance(p, PrefillPoint)])
+
+
+def _why_new(key: tuple[str | None, str],
+             current: Mapping[tuple[str | None, str], object]) -> str:
+    if not current:
+        return "first in the file"
+    process, engine = key
+    if process is not None and all(k[0] != process for k in current):
+        return f"another process ({process})"
+    return f"another engine ({engine})" if engine else "another process"
+
+
+def _server(server: int, file: str, source: str, group: Sequence[Periodic],
+            why: str) -> ServerSeries:
+    stats = [p for p in group if isinstance(p, StatsPoint)]
+    prefills = [p for p in group if isinstance(p, PrefillPoint)]
+    times = [p.time for p in group if p.time is not None]
+    first = group[0]
+    engine = first.engine if isinstance(first, StatsPoint) else first.ranks
+    new = sum(p.new_tokens for p in prefills) if prefills else None
+    cached = sum(p.cached_tokens for p in prefills) if prefills else None
+    return ServerSeries(
+        server=server, file=file, source=source,
+        process=first.process if isinstance(first, StatsPoint) else None, engine=engine,
+        why=why, lines=len(group), first_line=group[0].line, last_line=group[-1].line,
+        first=min(times) if times else None, last=max(times) if times else None,
+        prefix_hit_rate=_rates(p.prefix_hit_rate for p in stats),
+        external_hit_rate=_rates(p.external_hit_rate for p in stats),
+        kv_usage=_rates(p.kv_usage for p in stats), new_tokens=new, cached_tokens=cached,
+        hit_rate=cached / (new + cached) if new is not None and cached is not None
+        and new + cached else None)
 
 
 def _block_size(config: Sequence[ConfigFact]) -> int | None:
@@ -395,18 +526,43 @@ def _prometheus(files: Sequence[EngineLogFile]) -> PrometheusSummary:
 
 def _lmcache(points: Sequence[LmcachePoint]) -> LmcacheSummary:
     lookups = [p for p in points if p.kind == "lookup"]
-    stores = [p for p in points if p.kind == "store"]
+    # One store is one ``Storing`` line of the adapter and, when the engine logs at INFO,
+    # one ``Stored`` line: a file with ``Stored`` lines is counted by them (what was
+    # stored), another by its ``Storing`` lines.
+    engine_files = {p.file for p in points if p.kind == "stored"}
+    stores = [p for p in points if p.kind == "stored"
+              or (p.kind == "store" and p.file not in engine_files)]
+    adapter = any(p.kind == "store" for p in stores)
+    retrievals = [p for p in points if p.kind == "retrieve"]
     tokens = sum(p.tokens for p in lookups)
     hits = sum(p.hit_tokens for p in lookups)
+    retrieved = sum(p.load_tokens for p in retrievals)
     return LmcacheSummary(
         lookups=len(lookups), lookup_tokens=tokens, hit_tokens=hits,
         hit_rate=hits / tokens if tokens else None,
         loading_lookups=sum(p.load_tokens > 0 for p in lookups),
         load_tokens=sum(p.load_tokens for p in lookups), stores=len(stores),
-        stored_tokens=sum(p.tokens for p in stores))
+        stored_tokens=sum(p.tokens for p in stores),
+        stores_from="engine" if engine_files else "adapter" if adapter else "none",
+        retrievals=len(retrievals), required_tokens=sum(p.hit_tokens for p in retrievals),
+        retrieved_tokens=retrieved,
+        failed_retrievals=sum(p.load_tokens < p.hit_tokens for p in retrievals),
+        lost_blocks=sum(p.kind == "retrieve-failed-block" for p in points),
+        retrieved_rate=retrieved / tokens if retrievals and tokens else None)
+
+
+_PP_RANK = re.compile(r"(?:^| )PP(\d+)(?: |$)")
 
 
 def _sglang(prefills: Sequence[PrefillPoint]) -> SglangSummary:
+    # Every pipeline stage's scheduler reports the batches all stages run: the lines of
+    # one stage (the lowest PP rank of each file) count, the others repeat them.
+    stages: dict[str, int] = {}
+    for p in prefills:
+        if m := _PP_RANK.search(p.ranks):
+            stages[p.file] = min(stages.get(p.file, int(m.group(1))), int(m.group(1)))
+    prefills = [p for p in prefills if p.file not in stages
+                or (m := _PP_RANK.search(p.ranks)) is None or int(m.group(1)) == stages[p.file]]
     new = sum(p.new_tokens for p in prefills)
     cached = sum(p.cached_tokens for p in prefills)
     usages = [p.token_usage for p in prefills if p.token_usage is not None]
@@ -420,7 +576,7 @@ def _sglang(prefills: Sequence[PrefillPoint]) -> SglangSummary:
 
 
 def _iso(t: datetime | None) -> str | None:
-    return None if t is None else t.isoformat()
+    return stamp(t)
 
 
 Timed = StatsPoint | TransferPoint | PrefillPoint | LmcachePoint
@@ -428,16 +584,37 @@ Timed = StatsPoint | TransferPoint | PrefillPoint | LmcachePoint
 
 def _span(points: Sequence[Timed],
           undated: frozenset[str] = frozenset()) -> dict[str, object]:
-    """First and last time of `points` and the seconds between; no duration across files
-    one of which has only vLLM's year-less stamps (`undated`)."""
-    times = [p.time for p in points if p.time is not None]
-    if not times:
-        return {"first": None, "last": None, "duration_s": None}
-    first, last = min(times), max(times)
+    """First and last time of `points`, the series they come from (`ServerSeries`; other
+    lines by file) and the seconds they cover: each series' span added up, not the time
+    from the first series' start to the last one's end; no duration across files one of
+    which has only year-less stamps (`undated`)."""
+    # A transfer or LMCache line belongs to the series of the stats line before it.
+    anchors: dict[str, list[tuple[int, int]]] = {}
+    for p in points:
+        if getattr(p, "server", 0):
+            anchors.setdefault(p.file, []).append((p.line, getattr(p, "server", 0)))
+    for marks in anchors.values():
+        marks.sort()
+    groups: dict[tuple[str, object], list[datetime]] = {}
+    for p in points:
+        server = getattr(p, "server", 0)
+        if not server and p.file in anchors:
+            marks = anchors[p.file]
+            at = bisect.bisect_right(marks, (p.line, 1 << 62)) - 1
+            server = marks[max(at, 0)][1]
+        key: tuple[str, object] = ("server", server) if server else ("file", p.file)
+        if p.time is not None:
+            groups.setdefault(key, []).append(p.time)
+    if not groups:
+        return {"first": None, "last": None, "duration_s": None, "series": 0}
     files = {p.file for p in points}
     mixed = len(files) > 1 and bool(files & undated) and bool(files - undated)
-    return {"first": _iso(first), "last": _iso(last),
-            "duration_s": None if mixed else round((last - first).total_seconds(), 3)}
+    # Placeholder years do not compare with real ones: with both, span the dated files.
+    times = [p.time for p in points if p.time is not None
+             and (not mixed or p.file not in undated)]
+    covered = sum((max(ts) - min(ts)).total_seconds() for ts in groups.values())
+    return {"first": _iso(min(times)), "last": _iso(max(times)),
+            "duration_s": None if mixed else round(covered, 3), "series": len(groups)}
 
 
 def _busy(p: StatsPoint) -> bool:
@@ -445,15 +622,39 @@ def _busy(p: StatsPoint) -> bool:
 
 
 _L2_FIX = (
-    "The tier is pure overhead: every store is a GPU->CPU copy nothing reads back. Likely "
-    "causes: (1) the prompt prefix changes before the offloaded blocks are reused (a "
-    "volatile header or reordered JSON early in the prompt: run `prefixscope report` / "
-    "`diff` on the request logs to find the segment); (2) block hashes differ between "
-    "the process that stored and the one that looks up (a restart or another instance "
-    "with a random hash seed: set PYTHONHASHSEED and a sha256 prefix_caching_hash_algo); "
-    "(3) the connector's load path is off (kv_role a producer only, the connector's "
-    "retrieve disabled) or its block size does not match. Fix the cause, or drop the "
-    "offload tier to save the copies.")
+    "Every store is a GPU->CPU copy that nothing reads back. Likely causes: (1) the prompt "
+    "prefix changes before the offloaded blocks are reused (a volatile header or reordered "
+    "JSON early in the prompt: run `prefixscope report` / `diff` on the request logs to find "
+    "the segment); (2) block hashes differ between the process that stored and the one "
+    "that looks up (a restart or another instance with a random hash seed: set "
+    "PYTHONHASHSEED and a sha256 prefix_caching_hash_algo); (3) the connector's load path "
+    "is off (the connector's retrieve disabled) or its block size does not match. Fix the "
+    "cause, or drop the offload tier to save the copies.")
+
+# vLLM's OffloadingConnector and a model whose KV cache has several groups: the known
+# cause of a tier that stores and never loads (the incident of design.md §1).
+_GROUPS_CAUSE = (
+    "Known cause, first: vLLM's OffloadingConnector answers a lookup only with a hit in "
+    "every KV-cache group (vllm/distributed/kv_transfer/kv_connector/v1/offloading/"
+    "scheduler.py, OffloadingConnectorScheduler._lookup_complete_chunks in vLLM 0.33.0: "
+    "a group with no hit chunk returns 0 for the whole request). The sliding-window and "
+    "speculative-decoding (MTP / EAGLE) groups of a hybrid model do not keep their tail "
+    "blocks offloaded, so every lookup returns 0 and the offloaded full-attention prefix "
+    "is never brought back. No setting changes that lookup (--kv-offloading-size is the "
+    "same connector): it needs a vLLM change (or a release that fixes it); until then "
+    "the tier only costs its copies. Other causes, if the model has a single group: ")
+_GROUP_FACTS = ("sliding_window", "kv_cache_groups", "hybrid_kv_cache", "speculative_decoding")
+_READING_ROLES = ("kv_both", "kv_consumer")
+
+
+def _groups_cause(a: EngineLogAnalysis, connector: str | None) -> list[ConfigFact]:
+    """The facts that show a model with several KV-cache groups behind an OffloadingConnector
+    ([] when the connector is another or the logs show a single group)."""
+    if connector is None or not (connector.startswith("OffloadingConnector")
+                                 or "OffloadingConnector" in connector):
+        return []
+    return [c for c in a.config if c.key in _GROUP_FACTS
+            and not (c.key == "kv_cache_groups" and c.value == "1")]
 
 
 def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint],
@@ -465,22 +666,28 @@ def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint],
     prom_load = prom.offload_load_bytes if prom else None
     prom_ext_hits = prom.external_hits if prom else None
     connector = a.config_value("kv_connector")
+    role = a.config_value("kv_role")
     lm = a.lmcache
     stored = a.offload.store_bytes > 0 or bool(prom_store) or bool(lm and lm.stored_tokens)
     loaded = (a.offload.load_bytes > 0 or bool(prom_load)
-              or bool(lm and lm.loading_lookups))
+              or bool(lm and (lm.retrieved_tokens if lm.retrievals else lm.loading_lookups)))
     ext_zero = (ext_max is None or ext_max == 0.0) and not prom_ext_hits
+    if role is not None and role not in _READING_ROLES:
+        # A P/D prefiller (kv_producer) stores for the decoder: loading is not its job.
+        return []
     common: dict[str, object] = {
-        "connector": connector, "offload_target": a.config_value("offload_target"),
+        "connector": connector, "kv_role": role,
+        "offload_target": a.config_value("offload_target"),
         "external_rate_lines": len(ext_lines), "external_hit_rate_max": ext_max}
     if stored and not loaded and ext_zero:
         store_points: list[Timed] = [t for t in transfers
                                      if (_first_key(t.values, _STORE_KEYS) or 0.0) > 0]
-        store_points += [p for p in lmc if p.kind == "store" and p.tokens > 0]
+        store_points += [p for p in lmc if p.kind in ("store", "stored") and p.tokens > 0]
         lmc_evidence: dict[str, object] = {} if lm is None else {
             "lmcache_stores": lm.stores, "lmcache_stored_tokens": lm.stored_tokens,
             "lmcache_lookups": lm.lookups, "lmcache_hit_tokens": lm.hit_tokens,
             "lmcache_loading_lookups": lm.loading_lookups}
+        cause = _groups_cause(a, connector)
         evidence = {
             **common,
             "store_points": a.offload.store_points, "store_bytes": a.offload.store_bytes,
@@ -488,6 +695,9 @@ def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint],
             "load_points": a.offload.load_points, "load_bytes": a.offload.load_bytes,
             "prometheus_store_bytes": prom_store, "prometheus_load_bytes": prom_load,
             "prometheus_external_hits": prom_ext_hits, **lmc_evidence,
+            "known_cause": "offloading-lookup-needs-every-kv-cache-group" if cause else None,
+            "known_cause_evidence": "; ".join(f"{c.key}={c.value} ({c.file}:{c.line})"
+                                              for c in cause) or None,
             **_span([*store_points, *ext_lines], a.undated)}
         if a.offload.store_points:
             where = f"{a.offload.store_points:,} store points, {_bytes(a.offload.store_bytes)}"
@@ -497,24 +707,60 @@ def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint],
             where = f"{_bytes(prom_store or 0.0)} (Prometheus)"
         rate = (f"; external prefix cache hit rate 0.0% in {len(ext_lines):,} stats lines"
                 if ext_lines else "")
+        why = (" (vLLM's offload lookup needs a hit in every KV-cache group; this model has "
+               "several)" if cause else "")
         return [EngineLogFinding(
             "l2-write-only",
             f"offload tier{f' ({connector})' if connector else ''} stores and never loads: "
-            f"{where} stored, 0 loaded{rate}", evidence, _L2_FIX)]
+            f"{where} stored, 0 loaded{rate}{why}", evidence,
+            _GROUPS_CAUSE + _L2_FIX if cause else _L2_FIX)]
     busy_ext = [p for p in ext_lines if _busy(p)]
     if (connector and not stored and not loaded and ext_zero
             and len(busy_ext) >= MIN_LINES):
         evidence = {**common, "busy_lines": len(busy_ext), "transfer_lines":
                     a.offload.transfer_lines, **_span(busy_ext, a.undated)}
+        pd = connector.split(" ", 1)[0] in PD_TRANSFER_CONNECTORS
         return [EngineLogFinding(
             "external-cache-no-hits",
-            f"external KV cache ({connector}) never hit: external prefix cache hit rate "
-            f"0.0% in all {len(busy_ext):,} busy stats lines", evidence,
-            "The connector answers no lookup with a hit. Check that it stores at all (KV "
+            f"external KV cache ({connector}{f', {role}' if role else ''}) never hit: "
+            f"external prefix cache hit rate 0.0% in all {len(busy_ext):,} busy stats lines"
+            + (" (a P/D transfer connector: expected on a prefill instance)" if pd else ""),
+            evidence,
+            f"{connector} answers no lookup with a hit. Check that it stores at all (KV "
             "Transfer metrics lines, vllm:kv_offload_* counters) and, if it does, the causes "
             "of a write-only tier: a prefix that changes before reuse, hash seeds that "
             "differ between processes (PYTHONHASHSEED), a disabled load path.")]
     return []
+
+
+_LMC_FAILED_FIX = (
+    "LMCache's index says the chunks are there and its storage backend does not return "
+    "them: a storage fault, not a miss (the lookup counted them as hits, so LMCache's hit "
+    "rate overstates what was loaded; vLLM recomputes them). Check the backend the "
+    "lookup trusts: a remote store (Mooncake master with no data behind the key, a "
+    "restarted or evicting Redis / store), a local disk whose files were removed, a "
+    "CPU pool evicted between lookup and load. LMCache/LMCache#1690 is this case with "
+    "Mooncake; restarting the store only hides it.")
+
+
+def _lmcache_failed(a: EngineLogAnalysis,
+                    lmc: Sequence[LmcachePoint]) -> list[EngineLogFinding]:
+    lm = a.lmcache
+    if lm is None or not (lm.failed_retrievals or lm.lost_blocks):
+        return []
+    failed = [p for p in lmc if p.kind == "retrieve" and p.load_tokens < p.hit_tokens]
+    lost = [p for p in lmc if p.kind == "retrieve-failed-block"]
+    short = lm.required_tokens - lm.retrieved_tokens
+    return [EngineLogFinding(
+        "lmcache-retrieve-failed",
+        f"LMCache lookups hit but loads fail: {lm.failed_retrievals:,} of "
+        f"{lm.retrievals:,} retrievals got fewer tokens than required ({short:,} tokens "
+        f"short), {lm.lost_blocks:,} blocks in the storage that can't be retrieved",
+        {"lookups": lm.lookups, "hit_tokens": lm.hit_tokens, "retrievals": lm.retrievals,
+         "required_tokens": lm.required_tokens, "retrieved_tokens": lm.retrieved_tokens,
+         "failed_retrievals": lm.failed_retrievals, "lost_blocks": lm.lost_blocks,
+         "hit_rate": lm.hit_rate, "retrieved_rate": lm.retrieved_rate,
+         **_span([*failed, *lost], a.undated)}, _LMC_FAILED_FIX)]
 
 
 def _low_hit(a: EngineLogAnalysis, prefills: Sequence[PrefillPoint]) -> list[EngineLogFinding]:
@@ -527,12 +773,16 @@ def _low_hit(a: EngineLogAnalysis, prefills: Sequence[PrefillPoint]) -> list[Eng
     if len(busy) >= MIN_LINES:
         rates = [p.prefix_hit_rate or 0.0 for p in busy]
         median = statistics.median(rates)
+        cpu = [p.cpu_prefix_hit_rate for p in busy if p.cpu_prefix_hit_rate is not None]
+        cpu_median = statistics.median(cpu) if cpu else None
         if median < LOW_HIT_RATE:
             out.append(EngineLogFinding(
                 "low-prefix-hit-rate",
                 f"local prefix cache hit rate {median:.1%} (median of {len(busy):,} busy "
-                "stats lines)",
+                "stats lines)" + ("" if cpu_median is None else
+                                  f"; GPU tier only, the CPU tier's median is {cpu_median:.1%}"),
                 {"source": "vllm-log", "busy_lines": len(busy), "median": median,
+                 "cpu_median": cpu_median,
                  "min": min(rates), "max": max(rates), "last_rate": rates[-1],
                  "threshold": LOW_HIT_RATE, **_span(busy, a.undated)}, fix))
     prom = a.prometheus

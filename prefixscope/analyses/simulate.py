@@ -31,7 +31,8 @@ outputs, other usage semantics) are not uncached tokens: they are totalled apart
 
 Block-hash traces (Mooncake, Bailian) are replayed with the ``blocktrace`` engine whatever
 ``--engine`` says: their ids follow the Mooncake convention
-(cached = ``min(matched_blocks * block_size, input_length)``).
+(cached = ``min(matched_blocks * block_size, input_length)``). LMCache lookup-hash logs
+(`TRACE_ENGINES`) are chunk hashes of LMCache's own: the ``lmcache`` engine replays them.
 
 With a hosted engine, logs without bodies (Claude Code session files, gateway billing
 logs) are replayed from their usage: each request's prompt is its session predecessor's
@@ -71,6 +72,8 @@ MISS_CLASSES = ("new", "cold", "break", "eviction", "ttl", "compaction", "provid
 HOSTED = frozenset({"anthropic", "openai", "deepseek"})
 TOKEN_ENGINES = ("vllm", "sglang", "lmcache", "openai", "deepseek")  # replay token ids
 SEGMENT_ENGINES = ("anthropic",)  # replay content blocks (here: one per request, from usage)
+# Block-hash trace formats whose ids follow an engine's own rules, not Mooncake's.
+TRACE_ENGINES = {"lmcache-lookup": "lmcache"}
 # A warm Claude Code turn reads exactly the previous request's input minus 2 tokens (7 of 9
 # adjacent pairs of TraceLab's claude-opus sample; cache-semantics.md A.4).
 ANTHROPIC_READ_LAG = 2
@@ -194,6 +197,7 @@ class _Prepared:
     segments: tuple[tuple[str, int], ...] | None = None
     model: str | None = None
     logged_prompt: int | None = None  # the log's own prompt tokens (its hit rate's basis)
+    trace_engine: str = "blocktrace"  # the cache model that replays `trace`
     # Anthropic bodies: (content block key, token end) per block, and the breakpoints
     # (block index -> TTL seconds) of their cache_control marks.
     blocks: tuple[tuple[str, int], ...] | None = None
@@ -379,7 +383,8 @@ def prepare(store: Store, options: SimulateOptions,
             out.append(_Prepared(
                 request.id, session_of.get(request.id), prev, compacted,
                 _seconds(request.timestamp), request.usage.cached_tokens, None, None,
-                request.block_hashes, n_tokens, block, logged_prompt=request.usage.prompt_tokens))
+                request.block_hashes, n_tokens, block, logged_prompt=request.usage.prompt_tokens,
+                trace_engine=TRACE_ENGINES.get(request.source_format, "blocktrace")))
             seen += 1
         else:
             pending.append(request)
@@ -653,7 +658,7 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     """Cached tokens of each request: predicted (or, `unlimited`, the ideal: no capacity
     limit, no clock)."""
     engine = _engine(options, unlimited)
-    traces: dict[int, Engine] = {}  # one blocktrace engine per trace block size
+    traces: dict[tuple[str, int], Engine] = {}  # one trace engine per (model, block size)
     capacity = None if unlimited else options.capacity_tokens
     out = []
     # (end time, order, admission, sequence) of the requests still running (--concurrent)
@@ -661,10 +666,11 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     expander = _Expander(prepared, engine)
     for p in prepared:
         if p.trace is not None:
-            trace_engine = traces.get(p.trace_block)
+            trace_engine = traces.get((p.trace_engine, p.trace_block))
             if trace_engine is None:
-                trace_engine = traces[p.trace_block] = get_engine(
-                    "blocktrace", block_size=p.trace_block, capacity_tokens=capacity)
+                unit = getattr(ENGINES[p.trace_engine], "unit_parameter", None) or "block_size"
+                trace_engine = traces[(p.trace_engine, p.trace_block)] = get_engine(
+                    p.trace_engine, **{unit: p.trace_block}, capacity_tokens=capacity)
             prompt, _ = expander.units(p, False)
             out.append(trace_engine.step(prompt).cached_tokens)
             continue

@@ -62,7 +62,8 @@ from prefixscope.tokenizers import TokenizerError
 # Dimensions a hit rate is split by to find the part of the traffic that caches badly.
 SPLIT_DIMENSIONS = ("source", "endpoint", "model", "client", "channel")
 AUTO = "auto"
-TRACE_FORMAT = "block-trace"  # ingest's name for Mooncake / Bailian block-hash traces
+# ingest's names of block-hash traces: Mooncake / Bailian, LMCache lookup-hash logs
+TRACE_FORMATS = ("block-trace", "lmcache-lookup")
 _FAMILIES = (  # model-name pattern -> the hosted engine that serves that family
     (re.compile(r"claude|anthropic", re.I), "anthropic"),
     (re.compile(r"(^|[/:])(gpt-|o[1-9]|chatgpt|codex)", re.I), "openai"),
@@ -176,7 +177,7 @@ def choose_engine(requested: str, records: Sequence[UsageRecord], block_size: in
     """
     if requested != AUTO:
         return requested, "as asked"
-    if any(r.source_format == TRACE_FORMAT for r in records):
+    if any(r.source_format in TRACE_FORMATS for r in records):
         return "vllm", "block-hash traces replay through their own block ids"
     family = model_family_engine(records)
     if block_size is not None and family != "openai":

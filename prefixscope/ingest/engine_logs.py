@@ -16,9 +16,11 @@ The exact strings come from the engines' source:
   %.1f%%``, ``Prefix cache hit rate: %.1f%%``, optional ``Corrupted: %d reqs``,
   ``External prefix cache hit rate: %.1f%%`` (only when a KV connector reported stats),
   ``MM cache hit rate: %.1f%%``. Mid-2025 trees had one fixed format string with the
-  first six fields; the V0 engine (``vllm/engine/metrics.py``) printed ``Running``,
-  ``Swapped``, ``Pending`` and ``GPU/CPU KV cache usage`` without ``Engine NNN:``.
-  Every part is read by its own label, so any subset in any order parses.
+  first six fields; the V0 engine (``vllm/engine/metrics.py`` ``LoggingStatLogger.log()``,
+  removed in 0.11) printed ``Running``, ``Swapped``, ``Pending`` and ``GPU/CPU KV cache
+  usage`` without ``Engine NNN:``, then a line of its own, ``Prefix cache hit rate: GPU:
+  %.2f%%, CPU: %.2f%%``: the GPU and CPU tiers' rates, attached to the stats line before
+  it. Every part is read by its own label, so any subset in any order parses.
 * vLLM KV-connector stats, ``vllm/distributed/kv_transfer/kv_connector/v1/metrics.py``
   ``KVConnectorLogging.log()``: ``"KV Transfer metrics: %s"`` with ``k=v`` pairs joined by
   ``", "``, one interval's totals (reset after each line). The OffloadingConnector's
@@ -30,18 +32,33 @@ The exact strings come from the engines' source:
   dict repr, ``vllm/entrypoints/utils.py`` ``log_non_default_args``), ``Initializing a V1
   LLM engine (vX) with config: ...``, and for hybrid models ``Setting attention block size
   to %d tokens to ensure that attention page size is >= mamba page size.``
-  (``vllm/model_executor/models/config.py``). vLLM's record prefix is
+  (``vllm/model_executor/models/config.py``), ``kv cache group sizes %s``
+  (``vllm/v1/core/kv_cache_utils.py``: one size per KV-cache group, printed when there
+  are several) and ``Creating v1 connector with name: %s and engine_id: %s``
+  (``.../kv_connector/factory.py``). The connector's role is ``kv_role`` of
+  ``KVTransferConfig`` (``vllm/config/kv_transfer.py``: ``kv_producer``, ``kv_consumer``,
+  ``kv_both``). A start-up line after stats lines of the same process is a restart: the
+  analysis starts a new series there. vLLM's record prefix is
   ``LEVEL MM-DD HH:MM:SS [file.py:NN]`` (no year), often after ``(APIServer pid=N)`` and
   after an ISO timestamp a container runtime adds.
 * LMCache's vLLM connector, ``lmcache/integration/vllm/vllm_v1_adapter.py``: ``Reqid: %s,
   Total tokens %d, [Inference Engine computed tokens: %d, ]LMCache hit tokens: %d, need to
   load: %d`` (a lookup) and ``Storing KV cache for %d out of %d tokens
-  [(skip_leading_tokens=%d)] for request %s`` (a store).
+  [(skip_leading_tokens=%d)] for request %s`` (a store asked for). LMCache's engine,
+  ``lmcache/v1/cache_engine.py``, says what it did: ``[[req_id=%s] ]Stored %d out of
+  total %d tokens. size: ...`` (stored), ``[[req_id=%s] ]Retrieved %d out of %d required
+  tokens (from %d total tokens). ...`` and, layerwise or older, ``Retrieved %d out of %d
+  out of total %d tokens`` (loaded), and the warning ``The cache block is in the storage,
+  but it can't be retrieved`` (a lookup said hit, the backend returned nothing). The
+  multiprocess server (``v1/multiprocess/modules/engine_driven_transfer.py``) prints
+  ``Stored %d tokens in %.3f seconds``.
 * SGLang, ``python/sglang/srt/managers/scheduler_metrics_mixin.py`` ``log_prefill_stats``
   (earlier ``scheduler.py``): ``Prefill batch, #new-seq: %d, #new-token: %d,
   #cached-token: %d, token usage: %.2f, #running-req: %d, #queue-req: %d, `` (older:
   ``Prefill batch. #new-seq``, with ``cache hit rate: %.2f%%``; hybrid models print ``full
-  token usage`` / ``swa token usage``), after ``[YYYY-MM-DD HH:MM:SS TP0]``. ``#new-token``
+  token usage`` / ``swa token usage``), after ``[YYYY-MM-DD HH:MM:SS TP0]`` whose rank
+  tags are any of `` DPn PPn ATTN_CPn MOE_DPn TPn EPn`` (``managers/scheduler.py``
+  ``configure_scheduler_process``; older releases: ``[HH:MM:SS TP0]``, no date). ``#new-token``
   excludes the cached tokens: SGLang's own hit rate is cached / (new + cached).
 * Prometheus text exposition (a saved ``/metrics``): samples ``name{labels} value
   [timestamp]``. Read by a small strict parser rather than ``prometheus_client``'s:
@@ -85,6 +102,9 @@ class StatsPoint:
     prefix_hit_rate: float | None  # local (GPU) prefix cache, rolling window
     external_hit_rate: float | None  # KV connector (offload, LMCache, P/D)
     mm_hit_rate: float | None
+    cpu_prefix_hit_rate: float | None = None  # V0's CPU tier (its own line after the stats)
+    process: str | None = None  # vLLM's "(APIServer pid=1)" tag: "APIServer pid=1"
+    server: int = 0  # its series (one server run and engine), set by the analysis
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,19 +130,26 @@ class PrefillPoint:
     token_usage: float | None  # 0..1
     running: int | None
     queued: int | None
+    ranks: str = ""  # the record's rank tags: "TP0", "DP1 ATTN_CP0 TP4 EP4", ...
+    server: int = 0  # its series (one server run and rank), set by the analysis
+
+
+LmcacheKind = Literal["lookup", "store", "stored", "retrieve", "retrieve-failed-block"]
 
 
 @dataclass(frozen=True, slots=True)
 class LmcachePoint:
-    """One LMCache connector line: a lookup (``LMCache hit tokens``) or a store."""
+    """One LMCache line: a lookup (``LMCache hit tokens``), a store the adapter asks for
+    (``Storing KV cache``), a store the engine did (``Stored``), a retrieval
+    (``Retrieved``) or a block the backend could not return (``can't be retrieved``)."""
 
     file: str
     line: int
     time: datetime | None
-    kind: Literal["lookup", "store"]
-    tokens: int  # lookup: the request's tokens; store: the tokens stored
-    hit_tokens: int  # lookup: LMCache's prefix hit (0 for a store)
-    load_tokens: int  # lookup: tokens to load from LMCache (need to load, >= 0)
+    kind: LmcacheKind
+    tokens: int  # lookup, retrieve: the request's tokens; store, stored: the tokens stored
+    hit_tokens: int  # lookup: LMCache's prefix hit; retrieve: the tokens required
+    load_tokens: int  # lookup: tokens to load (need to load, >= 0); retrieve: retrieved
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,19 +197,41 @@ class EngineLogFile:
     samples: tuple[PromSample, ...] = ()
     lmcache: tuple[LmcachePoint, ...] = ()
     year_known: bool = True  # False: vLLM's MM-DD stamps, year taken as YEAR_UNKNOWN
+    # Where the year of the times comes from: "stamps" (each line's own), "file context"
+    # (a full date elsewhere in the file dates vLLM's year-less lines), "unknown".
+    year_from: str = "stamps"
+    startups: tuple[int, ...] = ()  # lines that start a server (version, args): restarts
 
 
-# vLLM's record time has no year; 2000 is a leap year, so 02-29 parses.
+# vLLM's record time has no year: it is kept with this placeholder year (2000 is a leap
+# year, so 02-29 parses) and shown without one (`stamp`); an old SGLang time without a
+# date gets the placeholder date NO_DATE.
 YEAR_UNKNOWN = 2000
+NO_DATE = datetime(1900, 1, 1, tzinfo=UTC)
+
+
+def stamp(when: datetime | None) -> str | None:
+    """A line's time as text: ISO 8601 when the log gives the year; otherwise as the log
+    prints it (``MM-DD HH:MM:SS``, or ``HH:MM:SS`` without a date): never a placeholder."""
+    if when is None:
+        return None
+    if when.year == YEAR_UNKNOWN:
+        return when.strftime("%m-%d %H:%M:%S")
+    if when.year == NO_DATE.year:
+        return when.strftime("%H:%M:%S")
+    return when.isoformat()
 
 # ------------------------------------------------------------------ sniffing
 
 _VLLM_RECORD = re.compile(
     r"(?:^|\s)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? \[(?P<src>[^\]\s]+:\d+)\] ")
+# SGLang's record prefix: ``[%(asctime)s{.msecs}{ DPn}{ PPn}{ ATTN_CPn}{ MOE_DPn}{ TPn}{ EPn}]``
+# (``configure_scheduler_process`` in ``managers/scheduler.py`` builds the rank tags);
+# releases before 0.4 printed the time without the date (``[16:43:29 TP0]``).
 _SGLANG_RECORD = re.compile(
-    r"^(?:[\w.-]+\s+\|\s+)?\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[ ,.]\d+)?"
-    r"(?P<ranks>(?: [A-Z]{2}\d+)*)\] ")
+    r"^(?:[\w.-]+\s+\|\s+)?\[(?P<ts>(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d)(?:[ ,.]\d+)?"
+    r"(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\] ")
 _ISO = re.compile(r"(?:^|[\s\[])(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)")
 _STATS_MARK = "Avg prompt throughput:"
 _PROM_META = re.compile(r"^# (?:HELP|TYPE) (?:vllm|sglang|lmcache)[:_]", re.MULTILINE)
@@ -215,10 +264,13 @@ def engine_log_kind(text: str) -> EngineKind | None:
 
 
 class _Clock:
-    """Line times: ISO stamps where present, else vLLM's ``MM-DD HH:MM:SS`` (year unknown)."""
+    """Line times: ISO stamps where present, else vLLM's ``MM-DD HH:MM:SS`` (the year from
+    a full date earlier in the file, else unknown) or an old SGLang ``HH:MM:SS``."""
 
     def __init__(self) -> None:
-        self.year_known = True
+        self.placeholders = False  # some MM-DD time got YEAR_UNKNOWN
+        self.no_date = False  # some time had no date at all
+        self.from_context = False  # some MM-DD time took the year of another line
         self.year: int | None = None  # of the last full date seen in the file
 
     def time(self, text: str) -> datetime | None:
@@ -236,12 +288,20 @@ class _Clock:
                                          f"{record.group('hms')}", "%Y-%m-%d %H:%M:%S")
             except ValueError:
                 return None
-            if self.year is None:
-                self.year_known = False
+            self.placeholders |= self.year is None
+            self.from_context |= self.year is not None
             return when.replace(tzinfo=UTC)
         sg = _SGLANG_RECORD.match(text)
         if sg:
-            when = _parse_iso(sg.group("ts"))
+            ts = sg.group("ts")
+            if len(ts) == 8:  # HH:MM:SS: no date at all
+                self.no_date = True
+                try:
+                    return datetime.strptime(ts, "%H:%M:%S").replace(
+                        year=NO_DATE.year, tzinfo=UTC)
+                except ValueError:
+                    return None
+            when = _parse_iso(ts)
             if when is not None:
                 self.year = when.year
             return when
@@ -274,7 +334,9 @@ _PARTS = {
 }
 _PERCENT = {"kv_usage", "prefix_hit_rate", "external_hit_rate", "mm_hit_rate"}
 _INTS = {"running", "waiting", "preemptions"}
-_V0_PREFIX = re.compile(r"Prefix cache hit rate: GPU: " + _FLOAT + "%")
+_V0_PREFIX = re.compile(r"Prefix cache hit rate: GPU: " + _FLOAT + "%(?:, CPU: " + _FLOAT
+                        + "%)?")
+_PROCESS = re.compile(r"\((\w+ pid=\d+)\) ")
 
 _TRANSFER = re.compile(r"KV Transfer metrics: (.*)$")
 _PAIR = re.compile(r"(?:^|, |\{|')([^=,{}']+?)(?:=|': )" + _FLOAT + r"(?=,|\}|$)")
@@ -284,16 +346,28 @@ _ENGINE_VERSION = re.compile(r"Initializing a V\d LLM engine \((v[^)]+)\) with c
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 _HYBRID_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
 _KV_CACHE_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+_KV_GROUPS = re.compile(r"kv cache group sizes \(([\d, ]*)\)")
+_CREATING_CONNECTOR = re.compile(r"Creating v1 connector with name: (\w+)")
 _SPEC = re.compile(r"SpecDecoding metrics: ")
 # Substrings of the lines `_config_facts` / `_sglang_config` read: other lines skip them.
 _CONFIG_MARKERS = ("vLLM API server version", "non-default args: ", "LLM engine (v",
-                   "Setting attention block size", "GPU KV cache size: ", "ServerArgs(")
+                   "Setting attention block size", "GPU KV cache size: ", "ServerArgs(",
+                   "kv cache group sizes", "Creating v1 connector with name")
+# The lines that start a server: one after stats lines of the same process is a restart.
+_STARTUP_MARKERS = ("vLLM API server version", "non-default args: ", "server_args=ServerArgs(")
 # LMCache's vLLM connector (lmcache/integration/vllm/vllm_v1_adapter.py).
 _LMC_LOOKUP = re.compile(r"Reqid: \S+, Total tokens (\d+), (?:Inference Engine computed tokens: "
                          r"\d+, )?LMCache hit tokens: (\d+),( but)? need to load: (-?\d+)")
 _LMC_STORE = re.compile(r"Storing KV cache for (\d+) out of (\d+) tokens")
+# LMCache's engine (lmcache/v1/cache_engine.py) and its multiprocess server.
+_LMC_STORED = re.compile(r"\bStored (\d+) (?:out of total \d+ tokens|tokens in )")
+_LMC_RETRIEVED = re.compile(r"\bRetrieved (\d+) out of (\d+)(?: required tokens \(from (\d+) "
+                            r"total tokens\)| out of total (\d+) tokens)")
+_LMC_BLOCK_LOST = "The cache block is in the storage, but it can't be retrieved"
 
 _CONNECTOR = re.compile(r"""kv_connector['"]?\s*[=:]\s*['"]([\w.-]+)['"]""")
+_ROLE = re.compile(r"""kv_role['"]?\s*[=:]\s*['"](kv_\w+)['"]""")
+_SLIDING = re.compile(r"""sliding_window['"]?\s*[=:]\s*(\d+)""")
 _BLOCK = re.compile(r"""['"]block_size['"]\s*:\s*(\d+)""")
 _EXTRA_CONFIG = re.compile(r"""kv_connector_extra_config['"]?\s*[=:]\s*\{[^{}]*\}""")
 _OFFLOAD_SIZE = re.compile(r"""['"]kv_offloading_size['"]\s*:\s*([\d.]+)""")
@@ -314,9 +388,16 @@ _OFFLOAD_TARGET = {
     "LMCacheConnector": "LMCache (CPU / disk / remote per its config)",
     "LMCacheMPConnector": "LMCache server (shared CPU pool)",
     "NixlConnector": "another vLLM instance (P/D transfer over NIXL)",
+    "NixlPullConnector": "another vLLM instance (P/D transfer over NIXL)",
+    "NixlPushConnector": "another vLLM instance (P/D transfer over NIXL)",
     "P2pNcclConnector": "another vLLM instance (P/D transfer over NCCL)",
-    "MooncakeConnector": "Mooncake store",
+    "MoRIIOConnector": "another vLLM instance (P/D transfer over MoRI-IO)",
+    "MooncakeConnector": "another vLLM instance (P/D transfer over Mooncake)",
+    "MooncakeStoreConnector": "Mooncake store",
 }
+# Connectors that move a prefill's KV to a decode instance: no tier that serves reads.
+PD_TRANSFER_CONNECTORS = frozenset({"NixlConnector", "NixlPullConnector", "NixlPushConnector",
+                                    "P2pNcclConnector", "MoRIIOConnector", "MooncakeConnector"})
 _OFFLOAD_BACKENDS = {"native": "OffloadingConnector", "lmcache": "LMCacheConnectorV1"}
 
 
@@ -346,6 +427,8 @@ def parse_stats(text: str) -> dict[str, float | int] | None:
     v0 = _V0_PREFIX.search(text)
     if v0 and "prefix_hit_rate" not in out:
         out["prefix_hit_rate"] = _fraction(_num(v0.group(1)))
+        if v0.group(2) is not None:
+            out["cpu_prefix_hit_rate"] = _fraction(_num(v0.group(2)))
     return out
 
 
@@ -372,6 +455,10 @@ def _config_facts(text: str) -> list[tuple[str, str]]:
         facts += [("block_size", m.group(1)), ("hybrid_kv_cache", "attention + mamba groups")]
     if m := _KV_CACHE_TOKENS.search(text):
         facts.append(("gpu_kv_cache_tokens", m.group(1).replace(",", "")))
+    if (m := _KV_GROUPS.search(text)) and len(sizes := re.findall(r"\d+", m.group(1))) > 1:
+        facts.append(("kv_cache_groups", str(len(sizes))))
+    if m := _CREATING_CONNECTOR.search(text):
+        facts += _connector_facts(m.group(1))
     if not body:
         return facts
     if m := _MODEL.search(body):
@@ -385,6 +472,9 @@ def _config_facts(text: str) -> list[tuple[str, str]]:
     connector = None
     if m := _CONNECTOR.search(body):
         connector = m.group(1)
+        inner = list(dict.fromkeys(_CONNECTOR.findall(body)[1:]))
+        if connector == "MultiConnector" and inner:
+            connector = f"MultiConnector ({' + '.join(inner)})"
     elif m := _OFFLOAD_BACKEND.search(body):
         connector = _OFFLOAD_BACKENDS.get(m.group(1), m.group(1))
         facts.append(("kv_offloading_backend", m.group(1)))
@@ -392,9 +482,11 @@ def _config_facts(text: str) -> list[tuple[str, str]]:
         facts.append(("kv_offloading_size_gib", m.group(1)))
         connector = connector or "OffloadingConnector"
     if connector:
-        facts.append(("kv_connector", connector))
-        facts.append(("offload_target", _OFFLOAD_TARGET.get(connector, "external (" + connector
-                                                            + ")")))
+        facts += _connector_facts(connector)
+    if m := _ROLE.search(body):
+        facts.append(("kv_role", m.group(1)))
+    if m := _SLIDING.search(body):
+        facts.append(("sliding_window", m.group(1)))
     if m := _PREFIX_CACHING.search(body):
         facts.append(("enable_prefix_caching", m.group(1)))
     if m := _SPEC_METHOD.search(body):
@@ -404,6 +496,12 @@ def _config_facts(text: str) -> list[tuple[str, str]]:
     if m := _HASH_ALGO.search(body):
         facts.append(("prefix_caching_hash_algo", m.group(1)))
     return facts
+
+
+def _connector_facts(connector: str) -> list[tuple[str, str]]:
+    name = connector.split(" ", 1)[0]
+    return [("kv_connector", connector),
+            ("offload_target", _OFFLOAD_TARGET.get(name, f"external ({connector})"))]
 
 
 # ------------------------------------------------------------------ SGLang lines
@@ -488,6 +586,7 @@ class _Acc:
     config: list[ConfigFact] = field(default_factory=list)
     samples: list[PromSample] = field(default_factory=list)
     lmcache: list[LmcachePoint] = field(default_factory=list)
+    startups: list[int] = field(default_factory=list)
 
 
 def parse_engine_log(name: str, lines: Iterable[str], kind: EngineKind) -> EngineLogFile:
@@ -501,17 +600,19 @@ def parse_engine_log(name: str, lines: Iterable[str], kind: EngineKind) -> Engin
             _prom_line(name, n, text, acc)
         else:
             _log_line(name, n, text, acc, clock)
-    year_known = clock.year_known
-    if not year_known and clock.year is not None:
+    if clock.placeholders and clock.year is not None:
         # A full date later in the file (LMCache's own lines, a restart behind a container
         # stamp) dates the year-less lines before it too.
         _date_placeholders(acc, clock.year)
-        year_known = True
+        clock.placeholders, clock.from_context = False, True
+    year_known = not (clock.placeholders or clock.no_date)
+    year_from = ("unknown" if not year_known else "file context" if clock.from_context
+                 else "stamps")
     return EngineLogFile(
         file=name, kind=kind, lines=n, matched=dict(acc.matched), skips=tuple(acc.skips),
         stats=tuple(acc.stats), transfers=tuple(acc.transfers), prefills=tuple(acc.prefills),
         config=tuple(acc.config), samples=tuple(acc.samples), lmcache=tuple(acc.lmcache),
-        year_known=year_known)
+        year_known=year_known, year_from=year_from, startups=tuple(acc.startups))
 
 
 def _date_placeholders(acc: _Acc, year: int) -> None:
@@ -524,6 +625,7 @@ def _date_placeholders(acc: _Acc, year: int) -> None:
             return None
 
     acc.stats = [replace(p, time=fix(p.time)) for p in acc.stats]
+    acc.prefills = [replace(p, time=fix(p.time)) for p in acc.prefills]
     acc.transfers = [replace(p, time=fix(p.time)) for p in acc.transfers]
     acc.lmcache = [replace(p, time=fix(p.time)) for p in acc.lmcache]
 
@@ -550,6 +652,7 @@ def _log_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> None:
         engine = _ENGINE.search(text)
         label = ("v0" if engine is None else engine.group(1) if engine.group(1) is not None
                  else f"{engine.group(2)} engines aggregated")
+        process = _PROCESS.search(text)
         acc.matched["stats"] += 1
         acc.stats.append(StatsPoint(
             file=name, line=n, time=clock.time(text), engine=label,
@@ -560,7 +663,12 @@ def _log_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> None:
                 0 if engine is not None else None),
             kv_usage=_f(parts.get("kv_usage")), prefix_hit_rate=_f(parts.get("prefix_hit_rate")),
             external_hit_rate=_f(parts.get("external_hit_rate")),
-            mm_hit_rate=_f(parts.get("mm_hit_rate"))))
+            mm_hit_rate=_f(parts.get("mm_hit_rate")),
+            cpu_prefix_hit_rate=_f(parts.get("cpu_prefix_hit_rate")),
+            process=process.group(1) if process else None))
+        return
+    if m := _V0_PREFIX.search(text):
+        _v0_prefix_line(name, n, m, acc)
         return
     if "KV Transfer metrics:" in text:
         values = parse_transfer(text)
@@ -582,6 +690,8 @@ def _log_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> None:
         acc.config.append(ConfigFact("speculative_decoding", "active (SpecDecoding metrics)",
                                      name, n))
         return
+    if any(marker in text for marker in _STARTUP_MARKERS):
+        acc.startups.append(n)
     facts = (_config_facts(text) + _sglang_config(text)
              if any(marker in text for marker in _CONFIG_MARKERS) else [])
     if facts:
@@ -589,6 +699,21 @@ def _log_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> None:
         acc.config.extend(ConfigFact(k, v, name, n) for k, v in facts)
         return
     acc.matched["other"] += 1
+
+
+def _v0_prefix_line(name: str, n: int, found: re.Match[str], acc: _Acc) -> None:
+    """V0's ``Prefix cache hit rate: GPU: x%, CPU: y%``: the rates of the stats line the
+    same ``log()`` call printed just before it."""
+    last = acc.stats[-1] if acc.stats and acc.stats[-1].file == name else None
+    if last is None or last.engine != "v0" or last.prefix_hit_rate is not None:
+        acc.skips.append(EngineSkip(name, n, "V0 prefix cache hit rate line without the V0 "
+                                             "stats line before it"))
+        return
+    cpu = found.group(2)
+    acc.matched["stats-prefix"] += 1
+    acc.stats[-1] = replace(last, prefix_hit_rate=_fraction(_num(found.group(1))),
+                            cpu_prefix_hit_rate=None if cpu is None
+                            else _fraction(_num(cpu)))
 
 
 def _lmcache_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> bool:
@@ -602,6 +727,22 @@ def _lmcache_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> boo
         acc.matched["lmcache"] += 1
         acc.lmcache.append(LmcachePoint(name, n, clock.time(text), "store", int(m.group(1)),
                                         0, 0))
+        return True
+    if m := _LMC_STORED.search(text):
+        acc.matched["lmcache"] += 1
+        acc.lmcache.append(LmcachePoint(name, n, clock.time(text), "stored", int(m.group(1)),
+                                        0, 0))
+        return True
+    if m := _LMC_RETRIEVED.search(text):
+        acc.matched["lmcache"] += 1
+        total = m.group(3) or m.group(4)
+        acc.lmcache.append(LmcachePoint(name, n, clock.time(text), "retrieve", int(total),
+                                        int(m.group(2)), int(m.group(1))))
+        return True
+    if _LMC_BLOCK_LOST in text:
+        acc.matched["lmcache"] += 1
+        acc.lmcache.append(LmcachePoint(name, n, clock.time(text), "retrieve-failed-block",
+                                        0, 0, 0))
         return True
     return False
 
@@ -617,12 +758,14 @@ def _prefill_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> Non
                                              "#new-token and #cached-token"))
         return
     usage = _SG_USAGE.search(text)
+    record = _SGLANG_RECORD.match(text)
     acc.matched["prefill"] += 1
     acc.prefills.append(PrefillPoint(
         file=name, line=n, time=clock.time(text), new_seqs=got["new_seqs"],
         new_tokens=got["new_tokens"], cached_tokens=got["cached_tokens"],
         token_usage=float(usage.group(1)) if usage else None,
-        running=got.get("running"), queued=got.get("queued")))
+        running=got.get("running"), queued=got.get("queued"),
+        ranks=record.group("ranks").strip() if record else ""))
 
 
 def _f(v: float | int | None) -> float | None:

@@ -254,7 +254,8 @@ def probe(source: Source) -> Probe:
                        "lines: too large to read whole (split it, e.g. jq -c '.[]' FILE)")
         else:
             hint = " (truncated?)" if "unexpected end of data" in document_error else ""
-            problem = f"invalid JSON document{hint}: {document_error}"
+            problem = (f"invalid JSON document{hint}: {document_error} (read as JSON: the "
+                       f"file starts with {stripped[0]!r})")
         return Probe(kind="text", text=text, problem=problem)
     header = csv_reader.header(stripped.split("\n", 1)[0])
     if header:

@@ -8,7 +8,7 @@ from typing import Any
 
 from prefixscope.analyses.bucket import Boundary, BucketReport, HistogramBin
 from prefixscope.analyses.diff import DiffReport, PairDiff
-from prefixscope.analyses.engine_log import EngineLogAnalysis, RateSummary
+from prefixscope.analyses.engine_log import EngineLogAnalysis, RateSummary, stamp
 from prefixscope.analyses.render import RenderResult
 from prefixscope.analyses.segments import (
     SegmentsReport,
@@ -356,24 +356,36 @@ def _rate_json(r: RateSummary) -> EngineRateJson:
 def engine_log_json(a: EngineLogAnalysis) -> EngineLogJson:
     p, sg, o, lm = a.prometheus, a.sglang, a.offload, a.lmcache
     return {
-        "files": [{"file": f, "kind": a.kinds[f]} for f in a.files],
+        "files": [{"file": f, "kind": a.kinds[f], "year_from": a.year_from[f]}
+                  for f in a.files],
         "lines": a.lines, "matched": dict(a.matched), "skipped": a.skipped,
         "skips": [{"file": s.file, "line": s.line, "reason": s.reason} for s in a.skips],
         "year_known": a.year_known, "block_size": a.block_size,
         "config": [{"key": c.key, "value": c.value, "file": c.file, "line": c.line}
                    for c in a.config],
-        "first": a.first.isoformat() if a.first else None,
-        "last": a.last.isoformat() if a.last else None,
+        "first": stamp(a.first), "last": stamp(a.last),
         "series_summary": {"prefix_hit_rate": _rate_json(a.prefix_hit_rate),
                            "external_hit_rate": _rate_json(a.external_hit_rate),
-                           "kv_usage": _rate_json(a.kv_usage)},
-        "series": [{"time": s.time.isoformat() if s.time else None, "file": s.file,
+                           "kv_usage": _rate_json(a.kv_usage),
+                           "cpu_prefix_hit_rate": _rate_json(a.cpu_prefix_hit_rate)},
+        "servers": [{"server": v.server, "file": v.file, "source": v.source,
+                     "process": v.process, "engine": v.engine, "why": v.why,
+                     "lines": v.lines, "first_line": v.first_line, "last_line": v.last_line,
+                     "first": stamp(v.first), "last": stamp(v.last),
+                     "prefix_hit_rate": _rate_json(v.prefix_hit_rate),
+                     "external_hit_rate": _rate_json(v.external_hit_rate),
+                     "kv_usage": _rate_json(v.kv_usage), "new_tokens": v.new_tokens,
+                     "cached_tokens": v.cached_tokens, "hit_rate": v.hit_rate}
+                    for v in a.servers],
+        "series": [{"time": stamp(s.time), "file": s.file,
                     "line": s.line, "engine": s.engine,
                     "prompt_throughput": s.prompt_throughput,
                     "generation_throughput": s.generation_throughput, "running": s.running,
                     "waiting": s.waiting, "preemptions": s.preemptions, "kv_usage": s.kv_usage,
                     "prefix_hit_rate": s.prefix_hit_rate,
-                    "external_hit_rate": s.external_hit_rate, "mm_hit_rate": s.mm_hit_rate}
+                    "external_hit_rate": s.external_hit_rate, "mm_hit_rate": s.mm_hit_rate,
+                    "cpu_prefix_hit_rate": s.cpu_prefix_hit_rate, "process": s.process,
+                    "server": s.server}
                    for s in a.series],
         "offload": {"transfer_lines": o.transfer_lines, "store_points": o.store_points,
                     "load_points": o.load_points, "store_bytes": o.store_bytes,
@@ -396,7 +408,11 @@ def engine_log_json(a: EngineLogAnalysis) -> EngineLogJson:
             "lookups": lm.lookups, "lookup_tokens": lm.lookup_tokens,
             "hit_tokens": lm.hit_tokens, "hit_rate": lm.hit_rate,
             "loading_lookups": lm.loading_lookups, "load_tokens": lm.load_tokens,
-            "stores": lm.stores, "stored_tokens": lm.stored_tokens},
+            "stores": lm.stores, "stored_tokens": lm.stored_tokens,
+            "stores_from": lm.stores_from, "retrievals": lm.retrievals,
+            "required_tokens": lm.required_tokens, "retrieved_tokens": lm.retrieved_tokens,
+            "failed_retrievals": lm.failed_retrievals, "lost_blocks": lm.lost_blocks,
+            "retrieved_rate": lm.retrieved_rate},
         "findings": [{"kind": f.kind, "title": f.title, "fix": f.fix,
                       "evidence": {k: _json_scalar(v) for k, v in f.evidence.items()}}
                      for f in a.findings],

@@ -533,6 +533,7 @@ class EngineFileJson(TypedDict):
 
     file: str
     kind: str  # vllm | sglang | prometheus
+    year_from: str  # stamps | file context | unknown
 
 
 class EngineSkipJson(TypedDict):
@@ -568,6 +569,29 @@ class EngineSeriesSummaryJson(TypedDict):
     prefix_hit_rate: EngineRateJson
     external_hit_rate: EngineRateJson
     kv_usage: EngineRateJson
+    cpu_prefix_hit_rate: EngineRateJson
+
+
+class EngineServerJson(TypedDict):
+    """One series: one server run and engine (vLLM) or rank (SGLang)."""
+
+    server: int
+    file: str
+    source: str
+    process: str | None
+    engine: str
+    why: str
+    lines: int
+    first_line: int
+    last_line: int
+    first: str | None
+    last: str | None
+    prefix_hit_rate: EngineRateJson
+    external_hit_rate: EngineRateJson
+    kv_usage: EngineRateJson
+    new_tokens: int | None
+    cached_tokens: int | None
+    hit_rate: float | None
 
 
 class EngineStatsJson(TypedDict):
@@ -586,6 +610,9 @@ class EngineStatsJson(TypedDict):
     prefix_hit_rate: float | None
     external_hit_rate: float | None
     mm_hit_rate: float | None
+    cpu_prefix_hit_rate: float | None
+    process: str | None
+    server: int
 
 
 class EngineOffloadJson(TypedDict):
@@ -643,6 +670,13 @@ class EngineLmcacheJson(TypedDict):
     load_tokens: int
     stores: int
     stored_tokens: int
+    stores_from: str
+    retrievals: int
+    required_tokens: int
+    retrieved_tokens: int
+    failed_retrievals: int
+    lost_blocks: int
+    retrieved_rate: float | None
 
 
 class EngineFindingJson(TypedDict):
@@ -668,6 +702,7 @@ class EngineLogJson(TypedDict):
     first: str | None
     last: str | None
     series_summary: EngineSeriesSummaryJson
+    servers: list[EngineServerJson]
     series: list[EngineStatsJson]
     offload: EngineOffloadJson
     prometheus: EnginePrometheusJson | None

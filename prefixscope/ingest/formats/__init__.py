@@ -32,6 +32,7 @@ from types import ModuleType
 # Module names under prefixscope.ingest.formats, in detection order.
 _MODULES = (
     "blocktrace",
+    "lmcache_lookup",
     "tracelab",
     "otel",
     "langfuse",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from prefixscope.analyses.engine_log import EngineLogAnalysis, RateSummary
+from prefixscope.analyses.engine_log import EngineLogAnalysis, RateSummary, stamp
 from prefixscope.views.terminal import Screen, count, percent, visible
 
 MAX_WARNED_SKIPS = 20
@@ -16,7 +16,9 @@ MAX_WARNED_SKIPS = 20
 def _when(a: EngineLogAnalysis) -> str:
     if a.first is None or a.last is None:
         return "no timestamps"
-    fmt = "%Y-%m-%d %H:%M:%S" if a.year_known else "%m-%d %H:%M:%S"
+    if not a.year_known:
+        return f"{stamp(a.first)} … {stamp(a.last)}"
+    fmt = "%Y-%m-%d %H:%M:%S"
     return f"{a.first.strftime(fmt)} … {a.last.strftime(fmt)}"
 
 
@@ -54,8 +56,16 @@ def engine_log_screen(a: EngineLogAnalysis, screen: Screen) -> Screen:
         rates.add_row(*_rate_row("prefix cache hit rate", a.prefix_hit_rate))
         if a.external_hit_rate.points:
             rates.add_row(*_rate_row("external prefix cache hit rate", a.external_hit_rate))
+        if a.cpu_prefix_hit_rate.points:
+            rates.add_row(*_rate_row("CPU prefix cache hit rate (V0)", a.cpu_prefix_hit_rate))
         rates.add_row(*_rate_row("GPU KV cache usage", a.kv_usage))
         screen.print(rates)
+    if len(a.servers) > 1:
+        screen.print(f"{len(a.servers):,} series, each its own trend: "
+                     + "; ".join(f"#{v.server} {escape(v.engine or '-')} "
+                                 f"{escape(v.process or '')} lines {v.first_line}-"
+                                 f"{v.last_line} ({escape(v.why)})" for v in a.servers),
+                     soft_wrap=True)
     o = a.offload
     if o.transfer_lines:
         ops = (f" in {o.store_operations:,} operations" if o.store_operations is not None
@@ -85,7 +95,10 @@ def engine_log_screen(a: EngineLogAnalysis, screen: Screen) -> Screen:
         screen.print(f"LMCache: {count(lm.lookups, 'lookup')}, {lm.hit_tokens:,} hit of "
                      f"{lm.lookup_tokens:,} tokens = {percent(lm.hit_rate)}, "
                      f"{count(lm.loading_lookups, 'load')} ({lm.load_tokens:,} tokens); "
-                     f"{count(lm.stores, 'store')} ({lm.stored_tokens:,} tokens)")
+                     f"{count(lm.stores, 'store')} ({lm.stored_tokens:,} tokens)"
+                     + (f"; {count(lm.retrievals, 'retrieval')}: {lm.retrieved_tokens:,} of "
+                        f"{lm.required_tokens:,} required tokens loaded"
+                        if lm.retrievals else ""))
     if not a.findings:
         screen.print("[green]no findings[/]: nothing in these logs crosses a threshold")
     for f in a.findings:
@@ -95,7 +108,8 @@ def engine_log_screen(a: EngineLogAnalysis, screen: Screen) -> Screen:
         screen.print(f"  evidence: {escape(visible(evidence))}", soft_wrap=True)
         screen.print(f"  fix: {escape(f.fix)}", soft_wrap=True)
     if not a.year_known and a.first is not None:
-        screen.note("note: vLLM's log times carry no year; times are shown as month-day")
+        screen.note("note: the log's times carry no year; they are shown as the log prints "
+                    "them")
     for s in a.skips[:MAX_WARNED_SKIPS]:
         screen.warn(f"unparsed {s.file}:{s.line}: {s.reason}")
     if a.skipped > MAX_WARNED_SKIPS:
