@@ -9,6 +9,7 @@ import typer
 
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.cli.manual import ENGINE, MODEL, OUTPUT, Command
 from prefixscope.cli.options import (
     BlockSize,
     By,
@@ -29,29 +30,33 @@ from prefixscope.cli.options import (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bucket")(bucket)
+    app.command("bucket", cls=Command)(bucket)
 
 
 def bucket(
     logs: Logs = None,
     store: StoreOpt = None,
-    by: By = None,
-    bins: Annotated[int, typer.Option("--bins", min=1, help="Histogram bins.")] = 20,
-    block_size: BlockSize = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write the histograms as a PNG "
-                                                             "or SVG file.")] = None,
-    gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "auto",
-    what_if: WhatIf = None,
-    no_explain: Annotated[bool, typer.Option("--no-explain", help="Do not render requests to "
-                                                                  "explain spikes.")] = False,
-    price_per_mtok: Annotated[float | None, typer.Option(
-        "--price-per-mtok", min=0.0, help="Dollars per million uncached prompt tokens of a "
-        "self-hosted engine (hosted APIs: their list prices).", show_default=False)] = None,
-    json_out: JsonOut = False,
     since: Since = None,
     until: Until = None,
     project: Project = None,
+    gateway: Gateway = "auto",
+    tokenizer: Tokenizer = "auto",
+    what_if: WhatIf = None,
+    no_explain: Annotated[bool, typer.Option(
+        "--no-explain", rich_help_panel=MODEL,
+        help="Do not render requests to explain spikes.")] = False,
+    block_size: BlockSize = None,
+    price_per_mtok: Annotated[float | None, typer.Option(
+        "--price-per-mtok", metavar="USD", min=0.0, rich_help_panel=ENGINE,
+        help="Dollars per million uncached prompt tokens of a self-hosted engine (hosted "
+             "APIs: their list prices).", show_default=False)] = None,
+    by: By = None,
+    bins: Annotated[int, typer.Option("--bins", metavar="N", min=1, rich_help_panel=OUTPUT,
+                                      help="Histogram bins.")] = 20,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", metavar="FILE", rich_help_panel=OUTPUT,
+        help="Write the histograms as a PNG or SVG file.", show_default=False)] = None,
+    json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
     """Token-weighted hit rate per group, the cached-token histogram, spikes at exact
@@ -60,6 +65,8 @@ def bucket(
     Example:
         prefixscope bucket one-api.db --by endpoint
         prefixscope bucket --store cc.duckdb --by endpoint,day --plot cached.png
+
+    More: docs/investigate.md.
     """
     from prefixscope.analyses.bucket import bucket_store
     from prefixscope.cli.storeopen import open_store

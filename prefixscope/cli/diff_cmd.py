@@ -9,6 +9,7 @@ import typer
 
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.cli.manual import OUTPUT, SCOPE, Command
 from prefixscope.cli.options import (
     BlockSize,
     Gateway,
@@ -35,45 +36,50 @@ class Runner(StrEnum):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff")(diff)
+    app.command("diff", cls=Command)(diff)
 
 
 def diff(
     refs: Annotated[list[str] | None, typer.Argument(
+        metavar="A B | LOGS",
         help="Two requests A B (store ids, id prefixes, or files holding one request body); "
              "with --session/--all: log files to ingest (else --store).",
         show_default=False)] = None,
-    session: Annotated[str | None, typer.Option("--session", help="Diff every consecutive "
-                                                                  "pair of this session.")]
-    = None,
-    all_sessions: Annotated[bool, typer.Option("--all", help="Diff every consecutive pair of "
-                                                             "every session.")] = False,
     store: StoreOpt = None,
+    session: Annotated[str | None, typer.Option(
+        "--session", metavar="ID", rich_help_panel=SCOPE,
+        help="Diff every consecutive pair of this session.")] = None,
+    all_sessions: Annotated[bool, typer.Option(
+        "--all", rich_help_panel=SCOPE,
+        help="Diff every consecutive pair of every session.")] = False,
+    since: Since = None,
+    until: Until = None,
+    project: Project = None,
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
     what_if: WhatIf = None,
     block_size: BlockSize = None,
-    context: Annotated[int, typer.Option("--context", "-C", min=0, help="Characters of text "
-                                                                        "shown around the "
-                                                                        "divergence.")] = 40,
-    worst: Annotated[int, typer.Option("--worst", min=0, help="Worst pairs listed with "
-                                                              "--session/--all.")] = 10,
+    context: Annotated[int, typer.Option(
+        "--context", "-C", metavar="CHARS", min=0, rich_help_panel=OUTPUT,
+        help="Characters of text shown around the divergence.")] = 40,
+    worst: Annotated[int, typer.Option(
+        "--worst", metavar="N", min=0, rich_help_panel=OUTPUT,
+        help="Worst pairs listed with --session/--all.")] = 10,
     workers: Workers = None,
     runner: Annotated[Runner, typer.Option(
-        "--runner",
+        "--runner", metavar="local|ray", rich_help_panel=OUTPUT,
         help="Where --all runs: local, or ray (Ray Data over `export --parquet` output, "
              "with the package's ray extra; docs/scale.md).")] = Runner.local,
     parquet_in: Annotated[str | None, typer.Option(
-        "--parquet-in", help="--runner ray: the `export --parquet` directory of this store "
-                             "(path or URI the workers read; default: exported to a "
-                             "temporary directory).", show_default=False)] = None,
+        "--parquet-in", metavar="DIR", rich_help_panel=OUTPUT,
+        help="--runner ray: the `export --parquet` directory of this store (path or URI the "
+             "workers read; default: exported to a temporary directory).",
+        show_default=False)] = None,
     parquet_out: Annotated[str | None, typer.Option(
-        "--parquet-out", help="--runner ray: a new directory the workers write the per-pair "
-                              "results to as Parquet.", show_default=False)] = None,
+        "--parquet-out", metavar="DIR", rich_help_panel=OUTPUT,
+        help="--runner ray: a new directory the workers write the per-pair results to as "
+             "Parquet.", show_default=False)] = None,
     json_out: JsonOut = False,
-    since: Since = None,
-    until: Until = None,
-    project: Project = None,
     quiet: Quiet = 0,
 ) -> None:
     """Find the first divergent token of consecutive requests, its segment and its cause.
@@ -81,6 +87,8 @@ def diff(
     Example:
         prefixscope diff 3f2a 9c1d --store cc.duckdb --gateway anthropic-to-openai
         prefixscope diff --all sample_logs/ --what-if strip-billing-header
+
+    More: docs/diff.md.
     """
     from prefixscope.analyses.diff import diff_sessions, diff_two
     from prefixscope.cli.storeopen import maybe_store, open_store

@@ -8,16 +8,18 @@ from typing import Annotated
 import typer
 
 from prefixscope.cli import console
+from prefixscope.cli.manual import OUTPUT, Command
 from prefixscope.cli.options import Quiet, StoreOpt
 
 
 def register(app: typer.Typer) -> None:
-    app.command("export")(export)
+    app.command("export", cls=Command)(export)
 
 
 def export(
-    parquet: Annotated[Path, typer.Option("--parquet", help="Directory to write "
-                                                            "<table>.parquet files into.")],
+    parquet: Annotated[Path, typer.Option("--parquet", metavar="DIR", rich_help_panel=OUTPUT,
+                                          help="Directory to write TABLE.parquet files "
+                                               "into.")],
     store: StoreOpt = None,
     quiet: Quiet = 0,
 ) -> None:
@@ -25,6 +27,8 @@ def export(
 
     Example:
         prefixscope export --parquet out/ && duckdb -c "from 'out/turns.parquet'"
+
+    More: docs/store.md, docs/scale.md.
     """
     from prefixscope.cli.exitcodes import ExitCode
     from prefixscope.store import DEFAULT_STORE, Store, StoreError

@@ -2,30 +2,64 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.cli.manual import INPUTS, Command
 from prefixscope.cli.options import JsonOut, Quiet, SessionGap, StoreOpt
 
 
+class IngestCommand(Command):
+    """`ingest`, whose help lists the format registry (read when the help is shown: the
+    formats' modules are not imported for anything else)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        if self.help and FORMATS in self.help:
+            self.help = self.help.replace(FORMATS, format_list())
+        super().format_help(ctx, formatter)
+
+
+FORMATS = "{formats}"
+
+
+def format_list(width: int | None = None) -> str:
+    """The registry's formats as an indented list, NAME then what it reads, wrapped to the
+    terminal's width (the help's own margins taken off)."""
+    import shutil
+    import textwrap
+
+    from prefixscope.ingest.formats import all_formats
+
+    columns = (width or shutil.get_terminal_size().columns) - 2
+    lines = []
+    for m in all_formats():
+        lines += textwrap.wrap(f"{m.NAME:<15} {m.DESCRIPTION}", max(40, columns),
+                               initial_indent="  ", subsequent_indent=" " * 18)
+    return "\n".join(lines)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("ingest")(ingest)
+    app.command("ingest", cls=IngestCommand)(ingest)
 
 
 def ingest(
-    paths: Annotated[list[str], typer.Argument(help="Log files, directories (recursive), globs, "
-                                                    "or - for stdin; gzip is read transparently.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Force a format instead of "
-                                                            "detecting it from content.")] = "auto",
+    paths: Annotated[list[str], typer.Argument(
+        metavar="LOGS", help="Log files, directories (recursive), globs, or - for stdin; gzip "
+                             "is read transparently.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", metavar="NAME", rich_help_panel=INPUTS,
+                                     help="Read every file as this format (one of the list "
+                                          "above) instead of detecting it from content.")
+                   ] = "auto",
     store: StoreOpt = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1, store nothing) if any "
-                                                          "record or file is skipped.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", rich_help_panel=INPUTS,
+        help="Fail (exit 1, store nothing) if any record or file is skipped.")] = False,
     session_gap: SessionGap = 60.0,
     session_key: Annotated[list[str] | None, typer.Option(
-        "--session-key", metavar="EXPR",
+        "--session-key", metavar="EXPR", rich_help_panel=INPUTS,
         help="Where else a session id is: header:NAME (a logged request header), "
              "body:dotted.path (the request body) or meta:dotted.path (the request's "
              "metadata). Repeatable; the first that matches wins over the log's own id.")
@@ -35,16 +69,15 @@ def ingest(
 ) -> None:
     """Normalize logs into the store (a DuckDB file) and thread them into sessions.
 
-    Formats (detected from content; --format NAME forces one): raw request/response
-    captures, Langfuse exports, new-api logs (SQLite or export), LiteLLM SpendLogs,
-    Bifrost logs, OpenTelemetry GenAI spans (OTLP/JSON), Claude Code session JSONL,
-    Codex CLI rollouts,
-    SWE-agent / OpenHands / mini-swe-agent trajectories, Mooncake/Bailian block-hash
-    traces, TraceLab round traces.
+    Each file's format is detected from its content (--format NAME forces one):
+
+    {formats}
 
     Example:
         prefixscope ingest ~/.claude/projects/ langfuse-export.jsonl --store cc.duckdb
         prefixscope ingest proxy.jsonl --session-key header:x-run-id
+
+    More: docs/formats.md, docs/store.md.
     """
     from prefixscope.ingest.formats import format_names
     from prefixscope.ingest.normalize.sessions import parse_session_rule

@@ -33,7 +33,9 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 app = typer.Typer(
     name="prefixscope",
     help="Offline forensics for prompt (prefix) caching: where do consecutive turns diverge, "
-         "what breaks the cache, and what a fix would gain.\n\n" + EXIT_CODES_HELP,
+         "what breaks the cache, and what a fix would gain.\n\n"
+         "Example:\n    prefixscope report sample_logs/ --html report.html\n\n"
+         + EXIT_CODES_HELP + "\n\nMore: README.md, docs/cli.md (every command's help).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
@@ -42,8 +44,9 @@ app = typer.Typer(
 )
 app.callback()(privacy.options)
 
-for module in (ingest_cmd, render_cmd, diff_cmd, segments_cmd, bucket_cmd, simulate_cmd,
-               report_cmd, engine_log_cmd, sql_cmd, export_cmd):
+# `report` first: the main job; then the analyses it is made of, then the store's tools.
+for module in (report_cmd, ingest_cmd, diff_cmd, segments_cmd, bucket_cmd, simulate_cmd,
+               render_cmd, engine_log_cmd, sql_cmd, export_cmd):
     module.register(app)
 
 

@@ -7,8 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prefixscope.analyses.dimensions import DIMENSIONS
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.cli.manual import ENGINE, INPUTS, MODEL, OUTPUT, SCOPE
+from prefixscope.engines import ENGINES
 from prefixscope.prompt.gateways import PROFILES
 from prefixscope.prompt.whatif import WHAT_IFS
 from prefixscope.tokenizers import BUNDLED
@@ -19,65 +22,94 @@ if TYPE_CHECKING:
 
 Logs = Annotated[
     list[str] | None,
-    typer.Argument(help="Log files, directories, globs or - for stdin (ingested into a "
-                        "temporary store). Omit to use --store.", show_default=False),
+    typer.Argument(metavar="LOGS", help="Log files, directories, globs or - for stdin "
+                                        "(ingested into a temporary store). Omit to use "
+                                        "--store.", show_default=False),
 ]
 StoreOpt = Annotated[
     Path | None,
-    typer.Option("--store", "-s", help="DuckDB store file (default: prefixscope.duckdb).",
-                 show_default=False),
+    typer.Option("--store", "-s", metavar="FILE", rich_help_panel=INPUTS,
+                 help="DuckDB store file (default: prefixscope.duckdb).", show_default=False),
 ]
-JsonOut = Annotated[bool, typer.Option("--json", help="Print the documented JSON shape "
-                                                      "(docs/json.md) on stdout.")]
-Quiet = Annotated[int, typer.Option("--quiet", "-q", count=True,
+JsonOut = Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT,
+                                       help="Print the documented JSON shape (docs/json.md) "
+                                            "on stdout.")]
+Quiet = Annotated[int, typer.Option("--quiet", "-q", count=True, rich_help_panel=OUTPUT,
+                                    show_default=False,
                                     help="-q: no progress or notes; -qq: no warnings either.")]
 SessionGap = Annotated[
-    float, typer.Option("--session-gap", help="Longest pause between two turns of one threaded "
-                                              "session, in minutes.", min=0.0)]
+    float, typer.Option("--session-gap", metavar="MINUTES", min=0.0, rich_help_panel=INPUTS,
+                        help="Longest pause between two turns of one threaded session.")]
 
 By = Annotated[
-    str | None, typer.Option("--by", help="Group by dimensions, comma-separated: endpoint, model, "
-                                          "client, user, channel, day, source, session.",
-                             show_default=False)]
+    str | None, typer.Option("--by", metavar="DIM,...", rich_help_panel=OUTPUT,
+                             help="Group by dimensions, comma-separated: "
+                                  + ", ".join(DIMENSIONS) + ".", show_default=False)]
 Gateway = Annotated[
-    str, typer.Option("--gateway", "-g", help="Gateway profile: auto (the log's, else the "
-                                              "endpoint default), " + ", ".join(PROFILES) + ".")]
+    str, typer.Option("--gateway", "-g", metavar="PROFILE", rich_help_panel=MODEL,
+                      help="Gateway profile: auto (the log's, else the endpoint default), "
+                           + ", ".join(PROFILES) + ".")]
 Tokenizer = Annotated[
-    str, typer.Option("--tokenizer", "-t", help="auto (by each request's model family: "
-                                                "deepseek*, qwen*, gpt-*/o*; other models use "
-                                                f"a stand-in, marked approximate), a bundled name "
-                                                f"({', '.join(BUNDLED)}), a local model "
-                                                "directory, or a locally cached Hugging Face "
-                                                "id.")]
+    str, typer.Option("--tokenizer", "-t", metavar="NAME|DIR", rich_help_panel=MODEL,
+                      help="auto (by each request's model family: deepseek*, qwen*, gpt-*/o*; "
+                           "other models use a stand-in, marked approximate), a bundled name "
+                           f"({', '.join(BUNDLED)}), a local model directory, or a locally "
+                           "cached Hugging Face id.")]
 WhatIf = Annotated[
     list[str] | None,
-    typer.Option("--what-if", "-w", help="Transforms, comma-separated or repeated: "
-                                         + ", ".join(WHAT_IFS) + ".", show_default=False)]
+    typer.Option("--what-if", "-w", metavar="NAME,...", rich_help_panel=MODEL,
+                 help="Render transforms, comma-separated or repeated: "
+                      + ", ".join(WHAT_IFS).replace("<regex>", "REGEX") + ".",
+                 show_default=False)]
+
+# --engine, --block-size and --capacity mean the same wherever they appear: the cache
+# model, its unit and its size, each chosen from the log unless given (and said so).
+Engine = Annotated[
+    str, typer.Option("--engine", "-e", metavar="NAME", rich_help_panel=ENGINE,
+                      help="Cache model: auto (from the log: cached values on block "
+                           "multiples -> vllm at that block, else the models' hosted API, "
+                           "else vllm when the log has prompts; a log with usage only "
+                           "replays with its models' hosted API), " + ", ".join(ENGINES)
+                           + ".")]
 BlockSize = Annotated[
-    int | None, typer.Option("--block-size", "-b", min=1, help="Cache block size in tokens "
-                                                              "(default: inferred from the "
-                                                              "store's cached-token values, "
-                                                              "else 16).", show_default=False)]
+    int | None, typer.Option("--block-size", "-b", metavar="N", min=1, rich_help_panel=ENGINE,
+                             help="Cache block size in tokens (vLLM block, SGLang page, "
+                                  "LMCache chunk, OpenAI step). Default: inferred from the "
+                                  "log's cached-token values; a replay fits it when they do "
+                                  "not tell; else the engine's own (vLLM 16).",
+                             show_default=False)]
+Capacity = Annotated[
+    str | None, typer.Option("--capacity", metavar="SIZE", rich_help_panel=ENGINE,
+                             help="Cache size of a replay: N tokens, 'N blocks', 'unlimited', "
+                                  "or NGiB with --bytes-per-token. Default: fitted to the "
+                                  "log's cached tokens when a self-hosted engine got less "
+                                  "than an unlimited cache predicts, else unlimited.",
+                             show_default=False)]
+BytesPerToken = Annotated[
+    int | None, typer.Option("--bytes-per-token", metavar="N", min=1, rich_help_panel=ENGINE,
+                             help="KV bytes per token, for a --capacity in GiB/MiB.",
+                             show_default=False)]
 
 Workers = Annotated[
-    int | None, typer.Option("--workers", "-j", min=1, help="Processes rendering and "
-                                                            "tokenizing whole sessions "
-                                                            "(default: the machine's cores "
-                                                            "on a large enough store; 1: "
-                                                            "this process only). Results "
-                                                            "do not depend on it.",
+    int | None, typer.Option("--workers", "-j", metavar="N", min=1, rich_help_panel=OUTPUT,
+                             help="Processes rendering and tokenizing whole sessions "
+                                  "(default: the machine's cores on a large enough store; "
+                                  "1: this process only). Results do not depend on it.",
                              show_default=False)]
 
 
 Since = Annotated[str | None, typer.Option(
-    "--since", help="Only requests from this date on (YYYY-MM-DD, YYYYMMDD or an ISO time).",
+    "--since", metavar="DATE", rich_help_panel=SCOPE,
+    help="Only requests from this date on (YYYY-MM-DD, YYYYMMDD or an ISO time).",
     show_default=False)]
 Until = Annotated[str | None, typer.Option(
-    "--until", help="Only requests up to this date (a whole day when a date alone).",
+    "--until", metavar="DATE", rich_help_panel=SCOPE,
+    help="Only requests up to this date (a whole day when a date alone).",
     show_default=False)]
 Project = Annotated[str | None, typer.Option(
-    "--project", help="Only requests of this project: the agent's working directory (Claude "
-    "Code / Codex `cwd`), whole or its last path components.", show_default=False)]
+    "--project", metavar="DIR", rich_help_panel=SCOPE,
+    help="Only requests of this project: the agent's working directory (Claude Code / Codex "
+         "`cwd`), whole or its last path components.", show_default=False)]
 
 
 def scope(since: str | None, until: str | None, project: str | None) -> Scope | None:

@@ -14,8 +14,8 @@ import os
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
+from prefixscope.cli import manual
 from prefixscope.cli.exitcodes import ExitCode
 
 ENV = "PREFIXSCOPE_REDACT"
@@ -25,12 +25,14 @@ _OPTION = "--redact"
 
 def options(
     redact: Annotated[list[str] | None, typer.Option(
-        _OPTION, metavar="REGEX", help="Mask every match of REGEX in all output (repeatable; "
+        _OPTION, metavar="REGEX", rich_help_panel=manual.OUTPUT,
+        help="Mask every match of REGEX in all output (repeatable; "
         f"also after the command name, and one per line in ${ENV}). API keys, bearer "
         "tokens, Authorization headers and private keys are masked by default.",
         show_default=False)] = None,
     no_default_redaction: Annotated[bool, typer.Option(
-        _FLAG, help="Do not mask the built-in secret patterns (only the --redact ones).")]
+        _FLAG, rich_help_panel=manual.OUTPUT,
+        help="Do not mask the built-in secret patterns (only the --redact ones).")]
     = False,
 ) -> None:
     """Offline forensics for prompt (prefix) caching."""
@@ -78,7 +80,7 @@ def hoisted(args: list[str], commands: Any) -> list[str]:
     return args[:at] + moved + [args[at]] + rest
 
 
-class Group(TyperGroup):
+class Group(manual.Group):
     """The app's command group: privacy options are global wherever they are written."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:

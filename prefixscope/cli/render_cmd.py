@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from prefixscope.cli import console
+from prefixscope.cli.manual import OUTPUT, Command
 from prefixscope.cli.options import (
     Gateway,
     JsonOut,
@@ -19,28 +20,25 @@ from prefixscope.cli.options import (
 )
 
 
-# Colours cycled over the segments of the rendered text (template glue is dim).
 def register(app: typer.Typer) -> None:
-    app.command("render")(render)
+    app.command("render", cls=Command)(render)
 
 
 def render(
-    request: Annotated[str, typer.Argument(help="A request id (or unique prefix, or the "
-                                                "source's own id) in the store, or a file "
-                                                "holding one request body (- for stdin).")],
-    logs: Annotated[list[str] | None, typer.Argument(help="Log files to ingest into a "
-                                                          "temporary store and look the "
-                                                          "request up in.",
-                                                     show_default=False)] = None,
+    request: Annotated[str, typer.Argument(
+        metavar="REQUEST", help="A request id (or unique prefix, or the source's own id) in "
+                                "the store, or a file holding one request body (- for stdin).")],
+    logs: Annotated[list[str] | None, typer.Argument(
+        metavar="LOGS", help="Log files to ingest into a temporary store and look the request "
+                             "up in.", show_default=False)] = None,
     store: StoreOpt = None,
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
     what_if: WhatIf = None,
-    show_text: Annotated[bool, typer.Option("--show-text", help="The whole rendered text; "
-                                                                "piped, exactly the prompt and "
-                                                                "nothing else (JSON: add "
-                                                                "\"text\").")]
-    = False,
+    show_text: Annotated[bool, typer.Option(
+        "--show-text", rich_help_panel=OUTPUT,
+        help="The whole rendered text; piped, exactly the prompt and nothing else (JSON: add "
+             "\"text\").")] = False,
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -50,6 +48,8 @@ def render(
     Example:
         prefixscope render 3f2a --store cc.duckdb --gateway anthropic-to-openai
         prefixscope render body.json --tokenizer ~/models/Qwen3-8B --json
+
+    More: docs/render.md.
     """
     from pathlib import Path
 

@@ -10,7 +10,12 @@ import typer
 
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.cli.manual import ENGINE, GATE, INPUTS, MODEL, OUTPUT, Command
 from prefixscope.cli.options import (
+    BlockSize,
+    BytesPerToken,
+    Capacity,
+    Engine,
     Gateway,
     Logs,
     Project,
@@ -36,70 +41,73 @@ _STEPS = 7  # gather's steps: usage, bucket, diff, segments, replay, engine logs
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(report)
+    app.command("report", cls=Command)(report)
 
 
 def report(
     logs: Logs = None,
     store: StoreOpt = None,
-    engine: Annotated[str, typer.Option(
-        "--engine", "-e", help="Cache model to replay with: auto (from the log: cached values "
-        "on block multiples -> vllm, else the models' hosted API), " + ", ".join(ENGINES)
-        + ".")] = "auto",
-    block_size: Annotated[int | None, typer.Option(
-        "--block-size", "-b", min=1, help="The engine's block size (default: inferred from "
-        "the cached values, else fitted).", show_default=False)] = None,
-    capacity: Annotated[str | None, typer.Option(
-        "--capacity", help="Cache size for the replay: N tokens, 'N blocks', or NGiB with "
-        "--bytes-per-token (default: fitted to the observed cached tokens).",
-        show_default=False)] = None,
-    bytes_per_token: Annotated[int | None, typer.Option(
-        "--bytes-per-token", min=1, help="KV bytes per token, for a capacity in GiB/MiB.",
-        show_default=False)] = None,
     engine_log: Annotated[list[Path] | None, typer.Option(
-        "--engine-log", help="A vLLM / SGLang log or /metrics dump to read too (LOGS "
-        "directories are searched for them).", show_default=False)] = None,
+        "--engine-log", metavar="FILE", rich_help_panel=INPUTS,
+        help="A vLLM / SGLang log or /metrics dump to read too (LOGS directories are "
+             "searched for them).", show_default=False)] = None,
+    engine: Engine = "auto",
+    block_size: BlockSize = None,
+    capacity: Capacity = None,
+    bytes_per_token: BytesPerToken = None,
+    price_per_mtok: Annotated[float | None, typer.Option(
+        "--price-per-mtok", metavar="USD", min=0.0, rich_help_panel=ENGINE,
+        help="Dollars per million uncached prompt tokens of a self-hosted engine (its "
+             "compute; its cache reads cost nothing). Hosted APIs are priced at their list "
+             "prices (genai-prices) either way.", show_default=False)] = None,
     html_out: Annotated[Path | None, typer.Option(
-        "--html", help="Write a self-contained HTML report (plots inline, no network).",
+        "--html", metavar="FILE", rich_help_panel=OUTPUT,
+        help="Write a self-contained HTML report (plots inline, no network).",
         show_default=False)] = None,
     md_out: Annotated[Path | None, typer.Option(
-        "--md", help="Write the report as Markdown (a pull-request comment).",
+        "--md", metavar="FILE", rich_help_panel=OUTPUT,
+        help="Write the report as Markdown (a pull-request comment).",
         show_default=False)] = None,
     json_out: Annotated[bool, typer.Option(
-        "--json", help="Print the documented JSON shape (docs/json.md) on stdout (then "
-        "nothing else goes there).")] = False,
+        "--json", rich_help_panel=OUTPUT,
+        help="Print the documented JSON shape (docs/json.md) on stdout (then nothing else "
+             "goes there).")] = False,
     json_file: Annotated[Path | None, typer.Option(
-        "--json-file", help="Write the documented JSON shape to a file.",
+        "--json-file", metavar="FILE", rich_help_panel=OUTPUT,
+        help="Write the documented JSON shape to a file.", show_default=False)] = None,
+    by: Annotated[str | None, typer.Option(
+        "--by", metavar="DIM,...", rich_help_panel=OUTPUT,
+        help="Also the ledger by these dimensions, comma-separated (day, session, project, "
+             "model, ...): tokens, hit rate, spend and lost dollars per row.",
+        show_default=False)] = None,
+    top: Annotated[int, typer.Option("--top", metavar="N", min=0, rich_help_panel=OUTPUT,
+                                     help="Findings shown in the terminal and the "
+                                          "Markdown.")] = 10,
+    fail_under: Annotated[float | None, typer.Option(
+        "--fail-under", metavar="RATE", min=0.0, max=1.0, rich_help_panel=GATE,
+        help="Fail (exit 3) unless the token-weighted hit rate (observed, else predicted) "
+             "is at least RATE, from 0 to 1.", show_default=False)] = None,
+    max_volatile_before: Annotated[int | None, typer.Option(
+        "--max-volatile-before", metavar="TOKEN", min=0, rich_help_panel=GATE,
+        help="Fail (exit 3) if consecutive turns diverge before this token.",
+        show_default=False)] = None,
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", metavar="FILE", rich_help_panel=GATE,
+        help="Fail (exit 3) if a scenario's stable prefix shrank against this baseline "
+             "file.", show_default=False)] = None,
+    write_baseline: Annotated[Path | None, typer.Option(
+        "--write-baseline", metavar="FILE", rich_help_panel=GATE,
+        help="Save each scenario's stable prefix as a baseline file.",
         show_default=False)] = None,
     junit_out: Annotated[Path | None, typer.Option(
-        "--junit", help="Write the gate's checks as JUnit XML, one test case per check.",
+        "--junit", metavar="FILE", rich_help_panel=GATE,
+        help="Write the gate's checks as JUnit XML, one test case per check.",
         show_default=False)] = None,
-    fail_under: Annotated[float | None, typer.Option(
-        "--fail-under", min=0.0, max=1.0, help="Gate: the token-weighted hit rate (observed, "
-        "else predicted) must be at least RATE (0..1).", show_default=False)] = None,
-    max_volatile_before: Annotated[int | None, typer.Option(
-        "--max-volatile-before", min=0, help="Gate: no consecutive turns may diverge before "
-        "this token.", show_default=False)] = None,
-    baseline: Annotated[Path | None, typer.Option(
-        "--baseline", help="Gate: each scenario's stable prefix must not shrink against this "
-        "baseline file.", show_default=False)] = None,
-    write_baseline: Annotated[Path | None, typer.Option(
-        "--write-baseline", help="Save each scenario's stable prefix as a baseline file.",
-        show_default=False)] = None,
-    by: Annotated[str | None, typer.Option(
-        "--by", help="Also the ledger by these dimensions, comma-separated (day, session, "
-        "project, model, ...): tokens, hit rate, spend and lost dollars per row.",
-        show_default=False)] = None,
-    top: Annotated[int, typer.Option("--top", min=0, help="Findings shown in the terminal "
-                                     "and the Markdown.")] = 10,
-    price_per_mtok: Annotated[float | None, typer.Option(
-        "--price-per-mtok", min=0.0, help="Dollars per million uncached prompt tokens of a "
-        "self-hosted engine (its compute; its cache reads cost nothing). Hosted APIs are "
-        "priced at their list prices (genai-prices) either way.", show_default=False)] = None,
     what_if: Annotated[list[str] | None, typer.Option(
-        "--what-if", "-w", help="What-ifs to price, comma-separated or repeated: ttl-1h "
-        "(1-hour cache writes), keep-warm (pings through pauses), and the render transforms "
-        "(strip-billing-header, sort-json-keys, no-hoist, drop:<regex>).",
+        "--what-if", "-w", metavar="NAME,...", rich_help_panel=MODEL,
+        help="What-ifs to price, comma-separated or repeated: ttl-1h (1-hour cache writes), "
+             "keep-warm (pings through pauses), and the render transforms "
+             "(strip-billing-header, sort-json-keys, no-hoist, drop:REGEX).",
         show_default=False)] = None,
     gateway: Gateway = "auto",
     tokenizer: Tokenizer = "auto",
@@ -117,6 +125,8 @@ def report(
     Example:
         prefixscope report sample_logs/ --html report.html
         prefixscope report --store cc.duckdb --fail-under 0.8 --junit gate.xml
+
+    More: docs/report.md, docs/ci.md.
     """
     from prefixscope.cli.storeopen import open_store
     from prefixscope.findings.build import build_report

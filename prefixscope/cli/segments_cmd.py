@@ -8,6 +8,7 @@ import typer
 
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.cli.manual import MODEL, OUTPUT, Command
 from prefixscope.cli.options import (
     By,
     Gateway,
@@ -28,27 +29,28 @@ from prefixscope.cli.options import (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("segments")(segments)
+    app.command("segments", cls=Command)(segments)
 
 
 def segments(
     logs: Logs = None,
     store: StoreOpt = None,
-    by: By = None,
-    gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "auto",
-    what_if: WhatIf = None,
-    no_tokens: Annotated[bool, typer.Option("--no-tokens", help="Do not render: change rates "
-                                                                "only, no token positions.")]
-    = False,
-    top: Annotated[int, typer.Option("--top", min=1, help="Segments shown per group.")] = 15,
-    show_text: Annotated[bool, typer.Option("--show-text", help="Longer, unredacted "
-                                                                "previews.")] = False,
-    workers: Workers = None,
-    json_out: JsonOut = False,
     since: Since = None,
     until: Until = None,
     project: Project = None,
+    gateway: Gateway = "auto",
+    tokenizer: Tokenizer = "auto",
+    what_if: WhatIf = None,
+    no_tokens: Annotated[bool, typer.Option(
+        "--no-tokens", rich_help_panel=MODEL,
+        help="Do not render: change rates only, no token positions.")] = False,
+    by: By = None,
+    top: Annotated[int, typer.Option("--top", metavar="N", min=1, rich_help_panel=OUTPUT,
+                                     help="Segments shown per group.")] = 15,
+    show_text: Annotated[bool, typer.Option("--show-text", rich_help_panel=OUTPUT,
+                                            help="Longer, unredacted previews.")] = False,
+    workers: Workers = None,
+    json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
     """Census of every request segment: how often it changes between turns, and how many
@@ -56,6 +58,8 @@ def segments(
 
     Example:
         prefixscope segments langfuse-export.jsonl --gateway anthropic-to-openai
+
+    More: docs/segments.md.
     """
     from prefixscope.analyses.segments import segments_store
     from prefixscope.cli.storeopen import open_store

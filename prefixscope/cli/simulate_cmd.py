@@ -9,7 +9,12 @@ import typer
 
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
+from prefixscope.cli.manual import ENGINE, OUTPUT, Command
 from prefixscope.cli.options import (
+    BlockSize,
+    BytesPerToken,
+    Capacity,
+    Engine,
     Gateway,
     JsonOut,
     Logs,
@@ -29,62 +34,64 @@ from prefixscope.engines import ENGINES
 
 
 def register(app: typer.Typer) -> None:
-    app.command("simulate")(simulate)
+    app.command("simulate", cls=Command)(simulate)
 
 
 def simulate(
     logs: Logs = None,
     store: StoreOpt = None,
-    engine: Annotated[str, typer.Option(
-        "--engine", "-e", help="Cache model: auto (as report chooses it: cached values on "
-        "block multiples -> vllm at that block, else the models' hosted API, else vllm when "
-        "the log has prompts), " + ", ".join(ENGINES) + ".")] = "auto",
-    block_size: Annotated[int | None, typer.Option(
-        "--block-size", "-b", min=1, help="The engine's unit: vLLM block (16), SGLang page (1), "
-        "LMCache chunk (256), OpenAI step (128).", show_default=False)] = None,
-    capacity: Annotated[str | None, typer.Option(
-        "--capacity", help="Cache size: N (tokens), 'N blocks', or NGiB with "
-        "--bytes-per-token (default: unlimited).", show_default=False)] = None,
-    bytes_per_token: Annotated[int | None, typer.Option(
-        "--bytes-per-token", min=1, help="KV bytes per token, for a capacity in GiB/MiB.",
-        show_default=False)] = None,
-    trace_block_size: Annotated[int | None, typer.Option(
-        "--trace-block-size", min=1, help="Tokens per id of a block-hash trace (Mooncake 512, "
-        "Bailian 16; default: the trace's own, else 512).", show_default=False)] = None,
-    cache_output: Annotated[bool, typer.Option("--cache-output", help="Also cache the logged "
-                                               "output's tokens.")] = False,
-    ttl: Annotated[float | None, typer.Option(
-        "--ttl", min=0, help="Hosted engines' retention in seconds (default: Anthropic 300, "
-        "OpenAI 600 idle, DeepSeek none).", show_default=False)] = None,
-    concurrent: Annotated[bool, typer.Option("--concurrent", help="Overlapping requests "
-                                             "overlap: a running request's blocks cannot be "
-                                             "evicted (needs logged durations).")] = False,
-    fit: Annotated[bool, typer.Option("--fit", help="Search the block size and capacity that "
-                                      "best reproduce the observed cached tokens.")] = False,
-    curve: Annotated[str | None, typer.Option(
-        "--capacity-curve", help="Capacities C1,C2,... (each like --capacity) to replay.",
-        show_default=False)] = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write the capacity curve as PNG "
-                                              "or SVG.", show_default=False)] = None,
-    per_request: Annotated[bool, typer.Option("--per-request", help="Every request's observed,"
-                                              " predicted and ideal cached tokens and misses "
-                                              "(with --json).")] = False,
-    save: Annotated[bool, typer.Option("--save/--no-save", help="Store the per-request "
-                                       "results in the store's `simulated` table (with "
-                                       "--store; replaces an earlier run of the same engine, "
-                                       "block size and capacity).")] = True,
-    gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "auto",
-    what_if: WhatIf = None,
-    workers: Annotated[int | None, typer.Option(
-        "--workers", "-j", min=1, help="Processes running the independent replays side by side "
-        "(predicted and ideal, --fit's candidates, --capacity-curve points, what-ifs; "
-        "default: the machine's cores on a store of 500 requests or more; 1: this process "
-        "only). Results do not depend on it.", show_default=False)] = None,
-    json_out: JsonOut = False,
     since: Since = None,
     until: Until = None,
     project: Project = None,
+    gateway: Gateway = "auto",
+    tokenizer: Tokenizer = "auto",
+    what_if: WhatIf = None,
+    engine: Engine = "auto",
+    block_size: BlockSize = None,
+    capacity: Capacity = None,
+    bytes_per_token: BytesPerToken = None,
+    fit: Annotated[bool, typer.Option(
+        "--fit", rich_help_panel=ENGINE,
+        help="Fit the block size and capacity that best reproduce the observed cached tokens, "
+             "and replay at the fit (without it, only when the log got less cache than an "
+             "unlimited one predicts).")] = False,
+    trace_block_size: Annotated[int | None, typer.Option(
+        "--trace-block-size", metavar="N", min=1, rich_help_panel=ENGINE,
+        help="Tokens per id of a block-hash trace (Mooncake 512, Bailian 16; default: the "
+             "trace's own, else 512).", show_default=False)] = None,
+    ttl: Annotated[float | None, typer.Option(
+        "--ttl", metavar="SECONDS", min=0, rich_help_panel=ENGINE,
+        help="Hosted engines' retention (default: Anthropic 300, OpenAI 600 idle, DeepSeek "
+             "none).", show_default=False)] = None,
+    cache_output: Annotated[bool, typer.Option(
+        "--cache-output", rich_help_panel=ENGINE,
+        help="Also cache the logged output's tokens.")] = False,
+    concurrent: Annotated[bool, typer.Option(
+        "--concurrent", rich_help_panel=ENGINE,
+        help="Overlapping requests overlap: a running request's blocks cannot be evicted "
+             "(needs logged durations).")] = False,
+    curve: Annotated[str | None, typer.Option(
+        "--capacity-curve", metavar="SIZE,...", rich_help_panel=ENGINE,
+        help="Capacities to replay, comma-separated (each like --capacity).",
+        show_default=False)] = None,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", metavar="FILE", rich_help_panel=OUTPUT,
+        help="Write the capacity curve as PNG or SVG.", show_default=False)] = None,
+    per_request: Annotated[bool, typer.Option(
+        "--per-request", rich_help_panel=OUTPUT,
+        help="Every request's observed, predicted and ideal cached tokens and misses (with "
+             "--json).")] = False,
+    save: Annotated[bool, typer.Option(
+        "--save/--no-save", rich_help_panel=OUTPUT,
+        help="Store the per-request results in the store's `simulated` table (with --store; "
+             "replaces an earlier run of the same engine, block size and capacity).")] = True,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "-j", metavar="N", min=1, rich_help_panel=OUTPUT,
+        help="Processes running the independent replays side by side (predicted and ideal, "
+             "--fit's candidates, --capacity-curve points, what-ifs; default: the machine's "
+             "cores on a store of 500 requests or more; 1: this process only). Results do "
+             "not depend on it.", show_default=False)] = None,
+    json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
     """Replay the requests through a faithful cache model: observed vs predicted vs ideal
@@ -93,6 +100,8 @@ def simulate(
     Example:
         prefixscope simulate sample_logs/ --engine vllm --fit
         prefixscope simulate mooncake.jsonl --capacity-curve 1e6,1e7,1e8 --plot curve.png
+
+    More: docs/simulate.md.
     """
     from prefixscope.analyses.simulate import (
         AUTO_MIN_REPLAY_REQUESTS,

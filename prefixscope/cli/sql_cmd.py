@@ -7,30 +7,41 @@ from typing import Annotated
 import typer
 
 from prefixscope.cli import console
-from prefixscope.cli.options import StoreOpt
+from prefixscope.cli.manual import OUTPUT, Command
+from prefixscope.cli.options import Logs, Quiet, StoreOpt
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sql")(sql)
+    app.command("sql", cls=Command)(sql)
 
 
 def sql(
-    query: Annotated[str, typer.Argument(help="A SQL query (DuckDB dialect). Tables: requests, "
+    query: Annotated[str, typer.Argument(metavar="QUERY",
+                                         help="A SQL query (DuckDB dialect). Tables: requests, "
                                               "bodies, parts, sessions; view: turns.")],
+    logs: Logs = None,
     store: StoreOpt = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Rows as a JSON list of objects.")]
-    = False,
-    csv_out: Annotated[bool, typer.Option("--csv", help="Rows as CSV with a header.")] = False,
-    max_width: Annotated[int, typer.Option("--max-width", help="Cut table cells to this many "
-                                                               "characters (0: no limit).")]
-    = 80,
+    json_out: Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT,
+                                           help="Rows as a JSON list of objects.")] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", rich_help_panel=OUTPUT,
+                                          help="Rows as CSV with a header.")] = False,
+    max_width: Annotated[int, typer.Option("--max-width", metavar="CHARS",
+                                           rich_help_panel=OUTPUT,
+                                           help="Cut table cells to this many characters (0: "
+                                                "no limit).")] = 80,
+    quiet: Quiet = 0,
 ) -> None:
-    """Run read-only SQL on the store and print the rows.
+    """Run read-only SQL on the store (or on LOGS, ingested into a temporary one) and print
+    the rows.
 
     Example:
-        prefixscope sql "select source_format, count(*) from requests group by 1"
+        prefixscope sql "select source_format, count(*) from requests group by 1" sample_logs/
+        prefixscope sql "select session, count(*) from turns group by 1" --store cc.duckdb
+
+    More: docs/store.md.
     """
     from prefixscope.cli.exitcodes import ExitCode
+    from prefixscope.cli.storeopen import open_store
     from prefixscope.store import DEFAULT_STORE, Store, StoreError
     from prefixscope.store.sqlquery import SqlError, run_readonly
     from prefixscope.views import sqlrows
@@ -38,14 +49,16 @@ def sql(
     if json_out and csv_out:
         raise console.fail("--json and --csv cannot be combined: pick one", ExitCode.USAGE)
     try:
-        with Store.open(store or DEFAULT_STORE, read_only=True) as st:
+        with (open_store(logs, None, quiet=quiet, json_mode=json_out or csv_out) if logs
+              else Store.open(store or DEFAULT_STORE, read_only=True)) as st:
             result = run_readonly(st, query)
     except StoreError as exc:
         raise console.fail(str(exc)) from None
     except SqlError as exc:
         raise console.fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR) from None
     if result.statements > 1:
-        console.warn(f"{result.statements} statements: only the last one's rows are shown")
+        console.warn(f"{result.statements} statements: only the last one's rows are shown",
+                     quiet)
     rows = console.redacted(result.rows)  # the values asked for, secrets masked
     columns, renamed = sqlrows.unique_columns(result.columns)
     if renamed:
@@ -57,4 +70,4 @@ def sql(
         console.write_raw(sqlrows.rows_csv(columns, rows))
     else:
         console.print_out(sqlrows.rows_table(columns, rows, max_width))
-        console.note(f"{len(rows)} row(s)")
+        console.note(f"{len(rows)} row(s)", quiet)
