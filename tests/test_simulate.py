@@ -255,7 +255,10 @@ def test_nothing_to_replay_is_an_error_not_an_empty_report(tmp_path: Path) -> No
     log = str(ROOT / "tests" / "fixtures" / "claude-code" / "idle_gap_session.jsonl")
     result = runner.invoke(app, ["simulate", log, "--engine", "vllm", "--fit"])
     assert result.exit_code == 1
-    assert "nothing to replay" in result.stderr and "hosted engine" in result.stderr
+    # the error names the fix: the engine that replays usage alone
+    assert result.stderr.strip() == (
+        "error: a usage-only log (no bodies, no block ids): vllm has no prompt to replay; "
+        "replay it from its usage with `--engine anthropic` (its models' hosted API)")
 
 
 def test_usage_only_requests_need_a_hosted_engine(tmp_path: Path) -> None:

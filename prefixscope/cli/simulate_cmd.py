@@ -108,10 +108,15 @@ def simulate(
         HOSTED,
         SimulateError,
         SimulateOptions,
-        simulate_store,
         stored_rows,
     )
     from prefixscope.cli.storeopen import open_store
+    from prefixscope.findings.defaults import (
+        USAGE_ONLY,
+        choose_engine,
+        replay_with_defaults,
+        usage_only_fix,
+    )
     from prefixscope.parallel import effective_workers
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.tokenizers import TokenizerError
@@ -130,38 +135,33 @@ def simulate(
     with open_store(logs, store, quiet=quiet, json_mode=json_out, writable=keep,
                     scope=scoped) as st, \
             console.counter(json_out, quiet, "simulate") as progress:
-        unit = block_size
+        records = st.usage_records()
+        chosen = choose_engine(records, engine, block_size, with_bodies=bool(st.body_count()))
+        if chosen.engine is None:
+            raise console.fail(f"--engine auto: {chosen.why}", ExitCode.USAGE)
         if engine == "auto":
-            from prefixscope.findings.evidence import auto_engine
-
-            chosen, unit, why = auto_engine(st.usage_records(), block_size)
-            if chosen is None:
-                raise console.fail(f"--engine auto: {why}; pass --engine (one of "
-                                   f"{', '.join(ENGINES)})", ExitCode.USAGE)
-            engine = chosen
-            console.note(f"replaying with {engine}"
-                         + (f" (block {unit})" if unit and engine == "vllm" else "")
-                         + f": {why}", quiet)
+            console.note(f"replaying with {chosen.engine}: {chosen.why}", quiet)
         options = SimulateOptions(
-            engine=engine, unit=unit, trace_block_size=trace_block_size,
-            capacity_tokens=capacity_tokens(capacity, unit, bytes_per_token),
+            engine=chosen.engine, unit=chosen.unit, trace_block_size=trace_block_size,
+            capacity_tokens=capacity_tokens(capacity, chosen.unit, bytes_per_token),
             cache_output=cache_output, render=render, concurrent=concurrent, ttl_seconds=ttl)
         try:
             n = effective_workers(workers, st.count(), auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
-            report = simulate_store(st, options, what_if=what_if_tuple(what_if),
-                                    capacity_curve=curve_points, fit=fit, progress=progress,
-                                    workers=n)
+            replayed = replay_with_defaults(
+                st, options, unit_source=chosen.unit_source,
+                capacity_given=capacity is not None, fit=fit, what_if=what_if_tuple(what_if),
+                capacity_curve=curve_points, progress=progress, workers=n)
         except SimulateError as exc:
             raise console.fail(str(exc), ExitCode.USAGE) from None
         except (RenderError, TokenizerError) as exc:
             raise console.fail(str(exc).splitlines()[0]) from None
+        report = replayed.report
         if not report.requests:
             reasons = "; ".join(f"{n:,} {why}" for why, n in report.skipped.items())
-            hint = ""
-            if engine not in HOSTED and st.count() and not st.body_count():
-                hint = (": a usage-only log (no bodies, no block ids) replays from its usage "
-                        "with a hosted engine: `--engine anthropic` (or openai, deepseek)")
-            raise console.fail(f"nothing to replay ({reasons or 'no requests'}){hint}")
+            if chosen.engine not in HOSTED and st.count() and not st.body_count():
+                raise console.fail(f"{USAGE_ONLY}: {chosen.engine} has no prompt to replay; "
+                                   f"replay it from its usage with {usage_only_fix(records)}")
+            raise console.fail(f"nothing to replay ({reasons or 'no requests'})")
         if keep:
             st.save_simulation(report.engine, report.unit, report.capacity_tokens,
                                stored_rows(report))
@@ -179,4 +179,5 @@ def simulate(
     if json_out:
         console.print_json(simulate_json(report, per_request=per_request))
     else:
-        console.show(simulate_screen(report, console.screen()), quiet)
+        console.show(simulate_screen(report, console.screen(), unit_source=replayed.unit_source,
+                                     capacity_source=replayed.capacity_source), quiet)

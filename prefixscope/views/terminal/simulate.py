@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from prefixscope.analyses.simulate import MISS_CLASSES, SimulateReport
+from prefixscope.findings.defaults import NO_UNIT
 from prefixscope.views.terminal import Screen, count, hit_rate_table, percent, shown
 
 _MEANING = {
@@ -20,17 +21,43 @@ _MEANING = {
 }
 
 
-def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) -> Screen:
+AGREEMENT = ("agreement: the share of the requests whose log reports cached tokens that the "
+             "replay predicts within one block")
+
+
+def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10,
+                    unit_source: str | None = None, capacity_source: str | None = None
+                    ) -> Screen:
+    """The replay's parameters (and what chose each), its hit rates, the uncached tokens
+    by class, the requests the log got less cache than predicted, what-ifs and the curve."""
     capacity = ("unlimited" if report.capacity_tokens is None
                 else f"{report.capacity_tokens:,} tokens")
-    screen.print(f"[bold]{shown(report.engine)}[/] · block {report.unit} · capacity {capacity}"
-                 f" · {count(report.requests, 'request')} · "
-                 f"{report.prompt_tokens:,} prompt tokens")
+    if capacity_source and not capacity_source.startswith("unlimited"):
+        capacity += f" ({capacity_source})"
+    elif capacity_source and capacity_source != "unlimited":
+        capacity = capacity_source
+    block = f"block {report.unit}" + (f" ({unit_source})" if unit_source else "") + " · "
+    if unit_source == NO_UNIT:
+        block = ""
+    screen.print(f"[bold]{shown(report.engine)}[/] · {block}capacity {capacity}",
+                 soft_wrap=True)
+    screen.print(f"{count(report.requests, 'request')} · {report.prompt_tokens:,} prompt "
+                 "tokens replayed")
+    if report.fit is not None:
+        fit_capacity = ("unlimited" if report.fit.capacity_tokens is None
+                        else f"{report.fit.capacity_tokens:,} tokens")
+        ttl = ("" if report.fit.ttl_seconds is None
+               else f", retention {report.fit.ttl_seconds:,.0f} s")
+        screen.print(f"best fit: block {report.fit.unit}, capacity {fit_capacity}{ttl} "
+                     f"(agreement {percent(report.fit.agreement)}): the tables below replay "
+                     "at it", soft_wrap=True)
     rates = hit_rate_table(observed=percent(report.hit_rate_observed),
                            predicted=percent(report.hit_rate_predicted),
                            ideal=percent(report.hit_rate_ideal),
                            agreement=percent(report.agreement))
     screen.print(rates)
+    screen.print(f"[dim]{AGREEMENT}; ideal: an unlimited cache with no expiry[/]",
+                 soft_wrap=True)
     total = sum(report.misses.values())
     misses = Table(show_edge=False, title="uncached prompt tokens by class",
                    title_justify="left")
@@ -48,19 +75,13 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
         table = Table(show_edge=False, title_justify="left",
                       title="requests the log got less cache than the model predicts")
         for col in ("request", "session", "prompt", "observed", "predicted", "ideal"):
-            table.add_column(col, justify="left" if col in ("request", "session") else "right")
+            table.add_column(col, justify="left" if col in ("request", "session") else "right",
+                             no_wrap=True)
         for r in short[:worst]:
-            table.add_row(shown(r.id[:12]), shown((r.session or "-")[:24]),
+            table.add_row(shown(r.id), shown(r.session or "-"),
                           f"{r.prompt_tokens:,}", f"{r.observed or 0:,}", f"{r.predicted:,}",
                           f"{r.ideal:,}")
         screen.print(table)
-    if report.fit is not None:
-        fit_capacity = ("unlimited" if report.fit.capacity_tokens is None
-                        else f"{report.fit.capacity_tokens:,} tokens")
-        ttl = ("" if report.fit.ttl_seconds is None
-               else f", retention {report.fit.ttl_seconds:,.0f} s")
-        screen.print(f"best fit: block {report.fit.unit}, capacity {fit_capacity}{ttl} "
-                     f"(agreement {percent(report.fit.agreement)})")
     for w in report.what_if:
         screen.print(f"what-if [bold]{shown(w.transform)}[/]: ideal {percent(w.hit_rate_ideal)}"
                      f", predicted {percent(w.hit_rate_predicted)}, "
