@@ -81,7 +81,8 @@ class TestIngestUnreadableFiles:
         assert result.exit_code == 1
         assert result.stderr.splitlines() == [
             "warning: skipped empty.jsonl: empty file",
-            "error: no request read: 1 record(s)/file(s) skipped"]
+            "error: no request read: 1 record(s)/file(s) skipped; no store written at "
+            "s.duckdb"]
 
     def test_binary_file(self):
         Path("blob.bin").write_bytes(bytes(range(256)) * 20)
@@ -276,7 +277,7 @@ class TestIngestForcedFormat:
         assert result.exit_code == 1
         assert result.stderr.splitlines()[-1] == (
             "error: no request read with --format block-trace (drop --format to detect each "
-            "file's format): 3 record(s)/file(s) skipped")
+            "file's format): 3 record(s)/file(s) skipped; no store written at s.duckdb")
 
     def test_forced_format_on_a_binary_file_is_one_skip_not_one_per_line(self):
         Path("blob.bin").write_bytes(bytes(range(256)) * 20)

@@ -63,9 +63,13 @@ class TestIngestCommand:
         log.write_text(log.read_text() + "{not json\n")
         result = invoke("ingest", str(log), "--store", "s.duckdb", "--strict")
         assert result.exit_code == 1
+        assert not Path("s.duckdb").exists()  # a new store that would hold nothing: none
+        invoke("ingest", str(write_capture(Path("other.jsonl"), 2)), "--store", "s.duckdb")
+        result = invoke("ingest", str(log), "--store", "s.duckdb", "--strict")
+        assert result.exit_code == 1
         count = invoke("sql", "select count(*) as n from requests", "--store", "s.duckdb",
                        "--json")
-        assert json.loads(count.stdout) == [{"n": 0}]
+        assert json.loads(count.stdout) == [{"n": 2}]
 
     def test_unrecognized_file_gets_one_line_naming_formats(self):
         Path("notes.log").write_text("hello world\n")

@@ -106,8 +106,7 @@ def test_strict_exits_1_naming_the_first_bad_record(name: str) -> None:
     assert error.startswith(f"error: --strict: {out['skipped']} record(s)/file(s) skipped "
                             f"(the first: {first}"), error
     assert error.endswith("; nothing was stored")
-    count = invoke("sql", "select count(*) as n from requests", "--store", "s.duckdb", "--json")
-    assert json.loads(count.stdout) == [{"n": 0}]
+    assert not Path("s.duckdb").exists()  # the store it would have created holds nothing
 
 
 def _sql(query: str) -> list[dict[str, Any]]:

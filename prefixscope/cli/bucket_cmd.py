@@ -104,7 +104,7 @@ def bucket(
             raise console.fail(f"cannot write {plot}: {exc}") from None
         more = (f" (the {drawn} largest of {len(report.groups)} groups)"
                 if drawn < len(report.groups) else "")
-        console.note(f"wrote {plot}{more}", quiet)
+        console.wrote(plot, quiet, more)
     if json_out:
         console.print_json(bucket_json(report, spend))
     else:

@@ -72,6 +72,22 @@ def warn(message: str, quiet: int = 0) -> None:
                   soft_wrap=True)
 
 
+_written: list[str] = []  # the files this run wrote, for the line an interrupt prints
+
+
+def wrote(path: object, quiet: int = 0, more: str = "") -> None:
+    """Say a file was written (a note), and remember it for `interrupted_line`."""
+    _written.append(str(path))
+    note(f"wrote {path}{more}", quiet)
+
+
+def interrupted_line() -> str:
+    """The one line Ctrl-C leaves on stderr: what this run wrote before it."""
+    if not _written:
+        return "interrupted: nothing written"
+    return "interrupted: wrote only " + ", ".join(_written)
+
+
 def note(message: str, quiet: int = 0) -> None:
     if quiet < 1:
         err.print(visible(active().text(message)), markup=False, soft_wrap=True)

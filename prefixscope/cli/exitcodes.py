@@ -12,7 +12,8 @@ class ExitCode(IntEnum):
     ERROR = 1  # bad input (unreadable store, --strict rejected records, unknown request)
     USAGE = 2  # bad command line (Click's own code)
     GATE_FAILED = 3  # `report`'s CI gate: a threshold was breached
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 
 EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 bad input or --strict rejection; 2 usage error; "
-                   "3 report's gate failed.")
+                   "3 report's gate failed; 130 interrupted (Ctrl-C).")

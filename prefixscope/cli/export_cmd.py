@@ -44,4 +44,4 @@ def export(
     except StoreError as exc:
         raise console.fail(str(exc)) from None
     for target in written:
-        console.note(f"wrote {target}", quiet)
+        console.wrote(target, quiet)

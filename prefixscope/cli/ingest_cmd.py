@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -93,8 +94,10 @@ def ingest(
         rules = tuple(parse_session_rule(expr) for expr in session_key or ())
     except ValueError as exc:
         raise console.fail(str(exc), ExitCode.USAGE) from None
+    path = Path(store or DEFAULT_STORE)
+    created = not path.exists()  # a run that stores nothing leaves no new file behind
     try:
-        st = Store.open(store or DEFAULT_STORE)
+        st = Store.open(path)
     except StoreError as exc:
         raise console.fail(str(exc)) from None
     try:
@@ -102,14 +105,21 @@ def ingest(
             result = ingest_paths(paths, st, fmt=fmt, strict=strict,
                                   session_gap_s=session_gap * 60, progress=progress,
                                   session_rules=rules)
+    except KeyboardInterrupt:  # the one transaction rolled back: the store is as it was
+        st.close()
+        if created:
+            _remove_store(path)
+        raise
     finally:
         st.close()
+    rejected = result.failed or (result.skipped and not result.ingested + result.already_present)
+    if rejected and created:
+        _remove_store(path)
     result = console.redacted(result)  # secrets masked before any view cuts text
     if json_out:
         console.print_json(ingest_json(result))
     else:
-        console.show(ingest_screen(result, str(store or DEFAULT_STORE),
-                                   console.screen()), quiet)
+        console.show(ingest_screen(result, str(path), console.screen()), quiet)
     if result.failed:
         first = ""
         if result.errors:
@@ -118,9 +128,15 @@ def ingest(
             first = f" (the first: {place}: {err.reason})"
         raise console.fail(f"--strict: {result.skipped} record(s)/file(s) skipped{first}; "
                            "nothing was stored")
-    if result.skipped and result.ingested + result.already_present == 0:
+    if rejected:
         # Every record or file was rejected: that is bad input, not a successful run.
         hint = (f" with --format {fmt} (drop --format to detect each file's format)"
                 if fmt != "auto" else "")
         raise console.fail(f"no request read{hint}: {result.skipped:,} record(s)/file(s) "
-                           "skipped")
+                           "skipped" + (f"; no store written at {path}" if created else ""))
+
+
+def _remove_store(path: Path) -> None:
+    """The store file (and DuckDB's write-ahead log) this run created and left empty."""
+    for leftover in (path, path.with_name(path.name + ".wal")):
+        leftover.unlink(missing_ok=True)

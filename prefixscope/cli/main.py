@@ -24,7 +24,7 @@ from prefixscope.cli import (
     simulate_cmd,
     sql_cmd,
 )
-from prefixscope.cli.exitcodes import EXIT_CODES_HELP
+from prefixscope.cli.exitcodes import EXIT_CODES_HELP, ExitCode
 
 # transformers announces on import that PyTorch is absent; prefixscope only needs its
 # tokenizers and chat templates, so the advice is noise on stderr.
@@ -51,13 +51,17 @@ for module in (report_cmd, ingest_cmd, diff_cmd, segments_cmd, bucket_cmd, simul
 
 
 def main() -> None:
-    """Entry point: a bug gets one line on stderr, not a traceback (PREFIXSCOPE_DEBUG=1)."""
+    """Entry point: a bug gets one line on stderr, not a traceback (PREFIXSCOPE_DEBUG=1);
+    Ctrl-C one line saying what was written, and exit 130."""
     try:
         app(standalone_mode=True)
-    except SystemExit:
+    except SystemExit as exit:
+        if exit.code == ExitCode.INTERRUPTED:  # Typer's own answer to KeyboardInterrupt
+            _interrupted()
         raise
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
+    except KeyboardInterrupt:  # before or after Typer's own handler
+        _interrupted()
+        raise SystemExit(int(ExitCode.INTERRUPTED)) from None
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         if os.environ.get("PREFIXSCOPE_DEBUG"):
             raise
@@ -74,6 +78,15 @@ def main() -> None:
                          f"{str(exc).splitlines()[0] if str(exc) else ''} "
                          "(a bug: rerun with PREFIXSCOPE_DEBUG=1 and report it)\n")
         raise SystemExit(1) from None
+
+
+def _interrupted() -> None:
+    import sys
+
+    from prefixscope.cli import console
+
+    sys.stderr.write(console.interrupted_line() + "\n")
+    sys.stderr.flush()
 
 
 if __name__ == "__main__":

@@ -240,4 +240,4 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
             path.write_text(text, encoding="utf-8", errors="replace")
         except OSError as exc:
             raise console.fail(f"cannot write {path}: {exc.strerror or exc}") from None
-        console.note(f"wrote {path}", quiet)
+        console.wrote(path, quiet)

@@ -175,7 +175,7 @@ def simulate(
             plot_capacity_curve(report, plot)
         except (OSError, ValueError) as exc:
             raise console.fail(f"cannot write {plot}: {exc}") from None
-        console.note(f"wrote {plot}", quiet)
+        console.wrote(plot, quiet)
     if json_out:
         console.print_json(simulate_json(report, per_request=per_request))
     else:
