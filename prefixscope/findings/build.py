@@ -36,7 +36,7 @@ def summarize(ev: Evidence) -> Summary:
     basis = ledger.basis
     replay = replay_basis(ev)
     return Summary(
-        requests=u.requests, sessions=u.sessions, prompt_tokens=basis.prompt_tokens,
+        requests=u.requests, sessions=_sessions(ev), prompt_tokens=basis.prompt_tokens,
         cached_tokens=basis.cached_tokens,
         hit_rate=basis.hit_rate if basis.source == "observed" else None,
         hit_rate_predicted=replay.hit_rate_predicted if replay else None,
@@ -45,6 +45,14 @@ def summarize(ev: Evidence) -> Summary:
         replayed_requests=replay.requests if replay else 0,
         replayed_prompt_tokens=replay.replayed_prompt_tokens if replay else 0,
         basis=basis, replay=replay, money=ledger.money)
+
+
+def _sessions(ev: Evidence) -> int:
+    """The sessions the requests are in, every call once (as `requests` counts them, and
+    `bucket --by session` groups them): a second log of a call (another source logged it
+    too) is in its first copy's session, not in one of its own."""
+    kept = {r.session for r in ev.records if r.duplicate_of is None and r.session}
+    return len(kept) if ev.records else ev.usage.sessions
 
 
 def replay_basis(ev: Evidence) -> ReplayBasis | None:

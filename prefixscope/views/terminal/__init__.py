@@ -27,7 +27,24 @@ class Screen:
     notes: list[str] = field(default_factory=list)  # plain text, shown unless -q
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
-        """Queue `rich.Console.print(*objects, **kwargs)` for stdout."""
+        """Queue `rich.Console.print(*objects, **kwargs)` for stdout.
+
+        A table's title and caption are printed as lines of their own, above and below
+        it: rich wraps them at the table's width, which cuts a title mid-phrase whenever
+        the table is narrower than what its title says."""
+        from rich.table import Table
+
+        if len(objects) == 1 and isinstance(objects[0], Table) and (
+                objects[0].title or objects[0].caption):
+            table = objects[0]
+            title, caption = table.title, table.caption
+            table.title = table.caption = None
+            for line in phrase_lines(str(title), self.width) if title else ():
+                self.calls.append(((f"[italic]{line}[/]",), {}))
+            self.calls.append(((table,), kwargs))
+            if caption:
+                self.calls.append(((f"[dim]{caption}[/]",), {}))
+            return
         self.calls.append((objects, kwargs))
 
     def warn(self, message: str) -> None:
@@ -35,6 +52,23 @@ class Screen:
 
     def note(self, message: str) -> None:
         self.notes.append(message)
+
+
+def phrase_lines(markup: str, width: int) -> list[str]:
+    """A title (rich markup) as lines no wider than `width`, broken only between its
+    " · " phrases (a phrase wider than the line is left whole for the terminal)."""
+    from rich.text import Text
+
+    lines: list[str] = []
+    for phrase in markup.split(" · "):
+        joined = f"{lines[-1]} · {phrase}" if lines else phrase
+        if lines and Text.from_markup(joined).cell_len > width:
+            lines.append(phrase)
+        elif lines:
+            lines[-1] = joined
+        else:
+            lines.append(phrase)
+    return lines
 
 
 def visible(text: str) -> str:

@@ -25,7 +25,7 @@ def _highlight(text_a: str, text_b: str, first: int) -> tuple[str, str]:
 
 def pair_screen(p: PairDiff, block_source: str, screen: Screen) -> Screen:
     """One pair: where it diverges, both sides around it, the tokens at the split, the cause."""
-    screen.print(f"[bold]A[/] {shown(p.a[:12])}  →  [bold]B[/] {shown(p.b[:12])}"
+    screen.print(f"[bold]A[/] {shown(p.a)}  →  [bold]B[/] {shown(p.b)}"
               + (f"   session {shown(p.session)}" if p.session else "")
               + f"   tokens {p.tokens_a:,} → {p.tokens_b:,}")
     fd = p.first_divergence
@@ -50,15 +50,45 @@ def pair_screen(p: PairDiff, block_source: str, screen: Screen) -> Screen:
     return screen
 
 
+# Below this width the worst pairs are listed, not tabled: two whole ids and the detail
+# do not fit one row.
+_WIDE = 150
+
+
+def _worst_pairs(pairs: list[PairDiff], screen: Screen) -> None:
+    """The pairs that lost the most: a table on a wide screen, else two lines a pair (the
+    ids are never cut either way)."""
+    if screen.width < _WIDE:
+        screen.print("[italic]worst pairs[/]")
+        for p in pairs:
+            fd = p.first_divergence
+            where = "" if fd is None else f" at token {fd.token:,} in {shown(fd.segment)}"
+            screen.print(f"  lost [bold]{p.lost_tokens:,}[/]{where} · {p.cause}: "
+                         f"{shown(p.detail)}")
+            screen.print(f"    [dim]{shown(p.a)} → {shown(p.b)}[/]")
+        return
+    w = Table(title="worst pairs", show_edge=False, title_justify="left")
+    for col in ("a", "b", "token", "segment", "lost", "cause", "detail"):
+        # ids and numbers whole, on one line; the detail wraps
+        w.add_column(col, no_wrap=col != "detail", overflow="fold",
+                     justify="right" if col in ("token", "lost") else "left")
+    for p in pairs:
+        fd = p.first_divergence
+        w.add_row(shown(p.a), shown(p.b), "-" if fd is None else f"{fd.token:,}",
+                  "-" if fd is None else shown(fd.segment), f"{p.lost_tokens:,}", p.cause,
+                  shown(p.detail))
+    screen.print(w)
+
+
 def summary_screen(report: DiffReport, worst: int, screen: Screen) -> Screen:
     """Lost tokens by cause, the worst pairs, and why some pairs were not diffed."""
     t = report.totals
     if report.block_size is not None:
         blocks = f"block {report.block_size}, {report.block_size_source}"
     else:  # groups of different block sizes
-        blocks = "block per group: " + ", ".join(
-            f"{bs} {src} × {n:,}" for bs, src, n in block_size_breakdown(report))
-    table = Table(title=f"{t.pairs:,} pairs · {t.lost_tokens:,} tokens lost ({blocks})",
+        blocks = "blocks: " + ", ".join(
+            f"{bs} ({src}) in {n:,} pairs" for bs, src, n in block_size_breakdown(report))
+    table = Table(title=f"{t.pairs:,} pairs · {t.lost_tokens:,} tokens lost · {blocks}",
                   show_edge=False, title_justify="left")
     table.add_column("cause")
     table.add_column("pairs", justify="right")
@@ -70,15 +100,7 @@ def summary_screen(report: DiffReport, worst: int, screen: Screen) -> Screen:
     screen.print(table)
     bad = sorted((p for p in report.pairs if p.lost_tokens), key=lambda p: -p.lost_tokens)
     if bad and worst:
-        w = Table(title="worst pairs", show_edge=False, title_justify="left")
-        for col in ("a", "b", "token", "segment", "lost", "cause", "detail"):
-            w.add_column(col, overflow="fold")
-        for p in bad[:worst]:
-            fd = p.first_divergence
-            w.add_row(shown(p.a[:10]), shown(p.b[:10]), "-" if fd is None else f"{fd.token:,}",
-                      "-" if fd is None else shown(fd.segment), f"{p.lost_tokens:,}", p.cause,
-                      shown(p.detail))
-        screen.print(w)
+        _worst_pairs(bad[:worst], screen)
     short = [p for p in report.pairs if (p.shortfall or 0) > p.block_size]
     if short:
         screen.print(f"{len(short):,} pair(s) got {sum(p.shortfall or 0 for p in short):,} "

@@ -7,7 +7,14 @@ from rich.table import Table
 
 from prefixscope.analyses.simulate import MISS_CLASSES, SimulateReport
 from prefixscope.findings.defaults import NO_UNIT
-from prefixscope.views.terminal import Screen, count, hit_rate_table, percent, shown
+from prefixscope.views.terminal import (
+    Screen,
+    count,
+    hit_rate_table,
+    percent,
+    phrase_lines,
+    shown,
+)
 
 _MEANING = {
     "new": "never sent before (not a miss)",
@@ -21,6 +28,7 @@ _MEANING = {
 }
 
 
+_WIDE = 120  # below: the requests the log got less cache for are lines, not a table
 AGREEMENT = ("agreement: the share of the requests whose log reports cached tokens that the "
              "replay predicts within one block")
 
@@ -39,8 +47,9 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10,
     block = f"block {report.unit}" + (f" ({unit_source})" if unit_source else "") + " · "
     if unit_source == NO_UNIT:
         block = ""
-    screen.print(f"[bold]{shown(report.engine)}[/] · {block}capacity {capacity}",
-                 soft_wrap=True)
+    for line in phrase_lines(f"[bold]{shown(report.engine)}[/] · {block}capacity {capacity}",
+                             screen.width):
+        screen.print(line)
     screen.print(f"{count(report.requests, 'request')} · {report.prompt_tokens:,} prompt "
                  "tokens replayed")
     if report.fit is not None:
@@ -50,14 +59,13 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10,
                else f", retention {report.fit.ttl_seconds:,.0f} s")
         screen.print(f"best fit: block {report.fit.unit}, capacity {fit_capacity}{ttl} "
                      f"(agreement {percent(report.fit.agreement)}): the tables below replay "
-                     "at it", soft_wrap=True)
+                     "at it")
     rates = hit_rate_table(observed=percent(report.hit_rate_observed),
                            predicted=percent(report.hit_rate_predicted),
                            ideal=percent(report.hit_rate_ideal),
                            agreement=percent(report.agreement))
     screen.print(rates)
-    screen.print(f"[dim]{AGREEMENT}; ideal: an unlimited cache with no expiry[/]",
-                 soft_wrap=True)
+    screen.print(f"[dim]{AGREEMENT}; ideal: an unlimited cache with no expiry[/]")
     total = sum(report.misses.values())
     misses = Table(show_edge=False, title="uncached prompt tokens by class",
                    title_justify="left")
@@ -72,16 +80,22 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10,
     short = sorted((r for r in report.per_request if (r.shortfall or 0) > report.unit),
                    key=lambda r: -(r.shortfall or 0))
     if short and worst:
-        table = Table(show_edge=False, title_justify="left",
-                      title="requests the log got less cache than the model predicts")
-        for col in ("request", "session", "prompt", "observed", "predicted", "ideal"):
-            table.add_column(col, justify="left" if col in ("request", "session") else "right",
-                             no_wrap=True)
-        for r in short[:worst]:
-            table.add_row(shown(r.id), shown(r.session or "-"),
-                          f"{r.prompt_tokens:,}", f"{r.observed or 0:,}", f"{r.predicted:,}",
-                          f"{r.ideal:,}")
-        screen.print(table)
+        title = "requests the log got less cache than the model predicts"
+        if screen.width < _WIDE:  # two whole ids do not fit a row: a line per request
+            screen.print(f"[italic]{title}[/]")
+            for r in short[:worst]:
+                screen.print(f"  prompt {r.prompt_tokens:,} · observed {r.observed or 0:,} · "
+                             f"predicted {r.predicted:,} · ideal {r.ideal:,}")
+                screen.print(f"    [dim]{shown(r.id)} · session {shown(r.session or '-')}[/]")
+        else:
+            table = Table(show_edge=False, title_justify="left", title=title)
+            for col in ("request", "session", "prompt", "observed", "predicted", "ideal"):
+                table.add_column(col, no_wrap=True,
+                                 justify="left" if col in ("request", "session") else "right")
+            for r in short[:worst]:
+                table.add_row(shown(r.id), shown(r.session or "-"), f"{r.prompt_tokens:,}",
+                              f"{r.observed or 0:,}", f"{r.predicted:,}", f"{r.ideal:,}")
+            screen.print(table)
     for w in report.what_if:
         screen.print(f"what-if [bold]{shown(w.transform)}[/]: ideal {percent(w.hit_rate_ideal)}"
                      f", predicted {percent(w.hit_rate_predicted)}, "
