@@ -10,7 +10,6 @@ planted in a prompt can neither run nor reach the network, even were an escape m
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,10 +21,19 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'n
       "form-action 'none'"
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
-color:#222}
+color:#222;overflow-wrap:break-word}code{overflow-wrap:anywhere}
 h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}
+.scroll{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .7em;border-bottom:1px solid #eee;
-text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;
+overflow-wrap:normal;white-space:nowrap}
+table.evidence{font-size:.9em;margin:.3em 0 .6em}table.evidence th{font-weight:normal;color:#555}
+table.evidence table{margin:0}
+.badge{display:inline-block;padding:0 .5em;border-radius:.8em;font-size:.8em;font-weight:bold;
+vertical-align:middle}.approx{background:#fff3cd;color:#7a5600;border:1px solid #e0c36a}
+td.cause{white-space:nowrap}
+@media (max-width:640px){body{font-size:13px;margin:1em auto;padding:0 .6em}
+td,th{padding:.2em .35em}table.findings .wide{display:none}}
 .finding{border-left:4px solid #999;padding:.3em 1em;margin:1em 0;background:#fafafa}
 .high{border-color:#c44e52}.medium{border-color:#dd8452}.low{border-color:#4c72b0}
 .info{border-color:#aaa}.sev{font-weight:bold;text-transform:uppercase;font-size:.8em}
@@ -49,10 +57,13 @@ def _pct(value: float | None) -> str:
 
 def report_html(report: Report) -> str:
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">',
              '<meta name="referrer" content="no-referrer">',
              "<title>prefixscope report</title>", f"<style>{_STYLE}</style></head><body>",
-             "<h1>prefixscope report</h1>"]
+             "<h1>prefixscope report" + (' <span class="badge approx">approximate</span>'
+                                          if wording.approximate_line(report) else "")
+             + "</h1>"]
     parts += _summary(report)
     parts += _breakdown(report)
     parts += _findings(report)
@@ -73,13 +84,17 @@ def _summary(report: Report) -> list[str]:
     out = [f"<p>{esc(wording.basis_line(s))}.</p>"]
     if r is not None or s.hit_rate is not None:
         out += [f"<p>{esc(wording.rates_title(s))}:</p>",
-                "<table><tr><th>observed</th><th>predicted</th><th>ideal</th>"
-                "<th>replayed with</th></tr>",
+                '<div class="scroll"><table><tr><th class="n">observed</th>'
+                '<th class="n">predicted</th><th class="n">ideal</th><th>replayed with</th></tr>',
                 f'<tr><td class="n">{_pct(r.hit_rate_observed if r else s.hit_rate)}</td>'
                 f'<td class="n">{_pct(s.hit_rate_predicted)}</td>'
                 f'<td class="n">{_pct(s.hit_rate_ideal)}</td><td>{esc(s.engine or "–")}</td>'
-                "</tr></table>"]
-    out += [f'<p class="caveat">{esc(line)}</p>' for line in wording.replay_lines(s)]
+                "</tr></table></div>"]
+    out += [f'<p class="caveat">{esc(line)}.</p>' for line in wording.replay_lines(s)]
+    approximate = wording.approximate_line(report)
+    if approximate:
+        out.append(f'<p class="caveat"><span class="badge approx">approximate</span> '
+                   f"{esc(approximate.removeprefix('approximate: '))}.</p>")
     money = wording.money_line(s)
     if money:
         out.append(f"<p>{esc(money)}.</p>")
@@ -110,16 +125,17 @@ def _ledger(report: Report) -> list[str]:
     out += [f'<span style="width:{100 * n / ledger.missed_tokens:.3f}%;'
             f'background:{_CAUSE_COLORS[c]}" title="{esc(c)} {n:,}"></span>' for c, n in parts]
     out.append("</div>")
-    out.append("<table><tr><th>cause</th><th>tokens</th><th>share of missed</th>"
-               "<th>lost $</th></tr>")
+    out.append('<div class="scroll"><table><tr><th>cause</th><th class="n">tokens</th>'
+               '<th class="n">share of missed</th><th class="n">lost $</th></tr>')
     for c, n in parts:
         dollars = wording.usd(usd[c]) if c in usd else "–"
-        out.append(f'<tr><td><span class="key" style="background:{_CAUSE_COLORS[c]}"></span>'
+        out.append(f'<tr><td class="cause"><span class="key" '
+                   f'style="background:{_CAUSE_COLORS[c]}"></span>'
                    f'{esc(c)}</td><td class="n">{n:,}</td>'
                    f'<td class="n">{n / ledger.missed_tokens:.1%}</td>'
                    f'<td class="n">{esc(dollars)}</td></tr>')
     out.append(f'<tr><th>missed</th><th class="n">{ledger.missed_tokens:,}</th>'
-               '<th class="n">100%</th><th></th></tr></table>')
+               '<th class="n">100%</th><th></th></tr></table></div>')
     return out
 
 
@@ -127,7 +143,7 @@ def _breakdown(report: Report) -> list[str]:
     b = report.breakdown
     if b is None:
         return []
-    out = [f"<h2>By {esc(', '.join(b.by))}</h2>", "<table><tr>"
+    out = [f"<h2>By {esc(', '.join(b.by))}</h2>", '<div class="scroll"><table><tr>'
            + "".join(f"<th>{esc(d)}</th>" for d in b.by)
            + "<th>requests</th><th>prompt</th><th>cached</th><th>hit rate</th><th>spend</th>"
              "<th>lost $</th><th>top loss</th></tr>"]
@@ -140,38 +156,97 @@ def _breakdown(report: Report) -> list[str]:
                    f'</td><td class="n">{_pct(r.hit_rate)}</td><td class="n">{esc(money[0])}'
                    f'</td><td class="n">{esc(money[1])}</td><td>{esc(r.top_cause or "–")}'
                    "</td></tr>")
-    return [*out, "</table>"]
+    return [*out, "</table></div>"]
+
+
+# Severe first; within a severity, the ranking `build` gave (most lost tokens first).
+SEVERITY_ORDER = ("high", "medium", "low", "info")
+
+
+def ordered(findings: tuple[Finding, ...]) -> list[Finding]:
+    """The findings a reader meets in order of severity, each severity in rank order."""
+    rank = {name: n for n, name in enumerate(SEVERITY_ORDER)}
+    return sorted(findings, key=lambda f: rank.get(f.severity, len(rank)))
 
 
 def _findings(report: Report) -> list[str]:
     out = ["<h2>Findings</h2>"]
     if not report.findings:
         return [*out, f"<p>{esc(wording.no_findings_line(report))}.</p>"]
-    out.append("<table><tr><th>#</th><th>severity</th><th>kind</th><th>lost tokens</th>"
-               "<th>share</th><th>lost $</th><th>finding</th></tr>")
-    out += [f'<tr><td class="n">{n}</td><td>{esc(f.severity)}</td><td>{esc(f.kind)}</td>'
-            f'<td class="n">{f.lost_tokens:,}</td><td class="n">{f.share:.1%}</td>'
-            f'<td class="n">{esc(wording.usd(f.lost_usd)) if f.lost_usd else "–"}</td>'
+    findings = ordered(report.findings)
+    # on a phone the kind, share and dollars columns give way to the finding itself
+    out.append('<div class="scroll"><table class="findings"><tr><th class="n">#</th>'
+               '<th>severity</th><th class="wide">kind</th><th class="n">lost tokens</th>'
+               '<th class="n wide">share</th><th class="n wide">lost $</th><th>finding</th>'
+               "</tr>")
+    out += [f'<tr><td class="n">{n}</td><td>{esc(f.severity)}</td>'
+            f'<td class="wide">{esc(f.kind)}</td>'
+            f'<td class="n">{_lost(f)}</td><td class="n wide">{_share(f)}</td>'
+            f'<td class="n wide">{esc(wording.usd(f.lost_usd)) if f.lost_usd else "–"}</td>'
             f'<td><a href="#f{n}">{esc(f.title)}</a></td></tr>'
-            for n, f in enumerate(report.findings, 1)]
-    out.append("</table>")
-    for n, f in enumerate(report.findings, 1):
+            for n, f in enumerate(findings, 1)]
+    out.append("</table></div>")
+    for n, f in enumerate(findings, 1):
         out += _finding(n, f)
     return out
 
 
+def _lost(f: Finding) -> str:
+    return "lens" if f.kind in LENS_KINDS else f"{f.lost_tokens:,}"
+
+
+def _share(f: Finding) -> str:
+    return "–" if f.kind in LENS_KINDS else f"{f.share:.1%}"
+
+
 def _finding(n: int, f: Finding) -> list[str]:
     where = f" · segment <code>{esc(f.segment)}</code>" if f.segment else ""
-    after = (f" (expected hit rate after the fix: {_pct(f.fix_hit_rate)})"
-             if f.fix_hit_rate is not None else "")
-    evidence = json.dumps(jsonable(dict(f.evidence)), indent=1, ensure_ascii=False)
+    after = ""
+    # said once: most fixes already give the hit rate a replay of the fix reaches
+    if f.fix_hit_rate is not None and _pct(f.fix_hit_rate) not in f.fix:
+        after = f" Expected hit rate after the fix: {_pct(f.fix_hit_rate)}."
     return [f'<section class="finding {esc(f.severity)}" id="f{n}">',
             f'<p><span class="sev">{esc(f.severity)}</span> <b>{esc(f.kind)}</b>{where} · '
             f"{esc(_cost(f))}</p>",
             f"<p><b>{esc(f.title)}</b></p>",
             f'<p class="fix">Fix: {esc(f.fix)}{esc(after)}</p>',
-            f"<details><summary>evidence</summary><pre>{esc(evidence)}</pre></details>",
+            f'<details><summary>evidence</summary><div class="scroll">'
+            f"{evidence_table(jsonable(dict(f.evidence)))}</div></details>",
             "</section>"]
+
+
+def evidence_value(key: str, value: Any) -> str:
+    """One evidence value as inert HTML a person reads: numbers rounded (shares and rates
+    as percents), lists joined, mappings as a nested table."""
+    if value is None:
+        return "unlimited" if "capacity" in key else "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if any(word in key for word in ("share", "rate", "agreement", "coverage", "curve")) \
+                and 0 <= value <= 1:
+            return f"{value:.1%}"
+        return f"{value:,.0f}" if value.is_integer() or abs(value) >= 100 else f"{value:,.2f}"
+    if isinstance(value, dict):
+        return evidence_table(value)
+    if isinstance(value, list | tuple):
+        if all(not isinstance(v, dict | list | tuple) for v in value):
+            return ", ".join(evidence_value(key, v) for v in value) or "–"
+        return "<br>".join(evidence_value(key, v) if not isinstance(v, list | tuple) else
+                           " → ".join(evidence_value(key, x) for x in v) for v in value)
+    return esc(value)
+
+
+def evidence_table(evidence: dict[str, Any]) -> str:
+    """A finding's evidence (its JSON form) as a two-column table."""
+    if not evidence:
+        return "–"
+    rows = "".join(f'<tr><th>{esc(str(k).replace("_", " "))}</th>'
+                   f"<td>{evidence_value(str(k), v)}</td></tr>" for k, v in evidence.items())
+    return f'<table class="evidence">{rows}</table>'
+
 
 
 def _cost(f: Finding) -> str:
@@ -188,13 +263,13 @@ def _gate(report: Report) -> list[str]:
         return []
     verdict = "passed" if report.gate.passed else "FAILED"
     out = [f'<h2>Gate: <span class="{"pass" if report.gate.passed else "fail"}">{verdict}'
-           "</span></h2>", "<table><tr><th>check</th><th>result</th><th>value</th>"
-           "<th>threshold</th><th>detail</th></tr>"]
+           "</span></h2>", '<div class="scroll"><table><tr><th>check</th><th>result</th>'
+           '<th class="n">value</th><th class="n">threshold</th><th>detail</th></tr>']
     out += [f'<tr><td>{esc(c.name)}</td><td class="{"pass" if c.passed else "fail"}">'
             f'{"pass" if c.passed else "FAIL"}</td><td class="n">{esc(c.value)}</td>'
             f'<td class="n">{esc(c.threshold)}</td><td>{esc(c.detail)}</td></tr>'
             for c in report.gate.checks]
-    return [*out, "</table>"]
+    return [*out, "</table></div>"]
 
 
 def _scenarios(report: Report) -> list[str]:
@@ -204,10 +279,11 @@ def _scenarios(report: Report) -> list[str]:
            "<p>The fewest tokens any turn of the session shares with the next "
            "(<code>--write-baseline</code> saves these; <code>--baseline</code> fails when "
            "one shrinks).</p>",
-           "<table><tr><th>scenario</th><th>turns</th><th>stable prefix tokens</th></tr>"]
+           '<div class="scroll"><table><tr><th>scenario</th><th class="n">turns</th>'
+           '<th class="n">stable prefix tokens</th></tr>']
     out += [f'<tr><td>{esc(s.scenario)}</td><td class="n">{s.turns}</td>'
             f'<td class="n">{s.stable_prefix_tokens:,}</td></tr>' for s in report.scenarios]
-    return [*out, "</table>"]
+    return [*out, "</table></div>"]
 
 
 def _plots(report: Report) -> list[str]:

@@ -42,7 +42,8 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
                   f"| {_pct(r.hit_rate_observed if r else s.hit_rate)} | "
                   f"{_pct(s.hit_rate_predicted)} | {_pct(s.hit_rate_ideal)} | "
                   f"{md_text(s.engine or '–')} |", ""]
-    lines += [f"> {md_text(line)}" for line in wording.replay_lines(s)]
+    lines += [f"> {md_text(line)}" for line in (*wording.replay_lines(s),
+                                                wording.approximate_line(report)) if line]
     for line in (wording.ledger_line(report.ledger), wording.money_line(s),
                  *wording.what_if_lines(report)):
         if line:

@@ -50,6 +50,20 @@ def save(fig: Any, path: Path) -> None:
     pyplot().close(fig)
 
 
+def percent_axis(axis: Any) -> None:
+    """Ticks of a 0..1 axis read as percents."""
+    from matplotlib.ticker import PercentFormatter
+
+    axis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+
+
+def integer_axis(axis: Any) -> None:
+    """Ticks only at whole numbers (turns, requests)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def label(text: object, limit: int = 40) -> str:
     """Log text as a plot label: `$` would start matplotlib's math mode, so it is escaped."""
     flat = " ".join(str(text).split())
@@ -70,12 +84,17 @@ def bucket_figure(report: BucketReport) -> tuple[Any, int]:
         for col, (hist, xlabel) in enumerate(((group.histogram, "cached tokens per request"),
                                               (group.fraction_histogram, "cached / prompt"))):
             ax = axes[row][col]
-            ax.bar([b.lo for b in hist], [b.requests for b in hist],
-                   width=[b.hi - b.lo for b in hist], align="edge", color="#4c72b0",
-                   edgecolor="white")
+            bars = ax.bar([b.lo for b in hist], [b.requests for b in hist],
+                          width=[b.hi - b.lo for b in hist], align="edge", color="#4c72b0",
+                          edgecolor="white")
+            ax.bar_label(bars, labels=[f"{b.requests:,}" if b.requests else "" for b in hist],
+                         fontsize=7, padding=1)
             ax.set_xlabel(xlabel)
             ax.set_ylabel("requests")
-            ax.yaxis.get_major_locator().set_params(integer=True)
+            integer_axis(ax.yaxis)
+            ax.margins(y=0.15)
+            if col == 1:
+                percent_axis(ax.xaxis)
             ax.set_title(f"{title} — hit rate {group.hit_rate:.1%}" if group.hit_rate is not None
                          else title, fontsize=9)
             if col == 0:
@@ -127,10 +146,14 @@ def capacity_figure(report: SimulateReport) -> Any:
     if report.hit_rate_observed is not None:
         ax.axhline(report.hit_rate_observed, color="#c44e52", linestyle=":",
                    label=f"observed {report.hit_rate_observed:.1%}")
+    for p in finite:
+        ax.annotate(f"{p.hit_rate or 0.0:.1%}", (float(p.capacity_tokens or 0), p.hit_rate or 0.0),
+                    textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("cache capacity (tokens)")
     ax.set_ylabel("token-weighted hit rate")
-    ax.set_ylim(0, 1)
+    ax.set_ylim(0, 1.05)
+    percent_axis(ax.yaxis)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -155,13 +178,18 @@ def dimension_figure(reports: Sequence[BucketReport], limit: int = 10) -> Any:
     for ax, report in zip((row[0] for row in axes), reports, strict=True):
         groups = sorted((g for g in report.groups if g.hit_rate is not None),
                         key=lambda g: -g.prompt_tokens)[:limit]
-        names = [label(", ".join(str(v) for v in g.key.values())) for g in groups]
-        ax.barh(range(len(groups)), [g.hit_rate or 0.0 for g in groups], color="#4c72b0")
+        names = [label(", ".join("(not logged)" if v is None else str(v)
+                                 for v in g.key.values())) for g in groups]
+        rates = [g.hit_rate or 0.0 for g in groups]
+        bars = ax.barh(range(len(groups)), rates, color="#4c72b0")
+        ax.bar_label(bars, labels=[f"{r:.1%}" for r in rates], fontsize=8, padding=2)
         ax.set_yticks(range(len(groups)), names, fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlim(0, 1)
+        ax.set_xlim(0, 1.1)
+        percent_axis(ax.xaxis)
         ax.set_title(f"hit rate by {label(', '.join(report.by))}", fontsize=9)
-    axes[-1][0].set_xlabel("cached / prompt tokens")
+        ax.set_xlabel("token-weighted hit rate (cached / prompt tokens)", fontsize=8)
+        ax.set_ylabel(label(", ".join(report.by)), fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -181,17 +209,34 @@ def time_figure(records: Sequence[UsageRecord], bins: int = 40) -> Any | None:
         k = min(bins - 1, int((ts - start).total_seconds() / span * bins))
         prompt[k] += p or 0
         cached[k] += c or 0
-    xs = [start + (span * (k + 0.5) / bins) * _SECOND for k in range(bins) if prompt[k]]
-    ys = [cached[k] / prompt[k] for k in range(bins) if prompt[k]]
+    # An empty bin is a gap in the log: the line breaks there (NaN) instead of drawing a
+    # straight line across weeks without a request.
+    xs = [start + (span * (k + 0.5) / bins) * _SECOND for k in range(bins)]
+    ys = [cached[k] / prompt[k] if prompt[k] else float("nan") for k in range(bins)]
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3))
     ax.plot(xs, ys, marker="o", color="#4c72b0")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("hit rate")
+    shown = [(x, y) for x, y, p in zip(xs, ys, prompt, strict=True) if p]
+    if len(shown) <= 12:
+        for x, y in shown:
+            ax.annotate(f"{y:.1%}", (x, y), textcoords="offset points", xytext=(0, 6),
+                        ha="center", fontsize=7)
+    ax.set_ylim(0, 1.1)
+    percent_axis(ax.yaxis)
+    ax.set_ylabel("token-weighted hit rate")
+    ax.set_xlabel(f"request time ({_bin_width(span / bins)} per point; gaps: no requests)")
     ax.set_title("token-weighted hit rate over time", fontsize=9)
     fig.autofmt_xdate()
     fig.tight_layout()
     return fig
+
+
+def _bin_width(seconds: float) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            n = seconds / size
+            return f"{n:.0f} {unit}{'s' if round(n) != 1 else ''}" if n >= 1.5 else f"1 {unit}"
+    return f"{seconds:.0f} s"
 
 
 def sessions_figure(records: Sequence[UsageRecord], worst: int = 4) -> Any | None:
@@ -213,10 +258,13 @@ def sessions_figure(records: Sequence[UsageRecord], worst: int = 4) -> Any | Non
                         label="prompt tokens")
         ax.fill_between(xs, [c for _, c in turns[session]], color="#4c72b0", alpha=0.8,
                         label="cached tokens")
-        ax.set_title(f"session {label(session, 48)}", fontsize=9)
+        prompt = sum(p for p, _ in turns[session])
+        rate = sum(c for _, c in turns[session]) / prompt if prompt else 0.0
+        ax.set_title(f"session {label(session, 48)} — hit rate {rate:.1%}", fontsize=9)
         ax.set_ylabel("tokens")
+        ax.set_xlabel("turn", fontsize=8)
+        integer_axis(ax.xaxis)
         ax.legend(fontsize=7, loc="upper left")
-    axes[-1][0].set_xlabel("turn")
     fig.tight_layout()
     return fig
 

@@ -69,6 +69,26 @@ def replay_lines(s: Summary) -> list[str]:
     return out
 
 
+def approximate_line(report: Report) -> str | None:
+    """Which counts rest on a stand-in tokenizer (None: every count is the model's own)."""
+    ev = report.evidence
+    if ev is None:
+        return None
+    parts = []
+    if ev.diff is not None:
+        pairs = sum(p.approximate for p in ev.diff.pairs)
+        if pairs:
+            parts.append(f"{pairs:,} of {plural(len(ev.diff.pairs), 'diffed pair')}")
+    if ev.simulate is not None and ev.simulate.approximate_requests:
+        parts.append(f"{ev.simulate.approximate_requests:,} of "
+                     f"{plural(ev.simulate.requests, 'replayed request')}")
+    if not parts:
+        return None
+    return ("approximate: " + " and ".join(parts) + " counted with a stand-in tokenizer (the "
+            "model's own is not available offline): their token positions and predicted "
+            "cached tokens are estimates; pass --tokenizer for exact ones")
+
+
 def ledger_line(ledger: Ledger | None) -> str | None:
     """Every missed token by cause, largest first; the parts sum to the whole."""
     if ledger is None or not ledger.basis.requests:
