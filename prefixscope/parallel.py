@@ -1,5 +1,7 @@
-"""Process parallelism in one place: a pure function mapped over partitions in worker
-processes, its results handed back in the order of the partitions.
+"""Process parallelism for the per-session work: a pure function mapped over partitions in
+spawned worker processes, its results handed back in the order of the partitions. (The
+cache replay's independent replays fork their own processes instead, inheriting the
+prepared requests: `analyses.simulate._replays`.)
 
 Rendering and tokenizing are Python (Jinja, marking) and hold the GIL, so threads do not
 help; whole sessions are independent, so the commands that render every request cut the

@@ -2,9 +2,9 @@
 
 "Tokenize this turn and the previous one and find the first token that differs" is
 the most useful single step of a prompt-cache investigation. This module does it on
-the prompt the upstream model saw (`prefixscope.tokenize.tokens`: gateway profile +
+the prompt the upstream model saw (`prefixscope.tokens.tokens`: gateway profile +
 chat template + the model's tokenizer), says in which logged segment the split is,
-and why (`prefixscope.diffcause`).
+and why (`prefixscope.analyses.causes`).
 
 Semantics (design.md §4), for A (earlier) and B (later) with token ids ``a``, ``b``
 and block size ``bs``::

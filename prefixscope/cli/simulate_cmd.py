@@ -137,8 +137,10 @@ def simulate(
             console.counter(json_out, quiet, "simulate") as progress:
         records = st.usage_records()
         chosen = choose_engine(records, engine, block_size, with_bodies=bool(st.body_count()))
-        if chosen.engine is None:
-            raise console.fail(f"--engine auto: {chosen.why}", ExitCode.USAGE)
+        if chosen.engine is None:  # the log's fault, not the command line's: exit 1
+            fix = "" if "--engine" in chosen.why else (
+                f"; pass --engine (one of {', '.join(ENGINES)})")
+            raise console.fail(f"--engine auto cannot replay this log: {chosen.why}{fix}")
         if engine == "auto":
             console.note(f"replaying with {chosen.engine}: {chosen.why}", quiet)
         options = SimulateOptions(

@@ -130,8 +130,8 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
                 for r in first.per_request)
     fitted = None
     capacity_source = "given" if capacity_given else (
-        "unlimited: a hosted API's cache is bounded by its retention, not its size" if hosted
-        else "unlimited: the log got no less cache than an unlimited one predicts")
+        "unlimited (a hosted API's cache is bounded by its retention, not its size)" if hosted
+        else "unlimited (the log got no less cache than an unlimited one predicts)")
     if fit or (not capacity_given and not hosted and short):
         known = (options.unit,) if options.unit is not None and (
             unit_source == "given" or not fit) else None
@@ -141,7 +141,7 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
         if not capacity_given and not hosted:
             capacity_source = ("fitted to the log's cached tokens"
                                if fitted.capacity_tokens is not None else
-                               "unlimited, as fitted to the log's cached tokens")
+                               "unlimited (fitted to the log's cached tokens)")
             if fitted.capacity_tokens != options.capacity_tokens:
                 changes["capacity_tokens"] = fitted.capacity_tokens
         if _has_unit(options.engine) and unit_source != "given" and fitted.unit != first.unit:

@@ -3,17 +3,19 @@
 The path is the one a real request takes:
 
 1. the logged body is copied with marks on every string that reaches the prompt
-   and every object registered under its logged path (`gateway.mark_body`);
+   and every object registered under its logged path (`marking.mark_body`);
 2. what-if text edits change the system content (`whatif`);
-3. the gateway profile rewrites the request (`gateway.to_upstream`), or, for a
+3. the gateway profile rewrites the request (`gateways.to_upstream`), or, for a
    hosted Anthropic model, the body is laid out tools -> system -> messages for a
-   proxy template (`gateway.anthropic_proxy_view`, ``approximate=True``);
-4. the serving engine normalizes it (`engine`: content joined, arguments parsed,
+   proxy template (`protocols.anthropic_proxy_view`, ``approximate=True``);
+4. the serving engine normalizes it (`serving`: content joined, arguments parsed,
    tools re-dumped);
 5. the chat template renders it through transformers' Jinja environment with a
    mark-aware ``tojson`` (`template.render_marked`);
 6. the marks are stripped: each character is owned by the innermost mark around it
    (`marks.strip_marks`), and runs become `Segment` spans.
+
+(Module names are those of `prefixscope.prompt`.)
 
 For a template this project did not write, the marked render is checked against
 transformers' own ``render_jinja_template``; if a template mangled the marks (it
