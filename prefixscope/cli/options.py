@@ -68,8 +68,8 @@ Engine = Annotated[
     str, typer.Option("--engine", "-e", metavar="NAME", rich_help_panel=ENGINE,
                       help="Cache model: auto (from the log: cached values on block "
                            "multiples -> vllm at that block, else the models' hosted API, "
-                           "else vllm when the log has prompts; a log with usage only "
-                           "replays with its models' hosted API), " + ", ".join(ENGINES)
+                           "else vllm when the log has prompts; simulate replays a log of "
+                           "usage alone with its models' hosted API), " + ", ".join(ENGINES)
                            + ".")]
 BlockSize = Annotated[
     int | None, typer.Option("--block-size", "-b", metavar="N", min=1, rich_help_panel=ENGINE,
