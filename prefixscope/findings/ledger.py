@@ -28,10 +28,10 @@ Cached tokens beyond ``X`` (another session or other live traffic kept a longer 
 warm; an engine that caches outputs) cover the intervals after it in prompt order. The
 first request of a session is ``cold`` (all its missed tokens), a request after a
 compaction link is ``compaction`` (so is a compacted request that continues a session it
-could not be paired with: docs/store.md#sessions). Precedence where two could apply (docs/report.md): the
-positions decide, and a break before a pause wins (nothing after the divergence could
-have hit, whatever the pause); a shortfall is ttl before below-minimum before eviction
-before provider before unexplained.
+could not be paired with: docs/store.md#sessions). Precedence where two could apply
+(docs/report.md): the positions decide, and a break before a pause wins (nothing after
+the divergence could have hit, whatever the pause); a shortfall is ttl before
+below-minimum before eviction before provider before unexplained.
 
 The basis is the requests whose log reports both prompt and cached tokens
 (``observed``); a log that reports no cache at all is read on the replay's predicted
@@ -311,7 +311,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     missed = prompt - cached
     if prev is None and not r.compaction:
         causes["cold"] = missed
-    elif r.compaction or (pair is not None and pair.cause == "compaction"):
+    elif prev is None or r.compaction or (pair is not None and pair.cause == "compaction"):
         # (also a compacted request whose session could not be told: a continuation of
         # an unknown one -- its cache restarted all the same)
         causes["compaction"] = missed
