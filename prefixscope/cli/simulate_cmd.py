@@ -126,9 +126,9 @@ def simulate(
             from prefixscope.findings.evidence import auto_engine
 
             chosen, unit, why = auto_engine(st.usage_records(), block_size)
-            if chosen is None:
-                raise console.fail(f"--engine auto: {why}; pass --engine (one of "
-                                   f"{', '.join(ENGINES)})", ExitCode.USAGE)
+            if chosen is None:  # the log's fault, not the command line's: exit 1
+                raise console.fail(f"nothing to replay with --engine auto: {why}; pass "
+                                   f"--engine (one of {', '.join(ENGINES)})")
             engine = chosen
             console.note(f"replaying with {engine}"
                          + (f" (block {unit})" if unit and engine == "vllm" else "")
