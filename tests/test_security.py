@@ -1,0 +1,155 @@
+"""The edges around the logs' contents (issue 24, docs/security.md): `sql` reaches the store
+and nothing else, a log folder cannot hang or flood ingest, names from the file system
+reach the terminal neutralised, and outputs are written whole or not at all.
+
+The expected errors are DuckDB's own documented refusals (``enable_external_access =
+false``: "file system operations are disabled by configuration"; ``lock_configuration``:
+"the configuration has been locked"), the skips the walk's documented reasons, and
+counts by hand. A case that could hang (a FIFO, ``/dev/zero``) runs in a subprocess with
+a timeout that fails its test, not the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FIXTURES
+from typer.testing import CliRunner
+
+from prefixscope.cli.main import app
+
+runner = CliRunner()
+
+RAW_BODIES = FIXTURES / "raw" / "bodies.jsonl"  # 3 bare request bodies, one a line
+PERMISSION = "file system operations are disabled by configuration"
+ONLY_THE_STORE = "(`sql` reads the store and nothing else)"
+
+
+def run(*args: str | Path) -> Any:
+    result = runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert "Traceback" not in result.output + result.stderr, result.stderr
+    return result
+
+
+def one_error_line(result: Any) -> str:
+    lines = result.stderr.splitlines()
+    assert result.exit_code == 1, (result.exit_code, result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def make_store(*logs: Path | str, store: str = "s.duckdb") -> str:
+    result = run("ingest", *logs, "--store", store, "--json")
+    assert result.exit_code == 0, result.stderr
+    return store
+
+
+def sql(query: str, *args: str) -> Any:
+    return run("sql", query, "--store", "s.duckdb", *args)
+
+
+# -- sql: the store and nothing else ------------------------------------------------------
+
+
+class TestSqlReachesOnlyTheStore:
+    @pytest.fixture(autouse=True)
+    def _store(self) -> None:
+        make_store(RAW_BODIES)
+        Path("private.txt").write_text("root:x:0:0:PLANTED-LOCAL-LINE\n")
+        Path("private.json").write_text('{"planted": "PLANTED-LOCAL-JSON"}\n')
+        Path("private.csv").write_text("planted\nPLANTED-LOCAL-CSV\n")
+
+    @pytest.mark.parametrize(("query", "named"), [
+        ("COPY (select 'x') TO 'written.csv'", "written.csv"),
+        ("COPY requests TO 'written.parquet' (FORMAT PARQUET)", "written.parquet"),
+        ("ATTACH 'other.duckdb' AS other", "other.duckdb"),
+    ], ids=["copy-to", "copy-table-to", "attach"])
+    def test_writing_or_opening_another_file_is_refused_and_nothing_is_created(
+            self, query: str, named: str) -> None:
+        before = sorted(os.listdir("."))
+        line = one_error_line(sql(query))
+        # ATTACH names the file by its absolute path, COPY as written
+        assert line in (f'error: SQL: Permission Error: Cannot access file "{where}" - '
+                        f"{PERMISSION} {ONLY_THE_STORE}"
+                        for where in (named, Path(named).absolute()))
+        assert sorted(os.listdir(".")) == before
+
+    def test_export_database_is_refused_and_writes_no_table(self) -> None:
+        line = one_error_line(sql("EXPORT DATABASE 'dump'"))
+        assert line.startswith('error: SQL: Permission Error: Cannot access file "dump/')
+        assert line.endswith(f" - {PERMISSION} {ONLY_THE_STORE}")
+        assert not Path("dump").exists() or list(Path("dump").iterdir()) == []
+
+    @pytest.mark.parametrize(("query", "named"), [
+        ("select * from read_csv('private.txt')", "private.txt"),
+        ("select * from read_text('private.txt')", "private.txt"),
+        ("select * from read_blob('private.txt')", "private.txt"),
+        ("select * from read_json_auto('private.json')", "private.json"),
+        ("select * from glob('*')", "*"),
+        ("select * from 'private.csv'", "private.csv"),  # a replacement scan
+    ], ids=["read_csv", "read_text", "read_blob", "read_json_auto", "glob", "replacement-scan"])
+    def test_reading_a_local_file_is_refused(self, query: str, named: str) -> None:
+        result = sql(query, "--json")
+        assert one_error_line(result) == (
+            f'error: SQL: Permission Error: Cannot access file "{named}" - {PERMISSION} '
+            f"{ONLY_THE_STORE}")
+        assert result.stdout == ""
+        assert "PLANTED" not in result.output + result.stderr
+
+    @pytest.mark.parametrize(("query", "option"), [
+        ("SET enable_external_access = true", "enable_external_access"),
+        ("RESET enable_external_access", "enable_external_access"),
+        ("SET lock_configuration = false", "lock_configuration"),
+        ("SET profiling_output = 'profile.json'", "profiling_output"),
+    ])
+    def test_no_setting_can_open_it_again(self, query: str, option: str) -> None:
+        assert one_error_line(sql(query)) == (
+            f'error: SQL: Invalid Input Error: Cannot change configuration option "{option}" '
+            "- the configuration has been locked")
+
+    def test_the_store_itself_is_still_read(self) -> None:
+        result = sql("select count(*) as n from requests", "--json")
+        assert result.exit_code == 0 and json.loads(result.stdout) == [{"n": 3}]
+
+
+class TestSqlOutputs:
+    @pytest.fixture(autouse=True)
+    def _store(self) -> None:
+        make_store(RAW_BODIES)
+
+    def test_csv_cells_a_spreadsheet_would_evaluate_are_quoted_as_text(self) -> None:
+        # OWASP CSV injection: a cell starting with = + - @ (or tab / carriage return)
+        # gets a leading '; numbers stay numbers, other text stays as it is.
+        result = sql("select '=1+2' as a, '+cmd' as b, '-2+3' as c, '@SUM(A1)' as d, "
+                     "-5 as n, 2.5 as f, 'plain' as e, chr(9) || '=x' as t, "
+                     "1 as \"=HEADER\"", "--csv")
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.splitlines() == [
+            "a,b,c,d,n,f,e,t,'=HEADER",
+            "'=1+2,'+cmd,'-2+3,'@SUM(A1),-5,2.5,plain,'\t=x,1"]
+
+    def test_secrets_are_masked_in_every_format_even_in_a_blob_cut_to_the_table_width(
+            self) -> None:
+        key = "sk-" + "ant-" + "api03-" + "Zq7" * 12  # a fake in Anthropic's shape
+        gh = "gh" + "p_" + "a1B2c3" * 6
+        query = f"select 'key {key}' as t, '{key}'::blob as b, 1 as \"{gh}\""
+        # 30 columns cut the blob 16 characters into the key's body: too short to be
+        # recognized after the cut, so it must be masked before
+        for fmt in (("--max-width", "30"), ("--json",), ("--csv",)):
+            result = sql(query, *fmt)
+            assert result.exit_code == 0, result.stderr
+            for secret in (key[13:], gh[4:]):
+                assert not any(secret[i:i + 6] in result.stdout
+                               for i in range(len(secret) - 5)), (fmt, result.stdout)
+            assert result.stdout.count("sk-ant-•••") == 2 and "ghp_•••" in result.stdout
+
+    def test_a_table_cell_shows_control_and_bidi_characters_escaped(self) -> None:
+        result = sql("select chr(27) || ']52;c;cHduZWQ=' || chr(7) || chr(27) || '[2J' "
+                     "|| 'abc' || chr(8238) || 'fed' || chr(8203) as x")
+        assert result.exit_code == 0, result.stderr
+        assert "\\x1b]52;c;cHduZWQ=\\x07\\x1b[2Jabc\\u202efed\\u200b" in result.stdout
+        assert not any(c in result.stdout for c in "\x1b\x07\u202e\u200b")
