@@ -153,3 +153,84 @@ class TestSqlOutputs:
         assert result.exit_code == 0, result.stderr
         assert "\\x1b]52;c;cHduZWQ=\\x07\\x1b[2Jabc\\u202efed\\u200b" in result.stdout
         assert not any(c in result.stdout for c in "\x1b\x07\u202e\u200b")
+
+
+# -- names and text from the file system ------------------------------------------------
+
+OSC52 = "\x1b]52;c;cHduZWQ=\x07"  # write "pwned" to the clipboard
+OSC0 = "\x1b]0;title\x07"  # set the window title
+CLEAR = "\x1b[2J"  # clear the screen
+# The name a hostile folder gives a file: every terminal trick, and a newline followed by
+# what looks like prefixscope's own error line.
+HOSTILE_NAME = f"a{OSC52}{OSC0}{CLEAR}\u202etxt.\nerror: forged"
+
+
+class TestNamesFromTheFileSystem:
+    @pytest.mark.parametrize(("text", "shown"), [
+        ("tool\u202ename", "tool\\u202ename"),  # RIGHT-TO-LEFT OVERRIDE (Trojan Source)
+        ("\u202a\u202b\u202c\u202d", "\\u202a\\u202b\\u202c\\u202d"),  # embeddings, PDF
+        ("\u2066\u2067\u2068\u2069", "\\u2066\\u2067\\u2068\\u2069"),  # isolates
+        ("\u200e\u200f\u061c", "\\u200e\\u200f\\u061c"),  # LRM, RLM, ARABIC LETTER MARK
+        ("zero\u200bwidth\u200c\u200d\u2060\ufeff", "zero\\u200bwidth\\u200c\\u200d\\u2060\\ufeff"),
+        ("line\u2028para\u2029", "line\\u2028para\\u2029"),
+        ("\x1b[2J\x07\x9b", "\\x1b[2J\\x07\\x9b"),  # C0 and C1 controls, as before
+        ("two\nlines\ttab", "two\nlines\ttab"),  # text keeps its lines and tabs
+    ])
+    def test_invisible_and_reordering_characters_are_shown_escaped(self, text: str,
+                                                                    shown: str) -> None:
+        from prefixscope.views.terminal import visible
+
+        assert visible(text) == shown
+
+    def test_a_one_line_message_shows_a_newline_escaped(self) -> None:
+        from prefixscope.views.terminal import one_line
+
+        assert one_line("a\nb\u202ec") == "a\\x0ab\\u202ec"
+
+    def test_a_hostile_file_name_in_a_skip_warning_is_one_neutralised_line(self) -> None:
+        Path("logs").mkdir()
+        (Path("logs") / HOSTILE_NAME).write_text("not a log\n")
+        (Path("logs") / "good.jsonl").write_text(RAW_BODIES.read_text())
+        result = run("ingest", "logs", "--store", "s.duckdb")
+        assert result.exit_code == 0, result.stderr
+        assert not any(c in result.stderr for c in "\x1b\x07\u202e")
+        assert [line for line in result.stderr.splitlines() if line.startswith("error")] == []
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            "warning: skipped logs/a\\x1b]52;c;cHduZWQ=\\x07\\x1b]0;title\\x07\\x1b[2J\\u202etxt."
+            "\\x0aerror: forged: not a recognized log format (tried: ")
+
+    def test_the_progress_bar_shows_a_hostile_file_name_neutralised(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import io
+
+        from rich.console import Console
+
+        from prefixscope.cli import console
+
+        screen = io.StringIO()
+        monkeypatch.setattr(console, "err", Console(file=screen, force_terminal=True,
+                                                    width=200))
+        with console.byte_progress(True, "ingest") as update:
+            update("[bold]x" + OSC52 + "\nforged", 10, 100, 3)
+        drawn = screen.getvalue()
+        assert OSC52 not in drawn and "\x07" not in drawn and "\nforged" not in drawn
+        assert "[bold]x\\x1b]52;c;cHduZWQ=\\x07\\x0aforged · 3 requests" in drawn
+
+    def test_a_hostile_file_name_in_a_sql_table_is_neutralised(self) -> None:
+        name = f"x{OSC52}{CLEAR}\u202e.jsonl"
+        Path(name).write_text(RAW_BODIES.read_text())
+        make_store(name)
+        result = sql("select distinct source_file from requests")
+        assert result.exit_code == 0, result.stderr
+        assert "x\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\u202e.jsonl" in result.stdout
+        assert not any(c in result.stdout for c in "\x1b\x07\u202e")
+
+    def test_a_tool_name_with_a_bidi_override_is_shown_escaped_by_segments(self) -> None:
+        capture = FIXTURES / "raw" / "openai_chat_capture.jsonl"
+        Path("c.jsonl").write_text(capture.read_text().replace('"run_shell"',
+                                                               '"run\\u202ehs.exe"'))
+        make_store("c.jsonl")
+        result = run("segments", "--store", "s.duckdb")
+        assert result.exit_code == 0, result.stderr
+        assert "run\\u202ehs.exe" in result.stdout and "\u202e" not in result.stdout
