@@ -234,3 +234,100 @@ class TestNamesFromTheFileSystem:
         result = run("segments", "--store", "s.duckdb")
         assert result.exit_code == 0, result.stderr
         assert "run\\u202ehs.exe" in result.stdout and "\u202e" not in result.stdout
+
+
+# -- log folders -------------------------------------------------------------------------
+
+# Runs `prefixscope ARGS` in a fresh process, writing its peak RSS (KiB) to rss.txt.
+_MEASURED = """
+import resource, runpy, sys
+sys.argv = ["prefixscope", *sys.argv[1:]]
+try:
+    runpy.run_module("prefixscope", run_name="__main__")
+finally:
+    with open("rss.txt", "w") as fh:
+        fh.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+"""
+
+
+def _limits() -> None:
+    """A ceiling for a child that a regression would let read forever (/dev/zero)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+def ingest_in_a_process(*args: str | Path, timeout: float = 90) -> tuple[Any, dict[str, Any]]:
+    """`ingest ARGS --store s.duckdb --json` in a subprocess: a run that hangs fails this
+    test (the child is killed), not the suite."""
+    import subprocess
+    import sys
+
+    import prefixscope
+
+    root = Path(prefixscope.__file__).parent.parent  # the package under test, in the child
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _MEASURED, "ingest", *map(str, args), "--store", "s.duckdb",
+             "--json"], capture_output=True, text=True, timeout=timeout, preexec_fn=_limits,
+            env={**os.environ, "PYTHONPATH": str(root)})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"ingest {' '.join(map(str, args))} did not end in {timeout} s")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc, json.loads(proc.stdout)
+
+
+def peak_rss_mb() -> float:
+    return int(Path("rss.txt").read_text()) / 1024
+
+
+def _socket(path: Path) -> None:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(path))
+    sock.close()
+
+
+class TestLogFolders:
+    @pytest.fixture(autouse=True)
+    def _folder(self) -> None:
+        Path("logs").mkdir()
+        (Path("logs") / "good.jsonl").write_text(RAW_BODIES.read_text())
+
+    @pytest.mark.parametrize("make", [
+        lambda p: os.mkfifo(p),
+        lambda p: p.symlink_to("/dev/zero"),
+        lambda p: p.symlink_to("/dev/urandom"),
+        _socket,
+    ], ids=["fifo", "link-to-dev-zero", "link-to-dev-urandom", "socket"])
+    def test_what_is_not_a_regular_file_is_one_counted_skip_and_the_good_file_ingests(
+            self, make: Any) -> None:
+        make(Path("logs") / "trap.jsonl")
+        proc, out = ingest_in_a_process("logs", timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert out["ingested"] == 3 and out["skipped"] == 1
+        assert out["errors"] == [{"file": "logs/trap.jsonl", "line": None,
+                                  "reason": "not a regular file (a device, socket or pipe)"}]
+
+    def test_a_symlink_loop_is_one_counted_skip_and_the_good_file_ingests(self) -> None:
+        (Path("logs") / "loop.jsonl").symlink_to("loop.jsonl")
+        (Path("logs") / "a").symlink_to("b")
+        (Path("logs") / "b").symlink_to("a")
+        result = run("ingest", "logs", "--store", "s.duckdb", "--json")
+        assert result.exit_code == 0, result.stderr
+        out = json.loads(result.stdout)
+        assert out["ingested"] == 3 and out["skipped"] == 3
+        assert out["errors"] == [{"file": f"logs/{n}", "line": None,
+                                  "reason": "symbolic link loop"} for n in ("a", "b", "loop.jsonl")]
+
+    def test_a_link_to_a_directory_is_a_counted_skip_not_a_silent_one(self) -> None:
+        Path("elsewhere").mkdir()
+        (Path("elsewhere") / "more.jsonl").write_text(RAW_BODIES.read_text())
+        (Path("logs") / "linked").symlink_to(Path("elsewhere").absolute())
+        result = run("ingest", "logs", "--store", "s.duckdb", "--json")
+        out = json.loads(result.stdout)
+        assert out["ingested"] == 3
+        assert out["errors"] == [{"file": "logs/linked", "line": None, "reason":
+                                  "a symbolic link to a directory: not followed in a walk "
+                                  "(name it to read it)"}]
