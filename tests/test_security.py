@@ -331,3 +331,80 @@ class TestLogFolders:
         assert out["errors"] == [{"file": "logs/linked", "line": None, "reason":
                                   "a symbolic link to a directory: not followed in a walk "
                                   "(name it to read it)"}]
+
+
+# -- the disk full -----------------------------------------------------------------------
+
+
+def _mount_point(folder: Path) -> str:
+    """The mount point of `folder`, as df(1) reports it (the oracle for "naming the disk")."""
+    import subprocess
+
+    out = subprocess.run(["df", "--output=target", str(folder)], capture_output=True,
+                         text=True, check=True).stdout
+    return out.splitlines()[-1].strip()
+
+
+class TestDiskFull:
+    def test_a_commit_the_disk_has_no_room_for_is_one_line_naming_the_disk(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """DuckDB's own failure, as a full disk gives it at the commit (the text of a run on a
+        3 MB tmpfs), raised through the store."""
+        import re
+
+        import duckdb
+
+        from prefixscope.store import Store
+
+        make_store(RAW_BODIES)
+        store = Path("s.duckdb").absolute()
+        run_sql = Store.run
+
+        def full(self: Store, query: str, params: Any = ()) -> Any:
+            if query == "COMMIT":
+                raise duckdb.TransactionException(
+                    f'TransactionContext Error: Failed to commit: Could not write file '
+                    f'"{store}.wal": No space left on device')
+            return run_sql(self, query, params)
+
+        capture = FIXTURES / "raw" / "openai_chat_capture.jsonl"
+        with monkeypatch.context() as patched:
+            patched.setattr(Store, "run", full)
+            line = one_error_line(run("ingest", capture, "--store", "s.duckdb"))
+        mount = re.escape(_mount_point(store.parent))
+        assert re.fullmatch(
+            rf"error: cannot write the store {re.escape(str(store))}: no space left on "
+            rf"device on the disk mounted at {mount}, [\d,]+ bytes free; this run stored "
+            r"nothing \(free some space, or give --store a file on another disk\)", line), line
+        count = sql("select count(*) as n from requests", "--json")
+        assert json.loads(count.stdout) == [{"n": 3}], count.stderr
+
+    def test_a_real_full_disk_is_the_same_one_line(self, tmp_path: Path) -> None:
+        """A 3 MB tmpfs in a user namespace (no root needed; skipped where the kernel does
+        not allow unprivileged user namespaces)."""
+        import shutil
+        import subprocess
+        import sys
+
+        from test_store_safety import write_big_log
+
+        import prefixscope
+
+        unshare = shutil.which("unshare")
+        if unshare is None or subprocess.run([unshare, "-rm", "true"],
+                                             capture_output=True).returncode != 0:
+            pytest.skip("no unprivileged user namespace to mount a tmpfs in")
+        write_big_log(tmp_path / "big.jsonl")  # ~6 MB of distinct bodies
+        disk = tmp_path / "disk"
+        disk.mkdir()
+        script = (f'mount -t tmpfs -o size=3m tmpfs "{disk}" && exec "{sys.executable}" -m '
+                  f'prefixscope ingest "{tmp_path / "big.jsonl"}" --store "{disk}/s.duckdb" -q')
+        proc = subprocess.run([unshare, "-rm", "sh", "-c", script], capture_output=True,
+                              text=True, timeout=300, env={
+                                  **os.environ,
+                                  "PYTHONPATH": str(Path(prefixscope.__file__).parent.parent)})
+        assert "Traceback" not in proc.stderr and proc.returncode == 1, proc.stderr
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"error: cannot write the store {disk}/s.duckdb: no space left on device on the "
+            f"disk mounted at {disk}, "), proc.stderr

@@ -69,6 +69,8 @@ def ingest(
             result = ingest_paths(paths, st, fmt=fmt, strict=strict,
                                   session_gap_s=session_gap * 60, progress=progress,
                                   session_rules=rules)
+    except StoreError as exc:  # the disk is full
+        raise console.fail(str(exc)) from None
     finally:
         st.close()
     result = console.redacted(result)  # secrets masked before any view cuts text
