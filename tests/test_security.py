@@ -332,6 +332,90 @@ class TestLogFolders:
                                   "a symbolic link to a directory: not followed in a walk "
                                   "(name it to read it)"}]
 
+    def test_many_one_record_files_are_written_in_batches_not_one_write_each(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Each store write scans what the store holds (ids, bodies, parts): one write per
+        file made 20,000 one-call files quadratic (over 300 s; the same records in one file:
+        2 s). 2,000 files of one request each are one batch (`ingest.BATCH`), one write."""
+        from prefixscope.ingest import BATCH
+        from prefixscope.store import Store
+
+        files = 2000
+        assert files <= BATCH
+        for i in range(files):
+            body = {"model": "m", "messages": [{"role": "user", "content": f"question {i}"}]}
+            (Path("logs") / f"f{i:05d}.jsonl").write_text(json.dumps(body) + "\n")
+        (Path("logs") / "good.jsonl").unlink()
+        writes: list[int] = []
+        add = Store.add
+
+        def counted(self: Store, requests: Any, *args: Any, **kwargs: Any) -> int:
+            writes.append(len(requests))
+            return add(self, requests, *args, **kwargs)
+
+        monkeypatch.setattr(Store, "add", counted)
+        result = run("ingest", "logs", "--store", "s.duckdb", "--json")
+        assert json.loads(result.stdout)["ingested"] == files
+        assert writes == [files]
+
+
+def _gzip_lines(path: Path, lines: list[bytes | tuple[bytes, int]]) -> None:
+    """A gzip of `lines`; (chunk, n) is `chunk` repeated n times as one line (a bomb,
+    compressed as it is written: never held whole)."""
+    import gzip
+
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        for line in lines:
+            if isinstance(line, tuple):
+                chunk, n = line
+                for _ in range(n):
+                    fh.write(chunk)
+            else:
+                fh.write(line)
+            fh.write(b"\n")
+
+
+class TestDecompressionBombs:
+    BOMB_MB = 256  # inflates to this; the limit below is 1 MiB
+    LIMIT = 1 << 20
+
+    def _records(self) -> list[bytes]:
+        return [line.encode() for line in RAW_BODIES.read_text().splitlines()]
+
+    def test_a_line_over_max_line_bytes_is_one_skip_read_in_bounded_memory(self) -> None:
+        first, second, third = self._records()
+        _gzip_lines(Path("calm.jsonl.gz"), [first, second, third])
+        _gzip_lines(Path("bomb.jsonl.gz"), [first, second, (b"0" * (1 << 20), self.BOMB_MB),
+                                            third])
+        assert Path("bomb.jsonl.gz").stat().st_size < 2 << 20
+        proc, out = ingest_in_a_process("calm.jsonl.gz", "--max-line-bytes", str(self.LIMIT))
+        assert proc.returncode == 0 and out["ingested"] == 3, proc.stderr
+        calm = peak_rss_mb()
+        Path("s.duckdb").unlink()
+        proc, out = ingest_in_a_process("bomb.jsonl.gz", "--max-line-bytes", str(self.LIMIT))
+        assert proc.returncode == 0, proc.stderr
+        assert out["ingested"] == 3 and out["skipped"] == 1
+        assert out["errors"] == [{"file": "bomb.jsonl.gz", "line": 3, "reason":
+                                  "line longer than --max-line-bytes (1,048,576 bytes)"}]
+        # holding the 256 MB line (as bytes, then decoded) would add hundreds of MB
+        assert peak_rss_mb() - calm < 64, (peak_rss_mb(), calm)
+
+    @pytest.mark.parametrize("byte", [b"\x00", b"0"], ids=["NULs", "zeros"])
+    def test_a_bomb_that_is_one_endless_line_is_one_skip_read_in_bounded_memory(
+            self, byte: bytes) -> None:
+        first = self._records()[0]
+        _gzip_lines(Path("calm.jsonl.gz"), [first])
+        proc, out = ingest_in_a_process("calm.jsonl.gz", "--max-line-bytes", str(self.LIMIT))
+        calm = peak_rss_mb()
+        Path("s.duckdb").unlink()
+        _gzip_lines(Path("bomb.gz"), [(byte * (1 << 20), self.BOMB_MB)])
+        proc, out = ingest_in_a_process("bomb.gz", "--max-line-bytes", str(self.LIMIT))
+        assert proc.returncode == 1 and out["ingested"] == 0
+        assert out["errors"] == [{"file": "bomb.gz", "line": None, "reason":
+                                  "its first line is longer than --max-line-bytes "
+                                  "(1,048,576 bytes)"}]
+        assert peak_rss_mb() - calm < 64, (peak_rss_mb(), calm)
+
 
 # -- the disk full -----------------------------------------------------------------------
 
