@@ -492,3 +492,57 @@ class TestDiskFull:
         assert len(lines) == 1 and lines[0].startswith(
             f"error: cannot write the store {disk}/s.duckdb: no space left on device on the "
             f"disk mounted at {disk}, "), proc.stderr
+
+
+# -- two calls are two calls ---------------------------------------------------------------
+
+
+def _capture(path: Path, session: str, response_id: str | None) -> None:
+    """One raw capture: the same body at the same second in every file; its own session
+    header and upstream response id (none: None)."""
+    response: dict[str, Any] = {
+        "object": "chat.completion", "model": "gpt-4o",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}}
+    if response_id is not None:
+        response["id"] = response_id
+    path.write_text(json.dumps({
+        "timestamp": "2025-11-03T10:02:11Z", "url": "https://api.openai.com/v1/chat/completions",
+        "headers": {"x-litellm-session-id": session},
+        "request": {"model": "gpt-4o", "messages": [{"role": "user", "content": "same"}]},
+        "response": response}) + "\n")
+
+
+class TestTwoCallsAreTwoCalls:
+    FILES = 50
+
+    def _ingest(self) -> dict[str, Any]:
+        result = run("ingest", "calls", "--store", "s.duckdb", "--json")
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def test_different_response_ids_are_different_calls_whatever_the_body_and_time(
+            self) -> None:
+        Path("calls").mkdir()
+        for i in range(self.FILES):
+            _capture(Path("calls") / f"{i:03d}.jsonl", f"session-{i}", f"chatcmpl-{i:04d}")
+        out = self._ingest()
+        assert (out["ingested"], out["duplicates"], out["sessions"]) == (50, 0, 50)
+        assert (out["totals"]["requests"], out["totals"]["sessions"]) == (50, 50)
+
+    def test_without_response_ids_the_same_body_and_time_in_two_files_is_one_call(self) -> None:
+        Path("calls").mkdir()
+        for i in range(self.FILES):
+            _capture(Path("calls") / f"{i:03d}.jsonl", f"session-{i}", None)
+        out = self._ingest()
+        assert (out["ingested"], out["duplicates"], out["totals"]["requests"]) == (50, 49, 1)
+
+    def test_the_same_response_id_in_two_files_is_one_call(self) -> None:
+        Path("calls").mkdir()
+        _capture(Path("calls") / "a.jsonl", "session-a", "chatcmpl-same")
+        _capture(Path("calls") / "b.jsonl", "session-b", "chatcmpl-same")
+        _capture(Path("calls") / "c.jsonl", "session-c", "chatcmpl-other")
+        out = self._ingest()
+        # a raw capture's id is its response id: the second copy is the stored request
+        assert (out["ingested"], out["already_present"], out["totals"]["requests"]) == (2, 1, 2)
