@@ -11,6 +11,7 @@ a timeout that fails its test, not the suite.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -546,3 +547,120 @@ class TestTwoCallsAreTwoCalls:
         out = self._ingest()
         # a raw capture's id is its response id: the second copy is the stored request
         assert (out["ingested"], out["already_present"], out["totals"]["requests"]) == (2, 1, 2)
+
+
+# -- outputs whole or not at all -------------------------------------------------------------
+
+OLD = b"the previous file\n"
+
+
+def _file_size_limit(limit: int) -> Any:
+    """A child whose files cannot grow past `limit` bytes (RLIMIT_FSIZE: a write beyond it
+    fails with EFBIG, "File too large"), as a disk filling up mid-file does."""
+    def apply() -> None:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def run_limited(args: list[str], limit: int | None) -> Any:
+    import subprocess
+    import sys
+
+    import prefixscope
+
+    return subprocess.run(
+        [sys.executable, "-m", "prefixscope", *args], capture_output=True, text=True,
+        timeout=300, preexec_fn=None if limit is None else _file_size_limit(limit),
+        env={**os.environ, "PYTHONPATH": str(Path(prefixscope.__file__).parent.parent)})
+
+
+class TestOutputsAreWholeOrAbsent:
+    @pytest.fixture(autouse=True)
+    def _store(self) -> None:
+        make_store(FIXTURES / "raw" / "claude_code_capture.jsonl")
+
+    @pytest.mark.parametrize(("args", "name", "why"), [
+        (["report", "--html", "out.html"], "out.html", os.strerror(errno.EFBIG)),
+        (["report", "--md", "out.md"], "out.md", os.strerror(errno.EFBIG)),
+        (["report", "--json-file", "out.json"], "out.json", os.strerror(errno.EFBIG)),
+        (["report", "--junit", "out.xml"], "out.xml", os.strerror(errno.EFBIG)),
+        # bucket says the OSError as Python prints it
+        (["bucket", "--plot", "out.png"], "out.png",
+         f"[Errno {errno.EFBIG}] {os.strerror(errno.EFBIG)}"),
+    ], ids=["html", "md", "json-file", "junit", "plot"])
+    def test_a_write_cut_short_leaves_the_previous_file_and_no_temporary_one(
+            self, args: list[str], name: str, why: str) -> None:
+        whole = run_limited([*args, "--store", "s.duckdb"], None)
+        assert whole.returncode in (0, 3), whole.stderr  # 3: report's gate
+        size = Path(name).stat().st_size
+        Path(name).write_bytes(OLD)
+        before = sorted(os.listdir("."))
+        cut = run_limited([*args, "--store", "s.duckdb"], size // 2)
+        assert cut.returncode == 1 and "Traceback" not in cut.stderr, cut.stderr
+        assert cut.stderr.splitlines()[-1] == f"error: cannot write {name}: {why}"
+        assert Path(name).read_bytes() == OLD
+        assert sorted(os.listdir(".")) == before  # the temporary file is gone
+
+    def test_a_new_file_written_whole_has_the_umask_permissions(self) -> None:
+        result = run("report", "--store", "s.duckdb", "--md", "new.md")
+        assert result.exit_code in (0, 3), result.stderr
+        mask = os.umask(0)
+        os.umask(mask)
+        assert Path("new.md").stat().st_mode & 0o777 == 0o666 & ~mask
+
+    def test_an_export_cut_short_leaves_each_table_previous_or_whole(self) -> None:
+        """One session of 40 growing turns: pairs.parquet (each pair's requests whole) is
+        the largest file, so a size limit between it and the others cuts only it."""
+        import random
+
+        rng = random.Random(7)
+        messages: list[dict[str, str]] = []
+        with Path("grow.jsonl").open("w") as fh:
+            for turn in range(40):
+                messages.append({"role": "user" if turn % 2 == 0 else "assistant",
+                                 "content": "".join(rng.choices("abcdefgh ", k=3000))})
+                fh.write(json.dumps({
+                    "timestamp": f"2025-11-03T10:{turn:02d}:00Z",
+                    "url": "https://api.openai.com/v1/chat/completions",
+                    "headers": {"x-litellm-session-id": "s1"},
+                    "request": {"model": "gpt-4o", "messages": messages}}) + "\n")
+        make_store("grow.jsonl", store="g.duckdb")
+        whole = run_limited(["export", "--parquet", "whole", "--store", "g.duckdb"], None)
+        assert whole.returncode == 0, whole.stderr
+        sizes = {p.stem: p.stat().st_size for p in Path("whole").iterdir()}
+        largest_table = max(size for name, size in sizes.items() if name != "pairs")
+        assert sizes["pairs"] > largest_table
+        Path("out").mkdir()
+        for name in sizes:
+            (Path("out") / f"{name}.parquet").write_bytes(OLD)
+        cut = run_limited(["export", "--parquet", "out", "--store", "g.duckdb"],
+                          (largest_table + sizes["pairs"]) // 2)
+        assert cut.returncode == 1 and "Traceback" not in cut.stderr, cut.stderr
+        error = cut.stderr.splitlines()[-1]  # pyarrow's words: "Error writing bytes ..."
+        assert error.startswith("error: export failed: ") and error.endswith(
+            os.strerror(errno.EFBIG)), error
+        assert sorted(os.listdir("out")) == sorted(f"{name}.parquet" for name in sizes)
+        for name in sizes:
+            data = (Path("out") / f"{name}.parquet").read_bytes()
+            assert data == (OLD if name == "pairs" else (Path("whole") / f"{name}.parquet")
+                            .read_bytes()), name
+
+    def test_a_link_stays_a_link_and_a_fifo_is_written_in_place(self) -> None:
+        import stat
+
+        from prefixscope.model.atomic import atomic_path, write_atomic
+
+        Path("real.md").write_bytes(OLD)
+        Path("link.md").symlink_to("real.md")
+        write_atomic(Path("link.md"), "new\n")
+        assert Path("link.md").is_symlink() and Path("real.md").read_text() == "new\n"
+        os.mkfifo("pipe")
+        with atomic_path(Path("pipe")) as target:
+            assert target == Path("pipe")  # nothing to rename onto a pipe or a device
+        assert stat.S_ISFIFO(os.stat("pipe").st_mode)
+        assert sorted(os.listdir(".")) == ["link.md", "pipe", "real.md", "s.duckdb"]
