@@ -235,10 +235,10 @@ def _ingest_one(source: Source, forced: ModuleType | None, batch: _Batch, tally:
                 tally.error(source.name, item.line, item.reason)
                 whole_file_skipped = whole_file_skipped or item.line is None
                 continue
+            tally.by_format[module.NAME] += 1
+            tally.read += 1  # before the write it may trigger reports it
             batch.add(apply_session_rules(item, session_rules) if session_rules else item,
                       prefer, stored)
-            tally.by_format[module.NAME] += 1
-            tally.read += 1
     except (OSError, EOFError) as exc:
         tally.error(source.name, None, f"read failed part-way: {exc}")
     if tally.read == read_before and (tally.skipped == skipped_before or whole_file_skipped):
