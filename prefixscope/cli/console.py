@@ -24,7 +24,7 @@ from rich.markup import escape
 
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.model.redaction import active
-from prefixscope.views.terminal import Screen, visible
+from prefixscope.views.terminal import Screen, one_line
 
 # Piped output is not cut to 80 columns: tables are data there.
 out = Console(highlight=False, soft_wrap=False,
@@ -57,24 +57,26 @@ def write_raw(text: str) -> None:
 def fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
     """Print a one-line error on stderr and return the Exit to raise.
 
-    `message` is plain text (file names, SQL, log content): never read as rich markup.
+    `message` is plain text (file names, SQL, log content): never read as rich markup, and
+    shown on one line (`views.terminal.one_line`).
     """
-    err.print(f"[bold red]error:[/] {escape(visible(active().text(message)))}", markup=True,
+    err.print(f"[bold red]error:[/] {escape(one_line(active().text(message)))}", markup=True,
               soft_wrap=True)
     return typer.Exit(code=int(code))
 
 
 def warn(message: str, quiet: int = 0) -> None:
     """A warning on stderr; `message` is plain text, never rich markup (nor a control
-    sequence: a file name or a log line in it is shown with ``\\xNN``)."""
+    sequence, nor a second line: a file name or a log line in it is shown with ``\\xNN``)."""
     if quiet < 2:
-        err.print(f"[yellow]warning:[/] {escape(visible(active().text(message)))}", markup=True,
+        err.print(f"[yellow]warning:[/] {escape(one_line(active().text(message)))}", markup=True,
                   soft_wrap=True)
 
 
 def note(message: str, quiet: int = 0) -> None:
+    """A note on stderr, plain text on one line (as `warn`)."""
     if quiet < 1:
-        err.print(visible(active().text(message)), markup=False, soft_wrap=True)
+        err.print(one_line(active().text(message)), markup=False, soft_wrap=True)
 
 
 def screen() -> Screen:
@@ -121,8 +123,9 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
         task = progress.add_task(description, total=None)
 
         def update(name: str, done: int, total: int, requests: int) -> None:
+            shown = escape(one_line(active().text(name))[-40:])  # a file name: log text
             progress.update(task, completed=done, total=total or None,
-                            description=f"{description} {name[-40:]} · {requests:,} requests")
+                            description=f"{description} {shown} · {requests:,} requests")
 
         yield update
 

@@ -9,6 +9,7 @@ import typer
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.options import JsonOut, Quiet, SessionGap, StoreOpt
+from prefixscope.ingest.source import MAX_LINE_BYTES
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +31,11 @@ def ingest(
              "body:dotted.path (the request body) or meta:dotted.path (the request's "
              "metadata). Repeatable; the first that matches wins over the log's own id.")
     ] = None,
+    max_line_bytes: Annotated[int, typer.Option(
+        "--max-line-bytes", min=1, metavar="N",
+        help="A line of a log longer than N bytes is skipped (counted, with its place), "
+             "read past without holding it: a decompression bomb cannot fill memory.")]
+    = MAX_LINE_BYTES,
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -68,7 +74,9 @@ def ingest(
         with console.byte_progress(console.show_progress(json_out, quiet), "ingest") as progress:
             result = ingest_paths(paths, st, fmt=fmt, strict=strict,
                                   session_gap_s=session_gap * 60, progress=progress,
-                                  session_rules=rules)
+                                  session_rules=rules, max_line_bytes=max_line_bytes)
+    except StoreError as exc:  # the disk is full
+        raise console.fail(str(exc)) from None
     finally:
         st.close()
     result = console.redacted(result)  # secrets masked before any view cuts text

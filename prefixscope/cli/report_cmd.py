@@ -202,6 +202,7 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
     import json
 
     from prefixscope.findings.gate import baseline_document
+    from prefixscope.model.atomic import write_atomic
 
     outputs: list[tuple[Path, str]] = []
     if html_out is not None:
@@ -227,7 +228,7 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
                                               ensure_ascii=False) + "\n"))
     for path, text in outputs:
         try:
-            path.write_text(text, encoding="utf-8", errors="replace")
+            write_atomic(path, text)
         except OSError as exc:
             raise console.fail(f"cannot write {path}: {exc.strerror or exc}") from None
         console.note(f"wrote {path}", quiet)

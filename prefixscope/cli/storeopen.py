@@ -44,7 +44,10 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
             try:
                 with console.byte_progress(console.show_progress(json_mode, quiet),
                                            "ingest") as progress:
-                    result = ingest_paths(logs, st, progress=progress)
+                    try:
+                        result = ingest_paths(logs, st, progress=progress)
+                    except StoreError as exc:  # the disk is full
+                        raise console.fail(str(exc)) from None
                 if ingested is not None:
                     ingested.append(result)
                 for e in result.errors[:_SHOWN_SKIPS]:
