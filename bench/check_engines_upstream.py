@@ -98,6 +98,7 @@ def vllm_main(upstream: Path) -> None:
 
     from prefixscope.engines import Units
     from prefixscope.engines.base import block_keys
+    from prefixscope.engines.sweep import VllmSweep
     from prefixscope.engines.vllm import VllmEngine
 
     class Req:
@@ -105,11 +106,20 @@ def vllm_main(upstream: Path) -> None:
             self.block_hashes = hashes
 
     rng = random.Random(0)
-    checked = 0
+    checked = swept = 0
     for trace in _traces(11, 20, 120):
         bs = rng.choice([1, 2, 4, 16])
         reqs = [(block_keys(t, bs).tolist(), len(t)) for t in trace]
         num_blocks = max(-(-n // bs) for _, n in reqs) + rng.randrange(40)
+        sweep = VllmSweep(block_size=bs)
+        for keys, n in reqs:
+            sweep.step(Units(np.array(keys, dtype=np.uint64), n, bs))
+        every = sweep.result()  # every capacity at once, held to upstream at three of them
+        for capacity in (num_blocks, max(1, num_blocks // 3), max(1, num_blocks // 8)):
+            got = _upstream_hits(block_pool, reqs, bs, capacity)
+            if every.follows(capacity):
+                assert every.cached_tokens(capacity) == got
+                swept += 1
         pool = block_pool.BlockPool(num_gpu_blocks=num_blocks + 1, enable_caching=True,
                                     hash_block_size=bs)
         ours = VllmEngine(block_size=bs, capacity_blocks=num_blocks)
@@ -132,7 +142,36 @@ def vllm_main(upstream: Path) -> None:
             assert mine.cached_tokens == len(hit) * bs
             assert ours.free_queue() == theirs
             checked += 1
-    print(f"identical hits and free-queue order on {checked} requests")
+    print(f"identical hits and free-queue order on {checked} requests; the one-pass sweep "
+          f"identical at {swept} (trace, capacity) replays")
+
+
+def _upstream_hits(block_pool: types.ModuleType, reqs: list[tuple[list[int], int]], bs: int,
+                   capacity: int) -> list[int]:
+    """Cached tokens of each request through upstream's BlockPool of `capacity` blocks."""
+    class Req:
+        def __init__(self, hashes: list[bytes]) -> None:
+            self.block_hashes = hashes
+
+    pool = block_pool.BlockPool(num_gpu_blocks=capacity + 1, enable_caching=True,
+                                hash_block_size=bs)
+    out = []
+    for keys, n in reqs:
+        hashes = [k.to_bytes(8, "little") for k in keys]
+        hit = []
+        for h in hashes[: (n - 1) // bs]:
+            got = pool.get_cached_block(h, [0])
+            if not got:
+                break
+            hit.append(got[0])
+        pool.touch(hit)
+        want = -(-n // bs) - len(hit)
+        blocks = hit + pool.get_new_blocks(min(want, pool.get_num_free_blocks()))
+        pool.cache_full_blocks(Req(hashes), blocks, len(hit), min(len(hashes), len(blocks)),
+                               bs, 0)
+        pool.free_blocks(reversed(blocks))
+        out.append(len(hit) * bs)
+    return out
 
 
 def sglang_main(upstream: Path) -> None:

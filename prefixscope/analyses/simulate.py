@@ -60,6 +60,7 @@ import xxhash
 
 from prefixscope.engines import ENGINES, UNLIMITED, get_engine
 from prefixscope.engines.base import Admission, Engine, Units
+from prefixscope.engines.sweep import SWEEPS, BlocktraceSweep, Sweep, SweepResult
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
@@ -266,8 +267,7 @@ def replay_prepared(store: Store, prepared: Sequence[_Prepared], skipped: dict[s
         report = replace(report, fit=fit_parameters(prepared, options, fit_units,
                                                      workers=workers))
     if capacity_curve:
-        cached = _replays(prepared, [replace(options, capacity_tokens=c)
-                                     for c in capacity_curve], workers)
+        cached = _at_capacities(prepared, options, capacity_curve, workers)
         report = replace(report, capacity_curve=tuple(
             CurvePoint(c, _hit_rate(prepared, hits))
             for c, hits in zip(capacity_curve, cached, strict=True)))
@@ -707,6 +707,88 @@ def _replay_shared(job: tuple[SimulateOptions, bool]) -> list[int]:
     return _replay(_SHARED, job[0], unlimited=job[1])
 
 
+@dataclass(frozen=True, slots=True)
+class _Swept:
+    """Every capacity's cached tokens of a sequential replay, from one pass (`_sweep`): the
+    engine's requests in one sweep, each block-trace size's in its own."""
+
+    streams: tuple[SweepResult, ...]
+    stream: np.ndarray  # per request (log order): its stream
+    index: np.ndarray  # ... and its place in that stream
+
+    def cached(self, capacity_tokens: int | None) -> list[int] | None:
+        """Each request's cached tokens at `capacity_tokens` (None: unlimited), or None
+        where the sweep does not follow that capacity (replay it instead)."""
+        out = np.zeros(len(self.stream), dtype=np.int64)
+        for i, result in enumerate(self.streams):
+            units = None if capacity_tokens is None else capacity_tokens // result.unit
+            if not result.follows(units):
+                return None
+            mine = self.stream == i
+            out[mine] = np.asarray(result.cached_tokens(units), dtype=np.int64)[self.index[mine]]
+        return out.tolist()
+
+
+def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions) -> _Swept | None:
+    """`_replay(prepared, options)` at every capacity in one pass (None: the engine's policy
+    is not a stack algorithm, or the replay overlaps requests; docs/simulate.md)."""
+    if options.concurrent or options.engine not in SWEEPS:
+        return None
+    engine = _engine(replace(options, capacity_tokens=None), True)  # cuts the units
+    sweeps: dict[int | None, Sweep] = {None: SWEEPS[options.engine](
+        block_size=engine.unit, cache_output=options.cache_output)}  # trace block -> sweep
+    stream, index = [], []
+    seen: Counter[int | None] = Counter()
+    expander = _Expander(prepared, engine)
+    for p in prepared:
+        key = p.trace_block if p.trace is not None else None
+        if key not in sweeps:
+            sweeps[key] = BlocktraceSweep(block_size=p.trace_block)
+        stream.append(list(sweeps).index(key))
+        index.append(seen[key])
+        seen[key] += 1
+        prompt, sequence = expander.units(p, options.cache_output and p.trace is None)
+        sweeps[key].step(prompt, sequence=sequence)
+    return _Swept(tuple(sweep.result() for sweep in sweeps.values()),
+                  np.array(stream, dtype=np.int64), np.array(index, dtype=np.int64))
+
+
+def _sweeps(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions],
+            workers: int) -> list[_Swept | None]:
+    """`_sweep(prepared, run)` of each run, in up to `workers` forked processes."""
+    if workers <= 1 or len(runs) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_sweep(prepared, run) for run in runs]
+    global _SHARED
+    _SHARED = prepared
+    try:
+        with ProcessPoolExecutor(min(workers, len(runs)),
+                                 mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_sweep_shared, runs))
+    finally:
+        _SHARED = ()
+
+
+def _sweep_shared(run: SimulateOptions) -> _Swept | None:
+    return _sweep(_SHARED, run)
+
+
+def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
+                   capacities: Sequence[int | None], workers: int,
+                   swept: _Swept | None = None, sweep: bool = True) -> list[list[int]]:
+    """Cached tokens of each request at each capacity: from one sweep where it follows
+    (`swept`, else made here), the other capacities replayed one by one."""
+    if swept is None and sweep:
+        swept = _sweep(prepared, options)
+    out: list[list[int] | None] = [None if swept is None else swept.cached(c)
+                                   for c in capacities]
+    todo = [i for i, cached in enumerate(out) if cached is None]
+    replayed = _replays(prepared, [replace(options, capacity_tokens=capacities[i])
+                                   for i in todo], workers) if todo else []
+    for i, cached in zip(todo, replayed, strict=True):
+        out[i] = cached
+    return [cached for cached in out if cached is not None]
+
+
 def replay_report(prepared: Sequence[_Prepared], options: SimulateOptions,
                   skipped: dict[str, int], *, workers: int = 1) -> SimulateReport:
     """Predicted and ideal replays, the miss classes and the totals."""
@@ -798,7 +880,7 @@ def _what_if(store: Store, options: SimulateOptions, transform: str,
 
 def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
                    units_to_try: Sequence[int] | None = None, *,
-                   workers: int = 1) -> FitResult | None:
+                   workers: int = 1, sweep: bool = True) -> FitResult | None:
     """The unit and capacity whose replay reproduces the observed cached tokens best.
 
     Score: the share of observed requests predicted exactly, then the smaller mean
@@ -806,8 +888,11 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
     pick the largest). Units: the engine's candidates (16…512 tokens), or `units_to_try`.
     Capacities: unlimited and halvings of the log's prompt tokens, then a search between
     the best one's neighbours, coarse, then narrowing 8x per pass down to single blocks.
-    Ties go to the smaller unit and the larger capacity. `workers` > 1: the candidates
-    of each step of the search replay in that many processes (same result).
+    Ties go to the smaller unit and the larger capacity. Each unit's candidates come from
+    one sweep of the log (`engines.sweep`; every capacity at once), then the chosen one is
+    replayed; `sweep=False` replays every candidate instead (the same result, ~100 replays:
+    for the bench). `workers` > 1: the units' sweeps (or a step's replays) run in that many
+    processes (same result).
     """
     observed = [p.observed for p in prepared if p.observed is not None]
     if not observed:
@@ -819,14 +904,18 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
         (units_to_try or _FIT_UNITS) if getattr(ENGINES[options.engine], "unit_parameter", None)
         else (None,))
     total = sum(p.n_tokens for p in prepared) or 1
+    # every capacity of a unit from one pass (a unit's capacities replayed one by one where
+    # its policy has no exact sweep)
+    swept = dict(zip(units, _sweeps(prepared, [replace(options, unit=unit) for unit in units],
+                                    workers) if sweep else [None] * len(units), strict=True))
 
     def scores(unit: int | None, capacities: Sequence[int | None],
                into: dict[int | None, tuple[float, float]]) -> None:
         todo = [c for c in dict.fromkeys(capacities) if c not in into]
-        runs: list[SimulateOptions | None] = [replace(options, unit=unit, capacity_tokens=c)
-                                              for c in todo]
-        for c, cached in zip(todo, _replays(prepared, runs, workers), strict=True):
-            into[c] = _score(prepared, cached)
+        cached = _at_capacities(prepared, replace(options, unit=unit), todo, workers,
+                                swept[unit], sweep=False)
+        for c, hits in zip(todo, cached, strict=True):
+            into[c] = _score(prepared, hits)
 
     best: tuple[tuple[float, float], int | None, int | None] | None = None
     for unit in units:
