@@ -68,9 +68,9 @@ from prefixscope.analyses.simulate import SimulateOptions, fit_parameters, prepa
 from prefixscope.store import Store
 options = SimulateOptions(engine="vllm", unit=16)
 prepared, _ = prepare(Store.open(sys.argv[1], read_only=True), options)
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 fit = fit_parameters(prepared, options, (16,), sweep=sys.argv[2] == "sweep")
-print(json.dumps({"seconds": time.perf_counter() - start,
+print(json.dumps({"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu,
                   "fit": None if fit is None else [fit.unit, fit.capacity_tokens, fit.agreement]}))
 """
 
@@ -198,9 +198,9 @@ def fit_rows(store: Path, size: float, nbytes: int) -> list[Row]:
             continue
         got = json.loads(done.stdout)
         found[how] = got["fit"]
-        rows.append(Row(size, label, got["seconds"], 0, nbytes))
-        print(f"  {size} GB {label}: {got['seconds']:.1f} s, fit {got['fit']}", file=sys.stderr,
-              flush=True)
+        rows.append(Row(size, label, got["seconds"], 0, nbytes, got["cpu"]))
+        print(f"  {size} GB {label}: {got['seconds']:.1f} s ({got['cpu']:.1f} s CPU), fit "
+              f"{got['fit']}", file=sys.stderr, flush=True)
     if len(found) == 2 and found["sweep"] != found["replays"]:
         print(f"  fits differ: {found}", file=sys.stderr)
     return rows

@@ -142,8 +142,74 @@ def vllm_main(upstream: Path) -> None:
             assert mine.cached_tokens == len(hit) * bs
             assert ours.free_queue() == theirs
             checked += 1
+    salted = _check_extra_keys(sys.modules["vllm.v1.core.kv_cache_utils"], block_pool)
     print(f"identical hits and free-queue order on {checked} requests; the one-pass sweep "
-          f"identical at {swept} (trace, capacity) replays")
+          f"identical at {swept} (trace, capacity) replays; {salted} requests hashed by "
+          "vLLM's own extra keys (cache_salt, LoRA) hit as their namespaces do")
+
+
+def _check_extra_keys(utils: types.ModuleType, block_pool: types.ModuleType) -> int:
+    """Requests with a random ``cache_salt`` and LoRA adapter, hashed by vLLM's own
+    `generate_block_hash_extra_keys` + `hash_block_tokens` (sha256 of pickle) and replayed
+    through its pool, hit as prefixscope's keys with the same namespace on the first block
+    (`block_keys(namespace=)`, what simulate gives a logged ``cache_salt``) hit."""
+    import hashlib
+    import pickle
+
+    from prefixscope.engines import Units
+    from prefixscope.engines.base import block_keys
+    from prefixscope.engines.vllm import VllmEngine
+
+    def sha256(value: Any) -> bytes:
+        return hashlib.sha256(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+
+    utils.init_none_hash(sha256)
+
+    class Lora:
+        def __init__(self, name: str) -> None:
+            self.lora_name, self.lora_path = name, f"/adapters/{name}"
+
+    class Request:
+        def __init__(self, salt: str | None, lora: str | None) -> None:
+            self.cache_salt, self.mm_features, self.prompt_embeds = salt, [], None
+            self.lora_request = Lora(lora) if lora else None
+
+    class Hashes:
+        def __init__(self, hashes: list[bytes]) -> None:
+            self.block_hashes = hashes
+
+    rng = random.Random(3)
+    checked = 0
+    for trace in _traces(5, 10, 80)[:80]:
+        bs = rng.choice([1, 4, 16])
+        capacity = max(-(-len(t) // bs) for t in trace) + rng.randrange(30)
+        pool = block_pool.BlockPool(num_gpu_blocks=capacity + 1, enable_caching=True,
+                                    hash_block_size=bs)
+        ours = VllmEngine(block_size=bs, capacity_blocks=capacity)
+        for tokens in trace:
+            salt, lora = rng.choice([None, "s1", "s2"]), rng.choice([None, None, "ad"])
+            request, parent, hashes = Request(salt, lora), None, []
+            for start in range(0, len(tokens) // bs * bs, bs):
+                extra, _ = utils.generate_block_hash_extra_keys(request, start, start + bs, 0)
+                parent = utils.hash_block_tokens(sha256, parent, tokens[start:start + bs], extra)
+                hashes.append(parent)
+            n = len(tokens)
+            hit = []
+            for h in hashes[: (n - 1) // bs]:
+                got = pool.get_cached_block(h, [0])
+                if not got:
+                    break
+                hit.append(got[0])
+            pool.touch(hit)
+            blocks = hit + pool.get_new_blocks(-(-n // bs) - len(hit))
+            pool.cache_full_blocks(Hashes(hashes), blocks, len(hit),
+                                   min(len(hashes), len(blocks)), bs, 0)
+            pool.free_blocks(reversed(blocks))
+            names = [f"lora:{lora}" if lora else "", f"cache_salt:{salt}" if salt else ""]
+            keys = block_keys(tokens, bs, namespace="|".join(names) if any(names) else None)
+            assert ours.step(Units(keys, n, bs)).cached_tokens == len(hit) * bs
+            checked += 1
+    return checked
 
 
 def _upstream_hits(block_pool: types.ModuleType, reqs: list[tuple[list[int], int]], bs: int,

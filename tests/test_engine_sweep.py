@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from test_engine_vllm import TRUNK, prompts, vllm_reference_replay
 
 from prefixscope.analyses.simulate import SimulateOptions, _at_capacities, _Prepared
-from prefixscope.engines import Units, get_engine
+from prefixscope.engines import ENGINES, Units, get_engine
 from prefixscope.engines.base import block_keys
 from prefixscope.engines.blocktrace import BlocktraceEngine
-from prefixscope.engines.sweep import SWEEPS, BlocktraceSweep, VllmSweep
+from prefixscope.engines.sweep import BlocktraceSweep, VllmSweep
 from prefixscope.engines.vllm import VllmEngine
 
 
@@ -107,7 +107,7 @@ class TestNotStackAlgorithms:
             hits[capacity] = [engine.step(engine.units(t)).cached_tokens
                               for t in ([1, 0, 2], [2], [1, 2], [2, 1])]
         assert hits == {3: [0, 0, 0, 1], 4: [0, 0, 1, 0]}
-        assert "sglang" not in SWEEPS
+        assert ENGINES["sglang"].sweep is None
 
     def test_lmcache_store_evicting_its_own_hit_hits_less_with_more_room(self):
         hits = {}
@@ -116,7 +116,7 @@ class TestNotStackAlgorithms:
             hits[capacity] = [engine.step(engine.units(t)).cached_tokens
                               for t in ([0], [1], [0, 0, 1], [0, 1])]
         assert hits == {1: [0, 0, 0, 1], 2: [0, 0, 1, 0]}
-        assert "lmcache" not in SWEEPS
+        assert ENGINES["lmcache"].sweep is None
 
 
 # -- properties -------------------------------------------------------------------------

@@ -46,7 +46,6 @@ tokens short of the previous prompt, as Claude Code's warm turns do.
 from __future__ import annotations
 
 import heapq
-import inspect
 import multiprocessing
 import re
 from collections import Counter
@@ -58,9 +57,9 @@ from datetime import datetime
 import numpy as np
 import xxhash
 
-from prefixscope.engines import ENGINES, UNLIMITED, get_engine
+from prefixscope.engines import ENGINES, EngineSpec, get_engine
 from prefixscope.engines.base import Admission, Engine, Units
-from prefixscope.engines.sweep import SWEEPS, BlocktraceSweep, Sweep, SweepResult
+from prefixscope.engines.sweep import BlocktraceSweep, Sweep, SweepResult
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
@@ -68,9 +67,6 @@ from prefixscope.tokens import Tokens, common_prefix_length, tokens_many
 
 MISS_CLASSES = ("new", "cold", "break", "eviction", "ttl", "compaction", "provider",
                 "unexplained")
-HOSTED = frozenset({"anthropic", "openai", "deepseek"})
-TOKEN_ENGINES = ("vllm", "sglang", "lmcache", "openai", "deepseek")  # replay token ids
-SEGMENT_ENGINES = ("anthropic",)  # replay content blocks (here: one per request, from usage)
 # A warm Claude Code turn reads exactly the previous request's input minus 2 tokens (7 of 9
 # adjacent pairs of TraceLab's claude-opus sample; cache-semantics.md A.4).
 ANTHROPIC_READ_LAG = 2
@@ -201,6 +197,9 @@ class _Prepared:
     shared: int = 0
     # (at, start, length): the prompt's tokens [at, at + length) are base[start:+length]
     resumed: tuple[int, int, int] | None = None
+    # What vLLM adds to the first block's hash (a request's ``cache_salt``): requests of
+    # different namespaces never share a block.
+    namespace: str | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -215,20 +214,29 @@ class SimulateError(ValueError):
     """The simulation cannot run as asked (one line, for a person)."""
 
 
+def spec_of(engine: str) -> EngineSpec:
+    """The registry's spec of `engine`, one that replays logged requests.
+
+    Raises:
+        SimulateError: not a registered engine, or one that replays traces only.
+    """
+    spec = ENGINES.get(engine)
+    if spec is None:
+        raise SimulateError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    if spec.replays == "traces":
+        others = ", ".join(n for n, s in ENGINES.items() if s.replays != "traces")
+        raise SimulateError(f"--engine {engine} replays block-hash traces only; use one of "
+                            f"{others}")
+    return spec
+
+
 def engine_unit(engine: str, unit: int | None) -> tuple[int, dict[str, int]]:
     """(unit, the engine's keyword for it) for `engine`; unit None takes the default."""
-    if engine not in ENGINES:
-        raise SimulateError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
-    if engine not in TOKEN_ENGINES and engine not in SEGMENT_ENGINES:
-        raise SimulateError(f"--engine {engine} replays block-hash traces only; use one of "
-                            f"{', '.join(TOKEN_ENGINES + SEGMENT_ENGINES)}")
-    parameter = getattr(ENGINES[engine], "unit_parameter", None)
-    if parameter is None:
-        if unit is not None:
-            raise SimulateError(f"--engine {engine} has no block size to set")
-        return 1, {}
-    default = inspect.signature(ENGINES[engine]).parameters[parameter].default
-    return (unit or default), {parameter: unit or default}
+    spec = spec_of(engine)
+    if spec.block_parameter is None and unit is not None:
+        raise SimulateError(f"--engine {engine} has no block size to set")
+    kwargs = spec.block_kwargs(unit)
+    return (unit or spec.block_size), kwargs
 
 
 def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[str] = (),
@@ -321,7 +329,7 @@ def prepare(store: Store, options: SimulateOptions,
                 _output_ids(request, options), None, 0, 0,
                 logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
                 blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
-                base=base, shared=shared, resumed=resumed))
+                base=base, shared=shared, resumed=resumed, namespace=_namespace(request)))
         for request in pending:
             done(request.id)
         seen += len(pending)
@@ -330,7 +338,8 @@ def prepare(store: Store, options: SimulateOptions,
             progress(seen, total)
 
     chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
-    by_blocks = options.engine in SEGMENT_ENGINES
+    spec = spec_of(options.engine)
+    by_blocks = spec.replays == "segments"
 
     def from_usage(request: Request) -> None:
         prev, compacted = prev_of.get(request.id, (None, False))
@@ -356,7 +365,7 @@ def prepare(store: Store, options: SimulateOptions,
             flush()
             seen += 1
             done(request.id)
-            if request.usage.prompt_tokens and (by_blocks or options.engine in HOSTED):
+            if request.usage.prompt_tokens and (by_blocks or spec.hosted):
                 from_usage(request)
             else:
                 reason = ("no prompt in the log (no body, no block ids): a hosted engine "
@@ -398,6 +407,14 @@ def _render(requests: list[Request], options: RenderOptions, skipped: dict[str, 
             reason = f"cannot render: {str(exc).splitlines()[0]}"
             skipped[reason] = skipped.get(reason, 0) + 1
     return out
+
+
+def _namespace(request: Request) -> str | None:
+    """The block-hash namespace of a logged request: vLLM's ``cache_salt`` (a body field
+    of its OpenAI-compatible API; `generate_block_hash_extra_keys` puts it on the first
+    block), None when the body has none."""
+    salt = (request.body or {}).get("cache_salt")
+    return f"cache_salt:{salt}" if isinstance(salt, str) and salt else None
 
 
 def _duration(request: Request) -> float | None:
@@ -506,6 +523,8 @@ class _Expander:
         self._engine = engine
         self._left = Counter(p.base for p in prepared if p.base is not None)
         self._held: dict[str, tuple[np.ndarray, Units | None]] = {}
+        self._namespace: dict[str, str | None] = {}  # a held prompt's namespace
+        self._base_namespace: str | None = None  # that of the base `full_ids` last used
 
     def full_ids(self, p: _Prepared) -> tuple[np.ndarray, Units | None]:
         """`p`'s whole prompt token ids, and its base's units when it has a base (call
@@ -516,6 +535,7 @@ class _Expander:
             if p.base not in self._held:
                 raise ValueError(f"request {p.id} extends {p.base}, not replayed before it")
             base_ids, base = self._held[p.base]
+            self._base_namespace = self._namespace.get(p.base)
             if p.resumed is None:
                 ids = np.concatenate((base_ids[: p.shared], ids))
             else:
@@ -525,9 +545,23 @@ class _Expander:
             self._left[p.base] -= 1
             if not self._left[p.base]:
                 del self._held[p.base], self._left[p.base]
+                self._namespace.pop(p.base, None)
         if self._left.get(p.id):
             self._held[p.id] = (ids, None)
+            self._namespace[p.id] = p.namespace
         return ids, base
+
+    def _salted(self, ids: np.ndarray, base: Units | None, p: _Prepared) -> Units:
+        """`p`'s units with its namespace on the first block, where the engine's units are
+        chained blocks (raw token ids and content blocks carry no namespace)."""
+        engine = self._engine
+        plain = engine.units(ids[:0])
+        if not plain.chained or plain.ends is not None:
+            return engine.units(ids)
+        prefix = None
+        if base is not None and self._base_namespace == p.namespace:
+            prefix = base.keys[: min(p.shared // engine.unit, base.n_full)]
+        return Units.chain(ids, engine.unit, namespace=p.namespace, prefix_keys=prefix)
 
     def units(self, p: _Prepared, output: bool) -> tuple[Units, Units | None]:
         """(prompt, prompt + output when `output` and the log has one) of `p`."""
@@ -535,7 +569,7 @@ class _Expander:
         if p.trace is not None:
             return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
         if p.segments is not None:
-            if engine.name in SEGMENT_ENGINES:
+            if ENGINES[engine.name].replays == "segments":
                 ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
                 ends.append(p.segments[-1][1])
                 return Units.segments([key for key, _ in p.segments], ends,
@@ -548,8 +582,11 @@ class _Expander:
                                           [e for _, e in p.blocks], strict=True)]
             return Units.segments(keys, [e for _, e in p.blocks], n_tokens=len(ids),
                                   breakpoints=dict(p.breakpoints)), None
-        prompt = (engine.units(ids) if base is None
-                  else engine.units_extending(ids, base, p.shared))
+        if p.namespace is not None:
+            prompt = self._salted(ids, base, p)
+        else:
+            prompt = (engine.units(ids) if base is None or self._base_namespace is not None
+                      else engine.units_extending(ids, base, p.shared))
         if p.id in self._held:
             self._held[p.id] = (ids, prompt)
         if output and p.output_ids is not None:
@@ -626,17 +663,16 @@ def _engine(options: SimulateOptions, unlimited: bool) -> Engine:
     kwargs: dict[str, float | int | bool] = dict(params)
     if capacity is not None:
         kwargs["capacity_tokens"] = capacity
-    parameters = inspect.signature(ENGINES[options.engine]).parameters
-    if "cache_output" in parameters:
+    spec = ENGINES[options.engine]
+    if spec.cache_output:
         kwargs["cache_output"] = options.cache_output
-    ttl_parameter = getattr(ENGINES[options.engine], "ttl_parameter", None)
     if options.ttl_seconds is not None:
-        if ttl_parameter is None:
+        if spec.ttl_parameter is None:
             raise SimulateError(f"--engine {options.engine} has no retention time to set")
-        kwargs[ttl_parameter] = options.ttl_seconds
-    if capacity is None and options.engine in UNLIMITED:
-        return UNLIMITED[options.engine](**kwargs)
-    return get_engine(options.engine, **kwargs)
+        kwargs[spec.ttl_parameter] = options.ttl_seconds
+    if capacity is None and spec.unlimited is not None:
+        return spec.unlimited(**kwargs)
+    return spec.factory(**kwargs)
 
 
 def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
@@ -732,10 +768,11 @@ class _Swept:
 def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions) -> _Swept | None:
     """`_replay(prepared, options)` at every capacity in one pass (None: the engine's policy
     is not a stack algorithm, or the replay overlaps requests; docs/simulate.md)."""
-    if options.concurrent or options.engine not in SWEEPS:
+    make = ENGINES[options.engine].sweep
+    if options.concurrent or make is None:
         return None
     engine = _engine(replace(options, capacity_tokens=None), True)  # cuts the units
-    sweeps: dict[int | None, Sweep] = {None: SWEEPS[options.engine](
+    sweeps: dict[int | None, Sweep] = {None: make(
         block_size=engine.unit, cache_output=options.cache_output)}  # trace block -> sweep
     stream, index = [], []
     seen: Counter[int | None] = Counter()
@@ -794,7 +831,7 @@ def replay_report(prepared: Sequence[_Prepared], options: SimulateOptions,
     """Predicted and ideal replays, the miss classes and the totals."""
     unit, _ = engine_unit(options.engine, options.unit)
     predicted, ideal = _replays(prepared, [options, _IDEAL], workers)
-    hosted = options.engine in HOSTED
+    hosted = ENGINES[options.engine].hosted
     length = {p.id: p.n_tokens for p in prepared}
     per_request = tuple(
         RequestSim(p.id, p.session, p.n_tokens, p.observed, pred, ide,
@@ -897,11 +934,12 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
     observed = [p.observed for p in prepared if p.observed is not None]
     if not observed:
         return None  # nothing to fit to
-    if getattr(ENGINES[options.engine], "ttl_parameter", None) is not None:
+    spec = ENGINES[options.engine]
+    if spec.ttl_parameter is not None:
         return _fit_ttl(prepared, options, workers)
     # `units_to_try`: the unit is known (the caller inferred it): fit the capacity alone.
     units: Sequence[int | None] = (
-        (units_to_try or _FIT_UNITS) if getattr(ENGINES[options.engine], "unit_parameter", None)
+        (units_to_try or _FIT_UNITS) if spec.block_parameter is not None
         else (None,))
     total = sum(p.n_tokens for p in prepared) or 1
     # every capacity of a unit from one pass (a unit's capacities replayed one by one where

@@ -32,10 +32,15 @@ def simulate(
     logs: Logs = None,
     store: StoreOpt = None,
     engine: Annotated[str, typer.Option("--engine", "-e", help="Cache model: "
-                                        + ", ".join(ENGINES) + ".")] = "vllm",
+                                        + "; ".join(f"{n} ({s.about})" for n, s in ENGINES.items()
+                                                    if s.replays != "traces")
+                                        + ".")] = "vllm",
     block_size: Annotated[int | None, typer.Option(
-        "--block-size", "-b", min=1, help="The engine's unit: vLLM block (16), SGLang page (1), "
-        "LMCache chunk (256), OpenAI step (128).", show_default=False)] = None,
+        "--block-size", "-b", min=1, help="The engine's unit (default: "
+        + ", ".join(f"{n} {s.block_parameter.replace('_', ' ')} {s.block_size}"
+                    for n, s in ENGINES.items()
+                    if s.block_parameter is not None and s.replays != "traces")
+        + ").", show_default=False)] = None,
     capacity: Annotated[str | None, typer.Option(
         "--capacity", help="Cache size: N (tokens), 'N blocks', or NGiB with "
         "--bytes-per-token (default: unlimited).", show_default=False)] = None,
@@ -48,8 +53,10 @@ def simulate(
     cache_output: Annotated[bool, typer.Option("--cache-output", help="Also cache the logged "
                                                "output's tokens.")] = False,
     ttl: Annotated[float | None, typer.Option(
-        "--ttl", min=0, help="Hosted engines' retention in seconds (default: Anthropic 300, "
-        "OpenAI 600 idle, DeepSeek none).", show_default=False)] = None,
+        "--ttl", min=0, help="Hosted engines' retention in seconds (default: "
+        + ", ".join(f"{n} {'none' if s.ttl_seconds is None else f'{s.ttl_seconds:g}'}"
+                    for n, s in ENGINES.items() if s.ttl_parameter is not None)
+        + ").", show_default=False)] = None,
     concurrent: Annotated[bool, typer.Option("--concurrent", help="Overlapping requests "
                                              "overlap: a running request's blocks cannot be "
                                              "evicted (needs logged durations).")] = False,
@@ -100,11 +107,13 @@ def simulate(
     from prefixscope.views.terminal.simulate import simulate_screen
 
     render = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer))
+    # 'N blocks' are the engine's blocks: --block-size, else its default
+    block = block_size or (ENGINES[engine].block_size if engine in ENGINES else None)
     options = SimulateOptions(
         engine=engine, unit=block_size, trace_block_size=trace_block_size,
-        capacity_tokens=capacity_tokens(capacity, block_size, bytes_per_token),
+        capacity_tokens=capacity_tokens(capacity, block, bytes_per_token),
         cache_output=cache_output, render=render, concurrent=concurrent, ttl_seconds=ttl)
-    curve_points = [capacity_tokens(c.strip(), block_size, bytes_per_token)
+    curve_points = [capacity_tokens(c.strip(), block, bytes_per_token)
                     for c in (curve or "").split(",") if c.strip()]
     keep = save and not logs  # a temporary store of LOGS is gone after the command
     with open_store(logs, store, quiet=quiet, json_mode=json_out, writable=keep) as st, \

@@ -290,7 +290,7 @@ class BlocktraceSweep(_Sweep):
     name: ClassVar[str] = "blocktrace"
     cap_at_tokens: ClassVar[bool] = True
 
-    def __init__(self, *, block_size: int = 512) -> None:
+    def __init__(self, *, block_size: int = 512, cache_output: bool = False) -> None:
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         super().__init__()
@@ -317,5 +317,4 @@ class BlocktraceSweep(_Sweep):
 
 
 Sweep = VllmSweep | BlocktraceSweep
-SWEEPS: dict[str, type[VllmSweep]] = {"vllm": VllmSweep}  # engine -> its one-pass sweep
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from prefixscope.analyses.simulate import SimulateReport
+from prefixscope.engines import ENGINES
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
 from prefixscope.findings.model import Finding
@@ -43,7 +44,7 @@ def _domain(sim: SimulateReport, domain: str | None, name: str = "") -> Iterator
 
 
 def _findings(sim: SimulateReport) -> Iterator[Finding]:
-    hosted = sim.engine in ("anthropic", "openai", "deepseek")
+    hosted = ENGINES[sim.engine].hosted
     for cls in ("eviction", "ttl", "provider", "compaction", "unexplained"):
         tokens = sim.misses.get(cls, 0)
         if tokens <= 0:
