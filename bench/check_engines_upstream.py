@@ -115,8 +115,9 @@ def vllm_main(upstream: Path) -> None:
         for keys, n in reqs:
             sweep.step(Units(np.array(keys, dtype=np.uint64), n, bs))
         every = sweep.result()  # every capacity at once, held to upstream at three of them
+        hashed = [([k.to_bytes(8, "little") for k in keys], n) for keys, n in reqs]
         for capacity in (num_blocks, max(1, num_blocks // 3), max(1, num_blocks // 8)):
-            got = _upstream_hits(block_pool, reqs, bs, capacity)
+            got = _upstream_hits(block_pool, hashed, bs, capacity)
             if every.follows(capacity):
                 assert every.cached_tokens(capacity) == got
                 swept += 1
@@ -174,18 +175,13 @@ def _check_extra_keys(utils: types.ModuleType, block_pool: types.ModuleType) -> 
             self.cache_salt, self.mm_features, self.prompt_embeds = salt, [], None
             self.lora_request = Lora(lora) if lora else None
 
-    class Hashes:
-        def __init__(self, hashes: list[bytes]) -> None:
-            self.block_hashes = hashes
-
     rng = random.Random(3)
     checked = 0
     for trace in _traces(5, 10, 80)[:80]:
         bs = rng.choice([1, 4, 16])
         capacity = max(-(-len(t) // bs) for t in trace) + rng.randrange(30)
-        pool = block_pool.BlockPool(num_gpu_blocks=capacity + 1, enable_caching=True,
-                                    hash_block_size=bs)
         ours = VllmEngine(block_size=bs, capacity_blocks=capacity)
+        theirs, mine = [], []
         for tokens in trace:
             salt, lora = rng.choice([None, "s1", "s2"]), rng.choice([None, None, "ad"])
             request, parent, hashes = Request(salt, lora), None, []
@@ -193,28 +189,19 @@ def _check_extra_keys(utils: types.ModuleType, block_pool: types.ModuleType) -> 
                 extra, _ = utils.generate_block_hash_extra_keys(request, start, start + bs, 0)
                 parent = utils.hash_block_tokens(sha256, parent, tokens[start:start + bs], extra)
                 hashes.append(parent)
-            n = len(tokens)
-            hit = []
-            for h in hashes[: (n - 1) // bs]:
-                got = pool.get_cached_block(h, [0])
-                if not got:
-                    break
-                hit.append(got[0])
-            pool.touch(hit)
-            blocks = hit + pool.get_new_blocks(-(-n // bs) - len(hit))
-            pool.cache_full_blocks(Hashes(hashes), blocks, len(hit),
-                                   min(len(hashes), len(blocks)), bs, 0)
-            pool.free_blocks(reversed(blocks))
+            theirs.append((hashes, len(tokens)))
             names = [f"lora:{lora}" if lora else "", f"cache_salt:{salt}" if salt else ""]
             keys = block_keys(tokens, bs, namespace="|".join(names) if any(names) else None)
-            assert ours.step(Units(keys, n, bs)).cached_tokens == len(hit) * bs
-            checked += 1
+            mine.append(ours.step(Units(keys, len(tokens), bs)).cached_tokens)
+        assert mine == _upstream_hits(block_pool, theirs, bs, capacity)
+        checked += len(trace)
     return checked
 
 
-def _upstream_hits(block_pool: types.ModuleType, reqs: list[tuple[list[int], int]], bs: int,
-                   capacity: int) -> list[int]:
-    """Cached tokens of each request through upstream's BlockPool of `capacity` blocks."""
+def _upstream_hits(block_pool: types.ModuleType, reqs: list[tuple[list[bytes], int]],
+                   bs: int, capacity: int) -> list[int]:
+    """Cached tokens of each request (its full blocks' hashes, its length) through
+    upstream's BlockPool of `capacity` blocks, one request after another."""
     class Req:
         def __init__(self, hashes: list[bytes]) -> None:
             self.block_hashes = hashes
@@ -222,8 +209,7 @@ def _upstream_hits(block_pool: types.ModuleType, reqs: list[tuple[list[int], int
     pool = block_pool.BlockPool(num_gpu_blocks=capacity + 1, enable_caching=True,
                                 hash_block_size=bs)
     out = []
-    for keys, n in reqs:
-        hashes = [k.to_bytes(8, "little") for k in keys]
+    for hashes, n in reqs:
         hit = []
         for h in hashes[: (n - 1) // bs]:
             got = pool.get_cached_block(h, [0])
