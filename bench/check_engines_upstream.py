@@ -25,6 +25,7 @@ import random
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -101,10 +102,6 @@ def vllm_main(upstream: Path) -> None:
     from prefixscope.engines.sweep import VllmSweep
     from prefixscope.engines.vllm import VllmEngine
 
-    class Req:
-        def __init__(self, hashes: list[bytes]) -> None:
-            self.block_hashes = hashes
-
     rng = random.Random(0)
     checked = swept = 0
     for trace in _traces(11, 20, 120):
@@ -121,26 +118,12 @@ def vllm_main(upstream: Path) -> None:
             if every.follows(capacity):
                 assert every.cached_tokens(capacity) == got
                 swept += 1
-        pool = block_pool.BlockPool(num_gpu_blocks=num_blocks + 1, enable_caching=True,
-                                    hash_block_size=bs)
         ours = VllmEngine(block_size=bs, capacity_blocks=num_blocks)
-        for keys, n in reqs:
-            # get_computed_blocks (max_cache_hit_length = n - 1), allocate_slots, free
-            hashes = [k.to_bytes(8, "little") for k in keys]
-            hit = []
-            for h in hashes[: (n - 1) // bs]:
-                got = pool.get_cached_block(h, [0])
-                if not got:
-                    break
-                hit.append(got[0])
-            pool.touch(hit)
-            blocks = hit + pool.get_new_blocks(-(-n // bs) - len(hit))
-            pool.cache_full_blocks(Req(hashes), blocks, len(hit), min(len(hashes), len(blocks)),
-                                   bs, 0)
-            pool.free_blocks(reversed(blocks))
+        for (keys, n), (cached, pool) in zip(reqs, _upstream_steps(block_pool, hashed, bs,
+                                                                   num_blocks), strict=True):
             mine = ours.step(Units(np.array(keys, dtype=np.uint64), n, bs))
             theirs = [b.block_id for b in pool.free_block_queue.get_all_free_blocks()]
-            assert mine.cached_tokens == len(hit) * bs
+            assert mine.cached_tokens == cached
             assert ours.free_queue() == theirs
             checked += 1
     salted = _check_extra_keys(sys.modules["vllm.v1.core.kv_cache_utils"], block_pool)
@@ -198,17 +181,18 @@ def _check_extra_keys(utils: types.ModuleType, block_pool: types.ModuleType) -> 
     return checked
 
 
-def _upstream_hits(block_pool: types.ModuleType, reqs: list[tuple[list[bytes], int]],
-                   bs: int, capacity: int) -> list[int]:
-    """Cached tokens of each request (its full blocks' hashes, its length) through
-    upstream's BlockPool of `capacity` blocks, one request after another."""
+def _upstream_steps(block_pool: types.ModuleType, reqs: list[tuple[list[bytes], int]],
+                    bs: int, capacity: int) -> Iterator[tuple[int, Any]]:
+    """Each request (its full blocks' hashes, its length) through upstream's BlockPool of
+    `capacity` blocks, one after another, the way KVCacheManager drives it
+    (get_computed_blocks with max_cache_hit_length = n - 1, allocate_slots, free): its
+    cached tokens and the pool after it."""
     class Req:
         def __init__(self, hashes: list[bytes]) -> None:
             self.block_hashes = hashes
 
     pool = block_pool.BlockPool(num_gpu_blocks=capacity + 1, enable_caching=True,
                                 hash_block_size=bs)
-    out = []
     for hashes, n in reqs:
         hit = []
         for h in hashes[: (n - 1) // bs]:
@@ -222,8 +206,13 @@ def _upstream_hits(block_pool: types.ModuleType, reqs: list[tuple[list[bytes], i
         pool.cache_full_blocks(Req(hashes), blocks, len(hit), min(len(hashes), len(blocks)),
                                bs, 0)
         pool.free_blocks(reversed(blocks))
-        out.append(len(hit) * bs)
-    return out
+        yield len(hit) * bs, pool
+
+
+def _upstream_hits(block_pool: types.ModuleType, reqs: list[tuple[list[bytes], int]],
+                   bs: int, capacity: int) -> list[int]:
+    """Cached tokens of each request through upstream's pool (`_upstream_steps`)."""
+    return [cached for cached, _ in _upstream_steps(block_pool, reqs, bs, capacity)]
 
 
 def sglang_main(upstream: Path) -> None:
