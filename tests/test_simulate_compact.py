@@ -21,6 +21,8 @@ from prefixscope.analyses.simulate import (
     _compact,
     _Expander,
     _Prepared,
+    _replay,
+    _sweep,
     fit_parameters,
     prepare,
     replay_prepared,
@@ -180,6 +182,25 @@ class TestCompactPrompts:
             whole.append(replace(p, ids=ids, base=None, shared=0, resumed=None))
         assert replay_report(prepared, options, skipped) == replay_report(whole, options,
                                                                           skipped)
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("block", [4, 16, 64])
+def test_the_sweep_is_the_replay_at_every_curve_capacity_on_real_prompts(store, block):
+    """SWE-agent's and OpenHands' real prompts (the bundled tokenizer's ids): the one-pass
+    sweep against a replay through vLLM's pool at the fit's grid of capacities."""
+    options = SimulateOptions(unit=block)
+    prepared, _ = prepare(store, options)
+    swept = _sweep(prepared, options)
+    assert swept is not None
+    total = sum(p.n_tokens for p in prepared)
+    followed = 0
+    for capacity in (None, *sorted({max(block, total >> k) for k in range(14)})):
+        cached = swept.cached(capacity)
+        if cached is not None:
+            followed += 1
+            assert cached == _replay(prepared, replace(options, capacity_tokens=capacity))
+    assert followed >= 10
 
 
 def test_a_request_extending_one_not_replayed_before_it_is_refused():
