@@ -124,6 +124,7 @@ class TestNotStackAlgorithms:
 @settings(max_examples=120, deadline=None)
 @given(prompts, st.lists(st.integers(0, 3), min_size=14, max_size=14), st.integers(1, 5),
        st.booleans())
+@pytest.mark.slow
 def test_the_sweep_is_the_replay_at_every_capacity(reqs, outputs, bs, cache_output):
     """Outputs (`outputs` x 3 tokens of TRUNK after the prompt) extend the sequence when
     `cache_output`; every capacity from 0 to past the log's blocks, and unlimited."""
@@ -181,6 +182,7 @@ def plain_block_lru(trace: list[tuple[list[int], int]], capacity: int, block: in
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["conversation", "synthetic"])
 def test_the_mooncake_traces_at_every_curve_capacity(real, name):
     """The real Mooncake traces: the trace sweep against a plain block LRU, and vLLM's

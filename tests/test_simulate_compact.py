@@ -211,6 +211,7 @@ def test_a_request_extending_one_not_replayed_before_it_is_refused():
         replay_report([b, a], SimulateOptions(unit=4), {})
 
 
+@pytest.mark.slow
 def test_replays_in_worker_processes_give_the_same_report(tmp_path: Path) -> None:
     """Predicted and ideal, the fit's candidates, the capacity curve and a what-if replay
     in two processes: every number is the one replay after replay gives."""

@@ -31,6 +31,9 @@ from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 from prefixscope.views.json import diff_json, segments_json
 
+# not in the fast loop (`pytest -m "not slow"`): every command twice, with one process and two
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 REAL = HERE / "data" / "real"
 # real logs with bodies and threaded sessions: five formats, three tokenizer families
