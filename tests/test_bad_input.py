@@ -601,6 +601,7 @@ class TestRenderBadOptions:
         assert one_error_line(result).startswith(
             f"error: {spec}: the chat template does not compile: ")
 
+    @pytest.mark.slow
     def test_chat_template_refusing_the_request(self):
         spec = tokenizer_dir("refuses", template='{{ raise_exception("no system role") }}')
         result = run("render", BODY_FILE, "--tokenizer", spec)
@@ -656,6 +657,7 @@ class TestDiffBadInput:
         result = run("diff", "--all", RAW_BODIES, "--tokenizer", str(Path("empty").resolve()))
         assert result.exit_code == 1 and "not a model directory" in one_error_line(result)
 
+    @pytest.mark.slow
     def test_template_refusing_requests_is_counted_once_per_reason(self):
         spec = tokenizer_dir("refuses", template='{{ raise_exception("boom") }}')
         make_store(FIXTURES / "raw" / "claude_code_capture.jsonl")

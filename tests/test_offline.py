@@ -21,6 +21,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+# not in the fast loop (`pytest -m "not slow"`): every main command in a process without network
+pytestmark = pytest.mark.slow
+
 SAMPLES = ROOT / "sample_logs"
 
 # Runs first in the child: every non-loopback socket use raises and is recorded.

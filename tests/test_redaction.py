@@ -377,6 +377,7 @@ _PLANTED = ("sk-ant-api03-" + "Ab3_" * 12, "ghp_" + "x1Y2" * 9, "AKIA" + "QWERTY
                 max_size=4),
        st.integers(0, 3), st.integers(-600, 4_500), st.integers(1, 400),
        st.sampled_from([" ", "x", "\n", "é"]))
+@pytest.mark.slow
 def test_a_window_is_masked_as_the_whole_text_cut_there(
         planted: list[tuple[str, int]], pick: int, offset: int, width: int,
         filler: str) -> None:

@@ -134,8 +134,9 @@ _UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "kib": 2**10, "mib": 2**20, "gib":
 
 def capacity_tokens(text: str | None, block_size: int | None,
                     bytes_per_token: int | None) -> int | None:
-    """A --capacity value in tokens: ``500000``, ``1e6``, ``2M`` (tokens), ``4096 blocks``,
-    ``8GiB`` / ``500MB`` (bytes, with --bytes-per-token). None stays unlimited."""
+    """A --capacity value in tokens: ``500000``, ``1e6``, ``2M`` (tokens), ``4096 blocks``
+    (of `block_size` tokens: the engine's; None is an error, not a guess), ``8GiB`` /
+    ``500MB`` (bytes, with --bytes-per-token). None stays unlimited."""
     import re
 
 
@@ -151,7 +152,11 @@ def capacity_tokens(text: str | None, block_size: int | None,
     if unit in ("k", "m", "g"):
         return int(number * _UNITS[unit])
     if unit in ("blocks", "block"):
-        return int(number) * (block_size or 16)
+        if block_size is None:
+            raise console.fail(f"--capacity {text}: blocks of how many tokens? Give "
+                               "--block-size (the engine's block, e.g. 16 for vLLM)",
+                               ExitCode.USAGE)
+        return int(number) * block_size
     if unit in _UNITS or unit == "b":
         if bytes_per_token is None:
             raise console.fail(f"--capacity {text}: a size in bytes needs --bytes-per-token "

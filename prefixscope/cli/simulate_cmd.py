@@ -38,10 +38,15 @@ def simulate(
     engine: Annotated[str, typer.Option(
         "--engine", "-e", help="Cache model: auto (as report chooses it: cached values on "
         "block multiples -> vllm at that block, else the models' hosted API, else vllm when "
-        "the log has prompts), " + ", ".join(ENGINES) + ".")] = "auto",
+        "the log has prompts); " + "; ".join(f"{n} ({s.about})" for n, s in ENGINES.items()
+                                              if s.replays != "traces")
+        + ".")] = "auto",
     block_size: Annotated[int | None, typer.Option(
-        "--block-size", "-b", min=1, help="The engine's unit: vLLM block (16), SGLang page (1), "
-        "LMCache chunk (256), OpenAI step (128).", show_default=False)] = None,
+        "--block-size", "-b", min=1, help="The engine's unit (default: "
+        + ", ".join(f"{n} {s.block_parameter.replace('_', ' ')} {s.block_size}"
+                    for n, s in ENGINES.items()
+                    if s.block_parameter is not None and s.replays != "traces")
+        + ").", show_default=False)] = None,
     capacity: Annotated[str | None, typer.Option(
         "--capacity", help="Cache size: N (tokens), 'N blocks', or NGiB with "
         "--bytes-per-token (default: unlimited).", show_default=False)] = None,
@@ -54,8 +59,10 @@ def simulate(
     cache_output: Annotated[bool, typer.Option("--cache-output", help="Also cache the logged "
                                                "output's tokens.")] = False,
     ttl: Annotated[float | None, typer.Option(
-        "--ttl", min=0, help="Hosted engines' retention in seconds (default: Anthropic 300, "
-        "OpenAI 600 idle, DeepSeek none).", show_default=False)] = None,
+        "--ttl", min=0, help="Hosted engines' retention in seconds (default: "
+        + ", ".join(f"{n} {'none' if s.ttl_seconds is None else f'{s.ttl_seconds:g}'}"
+                    for n, s in ENGINES.items() if s.ttl_parameter is not None)
+        + ").", show_default=False)] = None,
     concurrent: Annotated[bool, typer.Option("--concurrent", help="Overlapping requests "
                                              "overlap: a running request's blocks cannot be "
                                              "evicted (needs logged durations).")] = False,
@@ -96,7 +103,6 @@ def simulate(
     """
     from prefixscope.analyses.simulate import (
         AUTO_MIN_REPLAY_REQUESTS,
-        HOSTED,
         SimulateError,
         SimulateOptions,
         simulate_store,
@@ -113,8 +119,7 @@ def simulate(
         raise console.fail(f"unknown engine {engine!r}; known: auto, {', '.join(ENGINES)}",
                            ExitCode.USAGE)
     render = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer))
-    curve_points = [capacity_tokens(c.strip(), block_size, bytes_per_token)
-                    for c in (curve or "").split(",") if c.strip()]
+    curves = [c.strip() for c in (curve or "").split(",") if c.strip()]
     scoped = scope(since, until, project)
     # a temporary store (of LOGS, or a scope's copy) is gone after the command
     keep = save and not logs and scoped is None
@@ -133,10 +138,13 @@ def simulate(
             console.note(f"replaying with {engine}"
                          + (f" (block {unit})" if unit and engine == "vllm" else "")
                          + f": {why}", quiet)
+        # 'N blocks' are the engine's blocks: --block-size (or inferred), else its default
+        block = unit or ENGINES[engine].block_size
         options = SimulateOptions(
             engine=engine, unit=unit, trace_block_size=trace_block_size,
-            capacity_tokens=capacity_tokens(capacity, unit, bytes_per_token),
+            capacity_tokens=capacity_tokens(capacity, block, bytes_per_token),
             cache_output=cache_output, render=render, concurrent=concurrent, ttl_seconds=ttl)
+        curve_points = [capacity_tokens(c, block, bytes_per_token) for c in curves]
         try:
             n = effective_workers(workers, st.count(), auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
             report = simulate_store(st, options, what_if=what_if_tuple(what_if),
@@ -149,7 +157,7 @@ def simulate(
         if not report.requests:
             reasons = "; ".join(f"{n:,} {why}" for why, n in report.skipped.items())
             hint = ""
-            if engine not in HOSTED and st.count() and not st.body_count():
+            if not ENGINES[engine].hosted and st.count() and not st.body_count():
                 hint = (": a usage-only log (no bodies, no block ids) replays from its usage "
                         "with a hosted engine: `--engine anthropic` (or openai, deepseek)")
             raise console.fail(f"nothing to replay ({reasons or 'no requests'}){hint}")
