@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +18,12 @@ from prefixscope.tokenizers import BUNDLED
 if TYPE_CHECKING:
     from prefixscope.prompt import RenderOptions
     from prefixscope.store.scope import Scope
+
+def defaults(function: Callable[..., object]) -> dict[str, Any]:
+    """option -> the library's default of `function` (`prefixscope.api`): the one
+    definition the command's options read too."""
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()}
+
 
 Logs = Annotated[
     list[str] | None,

@@ -1,4 +1,10 @@
-"""Open the store a command works on: `--store FILE`, or LOGS ingested into a temporary one."""
+"""Open the store a command works on: `--store FILE`, or LOGS ingested into a temporary one.
+
+`input_store` / `maybe_input_store` give the library's `prefixscope.Store` the commands
+hand to `prefixscope.api`, opened (LOGS ingested) when the API first reads it: after the
+API has checked the options, so a bad option fails before any log is read. What ingesting
+LOGS skipped is warned about here; an analysis of LOGS without a request fails here.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +18,71 @@ from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from prefixscope import api
     from prefixscope.store import Store
     from prefixscope.store.load import IngestResult
     from prefixscope.store.scope import Scope
 
 _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary store
+
+
+@contextmanager
+def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
+                json_mode: bool = False, allow_empty: bool = False) -> Iterator[api.Store]:
+    """LOGS ingested into a temporary store, else --store (default prefixscope.duckdb); LOGS
+    without a request are an error unless `allow_empty`. Closed (a temporary store deleted)
+    on leaving."""
+    from prefixscope import api
+    from prefixscope.store import DEFAULT_STORE
+
+    if logs:
+        def ingested() -> api.Store:
+            with console.byte_progress(console.show_progress(json_mode, quiet),
+                                       "ingest") as progress:
+                st = api.ingest(logs, store=None, progress=progress)
+            result = st.ingest_result
+            assert result is not None
+            _warn_skips(result, quiet)
+            if result.ingested == 0 and not result.already_present and not allow_empty:
+                st.close()
+                raise console.fail("no requests found in the given logs"
+                                   + (f" ({result.skipped} skipped)" if result.skipped
+                                      else ""))
+            return st
+
+        handle = api.Store._deferred(ingested)
+    else:
+        handle = api.Store._at(store or Path(DEFAULT_STORE))
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+@contextmanager
+def maybe_input_store(store: Path | None) -> Iterator[api.Store | None]:
+    """The store when one is named or the default exists; else nothing (files only)."""
+    from prefixscope import api
+    from prefixscope.store import DEFAULT_STORE
+
+    path = store or Path(DEFAULT_STORE)
+    if store is None and not path.exists():
+        yield None
+        return
+    handle = api.Store._at(path)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def _warn_skips(result: IngestResult, quiet: int) -> None:
+    for e in result.errors[:_SHOWN_SKIPS]:
+        place = f"{e.file}:{e.line}" if e.line is not None else e.file
+        console.warn(f"skipped {place}: {e.reason}", quiet)
+    if result.skipped > _SHOWN_SKIPS:
+        console.warn(f"{result.skipped} record(s) or file(s) skipped in all while "
+                     "reading the logs (`prefixscope ingest --json` lists them)", quiet)
 
 
 @contextmanager
@@ -47,13 +113,7 @@ def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                     result = ingest_paths(logs, st, progress=progress)
                 if ingested is not None:
                     ingested.append(result)
-                for e in result.errors[:_SHOWN_SKIPS]:
-                    place = f"{e.file}:{e.line}" if e.line is not None else e.file
-                    console.warn(f"skipped {place}: {e.reason}", quiet)
-                if result.skipped > _SHOWN_SKIPS:
-                    console.warn(f"{result.skipped} record(s) or file(s) skipped in all while "
-                                 "reading the logs (`prefixscope ingest --json` lists them)",
-                                 quiet)
+                _warn_skips(result, quiet)
                 if result.ingested == 0 and not result.already_present and not allow_empty:
                     raise console.fail("no requests found in the given logs"
                                        + (f" ({result.skipped} skipped)" if result.skipped
