@@ -21,17 +21,18 @@ docs/api.md); every other name is private.
 
 from __future__ import annotations
 
-import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prefixscope.model.errors import Error
 
 if TYPE_CHECKING:
+    import tempfile
+
     import polars as pl
 
     from prefixscope.prompt import RenderOptions
@@ -48,8 +49,6 @@ __all__ = ["DiffReport", "Error", "IngestResult", "RenderResult", "Report", "Sim
 _RESULT_TYPES = ("DiffReport", "RenderResult", "Report", "SimulateReport")
 _TEMPORARY = "the given logs"  # what messages call a temporary store (as the CLI says it)
 
-PathLike = str | os.PathLike[str]
-_log = logging.getLogger("prefixscope")
 
 
 def __getattr__(name: str) -> Any:
@@ -86,7 +85,7 @@ class Store:
         raise TypeError("use prefixscope.open(path) or prefixscope.ingest(paths, store=...)")
 
     @classmethod
-    def _at(cls, file: PathLike, *, label: str | None = None,
+    def _at(cls, file: str | PathLike[str], *, label: str | None = None,
             tmp: tempfile.TemporaryDirectory[str] | None = None,
             ingest_result: IngestResult | None = None) -> Store:
         """The store file `file`, opened on first use (`label`: what messages call it)."""
@@ -192,7 +191,7 @@ class Store:
 
 
 @contextmanager
-def _store_of(store: Store | PathLike) -> Iterator[Store]:
+def _store_of(store: Store | str | PathLike[str]) -> Iterator[Store]:
     """`store`, or the store file a path names (opened read-only, closed after)."""
     if isinstance(store, Store):
         yield store
@@ -204,7 +203,7 @@ def _store_of(store: Store | PathLike) -> Iterator[Store]:
         handle.close()
 
 
-def open(path: PathLike = "prefixscope.duckdb") -> Store:
+def open(path: str | PathLike[str] = "prefixscope.duckdb") -> Store:
     """Open an existing store (what ``prefixscope ingest --store`` wrote) for reading.
 
     Args:
@@ -218,8 +217,9 @@ def open(path: PathLike = "prefixscope.duckdb") -> Store:
     return handle
 
 
-def ingest(paths: PathLike | Sequence[PathLike], store: PathLike | None = "prefixscope.duckdb",
-           *, format: str = "auto", strict: bool = False, session_gap: float = 60.0,
+def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
+           store: str | PathLike[str] | None = "prefixscope.duckdb", *, format: str = "auto",
+           strict: bool = False, session_gap: float = 60.0,
            session_key: str | Sequence[str] = (),
            progress: Callable[[str, int, int, int], None] | None = None) -> Store:
     """Read logs of any supported format into a store and thread them into sessions
@@ -262,9 +262,14 @@ def ingest(paths: PathLike | Sequence[PathLike], store: PathLike | None = "prefi
         rules = tuple(parse_session_rule(expr) for expr in _strings(session_key))
     except ValueError as exc:
         raise Error(str(exc), usage=True) from None
-    tmp = tempfile.TemporaryDirectory(prefix="prefixscope-") if store is None else None
-    file = os.fspath(store) if store is not None else os.path.join(_tmp_name(tmp),
-                                                                    "store.duckdb")
+    import tempfile
+
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    if store is None:
+        tmp = tempfile.TemporaryDirectory(prefix="prefixscope-")
+        file = os.path.join(tmp.name, "store.duckdb")
+    else:
+        file = os.fspath(store)
     try:
         try:
             core = CoreStore.open(file)
@@ -282,7 +287,7 @@ def ingest(paths: PathLike | Sequence[PathLike], store: PathLike | None = "prefi
         if tmp is not None:
             tmp.cleanup()
         raise
-    done = _masked(IngestResult.of(result))
+    done = _masked(IngestResult._of(result))
     if done.failed:
         if tmp is not None:
             tmp.cleanup()
@@ -297,10 +302,11 @@ def ingest(paths: PathLike | Sequence[PathLike], store: PathLike | None = "prefi
                      ingest_result=done)
 
 
-def report(store: Store | PathLike, *, engine: str = "auto", block_size: int | None = None,
-           capacity: int | str | None = None, bytes_per_token: int | None = None,
-           engine_logs: Sequence[PathLike] = (), fail_under: float | None = None,
-           max_volatile_before: int | None = None, baseline: PathLike | None = None,
+def report(store: Store | str | PathLike[str], *, engine: str = "auto",
+           block_size: int | None = None, capacity: int | str | None = None,
+           bytes_per_token: int | None = None,
+           engine_logs: Sequence[str | PathLike[str]] = (), fail_under: float | None = None,
+           max_volatile_before: int | None = None, baseline: str | PathLike[str] | None = None,
            by: str | Sequence[str] | None = None, price_per_mtok: float | None = None,
            what_if: str | Sequence[str] = (), gateway: str = "auto", tokenizer: str = "auto",
            workers: int | None = None, since: str | None = None, until: str | None = None,
@@ -388,10 +394,10 @@ def report(store: Store | PathLike, *, engine: str = "auto", block_size: int | N
         except ValueError as exc:
             raise Error(str(exc), usage=True) from None
     # Masked once, before any view: every file a view writes is as masked as the terminal.
-    return _masked(Report.of(result))
+    return _masked(Report._of(result))
 
 
-def diff(store: Store | PathLike | None, *requests: str, session: str | None = None,
+def diff(store: Store | str | PathLike[str] | None, *requests: str, session: str | None = None,
          gateway: str = "auto", tokenizer: str = "auto", what_if: str | Sequence[str] = (),
          block_size: int | None = None, context: int = 40, workers: int | None = None,
          runner: str = "local", parquet_in: str | None = None, parquet_out: str | None = None,
@@ -465,12 +471,13 @@ def diff(store: Store | PathLike | None, *requests: str, session: str | None = N
     except (LookupError_, LookupError, RenderError, TokenizerError, WorkerError,
             DistributedError) as exc:
         raise Error(str(exc).splitlines()[0]) from None
-    return _masked(DiffReport.of(result))  # secrets masked before any view cuts text
+    return _masked(DiffReport._of(result))  # secrets masked before any view cuts text
 
 
-def simulate(store: Store | PathLike, *, engine: str = "auto", block_size: int | None = None,
-             capacity: int | str | None = None, bytes_per_token: int | None = None,
-             trace_block_size: int | None = None, cache_output: bool = False,
+def simulate(store: Store | str | PathLike[str], *, engine: str = "auto",
+             block_size: int | None = None, capacity: int | str | None = None,
+             bytes_per_token: int | None = None, trace_block_size: int | None = None,
+             cache_output: bool = False,
              ttl: float | None = None, concurrent: bool = False, fit: bool = False,
              capacities: Sequence[int | str | None] = (), save: bool = True,
              gateway: str = "auto", tokenizer: str = "auto", what_if: str | Sequence[str] = (),
@@ -538,7 +545,7 @@ def simulate(store: Store | PathLike, *, engine: str = "auto", block_size: int |
                     raise Error(f"--engine auto: {why}; pass --engine (one of "
                                 f"{', '.join(ENGINES)})", usage=True)
                 engine = chosen
-                _log.info(f"replaying with {engine}"
+                _note(f"replaying with {engine}"
                           + (f" (block {unit})" if unit and engine == "vllm" else "")
                           + f": {why}")
             options = SimulateOptions(
@@ -567,11 +574,11 @@ def simulate(store: Store | PathLike, *, engine: str = "auto", block_size: int |
             if keep:
                 st.save_simulation(result.engine, result.unit, result.capacity_tokens,
                                    stored_rows(result))
-                _log.info(f"saved {result.requests:,} results in {st.path} (table simulated)")
-    return _masked(SimulateReport.of(result))  # masked before any view or plot cuts text
+                _note(f"saved {result.requests:,} results in {st.path} (table simulated)")
+    return _masked(SimulateReport._of(result))  # masked before any view or plot cuts text
 
 
-def render(store: Store | PathLike | None, request: str, *, gateway: str = "auto",
+def render(store: Store | str | PathLike[str] | None, request: str, *, gateway: str = "auto",
            tokenizer: str = "auto", what_if: str | Sequence[str] = ()) -> RenderResult:
     """The prompt one request became upstream: gateway conversion, chat template and the
     model's tokenizer, with its tokens and every segment's character and token span
@@ -603,7 +610,7 @@ def render(store: Store | PathLike | None, request: str, *, gateway: str = "auto
         result = render_report(req, options)
     except (LookupError_, RenderError, TokenizerError) as exc:
         raise Error(str(exc).splitlines()[0]) from None
-    return _masked(RenderResult.of(result))  # secrets masked before any view cuts text
+    return _masked(RenderResult._of(result))  # secrets masked before any view cuts text
 
 
 def redact(patterns: str | Sequence[str] = (), *, defaults: bool = True) -> None:
@@ -626,16 +633,11 @@ def redact(patterns: str | Sequence[str] = (), *, defaults: bool = True) -> None
 # -- the option assembly the commands share -------------------------------------------
 
 
-def _strings(values: PathLike | Sequence[PathLike]) -> list[str]:
+def _strings(values: str | PathLike[str] | Sequence[str | PathLike[str]]) -> list[str]:
     """One value or several, as strings."""
     if isinstance(values, str | os.PathLike):
         return [os.fspath(values)]
     return [os.fspath(v) for v in values]
-
-
-def _tmp_name(tmp: tempfile.TemporaryDirectory[str] | None) -> str:
-    assert tmp is not None
-    return tmp.name
 
 
 def _is_file(ref: str) -> bool:
@@ -728,7 +730,7 @@ def _capacity_tokens(value: int | str | None, block_size: int | None,
 
 
 @contextmanager
-def _maybe(store: Store | PathLike | None) -> Iterator[Store | None]:
+def _maybe(store: Store | str | PathLike[str] | None) -> Iterator[Store | None]:
     if store is None:
         yield None
         return
@@ -746,6 +748,8 @@ def _reading(handle: Store, scope: Scope | None, *, writable: bool = False
         if writable:  # the next read opens it read-only, as other processes can share it
             handle._close_connection()
         return
+    import tempfile
+
     from prefixscope.store import Store as CoreStore
     from prefixscope.store.load import relink
 
@@ -758,7 +762,7 @@ def _reading(handle: Store, scope: Scope | None, *, writable: bool = False
             left = st.restrict(scope)
             with st.transaction():
                 relink(st)
-            _log.info(f"{scope.describe()}: {left:,} of {before:,} requests")
+            _note(f"{scope.describe()}: {left:,} of {before:,} requests")
             if not left:
                 raise Error(f"no request {scope.describe()} (of {before:,})")
             st.close()
@@ -769,6 +773,13 @@ def _reading(handle: Store, scope: Scope | None, *, writable: bool = False
             yield st
         finally:
             st.close()
+
+
+def _note(message: str) -> None:
+    """What the command line prints as a note: INFO on the ``prefixscope`` logger."""
+    import logging
+
+    logging.getLogger("prefixscope").info(message)
 
 
 def _masked(value: Any) -> Any:

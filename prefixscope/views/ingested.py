@@ -19,7 +19,7 @@ class IngestResult(_load.IngestResult):
     reasons), formats, sessions, and the store's usage after it."""
 
     @classmethod
-    def of(cls, result: _load.IngestResult) -> IngestResult:
+    def _of(cls, result: _load.IngestResult) -> IngestResult:
         return cls(**{f.name: getattr(result, f.name) for f in fields(result)})
 
     def to_dict(self) -> dict[str, Any]:

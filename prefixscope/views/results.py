@@ -49,7 +49,7 @@ class Report(_model.Report):
     TABLES: ClassVar[tuple[str, ...]] = tuple(frames.REPORT_TABLES)
 
     @classmethod
-    def of(cls, report: _model.Report) -> Report:
+    def _of(cls, report: _model.Report) -> Report:
         return as_subclass(cls, report)
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,7 +109,7 @@ class DiffReport(_diff.DiffReport):
     TABLES: ClassVar[tuple[str, ...]] = tuple(frames.DIFF_TABLES)
 
     @classmethod
-    def of(cls, report: _diff.DiffReport) -> DiffReport:
+    def _of(cls, report: _diff.DiffReport) -> DiffReport:
         return as_subclass(cls, report)
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,7 +142,7 @@ class SimulateReport(_simulate.SimulateReport):
     TABLES: ClassVar[tuple[str, ...]] = tuple(frames.SIMULATE_TABLES)
 
     @classmethod
-    def of(cls, report: _simulate.SimulateReport) -> SimulateReport:
+    def _of(cls, report: _simulate.SimulateReport) -> SimulateReport:
         return as_subclass(cls, report)
 
     def to_dict(self, *, per_request: bool = False) -> dict[str, Any]:
@@ -177,7 +177,7 @@ class RenderResult(_render.RenderResult):
     TABLES: ClassVar[tuple[str, ...]] = tuple(frames.RENDER_TABLES)
 
     @classmethod
-    def of(cls, result: _render.RenderResult) -> RenderResult:
+    def _of(cls, result: _render.RenderResult) -> RenderResult:
         return as_subclass(cls, result)
 
     def to_dict(self, *, show_text: bool = False) -> dict[str, Any]:
