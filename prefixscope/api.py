@@ -50,7 +50,6 @@ _RESULT_TYPES = ("DiffReport", "RenderResult", "Report", "SimulateReport")
 _TEMPORARY = "the given logs"  # what messages call a temporary store (as the CLI says it)
 
 
-
 def __getattr__(name: str) -> Any:
     if name == "IngestResult":
         from prefixscope.views.ingested import IngestResult

@@ -162,9 +162,12 @@ class TestSurface:
         assert sorted(n for n in defined if not n.startswith("_")) == sorted(
             n for n in NAMES if getattr(api, n).__module__ == "prefixscope.api")
 
-    def test_every_public_name_has_its_section_in_api_md(self) -> None:
-        headings = set(re.findall(r"^### `ps\.(\w+)`", DOC.read_text(), re.M))
-        assert headings == {*NAMES, "__version__"}
+    def test_every_public_name_has_its_section_in_api_md_with_an_example(self) -> None:
+        sections = re.split(r"^(?=##)", DOC.read_text(), flags=re.M)
+        named = {m.group(1): section for section in sections
+                 if (m := re.match(r"### `ps\.(\w+)`", section))}
+        assert sorted(named) == sorted([*NAMES, "__version__"])
+        assert [n for n, section in named.items() if "```python" not in section] == []
 
     def test_the_store_cannot_be_built_but_by_open_or_ingest(self) -> None:
         with pytest.raises(TypeError, match="use prefixscope.open"):
