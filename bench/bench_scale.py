@@ -59,6 +59,21 @@ with open(sys.argv[1], 'rb') as fh:
 print(n)
 """
 
+# The capacity fit `report` runs (block size known): one sweep of every capacity plus a
+# confirming replay, against a replay per candidate capacity (the fit before the sweep);
+# prints the seconds of the fit alone (not the render before it) and the fit found.
+FIT = """
+import json, sys, time
+from prefixscope.analyses.simulate import SimulateOptions, fit_parameters, prepare
+from prefixscope.store import Store
+options = SimulateOptions(engine="vllm", unit=16)
+prepared, _ = prepare(Store.open(sys.argv[1], read_only=True), options)
+start, cpu = time.perf_counter(), time.process_time()
+fit = fit_parameters(prepared, options, (16,), sweep=sys.argv[2] == "sweep")
+print(json.dumps({"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu,
+                  "fit": None if fit is None else [fit.unit, fit.capacity_tokens, fit.agreement]}))
+"""
+
 
 def _tree_rss(pid: int) -> int:
     """Memory of `pid` and its descendants now: the sum of their proportional set sizes
@@ -169,9 +184,31 @@ def peer_rows(log: Path, size: float, nbytes: int, work: Path) -> list[Row]:
 PARALLEL = {"diff", "segments", "simulate", "report"}  # the commands with --workers
 
 
+def fit_rows(store: Path, size: float, nbytes: int) -> list[Row]:
+    """The capacity fit alone: one sweep per unit (now) against a replay per candidate
+    capacity (before), each in its own process on the same store."""
+    rows = []
+    found = {}
+    for how, label in (("sweep", "fit: one sweep + a confirming replay"),
+                       ("replays", "fit: a replay per candidate (before the sweep)")):
+        done = subprocess.run([sys.executable, "-c", FIT, str(store), how], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        if done.returncode:
+            print(f"  {label}: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+            continue
+        got = json.loads(done.stdout)
+        found[how] = got["fit"]
+        rows.append(Row(size, label, got["seconds"], 0, nbytes, got["cpu"]))
+        print(f"  {size} GB {label}: {got['seconds']:.1f} s ({got['cpu']:.1f} s CPU), fit "
+              f"{got['fit']}", file=sys.stderr, flush=True)
+    if len(found) == 2 and found["sweep"] != found["replays"]:
+        print(f"  fits differ: {found}", file=sys.stderr)
+    return rows
+
+
 def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool = False,
-        commands: tuple[tuple[str, ...], ...] = COMMANDS, workers: tuple[int, ...] = ()
-        ) -> list[Row]:
+        commands: tuple[tuple[str, ...], ...] = COMMANDS, workers: tuple[int, ...] = (),
+        fit: bool = False) -> list[Row]:
     """(size GB, command, seconds, peak RSS, file bytes) for each size and command."""
     rows: list[Row] = []
     py = sys.executable
@@ -198,6 +235,8 @@ def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool =
                 print(f"  {size} GB {name}: {wall:.1f} s ({cpu:.1f} s CPU), "
                       f"{rss / 2**20:.0f} MB; load {os.getloadavg()[0]:.1f}",
                       file=sys.stderr, flush=True)
+        if fit:
+            rows.extend(fit_rows(store, size, nbytes))
         if naive:
             rows.extend(naive_rows(log, size, nbytes, naive))
         if peers and form == "raw":
@@ -231,6 +270,10 @@ def ratios(rows: list[Row]) -> str:
         floor = other(size, "floor")
         if mine and floor:
             out.append(f"| {size} | report / floor (orjson) | {mine / floor:.1f}x |")
+        sweep, replays = other(size, "fit: one sweep"), other(size, "fit: a replay per")
+        if sweep and replays:
+            out.append(f"| {size} | fit: replay per candidate / one sweep | "
+                       f"{replays / sweep:.1f}x |")
     return "\n".join(out)
 
 
@@ -262,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="", metavar="N,M",
                     help="run diff --all, segments, simulate and report once per --workers value "
                          "(e.g. 1,2; default: each once, with the command's default)")
+    ap.add_argument("--fit", action="store_true",
+                    help="also time report's capacity fit alone: one sweep against a replay per "
+                         "candidate (the fit before the sweep; minutes per GB)")
     args = ap.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",") if s]
     work = args.dir or Path(tempfile.mkdtemp(prefix="prefixscope-scale-"))
@@ -270,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         wanted = {c.strip() for c in args.commands.split(",")} | {"ingest"}
         commands = tuple(c for c in COMMANDS if " ".join(c) in wanted)
         workers = tuple(int(n) for n in args.workers.split(",") if n)
-        rows = run(sizes, work, args.form, args.naive, args.peers, commands, workers)
+        rows = run(sizes, work, args.form, args.naive, args.peers, commands, workers, args.fit)
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

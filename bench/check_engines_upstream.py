@@ -33,6 +33,7 @@ import random
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -111,41 +112,120 @@ def vllm_main(upstream: Path) -> None:
 
     from prefixscope.engines import Units
     from prefixscope.engines.base import block_keys
+    from prefixscope.engines.sweep import VllmSweep
     from prefixscope.engines.vllm import VllmEngine
 
-    class Req:
-        def __init__(self, hashes: list[bytes]) -> None:
-            self.block_hashes = hashes
-
     rng = random.Random(0)
-    checked = 0
+    checked = swept = 0
     for trace in _traces(11, 20, 120):
         bs = rng.choice([1, 2, 4, 16])
         reqs = [(block_keys(t, bs).tolist(), len(t)) for t in trace]
         num_blocks = max(-(-n // bs) for _, n in reqs) + rng.randrange(40)
-        pool = block_pool.BlockPool(num_gpu_blocks=num_blocks + 1, enable_caching=True,
-                                    hash_block_size=bs)
-        ours = VllmEngine(block_size=bs, capacity_blocks=num_blocks)
+        sweep = VllmSweep(block_size=bs)
         for keys, n in reqs:
-            # get_computed_blocks (max_cache_hit_length = n - 1), allocate_slots, free
-            hashes = [k.to_bytes(8, "little") for k in keys]
-            hit = []
-            for h in hashes[: (n - 1) // bs]:
-                got = pool.get_cached_block(h, [0])
-                if not got:
-                    break
-                hit.append(got[0])
-            pool.touch(hit)
-            blocks = hit + pool.get_new_blocks(-(-n // bs) - len(hit))
-            pool.cache_full_blocks(Req(hashes), blocks, len(hit), min(len(hashes), len(blocks)),
-                                   bs, 0)
-            pool.free_blocks(reversed(blocks))
+            sweep.step(Units(np.array(keys, dtype=np.uint64), n, bs))
+        every = sweep.result()  # every capacity at once, held to upstream at three of them
+        hashed = [([k.to_bytes(8, "little") for k in keys], n) for keys, n in reqs]
+        for capacity in (num_blocks, max(1, num_blocks // 3), max(1, num_blocks // 8)):
+            got = _upstream_hits(block_pool, hashed, bs, capacity)
+            if every.follows(capacity):
+                assert every.cached_tokens(capacity) == got
+                swept += 1
+        ours = VllmEngine(block_size=bs, capacity_blocks=num_blocks)
+        for (keys, n), (cached, pool) in zip(reqs, _upstream_steps(block_pool, hashed, bs,
+                                                                   num_blocks), strict=True):
             mine = ours.step(Units(np.array(keys, dtype=np.uint64), n, bs))
             theirs = [b.block_id for b in pool.free_block_queue.get_all_free_blocks()]
-            assert mine.cached_tokens == len(hit) * bs
+            assert mine.cached_tokens == cached
             assert ours.free_queue() == theirs
             checked += 1
-    print(f"identical hits and free-queue order on {checked} requests")
+    salted = _check_extra_keys(sys.modules["vllm.v1.core.kv_cache_utils"], block_pool)
+    print(f"identical hits and free-queue order on {checked} requests; the one-pass sweep "
+          f"identical at {swept} (trace, capacity) replays; {salted} requests hashed by "
+          "vLLM's own extra keys (cache_salt, LoRA) hit as their namespaces do")
+
+
+def _check_extra_keys(utils: types.ModuleType, block_pool: types.ModuleType) -> int:
+    """Requests with a random ``cache_salt`` and LoRA adapter, hashed by vLLM's own
+    `generate_block_hash_extra_keys` + `hash_block_tokens` (sha256 of pickle) and replayed
+    through its pool, hit as prefixscope's keys with the same namespace on the first block
+    (`block_keys(namespace=)`, what simulate gives a logged ``cache_salt``) hit."""
+    import hashlib
+    import pickle
+
+    from prefixscope.engines import Units
+    from prefixscope.engines.base import block_keys
+    from prefixscope.engines.vllm import VllmEngine
+
+    def sha256(value: Any) -> bytes:
+        return hashlib.sha256(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+
+    utils.init_none_hash(sha256)
+
+    class Lora:
+        def __init__(self, name: str) -> None:
+            self.lora_name, self.lora_path = name, f"/adapters/{name}"
+
+    class Request:
+        def __init__(self, salt: str | None, lora: str | None) -> None:
+            self.cache_salt, self.mm_features, self.prompt_embeds = salt, [], None
+            self.lora_request = Lora(lora) if lora else None
+
+    rng = random.Random(3)
+    checked = 0
+    for trace in _traces(5, 10, 80)[:80]:
+        bs = rng.choice([1, 4, 16])
+        capacity = max(-(-len(t) // bs) for t in trace) + rng.randrange(30)
+        ours = VllmEngine(block_size=bs, capacity_blocks=capacity)
+        theirs, mine = [], []
+        for tokens in trace:
+            salt, lora = rng.choice([None, "s1", "s2"]), rng.choice([None, None, "ad"])
+            request, parent, hashes = Request(salt, lora), None, []
+            for start in range(0, len(tokens) // bs * bs, bs):
+                extra, _ = utils.generate_block_hash_extra_keys(request, start, start + bs, 0)
+                parent = utils.hash_block_tokens(sha256, parent, tokens[start:start + bs], extra)
+                hashes.append(parent)
+            theirs.append((hashes, len(tokens)))
+            names = [f"lora:{lora}" if lora else "", f"cache_salt:{salt}" if salt else ""]
+            keys = block_keys(tokens, bs, namespace="|".join(names) if any(names) else None)
+            mine.append(ours.step(Units(keys, len(tokens), bs)).cached_tokens)
+        assert mine == _upstream_hits(block_pool, theirs, bs, capacity)
+        checked += len(trace)
+    return checked
+
+
+def _upstream_steps(block_pool: types.ModuleType, reqs: list[tuple[list[bytes], int]],
+                    bs: int, capacity: int) -> Iterator[tuple[int, Any]]:
+    """Each request (its full blocks' hashes, its length) through upstream's BlockPool of
+    `capacity` blocks, one after another, the way KVCacheManager drives it
+    (get_computed_blocks with max_cache_hit_length = n - 1, allocate_slots, free): its
+    cached tokens and the pool after it."""
+    class Req:
+        def __init__(self, hashes: list[bytes]) -> None:
+            self.block_hashes = hashes
+
+    pool = block_pool.BlockPool(num_gpu_blocks=capacity + 1, enable_caching=True,
+                                hash_block_size=bs)
+    for hashes, n in reqs:
+        hit = []
+        for h in hashes[: (n - 1) // bs]:
+            got = pool.get_cached_block(h, [0])
+            if not got:
+                break
+            hit.append(got[0])
+        pool.touch(hit)
+        want = -(-n // bs) - len(hit)
+        blocks = hit + pool.get_new_blocks(min(want, pool.get_num_free_blocks()))
+        pool.cache_full_blocks(Req(hashes), blocks, len(hit), min(len(hashes), len(blocks)),
+                               bs, 0)
+        pool.free_blocks(reversed(blocks))
+        yield len(hit) * bs, pool
+
+
+def _upstream_hits(block_pool: types.ModuleType, reqs: list[tuple[list[bytes], int]],
+                   bs: int, capacity: int) -> list[int]:
+    """Cached tokens of each request through upstream's pool (`_upstream_steps`)."""
+    return [cached for cached, _ in _upstream_steps(block_pool, reqs, bs, capacity)]
 
 
 def sglang_main(upstream: Path) -> None:

@@ -1,7 +1,5 @@
-"""Process parallelism for the per-session work: a pure function mapped over partitions in
-spawned worker processes, its results handed back in the order of the partitions. (The
-cache replay's independent replays fork their own processes instead, inheriting the
-prepared requests: `analyses.simulate._replays`.)
+"""Process parallelism in one place: a pure function mapped over partitions in worker
+processes, its results handed back in the order of the partitions.
 
 Rendering and tokenizing are Python (Jinja, marking) and hold the GIL, so threads do not
 help; whole sessions are independent, so the commands that render every request cut the
@@ -15,7 +13,12 @@ store into runs of whole sessions and map over them here (`--workers N`). Guaran
   defined at module level), and whatever a worker needs (the store's file path, the active
   secret patterns) travels in the task or the initializer;
 * a task submitted runs at once in the background (`Pool.submit`), so a caller can do
-  other work while the workers run, and collect the results later.
+  other work while the workers run, and collect the results later;
+* with ``shared=`` a pool's workers are *forked* instead, after the parent set the shared
+  value, and read it with `shared()` (copy-on-write: a GB of prepared requests replayed
+  ten times over is never pickled). Only for pure computation over that value (the
+  parent must not hold a DuckDB connection the tasks use); where fork does not exist the
+  tasks run in this process.
 
 Nothing here knows about stores, requests or analyses (it is the bottom layer).
 """
@@ -119,19 +122,42 @@ class Batch(Generic[R]):
         return [f.result() for f in self._futures]
 
 
+_NOTHING = object()
+_SHARED: Any = _NOTHING  # the value of the open `Pool(shared=...)`, if any
+
+
+def shared() -> Any:
+    """The value the open pool was given as ``shared=`` (in its workers and in this
+    process alike)."""
+    if _SHARED is _NOTHING:
+        raise RuntimeError("no pool with a shared value is open")
+    return _SHARED
+
+
 class Pool:
     """`workers` spawned processes (none when `workers <= 1`); use as a context manager.
 
     `initializer(*initargs)` runs once in each worker before its first task (e.g. to
-    activate the parent's secret patterns)."""
+    activate the parent's secret patterns). `shared`: fork the workers instead, each
+    inheriting that value (see the module docstring); one such pool at a time."""
 
     def __init__(self, workers: int, *, initializer: Callable[..., object] | None = None,
-                 initargs: tuple[Any, ...] = ()) -> None:
+                 initargs: tuple[Any, ...] = (), shared: Any = _NOTHING) -> None:
+        global _SHARED
         self.workers = max(1, workers)
         self._executor: ProcessPoolExecutor | None = None
+        self._shares = shared is not _NOTHING
+        method = "spawn"
+        if self._shares:
+            if _SHARED is not _NOTHING:
+                raise RuntimeError("a pool with a shared value is open already")
+            _SHARED = shared
+            method = "fork"
+            if method not in multiprocessing.get_all_start_methods():
+                self.workers = 1
         if self.workers > 1:
             self._executor = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                self.workers, mp_context=multiprocessing.get_context(method),
                 initializer=_start, initargs=(initializer, initargs))
 
     def __enter__(self) -> Pool:
@@ -142,9 +168,12 @@ class Pool:
 
     def close(self, *, cancel: bool = False) -> None:
         """Wait for the workers to exit (`cancel`: drop the tasks not started)."""
+        global _SHARED
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=cancel)
             self._executor = None
+        if self._shares:
+            _SHARED, self._shares = _NOTHING, False
 
     def submit(self, run: Callable[[T], R], tasks: Sequence[T],
                weights: Sequence[int] | None = None) -> Batch[R]:

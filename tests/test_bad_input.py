@@ -9,6 +9,7 @@ without a word. Every test here pins the exit code, the reason, and the absence 
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 import os
 import shutil
@@ -239,7 +240,7 @@ class TestIngestPaths:
 
     def test_unreadable_subdirectory_is_reported(self, monkeypatch: pytest.MonkeyPatch):
         # Running as root, chmod cannot make a directory unreadable: make os.walk report it.
-        import prefixscope.ingest as ingest
+        ingest = importlib.import_module("prefixscope.ingest")  # `prefixscope.ingest`: the function
 
         Path("logs/locked").mkdir(parents=True)
         shutil.copy(RAW_BODIES, "logs/a.jsonl")
@@ -602,6 +603,7 @@ class TestRenderBadOptions:
         assert one_error_line(result).startswith(
             f"error: {spec}: the chat template does not compile: ")
 
+    @pytest.mark.slow
     def test_chat_template_refusing_the_request(self):
         spec = tokenizer_dir("refuses", template='{{ raise_exception("no system role") }}')
         result = run("render", BODY_FILE, "--tokenizer", spec)
@@ -657,6 +659,7 @@ class TestDiffBadInput:
         result = run("diff", "--all", RAW_BODIES, "--tokenizer", str(Path("empty").resolve()))
         assert result.exit_code == 1 and "not a model directory" in one_error_line(result)
 
+    @pytest.mark.slow
     def test_template_refusing_requests_is_counted_once_per_reason(self):
         spec = tokenizer_dir("refuses", template='{{ raise_exception("boom") }}')
         make_store(FIXTURES / "raw" / "claude_code_capture.jsonl")

@@ -287,6 +287,7 @@ class TestLangfuseSample:
         assert set(group) >= {"key", "requests", "prompt_tokens", "cached_tokens", "hit_rate",
                               "histogram", "block_size", "spikes"}
 
+    @pytest.mark.slow
     def test_segments_ranks_the_billing_header_first(self, tools_constant):
         out = invoke_json("segments", str(LANGFUSE), "--gateway", "anthropic-to-openai")
         top = out["segments"][0]
@@ -319,6 +320,7 @@ class TestNewApiSample:
         assert "no body" in spike["explanation"]
         assert groups["openai-chat"]["hit_rate"] > claude["hit_rate"] + 0.2
 
+    @pytest.mark.slow
     def test_plot(self, tmp_path):
         out = tmp_path / "out.png"
         result = runner.invoke(app, ["bucket", str(NEWAPI), "--by", "endpoint", "--plot",
@@ -356,6 +358,7 @@ def calls_of(requests: list[Request]) -> list[list[Request]]:
     return list(calls.values())
 
 
+@pytest.mark.slow
 class TestRealData:
     @pytest.mark.parametrize("folder", ["claude-code-jsonl", "langfuse"])
     def test_bucket_counts_every_call_with_usage_once(self, real: Path, folder: str):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 from conftest import FIXTURES
 from typer.testing import CliRunner
 
@@ -115,6 +116,7 @@ class TestSqlAndExport:
         result = invoke("sql", "select 1", "--store", "missing.duckdb")
         assert result.exit_code == 1 and "no store" in result.stderr
 
+    @pytest.mark.slow
     def test_export_parquet(self):
         import polars as pl
 

@@ -61,6 +61,7 @@ def test_billing_header_joined_into_system_zero():
     assert stripped["tokens"] < out["tokens"]
 
 
+@pytest.mark.slow
 def test_request_from_logs_and_from_store():
     capture = str(FIXTURES / "raw" / "openai_chat_capture.jsonl")
     runner.invoke(app, ["ingest", capture, "--store", "s.duckdb"], catch_exceptions=False)

@@ -269,6 +269,7 @@ class TestCli:
         assert result.exit_code == 1 and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 class TestRealTrajectories:
     def test_swe_agent_replay_rewrites_history_from_elision(self, real):
         traj = next((real / "swe-agent").glob(

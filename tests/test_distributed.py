@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import FIXTURES, ROOT
 from factories import anthropic_body, conversation, make_request
 from typer.testing import CliRunner
@@ -27,6 +28,9 @@ from prefixscope.model.redaction import Redactor
 from prefixscope.prompt import RenderOptions
 from prefixscope.store import Store
 from prefixscope.store.export import pairs_schema, request_json
+
+# not in the fast loop (`pytest -m "not slow"`): a local Ray instance and whole-store exports
+pytestmark = pytest.mark.slow
 
 runner = CliRunner()
 SAMPLES = [str(ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
@@ -68,6 +69,7 @@ class TestLinking:
         assert link_duplicates(rows) == {"cc": "raw", "gw": "raw"}
 
 
+@pytest.mark.slow
 class TestSampleLogs:
     """sample_logs/ holds the 62 Claude Code calls twice: in the Langfuse export and as
     new-api `/v1/messages` rows (sample_logs/README.md), beside 60 direct calls logged by

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,6 +77,7 @@ def plain_lru(requests, capacity):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 12), max_size=8), max_size=25),
        st.one_of(st.none(), st.integers(0, 10)))
+@pytest.mark.slow
 def test_equals_an_id_by_id_ordered_dict_lru(id_lists, capacity):
     """Hits and the exact LRU order after every request, duplicates and requests
     larger than the cache included, through `step` and through admit/release."""

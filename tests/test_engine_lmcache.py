@@ -4,6 +4,7 @@ head to tail), plus properties against a brute-force longest-common-prefix oracl
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,6 +97,7 @@ def lcp(a: list[int], b: list[int]) -> int:
     return n
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(prompts, st.integers(1, 5), st.integers(0, 12))
 def test_bounds_against_the_unlimited_cache(reqs, chunk, capacity):

@@ -25,6 +25,9 @@ from test_engine_vllm import vllm_reference_replay
 
 from prefixscope.engines import Units, get_engine
 
+# not in the fast loop (`pytest -m "not slow"`): whole real Mooncake traces
+pytestmark = pytest.mark.slow
+
 BLOCK = 512
 TRACES = ("conversation", "synthetic")
 

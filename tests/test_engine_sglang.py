@@ -4,6 +4,7 @@ plus properties against a brute-force longest-common-prefix oracle."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -127,6 +128,7 @@ prompts = st.lists(
     min_size=1, max_size=14)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(prompts, st.integers(1, 4), st.integers(0, 60))
 def test_bounds_against_the_unlimited_tree(reqs, page, capacity):

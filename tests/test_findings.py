@@ -196,6 +196,18 @@ class TestMisses:
         # 0.796 is within half a point of the 0.8 ideal: the first capacity that is enough.
         assert f.fix_hit_rate == 0.796 and "20,000 tokens" in f.fix
 
+    def test_provider_misses_falling_back_to_one_value_are_named_with_their_tokens(self):
+        # three calls that fell back to the 3,072 tokens every session shares, one short by
+        # a step: entry(prompt=10,000) caches 10,000 - missed
+        ledger = ledger_of(*(entry(f"f{i}", {"provider": 6_928}) for i in range(3)),
+                           entry("s", {"provider": 128}))
+        (f,) = replay.find(evidence(ledger=ledger))
+        assert f.kind == "provider-miss" and f.lost_tokens == 3 * 6_928 + 128
+        assert (f.evidence["fallback_cached_tokens"], f.evidence["fallback_requests"],
+                f.evidence["fallback_tokens"]) == (3_072, 3, 3 * 6_928)
+        assert "fell back to exactly 3,072 cached tokens" in f.title
+        assert "usage shows" in f.title  # no diff: nothing proves the prefix intact
+
     def test_an_unexplained_miss_without_bodies_says_how_to_log_them(self):
         (f,) = replay.find(evidence(ledger=ledger_of(entry("r", {"unexplained": 8}))))
         assert f.kind == "unexplained-miss" and "bodies" in f.fix

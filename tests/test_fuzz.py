@@ -33,6 +33,9 @@ from prefixscope.prompt import RenderOptions
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 
+# not in the fast loop (`pytest -m "not slow"`): Hypothesis over every parser and analysis
+pytestmark = pytest.mark.slow
+
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])

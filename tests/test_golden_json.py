@@ -96,6 +96,7 @@ def test_render_json_is_unchanged(stores: dict[str, tuple[Path, str]], corpus: s
         _check(f"{corpus}-render-{row['source_format']}", result.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.real
 @pytest.mark.parametrize("corpus", sorted(CORPORA))
 def test_report_json_is_unchanged(stores: dict[str, tuple[Path, str]], corpus: str) -> None:

@@ -30,6 +30,9 @@ MANIFEST: dict[str, Any] = json.loads((HOSTILE / "manifest.json").read_text())
 sys.path.insert(0, str(HOSTILE))
 import make_corpus  # noqa: E402 - the corpus's own recipes (no prefixscope in it)
 
+# not in the fast loop (`pytest -m "not slow"`): generated giant and damaged inputs
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 CASES = [(name, fmt) for name, entry in sorted(MANIFEST.items()) for fmt in entry["expect"]]
 # What a terminal must never be sent from a logged prompt: ESC, BEL, NUL, backspace, CSI.

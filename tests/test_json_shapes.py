@@ -390,6 +390,7 @@ def test_simulate_shape():
     check.all_exercised()
 
 
+@pytest.mark.slow
 def test_report_shape(tmp_path):
     check = Checked("report")
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
+
+# not in the fast loop (`pytest -m "not slow"`): the whole real-data folder
+pytestmark = pytest.mark.slow
 
 # Requests per format in tests/data/real/ (counts checked per file in the
 # format tests; these are their sums).

@@ -38,6 +38,12 @@ JWT = ("ey" + "JhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + ".ey" + "JzdWIiOiIxMjM0NTY3
 PEM_BODY = "\n".join(["MIIEowIBAAKCAQEA" + "q3Zx" * 12] * 4)
 PEM = ("-----BEGIN " + "RSA PRIVATE KEY-----\n" + PEM_BODY + "\n-----END RSA PRIVATE KEY-----")
 CUSTOM = "ACME-INTERNAL-7731"  # a deployment's own token, masked only with --redact
+# gitleaks' shapes (config/gitleaks.toml; the rule ids are in model/redaction.py)
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYzq7Zq7Zq7Z"  # 40 of base64's alphabet
+SLACK_HOOK = "https://hooks.slack" + ".com/services/" + "T0A1B2C3D/B0A1B2C3D/" + "Zq7x" * 6
+STRIPE = "sk" + "_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+HUGGING_FACE = "hf" + "_" + "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh"  # 34 letters
+GITLAB = "gl" + "pat-" + "Zq7x-Zq7x_Zq7xZq7xZq7"  # 21 after the prefix
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +77,24 @@ MASKED = [
     ("x-api-key header", "x-api-key: k3y-" + "9" * 20, "x-api-key: " + bullets("k3y-" + "9" * 20)),
     ("bearer key keeps its kind", "Authorization: Bearer " + ANTHROPIC,
      "Authorization: Bearer sk-ant-" + bullets(ANT_BODY)),
+    ("password in a URL", "postgres://admin:" + "s3cr3t-Pa55" + "@db.internal:5432/app",
+     "postgres://admin:" + bullets("s3cr3t-Pa55") + "@db.internal:5432/app"),
+    ("slack webhook", SLACK_HOOK,
+     "https://hooks.slack.com/services/" + bullets(SLACK_HOOK[33:])),
+    ("aws secret next to its key id", f"{AWS} {AWS_SECRET}",
+     "AKIA" + bullets(AWS[4:]) + " " + bullets(AWS_SECRET)),
+    ("aws secret in a credentials file", f"aws_secret_access_key = {AWS_SECRET}",
+     "aws_secret_access_key = " + bullets(AWS_SECRET)),
+    ("stripe live key", STRIPE, "sk_live_" + bullets(STRIPE[8:])),
+    ("hugging face token", HUGGING_FACE, "hf_" + bullets(HUGGING_FACE[3:])),
+    ("gitlab token", GITLAB, "glpat-" + bullets(GITLAB[6:])),
+    ("password= pair", "login user=dev password=" + "hunter2", "login user=dev password="
+     + bullets("hunter2")),
+    ("passwd: pair", "passwd: " + "S3cr3t!pw", "passwd: " + bullets("S3cr3t!pw")),
+    ("password in JSON", '{"password": "' + "plainword" + '"}',
+     '{"password": "' + bullets("plainword") + '"}'),
+    ("a token after _ in a file name", "log_" + GITHUB + ".jsonl",
+     "log_ghp_" + bullets(GITHUB[4:]) + ".jsonl"),
 ]
 
 UNTOUCHED = [
@@ -84,6 +108,11 @@ UNTOUCHED = [
     "akiaqwertyuiopasdf23 is lower case",
     "AIzaShort",
     "-----BEGIN PUBLIC KEY----- is not a private one",
+    "http://localhost:8080/v1/chat and https://example.com/u/a:b@c",  # no user:password@
+    "git@github.com:org/repo.git and mailto:dev@example.com",
+    "password: required for every login",  # prose
+    "sk_live_short and hf_tooShort and glpat-short",
+    "AKIA is a prefix; " + "Q" * 40 + " is 40 letters with no key id before it",
 ]
 
 
@@ -348,6 +377,7 @@ _PLANTED = ("sk-ant-api03-" + "Ab3_" * 12, "ghp_" + "x1Y2" * 9, "AKIA" + "QWERTY
                 max_size=4),
        st.integers(0, 3), st.integers(-600, 4_500), st.integers(1, 400),
        st.sampled_from([" ", "x", "\n", "é"]))
+@pytest.mark.slow
 def test_a_window_is_masked_as_the_whole_text_cut_there(
         planted: list[tuple[str, int]], pick: int, offset: int, width: int,
         filler: str) -> None:

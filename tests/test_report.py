@@ -306,6 +306,7 @@ class TestGate:
         assert case.get("name") == "baseline:agent.jsonl#1"
         assert case.find("failure") is not None and "shrank by" in case.find("failure").text
 
+    @pytest.mark.slow
     def test_junit_lists_one_case_per_check(self, tmp_path: Path):
         junit = tmp_path / "gate.xml"
         result = runner.invoke(app, ["report", SAMPLES, "--fail-under", "0.5",
@@ -333,6 +334,7 @@ class _Tags(HTMLParser):
 
 
 class TestOutputs:
+    @pytest.mark.slow
     def test_every_file_is_written_and_json_to_stdout_is_alone(self, tmp_path: Path):
         files = {ext: tmp_path / f"r.{ext}" for ext in ("html", "md", "json", "xml")}
         result = runner.invoke(app, ["report", SAMPLES, "--html", str(files["html"]),

@@ -29,6 +29,7 @@ CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-br
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install chromium; "
                              ".ci/run installs it)")
+pytestmark = [pytestmark, pytest.mark.slow]  # slow: the HTML report in Chromium
 
 
 def test_the_report_renders_its_plots_runs_no_planted_script_and_stays_offline(

@@ -154,6 +154,7 @@ def table(store: Store, sql: str) -> list[tuple[Any, ...]]:
 
 
 class TestBoundedIngest:
+    @pytest.mark.slow
     def test_tiny_batches_store_exactly_what_the_default_batches_store(self):
         stores = []
         for name, knobs in (("default", {}), ("tiny", {"batch_size": 1, "batch_bytes": 1})):

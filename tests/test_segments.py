@@ -312,6 +312,7 @@ def regenerated(tmp_path_factory) -> tuple[Path, list[str]]:
 
 
 class TestSampleGenerator:
+    @pytest.mark.slow
     def test_regenerates_the_committed_samples(self, regenerated):
         out, _ = regenerated
         for name in (LANGFUSE_SAMPLE, KEYORDER.name):

@@ -174,6 +174,7 @@ def _mooncake_oracle(path: Path, capacity_blocks: int | None) -> float:
 
 @pytest.mark.parametrize(("trace", "published"), [("conversation", 0.3736),
                                                    ("synthetic", 0.6512)])
+@pytest.mark.slow
 def test_mooncake_ideal_and_lru_curve(real: Path, tmp_path: Path, trace: str,
                                       published: float) -> None:
     path = real / "mooncake" / f"{trace}_trace.jsonl"

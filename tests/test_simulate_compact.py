@@ -21,6 +21,8 @@ from prefixscope.analyses.simulate import (
     _compact,
     _Expander,
     _Prepared,
+    _replay,
+    _sweep,
     fit_parameters,
     prepare,
     replay_prepared,
@@ -182,6 +184,25 @@ class TestCompactPrompts:
                                                                           skipped)
 
 
+@pytest.mark.real
+@pytest.mark.parametrize("block", [4, 16, 64])
+def test_the_sweep_is_the_replay_at_every_curve_capacity_on_real_prompts(store, block):
+    """SWE-agent's and OpenHands' real prompts (the bundled tokenizer's ids): the one-pass
+    sweep against a replay through vLLM's pool at the fit's grid of capacities."""
+    options = SimulateOptions(unit=block)
+    prepared, _ = prepare(store, options)
+    swept = _sweep(prepared, options)
+    assert swept is not None
+    total = sum(p.n_tokens for p in prepared)
+    followed = 0
+    for capacity in (None, *sorted({max(block, total >> k) for k in range(14)})):
+        cached = swept.cached(capacity)
+        if cached is not None:
+            followed += 1
+            assert cached == _replay(prepared, replace(options, capacity_tokens=capacity))
+    assert followed >= 10
+
+
 def test_a_request_extending_one_not_replayed_before_it_is_refused():
     a = _Prepared("a", "s", None, False, None, None, np.arange(8), None, None, 0, 0)
     b = _Prepared("b", "s", "a", False, None, None, np.arange(4), None, None, 0, 0,
@@ -190,6 +211,7 @@ def test_a_request_extending_one_not_replayed_before_it_is_refused():
         replay_report([b, a], SimulateOptions(unit=4), {})
 
 
+@pytest.mark.slow
 def test_replays_in_worker_processes_give_the_same_report(tmp_path: Path) -> None:
     """Predicted and ideal, the fit's candidates, the capacity curve and a what-if replay
     in two processes: every number is the one replay after replay gives."""

@@ -7,6 +7,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+# not in the fast loop (`pytest -m "not slow"`): a fresh interpreter per command
+pytestmark = pytest.mark.slow
+
 HEAVY = ("polars", "duckdb", "transformers", "matplotlib", "tokenizers", "tiktoken")
 
 

@@ -53,6 +53,7 @@ requests = st.builds(
 class TestRoundTrip:
     @settings(max_examples=60, deadline=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @pytest.mark.slow
     @given(req=requests)
     def test_every_field_survives_store_and_load(self, req, tmp_path):
         path = tmp_path / f"rt-{req.id}.duckdb"

@@ -22,6 +22,9 @@ from conftest import FIXTURES, ROOT
 from prefixscope.cli.main import main
 from prefixscope.store import Store
 
+# not in the fast loop (`pytest -m "not slow"`): processes killed mid-ingest, stores damaged on disk
+pytestmark = pytest.mark.slow
+
 SMALL = FIXTURES / "raw" / "bodies.jsonl"  # 3 request bodies, ingested (committed) first
 BIG_LINES = 10_000  # ~6 MB of raw-capture bodies: a few seconds of ingest
 

@@ -209,6 +209,7 @@ def _listed(value):
     return ast.literal_eval(value) if isinstance(value, str) else value
 
 
+@pytest.mark.slow
 class TestRealTrajectories:
     @pytest.mark.real
     @pytest.mark.parametrize("name", BUNDLED)

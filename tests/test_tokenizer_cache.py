@@ -18,6 +18,9 @@ from conftest import ROOT
 from prefixscope.tokenizers import deepseek, diskcache, hf, openai, qwen, tiktoken_bpe
 from prefixscope.tokenizers.files import package_dir
 
+# not in the fast loop (`pytest -m "not slow"`): cold and concurrent tokenizer loads
+pytestmark = pytest.mark.slow
+
 # Real prompt text: the bundled sample's first request, and text that stresses the
 # added tokens and byte-level offsets.
 SAMPLE = (ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl").read_text(

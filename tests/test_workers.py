@@ -31,6 +31,9 @@ from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 from prefixscope.views.json import diff_json, segments_json
 
+# not in the fast loop (`pytest -m "not slow"`): every command twice, with one process and two
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 REAL = HERE / "data" / "real"
 # real logs with bodies and threaded sessions: five formats, three tokenizer families
@@ -141,7 +144,8 @@ def test_sample_logs_json_is_the_same_with_two_workers(command: list[str], sampl
     one = cli_json(*command, "--store", sample_store, "--json", "--workers", "1")
     assert pools == []
     two = cli_json(*command, "--store", sample_store, "--json", "--workers", "2")
-    assert pools == [2]
+    # report: the diff's pool, then its replays' (the same pool, forked: parallel.Pool)
+    assert pools[:1] == [2] and set(pools) == {2}
     assert one == two
 
 
@@ -169,8 +173,9 @@ def test_real_diff_and_segments_are_the_same_with_two_workers(real_store: Path,
 
 def test_real_report_is_the_same_with_two_workers(real_store: Path, pools: list[int]):
     one = cli_json("report", "--store", real_store, "--json", "--workers", "1")
+    assert pools == []
     two = cli_json("report", "--store", real_store, "--json", "--workers", "2")
-    assert pools == [2]
+    assert pools[:1] == [2] and set(pools) == {2}  # the diff's pool, then the replays'
     assert one == two
 
 
@@ -198,9 +203,7 @@ def test_a_worker_that_dies_is_one_error_not_a_hang(pools: list[int]):
 
 def test_simulate_replays_in_forked_processes_give_the_one_process_json(
         sample_store: Path, monkeypatch: pytest.MonkeyPatch):
-    from prefixscope.analyses import simulate
-
-    started = spy_pools(monkeypatch, simulate)
+    started = spy_pools(monkeypatch, parallel)  # simulate's replays use parallel's pool
     eviction = str(SAMPLE_LOGS / "vllm-agents-eviction.jsonl.gz")
     args = ["simulate", eviction, "--fit", "--capacity-curve", "1000,4000,16000", "--json",
             "--per-request"]

@@ -24,7 +24,7 @@ from rich.markup import escape
 
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.model.redaction import active
-from prefixscope.views.terminal import Screen, visible
+from prefixscope.views.terminal import Screen, one_line
 
 # Piped output is not cut to 80 columns: tables are data there.
 out = Console(highlight=False, soft_wrap=False,
@@ -57,18 +57,19 @@ def write_raw(text: str) -> None:
 def fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
     """Print a one-line error on stderr and return the Exit to raise.
 
-    `message` is plain text (file names, SQL, log content): never read as rich markup.
+    `message` is plain text (file names, SQL, log content): never read as rich markup, and
+    shown on one line (`views.terminal.one_line`).
     """
-    err.print(f"[bold red]error:[/] {escape(visible(active().text(message)))}", markup=True,
+    err.print(f"[bold red]error:[/] {escape(one_line(active().text(message)))}", markup=True,
               soft_wrap=True)
     return typer.Exit(code=int(code))
 
 
 def warn(message: str, quiet: int = 0) -> None:
     """A warning on stderr; `message` is plain text, never rich markup (nor a control
-    sequence: a file name or a log line in it is shown with ``\\xNN``)."""
+    sequence, nor a second line: a file name or a log line in it is shown with ``\\xNN``)."""
     if quiet < 2:
-        err.print(f"[yellow]warning:[/] {escape(visible(active().text(message)))}", markup=True,
+        err.print(f"[yellow]warning:[/] {escape(one_line(active().text(message)))}", markup=True,
                   soft_wrap=True)
 
 
@@ -89,8 +90,9 @@ def interrupted_line() -> str:
 
 
 def note(message: str, quiet: int = 0) -> None:
+    """A note on stderr, plain text on one line (as `warn`)."""
     if quiet < 1:
-        err.print(visible(active().text(message)), markup=False, soft_wrap=True)
+        err.print(one_line(active().text(message)), markup=False, soft_wrap=True)
 
 
 def screen() -> Screen:
@@ -137,15 +139,18 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
         task = progress.add_task(description, total=None)
 
         def update(name: str, done: int, total: int, requests: int) -> None:
+            shown = escape(one_line(active().text(name))[-40:])  # a file name: log text
             progress.update(task, completed=done, total=total or None,
-                            description=f"{description} {name[-40:]} · {requests:,} requests")
+                            description=f"{description} {shown} · {requests:,} requests")
 
         yield update
 
 
 @contextmanager
 def counter(json_mode: bool, quiet: int, description: str) -> Iterator[Any]:
-    """A callback (done, total) driving a rich progress bar on a terminal, or None."""
+    """A callback (done, total) driving a rich progress bar on a terminal, or None. The bar
+    starts at the first call: what runs before it (LOGS ingested with their own bar) is
+    not under it."""
     if not show_progress(json_mode, quiet):
         yield None
         return
@@ -157,25 +162,77 @@ def counter(json_mode: bool, quiet: int, description: str) -> Iterator[Any]:
         TimeRemainingColumn,
     )
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=err, transient=True) as progress:
-        task = progress.add_task(description, total=None)
-        yield lambda done, total: progress.update(task, completed=done, total=total)
+    with _started_on_call(lambda: Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeRemainingColumn(), console=err, transient=True), description, None) as bar:
+        yield lambda done, total: bar(completed=done, total=total)
 
 
 @contextmanager
 def steps(json_mode: bool, quiet: int, description: str, total: int) -> Iterator[Any]:
-    """A callback (step name) advancing a rich progress bar of `total` steps, or None."""
+    """A callback (step name) advancing a rich progress bar of `total` steps, or None; the
+    bar starts at the first step (as `counter`'s)."""
     if not show_progress(json_mode, quiet):
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=err, transient=True) as progress:
-        task = progress.add_task(description, total=total)
+    with _started_on_call(lambda: Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            console=err, transient=True), description, total) as bar:
+        yield lambda name: bar(advance=1, description=f"{description}: {name}")
 
-        def advance(name: str) -> None:
-            progress.update(task, advance=1, description=f"{description}: {name}")
 
-        yield advance
+@contextmanager
+def _started_on_call(make: Any, description: str, total: int | None) -> Iterator[Any]:
+    """A callback updating a progress bar `make()` builds, started by the first update and
+    stopped on leaving (rich shows one live bar at a time)."""
+    live: list[Any] = []
+
+    def update(**fields: Any) -> None:
+        if not live:
+            progress = make()
+            progress.start()
+            live.extend((progress, progress.add_task(description, total=total)))
+        live[0].update(live[1], **fields)
+
+    try:
+        yield update
+    finally:
+        if live:
+            live[0].stop()
+
+
+def api_error(exc: Exception) -> typer.Exit:
+    """A `prefixscope.Error` as this command's error: its one line, exit 2 for an option's
+    value, else 1."""
+    usage = bool(getattr(exc, "usage", False))
+    return fail(str(exc), ExitCode.USAGE if usage else ExitCode.ERROR)
+
+
+@contextmanager
+def api_notes(quiet: int) -> Iterator[None]:
+    """What the library logs on the ``prefixscope`` logger while the command runs, printed
+    as the command's notes (INFO) and warnings (WARNING and above) on stderr."""
+    import logging
+
+    class _Printed(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if record.levelno >= logging.WARNING:
+                warn(message, quiet)
+            else:
+                note(message, quiet)
+
+    logger = logging.getLogger("prefixscope")
+    handler = _Printed(logging.INFO)
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # printed here, not again by a handler the root logger has
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]

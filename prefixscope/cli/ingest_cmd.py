@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from prefixscope import api
 from prefixscope.cli import console
-from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.manual import INPUTS, Command
-from prefixscope.cli.options import JsonOut, Quiet, SessionGap, StoreOpt
+from prefixscope.cli.options import JsonOut, Quiet, SessionGap, StoreOpt, defaults
+
+if TYPE_CHECKING:
+    from prefixscope.views.ingested import IngestResult
+
+API = defaults(api.ingest)  # the library's defaults, read by the options below
 
 
 class IngestCommand(Command):
@@ -53,18 +58,24 @@ def ingest(
     fmt: Annotated[str, typer.Option("--format", "-f", metavar="NAME", rich_help_panel=INPUTS,
                                      help="Read every file as this format (one of the list "
                                           "above) instead of detecting it from content.")
-                   ] = "auto",
+                   ] = API["format"],
     store: StoreOpt = None,
     strict: Annotated[bool, typer.Option(
         "--strict", rich_help_panel=INPUTS,
-        help="Fail (exit 1, store nothing) if any record or file is skipped.")] = False,
-    session_gap: SessionGap = 60.0,
+        help="Fail (exit 1, store nothing) if any record or file is skipped.")
+    ] = API["strict"],
+    session_gap: SessionGap = API["session_gap"],
     session_key: Annotated[list[str] | None, typer.Option(
         "--session-key", metavar="EXPR", rich_help_panel=INPUTS,
         help="Where else a session id is: header:NAME (a logged request header), "
              "body:dotted.path (the request body) or meta:dotted.path (the request's "
              "metadata). Repeatable; the first that matches wins over the log's own id.")
     ] = None,
+    max_line_bytes: Annotated[int, typer.Option(
+        "--max-line-bytes", min=1, metavar="N", rich_help_panel=INPUTS,
+        help="A line of a log longer than N bytes is skipped (counted, with its place), "
+             "read past without holding it: a decompression bomb cannot fill memory.")]
+    = API["max_line_bytes"],
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -80,54 +91,35 @@ def ingest(
 
     More: docs/formats.md, docs/store.md.
     """
-    from prefixscope.ingest.formats import format_names
-    from prefixscope.ingest.normalize.sessions import parse_session_rule
-    from prefixscope.store import DEFAULT_STORE, Store, StoreError
-    from prefixscope.store.load import ingest_paths
     from prefixscope.views.json import ingest_json
     from prefixscope.views.terminal.ingest import ingest_screen
 
-    if fmt != "auto" and fmt not in format_names():
-        raise console.fail(f"unknown format {fmt!r}; formats: {', '.join(format_names())}",
-                           ExitCode.USAGE)
-    try:
-        rules = tuple(parse_session_rule(expr) for expr in session_key or ())
-    except ValueError as exc:
-        raise console.fail(str(exc), ExitCode.USAGE) from None
-    path = Path(store or DEFAULT_STORE)
+    path = Path(store or API["store"])
     created = not path.exists()  # a run that stores nothing leaves no new file behind
-    try:
-        st = Store.open(path)
-    except StoreError as exc:
-        raise console.fail(str(exc)) from None
+    failure = None
     try:
         with console.byte_progress(console.show_progress(json_out, quiet), "ingest") as progress:
-            result = ingest_paths(paths, st, fmt=fmt, strict=strict,
-                                  session_gap_s=session_gap * 60, progress=progress,
-                                  session_rules=rules)
-    except KeyboardInterrupt:  # the one transaction rolled back: the store is as it was
+            # the library removes a store it created when it raises (--strict, Ctrl-C)
+            st = api.ingest(paths, **({"store": store} if store is not None else {}),
+                            format=fmt, strict=strict, session_gap=session_gap,
+                            session_key=session_key or (), max_line_bytes=max_line_bytes,
+                            progress=progress)
         st.close()
-        if created:
-            _remove_store(path)
-        raise
-    finally:
-        st.close()
-    rejected = result.failed or (result.skipped and not result.ingested + result.already_present)
-    if rejected and created:
-        _remove_store(path)
-    result = console.redacted(result)  # secrets masked before any view cuts text
+        result = st.ingest_result
+    except api.Error as exc:
+        if exc.result is None:  # nothing read: a bad option or store
+            raise console.api_error(exc) from None
+        failure, result = exc, cast("IngestResult", exc.result)
+    assert result is not None
+    rejected = result.skipped and not result.ingested + result.already_present
+    if rejected and created and failure is None:
+        api._remove_store(path)
     if json_out:
         console.print_json(ingest_json(result))
     else:
         console.show(ingest_screen(result, str(path), console.screen()), quiet)
-    if result.failed:
-        first = ""
-        if result.errors:
-            err = result.errors[0]
-            place = err.file if err.line is None else f"{err.file}:{err.line}"
-            first = f" (the first: {place}: {err.reason})"
-        raise console.fail(f"--strict: {result.skipped} record(s)/file(s) skipped{first}; "
-                           "nothing was stored")
+    if failure is not None:
+        raise console.api_error(failure)
     if rejected:
         # Every record or file was rejected: that is bad input, not a successful run.
         hint = (f" with --format {fmt} (drop --format to detect each file's format)"
@@ -135,8 +127,3 @@ def ingest(
         raise console.fail(f"no request read{hint}: {result.skipped:,} record(s)/file(s) "
                            "skipped" + (f"; no store written at {path}" if created else ""))
 
-
-def _remove_store(path: Path) -> None:
-    """The store file (and DuckDB's write-ahead log) this run created and left empty."""
-    for leftover in (path, path.with_name(path.name + ".wal")):
-        leftover.unlink(missing_ok=True)

@@ -67,9 +67,10 @@ def main() -> None:
             raise
         import sys
 
-        from prefixscope.store import unreadable_store
+        from prefixscope.store import StoreError, unreadable_store
 
-        damaged = unreadable_store(exc)  # a store file DuckDB opened but cannot read
+        # a store file DuckDB opened but cannot read, or a write the disk had no room for
+        damaged = str(exc) if isinstance(exc, StoreError) else unreadable_store(exc)
         if damaged is not None:
             sys.stderr.write(f"error: {damaged}\n")
             raise SystemExit(1) from None

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prefixscope import api
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.manual import ENGINE, GATE, INPUTS, MODEL, OUTPUT, Command
@@ -25,19 +26,15 @@ from prefixscope.cli.options import (
     Tokenizer,
     Until,
     Workers,
-    capacity_tokens,
-    checked_options,
-    dimensions,
-    scope,
-    what_if_tuple,
+    defaults,
 )
-from prefixscope.engines import ENGINES
 
 if TYPE_CHECKING:
     from prefixscope.findings.model import Report
-    from prefixscope.prompt import RenderOptions
 
 _STEPS = 7  # gather's steps: usage, bucket, diff, segments, replay, engine logs, usage lint
+
+API = defaults(api.report)  # the library's defaults, read by the options below
 
 
 def register(app: typer.Typer) -> None:
@@ -51,7 +48,7 @@ def report(
         "--engine-log", metavar="FILE", rich_help_panel=INPUTS,
         help="A vLLM / SGLang log or /metrics dump to read too (LOGS directories are "
              "searched for them).", show_default=False)] = None,
-    engine: Engine = "auto",
+    engine: Engine = API["engine"],
     block_size: BlockSize = None,
     capacity: Capacity = None,
     bytes_per_token: BytesPerToken = None,
@@ -109,8 +106,8 @@ def report(
              "keep-warm (pings through pauses), and the render transforms "
              "(strip-billing-header, sort-json-keys, no-hoist, drop:REGEX).",
         show_default=False)] = None,
-    gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "auto",
+    gateway: Gateway = API["gateway"],
+    tokenizer: Tokenizer = API["tokenizer"],
     workers: Workers = None,
     since: Since = None,
     until: Until = None,
@@ -128,74 +125,31 @@ def report(
 
     More: docs/report.md, docs/ci.md.
     """
-    from prefixscope.cli.storeopen import open_store
-    from prefixscope.findings.build import build_report
-    from prefixscope.findings.evidence import ReportOptions, gather
-    from prefixscope.findings.gate import BaselineError, GateOptions, read_baseline
-    from prefixscope.parallel import WorkerError
-    from prefixscope.prompt import RenderError, RenderOptions
-    from prefixscope.store.load import IngestResult
-    from prefixscope.tokenizers import TokenizerError
-
-    if engine != "auto" and engine not in ENGINES:
-        raise console.fail(f"unknown engine {engine!r}; known: auto, {', '.join(ENGINES)}",
-                           ExitCode.USAGE)
-    from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
-    from prefixscope.prompt.whatif import WHAT_IFS as RENDER_WHAT_IFS
-
-    asked = what_if_tuple(what_if)
-    for name in asked:
-        if name not in TTL_WHAT_IFS and name not in RENDER_WHAT_IFS \
-                and not name.startswith("drop:"):
-            raise console.fail(f"unknown what-if {name!r} (known: "
-                               f"{', '.join((*TTL_WHAT_IFS, *RENDER_WHAT_IFS))})",
-                               ExitCode.USAGE)
-    checked_options(RenderOptions(what_if=tuple(w for w in asked if w not in TTL_WHAT_IFS)))
-    render = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer))
-    saved = None
-    if baseline is not None:
-        try:
-            saved = read_baseline(baseline.read_text(encoding="utf-8"), str(baseline))
-        except OSError as exc:
-            raise console.fail(f"cannot read {baseline}: {exc.strerror or exc}") from None
-        except (BaselineError, UnicodeDecodeError) as exc:
-            raise console.fail(str(exc).splitlines()[0]) from None
     from prefixscope.analyses.engine_log import find_engine_logs
+    from prefixscope.cli.storeopen import input_store
 
     engine_files = [*(find_engine_logs(logs) if logs else []), *(engine_log or ())]
-    options = ReportOptions(render=render, engine=engine, block_size=block_size,
-                            capacity_tokens=capacity_tokens(capacity, block_size,
-                                                            bytes_per_token),
-                            engine_logs=tuple(dict.fromkeys(engine_files)),
-                            price_per_mtok=price_per_mtok, what_if=asked)
-    gate = GateOptions(fail_under, max_volatile_before, saved)
-    to_stdout = json_out
-    ingested: list[IngestResult] = []
-    with open_store(logs, store, quiet=quiet, json_mode=to_stdout, ingested=ingested,
-                    scope=scope(since, until, project),
-                    allow_empty=bool(engine_files)) as st, \
-            console.steps(to_stdout, quiet, "report", _STEPS) as progress:
-        try:
-            evidence = gather(st, options, progress,
-                              ingest=ingested[0] if ingested else None, workers=workers)
-        except (RenderError, TokenizerError, ValueError, WorkerError) as exc:
-            raise console.fail(str(exc).splitlines()[0]) from None
-        except OSError as exc:
-            raise console.fail(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
-        try:
-            result = build_report(evidence, gate, by=dimensions(by))
-        except ValueError as exc:
-            raise console.fail(str(exc), ExitCode.USAGE) from None
-    # Masked once, before any view: the HTML and Markdown escape the masked text, and
-    # every file written below is as masked as the terminal.
-    result = console.redacted(result)
-    _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline, render,
-                   quiet, top)
+    try:
+        with input_store(logs, store, quiet=quiet, json_mode=json_out,
+                         allow_empty=bool(engine_files)) as st, \
+                console.steps(json_out, quiet, "report", _STEPS) as progress, \
+                console.api_notes(quiet):
+            result = api.report(
+                st, engine=engine, block_size=block_size, capacity=capacity,
+                bytes_per_token=bytes_per_token, engine_logs=engine_files,
+                fail_under=fail_under, max_volatile_before=max_volatile_before,
+                baseline=baseline, by=by, price_per_mtok=price_per_mtok,
+                what_if=what_if or (), gateway=gateway, tokenizer=tokenizer, workers=workers,
+                since=since, until=until, project=project, progress=progress)
+    except api.Error as exc:
+        raise console.api_error(exc) from None
+    _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline,
+                   {"tokenizer": tokenizer, "gateway": gateway}, quiet, top)
     if json_out:
         from prefixscope.views.json import report_json
 
         console.print_json(report_json(result))
-    if not to_stdout:
+    if not json_out:
         from prefixscope.views.terminal.report import report_screen
 
         console.show(report_screen(result, console.screen(), top=top), quiet)
@@ -207,11 +161,12 @@ def report(
 
 def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
                    json_file: Path | None, junit_out: Path | None, write_baseline: Path | None,
-                   render: RenderOptions, quiet: int, top: int) -> None:
+                   about: dict[str, str], quiet: int, top: int) -> None:
     """Every file the options ask for."""
     import json
 
     from prefixscope.findings.gate import baseline_document
+    from prefixscope.model.atomic import write_atomic
 
     outputs: list[tuple[Path, str]] = []
     if html_out is not None:
@@ -227,7 +182,6 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
 
         outputs.append((junit_out, report_junit(result)))
     if write_baseline is not None:
-        about = {"tokenizer": render.tokenizer, "gateway": render.gateway}
         outputs.append((write_baseline, json.dumps(baseline_document(result.scenarios, about),
                                                    indent=2, ensure_ascii=False) + "\n"))
     if json_file is not None:
@@ -237,7 +191,7 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
                                               ensure_ascii=False) + "\n"))
     for path, text in outputs:
         try:
-            path.write_text(text, encoding="utf-8", errors="replace")
+            write_atomic(path, text)
         except OSError as exc:
             raise console.fail(f"cannot write {path}: {exc.strerror or exc}") from None
         console.wrote(path, quiet)

@@ -59,8 +59,10 @@ def sql(
     if result.statements > 1:
         console.warn(f"{result.statements} statements: only the last one's rows are shown",
                      quiet)
-    rows = console.redacted(result.rows)  # the values asked for, secrets masked
-    columns, renamed = sqlrows.unique_columns(result.columns)
+    # the values asked for (BLOBs as the text every format shows), secrets masked; a
+    # column's name is query text and can hold one too (`select 1 as "sk-…"`)
+    rows = console.redacted(sqlrows.plain_values(result.rows))
+    columns, renamed = sqlrows.unique_columns(console.redacted(list(result.columns)))
     if renamed:
         console.warn("duplicate column names renamed: "
                      + ", ".join(f"{a} -> {b}" for a, b in renamed))

@@ -1,8 +1,11 @@
-"""Cache models for `simulate`: a registry of engines, one module each.
+"""Cache models for `simulate`: a registry of engines, one module and one `EngineSpec` each.
 
-Each engine follows one real implementation's rules, cited in its module
-docstring (sources in shared/reference/cache-semantics.md), behind the interface
-of `base.Engine`. A new engine is one module plus one line in `ENGINES`.
+Each engine follows one real implementation's rules, cited in its module docstring
+(sources in shared/reference/cache-semantics.md), behind the interface of `base.Engine`.
+Its spec says everything the rest of prefixscope asks about it -- simulate (what it
+replays, its block and TTL keywords and defaults, its lean unlimited variant, its
+one-pass capacity sweep), report (hosted or self-hosted, which models it serves) and the
+command line's help -- so a new engine is one module plus one `register` call.
 
 Example::
 
@@ -14,8 +17,10 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from prefixscope.engines.anthropic import AnthropicEngine
 from prefixscope.engines.base import Admission, Engine, Lookup, Units, block_keys
@@ -24,24 +29,67 @@ from prefixscope.engines.deepseek import DeepseekEngine
 from prefixscope.engines.lmcache import LmcacheEngine
 from prefixscope.engines.openai import OpenaiEngine
 from prefixscope.engines.sglang import SglangEngine
+from prefixscope.engines.sweep import BlocktraceSweep, Sweep, VllmSweep
 from prefixscope.engines.vllm import VllmEngine, VllmUnlimitedEngine
+from prefixscope.tokenizers import CLAUDE_MODELS, DEEPSEEK_MODELS, OPENAI_MODELS
 
-ENGINES: dict[str, Callable[..., Engine]] = {
-    "vllm": VllmEngine,  # vLLM 0.33 APC: 16-token chained blocks, physical block pool, LRU
-    "sglang": SglangEngine,  # SGLang 0.5.10 RadixCache: token (page) radix tree, LRU leaves
-    "lmcache": LmcacheEngine,  # LMCache 0.5.6 local CPU: 256-token chunks, LRU
-    "blocktrace": BlocktraceEngine,  # Mooncake trace convention: 512-token ids, LRU
-    "anthropic": AnthropicEngine,  # cache_control breakpoints, 20-block lookback, 5m/1h TTL
-    "openai": OpenaiEngine,  # automatic from 1,024 tokens, 128-token steps, retention
-    "deepseek": DeepseekEngine,  # persisted prefix units (input end, output end, common)
-}
 
-# The same engine's answers when its capacity is unlimited, kept in less memory (an
-# unlimited replay holds every distinct block of the log); same constructor keywords
-# less the capacity.
-UNLIMITED: dict[str, Callable[..., Engine]] = {
-    "vllm": VllmUnlimitedEngine,
-}
+@dataclass(frozen=True, slots=True)
+class EngineSpec:
+    """One cache model as the registry holds it."""
+
+    name: str
+    factory: Callable[..., Engine]  # keyword arguments only
+    about: str  # what it models, in a few words (help text)
+    block_parameter: str | None = None  # the factory's keyword for the block size, if any
+    block_size: int = 1  # its default (1: token-granular, or no blocks)
+    ttl_parameter: str | None = None  # the factory's keyword for the retention, if any
+    ttl_seconds: float | None = None  # its default (None: no expiry)
+    hosted: bool = False  # a provider's API (one cache for every log it answered)
+    replays: Literal["tokens", "segments", "traces"] = "tokens"  # what a request becomes
+    models: re.Pattern[str] | None = None  # model names it serves (report's automatic choice)
+    cache_output: bool = False  # the factory takes `cache_output`
+    unlimited: Callable[..., Engine] | None = None  # same answers without a capacity, leaner
+    sweep: Callable[..., Sweep] | None = None  # every capacity in one pass (engines.sweep)
+
+    def block_kwargs(self, block_size: int | None) -> dict[str, int]:
+        """The factory keyword setting `block_size` (None: the default)."""
+        if self.block_parameter is None:
+            if block_size not in (None, 1):
+                raise ValueError(f"{self.name} has no block size to set")
+            return {}
+        return {self.block_parameter: block_size or self.block_size}
+
+
+ENGINES: dict[str, EngineSpec] = {}
+
+
+def register(spec: EngineSpec) -> EngineSpec:
+    """Add (or replace) an engine in the registry; returns `spec`."""
+    ENGINES[spec.name] = spec
+    return spec
+
+
+for _spec in (
+    EngineSpec("vllm", VllmEngine, "vLLM 0.33 APC: chained full blocks, physical block "
+               "pool, LRU", "block_size", 16, cache_output=True,
+               unlimited=VllmUnlimitedEngine, sweep=VllmSweep),
+    EngineSpec("sglang", SglangEngine, "SGLang 0.5.10 RadixCache: radix tree of pages, LRU "
+               "leaves", "page_size", 1, cache_output=True),
+    EngineSpec("lmcache", LmcacheEngine, "LMCache 0.5.6 local CPU: 256-token chunks, LRU",
+               "chunk_size", 256),
+    EngineSpec("blocktrace", BlocktraceEngine, "Mooncake trace convention: 512-token ids, "
+               "LRU", "block_size", 512, replays="traces", sweep=BlocktraceSweep),
+    EngineSpec("anthropic", AnthropicEngine, "cache_control breakpoints, 20-block lookback, "
+               "5m/1h TTL", ttl_parameter="ttl", ttl_seconds=300.0, hosted=True,
+               replays="segments", models=CLAUDE_MODELS),
+    EngineSpec("openai", OpenaiEngine, "automatic from 1,024 tokens, 128-token steps, "
+               "retention", "step", 128, ttl_parameter="idle_ttl", ttl_seconds=600.0,
+               hosted=True, models=OPENAI_MODELS, cache_output=True),
+    EngineSpec("deepseek", DeepseekEngine, "persisted prefix units (input end, output end, "
+               "common)", ttl_parameter="ttl", hosted=True, models=DEEPSEEK_MODELS),
+):
+    register(_spec)
 
 
 def get_engine(name: str, **params: Any) -> Engine:
@@ -51,11 +99,11 @@ def get_engine(name: str, **params: Any) -> Engine:
         ValueError: `name` is not a registered engine.
     """
     try:
-        factory = ENGINES[name]
+        spec = ENGINES[name]
     except KeyError:
         raise ValueError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}") from None
-    return factory(**params)
+    return spec.factory(**params)
 
 
-__all__ = ["ENGINES", "UNLIMITED", "Admission", "Engine", "Lookup", "Units", "block_keys",
-           "get_engine"]
+__all__ = ["ENGINES", "Admission", "Engine", "EngineSpec", "Lookup", "Units", "block_keys",
+           "get_engine", "register"]

@@ -71,8 +71,6 @@ class AnthropicEngine(BaseEngine):
     """Anthropic's breakpoint cache with lookback and TTL (see the module docstring)."""
 
     name: ClassVar[str] = "anthropic"
-    unit_parameter: ClassVar[str | None] = None  # the keyword that sets `unit`
-    ttl_parameter: ClassVar[str | None] = "ttl"  # the keyword that sets the retention
 
     def __init__(self, *, model: str | None = None, min_tokens: int | None = None,
                  lookback: int = 20, ttl: float = TTL_5M, automatic: bool = False) -> None:

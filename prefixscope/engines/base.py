@@ -273,7 +273,6 @@ class Engine(Protocol):
     """The interface `simulate` replays requests through."""
 
     name: ClassVar[str]
-    unit_parameter: ClassVar[str | None]  # the constructor keyword that sets `unit`, if any
     unit: int  # tokens per unit
 
     def units(self, token_ids: Sequence[int] | np.ndarray) -> Units:

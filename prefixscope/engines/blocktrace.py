@@ -48,7 +48,6 @@ class BlocktraceEngine(BaseEngine):
     __slots__ = ("_lru", "_seen", "_touches", "capacity", "unit")
 
     name: ClassVar[str] = "blocktrace"
-    unit_parameter: ClassVar[str | None] = "block_size"  # the keyword that sets `unit`
 
     def __init__(self, *, block_size: int = 512, capacity_blocks: int | None = None,
                  capacity_tokens: int | None = None) -> None:

@@ -51,8 +51,6 @@ class DeepseekEngine(BaseEngine):
     """DeepSeek's prefix units (see the module docstring)."""
 
     name: ClassVar[str] = "deepseek"
-    unit_parameter: ClassVar[str | None] = None  # the keyword that sets `unit`
-    ttl_parameter: ClassVar[str | None] = "ttl"  # the keyword that sets the retention
 
     def __init__(self, *, interval: int | None = None, ttl: float | None = None,
                  last_token: bool = True) -> None:

@@ -50,7 +50,6 @@ class LmcacheEngine(BaseEngine):
     """LMCache's chunk store with its LRU policy (see the module docstring)."""
 
     name: ClassVar[str] = "lmcache"
-    unit_parameter: ClassVar[str | None] = "chunk_size"  # the keyword that sets `unit`
 
     def __init__(self, *, chunk_size: int = 256, capacity_blocks: int | None = None,
                  capacity_tokens: int | None = None, save_decode_cache: bool = False,

@@ -38,8 +38,6 @@ class OpenaiEngine(BaseEngine):
     """OpenAI's automatic prefix cache with retention (see the module docstring)."""
 
     name: ClassVar[str] = "openai"
-    unit_parameter: ClassVar[str | None] = "step"  # the keyword that sets `unit`
-    ttl_parameter: ClassVar[str | None] = "idle_ttl"  # the keyword that sets the retention
 
     def __init__(self, *, step: int = 128, min_tokens: int = 1024,
                  retention: Literal["in_memory", "24h"] = "in_memory",

@@ -71,7 +71,6 @@ class SglangEngine(BaseEngine):
     """SGLang's radix tree with LRU leaf eviction (see the module docstring)."""
 
     name: ClassVar[str] = "sglang"
-    unit_parameter: ClassVar[str | None] = "page_size"  # the keyword that sets `unit`
 
     def __init__(self, *, page_size: int = 1, capacity_tokens: int | None = None,
                  capacity_blocks: int | None = None, cache_output: bool = True) -> None:

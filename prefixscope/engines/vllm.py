@@ -53,7 +53,6 @@ class VllmEngine(BaseEngine):
     """vLLM's block pool with prefix caching (see the module docstring)."""
 
     name: ClassVar[str] = "vllm"
-    unit_parameter: ClassVar[str | None] = "block_size"  # the keyword that sets `unit`
 
     def __init__(self, *, block_size: int = 16, capacity_blocks: int | None = None,
                  capacity_tokens: int | None = None, cache_output: bool = True,
@@ -252,7 +251,6 @@ class VllmUnlimitedEngine(BaseEngine):
     tests hold its lookups equal to `VllmEngine(capacity_blocks=None)`'s."""
 
     name: ClassVar[str] = "vllm"
-    unit_parameter: ClassVar[str | None] = "block_size"
 
     def __init__(self, *, block_size: int = 16, cache_output: bool = True,
                  eagle: bool = False) -> None:

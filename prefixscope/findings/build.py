@@ -67,11 +67,13 @@ def replay_basis(ev: Evidence) -> ReplayBasis | None:
     observed = ev.ledger.basis.source == "observed"
     logged = sum(e.prompt_tokens for e in entries)
     cached = sum(e.cached_tokens for e in entries)
+    bodies = {r.id for r in ev.records if r.has_body}
     return ReplayBasis(
         len(entries), logged, cached, replayed,
         cached / logged if observed and logged else None,
         sum(sims[e.id].predicted for e in entries) / replayed if replayed else None,
-        sum(sims[e.id].ideal for e in entries) / replayed if replayed else None)
+        sum(sims[e.id].ideal for e in entries) / replayed if replayed else None,
+        sum(e.id in bodies for e in entries))
 
 
 def share_basis(summary: Summary, ev: Evidence) -> int:

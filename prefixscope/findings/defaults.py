@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from prefixscope.analyses.simulate import (
-    HOSTED,
     SimulateOptions,
     SimulateReport,
+    engine_block_size,
     fit_parameters,
     prepare,
     replay_prepared,
@@ -46,15 +46,6 @@ class EngineChoice:
     unit_source: str
 
 
-@dataclass(frozen=True, slots=True)
-class Replayed:
-    """A replay at the parameters the defaults chose, and what chose each."""
-
-    report: SimulateReport
-    unit_source: str  # the block size: given / inferred / fitted / the engine's default
-    capacity_source: str  # the capacity: given / fitted / why unlimited
-
-
 USAGE_ONLY = "a usage-only log (no bodies, no block ids)"
 NO_UNIT = "no block size"  # the unit source of an engine that has none (Anthropic, DeepSeek)
 
@@ -79,7 +70,8 @@ def choose_engine(records: Sequence[UsageRecord], requested: str, block_size: in
     traces = any(r.source_format in TRACE_FORMATS for r in kept)
     if requested == AUTO:
         engine, unit, why = auto_engine(records, block_size)
-        if engine is not None and engine not in HOSTED and not with_bodies and not traces:
+        if engine is not None and not ENGINES[engine].hosted and not with_bodies \
+                and not traces:
             family = model_family_engine(kept)
             if family is None:
                 return EngineChoice(None, None, f"{USAGE_ONLY}: replay it with "
@@ -91,7 +83,7 @@ def choose_engine(records: Sequence[UsageRecord], requested: str, block_size: in
     else:
         engine, why = requested, "as asked"
         unit = block_size
-        if unit is None and engine not in HOSTED and _has_unit(engine):
+        if unit is None and not ENGINES[engine].hosted and _has_unit(engine):
             unit = aligned_block_size([r.cached_tokens for r in kept if r.cached_tokens])
     if not _has_unit(engine):
         source = NO_UNIT
@@ -109,8 +101,10 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
                          what_if: Sequence[str] = (),
                          capacity_curve: Sequence[int | None] = (),
                          progress: Callable[[int, int], None] | None = None,
-                         workers: int = 1) -> Replayed:
-    """Replay `store` with `options`, fitting what the options leave to the log.
+                         workers: int = 1) -> SimulateReport:
+    """Replay `store` with `options`, fitting what the options leave to the log; the
+    report says where its block size and capacity came from (`unit_source`,
+    `capacity_source`).
 
     `fit` (``--fit``): the block size (unless given) and the capacity (unless given) are
     fitted to the observed cached tokens whatever the replay predicts, and the log replayed
@@ -121,11 +115,13 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
         SimulateError: unknown engine or parameters.
         RenderError, TokenizerError: a bad render option.
     """
+    engine_block_size(options.engine, options.unit)  # a bad engine or unit fails before any render
     prepared, skipped = prepare(store, options, progress=progress)
     first = replay_prepared(store, prepared, skipped, options, workers=workers)
     if not first.requests:
-        return Replayed(first, unit_source, "given" if capacity_given else "unlimited")
-    hosted = options.engine in HOSTED
+        return replace(first, unit_source=unit_source,
+                       capacity_source="given" if capacity_given else "unlimited")
+    hosted = ENGINES[options.engine].hosted
     short = any(r.observed is not None and r.predicted - r.observed > first.unit
                 for r in first.per_request)
     fitted = None
@@ -156,9 +152,10 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
                                  replace(options, **changes),  # type: ignore[arg-type]
                                  what_if=what_if, capacity_curve=capacity_curve,
                                  workers=workers)
-    return Replayed(replace(report, fit=fitted) if fitted is not None else report,
-                    unit_source, capacity_source)
+    if fitted is not None:
+        report = replace(report, fit=fitted)
+    return replace(report, unit_source=unit_source, capacity_source=capacity_source)
 
 
 def _has_unit(engine: str) -> bool:
-    return getattr(ENGINES[engine], "unit_parameter", None) is not None
+    return ENGINES[engine].block_parameter is not None

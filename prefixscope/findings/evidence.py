@@ -38,7 +38,6 @@ from prefixscope.analyses.prices import Pricer, price_all
 from prefixscope.analyses.segments import SegmentsReport, segments_store
 from prefixscope.analyses.simulate import (
     AUTO_MIN_REPLAY_REQUESTS,
-    HOSTED,
     SimulateError,
     SimulateOptions,
     SimulateReport,
@@ -64,11 +63,6 @@ SPLIT_DIMENSIONS = ("source", "endpoint", "model", "client", "channel")
 AUTO = "auto"
 # ingest's names of block-hash traces: Mooncake / Bailian, LMCache lookup-hash logs
 TRACE_FORMATS = ("block-trace", "lmcache-lookup")
-_FAMILIES = (  # model-name pattern -> the hosted engine that serves that family
-    (re.compile(r"claude|anthropic", re.I), "anthropic"),
-    (re.compile(r"(^|[/:])(gpt-|o[1-9]|chatgpt|codex)", re.I), "openai"),
-    (re.compile(r"deepseek", re.I), "deepseek"),
-)
 # Hosted model families whose provider cache prefixscope does not model (Google's implicit
 # caching, xAI): replayed only with an explicit --engine.
 _UNMODELLED = re.compile(r"gemini|grok", re.I)
@@ -133,8 +127,9 @@ class Evidence:
 def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
     """The hosted engine serving most of the requests' models (None: no family matches)."""
     votes: Counter[str] = Counter()
+    families = [(spec.models, name) for name, spec in ENGINES.items() if spec.models]
     for record in records:
-        for pattern, engine in _FAMILIES:
+        for pattern, engine in families:
             if record.model and pattern.search(record.model):
                 votes[engine] += 1
                 break
@@ -430,7 +425,7 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
             reasons.setdefault(f"no cache replay: {why} (pass --engine)", file)
             continue
         reasons.setdefault(f"replayed with {engine}: {why}", file)
-        if engine in HOSTED:
+        if ENGINES[engine].hosted:
             plans.setdefault(f"{engine} API", (engine, None, []))[2].append(file)
         else:
             unit = block if block is not None else engine_log_block
@@ -485,13 +480,14 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
     short = any(r.observed is not None and r.predicted - r.observed > unit
                 for r in first.per_request)
     fit = None
-    if sim.engine not in HOSTED and options.capacity_tokens is None and short:
+    hosted = ENGINES[sim.engine].hosted
+    if not hosted and options.capacity_tokens is None and short:
         known = (sim.unit,) if sim.unit is not None else None
         fit = fit_parameters(prepared, sim, known, workers=workers)
         if fit is not None and fit.capacity_tokens is not None:
             sim = replace(sim, unit=fit.unit, capacity_tokens=fit.capacity_tokens)
     curve = (_curve(sim.capacity_tokens, first.prompt_tokens)
-             if sim.engine not in HOSTED and sim.capacity_tokens is not None else ())
+             if not hosted and sim.capacity_tokens is not None else ())
     transforms = tuple(sorted(set(what_if_of.values())))
     if not transforms and not curve and sim.capacity_tokens == first.capacity_tokens:
         report = first  # nothing changed: the first replay is the domain's
@@ -502,7 +498,7 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
 
 
 def _has_unit(engine: str) -> bool:
-    return getattr(ENGINES[engine], "unit_parameter", None) is not None
+    return ENGINES[engine].block_parameter is not None
 
 
 def _curve(capacity: int | None, prompt_tokens: int) -> tuple[int | None, ...]:

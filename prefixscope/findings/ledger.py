@@ -28,10 +28,10 @@ Cached tokens beyond ``X`` (another session or other live traffic kept a longer 
 warm; an engine that caches outputs) cover the intervals after it in prompt order. The
 first request of a session is ``cold`` (all its missed tokens), a request after a
 compaction link is ``compaction`` (so is a compacted request that continues a session it
-could not be paired with: docs/store.md#sessions). Precedence where two could apply (docs/report.md): the
-positions decide, and a break before a pause wins (nothing after the divergence could
-have hit, whatever the pause); a shortfall is ttl before below-minimum before eviction
-before provider before unexplained.
+could not be paired with: docs/store.md#sessions). Precedence where two could apply
+(docs/report.md): the positions decide, and a break before a pause wins (nothing after
+the divergence could have hit, whatever the pause); a shortfall is ttl before
+below-minimum before eviction before provider before unexplained.
 
 The basis is the requests whose log reports both prompt and cached tokens
 (``observed``); a log that reports no cache at all is read on the replay's predicted
@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from prefixscope.analyses.bucket import top_level_element
 from prefixscope.analyses.diff import PairDiff
 from prefixscope.analyses.prices import CallPrice
-from prefixscope.analyses.simulate import ANTHROPIC_READ_LAG, HOSTED, RequestSim
-from prefixscope.engines import get_engine
+from prefixscope.analyses.simulate import ANTHROPIC_READ_LAG, RequestSim
+from prefixscope.engines import ENGINES
 from prefixscope.engines.anthropic import TTL_1H, min_cacheable
 from prefixscope.model import UsageRecord
 
@@ -220,16 +220,16 @@ def _in_history(pair: PairDiff) -> bool:
 
 
 def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False) -> Rules:
-    """A hosted API's rules, from its engine model."""
+    """A hosted API's rules, from its registry entry (block size, retention) and its engine
+    model (the minimum cacheable length)."""
+    spec = ENGINES[engine]
+    ttl = TTL_1H if ttl_1h and engine == "anthropic" else spec.ttl_seconds
     if engine == "anthropic":
-        return Rules(engine, True, 1, min_cacheable(model), TTL_1H if ttl_1h else
-                     float(get_engine("anthropic").ttl),  # type: ignore[attr-defined]
-                     ANTHROPIC_READ_LAG, ANTHROPIC_UNIT)
-    built = get_engine(engine)
-    unit = int(getattr(built, "unit", 1) or 1)
-    ttl = getattr(built, "idle_ttl", None) if engine == "openai" else getattr(built, "ttl", None)
-    return Rules(engine, True, unit, int(getattr(built, "min_tokens", 0) or 0),
-                 None if ttl is None else float(ttl), 0, max(unit, ANTHROPIC_UNIT))
+        return Rules(engine, True, 1, min_cacheable(model), ttl, ANTHROPIC_READ_LAG,
+                     ANTHROPIC_UNIT)
+    minimum = int(getattr(spec.factory(), "min_tokens", 0) or 0)
+    return Rules(engine, True, spec.block_size, minimum, ttl, 0,
+                 max(spec.block_size, ANTHROPIC_UNIT))
 
 
 def self_hosted_rules(engine: str | None, unit: int | None) -> Rules:
@@ -311,7 +311,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     missed = prompt - cached
     if prev is None and not r.compaction:
         causes["cold"] = missed
-    elif r.compaction or (pair is not None and pair.cause == "compaction"):
+    elif prev is None or r.compaction or (pair is not None and pair.cause == "compaction"):
         # (also a compacted request whose session could not be told: a continuation of
         # an unknown one -- its cache restarted all the same)
         causes["compaction"] = missed
@@ -416,6 +416,11 @@ def ttl_1h_predecessors(records: Sequence[UsageRecord]) -> set[str]:
     return {r.id for r in records if r.prev_id in wrote}
 
 
+def _hosted(engine: str) -> bool:
+    spec = ENGINES.get(engine)
+    return spec is not None and spec.hosted
+
+
 def unmodelled_hosted_rules(family: str) -> Rules:
     """A hosted API whose cache prefixscope has no model of (Gemini's implicit caching,
     xAI): a shortfall of a live prefix is the provider's; no retention or minimum is
@@ -436,8 +441,9 @@ def rules_for(records: Sequence[UsageRecord], replayed: Mapping[str, ReplayedReq
         rep = replayed.get(r.id)
         engine = rep.engine if rep is not None else engine_of.get(r.id)
         family = family_of.get(r.id)
-        if engine in HOSTED:
-            out[r.id] = hosted_rules(family if family in HOSTED else engine, r.model,
+        if engine is not None and _hosted(engine):
+            out[r.id] = hosted_rules(family if family is not None and _hosted(family)
+                                     else engine, r.model,
                                      r.id in one_hour)
         elif rep is not None:
             out[r.id] = self_hosted_rules(rep.engine, rep.unit)

@@ -53,6 +53,7 @@ class ReplayBasis:
     hit_rate_observed: float | None  # over these requests, as logged
     hit_rate_predicted: float | None  # the replay's, over its rebuilt prompts
     hit_rate_ideal: float | None
+    with_body: int = 0  # of them, rebuilt from a logged body (the rest: from usage)
 
     @property
     def coverage(self) -> float | None:

@@ -32,8 +32,10 @@ Layout, each part importing only parts below it:
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -118,20 +120,37 @@ def expand_paths(paths: Iterable[str], tally: Tally,
             path = Path(match)
             if path.is_dir():
                 yield from _walk(path, companions, tally)
-            elif path.is_file():
-                yield Source.from_path(path)
-            elif path.exists():
-                tally.error(match, None, "not a regular file (a device, socket or pipe)")
-            elif path.is_symlink():
-                tally.error(match, None, "broken symbolic link")
+                continue
+            why = not_a_regular_file(path)
+            if why:
+                tally.error(match, None, why)
             else:
-                tally.error(match, None, "no such file or directory")
+                yield Source.from_path(path)
+
+
+def not_a_regular_file(path: Path) -> str:
+    """Why `path` (symbolic links followed) is not a regular file to read, "" when it is.
+    A FIFO would block the run, a device (``/dev/zero``) would stream forever."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        if exc.errno == errno.ENOENT:
+            return "broken symbolic link" if os.path.islink(path) else \
+                "no such file or directory"
+        return f"cannot read: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "a symbolic link to a directory: not followed in a walk (name it to read it)"
+    return "not a regular file (a device, socket or pipe)"
 
 
 def resolved(path: Path) -> Path:
     try:
         return path.resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symbolic link loop (Python < 3.13)
         return path
 
 
@@ -145,10 +164,21 @@ def _walk(directory: Path, companions: list[Callable[[Path], bool]],
 
     found = passed_over = 0
     for root, dirs, files in os.walk(directory, onerror=unreadable):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
+        visible = [d for d in dirs if not d.startswith(".")]
+        # os.walk lists a link to a directory with the directories and does not enter it
+        linked = [d for d in visible if os.path.islink(os.path.join(root, d))]
+        dirs[:] = sorted(d for d in visible if d not in linked)
+        for name in sorted(files + linked):
             file = Path(root) / name
-            if _is_documentation(file) or any(c(file) for c in companions):
+            if _is_documentation(file):
+                tally.ignored.append(str(file))
+                passed_over += 1
+                continue
+            why = not_a_regular_file(file)
+            if why:
+                tally.error(str(file), None, why)
+                continue
+            if any(c(file) for c in companions):
                 tally.ignored.append(str(file))
                 passed_over += 1
                 continue

@@ -18,6 +18,7 @@ import gzip
 import io
 import os
 import sqlite3
+import stat
 import sys
 import tempfile
 import zlib
@@ -33,6 +34,7 @@ from prefixscope.ingest.readers.json import (
     JSONL_PROBE_LINES,
     UTF8_BOM,
     first_json_line,
+    first_line_too_long,
     head_json_records,
     is_json_lines,
 )
@@ -44,6 +46,10 @@ PROBE_BYTES = 1 << 16
 # Whole-document JSON parsing is used for probing only below this size; larger
 # files are probed by their first line (JSON lines) or streamed by the parser.
 MAX_DOCUMENT_PROBE = 512 << 20
+# The longest line a line-by-line reader takes (`--max-line-bytes`); a longer one is one
+# skip, read past in bounded pieces. The longest real records seen are tens of MB (a
+# whole conversation with pasted files in one JSON line).
+MAX_LINE_BYTES = 256 << 20
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 BINARY_PROBE_BYTES = 8000  # as git: a NUL byte in the first 8000 bytes means binary
 
@@ -62,6 +68,7 @@ class Source:
     name: str  # what reports show: the path as given, or "-" for stdin
     path: Path | None = None  # the file on disk, None for stdin
     data: bytes | None = None  # stdin contents (already read)
+    max_line_bytes: int = MAX_LINE_BYTES  # longer lines are skipped (`readers.bounded_lines`)
     _tmp: list[str] = field(default_factory=list, repr=False)
     _streams: list[BinaryIO] = field(default_factory=list, repr=False)
     _furthest: int = field(default=0, repr=False)
@@ -82,7 +89,7 @@ class Source:
         if self.data is not None:
             return self.data[:n]
         assert self.path is not None
-        with open(self.path, "rb") as fh:
+        with open_regular(self.path) as fh:
             return fh.read(n)
 
     def open_binary(self) -> BinaryIO:
@@ -91,7 +98,7 @@ class Source:
             raw: BinaryIO = io.BytesIO(self.data)
         else:
             assert self.path is not None
-            raw = open(self.path, "rb")  # noqa: SIM115 - returned to the caller
+            raw = open_regular(self.path)
             self._streams.append(raw)
         if self.compressed:
             return cast(BinaryIO, gzip.GzipFile(fileobj=raw))
@@ -118,6 +125,13 @@ class Source:
     def read_bytes(self) -> bytes:
         with self.open_binary() as fh:
             return fh.read()
+
+    def read_at_most(self, limit: int) -> bytes | None:
+        """The whole decompressed content; None when it is longer than `limit` bytes (only
+        `limit` + 1 bytes are read to find that out: a gzip bomb is never inflated whole)."""
+        with self.open_binary() as fh:
+            data = fh.read(limit + 1)
+        return data if len(data) <= limit else None
 
     @property
     def size(self) -> int:
@@ -156,12 +170,29 @@ class Source:
         return self._furthest
 
     def close(self) -> None:
+        self.__dict__.pop("head", None)  # a run holds every source: not its first 64 KiB
         for tmp in self._tmp:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
         self._tmp.clear()
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """`path` opened for reading if it is a regular file (after symbolic links): a FIFO
+    put in a file's place after the directory walk looked must not block the run, nor a
+    device stream forever. Raises OSError (``not a regular file``) otherwise."""
+    # O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting;
+    # on a regular file it changes nothing.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @dataclass
@@ -231,18 +262,23 @@ def probe(source: Source) -> Probe:
         # it is not read whole to find that out (a log of GBs would be)
         if not too_large and not (len(head) == PROBE_BYTES and is_json_lines(source)):
             try:
-                doc = orjson.loads(source.read_bytes().lstrip(UTF8_BOM))
+                data = source.read_at_most(MAX_DOCUMENT_PROBE)  # None: a gzip inflating past it
+                doc = None if data is None else orjson.loads(data.lstrip(UTF8_BOM))
             except orjson.JSONDecodeError as exc:
                 document_error = str(exc)
             except DECOMPRESS_ERRORS as exc:
                 # A damaged gzip: its readable start may still be JSON lines.
                 document_error, cut = f"damaged gzip: {exc}", exc
             else:
-                if isinstance(doc, list):
+                if data is None:
+                    too_large = True
+                elif isinstance(doc, list):
                     first = next((x for x in doc if isinstance(x, dict)), doc[0] if doc else None)
                     return Probe(kind="json", document=doc, first=first, text=text,
                                  records=doc[:JSONL_PROBE_LINES])
-                return Probe(kind="json", document=doc, first=doc, text=text, records=[doc])
+                else:
+                    return Probe(kind="json", document=doc, first=doc, text=text,
+                                 records=[doc])
         found, first = first_json_line(source)
         if found:
             return Probe(kind="jsonl", first=first, text=text,
@@ -265,6 +301,9 @@ def probe(source: Source) -> Probe:
     found, first = first_json_line(source, containers_only=True)
     if found:
         return Probe(kind="jsonl", first=first, text=text, records=head_json_records(source))
+    if first_line_too_long(source):
+        return Probe(kind="text", text=text, problem="its first line is longer than "
+                     f"--max-line-bytes ({source.max_line_bytes:,} bytes)")
     return Probe(kind="text", text=text)
 
 

@@ -1,6 +1,7 @@
-"""The values every stage passes along (`Request`, `Usage`, `Skip`, `Record`), and the
-content hashes and request keys computed from them. The bottom layer: imports nothing
-else of prefixscope."""
+"""The values every stage passes along (`Request`, `Usage`, `Skip`, `Record`), the
+content hashes and request keys computed from them, and what every output shares
+(`redaction`: secret masking; `atomic`: files written whole or not at all). The bottom
+layer: imports nothing else of prefixscope."""
 
 from prefixscope.model.records import (
     ENDPOINTS,

@@ -13,12 +13,18 @@ cut a masked text anywhere without showing part of a secret. A built-in rule kee
 short non-secret prefix naming the kind of secret (``sk-ant-•••``, ``Authorization:
 Bearer •••``).
 
-The built-in patterns follow gitleaks' rules (config/gitleaks.toml: anthropic-api-key,
-openai-api-key, gcp-api-key, github-pat / -oauth / -app-token / -fine-grained-pat,
-slack-*-token, aws-access-token, private-key, jwt), with lengths loosened where a
-gateway's keys are shorter than the vendor's (new-api and LiteLLM issue ``sk-`` keys of
-their own). They are anchored on a vendor prefix or a header name, so hex request ids,
-content hashes and nonces such as Claude Code's ``cch=`` are never masked.
+The built-in patterns follow gitleaks' rules (config/gitleaks.toml, gitleaks/gitleaks
+at b58d3f1: anthropic-api-key, openai-api-key, gcp-api-key, github-pat / -oauth /
+-app-token / -fine-grained-pat, slack-*-token, slack-webhook-url, aws-access-token,
+stripe-access-token, huggingface-access-token / -organization-api-token, gitlab-pat /
+-pat-routable, private-key, jwt). The password and AWS-secret pairs take the shape of its
+generic-api-key rule (a key name, ``=`` or ``:``, a value) and a password in a URL that
+of its sidekiq-sensitive-url (``scheme://user:password@host``), for any host. Lengths are
+loosened where a gateway's keys are shorter than the vendor's (new-api and LiteLLM issue
+``sk-`` keys of their own). Every rule is anchored on a vendor prefix, a header or key
+name, or a URL's ``user:password@``, so hex request ids, content hashes and nonces such
+as Claude Code's ``cch=`` are never masked. A vendor prefix counts after ``_`` too
+(gitleaks' ``\b`` does not see the token in ``log_ghp_…``, a file name).
 """
 
 from __future__ import annotations
@@ -54,23 +60,56 @@ def _rule(name: str, regex: str) -> Rule:
 # Header values: the scheme word stays visible (what kind of credential), the value goes.
 # (at least one digit or symbol: "Authorization: required" is prose, not a credential).
 _HEADER_VALUE = r"""(?=[^\s"',;\\•]*[0-9+/=_.~-])[^\s"',;\\•]{8,}"""
+# A vendor prefix starts a token when no letter or digit is before it (``\b`` would not
+# see one after ``_``, as in a file name ``log_ghp_…``).
+_START = r"(?<![A-Za-z0-9])"
+_END = r"(?![A-Za-z0-9])"
+_AWS_KEY_ID = r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}"
+# A secret access key: 40 characters of base64's alphabet, standing alone.
+_AWS_SECRET = r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+_PASSWORD_KEY = r"(?<![A-Za-z0-9])(?i:password|passwd)"
+# A password's value: after "=" or in quotes, any; after a bare ":", one with a digit or
+# a symbol ("password: required" is prose).
+_PASSWORD_VALUE = r"""[^\s"'`,;&\\•]{3,}"""
 SECRET_PATTERNS: tuple[Rule, ...] = (
     _rule("private-key",  # gitleaks private-key; the END line stays; unterminated: the body
           r"(?P<keep>-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
           r"(?:[\s\S]{64,}?(?=-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
           r"|(?:[A-Za-z0-9+/=\s]|\\[nr])+)"),
-    _rule("anthropic-api-key", r"(?P<keep>\bsk-ant-)[a-z]+\d\d-[A-Za-z0-9_-]{20,}"),
+    _rule("anthropic-api-key", rf"(?P<keep>{_START}sk-ant-)[a-z]+\d\d-[A-Za-z0-9_-]{{20,}}"),
     _rule("openai-api-key",  # and the sk- keys of new-api, one-api, LiteLLM
-          r"(?P<keep>\bsk-(?:proj-|svcacct-|admin-)?)"
+          rf"(?P<keep>{_START}sk-(?:proj-|svcacct-|admin-)?)"
           r"(?=[A-Za-z0-9_-]*\d)(?!ant-)[A-Za-z0-9_-]{20,}"),
-    _rule("google-api-key", r"(?P<keep>\bAIza)[0-9A-Za-z_-]{35}"),
-    _rule("github-token", r"(?P<keep>\b(?:ghp|gho|ghu|ghs|ghr)_)[0-9A-Za-z]{36}"
-                          r"|(?P<keep2>\bgithub_pat_)\w{82}"),
-    _rule("slack-token", r"(?P<keep>\bxox[abposer]-)[0-9A-Za-z-]{10,}"
-                         r"|(?P<keep2>\bxapp-)\d-[A-Za-z0-9-]{10,}"),
-    _rule("aws-access-key-id", r"(?P<keep>\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA))[A-Z2-7]{16}\b"),
-    _rule("jwt", r"(?P<keep>\bey)[A-Za-z0-9]{17,}\.ey[A-Za-z0-9/\\_-]{17,}\."
+    _rule("stripe-access-token", rf"(?P<keep>{_START}(?:sk|rk)_(?:test|live|prod)_)"
+                                 rf"[A-Za-z0-9]{{10,99}}{_END}"),
+    _rule("google-api-key", rf"(?P<keep>{_START}AIza)[0-9A-Za-z_-]{{35}}"),
+    _rule("github-token", rf"(?P<keep>{_START}(?:ghp|gho|ghu|ghs|ghr)_)[0-9A-Za-z]{{36}}"
+                          rf"|(?P<keep2>{_START}github_pat_)\w{{82}}"),
+    _rule("gitlab-pat", rf"(?P<keep>{_START}glpat-)[\w-]{{20,300}}(?:\.[0-9a-z]{{9}})?"),
+    _rule("huggingface-access-token",  # and -organization-api-token
+          rf"(?P<keep>{_START}(?:hf_|api_org_))[A-Za-z]{{34}}{_END}"),
+    _rule("slack-webhook-url", r"(?P<keep>(?:https?://)?hooks\.slack\.com/"
+                               r"(?:services|workflows|triggers)/)[A-Za-z0-9+/]{43,200}"),
+    _rule("slack-token", rf"(?P<keep>{_START}xox[abposer]-)[0-9A-Za-z-]{{10,}}"
+                         rf"|(?P<keep2>{_START}xapp-)\d-[A-Za-z0-9-]{{10,}}"),
+    # Before the access key id: the id, and what is between, stay as the id's rule leaves
+    # them; the 40 characters after it (within 200) are the secret the id comes with.
+    _rule("aws-secret-access-key",
+          rf"(?P<keep>{_START}{_AWS_KEY_ID}{_END}[\s\S]{{1,200}}?){_AWS_SECRET}"
+          r"|(?i:(?P<keep2>\baws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?))"
+          + _AWS_SECRET),
+    _rule("aws-access-key-id", rf"(?P<keep>{_START}(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA))"
+                               rf"[A-Z2-7]{{16}}{_END}"),
+    _rule("jwt", rf"(?P<keep>{_START}ey)[A-Za-z0-9]{{17,}}\.ey[A-Za-z0-9/\\_-]{{17,}}\."
                  r"(?:[A-Za-z0-9/\\_-]{10,}={0,2})?"),
+    # user:password@host: the password goes, the scheme, user and host stay.
+    _rule("url-password", r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,100}:)"
+                          r"[^\s/@\"'<>•]{1,200}(?=@[A-Za-z0-9\[])"),
+    _rule("password-assignment",
+          rf"(?P<keep>{_PASSWORD_KEY}(?:[\"']?\s*=\s*[\"']?|[\"']?\s*:\s*[\"']))"
+          + _PASSWORD_VALUE
+          + rf"|(?P<keep2>{_PASSWORD_KEY}\s*:\s*)(?=[^\s\"',;\\•]*[0-9+/=_.~!#$%^*-])"
+          + _PASSWORD_VALUE),
     # After the keyed rules, so "Bearer sk-ant-•••" keeps the kind of key it held.
     _rule("authorization-header",
           r"(?i)(?P<keep>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
@@ -90,7 +129,7 @@ CREDENTIAL_HEADER = re.compile(
 # shapes' own keys (``token_a``, ``tokens``) are never taken for one.
 _CREDENTIAL_KEY = re.compile(
     r"(?i)(?:proxy-)?authorization|(?:x-)?api-key|x-goog-api-key|x-auth-token|"
-    r"(?:set-)?cookie")
+    r"(?:set-)?cookie|password|passwd")
 
 # Short previews (segments) mask more than secrets: any long opaque token (keys, base64;
 # letters and digits mixed), hex runs with a digit (nonces, hashes) and e-mail addresses.

@@ -21,6 +21,11 @@ never records a call twice: two such records are two calls) and, in this order:
    bodies or response ids (per-session transcripts) are never matched on usage alone:
    two sessions' small calls can report the same counts.
 
+Rules 2 and 3 are for requests a response id cannot tell apart: two requests (or two
+clusters) that both carry response ids, none in common, are two calls however alike
+their bodies, times and usage (an agent resending one prompt gets a new response each
+time; 2,000 such captures were once reported as 1 request).
+
 Rules 2 and 3 pair requests one to one, nearest in time first, so 8 identical calls logged
 by two sources make 8 pairs, not 64. A cluster of copies holds at most one request per
 file. The copy kept (the others' ``duplicate_of``) is the one with a body, then the one
@@ -91,16 +96,18 @@ def call_row(row: Mapping[str, Any]) -> CallRow:
 
 
 class _Clusters:
-    """Union-find over request ids, keeping each cluster's files and formats."""
+    """Union-find over request ids, keeping each cluster's files, formats and response ids."""
 
     def __init__(self, rows: Iterable[CallRow]) -> None:
         self.parent: dict[str, str] = {}
         self.files: dict[str, set[str]] = {}
         self.formats: dict[str, set[str]] = {}
+        self.responses: dict[str, set[str]] = {}
         for r in rows:
             self.parent[r.id] = r.id
             self.files[r.id] = {r.source_file}
             self.formats[r.id] = {r.source_format}
+            self.responses[r.id] = {r.response_id} if r.response_id else set()
 
     def root(self, rid: str) -> str:
         while self.parent[rid] != rid:
@@ -110,14 +117,17 @@ class _Clusters:
 
     def join(self, a: str, b: str, *, other_format: bool = False) -> bool:
         """Merge a's and b's clusters unless they share a file (`other_format`: a log
-        format), or are one already."""
+        format), both have response ids and none in common, or are one already."""
         ra, rb = self.root(a), self.root(b)
         if ra == rb or self.files[ra] & self.files[rb] or (
-                other_format and self.formats[ra] & self.formats[rb]):
+                other_format and self.formats[ra] & self.formats[rb]) or (
+                self.responses[ra] and self.responses[rb]
+                and not self.responses[ra] & self.responses[rb]):
             return False
         self.parent[rb] = ra
         self.files[ra] |= self.files.pop(rb)
         self.formats[ra] |= self.formats.pop(rb)
+        self.responses[ra] |= self.responses.pop(rb)
         return True
 
 

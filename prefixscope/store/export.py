@@ -11,6 +11,7 @@ import duckdb
 import orjson
 
 from prefixscope.model import Request, Usage
+from prefixscope.model.atomic import atomic_path
 from prefixscope.store.store import Store, StoreError
 
 TABLES = ("requests", "bodies", "parts", "sessions", "turns")
@@ -22,6 +23,7 @@ _PAIRS_PER_QUERY = 64  # pairs whose requests are loaded (and written) together
 
 def export_parquet(store: Store, directory: Path) -> list[Path]:
     """Write <table>.parquet for every table and the turns view; returns the files written.
+    Each file is written whole or not at all (`model.atomic`).
 
     Raises:
         StoreError: the directory cannot be created, or writing failed (one line).
@@ -33,10 +35,11 @@ def export_parquet(store: Store, directory: Path) -> list[Path]:
     written = []
     for table in TABLES:
         target = directory / f"{table}.parquet"
-        quoted = str(target).replace("'", "''")
         try:
-            store.con.execute(f"COPY (SELECT * FROM {table}) TO '{quoted}' "
-                              "(FORMAT PARQUET, COMPRESSION ZSTD)")
+            with atomic_path(target) as tmp:
+                quoted = str(tmp).replace("'", "''")
+                store.con.execute(f"COPY (SELECT * FROM {table}) TO '{quoted}' "
+                                  "(FORMAT PARQUET, COMPRESSION ZSTD)")
         except OSError as exc:
             raise StoreError(f"export failed: {exc.strerror or exc}") from None
         except duckdb.Error as exc:
@@ -76,7 +79,8 @@ def export_pairs(store: Store, directory: Path) -> Path:
     target = directory / f"{PAIRS}.parquet"
     schema = pairs_schema()
     try:
-        with pq.ParquetWriter(target, schema, compression="zstd") as writer:
+        with atomic_path(target) as tmp, pq.ParquetWriter(tmp, schema,
+                                                          compression="zstd") as writer:
             for rows in _pair_rows(store):
                 writer.write_table(pa.Table.from_pylist(rows, schema=schema))
     except OSError as exc:

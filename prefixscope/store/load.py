@@ -4,7 +4,8 @@ Reading is `prefixscope.ingest`'s (pure: bytes in, `Request` records out); this 
 streams those records into the store in bounded batches (`ingest.BATCH` requests or
 `ingest.BATCH_BYTES` of body JSON; bodies are stored by content, `store.parts`, so what
 a run's transaction holds grows with the log's distinct content) inside one
-transaction, links second
+transaction. A batch spans files: each store write scans what the store holds, so a
+write per file made a folder of 20,000 one-call files quadratic. It links second
 logs of one call (`store.duplicates`) and re-threads sessions at the end. Under
 ``--strict`` any skipped record rolls the whole run back.
 """
@@ -35,7 +36,7 @@ from prefixscope.ingest import (
 )
 from prefixscope.ingest.formats import get_format
 from prefixscope.ingest.normalize.sessions import SessionRule, apply_session_rules
-from prefixscope.ingest.source import DECODE_ERRORS, Probe, Source
+from prefixscope.ingest.source import DECODE_ERRORS, MAX_LINE_BYTES, Probe, Source
 from prefixscope.model import Request, Skip
 from prefixscope.model.hashing import exact_json
 from prefixscope.sessions import thread_sessions
@@ -45,6 +46,43 @@ from prefixscope.store.store import Store, UsageSummary
 
 class _Rejected(Exception):
     """--strict and something was skipped: roll the transaction back."""
+
+
+class _Batch:
+    """Requests read but not yet written, from one file or many: written when `BATCH`
+    requests or `BATCH_BYTES` of body JSON are held, and at the end of the run."""
+
+    def __init__(self, store: Store, max_count: int, max_bytes: int) -> None:
+        self.store = store
+        self.max_count, self.max_bytes = max_count, max_bytes
+        self.requests: list[Request] = []
+        self.texts: list[str | None] = []  # each request's body as stored (serialized once)
+        self.ids: set[str] = set()
+        self.held = 0  # bytes of body JSON held
+        self.prefer: Callable[[Request, Request], bool] | None = None
+        self.new = 0  # requests the writes so far added
+
+    def add(self, request: Request, prefer: Callable[[Request, Request], bool] | None,
+            stored: Callable[[], None] | None) -> None:
+        # A format's rule for two copies of one call compares a copy with the stored one:
+        # a second copy (same id, another file) or another format's rule waits for a write.
+        if self.requests and (request.id in self.ids or prefer is not self.prefer):
+            self.write(stored)
+        self.prefer = prefer
+        text = None if request.body is None else exact_json(request.body)
+        self.requests.append(request)
+        self.texts.append(text)
+        self.ids.add(request.id)
+        self.held += len(text) if text is not None else 0
+        if len(self.requests) >= self.max_count or self.held >= self.max_bytes:
+            self.write(stored)
+
+    def write(self, stored: Callable[[], None] | None = None) -> None:
+        if self.requests:
+            self.new += self.store.add(self.requests, self.prefer, body_texts=self.texts)
+        self.requests, self.texts, self.ids, self.held = [], [], set(), 0
+        if stored is not None:
+            stored()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +124,7 @@ def ingest_paths(
     session_rules: tuple[SessionRule, ...] = (),
     batch_size: int | None = None,
     batch_bytes: int | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> IngestResult:
     """Ingest log files into `store` (a `prefixscope.store.Store`) and re-thread sessions.
 
@@ -99,16 +138,18 @@ def ingest_paths(
             are read: after each stored batch and each file.
         session_rules: ``--session-key`` rules; the first that reads a value from a
             request sets its session (`normalize.sessions.apply_session_rules`).
+        max_line_bytes: a longer line of a log read line by line is one skip.
 
     Returns:
         An IngestResult; `failed` is set when strict mode rejected the input.
 
     Raises:
         KeyError: `fmt` is not a known format name.
+        StoreError: the store cannot be written (the disk is full); nothing was stored.
     """
     forced = get_format(fmt) if fmt != "auto" else None
     tally = Tally()
-    new = 0
+    batch = _Batch(store, batch_size or BATCH, batch_bytes or BATCH_BYTES)
     own = Path(store.path)
     sources = list(expand_paths(paths, tally, exclude=frozenset(
         resolved(f) for f in (own, own.with_name(own.name + ".wal")))))
@@ -118,21 +159,22 @@ def ingest_paths(
     try:
         with store.transaction():
             for source in sources:
+                source.max_line_bytes = max_line_bytes
                 try:
-                        new += _ingest_one(
-                        source, forced, store, tally, session_rules, batch_size=batch_size,
-                        batch_bytes=batch_bytes,
-                        stored=_reporter(progress, source, done, total, tally))
+                    _ingest_one(source, forced, batch, tally, session_rules,
+                                stored=_reporter(progress, source, done, total, tally))
                 finally:
                     source.close()
                 done += _safe_size(source)
                 if progress:
                     progress(source.name, done, total, tally.read)
+            batch.write()
             if strict and tally.skipped > 0:
                 raise _Rejected
             relink(store, session_gap_s)
     except _Rejected:
-        failed, new = True, 0
+        failed = True
+    new = 0 if failed else batch.new
     return IngestResult(
         ingested=new, already_present=tally.read - new, skipped=tally.skipped,
         by_format=dict(sorted(tally.by_format.items())), sessions=store.session_count(),
@@ -165,39 +207,32 @@ def _safe_size(source: Source) -> int:
         return 0
 
 
-def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: Tally,
-                session_rules: tuple[SessionRule, ...] = (), *, batch_size: int | None = None,
-                batch_bytes: int | None = None,
-                stored: Callable[[], None] | None = None) -> int:
+def _ingest_one(source: Source, forced: ModuleType | None, batch: _Batch, tally: Tally,
+                session_rules: tuple[SessionRule, ...] = (), *,
+                stored: Callable[[], None] | None = None) -> None:
     try:
         found: tuple[ModuleType | None, Probe] = (
             (forced, probe(source)) if forced is not None else detect(source))
     except DECODE_ERRORS as exc:  # damaged gzip, bad encoding
         tally.error(source.name, None, f"cannot read: {io_reason(exc)}")
-        return 0
+        return
     module, pr = found
     if module is None and is_json_schema(pr):
         tally.ignored.append(source.name)
-        return 0
+        return
     if module is None and engine_kind(pr) is not None:
         tally.engine_logs.append(source.name)  # `engine-log` / `report` read it
-        return 0
+        return
     if module is None:
         tally.unrecognized.append(source.name)
         tally.error(source.name, None, unrecognized_reason(source, pr))
-        return 0
+        return
     mismatch = forced_mismatch(module, pr) if forced is not None else ""
     if mismatch:
         tally.error(source.name, None, mismatch)
-        return 0
+        return
     tally.files += 1
-    new = 0
     read_before, skipped_before = tally.read, tally.skipped
-    batch: list[Request] = []
-    texts: list[str | None] = []  # each batched request's body as stored (serialized once)
-    held = 0  # bytes of body JSON in the batch
-    max_count = batch_size or BATCH
-    max_bytes = batch_bytes or BATCH_BYTES
     prefer = getattr(module, "prefer", None)  # a format's rule for two copies of one call
     whole_file_skipped = False
     try:
@@ -206,22 +241,12 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
                 tally.error(source.name, item.line, item.reason)
                 whole_file_skipped = whole_file_skipped or item.line is None
                 continue
-            batch.append(apply_session_rules(item, session_rules) if session_rules else item)
-            text = None if item.body is None else exact_json(item.body)
-            texts.append(text)
-            held += len(text) if text is not None else 0
             tally.by_format[module.NAME] += 1
-            tally.read += 1
-            if len(batch) >= max_count or held >= max_bytes:
-                new += store.add(batch, prefer, body_texts=texts)
-                batch.clear()
-                texts.clear()
-                held = 0
-                if stored is not None:
-                    stored()
+            tally.read += 1  # before the write it may trigger reports it
+            batch.add(apply_session_rules(item, session_rules) if session_rules else item,
+                      prefer, stored)
     except (OSError, EOFError) as exc:
         tally.error(source.name, None, f"read failed part-way: {exc}")
-    new += store.add(batch, prefer, body_texts=texts)
     if tally.read == read_before and (tally.skipped == skipped_before or whole_file_skipped):
         # Recognized, yet no request in it: always a skip with a reason (the format's own,
         # else this one), so --strict fails on it.
@@ -229,4 +254,3 @@ def _ingest_one(source: Source, forced: ModuleType | None, store: Store, tally: 
         if tally.skipped == skipped_before:
             tally.error(source.name, None,
                         f"recognized as {module.NAME} but holds no model call")
-    return new

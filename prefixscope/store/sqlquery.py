@@ -1,8 +1,13 @@
-"""Read-only ad-hoc SQL over a store (the `sql` command), kept offline.
+"""Read-only ad-hoc SQL over a store (the `sql` command): the store and nothing else.
 
-DuckDB would download an extension for INSTALL/LOAD or an http:// path; those
-statements are refused and the configuration is locked so that no SET turns
-auto-install back on.
+A query is text a person pastes, from a runbook or a colleague; DuckDB's SQL can reach
+far beyond the store (``COPY … TO`` and ``EXPORT DATABASE`` write any file,
+``read_csv``/``read_text``/``glob`` read any, ``ATTACH`` opens another database,
+``INSTALL``/``LOAD`` download code, ``SET`` changes all of that back). DuckDB's own
+switches close it: ``enable_external_access = false`` (no file system or network
+access but the database already open; extensions cannot load) and then
+``lock_configuration = true`` (no statement can change a setting again). They are set
+on the connection before the query runs; DuckDB's refusal is the one-line error.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ def run_readonly(store: Store, query: str) -> QueryResult:
     """Run `query` on a store opened read-only.
 
     Raises:
-        SqlError: empty query, INSTALL/LOAD, or DuckDB's own error (first line).
+        SqlError: empty query, INSTALL/LOAD, or DuckDB's own error (first line):
+            reaching outside the store is DuckDB's ``Permission Error``.
     """
     if not query.strip():
         raise SqlError("empty SQL query", usage=True)
@@ -47,10 +53,14 @@ def run_readonly(store: Store, query: str) -> QueryResult:
         if any(s.type == duckdb.StatementType.LOAD for s in statements):
             raise SqlError("SQL: INSTALL/LOAD are not allowed: prefixscope works offline "
                            "and DuckDB would download the extension")
+        store.con.execute("SET enable_external_access = false")
         store.con.execute("SET lock_configuration = true")
         rel = store.con.execute(query)
         columns = [d[0] for d in rel.description] if rel is not None and rel.description else []
         rows = rel.fetchall() if columns else []
+    except duckdb.PermissionException as exc:
+        raise SqlError(f"SQL: {str(exc).splitlines()[0]} (`sql` reads the store and "
+                       "nothing else)") from None
     except duckdb.Error as exc:
         raise SqlError(f"SQL: {str(exc).splitlines()[0]}") from None
     return QueryResult(tuple(columns), tuple(tuple(r) for r in rows), len(statements))

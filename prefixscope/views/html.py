@@ -173,21 +173,27 @@ def _findings(report: Report) -> list[str]:
     out = ["<h2>Findings</h2>"]
     if not report.findings:
         return [*out, f"<p>{esc(wording.no_findings_line(report))}.</p>"]
-    findings = ordered(report.findings)
+    out += findings_table(report)
+    for n, f in enumerate(ordered(report.findings), 1):
+        out += _finding(n, f)
+    return out
+
+
+def findings_table(report: Report) -> list[str]:
+    """The page's table of findings, severe first, one row each linking to its section (a
+    notebook shows the same table: `prefixscope.api.Report._repr_html_`)."""
     # on a phone the kind, share and dollars columns give way to the finding itself
-    out.append('<div class="scroll"><table class="findings"><tr><th class="n">#</th>'
-               '<th>severity</th><th class="wide">kind</th><th class="n">lost tokens</th>'
-               '<th class="n wide">share</th><th class="n wide">lost $</th><th>finding</th>'
-               "</tr>")
+    out = ['<div class="scroll"><table class="findings"><tr><th class="n">#</th>'
+           '<th>severity</th><th class="wide">kind</th><th class="n">lost tokens</th>'
+           '<th class="n wide">share</th><th class="n wide">lost $</th><th>finding</th>'
+           "</tr>"]
     out += [f'<tr><td class="n">{n}</td><td>{esc(f.severity)}</td>'
             f'<td class="wide">{esc(f.kind)}</td>'
             f'<td class="n">{_lost(f)}</td><td class="n wide">{_share(f)}</td>'
             f'<td class="n wide">{esc(wording.usd(f.lost_usd)) if f.lost_usd else "–"}</td>'
             f'<td><a href="#f{n}">{esc(f.title)}</a></td></tr>'
-            for n, f in enumerate(findings, 1)]
+            for n, f in enumerate(ordered(report.findings), 1)]
     out.append("</table></div>")
-    for n, f in enumerate(findings, 1):
-        out += _finding(n, f)
     return out
 
 

@@ -307,7 +307,7 @@ def _replay_basis_json(r: ReplayBasis | None) -> ReplayBasisJson | None:
             "cached_tokens": r.cached_tokens, "replayed_prompt_tokens": r.replayed_prompt_tokens,
             "coverage": r.coverage, "partial": r.partial,
             "hit_rate_observed": r.hit_rate_observed, "hit_rate_predicted": r.hit_rate_predicted,
-            "hit_rate_ideal": r.hit_rate_ideal}
+            "hit_rate_ideal": r.hit_rate_ideal, "with_body": r.with_body}
 
 
 def _money_json(m: Money | None) -> MoneyJson | None:

@@ -425,6 +425,7 @@ class ReplayBasisJson(TypedDict):
     hit_rate_observed: float | None
     hit_rate_predicted: float | None
     hit_rate_ideal: float | None
+    with_body: int
 
 
 class MoneyJson(TypedDict):

@@ -11,6 +11,7 @@ from prefixscope.analyses.bucket import BucketReport
 from prefixscope.analyses.diff import DiffReport
 from prefixscope.analyses.simulate import SimulateReport
 from prefixscope.model import UsageRecord
+from prefixscope.model.atomic import atomic_path
 
 MAX_PLOT_GROUPS = 12
 _SECOND = timedelta(seconds=1)
@@ -46,7 +47,8 @@ def pyplot() -> Any:
 
 
 def save(fig: Any, path: Path) -> None:
-    fig.savefig(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".").lower())
     pyplot().close(fig)
 
 

@@ -1,4 +1,9 @@
-"""Rows of an ad-hoc SQL query as a terminal table, CSV or strict JSON."""
+"""Rows of an ad-hoc SQL query as a terminal table, CSV or strict JSON.
+
+The values are the store's, so log text: a table cell is shown as every log text is on
+a terminal (`views.terminal.shown`), and a CSV cell a spreadsheet would run as a formula
+is neutralised (`csv_cell`).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
+
+from prefixscope.views.terminal import shown
+
+# OWASP's CSV-injection rule: a cell starting with one of these is a formula to
+# Excel / LibreOffice / Google Sheets (tab and carriage return as well: spreadsheets
+# strip them and read the "=" after).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def unique_columns(columns: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -53,6 +64,31 @@ def cell_text(value: object, null: str = "NULL") -> str:
     return str(value)
 
 
+def plain_values(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Rows with BLOBs as text (`cell_text`'s decoding), so that masking, which reads
+    strings, sees them as every output shows them."""
+    return [tuple(_plain(v) for v in row) for row in rows]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", errors="backslashreplace")
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def csv_cell(value: object) -> str:
+    """One CSV cell; text a spreadsheet would evaluate gets a leading ``'`` (OWASP: "CSV
+    Injection"), which spreadsheets show as text. Numbers are left as they are (``-5``)."""
+    text = cell_text(value, null="")
+    if isinstance(value, str) and text.startswith(_FORMULA_START):
+        return "'" + text
+    return text
+
+
 def rows_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
     return [{c: json_value(v) for c, v in zip(columns, row, strict=True)} for row in rows]
 
@@ -60,21 +96,21 @@ def rows_json(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dic
 def rows_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows([cell_text(v, null="") for v in row] for row in rows)
+    writer.writerow([csv_cell(c) for c in columns])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
     return buffer.getvalue()
 
 
 def rows_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], max_width: int) -> Table:
     table = Table(show_edge=False, pad_edge=False)
     for c in columns:
-        table.add_column(escape(c), overflow="fold")
+        table.add_column(shown(c), overflow="fold")
     for row in rows:
         cells = []
         for v in row:
             text = cell_text(v)
             if max_width and len(text) > max_width:
                 text = text[: max_width - 1] + "…"
-            cells.append(escape(text))
+            cells.append(shown(text))
         table.add_row(*cells)
     return table

@@ -62,10 +62,14 @@ def replay_lines(s: Summary) -> list[str]:
                    "are partial; the ledger and the findings are sized on the logged usage")
     if (r.hit_rate_observed is not None and r.hit_rate_ideal is not None
             and r.hit_rate_observed > r.hit_rate_ideal + 0.005):
+        why = ("the rebuilt prompts lack part of what was sent, or the cache served other "
+               "traffic's prefixes" if r.with_body else
+               "replayed from usage alone, the engine's rules (its minimum cacheable length, "
+               "its TTL) cannot produce the cache the log reports: other traffic's prefixes, "
+               "or rules the model lacks")
         out.append(f"observed {r.hit_rate_observed:.2%} is above the ideal "
-                   f"{r.hit_rate_ideal:.2%}: the rebuilt prompts lack part of what was sent "
-                   "(or the cache served other traffic's prefixes); the ledger reads those "
-                   "requests from their usage")
+                   f"{r.hit_rate_ideal:.2%}: {why}; the ledger reads those requests from "
+                   "their usage")
     return out
 
 

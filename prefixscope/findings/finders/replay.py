@@ -9,7 +9,7 @@ fitted capacity and capacity curve for the fix.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 
 from prefixscope.analyses.simulate import SimulateReport
@@ -20,6 +20,7 @@ from prefixscope.findings.model import Finding
 from prefixscope.findings.names import short_names
 
 _NEAR_IDEAL = 0.005  # a capacity whose hit rate is within half a point of the ideal is enough
+_FALLBACK_MIN = 3  # provider misses at one cached value this often: a fallback to a prefix
 
 
 def find(ev: Evidence) -> Iterator[Finding]:
@@ -115,12 +116,20 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
                        f"than the cache's retention ({_ttl(engine)})", tokens, evidence,
                        fix, lost_usd=usd)
     if cause == "provider":
-        intact = ("the bodies prove the prefix intact" if ev.diff is not None else
-                  "usage shows each turn extending the last (no bodies to prove the prefix "
-                  "intact)")
-        return finding("provider-miss", f"{engine or 'the provider'} cached less than the live "
-                       f"prefix in {n}, by at least one cache unit: {intact}", tokens,
-                       evidence, _provider_fix(engine), lost_usd=usd)
+        intact = _intact(entries, ev)
+        title = (f"{engine or 'the provider'} cached less than the live prefix in {n}, by at "
+                 f"least one cache unit: {intact}")
+        fell = Counter(e.cached_tokens for e in entries if e.cached_tokens).most_common(1)
+        if fell and fell[0][1] >= _FALLBACK_MIN:
+            value, times = fell[0]
+            lost_there = sum(e.causes["provider"] for e in entries if e.cached_tokens == value)
+            evidence.update(fallback_cached_tokens=value, fallback_requests=times,
+                            fallback_tokens=lost_there)
+            title += (f"; {times} of them fell back to exactly {value:,} cached tokens, "
+                      f"losing {lost_there:,}: a prefix other traffic shares, served by "
+                      "another cache machine")
+        return finding("provider-miss", title, tokens, evidence, _provider_fix(engine),
+                       lost_usd=usd)
     if cause == "compaction":
         return finding("compaction", f"{n} after a compaction re-sent the conversation as a "
                        "summary: the cache restarted there", tokens, evidence,
@@ -138,6 +147,23 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
     return finding("unexplained-miss", f"{n} got less cache than the previous turn left "
                    "and nothing in the log explains why", tokens, evidence,
                    _unexplained_fix(ev), lost_usd=usd)
+
+
+def _intact(entries: Sequence[LedgerEntry], ev: Evidence) -> str:
+    """What proves the prefix was intact: the diff of both rendered prompts (exact, or
+    rebuilt with parts the log lacks), else only the usage."""
+    pairs = {p.b: p for p in ev.diff.pairs} if ev.diff is not None else {}
+    seen = [pairs[e.id] for e in entries if e.id in pairs]
+    if not seen:
+        return ("usage shows each turn extending the last (no bodies to prove the prefix "
+                "intact)")
+    rebuilt = sum(p.approximate for p in seen)
+    proof = ("the bodies prove the prefix intact" if not rebuilt else
+             f"the bodies show the prefix unchanged ({rebuilt} of {len(seen)} rebuilt with "
+             "parts the log lacks)")
+    if len(seen) < len(entries):
+        proof += f"; {len(entries) - len(seen)} without a body pair: usage only"
+    return proof
 
 
 def _unexplained_fix(ev: Evidence) -> str:

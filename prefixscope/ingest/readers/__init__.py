@@ -16,6 +16,12 @@ place and goes on.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import BinaryIO
+
+# Read past a line over the limit this much at a time (its bytes are never held whole).
+_DRAIN = 1 << 20
+
 
 class BadRecord(Exception):
     """A record that cannot be used; the message is the reason.
@@ -23,3 +29,21 @@ class BadRecord(Exception):
     Readers yield it in place of a record they cannot decode; format parsers raise it
     from their helpers for a record they cannot use, and turn it into a `Skip`.
     """
+
+
+def bounded_lines(fh: BinaryIO, limit: int, *,
+                  drain: bool = True) -> Iterator[bytes | None]:
+    """Every line of `fh` (newline included), None in place of a line longer than `limit`
+    bytes (its newline not counted): memory is bounded by `limit`, however long a line
+    (a decompression bomb is one line of zeros). `drain`: read past such a line and go on;
+    otherwise the lines end there (a first look at a file needs no more).
+    """
+    while line := fh.readline(limit + 1):
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield line
+            continue
+        yield None
+        if not drain:
+            return
+        while (rest := fh.readline(_DRAIN)) and not rest.endswith(b"\n"):
+            pass

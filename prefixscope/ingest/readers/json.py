@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from prefixscope.ingest.readers import BadRecord
+from prefixscope.ingest.readers import BadRecord, bounded_lines
 
 if TYPE_CHECKING:
     from prefixscope.ingest.source import Probe, Source
@@ -29,11 +29,17 @@ _NOT_JSON = object()
 _CUT = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
-def json_lines(source: Source) -> Iterator[tuple[int, bytes]]:
+def json_lines(source: Source, *, drain: bool = True) -> Iterator[tuple[int, bytes | None]]:
     """(1-based line number, line without surrounding white space) of every non-blank line;
-    a UTF-8 byte-order mark in front of line 1 is dropped."""
+    a UTF-8 byte-order mark in front of line 1 is dropped. A line longer than
+    ``source.max_line_bytes`` is (line number, None), read past in bounded pieces (not
+    `drain`: the lines end after it)."""
     with source.open_binary() as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        for lineno, raw in enumerate(bounded_lines(fh, source.max_line_bytes, drain=drain),
+                                     start=1):
+            if raw is None:
+                yield lineno, None
+                continue
             line = raw.strip()
             if lineno == 1:
                 line = line.lstrip(UTF8_BOM)
@@ -41,17 +47,19 @@ def json_lines(source: Source) -> Iterator[tuple[int, bytes]]:
                 yield lineno, line
 
 
-def _head_lines(source: Source) -> Generator[tuple[int, bytes], None, None]:
+def _head_lines(source: Source) -> Generator[tuple[int, bytes | None], None, None]:
     """`json_lines` for detection: a gzip cut short ends the lines there (the parser reports
-    the cut; detection looks at what was read before it)."""
+    the cut; detection looks at what was read before it), and so does a line over the
+    limit (None)."""
     try:
-        yield from json_lines(source)
+        yield from json_lines(source, drain=False)
     except _CUT:
         return
 
 
 def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[bool, Any]:
-    """(found, value) of the first JSON-lines record, however long its line.
+    """(found, value) of the first JSON-lines record (a line up to
+    ``source.max_line_bytes``).
 
     Looks at the first `JSONL_PROBE_LINES` non-blank lines, so that a file whose
     first line is truncated or garbage is still read as JSON lines (the bad line
@@ -60,7 +68,7 @@ def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[b
     """
     for seen, (_, line) in enumerate(_head_lines(source), start=1):
         try:
-            value = orjson.loads(line)
+            value = _NOT_JSON if line is None else orjson.loads(line)
         except orjson.JSONDecodeError:
             value = _NOT_JSON
         if isinstance(value, dict | list):
@@ -72,6 +80,16 @@ def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[b
     return False, None
 
 
+def first_line_too_long(source: Source) -> bool:
+    """The first non-blank line is longer than ``source.max_line_bytes`` (read no further)."""
+    lines = _head_lines(source)
+    try:
+        first = next(lines, None)
+    finally:
+        lines.close()
+    return first is not None and first[1] is None
+
+
 def is_json_lines(source: Source) -> bool:
     """True when the first non-blank line is a whole JSON object or array and another
     non-blank line follows: JSON lines for sure (such content can never parse as one
@@ -79,7 +97,7 @@ def is_json_lines(source: Source) -> bool:
     lines = _head_lines(source)
     try:
         first = next(lines, None)
-        if first is None:
+        if first is None or first[1] is None:
             return False
         try:
             value = orjson.loads(first[1])
@@ -96,7 +114,8 @@ def head_json_records(source: Source, limit: int = JSONL_PROBE_LINES) -> list[An
     values: list[Any] = []
     for seen, (_, line) in enumerate(_head_lines(source), start=1):
         try:
-            values.append(orjson.loads(line))
+            if line is not None:
+                values.append(orjson.loads(line))
         except orjson.JSONDecodeError:
             pass
         if seen >= limit:
@@ -120,6 +139,10 @@ def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]
             yield 1, doc
         return
     for lineno, line in json_lines(source):
+        if line is None:
+            yield lineno, BadRecord(f"line longer than --max-line-bytes "
+                                    f"({source.max_line_bytes:,} bytes)")
+            continue
         try:
             yield lineno, orjson.loads(line)
         except orjson.JSONDecodeError as exc:

@@ -33,11 +33,11 @@ AGREEMENT = ("agreement: the share of the requests whose log reports cached toke
              "replay predicts within one block")
 
 
-def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10,
-                    unit_source: str | None = None, capacity_source: str | None = None
-                    ) -> Screen:
-    """The replay's parameters (and what chose each), its hit rates, the uncached tokens
-    by class, the requests the log got less cache than predicted, what-ifs and the curve."""
+def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) -> Screen:
+    """The replay's parameters (and what chose each: `SimulateReport.unit_source`,
+    `capacity_source`), its hit rates, the uncached tokens by class, the requests the log
+    got less cache than predicted, what-ifs and the curve."""
+    unit_source, capacity_source = report.unit_source, report.capacity_source
     capacity = ("unlimited" if report.capacity_tokens is None
                 else f"{report.capacity_tokens:,} tokens")
     if capacity_source and not capacity_source.startswith("unlimited"):

@@ -1,0 +1,300 @@
+"""simulate's first job: every replayable request of a store, rendered, tokenized
+and kept compact (`_Prepared`), in log order."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+import numpy as np
+
+from prefixscope.analyses.simulate.model import (
+    _RENDER_BATCH,
+    DEFAULT_TRACE_BLOCK,
+    TRACE_ENGINES,
+    SimulateOptions,
+    _Prepared,
+    spec_of,
+)
+from prefixscope.model import Request
+from prefixscope.prompt import RenderError, RenderOptions
+from prefixscope.store import Store
+from prefixscope.tokens import Tokens, common_prefix_length, tokens_many
+
+
+def prepare(store: Store, options: SimulateOptions,
+            progress: Callable[[int, int], None] | None = None
+            ) -> tuple[list[_Prepared], dict[str, int]]:
+    """Every replayable request of the store, in log order, rendered and tokenized."""
+    session_of = store.session_of()
+    pairs = store.session_pairs()
+    prev_of: dict[str, tuple[str | None, bool]] = {
+        b: (a, compaction) for a, b, _, compaction in pairs}
+    # a compacted request threading could not pair (docs/store.md#sessions): no
+    # predecessor, but a compaction all the same
+    prev_of.update((rid, (None, True)) for rid in store.continuations())
+    # A rendered prompt's ids are held only while a later request of its session may
+    # still extend it: memory bounded by the sessions running at once, not by the log.
+    successors = Counter(a for a, _, _, _ in pairs)
+    live: dict[str, np.ndarray] = {}
+
+    def done(request_id: str) -> None:
+        prev = prev_of.get(request_id, (None, False))[0]
+        if prev is not None and prev in successors:
+            successors[prev] -= 1
+            if not successors[prev]:
+                del successors[prev]
+                live.pop(prev, None)
+    skipped: dict[str, int] = {}
+    out: list[_Prepared] = []
+    pending: list[Request] = []
+    total = store.count()
+    seen = 0
+
+    def flush() -> None:
+        nonlocal seen
+        for request, tok in _render(pending, options.render, skipped):
+            prev, compacted = prev_of.get(request.id, (None, False))
+            blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
+                                   if by_blocks else (None, ()))
+            ids, base, shared, resumed = tok.ids, None, 0, None
+            if prev is not None and prev in live:
+                base = prev
+                shared, resumed, ids = _compact(live[prev], ids)
+            if request.id in successors:
+                live[request.id] = tok.ids
+            out.append(_Prepared(
+                request.id, session_of.get(request.id), prev, compacted,
+                _seconds(request.timestamp), request.usage.cached_tokens, ids,
+                _output_ids(request, options), None, 0, 0,
+                logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
+                blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
+                base=base, shared=shared, resumed=resumed, namespace=_namespace(request)))
+        for request in pending:
+            done(request.id)
+        seen += len(pending)
+        pending.clear()
+        if progress is not None:
+            progress(seen, total)
+
+    chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
+    spec = spec_of(options.engine)
+    by_blocks = spec.replays == "segments"
+
+    def from_usage(request: Request) -> None:
+        prev, compacted = prev_of.get(request.id, (None, False))
+        n = request.usage.prompt_tokens or 0
+        before = chains.get(prev) if prev is not None and not compacted else None
+        if before is not None and before[-1][1] <= n:
+            segments = (*before, (request.id, n))
+        else:
+            segments = ((request.id, n),)
+        chains[request.id] = segments
+        out.append(_Prepared(
+            request.id, session_of.get(request.id), prev, compacted, _seconds(request.timestamp),
+            request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
+            logged_prompt=request.usage.prompt_tokens))
+
+    copies = store.duplicate_count() if options.source_files is None else 0
+    if copies:  # a call two sources logged is replayed once, through the copy kept
+        skipped["a second log of a call another source logged (replayed once)"] = copies
+    for request in store.iter_requests(source_files=options.source_files):
+        anthropic_body = request.body is not None and request.endpoint == "anthropic-messages"
+        if (by_blocks and not anthropic_body) or (request.body is None
+                                                  and request.block_hashes is None):
+            flush()
+            seen += 1
+            done(request.id)
+            if request.usage.prompt_tokens and (by_blocks or spec.hosted):
+                from_usage(request)
+            else:
+                reason = ("no prompt in the log (no body, no block ids): a hosted engine "
+                          "replays such logs from their usage" if request.usage.prompt_tokens
+                          else "no prompt in the log (no body, no block ids, no prompt tokens)")
+                skipped[reason] = skipped.get(reason, 0) + 1
+        elif request.block_hashes is not None:
+            flush()
+            done(request.id)
+            prev, compacted = prev_of.get(request.id, (None, False))
+            n_tokens = request.usage.prompt_tokens or 0
+            block = options.trace_block_size or request.block_size or DEFAULT_TRACE_BLOCK
+            out.append(_Prepared(
+                request.id, session_of.get(request.id), prev, compacted,
+                _seconds(request.timestamp), request.usage.cached_tokens, None, None,
+                request.block_hashes, n_tokens, block, logged_prompt=request.usage.prompt_tokens,
+                trace_engine=TRACE_ENGINES.get(request.source_format, "blocktrace")))
+            seen += 1
+        else:
+            pending.append(request)
+            if len(pending) >= _RENDER_BATCH:
+                flush()
+    flush()
+    return out, skipped
+
+
+def _render(requests: list[Request], options: RenderOptions, skipped: dict[str, int]
+            ) -> Iterable[tuple[Request, Tokens]]:
+    if not requests:
+        return []
+    try:
+        return list(zip(requests, tokens_many(requests, options), strict=True))
+    except RenderError:
+        pass
+    out = []
+    for request in requests:
+        try:
+            out.append((request, tokens_many([request], options)[0]))
+        except RenderError as exc:
+            reason = f"cannot render: {str(exc).splitlines()[0]}"
+            skipped[reason] = skipped.get(reason, 0) + 1
+    return out
+
+
+def _namespace(request: Request) -> str | None:
+    """The block-hash namespace of a logged request: vLLM's ``cache_salt`` (a body field
+    of its OpenAI-compatible API; `generate_block_hash_extra_keys` puts it on the first
+    block), None when the body has none."""
+    salt = (request.body or {}).get("cache_salt")
+    return f"cache_salt:{salt}" if isinstance(salt, str) and salt else None
+
+
+def _duration(request: Request) -> float | None:
+    """Seconds the request ran, from what the log recorded (Bifrost ``latency``, LiteLLM
+    ``request_duration_ms`` or ``endTime``)."""
+    meta = request.metadata
+    for key, scale in (("latency_ms", 1e-3), ("request_duration_ms", 1e-3)):
+        value = meta.get(key)
+        if isinstance(value, (int, float)) and value >= 0:
+            return float(value) * scale
+    end = meta.get("end_time")
+    if isinstance(end, str) and request.timestamp is not None:
+        try:
+            return max(0.0, (datetime.fromisoformat(end) - request.timestamp).total_seconds())
+        except ValueError:
+            return None
+    return None
+
+
+_PROBE = 32  # tokens of a prompt looked for in its base after they differ
+_PROBE_AT = (0, 16, 64, 256, 1024, 4096, 16384, 65536)  # tokens after the shared prefix
+_MIN_RUN = 64  # a shorter run found again is kept in the prompt's own ids
+
+
+def _compact(base: np.ndarray, ids: np.ndarray
+             ) -> tuple[int, tuple[int, int, int] | None, np.ndarray]:
+    """`ids` as (tokens shared with `base` from the start, one more run of `base` found
+    after them as (at, start, length), the rest of `ids` as a new array): see
+    `_Prepared`. The run is the longest found by looking up a few probes of `ids` in
+    `base`, each extended both ways (reordered tools match in short runs, the history
+    after them in a long one); any run found is exact, so `_Expander.full_ids` rebuilds
+    `ids`."""
+    shared = common_prefix_length(base, ids)
+    resumed = None
+    if shared < len(ids):
+        hay = base.tobytes()
+        for offset in _PROBE_AT:
+            at = shared + offset
+            if at + _PROBE > len(ids):
+                break
+            if resumed is not None and resumed[0] <= at < resumed[0] + resumed[2]:
+                continue  # inside the run already found
+            start = _find(hay, ids[at: at + _PROBE].tobytes(), base.itemsize)
+            if start < 0:
+                continue
+            back = common_prefix_length(base[:start][::-1], ids[shared:at][::-1])
+            length = back + common_prefix_length(base[start:], ids[at:])
+            if length >= _MIN_RUN and (resumed is None or length > resumed[2]):
+                resumed = (at - back, start - back, length)
+    if resumed is None:
+        return shared, None, ids[shared:].copy()  # a copy: the whole array can go
+    at, _, length = resumed
+    return shared, resumed, np.concatenate((ids[shared:at], ids[at + length:]))
+
+
+def _find(hay: bytes, needle: bytes, itemsize: int) -> int:
+    """Index of the first whole item where `needle` occurs in `hay`, or -1."""
+    pos = hay.find(needle)
+    while pos >= 0 and pos % itemsize:
+        pos = hay.find(needle, pos + 1)
+    return -1 if pos < 0 else pos // itemsize
+
+
+def _output_ids(request: Request, options: SimulateOptions) -> np.ndarray | None:
+    """The logged output's text tokenized, to follow the prompt (for --cache-output)."""
+    if not options.cache_output or request.output is None:
+        return None
+    from prefixscope.tokenizers import choose_tokenizer, load_tokenizer
+
+    text = _output_text(request.output)
+    if not text:
+        return None
+    tok = load_tokenizer(choose_tokenizer(options.render.tokenizer, request.model).spec)
+    return np.asarray(tok.encode(text).ids)
+
+
+def _output_text(output: object) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict):
+        content = output.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(p.get("text", "") for p in content
+                           if isinstance(p, dict) and isinstance(p.get("text"), str))
+    if isinstance(output, list):
+        return "".join(_output_text(o) for o in output)
+    return ""
+
+
+def _seconds(ts: datetime | None) -> float | None:
+    return None if ts is None else ts.timestamp()
+
+
+
+# A content block's path in the rendered prompt: a tool, a system block, a message or one
+# of its content blocks (Anthropic caches at these boundaries).
+_BLOCK = re.compile(r"^(tools\[\d+\]|system(?:\[\d+\])?|messages\[\d+\](?:\.content\[\d+\])?)")
+
+
+def _anthropic_blocks(tok: Tokens, body: dict[str, object]
+                      ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[int, float], ...]]:
+    """The content blocks of a rendered Anthropic request (template glue joins the block
+    before it) and the breakpoints its ``cache_control`` marks set: on a tool, a system
+    block or a message content block, or (top-level ``cache_control``, automatic mode)
+    on the last block. TTL: "1h" -> 3600 s, else 300 s. No mark: nothing is cached --
+    Anthropic caching is opt-in."""
+    blocks: list[tuple[str, int]] = []
+    for segment, (_, end) in zip(tok.prompt.segments, tok.segment_token_spans(), strict=True):
+        match = _BLOCK.match(segment.path)
+        key = match.group(1) if match else None
+        if blocks and (key is None or key == blocks[-1][0]):
+            blocks[-1] = (blocks[-1][0], max(blocks[-1][1], end))
+        else:
+            blocks.append((key or "template", end))
+    breakpoints: dict[int, float] = {}
+    for index, (key, _) in enumerate(blocks):
+        mark = _cache_control(body, key)
+        if mark is not None:
+            breakpoints[index] = mark
+    automatic = body.get("cache_control")
+    if isinstance(automatic, dict) and blocks:
+        breakpoints[len(blocks) - 1] = _ttl_of(automatic)
+    return tuple(blocks), tuple(sorted(breakpoints.items()))
+
+
+def _cache_control(body: dict[str, object], key: str) -> float | None:
+    node: object = body
+    for name, index in re.findall(r"(\w+)(?:\[(\d+)\])?", key):
+        node = node.get(name) if isinstance(node, dict) else None
+        if index:
+            node = node[int(index)] if isinstance(node, list) and int(index) < len(node) \
+                else None
+    mark = node.get("cache_control") if isinstance(node, dict) else None
+    return _ttl_of(mark) if isinstance(mark, dict) else None
+
+
+def _ttl_of(mark: dict[str, object]) -> float:
+    return 3600.0 if mark.get("ttl") == "1h" else 300.0

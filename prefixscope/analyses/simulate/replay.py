@@ -1,0 +1,280 @@
+"""simulate's second job: prepared requests replayed through an engine, one
+capacity at a time (`_replay`) or every capacity in one pass (`_sweep`), in worker
+processes that share the prepared requests (`parallel.Pool(shared=)`)."""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import xxhash
+
+from prefixscope.analyses.simulate.model import (
+    ANTHROPIC_READ_LAG,
+    SimulateError,
+    SimulateOptions,
+    _Prepared,
+    engine_block_size,
+)
+from prefixscope.engines import ENGINES, get_engine
+from prefixscope.engines.base import Admission, Engine, Units
+from prefixscope.engines.sweep import BlocktraceSweep, Sweep, SweepResult
+from prefixscope.parallel import Pool, shared
+
+
+class _Expander:
+    """The whole token ids and units of compact `_Prepared` prompts, in log order: a
+    prompt's are kept only while a later prompt still extends it (its `base`), so a
+    replay holds about one prompt per running session. A prompt that extends its base
+    reuses the base's block keys for the shared blocks (`Engine.units_extending`)."""
+
+    def __init__(self, prepared: Sequence[_Prepared], engine: Engine) -> None:
+        self._engine = engine
+        self._left = Counter(p.base for p in prepared if p.base is not None)
+        self._held: dict[str, tuple[np.ndarray, Units | None]] = {}
+        self._namespace: dict[str, str | None] = {}  # a held prompt's namespace
+        self._base_namespace: str | None = None  # that of the base `full_ids` last used
+
+    def full_ids(self, p: _Prepared) -> tuple[np.ndarray, Units | None]:
+        """`p`'s whole prompt token ids, and its base's units when it has a base (call
+        once per request, in order)."""
+        assert p.ids is not None
+        ids, base = p.ids, None
+        if p.base is not None:
+            if p.base not in self._held:
+                raise ValueError(f"request {p.id} extends {p.base}, not replayed before it")
+            base_ids, base = self._held[p.base]
+            self._base_namespace = self._namespace.get(p.base)
+            if p.resumed is None:
+                ids = np.concatenate((base_ids[: p.shared], ids))
+            else:
+                at, start, length = p.resumed
+                ids = np.concatenate((base_ids[: p.shared], ids[: at - p.shared],
+                                      base_ids[start: start + length], ids[at - p.shared:]))
+            self._left[p.base] -= 1
+            if not self._left[p.base]:
+                del self._held[p.base], self._left[p.base]
+                self._namespace.pop(p.base, None)
+        if self._left.get(p.id):
+            self._held[p.id] = (ids, None)
+            self._namespace[p.id] = p.namespace
+        return ids, base
+
+    def _salted(self, ids: np.ndarray, base: Units | None, p: _Prepared) -> Units:
+        """`p`'s units with its namespace on the first block, where the engine's units are
+        chained blocks (raw token ids and content blocks carry no namespace)."""
+        engine = self._engine
+        plain = engine.units(ids[:0])
+        if not plain.chained or plain.ends is not None:
+            return engine.units(ids)
+        prefix = None
+        if base is not None and self._base_namespace == p.namespace:
+            prefix = base.keys[: min(p.shared // engine.unit, base.n_full)]
+        return Units.chain(ids, engine.unit, namespace=p.namespace, prefix_keys=prefix)
+
+    def units(self, p: _Prepared, output: bool) -> tuple[Units, Units | None]:
+        """(prompt, prompt + output when `output` and the log has one) of `p`."""
+        engine = self._engine
+        if p.trace is not None:
+            return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
+        if p.segments is not None:
+            if ENGINES[engine.name].replays == "segments":
+                ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
+                ends.append(p.segments[-1][1])
+                return Units.segments([key for key, _ in p.segments], ends,
+                                      breakpoints={len(ends) - 1: _ttl(engine)}), None
+            return engine.units(_synthetic_ids(p.segments)), None
+        ids, base = self.full_ids(p)
+        if p.blocks is not None:
+            keys = [xxhash.xxh3_64_hexdigest(ids[start:end].tobytes())
+                    for start, end in zip([0] + [e for _, e in p.blocks[:-1]],
+                                          [e for _, e in p.blocks], strict=True)]
+            return Units.segments(keys, [e for _, e in p.blocks], n_tokens=len(ids),
+                                  breakpoints=dict(p.breakpoints)), None
+        if p.namespace is not None:
+            prompt = self._salted(ids, base, p)
+        else:
+            prompt = (engine.units(ids) if base is None or self._base_namespace is not None
+                      else engine.units_extending(ids, base, p.shared))
+        if p.id in self._held:
+            self._held[p.id] = (ids, prompt)
+        if output and p.output_ids is not None:
+            return prompt, engine.units_extending(np.concatenate((ids, p.output_ids)), prompt,
+                                                  len(ids))
+        return prompt, None
+
+
+
+def _ttl(engine: Engine) -> float:
+    return float(getattr(engine, "ttl", 300.0))
+
+
+def _synthetic_ids(segments: Sequence[tuple[str, int]]) -> np.ndarray:
+    """Stand-in token ids for a prompt known only by its length: each request's new tokens
+    are a sequence derived from its id, so prompts of one session share their prefix."""
+    parts, start = [], 0
+    for key, end in segments:
+        seed = int.from_bytes(key.encode()[:8].ljust(8, b"\0"), "little") % (1 << 31)
+        parts.append((seed + np.arange(max(0, end - start), dtype=np.int64)) % (1 << 31))
+        start = max(start, end)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _engine(options: SimulateOptions, unlimited: bool) -> Engine:
+    """The engine `options` name, configured (`unlimited`: no capacity)."""
+    _, params = engine_block_size(options.engine, options.unit)
+    capacity = None if unlimited else options.capacity_tokens
+    kwargs: dict[str, float | int | bool] = dict(params)
+    if capacity is not None:
+        kwargs["capacity_tokens"] = capacity
+    spec = ENGINES[options.engine]
+    if spec.cache_output:
+        kwargs["cache_output"] = options.cache_output
+    if options.automatic_breakpoints and options.engine == "anthropic":
+        kwargs["automatic"] = True
+    if options.ttl_seconds is not None:
+        if spec.ttl_parameter is None:
+            raise SimulateError(f"--engine {options.engine} has no retention time to set")
+        kwargs[spec.ttl_parameter] = options.ttl_seconds
+    if capacity is None and spec.unlimited is not None:
+        return spec.unlimited(**kwargs)
+    return spec.factory(**kwargs)
+
+
+def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
+            unlimited: bool = False) -> list[int]:
+    """Cached tokens of each request: predicted (or, `unlimited`, the ideal: no capacity
+    limit, no clock)."""
+    engine = _engine(options, unlimited)
+    traces: dict[tuple[str, int], Engine] = {}  # one trace engine per (model, block size)
+    capacity = None if unlimited else options.capacity_tokens
+    out = []
+    # (end time, order, admission, sequence) of the requests still running (--concurrent)
+    running: list[tuple[float, int, Admission, Units | None]] = []
+    expander = _Expander(prepared, engine)
+    for p in prepared:
+        if p.trace is not None:
+            trace_engine = traces.get((p.trace_engine, p.trace_block))
+            if trace_engine is None:
+                spec = ENGINES[p.trace_engine]
+                trace_engine = traces[(p.trace_engine, p.trace_block)] = get_engine(
+                    p.trace_engine, **spec.block_kwargs(p.trace_block),
+                    capacity_tokens=capacity)
+            prompt, _ = expander.units(p, False)
+            out.append(trace_engine.step(prompt).cached_tokens)
+            continue
+        prompt, sequence = expander.units(p, options.cache_output)
+        now = None if unlimited else p.seconds
+        if not (options.concurrent and not unlimited and p.seconds is not None):
+            out.append(engine.step(prompt, sequence=sequence, now=now).cached_tokens)
+            continue
+        while running and running[0][0] <= p.seconds:  # finished before this one starts
+            end, _, admission, done = heapq.heappop(running)
+            engine.release(admission, sequence=done, now=end)
+        admission = engine.admit(prompt, now=now)
+        out.append(admission.lookup.cached_tokens)
+        if p.duration:
+            heapq.heappush(running, (p.seconds + p.duration, len(out), admission, sequence))
+        else:
+            engine.release(admission, sequence=sequence, now=now)
+    while running:
+        end, _, admission, done = heapq.heappop(running)
+        engine.release(admission, sequence=done, now=end)
+    return out
+
+
+_IDEAL = None  # a run of `_replays`: the ideal replay (unlimited, no clock)
+
+
+def _replays(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions | None],
+             workers: int) -> list[list[int]]:
+    """`_replay(prepared, run)` of each run (None: the ideal replay of the first run's
+    engine), in up to `workers` processes sharing `prepared`: each replay is independent
+    of the others, so the results are the same as one after another."""
+    base = next(run for run in runs if run is not None)
+    jobs = [(base, True) if run is None else (run, False) for run in runs]
+    with Pool(min(workers, len(jobs)), shared=prepared) as pool:
+        return pool.map(_replay_job, jobs)
+
+
+def _replay_job(job: tuple[SimulateOptions, bool]) -> list[int]:
+    return _replay(shared(), job[0], unlimited=job[1])
+
+
+@dataclass(frozen=True, slots=True)
+class _Swept:
+    """Every capacity's cached tokens of a sequential replay, from one pass (`_sweep`): the
+    engine's requests in one sweep, each block-trace size's in its own."""
+
+    streams: tuple[SweepResult, ...]
+    stream: np.ndarray  # per request (log order): its stream
+    index: np.ndarray  # ... and its place in that stream
+
+    def cached(self, capacity_tokens: int | None) -> list[int] | None:
+        """Each request's cached tokens at `capacity_tokens` (None: unlimited), or None
+        where the sweep does not follow that capacity (replay it instead)."""
+        out = np.zeros(len(self.stream), dtype=np.int64)
+        for i, result in enumerate(self.streams):
+            units = None if capacity_tokens is None else capacity_tokens // result.unit
+            if not result.follows(units):
+                return None
+            mine = self.stream == i
+            out[mine] = np.asarray(result.cached_tokens(units), dtype=np.int64)[self.index[mine]]
+        return out.tolist()
+
+
+def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions) -> _Swept | None:
+    """`_replay(prepared, options)` at every capacity in one pass (None: the engine's policy
+    is not a stack algorithm, or the replay overlaps requests; docs/simulate.md)."""
+    make = ENGINES[options.engine].sweep
+    if options.concurrent or make is None or any(
+            p.trace is not None and p.trace_engine != "blocktrace" for p in prepared):
+        return None  # (an LMCache lookup-hash trace replays LMCache's chunk LRU: no stack)
+    engine = _engine(replace(options, capacity_tokens=None), True)  # cuts the units
+    sweeps: dict[int | None, Sweep] = {None: make(
+        block_size=engine.unit, cache_output=options.cache_output)}  # trace block -> sweep
+    stream, index = [], []
+    seen: Counter[int | None] = Counter()
+    expander = _Expander(prepared, engine)
+    for p in prepared:
+        key = p.trace_block if p.trace is not None else None
+        if key not in sweeps:
+            sweeps[key] = BlocktraceSweep(block_size=p.trace_block)
+        stream.append(list(sweeps).index(key))
+        index.append(seen[key])
+        seen[key] += 1
+        prompt, sequence = expander.units(p, options.cache_output and p.trace is None)
+        sweeps[key].step(prompt, sequence=sequence)
+    return _Swept(tuple(sweep.result() for sweep in sweeps.values()),
+                  np.array(stream, dtype=np.int64), np.array(index, dtype=np.int64))
+
+
+def _sweeps(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions],
+            workers: int) -> list[_Swept | None]:
+    """`_sweep(prepared, run)` of each run, in up to `workers` processes sharing `prepared`."""
+    with Pool(min(workers, len(runs)), shared=prepared) as pool:
+        return pool.map(_sweep_job, runs)
+
+
+def _sweep_job(run: SimulateOptions) -> _Swept | None:
+    return _sweep(shared(), run)
+
+
+def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
+                   capacities: Sequence[int | None], workers: int,
+                   swept: _Swept | None = None, sweep: bool = True) -> list[list[int]]:
+    """Cached tokens of each request at each capacity: from one sweep where it follows
+    (`swept`, else made here), the other capacities replayed one by one."""
+    if swept is None and sweep:
+        swept = _sweep(prepared, options)
+    out: list[list[int] | None] = [None if swept is None else swept.cached(c)
+                                   for c in capacities]
+    todo = [i for i, cached in enumerate(out) if cached is None]
+    replayed = _replays(prepared, [replace(options, capacity_tokens=capacities[i])
+                                   for i in todo], workers) if todo else []
+    for i, cached in zip(todo, replayed, strict=True):
+        out[i] = cached
+    return [cached for cached in out if cached is not None]

@@ -1,0 +1,320 @@
+"""Every capacity's hits from one replay: Mattson's stack distances for the cache policies
+that allow them (vLLM's block pool replayed one request after another; the block-trace
+LRU), so a capacity fit or a capacity curve costs one pass over the log, not one replay
+per capacity.
+
+An LRU is a *stack algorithm* (Mattson et al., 1970): the cache of capacity C always
+holds the C most recent entries of one recency list that does not depend on C, so an
+entry hits at every capacity at least its *depth* in that list. One replay that keeps the
+list and reads each request's depths gives its hits at every capacity.
+
+vLLM's pool is such a list once two of its rules are written into it (the proof is in
+docs/simulate.md, "Every capacity in one pass"):
+
+* **the last-token rule**: a request never hits its block ``h_max = (L - 1) // bs``;
+  that block (and every later one: the partial block, the output's) is always allocated
+  anew, so it enters the list as a new entry and an earlier copy of the same key stays
+  where it is (vLLM keeps duplicates). Every copy occupies a slot; a key hits while its
+  shallowest copy is within the capacity.
+* **hashless blocks reused first**: a request's partial last block holds a slot while the
+  request runs and is then free, so after a request with one the pool holds one entry
+  less: ``cutoff(C) = C - 1`` for ``C >= blocks of that request``, else ``C``.
+
+What it cannot follow: vLLM touches the *first-inserted* surviving copy of a duplicated
+key. The list moves the first-inserted copy; at a capacity that has evicted it but holds
+a later copy, vLLM touches that later one, and from that request on the list no longer
+describes that capacity. Such capacities are recorded (`SweepResult.tainted`) and the
+caller replays them one by one. They need a block-aligned prompt sent again in full,
+then a hit on it while only the newer copy survives: a few capacities, rarely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from prefixscope.engines.base import Units
+
+_SHIFT = 8  # timestamps per counted block of `_Recency` (256)
+
+
+class _Recency:
+    """The recency list as timestamps (a newer entry has a larger one): the depth of a live
+    entry (1 = the most recent) is the number of live entries at or after its timestamp.
+    A bitmap of live timestamps and a count per 256 of them answer a request's depths in
+    a few numpy calls."""
+
+    def __init__(self) -> None:
+        self._live = np.zeros(1 << 16, dtype=np.uint8)
+        self._counts = np.zeros(len(self._live) >> _SHIFT, dtype=np.int64)
+        self.total = 0  # live entries
+        self.next = 0  # the next timestamp
+
+    def depths(self, ts: np.ndarray) -> np.ndarray:
+        """Depth of each live entry of timestamps `ts` (int64)."""
+        if not len(ts):
+            return np.zeros(0, dtype=np.int64)
+        block = ts >> _SHIFT
+        before = np.concatenate(([0], np.cumsum(self._counts[: int(block.max())])))
+        rows, inverse = np.unique(block, return_inverse=True)
+        upto = np.cumsum(self._live.reshape(-1, 1 << _SHIFT)[rows], axis=1, dtype=np.int32)
+        at_or_before = before[block] + upto[inverse, ts & ((1 << _SHIFT) - 1)]
+        return self.total - at_or_before + 1
+
+    def remove(self, ts: np.ndarray) -> None:
+        """Drop the live entries of (distinct) timestamps `ts`."""
+        self._live[ts] = 0
+        np.add.at(self._counts, ts >> _SHIFT, -1)
+        self.total -= len(ts)
+
+    def push(self, n: int) -> int:
+        """`n` new entries, the newest last; returns the first one's timestamp."""
+        start, end = self.next, self.next + n
+        if end > len(self._live):
+            size = len(self._live)
+            while size < end:
+                size *= 2
+            live = np.zeros(size, dtype=np.uint8)
+            live[: len(self._live)] = self._live
+            counts = np.zeros(size >> _SHIFT, dtype=np.int64)
+            counts[: len(self._counts)] = self._counts
+            self._live, self._counts = live, counts
+        if n:
+            self._live[start:end] = 1
+            first = start >> _SHIFT
+            per = np.bincount((np.arange(start, end) >> _SHIFT) - first)
+            self._counts[first: first + len(per)] += per
+        self.total += n
+        self.next = end
+        return start
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SweepResult:
+    """Each request's hit at every capacity, from one `VllmSweep` / `BlocktraceSweep`.
+
+    Request r's hit in units at capacity C is the number of its depths ``<= cutoff_r(C)``,
+    where ``cutoff_r(C) = C - 1`` if the request before it freed a hashless block and C
+    held that request's blocks (``prev_free[r] and C >= prev_blocks[r]``), else C. A
+    request's depths increase; they are kept as runs of consecutive values: run p starts
+    at depth index ``run_index[p]`` with value ``run_value[p]`` and stops before index
+    ``run_stop[p]``; ``runs[r]:runs[r + 1]`` are request r's runs."""
+
+    unit: int
+    run_value: np.ndarray  # int64
+    run_index: np.ndarray  # int64
+    run_stop: np.ndarray  # int64
+    runs: np.ndarray  # int64, one more than requests
+    depths: np.ndarray  # int64 per request: its hit in units with unlimited capacity
+    prev_blocks: np.ndarray  # int64 per request
+    prev_free: np.ndarray  # bool per request
+    n_tokens: np.ndarray  # int64 per request
+    cap_at_tokens: bool  # a hit is at most the request's tokens (block traces)
+    tainted: tuple[tuple[int, int, int], ...] = ()  # (lo, hi, request): capacities [lo, hi)
+    exact: bool = True  # False: a request the sweep cannot follow (replay every capacity)
+
+    def __len__(self) -> int:
+        return len(self.n_tokens)
+
+    def follows(self, capacity_units: int | None) -> bool:
+        """Whether `hits` is this capacity's replay exactly (else replay it)."""
+        if not self.exact:
+            return False
+        return capacity_units is None or not any(
+            lo <= capacity_units < hi for lo, hi, _ in self.tainted)
+
+    def hits(self, capacity_units: int | None) -> np.ndarray:
+        """Each request's hit in units at capacity `capacity_units` (None: unlimited)."""
+        if capacity_units is None or not len(self.run_value):
+            return self.depths.copy() if capacity_units is None else np.zeros_like(self.depths)
+        n = len(self.depths)
+        cutoff = capacity_units - (self.prev_free & (capacity_units >= self.prev_blocks))
+        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.runs))
+        # request r's runs and cutoff are shifted by r * span: one search for all of them
+        span = max(int(self.run_value.max()), capacity_units) + 2
+        at = np.searchsorted(self.run_value + owner * span,
+                             np.arange(n, dtype=np.int64) * span + cutoff, side="right") - 1
+        mine = at >= self.runs[:-1]
+        at = np.maximum(at, 0)
+        within = np.minimum(cutoff - self.run_value[at] + 1,
+                            self.run_stop[at] - self.run_index[at])
+        return np.where(mine, self.run_index[at] + within, 0)
+
+    def cached_tokens(self, capacity_units: int | None) -> list[int]:
+        """Each request's cached tokens at capacity `capacity_units` (see `hits`)."""
+        tokens = self.hits(capacity_units) * self.unit
+        if self.cap_at_tokens:
+            tokens = np.minimum(tokens, self.n_tokens)
+        return tokens.tolist()
+
+
+class _Sweep:
+    """What the sweeps share: the recency list and each request's depths, as runs."""
+
+    unit: int
+    cap_at_tokens: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self._stack = _Recency()
+        self._ts: dict[int, int] = {}  # key -> timestamp of its (first-inserted) entry
+        self._values: list[np.ndarray] = []
+        self._starts: list[np.ndarray] = []
+        self._stops: list[np.ndarray] = []
+        self._runs = [0]
+        self._depths: list[int] = []
+        self._prev_blocks: list[int] = []
+        self._prev_free: list[bool] = []
+        self._n_tokens: list[int] = []
+        self._tainted: list[tuple[int, int, int]] = []
+        self._exact = True
+
+    def _record(self, depth: np.ndarray, n_tokens: int, prev_blocks: int = 0,
+                prev_free: bool = False) -> None:
+        runs = 0
+        if len(depth):
+            starts = np.concatenate(([0], np.flatnonzero(np.diff(depth) != 1) + 1))
+            self._values.append(depth[starts])
+            self._starts.append(starts)
+            self._stops.append(np.append(starts[1:], len(depth)))
+            runs = len(starts)
+        self._runs.append(self._runs[-1] + runs)
+        self._depths.append(len(depth))
+        self._prev_blocks.append(prev_blocks)
+        self._prev_free.append(prev_free)
+        self._n_tokens.append(n_tokens)
+
+    def result(self) -> SweepResult:
+        def cat(parts: list[np.ndarray]) -> np.ndarray:
+            return (np.concatenate(parts).astype(np.int64) if parts
+                    else np.zeros(0, dtype=np.int64))
+
+        return SweepResult(
+            self.unit, cat(self._values), cat(self._starts), cat(self._stops),
+            np.array(self._runs, dtype=np.int64), np.array(self._depths, dtype=np.int64),
+            np.array(self._prev_blocks, dtype=np.int64), np.array(self._prev_free, dtype=bool),
+            np.array(self._n_tokens, dtype=np.int64), self.cap_at_tokens,
+            tuple(self._tainted), self._exact)
+
+
+class VllmSweep(_Sweep):
+    """`VllmEngine` replayed one request after another (its `step`), at every capacity at
+    once (see the module docstring)."""
+
+    name: ClassVar[str] = "vllm"
+
+    def __init__(self, *, block_size: int = 16, cache_output: bool = True) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        super().__init__()
+        self.unit = block_size
+        self.cache_output = cache_output
+        self._copies: dict[int, list[int]] = {}  # key -> timestamps of its later copies
+        self._blocks = 0  # blocks the previous request held
+        self._free = False  # ... and whether one of them had no hash
+
+    def step(self, prompt: Units, *, sequence: Units | None = None) -> None:
+        """One request, as `VllmEngine.step(prompt, sequence=sequence)`."""
+        bs = self.unit
+        keys = prompt.full_keys()
+        n_tokens = prompt.n_tokens
+        h_max = (n_tokens - 1) // bs if n_tokens else 0
+        found = list(map(self._ts.get, keys))
+        try:
+            present = found.index(None)
+        except ValueError:
+            present = len(found)
+        lim = min(present, h_max)  # the blocks that may hit: moved in the list, not copied
+        canon = np.array(found[:lim], dtype=np.int64)
+        depth = self._stack.depths(canon)
+        if lim and self._copies:
+            depth = self._shallowest(keys[:lim], depth)
+        self._record(depth, n_tokens, self._blocks, self._free)
+        if sequence is not None and sequence.n_tokens > n_tokens:
+            computed = sequence.n_tokens - 1  # the last sampled token has no KV
+            blocks = max(-(-n_tokens // bs), -(-computed // bs))
+            hashed = keys + (sequence.keys[len(keys): computed // bs].tolist()
+                             if self.cache_output else [])
+        else:
+            blocks = -(-n_tokens // bs)
+            hashed = keys
+        if not blocks:
+            return  # nothing allocated, nothing freed: the pool is as it was
+        if blocks - len(hashed) > 1:
+            self._exact = False  # more than one hashless block: outside this model
+        n = len(hashed)
+        start = self._stack.push(n)
+        new = list(range(start + n - 1, start - 1, -1))  # the head most recent
+        if lim:
+            self._stack.remove(canon)
+            self._ts.update(zip(keys[:lim], new[:lim], strict=True))
+        rest = hashed[lim:]
+        if any(map(self._ts.__contains__, rest)):  # allocated anew while an old copy lives
+            for key, ts in zip(rest, new[lim:], strict=True):
+                if key in self._ts:
+                    self._copies.setdefault(key, []).append(ts)
+                else:
+                    self._ts[key] = ts
+        else:
+            self._ts.update(zip(rest, new[lim:], strict=True))
+        self._blocks, self._free = blocks, blocks > n
+
+    def _shallowest(self, keys: list[int], depth: np.ndarray) -> np.ndarray:
+        """The depths a request hits at when some of its hit keys have several copies: each
+        key's shallowest copy. A capacity that holds a later copy but not the first-inserted
+        one is tainted: vLLM touches that later copy, the list moved the first."""
+        copies = self._copies
+        shallow = depth.copy()
+        dup = [j for j, key in enumerate(keys) if key in copies]
+        for j in dup:
+            later = self._stack.depths(np.array(copies[keys[j]], dtype=np.int64))
+            shallow[j] = min(int(shallow[j]), int(later.min()))
+        reach = np.maximum.accumulate(shallow)
+        request = len(self._n_tokens)
+        for j in dup:
+            if reach[j] < depth[j]:  # cutoffs in [reach, depth): only a later copy is held
+                self._tainted.append((self._capacity(int(reach[j])),
+                                      self._capacity(int(depth[j])), request))
+        return reach
+
+    def _capacity(self, cutoff: int) -> int:
+        """The smallest capacity whose cutoff, for the request being swept, is `cutoff`."""
+        return cutoff + int(self._free and cutoff >= self._blocks)
+
+
+class BlocktraceSweep(_Sweep):
+    """`BlocktraceEngine` (a plain LRU of trace ids, each request touched tail first) at
+    every capacity at once: a textbook stack algorithm."""
+
+    name: ClassVar[str] = "blocktrace"
+    cap_at_tokens: ClassVar[bool] = True
+
+    def __init__(self, *, block_size: int = 512, cache_output: bool = False) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        super().__init__()
+        self.unit = block_size
+
+    def step(self, prompt: Units, *, sequence: Units | None = None) -> None:
+        """One request, as `BlocktraceEngine.step(prompt)`."""
+        keys = prompt.keys.tolist()
+        found = list(map(self._ts.get, keys))
+        try:
+            present = found.index(None)
+        except ValueError:
+            present = len(found)
+        depth = self._stack.depths(np.array(found[:present], dtype=np.int64))
+        self._record(np.maximum.accumulate(depth) if len(depth) else depth, prompt.n_tokens)
+        # touched tail first: the list orders them by their first place, the head newest
+        order = list(dict.fromkeys(keys))
+        old = [ts for ts in map(self._ts.get, order) if ts is not None]
+        if old:
+            self._stack.remove(np.array(old, dtype=np.int64))
+        n = len(order)
+        start = self._stack.push(n)
+        self._ts.update(zip(order, range(start + n - 1, start - 1, -1), strict=True))
+
+
+Sweep = VllmSweep | BlocktraceSweep
+

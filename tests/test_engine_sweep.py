@@ -1,0 +1,205 @@
+"""Every capacity in one pass (`engines.sweep`): the sweep's hit of every request at every
+capacity equals a replay at that capacity, request by request.
+
+Oracles: `VllmEngine` / `BlocktraceEngine` replayed once per capacity, the list-based
+transcription of vLLM's pool in test_engine_vllm.py, a plain OrderedDict LRU, and hand
+traces of tiny scenarios. Where the sweep says it does not follow a capacity (a
+duplicated block touched through its later copy) the simulate layer replays that
+capacity; the scenario that needs it is traced by hand below. SGLang's and LMCache's
+policies are not stack algorithms: the two counterexamples (a larger cache hitting less)
+are checked here, and docs/simulate.md traces them."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_engine_vllm import TRUNK, prompts, vllm_reference_replay
+
+from prefixscope.analyses.simulate import SimulateOptions, _at_capacities, _Prepared
+from prefixscope.engines import ENGINES, Units, get_engine
+from prefixscope.engines.base import block_keys
+from prefixscope.engines.blocktrace import BlocktraceEngine
+from prefixscope.engines.sweep import BlocktraceSweep, VllmSweep
+from prefixscope.engines.vllm import VllmEngine
+
+
+def swept(requests: list[tuple[Units, Units | None]], bs: int, cache_output: bool = True):
+    sweep = VllmSweep(block_size=bs, cache_output=cache_output)
+    for prompt, sequence in requests:
+        sweep.step(prompt, sequence=sequence)
+    return sweep.result()
+
+
+def prepared(prompts: list[list[int]]) -> list[_Prepared]:
+    """Requests of one session given by their token ids, for simulate's replay helpers."""
+    return [_Prepared(str(i), "s", None, False, None, None, np.array(t), None, None, 0, 0)
+            for i, t in enumerate(prompts)]
+
+
+class TestHandTraced:
+    def test_lru_tails_first_at_every_capacity(self):
+        """test_engine_vllm's TestEviction scenario (block 4): A = a0 a1 a2, B = a0 a1 b2,
+        C = c0, then A again; capacity 3 is traced there. Capacity 1: A holds a0 only
+        (overflow), B hits a0 (4), C evicts it, A misses. Capacity 2: A holds a0 a1, B
+        hits both (8), C evicts a1 (the LRU front: freed tail first), A hits a0 (4).
+        Capacity 4: B's b2 takes the fresh block, C evicts a2, A hits a0 a1 (8; a2 can
+        never hit: at most (12 - 1) // 4 = 2 blocks)."""
+        engine = VllmEngine(block_size=4)
+        a = engine.units(list(range(12)))
+        b = engine.units(list(range(8)) + [100, 101, 102, 103])
+        c = engine.units([200, 201, 202, 203])
+        result = swept([(a, None), (b, None), (c, None), (a, None)], 4)
+        expected = {0: [0, 0, 0, 0], 1: [0, 4, 0, 0], 2: [0, 8, 0, 4], 3: [0, 8, 0, 8],
+                    4: [0, 8, 0, 8], None: [0, 8, 0, 8]}
+        assert {c: result.cached_tokens(c) for c in expected} == expected
+        assert all(result.follows(c) for c in expected)
+
+    def test_a_fully_cached_aligned_prompt_recomputes_its_last_block_into_a_copy(self):
+        """Block 4: P (8 tokens: p0 p1) twice, then P + 5 tokens. The second P may hit
+        one block only ((8 - 1) // 4), so p1 is recomputed into a new block. Capacity 3:
+        a fresh block, so two copies of p1 are held and the third request hits p0 p1 (8).
+        Capacity 1: p0 only, hit 4 twice. Capacity 2: the new block is the LRU front,
+        p1's own block, evicted and rewritten: one copy, the later one, which the recency
+        list (moving the first-inserted copy) cannot tell apart; the sweep flags capacity
+        2 and simulate replays it: 8."""
+        engine = VllmEngine(block_size=4)
+        p = engine.units(list(range(8)))
+        longer = engine.units(list(range(13)))
+        result = swept([(p, None), (p, None), (longer, None)], 4)
+        assert result.cached_tokens(1) == [0, 4, 4]
+        assert result.follows(3) and result.cached_tokens(3) == [0, 4, 8]
+        assert result.follows(None) and result.cached_tokens(None) == [0, 4, 8]
+        assert not result.follows(2)
+        log = prepared([list(range(8)), list(range(8)), list(range(13))])
+        assert _at_capacities(log, SimulateOptions(unit=4), [2 * 4], 1) == [[0, 4, 8]]
+
+    def test_a_capacity_holding_only_the_later_copy_is_replayed(self):
+        """Block 1, capacity 3: [0], [1, 0], [0], [0, 1], [1, 0]. The third request's a
+        (= [0]) is recomputed (last-token rule) into the free queue's front, a's own
+        block at capacity 3: one copy. With more room a fresh block takes the copy and
+        the first stays. The fourth request hits a (1). The list moved a's first copy and
+        keeps the later one as an entry capacity 3 does not hold, one slot too many: it
+        says b (= [1]) was evicted before the fifth request, the pool still holds it
+        (hit 1). Capacities 1..3 are flagged; simulate replays them."""
+        engine = VllmEngine(block_size=1)
+        log = ([0], [1, 0], [0], [0, 1], [1, 0])
+        result = swept([(engine.units(t), None) for t in log], 1)
+        assert not result.follows(3)
+        assert result.cached_tokens(3) == [0, 0, 0, 1, 0]  # the list's answer: wrong
+        assert result.follows(4) and result.cached_tokens(4) == [0, 0, 0, 1, 1]
+        assert _at_capacities(prepared(list(log)), SimulateOptions(unit=1), [3, 4, None],
+                              1) == [[0, 0, 0, 1, 1]] * 3
+
+
+class TestNotStackAlgorithms:
+    """A stack algorithm's cache at capacity C is contained in its cache at C + 1 at every
+    moment, so no request hits less with more room. These two do (hand traces in
+    docs/simulate.md): they have no sweep and are replayed capacity by capacity."""
+
+    def test_sglang_whole_leaf_eviction_hits_less_with_more_room(self):
+        hits = {}
+        for capacity in (3, 4):
+            engine = get_engine("sglang", capacity_tokens=capacity)
+            hits[capacity] = [engine.step(engine.units(t)).cached_tokens
+                              for t in ([1, 0, 2], [2], [1, 2], [2, 1])]
+        assert hits == {3: [0, 0, 0, 1], 4: [0, 0, 1, 0]}
+        assert ENGINES["sglang"].sweep is None
+
+    def test_lmcache_store_evicting_its_own_hit_hits_less_with_more_room(self):
+        hits = {}
+        for capacity in (1, 2):
+            engine = get_engine("lmcache", chunk_size=1, capacity_blocks=capacity)
+            hits[capacity] = [engine.step(engine.units(t)).cached_tokens
+                              for t in ([0], [1], [0, 0, 1], [0, 1])]
+        assert hits == {1: [0, 0, 0, 1], 2: [0, 0, 1, 0]}
+        assert ENGINES["lmcache"].sweep is None
+
+
+# -- properties -------------------------------------------------------------------------
+
+@settings(max_examples=120, deadline=None)
+@given(prompts, st.lists(st.integers(0, 3), min_size=14, max_size=14), st.integers(1, 5),
+       st.booleans())
+@pytest.mark.slow
+def test_the_sweep_is_the_replay_at_every_capacity(reqs, outputs, bs, cache_output):
+    """Outputs (`outputs` x 3 tokens of TRUNK after the prompt) extend the sequence when
+    `cache_output`; every capacity from 0 to past the log's blocks, and unlimited."""
+    engine = VllmEngine(block_size=bs)
+    requests = [(engine.units(t), engine.units(t + TRUNK[: outputs[i] * 3])
+                 if cache_output and outputs[i] else None) for i, t in enumerate(reqs)]
+    result = swept(requests, bs, cache_output)
+    blocks = sum(-(-(s or p).n_tokens // bs) for p, s in requests)
+    for capacity in (None, *range(blocks + 3)):
+        pool = VllmEngine(block_size=bs, capacity_blocks=capacity, cache_output=cache_output)
+        replayed = [pool.step(p, sequence=s).cached_tokens for p, s in requests]
+        if result.follows(capacity):
+            assert result.cached_tokens(capacity) == replayed
+        if not cache_output and capacity is not None:
+            assert replayed == vllm_reference_replay(
+                [(block_keys(t, bs).tolist(), len(t)) for t in reqs], bs, capacity)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 8), st.lists(st.integers(10, 13), max_size=4),
+                          st.integers(0, 3)), min_size=1, max_size=14), st.integers(1, 4))
+def test_the_trace_sweep_is_the_block_lru_at_every_capacity(rows, unit):
+    """Trace requests: a shared run of ids, a few others (repeats allowed), a partial last
+    block of `cut` tokens short."""
+    requests = []
+    for head, tail, cut in rows:
+        ids = list(range(head)) + tail
+        if ids:
+            requests.append(Units.blocks(ids, max(1, len(ids) * unit - min(cut, unit - 1)),
+                                         unit))
+    sweep = BlocktraceSweep(block_size=unit)
+    for prompt in requests:
+        sweep.step(prompt)
+    result = sweep.result()
+    for capacity in (None, *range(sum(len(r.keys) for r in requests) + 2)):
+        engine = BlocktraceEngine(block_size=unit, capacity_blocks=capacity)
+        assert result.follows(capacity)
+        assert result.cached_tokens(capacity) == [engine.step(r).cached_tokens
+                                                  for r in requests]
+
+
+def plain_block_lru(trace: list[tuple[list[int], int]], capacity: int, block: int) -> list[int]:
+    lru: OrderedDict[int, None] = OrderedDict()
+    out = []
+    for ids, length in trace:
+        matched = 0
+        while matched < len(ids) and ids[matched] in lru:
+            matched += 1
+        out.append(min(matched * block, length))
+        for h in reversed(ids):
+            lru[h] = None
+            lru.move_to_end(h)
+            if len(lru) > capacity:
+                lru.popitem(last=False)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["conversation", "synthetic"])
+def test_the_mooncake_traces_at_every_curve_capacity(real, name):
+    """The real Mooncake traces: the trace sweep against a plain block LRU, and vLLM's
+    sweep (block 512) against the transcribed pool, at capacities around the knee."""
+    import json
+
+    rows = [json.loads(line) for line in
+            (real / "mooncake" / f"{name}_trace.jsonl").read_text().splitlines() if line]
+    trace = [(r["hash_ids"], r["input_length"]) for r in rows][:4000]
+    sweep = BlocktraceSweep(block_size=512)
+    vllm = VllmSweep(block_size=512)
+    for ids, length in trace:
+        sweep.step(Units.blocks(ids, length, 512))
+        vllm.step(Units.blocks(ids, length, 512))
+    lru, pool = sweep.result(), vllm.result()
+    full = [(list(ids[: length // 512]), length) for ids, length in trace]
+    for capacity in (100, 1_000, 3_000, 10_000):
+        assert lru.cached_tokens(capacity) == plain_block_lru(trace, capacity, 512)
+        if pool.follows(capacity):
+            assert pool.cached_tokens(capacity) == vllm_reference_replay(full, 512, capacity)
