@@ -149,7 +149,8 @@ def _check_extra_keys(utils: types.ModuleType, block_pool: types.ModuleType) -> 
     """Requests with a random ``cache_salt`` and LoRA adapter, hashed by vLLM's own
     `generate_block_hash_extra_keys` + `hash_block_tokens` (sha256 of pickle) and replayed
     through its pool, hit as prefixscope's keys with the same namespace on the first block
-    (`block_keys(namespace=)`, what simulate gives a logged ``cache_salt``) hit."""
+    (`block_keys(namespace=)`, what simulate gives a logged model name and ``cache_salt``)
+    hit."""
     import hashlib
     import pickle
 

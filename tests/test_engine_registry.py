@@ -1,7 +1,7 @@
 """Engines as whole registry entries: one `EngineSpec` per engine is all simulate, report
 and the command line read, so an engine registered in one line runs through both; the
-CLI's 'N blocks' are the engine's blocks; a logged ``cache_salt`` separates the requests'
-blocks as vLLM's extra keys do."""
+CLI's 'N blocks' are the engine's blocks; a logged model name (a LoRA adapter) and
+``cache_salt`` separate the requests' blocks as vLLM's extra keys do."""
 
 from __future__ import annotations
 
@@ -42,13 +42,15 @@ class Forgetful(BaseEngine):
         admission.finish()
 
 
-def _log(path: Path, salts: list[str | None]) -> Path:
-    """Raw captures of one chat resent as is, each with its ``cache_salt`` (None: none)."""
+def _log(path: Path, salts: list[str | None], models: list[str] | None = None) -> Path:
+    """Raw captures of one chat resent as is, each with its ``cache_salt`` (None: none)
+    and model name (default: one model for all)."""
     messages = [{"role": "system", "content": "You review code. " * 60},
                 {"role": "user", "content": "Is this loop correct? " * 10}]
     lines = []
     for i, salt in enumerate(salts):
-        body: dict[str, object] = {"model": "qwen3.6-35b-a3b", "messages": messages}
+        model = models[i] if models else "qwen3.6-35b-a3b"
+        body: dict[str, object] = {"model": model, "messages": messages}
         if salt is not None:
             body["cache_salt"] = salt
         lines.append({"timestamp": f"2026-05-04T09:00:{i:02d}Z",
@@ -100,3 +102,44 @@ def test_a_cache_salt_separates_identical_prompts(tmp_path: Path) -> None:
     n = report.per_request[0].prompt_tokens
     full = (n - 1) // 16 * 16  # the whole prompt hits but its last token
     assert [r.ideal for r in report.per_request] == [0, 0, full, 0]
+
+
+def test_a_lora_adapters_name_separates_identical_prompts(tmp_path: Path) -> None:
+    """The same prompt for the base model, a LoRA adapter (vLLM's server picks it by the
+    request's model name and keys every block by it), the adapter again, the base again:
+    the third hits what the second cached and the fourth what the first did; the second
+    hits nothing although its tokens are the first's."""
+    models = ["qwen3.6-35b-a3b", "qwen3.6-35b-a3b-sql-lora", "qwen3.6-35b-a3b-sql-lora",
+              "qwen3.6-35b-a3b"]
+    store = Store.open(tmp_path / "s.duckdb")
+    ingest_paths([str(_log(tmp_path / "log.jsonl", [None] * 4, models))], store)
+    report = simulate_store(store, SimulateOptions(engine="vllm"))
+    n = [r.prompt_tokens for r in report.per_request]
+    assert len(set(n)) == 1  # one tokenizer: the same tokens for every model name
+    full = (n[0] - 1) // 16 * 16
+    assert [r.ideal for r in report.per_request] == [0, 0, full, full]
+
+
+def test_a_hosted_api_caches_each_models_prompts_apart(tmp_path: Path) -> None:
+    """Usage alone, one session: a Sonnet turn, a Haiku call (same conversation), a Sonnet
+    turn. Anthropic's cache is per model, so the Haiku call reads nothing the Sonnet turn
+    wrote and the last turn reads the first's prefix, not the Haiku call's."""
+    lines = []
+    for n, (model, prompt) in enumerate((("claude-sonnet-4-5", 5000),
+                                         ("claude-haiku-4-5", 5200),
+                                         ("claude-sonnet-4-5", 5400))):
+        lines.append({  # Claude Code's transcript: one assistant line per call
+            "type": "assistant", "timestamp": f"2026-05-04T09:00:{n:02d}Z",
+            "sessionId": "sess-1", "uuid": f"u{n}", "parentUuid": f"u{n - 1}" if n else None,
+            "requestId": f"req_{n}",
+            "message": {"id": f"msg_{n}", "role": "assistant", "model": model,
+                        "content": [{"type": "text", "text": "ok"}],
+                        "usage": {"input_tokens": prompt, "output_tokens": 10}}})
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    store = Store.open(tmp_path / "s.duckdb")
+    ingest_paths([str(path)], store)
+    report = simulate_store(store, SimulateOptions(engine="anthropic"))
+    by_id = {r.prompt_tokens: r.ideal for r in report.per_request}
+    assert by_id[5200] == 0
+    assert by_id[5400] > 0

@@ -100,7 +100,8 @@ class Units:
     @classmethod
     def segments(cls, hashes: Sequence[int | str | bytes], ends: Sequence[int], *,
                  n_tokens: int | None = None,
-                 breakpoints: Mapping[int, float] | None = None) -> Units:
+                 breakpoints: Mapping[int, float] | None = None,
+                 namespace: str | None = None) -> Units:
         """Variable-size units: one per content block (a tool, a system block, a message
         part), for hosted APIs that cache at block boundaries.
 
@@ -112,11 +113,13 @@ class Units:
                 block (template glue) belong to no unit.
             breakpoints: block index -> TTL in seconds of a ``cache_control``
                 breakpoint on that block (Anthropic: 300 for "5m", 3600 for "1h").
+            namespace: what the chain starts from (the model: a hosted API caches each
+                model's prompts apart), as `block_keys`' namespace.
         """
         if len(hashes) != len(ends):
             raise ValueError("one end per segment hash")
         keys = np.empty(len(hashes), dtype=np.uint64)
-        parent = 0
+        parent = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else 0
         for i, h in enumerate(hashes):
             data = h if isinstance(h, bytes) else str(h).encode()
             parent = xxhash.xxh3_64_intdigest(data, seed=parent)

@@ -95,7 +95,7 @@ def prepare(store: Store, options: SimulateOptions,
         out.append(_Prepared(
             request.id, session_of.get(request.id), prev, compacted, _seconds(request.timestamp),
             request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
-            logged_prompt=request.usage.prompt_tokens))
+            logged_prompt=request.usage.prompt_tokens, namespace=_namespace(request)))
 
     copies = store.duplicate_count() if options.source_files is None else 0
     if copies:  # a call two sources logged is replayed once, through the copy kept
@@ -153,11 +153,23 @@ def _render(requests: list[Request], options: RenderOptions, skipped: dict[str, 
 
 
 def _namespace(request: Request) -> str | None:
-    """The block-hash namespace of a logged request: vLLM's ``cache_salt`` (a body field
-    of its OpenAI-compatible API; `generate_block_hash_extra_keys` puts it on the first
-    block), None when the body has none."""
+    """The block-hash namespace of a logged request, as vLLM's
+    `generate_block_hash_extra_keys` builds it: the LoRA adapter's name, then the
+    ``cache_salt`` (a body field of its OpenAI-compatible API); None when it has neither.
+
+    vLLM's server picks a LoRA adapter by the request's model name (``--lora-modules
+    NAME=PATH``) and keys every block of it by that name, so requests for two model names
+    never share a block (nor do two hosted models, nor two servers behind one log). The
+    name on the first block only separates the chain just as well: the keys are chained.
+    The base model gets its name too -- distinct from every adapter's, as vLLM's "no
+    adapter" is."""
+    names = []
+    if request.model:
+        names.append(f"lora:{request.model}")
     salt = (request.body or {}).get("cache_salt")
-    return f"cache_salt:{salt}" if isinstance(salt, str) and salt else None
+    if isinstance(salt, str) and salt:
+        names.append(f"cache_salt:{salt}")
+    return "|".join(names) or None
 
 
 def _duration(request: Request) -> float | None:

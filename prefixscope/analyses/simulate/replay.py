@@ -85,7 +85,8 @@ class _Expander:
                 ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
                 ends.append(p.segments[-1][1])
                 return Units.segments([key for key, _ in p.segments], ends,
-                                      breakpoints={len(ends) - 1: _ttl(engine)}), None
+                                      breakpoints={len(ends) - 1: _ttl(engine)},
+                                      namespace=p.namespace), None
             return engine.units(_synthetic_ids(p.segments)), None
         ids, base = self.full_ids(p)
         if p.blocks is not None:
@@ -93,7 +94,7 @@ class _Expander:
                     for start, end in zip([0] + [e for _, e in p.blocks[:-1]],
                                           [e for _, e in p.blocks], strict=True)]
             return Units.segments(keys, [e for _, e in p.blocks], n_tokens=len(ids),
-                                  breakpoints=dict(p.breakpoints)), None
+                                  breakpoints=dict(p.breakpoints), namespace=p.namespace), None
         if p.namespace is not None:
             prompt = self._salted(ids, base, p)
         else:
