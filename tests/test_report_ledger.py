@@ -254,3 +254,23 @@ class TestScope:
     def test_a_window_holding_nothing_says_so(self):
         result = runner.invoke(app, ["report", str(TRACELAB), "--since", "2030-01-01"])
         assert result.exit_code == 1 and "no request since 2030-01-01" in result.stderr
+
+
+def test_a_block_hash_traces_misses_are_read_in_its_own_blocks(tmp_path: Path) -> None:
+    """A Mooncake-shaped trace (512-token blocks): a 915-token prompt (a full block and a
+    403-token partial one), then a 2,000-token prompt that extends it. Replayed through
+    the trace's own block ids, the second reads the first full block (512); the 403
+    tokens of the partial block are rounding in 512-token blocks (not a shortfall of a
+    16-token engine block), the 1,085 tokens after the first prompt are new, nothing is
+    unexplained."""
+    trace = tmp_path / "trace.jsonl"
+    rows = [{"timestamp": 0, "input_length": 915, "output_length": 10, "hash_ids": [7, 8]},
+            {"timestamp": 1000, "input_length": 2000, "output_length": 10,
+             "hash_ids": [7, 9, 10, 11]}]
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    ledger = report(str(trace))["ledger"]
+    assert ledger["basis"]["source"] == "predicted"
+    assert ledger["missed_tokens"] == 915 + (2000 - 512)
+    causes = {k: v for k, v in ledger["by_cause"].items() if k != "break" and v}
+    assert causes == {"cold": 915, "rounding": 915 - 512, "new": 2000 - 915}
+    assert ledger["by_cause"]["break"]["tokens"] == 0

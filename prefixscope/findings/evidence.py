@@ -342,7 +342,7 @@ def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
     for replay in domains:
         for sim in replay.report.per_request:
             replayed[sim.id] = ReplayedRequest(replay.domain, replay.report.engine,
-                                               replay.report.unit, sim)
+                                               sim.unit or replay.report.unit, sim)
     block_of_source = {str(g.key.get("source")): g.block_size for g in bucket.groups}
     engine_of = {r.id: chosen.get(r.source_file, (None, None))[0] for r in records}
     family = {r.id: model_family_engine([r]) for r in records}

@@ -27,7 +27,8 @@ def replay_report(prepared: Sequence[_Prepared], options: SimulateOptions,
     per_request = tuple(
         RequestSim(p.id, p.session, p.n_tokens, p.observed, pred, ide,
                    _classify(p, pred, ide, length.get(p.prev) if p.prev else None, hosted,
-                             block_size if p.trace is None else p.trace_block))
+                             block_size if p.trace is None else p.trace_block),
+                   unit=None if p.trace is None else p.trace_block)
         for p, pred, ide in zip(prepared, predicted, ideal, strict=True))
     misses = dict.fromkeys(MISS_CLASSES, 0)
     for r in per_request:

@@ -62,6 +62,9 @@ class RequestSim:
     predicted: int
     ideal: int
     misses: dict[str, int]  # uncached prompt tokens per class (MISS_CLASSES)
+    # tokens per unit it was replayed in when not the report's `unit`: a block-hash
+    # trace's blocks (its ids are the cache's keys, whatever the engine's block size)
+    unit: int | None = None
 
     @property
     def shortfall(self) -> int | None:
