@@ -16,7 +16,7 @@ from prefixscope.analyses.bucket import (
 )
 from prefixscope.analyses.diff import CauseTotal, DiffReport, DiffTotals, Divergence, PairDiff
 from prefixscope.analyses.simulate import CurvePoint, RequestSim, SimulateReport, WhatIfResult
-from prefixscope.findings.build import build_report
+from prefixscope.findings.build import build_report, reading_order
 from prefixscope.findings.evidence import Evidence, choose_engine, model_family_engine
 from prefixscope.findings.finders import breakage, constants, replay, split
 from prefixscope.findings.gate import (
@@ -29,7 +29,7 @@ from prefixscope.findings.gate import (
     scenario_prefixes,
 )
 from prefixscope.findings.ledger import CAUSES, Basis, Ledger, LedgerEntry
-from prefixscope.findings.model import KINDS, ScenarioPrefix, Summary
+from prefixscope.findings.model import KINDS, Finding, ScenarioPrefix, Summary
 from prefixscope.model import UsageRecord
 from prefixscope.prompt import RenderOptions
 from prefixscope.store.store import UsageSummary
@@ -300,6 +300,22 @@ class TestRanking:
         assert [f.share for f in report.findings] == [0.06, 0.02, 0.005]
         assert [f.severity for f in report.findings] == ["high", "medium", "low"]
         assert {f.kind for f in report.findings} <= set(KINDS)
+
+    def test_one_reading_order_causes_severe_first_then_lenses_then_what_costs_nothing(self):
+        def f(kind: str, severity: str, lost: int) -> Finding:
+            return Finding(kind, severity, kind, None, lost, 0.0, {}, "")
+
+        found = [f("usage-semantics", "info", 0), f("pinned-constant", "high", 0),
+                 f("json-key-order", "low", 4_000), f("l2-write-only", "medium", 0),
+                 f("eviction-pressure", "medium", 5_000), f("unexplained-miss", "low", 3_000),
+                 f("low-hit-rate-dimension", "medium", 0),
+                 f("volatile-prefix-segment", "high", 90_000)]
+        assert [x.kind for x in sorted(found, key=reading_order)] == [
+            "volatile-prefix-segment",  # high
+            "eviction-pressure", "l2-write-only",  # medium: most lost first, a cost of 0 too
+            "json-key-order", "unexplained-miss",  # low: above every lens, whatever it shows
+            "pinned-constant", "low-hit-rate-dimension",  # the lenses, severe first
+            "usage-semantics"]  # info
 
     def test_a_lens_follows_the_causes_it_shows_and_findings_never_claim_a_token_twice(self):
         spike = Spike(2880, 2, 0.5, 45.0, None, "x")

@@ -1,8 +1,9 @@
 """The HTML report in a real browser (headless Chromium driven by Playwright): it renders
 with its plots, a `<script>` planted in a logged prompt does not run, and the page makes
 no network request; at desktop and phone widths every part is visible and nothing
-overflows the page (wide tables scroll inside their own box), the findings come severe
-first, and the evidence reads as a table of rounded numbers.
+overflows the page (wide tables scroll inside their own box), the findings come in the
+report's one order (the causes severe first, then the lenses, then what costs nothing),
+and the evidence reads as a table of rounded numbers.
 
 Chromium is Debian's package (`.ci/run` installs it); Playwright drives it through
 ``executable_path``, so nothing is downloaded. Where no Chromium can be found the test
@@ -67,6 +68,7 @@ def test_the_report_renders_its_plots_runs_no_planted_script_and_stays_offline(
 # Desktop and phone (an iPhone 12-14 portrait viewport), CSS pixels.
 VIEWPORTS = {"desktop": (1280, 900), "phone": (390, 844)}
 SEVERITIES = ["high", "medium", "low", "info"]
+LENSES = {"pinned-constant", "low-hit-rate-dimension"}  # findings that claim no token
 
 # What sticks out of the viewport, ignoring what a scrolling box holds (it scrolls).
 _OVERFLOW = """() => {
@@ -130,7 +132,8 @@ def test_every_part_is_visible_and_nothing_overflows(sample_page, viewport: str,
     assert png_size(shot)[0] == width and png_size(shot)[1] > height
 
 
-def test_findings_come_severe_first_with_evidence_as_rounded_numbers(sample_page) -> None:
+def test_findings_come_causes_severe_first_then_lenses_with_rounded_evidence(
+        sample_page) -> None:
     from playwright.sync_api import sync_playwright
 
     page_file, doc = sample_page
@@ -148,9 +151,16 @@ def test_findings_come_severe_first_with_evidence_as_rounded_numbers(sample_page
             fixes = page.eval_on_selector_all("p.fix", "els => els.map(e => e.textContent)")
         finally:
             browser.close()
-    # the oracle: the report's own findings (JSON, ranked by tokens), stably by severity
-    expected = sorted((f["severity"] for f in doc["findings"]), key=SEVERITIES.index)
-    assert shown == rows == expected
+    # the page lists the findings in the report's own order (the JSON's)
+    assert shown == rows == [f["severity"] for f in doc["findings"]]
+    # and that order is: the causes severe first, then the lenses (they claim no token and
+    # follow every cause they show), then what costs nothing
+    group = [2 if f["severity"] == "info" else 1 if f["kind"] in LENSES else 0
+             for f in doc["findings"]]
+    assert group == sorted(group) and 0 in group and 1 in group
+    causes = [SEVERITIES.index(f["severity"]) for f, g in zip(doc["findings"], group,
+                                                               strict=True) if g == 0]
+    assert causes == sorted(causes)
     assert len(evidence) == len(doc["findings"])
     # e.g. a share of requests 0.8709677419354839 is shown as 87.1%
     assert not any(re.search(r"\d\.\d{4,}", text) for text in evidence)

@@ -99,6 +99,17 @@ def severity(finding: Finding, basis: int = 0) -> str:
     return "low" if finding.lost_tokens or finding.kind in LENS_KINDS else "info"
 
 
+def reading_order(finding: Finding) -> tuple[int, int, int, str, str]:
+    """The one order every view lists findings in: the causes (findings with a cost or a
+    severity of their own) severe first and, within a severity, most lost tokens first;
+    then the lenses, which claim no token and follow every cause they show; then what
+    costs nothing (info)."""
+    lens = finding.kind in LENS_KINDS
+    group = 2 if finding.severity == "info" else 1 if lens else 0
+    return (group, SEVERITIES.index(finding.severity), -finding.lost_tokens, finding.kind,
+            finding.segment or "")
+
+
 def build_report(ev: Evidence, gate: GateOptions | None = None,
                  by: tuple[str, ...] = ()) -> Report:
     """The report over `ev`; `by`: the ledger broken down by these dimensions too.
@@ -116,11 +127,7 @@ def build_report(ev: Evidence, gate: GateOptions | None = None,
             found.append(replace(f, severity=severity(f, basis)))
     if ev.ledger is not None:
         _check_claims(found, ev.ledger.missed_tokens)
-    rank = {s: n for n, s in enumerate(SEVERITIES)}
-    # Findings that account for missed tokens first (most first), then by severity: a lens
-    # or a data finding claims no tokens, so it follows the causes it shows.
-    found.sort(key=lambda f: (-f.lost_tokens, rank[f.severity], f.kind in LENS_KINDS, f.kind,
-                              f.segment or ""))
+    found.sort(key=reading_order)
     scenarios = scenario_prefixes(ev.diff, ev.scenarios)
     table = breakdown(ev.ledger, ev.records, by) if by and ev.ledger is not None else None
     return Report(summary, tuple(found), evaluate(gate or GateOptions(), summary, ev.diff,

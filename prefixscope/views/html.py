@@ -159,22 +159,12 @@ def _breakdown(report: Report) -> list[str]:
     return [*out, "</table></div>"]
 
 
-# Severe first; within a severity, the ranking `build` gave (most lost tokens first).
-SEVERITY_ORDER = ("high", "medium", "low", "info")
-
-
-def ordered(findings: tuple[Finding, ...]) -> list[Finding]:
-    """The findings a reader meets in order of severity, each severity in rank order."""
-    rank = {name: n for n, name in enumerate(SEVERITY_ORDER)}
-    return sorted(findings, key=lambda f: rank.get(f.severity, len(rank)))
-
-
 def _findings(report: Report) -> list[str]:
     out = ["<h2>Findings</h2>"]
     if not report.findings:
         return [*out, f"<p>{esc(wording.no_findings_line(report))}.</p>"]
     out += findings_table(report)
-    for n, f in enumerate(ordered(report.findings), 1):
+    for n, f in enumerate(report.findings, 1):
         out += _finding(n, f)
     return out
 
@@ -192,7 +182,7 @@ def findings_table(report: Report) -> list[str]:
             f'<td class="n">{_lost(f)}</td><td class="n wide">{_share(f)}</td>'
             f'<td class="n wide">{esc(wording.usd(f.lost_usd)) if f.lost_usd else "–"}</td>'
             f'<td><a href="#f{n}">{esc(f.title)}</a></td></tr>'
-            for n, f in enumerate(ordered(report.findings), 1)]
+            for n, f in enumerate(report.findings, 1)]
     out.append("</table></div>")
     return out
 
