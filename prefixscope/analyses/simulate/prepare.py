@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 
 import numpy as np
@@ -19,9 +19,9 @@ from prefixscope.analyses.simulate.model import (
     spec_of,
 )
 from prefixscope.model import Request
-from prefixscope.prompt import RenderError, RenderOptions
+from prefixscope.prompt import RenderError
 from prefixscope.store import Store
-from prefixscope.tokens import Tokens, common_prefix_length, tokens_many
+from prefixscope.tokens import Tokens, Turns, common_prefix_length
 
 
 def prepare(store: Store, options: SimulateOptions,
@@ -39,6 +39,8 @@ def prepare(store: Store, options: SimulateOptions,
     # still extend it: memory bounded by the sessions running at once, not by the log.
     successors = Counter(a for a, _, _, _ in pairs)
     live: dict[str, np.ndarray] = {}
+    # its render and tokens too, for the next request of its session to start from
+    turns = Turns(options.render)
 
     def done(request_id: str) -> None:
         prev = prev_of.get(request_id, (None, False))[0]
@@ -47,6 +49,7 @@ def prepare(store: Store, options: SimulateOptions,
             if not successors[prev]:
                 del successors[prev]
                 live.pop(prev, None)
+                turns.forget(prev)
     skipped: dict[str, int] = {}
     out: list[_Prepared] = []
     pending: list[Request] = []
@@ -55,7 +58,7 @@ def prepare(store: Store, options: SimulateOptions,
 
     def flush() -> None:
         nonlocal seen
-        for request, tok in _render(pending, options.render, skipped):
+        for request, tok in _render(turns, pending, prev_of, skipped):
             prev, compacted = prev_of.get(request.id, (None, False))
             blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
                                    if by_blocks else (None, ()))
@@ -65,6 +68,8 @@ def prepare(store: Store, options: SimulateOptions,
                 shared, resumed, ids = _compact(live[prev], ids)
             if request.id in successors:
                 live[request.id] = tok.ids
+            else:
+                turns.forget(request.id)
             out.append(_Prepared(
                 request.id, session_of.get(request.id), prev, compacted,
                 _seconds(request.timestamp), request.usage.cached_tokens, ids,
@@ -134,21 +139,21 @@ def prepare(store: Store, options: SimulateOptions,
     return out, skipped
 
 
-def _render(requests: list[Request], options: RenderOptions, skipped: dict[str, int]
-            ) -> Iterable[tuple[Request, Tokens]]:
+def _render(turns: Turns, requests: list[Request],
+            prev_of: dict[str, tuple[str | None, bool]], skipped: dict[str, int]
+            ) -> list[tuple[Request, Tokens]]:
+    """The requests that render, with their tokens; the others counted by reason."""
     if not requests:
         return []
-    try:
-        return list(zip(requests, tokens_many(requests, options), strict=True))
-    except RenderError:
-        pass
     out = []
-    for request in requests:
-        try:
-            out.append((request, tokens_many([request], options)[0]))
-        except RenderError as exc:
-            reason = f"cannot render: {str(exc).splitlines()[0]}"
+    results = turns.tokens_many(requests, [prev_of.get(r.id, (None, False))[0]
+                                           for r in requests])
+    for request, tok in zip(requests, results, strict=True):
+        if isinstance(tok, RenderError):
+            reason = f"cannot render: {str(tok).splitlines()[0]}"
             skipped[reason] = skipped.get(reason, 0) + 1
+        else:
+            out.append((request, tok))
     return out
 
 
