@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -28,133 +29,166 @@ def prepare(store: Store, options: SimulateOptions,
             progress: Callable[[int, int], None] | None = None
             ) -> tuple[list[_Prepared], dict[str, int]]:
     """Every replayable request of the store, in log order, rendered and tokenized."""
-    session_of = store.session_of()
-    pairs = store.session_pairs()
-    prev_of: dict[str, tuple[str | None, bool]] = {
-        b: (a, compaction) for a, b, _, compaction in pairs}
-    # a compacted request threading could not pair (docs/store.md#sessions): no
-    # predecessor, but a compaction all the same
-    prev_of.update((rid, (None, True)) for rid in store.continuations())
-    # A rendered prompt's ids are held only while a later request of its session may
-    # still extend it: memory bounded by the sessions running at once, not by the log.
-    successors = Counter(a for a, _, _, _ in pairs)
-    live: dict[str, np.ndarray] = {}
-    # its render and tokens too, for the next request of its session to start from
+    preparer = Preparer(Links.of(store), options)
+    copies = store.duplicate_count() if options.source_files is None else 0
+    if copies:  # a call two sources logged is replayed once, through the copy kept
+        preparer.skipped["a second log of a call another source logged (replayed once)"] = \
+            copies
     turns = Turns(options.render)
-
-    def done(request_id: str) -> None:
-        prev = prev_of.get(request_id, (None, False))[0]
-        if prev is not None and prev in successors:
-            successors[prev] -= 1
-            if not successors[prev]:
-                del successors[prev]
-                live.pop(prev, None)
-                turns.forget(prev)
-    skipped: dict[str, int] = {}
-    out: list[_Prepared] = []
     pending: list[Request] = []
     total = store.count()
     seen = 0
 
     def flush() -> None:
         nonlocal seen
-        for request, tok in _render(turns, pending, prev_of, skipped):
-            prev, compacted = prev_of.get(request.id, (None, False))
-            blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
-                                   if by_blocks else (None, ()))
-            ids, base, shared, resumed = tok.ids, None, 0, None
-            if prev is not None and prev in live:
-                base = prev
-                shared, resumed, ids = _compact(live[prev], ids)
-            if request.id in successors:
-                live[request.id] = tok.ids
-            else:
-                turns.forget(request.id)
-            out.append(_Prepared(
-                request.id, session_of.get(request.id), prev, compacted,
-                _seconds(request.timestamp), request.usage.cached_tokens, ids,
-                _output_ids(request, options), None, 0, 0,
-                logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
-                blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
-                base=base, shared=shared, resumed=resumed, namespace=_namespace(request)))
+        results = turns.tokens_many(pending, [preparer.links.prev(r.id) for r in pending])
+        for request, tok in zip(pending, results, strict=True):
+            preparer.rendered(request, tok)
         for request in pending:
-            done(request.id)
+            for rid in preparer.done(request.id):
+                turns.forget(rid)
+            if not preparer.live_after(request.id):
+                turns.forget(request.id)
         seen += len(pending)
         pending.clear()
         if progress is not None:
             progress(seen, total)
 
-    chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
-    spec = spec_of(options.engine)
-    by_blocks = spec.replays == "segments"
-
-    def from_usage(request: Request) -> None:
-        prev, compacted = prev_of.get(request.id, (None, False))
-        n = request.usage.prompt_tokens or 0
-        before = chains.get(prev) if prev is not None and not compacted else None
-        if before is not None and before[-1][1] <= n:
-            segments = (*before, (request.id, n))
-        else:
-            segments = ((request.id, n),)
-        chains[request.id] = segments
-        out.append(_Prepared(
-            request.id, session_of.get(request.id), prev, compacted, _seconds(request.timestamp),
-            request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
-            logged_prompt=request.usage.prompt_tokens))
-
-    copies = store.duplicate_count() if options.source_files is None else 0
-    if copies:  # a call two sources logged is replayed once, through the copy kept
-        skipped["a second log of a call another source logged (replayed once)"] = copies
     for request in store.iter_requests(source_files=options.source_files):
-        anthropic_body = request.body is not None and request.endpoint == "anthropic-messages"
-        if (by_blocks and not anthropic_body) or (request.body is None
-                                                  and request.block_hashes is None):
-            flush()
-            seen += 1
-            done(request.id)
-            if request.usage.prompt_tokens and (by_blocks or spec.hosted):
-                from_usage(request)
-            else:
-                reason = ("no prompt in the log (no body, no block ids): a hosted engine "
-                          "replays such logs from their usage" if request.usage.prompt_tokens
-                          else "no prompt in the log (no body, no block ids, no prompt tokens)")
-                skipped[reason] = skipped.get(reason, 0) + 1
-        elif request.block_hashes is not None:
-            flush()
-            done(request.id)
-            prev, compacted = prev_of.get(request.id, (None, False))
-            n_tokens = request.usage.prompt_tokens or 0
-            block = options.trace_block_size or request.block_size or DEFAULT_TRACE_BLOCK
-            out.append(_Prepared(
-                request.id, session_of.get(request.id), prev, compacted,
-                _seconds(request.timestamp), request.usage.cached_tokens, None, None,
-                request.block_hashes, n_tokens, block, logged_prompt=request.usage.prompt_tokens,
-                trace_engine=TRACE_ENGINES.get(request.source_format, "blocktrace")))
-            seen += 1
-        else:
+        if preparer.renders(request):
             pending.append(request)
             if len(pending) >= _RENDER_BATCH:
                 flush()
-    flush()
-    return out, skipped
+        else:
+            if pending:
+                flush()
+            preparer.plain(request)
+            for rid in preparer.done(request.id):
+                turns.forget(rid)
+            seen += 1
+    if pending:
+        flush()
+    return preparer.out, preparer.skipped
 
 
-def _render(turns: Turns, requests: list[Request],
-            prev_of: dict[str, tuple[str | None, bool]], skipped: dict[str, int]
-            ) -> list[tuple[Request, Tokens]]:
-    """The requests that render, with their tokens; the others counted by reason."""
-    if not requests:
-        return []
-    out = []
-    results = turns.tokens_many(requests, [prev_of.get(r.id, (None, False))[0]
-                                           for r in requests])
-    for request, tok in zip(requests, results, strict=True):
+@dataclass(frozen=True, slots=True)
+class Links:
+    """How the requests to prepare are threaded: each one's session, predecessor (and
+    whether the link is a compaction), and how many later requests name each one so."""
+
+    session_of: dict[str, str]
+    prev_of: dict[str, tuple[str | None, bool]]
+    successors: Counter[str]
+
+    @classmethod
+    def of(cls, store: Store) -> Links:
+        pairs = store.session_pairs()
+        prev_of: dict[str, tuple[str | None, bool]] = {
+            b: (a, compaction) for a, b, _, compaction in pairs}
+        # a compacted request threading could not pair (docs/store.md#sessions): no
+        # predecessor, but a compaction all the same
+        prev_of.update((rid, (None, True)) for rid in store.continuations())
+        return cls(store.session_of(), prev_of, Counter(a for a, _, _, _ in pairs))
+
+    def prev(self, request_id: str) -> str | None:
+        return self.prev_of.get(request_id, (None, False))[0]
+
+
+class Preparer:
+    """`prepare`, one request at a time, in log order: a request with a prompt to render is
+    given with its tokens (`rendered`), any other as it is (`plain`). The entries are the
+    same whether the log is fed in one go or session by session (each depends on its
+    session's earlier requests only), so a per-session stage can build them."""
+
+    def __init__(self, links: Links, options: SimulateOptions) -> None:
+        self.links = links
+        self.options = options
+        self.spec = spec_of(options.engine)
+        self.by_blocks = self.spec.replays == "segments"
+        self.out: list[_Prepared] = []
+        self.skipped: dict[str, int] = {}
+        # A rendered prompt's ids are held only while a later request of its session may
+        # still extend it: memory bounded by the sessions running at once, not by the log.
+        self._successors = Counter(links.successors)
+        self._live: dict[str, np.ndarray] = {}
+        self._chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
+
+    def renders(self, request: Request) -> bool:
+        """Is `request` prepared from its rendered prompt (else `plain`)?"""
+        return not self._from_usage(request) and request.block_hashes is None
+
+    def _from_usage(self, request: Request) -> bool:
+        anthropic_body = request.body is not None and request.endpoint == "anthropic-messages"
+        return (self.by_blocks and not anthropic_body) or (request.body is None
+                                                           and request.block_hashes is None)
+
+    def rendered(self, request: Request, tok: Tokens | RenderError) -> None:
+        """A request `renders` says is rendered, with its tokens (or why it cannot be)."""
         if isinstance(tok, RenderError):
             reason = f"cannot render: {str(tok).splitlines()[0]}"
-            skipped[reason] = skipped.get(reason, 0) + 1
+            self.skipped[reason] = self.skipped.get(reason, 0) + 1
+            return
+        prev, compacted = self.links.prev_of.get(request.id, (None, False))
+        blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
+                               if self.by_blocks else (None, ()))
+        ids, base, shared, resumed = tok.ids, None, 0, None
+        if prev is not None and prev in self._live:
+            base = prev
+            shared, resumed, ids = _compact(self._live[prev], ids)
+        if request.id in self._successors:
+            self._live[request.id] = tok.ids
+        self.out.append(_Prepared(
+            request.id, self.links.session_of.get(request.id), prev, compacted,
+            _seconds(request.timestamp), request.usage.cached_tokens, ids,
+            _output_ids(request, self.options), None, 0, 0,
+            logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
+            blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
+            base=base, shared=shared, resumed=resumed, namespace=_namespace(request)))
+
+    def plain(self, request: Request) -> None:
+        """A request `renders` says is not rendered: from its usage, or a block-hash trace."""
+        prev, compacted = self.links.prev_of.get(request.id, (None, False))
+        session = self.links.session_of.get(request.id)
+        if not self._from_usage(request):
+            block = self.options.trace_block_size or request.block_size or DEFAULT_TRACE_BLOCK
+            self.out.append(_Prepared(
+                request.id, session, prev, compacted, _seconds(request.timestamp),
+                request.usage.cached_tokens, None, None, request.block_hashes,
+                request.usage.prompt_tokens or 0, block,
+                logged_prompt=request.usage.prompt_tokens,
+                trace_engine=TRACE_ENGINES.get(request.source_format, "blocktrace")))
+        elif request.usage.prompt_tokens and (self.by_blocks or self.spec.hosted):
+            n = request.usage.prompt_tokens or 0
+            before = self._chains.get(prev) if prev is not None and not compacted else None
+            if before is not None and before[-1][1] <= n:
+                segments = (*before, (request.id, n))
+            else:
+                segments = ((request.id, n),)
+            self._chains[request.id] = segments
+            self.out.append(_Prepared(
+                request.id, session, prev, compacted, _seconds(request.timestamp),
+                request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
+                logged_prompt=request.usage.prompt_tokens))
         else:
-            out.append((request, tok))
-    return out
+            reason = ("no prompt in the log (no body, no block ids): a hosted engine "
+                      "replays such logs from their usage" if request.usage.prompt_tokens
+                      else "no prompt in the log (no body, no block ids, no prompt tokens)")
+            self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def done(self, request_id: str) -> list[str]:
+        """`request_id` is prepared: the requests whose prompts no later one needs now."""
+        prev = self.links.prev(request_id)
+        if prev is not None and prev in self._successors:
+            self._successors[prev] -= 1
+            if not self._successors[prev]:
+                del self._successors[prev]
+                self._live.pop(prev, None)
+                return [prev]
+        return []
+
+    def live_after(self, request_id: str) -> bool:
+        """Will a later request still read this one's prompt?"""
+        return request_id in self._successors
 
 
 def _namespace(request: Request) -> str | None:
