@@ -9,6 +9,7 @@ without a word. Every test here pins the exit code, the reason, and the absence 
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 import os
 import shutil
@@ -238,7 +239,7 @@ class TestIngestPaths:
 
     def test_unreadable_subdirectory_is_reported(self, monkeypatch: pytest.MonkeyPatch):
         # Running as root, chmod cannot make a directory unreadable: make os.walk report it.
-        import prefixscope.ingest as ingest
+        ingest = importlib.import_module("prefixscope.ingest")  # `prefixscope.ingest`: the function
 
         Path("logs/locked").mkdir(parents=True)
         shutil.copy(RAW_BODIES, "logs/a.jsonl")

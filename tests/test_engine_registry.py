@@ -87,7 +87,7 @@ def test_n_blocks_are_the_engines_blocks(tmp_path: Path) -> None:
                          (["--block-size", "64", "--capacity", "3 blocks"], 3 * 64)):
         result = runner.invoke(app, ["simulate", log, *args, "--json"])
         assert result.exit_code == 0, result.output
-        assert json.loads(result.output)["capacity_tokens"] == tokens
+        assert json.loads(result.stdout)["capacity_tokens"] == tokens
 
 
 def test_a_cache_salt_separates_identical_prompts(tmp_path: Path) -> None:

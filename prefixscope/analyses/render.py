@@ -2,8 +2,9 @@
 
 The CLI only formats a `RenderResult`: the rendered text, the gateway profile and
 where it came from, the tokenizer, the token count, whether counts are approximate,
-and one `SegmentRow` per segment span with its character and token spans (a
-segment's tokens are those whose first character lies in it). `RenderResult.to_json`
+one `SegmentRow` per segment span with its character and token spans (a
+segment's tokens are those whose first character lies in it), and the token ids with
+the offset each starts at. `RenderResult.to_json`
 is the documented JSON shape (docs/json.md, issue 3):
 ``{"request", "gateway", "tokenizer", "tokens", "approximate", "segments": [{"segment",
 "kind", "char_start", "char_end", "token_start", "token_end"}]}`` plus ``"text"``
@@ -46,6 +47,8 @@ class RenderResult:
     attribution: str  # "exact", "partial", "aligned" or "none"
     renderer: str  # rendering pipeline id
     notes: tuple[str, ...]  # remarks for the reader (profile conflicts, proxy mode, ...)
+    token_ids: tuple[int, ...] = ()  # the prompt's token ids, in order
+    token_starts: tuple[int, ...] = ()  # offset in `text` of each token's first character
 
 
 def render_report(request: Request, options: RenderOptions | None = None) -> RenderResult:
@@ -74,4 +77,5 @@ def render_report(request: Request, options: RenderOptions | None = None) -> Ren
         request=request.id, gateway=prompt.gateway, gateway_source=prompt.gateway_source,
         tokenizer=prompt.tokenizer, tokens=len(result), approximate=prompt.approximate,
         segments=rows, text=prompt.text, what_if=options.what_if,
-        attribution=prompt.attribution, renderer=prompt.renderer, notes=prompt.notes)
+        attribution=prompt.attribution, renderer=prompt.renderer, notes=prompt.notes,
+        token_ids=tuple(result.ids.tolist()), token_starts=tuple(result.char_starts.tolist()))

@@ -132,7 +132,9 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
 
 @contextmanager
 def counter(json_mode: bool, quiet: int, description: str) -> Iterator[Any]:
-    """A callback (done, total) driving a rich progress bar on a terminal, or None."""
+    """A callback (done, total) driving a rich progress bar on a terminal, or None. The bar
+    starts at the first call: what runs before it (LOGS ingested with their own bar) is
+    not under it."""
     if not show_progress(json_mode, quiet):
         yield None
         return
@@ -144,25 +146,77 @@ def counter(json_mode: bool, quiet: int, description: str) -> Iterator[Any]:
         TimeRemainingColumn,
     )
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=err, transient=True) as progress:
-        task = progress.add_task(description, total=None)
-        yield lambda done, total: progress.update(task, completed=done, total=total)
+    with _started_on_call(lambda: Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeRemainingColumn(), console=err, transient=True), description, None) as bar:
+        yield lambda done, total: bar(completed=done, total=total)
 
 
 @contextmanager
 def steps(json_mode: bool, quiet: int, description: str, total: int) -> Iterator[Any]:
-    """A callback (step name) advancing a rich progress bar of `total` steps, or None."""
+    """A callback (step name) advancing a rich progress bar of `total` steps, or None; the
+    bar starts at the first step (as `counter`'s)."""
     if not show_progress(json_mode, quiet):
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=err, transient=True) as progress:
-        task = progress.add_task(description, total=total)
+    with _started_on_call(lambda: Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            console=err, transient=True), description, total) as bar:
+        yield lambda name: bar(advance=1, description=f"{description}: {name}")
 
-        def advance(name: str) -> None:
-            progress.update(task, advance=1, description=f"{description}: {name}")
 
-        yield advance
+@contextmanager
+def _started_on_call(make: Any, description: str, total: int | None) -> Iterator[Any]:
+    """A callback updating a progress bar `make()` builds, started by the first update and
+    stopped on leaving (rich shows one live bar at a time)."""
+    live: list[Any] = []
+
+    def update(**fields: Any) -> None:
+        if not live:
+            progress = make()
+            progress.start()
+            live.extend((progress, progress.add_task(description, total=total)))
+        live[0].update(live[1], **fields)
+
+    try:
+        yield update
+    finally:
+        if live:
+            live[0].stop()
+
+
+def api_error(exc: Exception) -> typer.Exit:
+    """A `prefixscope.Error` as this command's error: its one line, exit 2 for an option's
+    value, else 1."""
+    usage = bool(getattr(exc, "usage", False))
+    return fail(str(exc), ExitCode.USAGE if usage else ExitCode.ERROR)
+
+
+@contextmanager
+def api_notes(quiet: int) -> Iterator[None]:
+    """What the library logs on the ``prefixscope`` logger while the command runs, printed
+    as the command's notes (INFO) and warnings (WARNING and above) on stderr."""
+    import logging
+
+    class _Printed(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if record.levelno >= logging.WARNING:
+                warn(message, quiet)
+            else:
+                note(message, quiet)
+
+    logger = logging.getLogger("prefixscope")
+    handler = _Printed(logging.INFO)
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # printed here, not again by a handler the root logger has
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]

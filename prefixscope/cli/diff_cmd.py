@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from prefixscope import api
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.options import (
@@ -21,9 +22,7 @@ from prefixscope.cli.options import (
     Until,
     WhatIf,
     Workers,
-    checked_options,
-    scope,
-    what_if_tuple,
+    defaults,
 )
 
 
@@ -32,6 +31,10 @@ class Runner(StrEnum):
 
     local = "local"
     ray = "ray"
+
+
+API = defaults(api.diff)  # the library's defaults, read by the options below
+RUNNER = Runner(API["runner"])
 
 
 def register(app: typer.Typer) -> None:
@@ -49,20 +52,22 @@ def diff(
     all_sessions: Annotated[bool, typer.Option("--all", help="Diff every consecutive pair of "
                                                              "every session.")] = False,
     store: StoreOpt = None,
-    gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "auto",
+    gateway: Gateway = API["gateway"],
+    tokenizer: Tokenizer = API["tokenizer"],
     what_if: WhatIf = None,
     block_size: BlockSize = None,
     context: Annotated[int, typer.Option("--context", "-C", min=0, help="Characters of text "
                                                                         "shown around the "
-                                                                        "divergence.")] = 40,
+                                                                        "divergence.")]
+    = API["context"],
     worst: Annotated[int, typer.Option("--worst", min=0, help="Worst pairs listed with "
                                                               "--session/--all.")] = 10,
     workers: Workers = None,
     runner: Annotated[Runner, typer.Option(
         "--runner",
         help="Where --all runs: local, or ray (Ray Data over `export --parquet` output, "
-             "with the package's ray extra; docs/scale.md).")] = Runner.local,
+             "with the package's ray extra; docs/scale.md).")]
+    = RUNNER,
     parquet_in: Annotated[str | None, typer.Option(
         "--parquet-in", help="--runner ray: the `export --parquet` directory of this store "
                              "(path or URI the workers read; default: exported to a "
@@ -82,51 +87,29 @@ def diff(
         prefixscope diff 3f2a 9c1d --store cc.duckdb --gateway anthropic-to-openai
         prefixscope diff --all sample_logs/ --what-if strip-billing-header
     """
-    from prefixscope.analyses.diff import diff_sessions, diff_two
-    from prefixscope.cli.storeopen import maybe_store, open_store
-    from prefixscope.distributed import DistributedError
-    from prefixscope.parallel import WorkerError
-    from prefixscope.prompt import RenderError, RenderOptions
-    from prefixscope.store.lookup import LookupError_, resolve_request
-    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.cli.storeopen import input_store, maybe_input_store
     from prefixscope.views.json import diff_json
     from prefixscope.views.terminal.diff import pair_screen, summary_screen
 
-    options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
-                                            what_if=what_if_tuple(what_if)))
     refs = refs or []
-    if session is not None and not session.strip():
-        raise console.fail("--session needs a session id (see: prefixscope sql \"select "
-                           "distinct session from sessions\")", ExitCode.USAGE)
     pairwise = session is None and not all_sessions
     if pairwise and len(refs) != 2:
         raise console.fail("give two requests A B, or --session S, or --all", ExitCode.USAGE)
-    if (runner is Runner.ray and (session is not None or not all_sessions)) or \
-            (runner is Runner.local and (parquet_in or parquet_out)):
-        raise console.fail("--runner ray runs --all (without --session); --parquet-in and "
-                           "--parquet-out go with it", ExitCode.USAGE)
+    common: dict[str, Any] = {"gateway": gateway, "tokenizer": tokenizer, "what_if": what_if or (),
+              "block_size": block_size, "context": context, "runner": runner.value,
+              "parquet_in": parquet_in, "parquet_out": parquet_out}
     try:
         if pairwise:
-            with maybe_store(store) as st:
-                a, b = (resolve_request(r, st) for r in refs)
-                report = diff_two(a, b, options, st, block_size=block_size, context=context)
+            with maybe_input_store(store) as st:
+                report = api.diff(st, *refs, **common)
         else:
-            with open_store(refs or None, store, quiet=quiet, json_mode=json_out,
-                            scope=scope(since, until, project)) as st, \
-                    console.counter(json_out, quiet, "diff") as progress:
-                if runner is Runner.ray:
-                    from prefixscope.distributed.ray_runner import diff_all_ray
-
-                    report = diff_all_ray(st, options, block_size=block_size, context=context,
-                                          parquet_in=parquet_in, parquet_out=parquet_out)
-                else:
-                    report = diff_sessions(st, session, options, block_size=block_size,
-                                           context=context, progress=progress,
-                                           workers=workers)
-    except (LookupError_, LookupError, RenderError, TokenizerError, WorkerError,
-            DistributedError) as exc:
-        raise console.fail(str(exc).splitlines()[0]) from None
-    report = console.redacted(report)  # secrets masked before any view cuts text
+            with input_store(refs or None, store, quiet=quiet, json_mode=json_out) as st, \
+                    console.counter(json_out, quiet, "diff") as progress, \
+                    console.api_notes(quiet):
+                report = api.diff(st, session=session, workers=workers, since=since,
+                                  until=until, project=project, progress=progress, **common)
+    except api.Error as exc:
+        raise console.api_error(exc) from None
     if json_out:
         console.print_json(diff_json(report))
     elif pairwise:

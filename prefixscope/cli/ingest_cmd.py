@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
+from prefixscope import api
 from prefixscope.cli import console
-from prefixscope.cli.exitcodes import ExitCode
-from prefixscope.cli.options import JsonOut, Quiet, SessionGap, StoreOpt
-from prefixscope.ingest.source import MAX_LINE_BYTES
+from prefixscope.cli.options import JsonOut, Quiet, SessionGap, StoreOpt, defaults
+
+if TYPE_CHECKING:
+    from prefixscope.views.ingested import IngestResult
+
+API = defaults(api.ingest)  # the library's defaults, read by the options below
 
 
 def register(app: typer.Typer) -> None:
@@ -20,11 +24,13 @@ def ingest(
     paths: Annotated[list[str], typer.Argument(help="Log files, directories (recursive), globs, "
                                                     "or - for stdin; gzip is read transparently.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="Force a format instead of "
-                                                            "detecting it from content.")] = "auto",
+                                                            "detecting it from content.")]
+    = API["format"],
     store: StoreOpt = None,
     strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1, store nothing) if any "
-                                                          "record or file is skipped.")] = False,
-    session_gap: SessionGap = 60.0,
+                                                          "record or file is skipped.")]
+    = API["strict"],
+    session_gap: SessionGap = API["session_gap"],
     session_key: Annotated[list[str] | None, typer.Option(
         "--session-key", metavar="EXPR",
         help="Where else a session id is: header:NAME (a logged request header), "
@@ -35,7 +41,7 @@ def ingest(
         "--max-line-bytes", min=1, metavar="N",
         help="A line of a log longer than N bytes is skipped (counted, with its place), "
              "read past without holding it: a decompression bomb cannot fill memory.")]
-    = MAX_LINE_BYTES,
+    = API["max_line_bytes"],
     json_out: JsonOut = False,
     quiet: Quiet = 0,
 ) -> None:
@@ -52,47 +58,30 @@ def ingest(
         prefixscope ingest ~/.claude/projects/ langfuse-export.jsonl --store cc.duckdb
         prefixscope ingest proxy.jsonl --session-key header:x-run-id
     """
-    from prefixscope.ingest.formats import format_names
-    from prefixscope.ingest.normalize.sessions import parse_session_rule
-    from prefixscope.store import DEFAULT_STORE, Store, StoreError
-    from prefixscope.store.load import ingest_paths
     from prefixscope.views.json import ingest_json
     from prefixscope.views.terminal.ingest import ingest_screen
 
-    if fmt != "auto" and fmt not in format_names():
-        raise console.fail(f"unknown format {fmt!r}; formats: {', '.join(format_names())}",
-                           ExitCode.USAGE)
-    try:
-        rules = tuple(parse_session_rule(expr) for expr in session_key or ())
-    except ValueError as exc:
-        raise console.fail(str(exc), ExitCode.USAGE) from None
-    try:
-        st = Store.open(store or DEFAULT_STORE)
-    except StoreError as exc:
-        raise console.fail(str(exc)) from None
+    failure = None
     try:
         with console.byte_progress(console.show_progress(json_out, quiet), "ingest") as progress:
-            result = ingest_paths(paths, st, fmt=fmt, strict=strict,
-                                  session_gap_s=session_gap * 60, progress=progress,
-                                  session_rules=rules, max_line_bytes=max_line_bytes)
-    except StoreError as exc:  # the disk is full
-        raise console.fail(str(exc)) from None
-    finally:
+            st = api.ingest(paths, **({"store": store} if store is not None else {}),
+                            format=fmt, strict=strict, session_gap=session_gap,
+                            session_key=session_key or (), max_line_bytes=max_line_bytes,
+                            progress=progress)
         st.close()
-    result = console.redacted(result)  # secrets masked before any view cuts text
+        result = st.ingest_result
+    except api.Error as exc:
+        if exc.result is None:  # nothing read: a bad option or store
+            raise console.api_error(exc) from None
+        failure, result = exc, cast("IngestResult", exc.result)
+    assert result is not None
+    where = str(store or API["store"])
     if json_out:
         console.print_json(ingest_json(result))
     else:
-        console.show(ingest_screen(result, str(store or DEFAULT_STORE),
-                                   console.screen()), quiet)
-    if result.failed:
-        first = ""
-        if result.errors:
-            err = result.errors[0]
-            place = err.file if err.line is None else f"{err.file}:{err.line}"
-            first = f" (the first: {place}: {err.reason})"
-        raise console.fail(f"--strict: {result.skipped} record(s)/file(s) skipped{first}; "
-                           "nothing was stored")
+        console.show(ingest_screen(result, where, console.screen()), quiet)
+    if failure is not None:
+        raise console.api_error(failure)
     if result.skipped and result.ingested + result.already_present == 0:
         # Every record or file was rejected: that is bad input, not a successful run.
         hint = (f" with --format {fmt} (drop --format to detect each file's format)"

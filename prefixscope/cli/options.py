@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from prefixscope.cli import console
-from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.prompt.gateways import PROFILES
 from prefixscope.prompt.whatif import WHAT_IFS
 from prefixscope.tokenizers import BUNDLED
 
 if TYPE_CHECKING:
-    from prefixscope.prompt import RenderOptions
     from prefixscope.store.scope import Scope
+
+
+def defaults(function: Callable[..., object]) -> dict[str, Any]:
+    """option -> the library's default of `function` (`prefixscope.api`): the one
+    definition the command's options read too."""
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()}
+
 
 Logs = Annotated[
     list[str] | None,
@@ -82,85 +89,25 @@ Project = Annotated[str | None, typer.Option(
 
 def scope(since: str | None, until: str | None, project: str | None) -> Scope | None:
     """The --since / --until / --project scope (None: the whole store); a bad date is a
-    usage error."""
-    from prefixscope.store.scope import ScopeError, scope_of
+    usage error (as the library says it)."""
+    from prefixscope import api
 
     try:
-        return scope_of(since, until, project)
-    except ScopeError as exc:
-        raise console.fail(str(exc), ExitCode.USAGE) from None
+        return api._scope(since, until, project)
+    except api.Error as exc:
+        raise console.api_error(exc) from None
 
 
 def dimensions(by: str | None) -> tuple[str, ...]:
-    """"endpoint, day" -> ("endpoint", "day")."""
-    return tuple(d.strip() for d in (by or "").split(",") if d.strip())
+    """"endpoint, day" -> ("endpoint", "day"), as the library reads `by`."""
+    from prefixscope import api
+
+    return api._dimensions(by)
 
 
 def what_if_tuple(values: list[str] | None) -> tuple[str, ...]:
-    """--what-if a,b --what-if c -> ("a", "b", "c"); a drop:<regex> keeps its commas."""
-    out: list[str] = []
-    for value in values or []:
-        if value.startswith("drop:"):
-            out.append(value)
-            continue
-        out.extend(v.strip() for v in value.split(",") if v.strip())
-    return tuple(out)
+    """--what-if a,b --what-if c -> ("a", "b", "c"); a drop:<regex> keeps its commas (as
+    the library reads `what_if`)."""
+    from prefixscope import api
 
-
-def checked_options(options: RenderOptions) -> RenderOptions:
-    """`options` once its gateway and what-ifs are valid (else exit 2) and a tokenizer it
-    names loads (else exit 1): checked before any log is read or pair rendered."""
-    from prefixscope.prompt import RenderError, check_options
-    from prefixscope.tokenizers import AUTO, TokenizerError, load_tokenizer
-
-    try:
-        check_options(options)
-    except RenderError as exc:
-        raise console.fail(str(exc).splitlines()[0], ExitCode.USAGE) from None
-    if options.tokenizer == AUTO:
-        # Each request's family picks a bundled tokenizer, loaded when first needed:
-        # loading the default here would cost a load the requests may never use.
-        return options
-    try:
-        load_tokenizer(options.tokenizer)
-    except TokenizerError as exc:
-        raise console.fail(str(exc).splitlines()[0]) from None
-    return options
-
-
-_UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30,
-          "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
-
-
-def capacity_tokens(text: str | None, block_size: int | None,
-                    bytes_per_token: int | None) -> int | None:
-    """A --capacity value in tokens: ``500000``, ``1e6``, ``2M`` (tokens), ``4096 blocks``
-    (of `block_size` tokens: the engine's; None is an error, not a guess), ``8GiB`` /
-    ``500MB`` (bytes, with --bytes-per-token). None stays unlimited."""
-    import re
-
-
-    if text is None or text.strip().lower() in ("", "unlimited", "none"):
-        return None
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", text.lower())
-    if match is None:
-        raise console.fail(f"--capacity {text!r}: expected N, 'N blocks' or N with a byte "
-                           "unit (GiB, MB, ...)", ExitCode.USAGE)
-    number, unit = float(match[1]), match[2]
-    if unit in ("", "tokens", "token"):
-        return int(number)
-    if unit in ("k", "m", "g"):
-        return int(number * _UNITS[unit])
-    if unit in ("blocks", "block"):
-        if block_size is None:
-            raise console.fail(f"--capacity {text}: blocks of how many tokens? Give "
-                               "--block-size (the engine's block, e.g. 16 for vLLM)",
-                               ExitCode.USAGE)
-        return int(number) * block_size
-    if unit in _UNITS or unit == "b":
-        if bytes_per_token is None:
-            raise console.fail(f"--capacity {text}: a size in bytes needs --bytes-per-token "
-                               "(the KV cache bytes of one token of this model)",
-                               ExitCode.USAGE)
-        return int(number * _UNITS.get(unit, 1)) // bytes_per_token
-    raise console.fail(f"--capacity {text!r}: unknown unit {unit!r}", ExitCode.USAGE)
+    return api._what_ifs(values or ())

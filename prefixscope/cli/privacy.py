@@ -16,8 +16,6 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from prefixscope.cli.exitcodes import ExitCode
-
 ENV = "PREFIXSCOPE_REDACT"
 _FLAG = "--no-default-redaction"
 _OPTION = "--redact"
@@ -34,14 +32,14 @@ def options(
     = False,
 ) -> None:
     """Offline forensics for prompt (prefix) caching."""
+    from prefixscope import api
     from prefixscope.cli import console
-    from prefixscope.model.redaction import RedactionError, activate, redactor
 
     env = [line for line in os.environ.get(ENV, "").splitlines() if line.strip()]
     try:
-        activate(redactor([*env, *(redact or [])], defaults=not no_default_redaction))
-    except RedactionError as exc:
-        raise console.fail(str(exc).splitlines()[0], ExitCode.USAGE) from None
+        api.redact([*env, *(redact or [])], defaults=not no_default_redaction)
+    except api.Error as exc:
+        raise console.api_error(exc) from None
 
 
 def hoisted(args: list[str], commands: Any) -> list[str]:

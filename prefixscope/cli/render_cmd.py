@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from prefixscope import api
 from prefixscope.cli import console
 from prefixscope.cli.options import (
     Gateway,
@@ -14,9 +15,10 @@ from prefixscope.cli.options import (
     StoreOpt,
     Tokenizer,
     WhatIf,
-    checked_options,
-    what_if_tuple,
+    defaults,
 )
+
+API = defaults(api.render)  # the library's defaults, read by the options below
 
 
 # Colours cycled over the segments of the rendered text (template glue is dim).
@@ -33,8 +35,8 @@ def render(
                                                           "request up in.",
                                                      show_default=False)] = None,
     store: StoreOpt = None,
-    gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "auto",
+    gateway: Gateway = API["gateway"],
+    tokenizer: Tokenizer = API["tokenizer"],
     what_if: WhatIf = None,
     show_text: Annotated[bool, typer.Option("--show-text", help="The whole rendered text; "
                                                                 "piped, exactly the prompt and "
@@ -51,31 +53,22 @@ def render(
         prefixscope render 3f2a --store cc.duckdb --gateway anthropic-to-openai
         prefixscope render body.json --tokenizer ~/models/Qwen3-8B --json
     """
-    from pathlib import Path
+    from contextlib import AbstractContextManager
 
-    from prefixscope.analyses.render import render_report
-    from prefixscope.cli.storeopen import maybe_store, open_store
-    from prefixscope.prompt import RenderError, RenderOptions
-    from prefixscope.store.lookup import LookupError_, request_from_file, resolve_request
-    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.cli.storeopen import input_store, maybe_input_store
     from prefixscope.views.json import render_json
     from prefixscope.views.terminal.render import render_screen
 
-    options = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer,
-                                            what_if=what_if_tuple(what_if)))
+    # LOGS given: the request is looked up in them (--store is not read)
+    where: AbstractContextManager[api.Store | None] = (
+        input_store(logs, None, quiet=quiet, json_mode=json_out) if logs
+        else maybe_input_store(store))
     try:
-        if request == "-" or Path(request).is_file():
-            req = request_from_file(Path(request))
-        elif logs:
-            with open_store(logs, None, quiet=quiet, json_mode=json_out) as st:
-                req = resolve_request(request, st)
-        else:
-            with maybe_store(store) as st:
-                req = resolve_request(request, st)
-        result = render_report(req, options)
-    except (LookupError_, RenderError, TokenizerError) as exc:
-        raise console.fail(str(exc).splitlines()[0]) from None
-    result = console.redacted(result)  # secrets masked before any view cuts text
+        with where as st:
+            result = api.render(st, request, gateway=gateway, tokenizer=tokenizer,
+                                what_if=what_if or ())
+    except api.Error as exc:
+        raise console.api_error(exc) from None
     if json_out:
         console.print_json(render_json(result, show_text=show_text))
         return

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prefixscope import api
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.options import (
@@ -20,19 +21,16 @@ from prefixscope.cli.options import (
     Tokenizer,
     Until,
     Workers,
-    capacity_tokens,
-    checked_options,
-    dimensions,
-    scope,
-    what_if_tuple,
+    defaults,
 )
 from prefixscope.engines import ENGINES
 
 if TYPE_CHECKING:
     from prefixscope.findings.model import Report
-    from prefixscope.prompt import RenderOptions
 
 _STEPS = 7  # gather's steps: usage, bucket, diff, segments, replay, engine logs, usage lint
+
+API = defaults(api.report)  # the library's defaults, read by the options below
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +43,7 @@ def report(
     engine: Annotated[str, typer.Option(
         "--engine", "-e", help="Cache model to replay with: auto (from the log: cached values "
         "on block multiples -> vllm, else the models' hosted API), " + ", ".join(ENGINES)
-        + ".")] = "auto",
+        + ".")] = API["engine"],
     block_size: Annotated[int | None, typer.Option(
         "--block-size", "-b", min=1, help="The engine's block size (default: inferred from "
         "the cached values, else fitted).", show_default=False)] = None,
@@ -101,8 +99,8 @@ def report(
         "(1-hour cache writes), keep-warm (pings through pauses), and the render transforms "
         "(strip-billing-header, sort-json-keys, no-hoist, drop:<regex>).",
         show_default=False)] = None,
-    gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "auto",
+    gateway: Gateway = API["gateway"],
+    tokenizer: Tokenizer = API["tokenizer"],
     workers: Workers = None,
     since: Since = None,
     until: Until = None,
@@ -118,74 +116,31 @@ def report(
         prefixscope report sample_logs/ --html report.html
         prefixscope report --store cc.duckdb --fail-under 0.8 --junit gate.xml
     """
-    from prefixscope.cli.storeopen import open_store
-    from prefixscope.findings.build import build_report
-    from prefixscope.findings.evidence import ReportOptions, gather
-    from prefixscope.findings.gate import BaselineError, GateOptions, read_baseline
-    from prefixscope.parallel import WorkerError
-    from prefixscope.prompt import RenderError, RenderOptions
-    from prefixscope.store.load import IngestResult
-    from prefixscope.tokenizers import TokenizerError
-
-    if engine != "auto" and engine not in ENGINES:
-        raise console.fail(f"unknown engine {engine!r}; known: auto, {', '.join(ENGINES)}",
-                           ExitCode.USAGE)
-    from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
-    from prefixscope.prompt.whatif import WHAT_IFS as RENDER_WHAT_IFS
-
-    asked = what_if_tuple(what_if)
-    for name in asked:
-        if name not in TTL_WHAT_IFS and name not in RENDER_WHAT_IFS \
-                and not name.startswith("drop:"):
-            raise console.fail(f"unknown what-if {name!r} (known: "
-                               f"{', '.join((*TTL_WHAT_IFS, *RENDER_WHAT_IFS))})",
-                               ExitCode.USAGE)
-    checked_options(RenderOptions(what_if=tuple(w for w in asked if w not in TTL_WHAT_IFS)))
-    render = checked_options(RenderOptions(gateway=gateway, tokenizer=tokenizer))
-    saved = None
-    if baseline is not None:
-        try:
-            saved = read_baseline(baseline.read_text(encoding="utf-8"), str(baseline))
-        except OSError as exc:
-            raise console.fail(f"cannot read {baseline}: {exc.strerror or exc}") from None
-        except (BaselineError, UnicodeDecodeError) as exc:
-            raise console.fail(str(exc).splitlines()[0]) from None
     from prefixscope.analyses.engine_log import find_engine_logs
+    from prefixscope.cli.storeopen import input_store
 
     engine_files = [*(find_engine_logs(logs) if logs else []), *(engine_log or ())]
-    options = ReportOptions(render=render, engine=engine, block_size=block_size,
-                            capacity_tokens=capacity_tokens(capacity, block_size,
-                                                            bytes_per_token),
-                            engine_logs=tuple(dict.fromkeys(engine_files)),
-                            price_per_mtok=price_per_mtok, what_if=asked)
-    gate = GateOptions(fail_under, max_volatile_before, saved)
-    to_stdout = json_out
-    ingested: list[IngestResult] = []
-    with open_store(logs, store, quiet=quiet, json_mode=to_stdout, ingested=ingested,
-                    scope=scope(since, until, project),
-                    allow_empty=bool(engine_files)) as st, \
-            console.steps(to_stdout, quiet, "report", _STEPS) as progress:
-        try:
-            evidence = gather(st, options, progress,
-                              ingest=ingested[0] if ingested else None, workers=workers)
-        except (RenderError, TokenizerError, ValueError, WorkerError) as exc:
-            raise console.fail(str(exc).splitlines()[0]) from None
-        except OSError as exc:
-            raise console.fail(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
-        try:
-            result = build_report(evidence, gate, by=dimensions(by))
-        except ValueError as exc:
-            raise console.fail(str(exc), ExitCode.USAGE) from None
-    # Masked once, before any view: the HTML and Markdown escape the masked text, and
-    # every file written below is as masked as the terminal.
-    result = console.redacted(result)
-    _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline, render,
-                   quiet, top)
+    try:
+        with input_store(logs, store, quiet=quiet, json_mode=json_out,
+                         allow_empty=bool(engine_files)) as st, \
+                console.steps(json_out, quiet, "report", _STEPS) as progress, \
+                console.api_notes(quiet):
+            result = api.report(
+                st, engine=engine, block_size=block_size, capacity=capacity,
+                bytes_per_token=bytes_per_token, engine_logs=engine_files,
+                fail_under=fail_under, max_volatile_before=max_volatile_before,
+                baseline=baseline, by=by, price_per_mtok=price_per_mtok,
+                what_if=what_if or (), gateway=gateway, tokenizer=tokenizer, workers=workers,
+                since=since, until=until, project=project, progress=progress)
+    except api.Error as exc:
+        raise console.api_error(exc) from None
+    _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline,
+                   {"tokenizer": tokenizer, "gateway": gateway}, quiet, top)
     if json_out:
         from prefixscope.views.json import report_json
 
         console.print_json(report_json(result))
-    if not to_stdout:
+    if not json_out:
         from prefixscope.views.terminal.report import report_screen
 
         console.show(report_screen(result, console.screen(), top=top), quiet)
@@ -197,7 +152,7 @@ def report(
 
 def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
                    json_file: Path | None, junit_out: Path | None, write_baseline: Path | None,
-                   render: RenderOptions, quiet: int, top: int) -> None:
+                   about: dict[str, str], quiet: int, top: int) -> None:
     """Every file the options ask for."""
     import json
 
@@ -218,7 +173,6 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
 
         outputs.append((junit_out, report_junit(result)))
     if write_baseline is not None:
-        about = {"tokenizer": render.tokenizer, "gateway": render.gateway}
         outputs.append((write_baseline, json.dumps(baseline_document(result.scenarios, about),
                                                    indent=2, ensure_ascii=False) + "\n"))
     if json_file is not None:

@@ -147,16 +147,23 @@ def _findings(report: Report) -> list[str]:
     out = ["<h2>Findings</h2>"]
     if not report.findings:
         return [*out, f"<p>{esc(wording.no_findings_line(report))}.</p>"]
-    out.append("<table><tr><th>#</th><th>severity</th><th>kind</th><th>lost tokens</th>"
-               "<th>share</th><th>lost $</th><th>finding</th></tr>")
+    out += findings_table(report)
+    for n, f in enumerate(report.findings, 1):
+        out += _finding(n, f)
+    return out
+
+
+def findings_table(report: Report) -> list[str]:
+    """The page's table of findings, one row each linking to its section (a notebook shows
+    the same table: `prefixscope.api.Report._repr_html_`)."""
+    out = ["<table><tr><th>#</th><th>severity</th><th>kind</th><th>lost tokens</th>"
+           "<th>share</th><th>lost $</th><th>finding</th></tr>"]
     out += [f'<tr><td class="n">{n}</td><td>{esc(f.severity)}</td><td>{esc(f.kind)}</td>'
             f'<td class="n">{f.lost_tokens:,}</td><td class="n">{f.share:.1%}</td>'
             f'<td class="n">{esc(wording.usd(f.lost_usd)) if f.lost_usd else "–"}</td>'
             f'<td><a href="#f{n}">{esc(f.title)}</a></td></tr>'
             for n, f in enumerate(report.findings, 1)]
     out.append("</table>")
-    for n, f in enumerate(report.findings, 1):
-        out += _finding(n, f)
     return out
 
 

@@ -1,0 +1,818 @@
+"""prefixscope as a library: the functions a notebook calls, and the command line too.
+
+``import prefixscope as ps`` re-exports this module's names (lazily: `import prefixscope`
+stays fast). Every command that analyses a store (``ingest``, ``report``, ``diff``,
+``simulate``, ``render``) parses its options and calls the function here of the same
+name, so the library and the command line are one code path: the same options with the
+same defaults (the command line reads each default from these signatures), the same
+checks in the same order, the same typed results (`views.results`: the core's frozen
+dataclasses with ``to_dict()`` -- the command's ``--json`` -- and ``to_polars(table)``),
+and the same one-line messages, raised here as `Error`.
+
+Nothing here writes to stdout or stderr. What the command line prints as a note on
+stderr (the replay the engine ``auto`` chose, a scope's size) is logged at INFO on the
+``prefixscope`` logger; progress goes to the ``progress`` callback a function takes.
+Results are masked as the command line's output is (`model.redaction`: the built-in
+secret patterns, and what `redact` adds).
+
+The public surface is ``__all__`` (pinned by tests/test_api.py and listed in
+docs/api.md); every other name is private.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prefixscope.ingest.source import MAX_LINE_BYTES
+from prefixscope.model.errors import Error
+
+if TYPE_CHECKING:
+    import tempfile
+
+    import polars as pl
+
+    from prefixscope.prompt import RenderOptions
+    from prefixscope.store import Store as _CoreStore
+    from prefixscope.store.scope import Scope
+    from prefixscope.views.ingested import IngestResult
+    from prefixscope.views.results import DiffReport, RenderResult, Report, SimulateReport
+
+__all__ = ["DiffReport", "Error", "IngestResult", "RenderResult", "Report", "SimulateReport",
+           "Store", "diff", "ingest", "open", "redact", "render", "report", "simulate"]
+
+# The result types live with their views (`views.results`, `views.ingested`); imported
+# on first use.
+_RESULT_TYPES = ("DiffReport", "RenderResult", "Report", "SimulateReport")
+_TEMPORARY = "the given logs"  # what messages call a temporary store (as the CLI says it)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "IngestResult":
+        from prefixscope.views.ingested import IngestResult
+
+        return IngestResult
+    if name in _RESULT_TYPES:
+        from prefixscope.views import results
+
+        return getattr(results, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class Store:
+    """A prefixscope store (a DuckDB file), read through the library.
+
+    Get one from `open` (an existing store) or `ingest` (logs read into one). It holds a
+    read-only connection, opened when first needed and closed by `close` (or ``with``);
+    a temporary store (``ingest(..., store=None)``) is deleted when closed.
+    """
+
+    __slots__ = ("_core", "_file", "_label", "_later", "_tmp", "_writable", "ingest_result")
+
+    _core: _CoreStore | None  # the open connection
+    _writable: bool  # it is read-write (a simulation saving its results)
+    _file: str  # the store file
+    _label: str  # what messages call the store
+    _tmp: tempfile.TemporaryDirectory[str] | None  # a temporary store's directory
+    _later: Callable[[], Store] | None  # builds the store on first use (`_deferred`)
+    ingest_result: IngestResult | None  # what the ingest that made this store did
+
+    def __init__(self) -> None:
+        raise TypeError("use prefixscope.open(path) or prefixscope.ingest(paths, store=...)")
+
+    @classmethod
+    def _at(cls, file: str | PathLike[str], *, label: str | None = None,
+            tmp: tempfile.TemporaryDirectory[str] | None = None,
+            ingest_result: IngestResult | None = None) -> Store:
+        """The store file `file`, opened on first use (`label`: what messages call it)."""
+        self = cls.__new__(cls)
+        self._core = None
+        self._writable = False
+        self._file = os.fspath(file)
+        self._label = label if label is not None else self._file
+        self._tmp = tmp
+        self._later = None
+        self.ingest_result = ingest_result
+        return self
+
+    @classmethod
+    def _deferred(cls, make: Callable[[], Store]) -> Store:
+        """A store `make` builds when it is first used: the command line's LOGS are
+        ingested only once the options are known to be good, as before the API existed."""
+        self = cls._at("")
+        self._later = make
+        return self
+
+    def _resolve(self) -> None:
+        if self._later is None:
+            return
+        made = self._later()
+        self._later = None
+        for name in ("_core", "_file", "_label", "_tmp", "_writable", "ingest_result"):
+            setattr(self, name, getattr(made, name))
+        made._core = made._tmp = None  # now this store's to close
+
+    @property
+    def temporary(self) -> bool:
+        """The store was made from logs for this session (``ingest(..., store=None)``)."""
+        self._resolve()
+        return self._tmp is not None
+
+    @property
+    def path(self) -> str:
+        """The store file (a temporary store's in a temporary directory)."""
+        self._resolve()
+        return self._file
+
+    def requests(self) -> pl.DataFrame:
+        """One row per model call, in time order (columns: docs/api.md)."""
+        from prefixscope.store.frames import requests_frame
+
+        return _masked_frame(requests_frame(self._open()))
+
+    def sessions(self) -> pl.DataFrame:
+        """One row per threaded session, in the order of their first turns (columns:
+        docs/api.md)."""
+        from prefixscope.store.frames import sessions_frame
+
+        return _masked_frame(sessions_frame(self._open()))
+
+    def close(self) -> None:
+        """Close the connection; a temporary store's directory is deleted."""
+        self._close_connection()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        self._later = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._later is not None:
+            return "<prefixscope.Store (not opened yet)>"
+        return f"<prefixscope.Store {self._label}>"
+
+    def _close_connection(self) -> None:
+        if self._core is not None:
+            self._core.close()
+            self._core = None
+
+    def _open(self, writable: bool = False) -> _CoreStore:
+        """The core store, opened read-only (workers open the file too) unless `writable`.
+
+        Raises:
+            Error: the file is not a usable store (the one line `StoreError` says).
+        """
+        from prefixscope.store import Store as CoreStore
+        from prefixscope.store import StoreError
+
+        self._resolve()
+        if self._core is not None and self._writable == writable:
+            return self._core
+        self._close_connection()
+        if writable and not Path(self._file).exists():
+            raise Error(f"no store at {self._file} (run `prefixscope ingest LOGS --store "
+                        f"{self._file}`)")
+        try:
+            core = CoreStore.open(self._file, read_only=not writable)
+        except StoreError as exc:
+            raise Error(str(exc)) from None
+        core.path = self._label
+        self._core, self._writable = core, writable
+        return core
+
+
+@contextmanager
+def _store_of(store: Store | str | PathLike[str]) -> Iterator[Store]:
+    """`store`, or the store file a path names (opened read-only, closed after)."""
+    if isinstance(store, Store):
+        yield store
+        return
+    handle = Store._at(store)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def open(path: str | PathLike[str] = "prefixscope.duckdb") -> Store:
+    """Open an existing store (what ``prefixscope ingest --store`` wrote) for reading.
+
+    Args:
+        path: the store file; the command line's default ``prefixscope.duckdb``.
+
+    Raises:
+        Error: no store there, not a prefixscope store, in use by a writer, or damaged.
+    """
+    handle = Store._at(path)
+    handle._open()
+    return handle
+
+
+def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
+           store: str | PathLike[str] | None = "prefixscope.duckdb", *, format: str = "auto",
+           strict: bool = False, session_gap: float = 60.0,
+           session_key: str | Sequence[str] = (), max_line_bytes: int = MAX_LINE_BYTES,
+           progress: Callable[[str, int, int, int], None] | None = None) -> Store:
+    """Read logs of any supported format into a store and thread them into sessions
+    (``prefixscope ingest``).
+
+    A bad record never fails the ingest: it is counted in ``store.ingest_result``
+    (``skipped``, ``errors``), unless `strict`.
+
+    Args:
+        paths: log files, directories (recursive), globs, or ``"-"`` for stdin.
+        store: the store file to add to (created when missing); None: a temporary store,
+            deleted when closed (what a command given LOGS analyses).
+        format: a format name to force instead of detecting each file's.
+        strict: any skipped record or file fails the ingest and nothing is stored.
+        session_gap: the longest pause between two turns of one threaded session, in
+            minutes.
+        session_key: ``header:NAME``, ``body:dotted.path`` or ``meta:dotted.path`` rules
+            for where else a session id is; the first that matches wins.
+        max_line_bytes: a longer line of a log is one counted skip, read past in bounded
+            pieces (a decompression bomb cannot fill memory).
+        progress: called with (file, bytes done, bytes total, requests read).
+
+    Returns:
+        The store, open for reading, with ``ingest_result``.
+
+    Raises:
+        Error: an unknown format or session-key rule (``usage``), a store file that
+            cannot be written, or `strict` and something was skipped (``result``: the
+            `IngestResult`).
+    """
+    from prefixscope.ingest.formats import format_names
+    from prefixscope.ingest.normalize.sessions import parse_session_rule
+    from prefixscope.store import Store as CoreStore
+    from prefixscope.store import StoreError
+    from prefixscope.store.load import ingest_paths
+    from prefixscope.views.ingested import IngestResult
+
+    if format != "auto" and format not in format_names():
+        raise Error(f"unknown format {format!r}; formats: {', '.join(format_names())}",
+                    usage=True)
+    try:
+        rules = tuple(parse_session_rule(expr) for expr in _strings(session_key))
+    except ValueError as exc:
+        raise Error(str(exc), usage=True) from None
+    import tempfile
+
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    if store is None:
+        tmp = tempfile.TemporaryDirectory(prefix="prefixscope-")
+        file = os.path.join(tmp.name, "store.duckdb")
+    else:
+        file = os.fspath(store)
+    try:
+        try:
+            core = CoreStore.open(file)
+        except StoreError as exc:
+            raise Error(str(exc)) from None
+        if tmp is not None:
+            core.path = _TEMPORARY
+        try:
+            result = ingest_paths(_strings(paths), core, fmt=format, strict=strict,
+                                  session_gap_s=session_gap * 60, progress=progress,
+                                  session_rules=rules, max_line_bytes=max_line_bytes)
+        except StoreError as exc:  # the disk is full: the store is rolled back
+            raise Error(str(exc)) from None
+        finally:
+            core.close()
+    except BaseException:
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    done = _masked(IngestResult._of(result))
+    if done.failed:
+        if tmp is not None:
+            tmp.cleanup()
+        first = ""
+        if done.errors:
+            err = done.errors[0]
+            place = err.file if err.line is None else f"{err.file}:{err.line}"
+            first = f" (the first: {place}: {err.reason})"
+        raise Error(f"--strict: {done.skipped} record(s)/file(s) skipped{first}; "
+                    "nothing was stored", result=done)
+    return Store._at(file, label=_TEMPORARY if tmp is not None else None, tmp=tmp,
+                     ingest_result=done)
+
+
+def report(store: Store | str | PathLike[str], *, engine: str = "auto",
+           block_size: int | None = None, capacity: int | str | None = None,
+           bytes_per_token: int | None = None,
+           engine_logs: Sequence[str | PathLike[str]] = (), fail_under: float | None = None,
+           max_volatile_before: int | None = None, baseline: str | PathLike[str] | None = None,
+           by: str | Sequence[str] | None = None, price_per_mtok: float | None = None,
+           what_if: str | Sequence[str] = (), gateway: str = "auto", tokenizer: str = "auto",
+           workers: int | None = None, since: str | None = None, until: str | None = None,
+           project: str | None = None,
+           progress: Callable[[str], None] | None = None) -> Report:
+    """Every analysis over the store as ranked findings, the missed-token ledger and the
+    gate: what ``prefixscope report`` prints (docs/report.md).
+
+    Args:
+        store: a `Store`, or the path of a store file.
+        engine: the cache model to replay with; ``auto`` chooses it from the log.
+        block_size: the engine's block size (None: inferred, else fitted).
+        capacity: the replay's cache size: tokens, ``"N blocks"``, ``"2M"``, or bytes
+            (``"8GiB"``) with `bytes_per_token` (None: fitted to the observed cache).
+        bytes_per_token: KV bytes per token, for a capacity in bytes.
+        engine_logs: vLLM / SGLang logs or /metrics dumps to read too.
+        fail_under: gate: the hit rate (observed, else predicted) must be at least this.
+        max_volatile_before: gate: no consecutive turns may diverge before this token.
+        baseline: gate: a ``--write-baseline`` file no scenario's stable prefix may fall
+            below.
+        by: also the ledger by these dimensions (``"day"``, ``["session", "model"]``).
+        price_per_mtok: dollars per million uncached prompt tokens of a self-hosted engine.
+        what_if: what-ifs to price: ``ttl-1h``, ``keep-warm`` and the render transforms.
+        gateway, tokenizer: how to rebuild the prompts (``prefixscope render``).
+        workers: processes diffing whole sessions (None: the machine's cores on a large
+            store; 1: this process). The report does not depend on it.
+        since, until, project: only these requests (a scoped copy; the store is not
+            changed).
+        progress: called with each step's name as the report runs.
+
+    Returns:
+        The `Report` (``gate.passed`` False when a gate option failed).
+
+    Raises:
+        Error: a bad option (``usage``), unreadable input, or an empty scope.
+    """
+    from prefixscope.engines import ENGINES
+    from prefixscope.findings.build import build_report
+    from prefixscope.findings.evidence import ReportOptions, gather
+    from prefixscope.findings.gate import BaselineError, GateOptions, read_baseline
+    from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
+    from prefixscope.parallel import WorkerError
+    from prefixscope.prompt import RenderError, RenderOptions
+    from prefixscope.prompt.whatif import WHAT_IFS as RENDER_WHAT_IFS
+    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.results import Report
+
+    if engine != "auto" and engine not in ENGINES:
+        raise Error(f"unknown engine {engine!r}; known: auto, {', '.join(ENGINES)}",
+                    usage=True)
+    asked = _what_ifs(what_if)
+    for name in asked:
+        if name not in TTL_WHAT_IFS and name not in RENDER_WHAT_IFS \
+                and not name.startswith("drop:"):
+            raise Error(f"unknown what-if {name!r} (known: "
+                        f"{', '.join((*TTL_WHAT_IFS, *RENDER_WHAT_IFS))})", usage=True)
+    _checked(RenderOptions(what_if=tuple(w for w in asked if w not in TTL_WHAT_IFS)))
+    render_options = _checked(RenderOptions(gateway=gateway, tokenizer=tokenizer))
+    saved = None
+    if baseline is not None:
+        try:
+            saved = read_baseline(Path(baseline).read_text(encoding="utf-8"), str(baseline))
+        except OSError as exc:
+            raise Error(f"cannot read {baseline}: {exc.strerror or exc}") from None
+        except (BaselineError, UnicodeDecodeError) as exc:
+            raise Error(str(exc).splitlines()[0]) from None
+    options = ReportOptions(render=render_options, engine=engine, block_size=block_size,
+                            capacity_tokens=_capacity_tokens(capacity, block_size,
+                                                             bytes_per_token),
+                            engine_logs=tuple(dict.fromkeys(Path(p) for p in engine_logs)),
+                            price_per_mtok=price_per_mtok, what_if=asked)
+    gate = GateOptions(fail_under, max_volatile_before, saved)
+    scoped = _scope(since, until, project)
+    with _store_of(store) as handle, _reading(handle, scoped) as st:
+        # the command's LOGS: their bad records are findings (not a store named by path)
+        ingested = handle.ingest_result if handle.temporary else None
+        try:
+            evidence = gather(st, options, progress, ingest=ingested, workers=workers)
+        except (RenderError, TokenizerError, ValueError, WorkerError) as exc:
+            raise Error(str(exc).splitlines()[0]) from None
+        except OSError as exc:
+            raise Error(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
+        try:
+            result = build_report(evidence, gate, by=_dimensions(by))
+        except ValueError as exc:
+            raise Error(str(exc), usage=True) from None
+    # Masked once, before any view: every file a view writes is as masked as the terminal.
+    return _masked(Report._of(result))
+
+
+def diff(store: Store | str | PathLike[str] | None, *requests: str, session: str | None = None,
+         gateway: str = "auto", tokenizer: str = "auto", what_if: str | Sequence[str] = (),
+         block_size: int | None = None, context: int = 40, workers: int | None = None,
+         runner: str = "local", parquet_in: str | None = None, parquet_out: str | None = None,
+         since: str | None = None, until: str | None = None, project: str | None = None,
+         progress: Callable[[int, int], None] | None = None) -> DiffReport:
+    """Where consecutive turns first diverge, in which segment, and why (``prefixscope
+    diff``): two requests, every pair of one session, or every pair of every session.
+
+    Args:
+        store: a `Store`, the path of a store file, or None (two request files).
+        requests: two requests A B: store ids, id prefixes or native ids, or files holding
+            one request body; none: the pairs of `session`, else of every session.
+        session: a session id (or a unique prefix of one).
+        gateway, tokenizer, what_if: how to rebuild the prompts (``prefixscope render``).
+        block_size: the cache block size (None: inferred per group, else 16).
+        context: characters of text kept around each divergence.
+        workers: processes diffing whole sessions (None: the machine's cores once there
+            are 500 pairs; 1: this process). The report does not depend on it.
+        runner: ``local``, or ``ray`` (every session on Ray Data, docs/scale.md).
+        parquet_in, parquet_out: with ``ray``: the store's ``export --parquet`` directory
+            and a new directory for the results.
+        since, until, project: only these requests (sessions, not two requests).
+        progress: called with (pairs done, pairs in all).
+
+    Raises:
+        Error: a bad option (``usage``), no such request or session, a render failure.
+    """
+    from prefixscope.analyses.diff import diff_sessions, diff_two
+    from prefixscope.distributed import DistributedError
+    from prefixscope.parallel import WorkerError
+    from prefixscope.prompt import RenderError, RenderOptions
+    from prefixscope.store.lookup import LookupError_, resolve_request
+    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.results import DiffReport
+
+    options = _checked(RenderOptions(gateway=gateway, tokenizer=tokenizer,
+                                     what_if=_what_ifs(what_if)))
+    if session is not None and not session.strip():
+        raise Error("--session needs a session id (see: prefixscope sql \"select "
+                    "distinct session from sessions\")", usage=True)
+    if (requests and (len(requests) != 2 or session is not None)):
+        raise Error("give two requests A B, or --session S, or --all", usage=True)
+    if runner not in ("local", "ray"):
+        raise Error(f"unknown runner {runner!r} (known: local, ray)", usage=True)
+    if (runner == "ray" and (session is not None or requests)) or \
+            (runner == "local" and (parquet_in or parquet_out)):
+        raise Error("--runner ray runs --all (without --session); --parquet-in and "
+                    "--parquet-out go with it", usage=True)
+    try:
+        if requests:
+            with _maybe(store) as handle:
+                # the store's block sizes are read for two files too
+                core = handle._open() if handle is not None else None
+                a, b = (resolve_request(r, core) for r in requests)
+                result = diff_two(a, b, options, core, block_size=block_size, context=context)
+        else:
+            if store is None:
+                raise Error("diff of sessions needs a store (prefixscope.open or "
+                            "prefixscope.ingest)", usage=True)
+            scoped = _scope(since, until, project)
+            with _store_of(store) as handle, _reading(handle, scoped) as st:
+                if runner == "ray":
+                    from prefixscope.distributed.ray_runner import diff_all_ray
+
+                    result = diff_all_ray(st, options, block_size=block_size, context=context,
+                                          parquet_in=parquet_in, parquet_out=parquet_out)
+                else:
+                    result = diff_sessions(st, session, options, block_size=block_size,
+                                           context=context, progress=progress,
+                                           workers=workers)
+    except (LookupError_, LookupError, RenderError, TokenizerError, WorkerError,
+            DistributedError) as exc:
+        raise Error(str(exc).splitlines()[0]) from None
+    return _masked(DiffReport._of(result))  # secrets masked before any view cuts text
+
+
+def simulate(store: Store | str | PathLike[str], *, engine: str = "auto",
+             block_size: int | None = None, capacity: int | str | None = None,
+             bytes_per_token: int | None = None, trace_block_size: int | None = None,
+             cache_output: bool = False,
+             ttl: float | None = None, concurrent: bool = False, fit: bool = False,
+             capacities: Sequence[int | str | None] = (), save: bool = True,
+             gateway: str = "auto", tokenizer: str = "auto", what_if: str | Sequence[str] = (),
+             workers: int | None = None, since: str | None = None, until: str | None = None,
+             project: str | None = None,
+             progress: Callable[[int, int], None] | None = None) -> SimulateReport:
+    """Replay the requests through a cache model: observed vs predicted vs ideal cached
+    tokens, the class of every uncached token, what a fix would gain (``prefixscope
+    simulate``, docs/simulate.md).
+
+    Args:
+        store: a `Store`, or the path of a store file.
+        engine: the cache model; ``auto`` chooses it as `report` does.
+        block_size: the engine's unit (vLLM block, SGLang page, LMCache chunk, OpenAI step).
+        capacity: the cache size (as `report` reads it); None: unlimited.
+        bytes_per_token: KV bytes per token, for a capacity in bytes.
+        trace_block_size: tokens per id of a block-hash trace (None: the trace's own).
+        cache_output: also cache the logged output's tokens.
+        ttl: hosted engines' retention in seconds (None: the engine's own).
+        concurrent: overlapping requests overlap (needs logged durations).
+        fit: search the block size and capacity that best reproduce the observed cache.
+        capacities: the capacity curve: each capacity to replay (like `capacity`).
+        save: store the per-request results in the store's ``simulated`` table (a store
+            file only: not a temporary store, nor a scope).
+        gateway, tokenizer, what_if: how to rebuild the prompts; each what-if is replayed.
+        workers: processes running the independent replays (None: the machine's cores on
+            500 requests or more; 1: this process). The result does not depend on it.
+        since, until, project: only these requests (a scoped copy; nothing is saved).
+        progress: called with (requests prepared, requests in all).
+
+    Raises:
+        Error: a bad option (``usage``), or nothing to replay.
+    """
+    from prefixscope.analyses.simulate import (
+        AUTO_MIN_REPLAY_REQUESTS,
+        SimulateError,
+        SimulateOptions,
+        simulate_store,
+        stored_rows,
+    )
+    from prefixscope.engines import ENGINES
+    from prefixscope.parallel import effective_workers
+    from prefixscope.prompt import RenderError, RenderOptions
+    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.results import SimulateReport
+
+    if engine != "auto" and engine not in ENGINES:
+        raise Error(f"unknown engine {engine!r}; known: auto, {', '.join(ENGINES)}",
+                    usage=True)
+    render_options = _checked(RenderOptions(gateway=gateway, tokenizer=tokenizer))
+    scoped = _scope(since, until, project)
+    with _store_of(store) as handle:
+        # a temporary store (of logs, or a scope's copy) is gone after the call
+        keep = save and not handle.temporary and scoped is None
+        with _reading(handle, scoped, writable=keep) as st:
+            unit = block_size
+            if engine == "auto":
+                from prefixscope.findings.evidence import auto_engine
+
+                chosen, unit, why = auto_engine(st.usage_records(), block_size)
+                if chosen is None:  # the log's fault, not the options': exit 1
+                    raise Error(f"nothing to replay with --engine auto: {why}; pass "
+                                f"--engine (one of {', '.join(ENGINES)})")
+                engine = chosen
+                _note(f"replaying with {engine}"
+                          + (f" (block {unit})" if unit and engine == "vllm" else "")
+                          + f": {why}")
+            # 'N blocks' are the engine's blocks: the block size given (or inferred),
+            # else the engine's default
+            block = unit or ENGINES[engine].block_size
+            options = SimulateOptions(
+                engine=engine, unit=unit, trace_block_size=trace_block_size,
+                capacity_tokens=_capacity_tokens(capacity, block, bytes_per_token),
+                cache_output=cache_output, render=render_options, concurrent=concurrent,
+                ttl_seconds=ttl)
+            curve = [_capacity_tokens(c.strip() if isinstance(c, str) else c, block,
+                                      bytes_per_token) for c in capacities]
+            try:
+                n = effective_workers(workers, st.count(),
+                                      auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
+                result = simulate_store(st, options, what_if=_what_ifs(what_if),
+                                        capacity_curve=curve, fit=fit, progress=progress,
+                                        workers=n)
+            except SimulateError as exc:
+                raise Error(str(exc), usage=True) from None
+            except (RenderError, TokenizerError) as exc:
+                raise Error(str(exc).splitlines()[0]) from None
+            if not result.requests:
+                reasons = "; ".join(f"{n:,} {why}" for why, n in result.skipped.items())
+                hint = ""
+                if not ENGINES[engine].hosted and st.count() and not st.body_count():
+                    hint = (": a usage-only log (no bodies, no block ids) replays from its "
+                            "usage with a hosted engine: `--engine anthropic` (or openai, "
+                            "deepseek)")
+                raise Error(f"nothing to replay ({reasons or 'no requests'}){hint}")
+            if keep:
+                st.save_simulation(result.engine, result.unit, result.capacity_tokens,
+                                   stored_rows(result))
+                _note(f"saved {result.requests:,} results in {st.path} (table simulated)")
+    return _masked(SimulateReport._of(result))  # masked before any view or plot cuts text
+
+
+def render(store: Store | str | PathLike[str] | None, request: str, *, gateway: str = "auto",
+           tokenizer: str = "auto", what_if: str | Sequence[str] = ()) -> RenderResult:
+    """The prompt one request became upstream: gateway conversion, chat template and the
+    model's tokenizer, with its tokens and every segment's character and token span
+    (``prefixscope render``, docs/render.md).
+
+    Args:
+        store: a `Store`, the path of a store file, or None (`request` is a file).
+        request: a request id, a unique prefix of one, or the source's own id; or a file
+            holding one request body (``"-"``: stdin).
+        gateway, tokenizer, what_if: how to rebuild the prompt.
+
+    Raises:
+        Error: a bad option (``usage``), no such request, or one that cannot be rendered.
+    """
+    from prefixscope.analyses.render import render_report
+    from prefixscope.prompt import RenderError, RenderOptions
+    from prefixscope.store.lookup import LookupError_, request_from_file, resolve_request
+    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.results import RenderResult
+
+    options = _checked(RenderOptions(gateway=gateway, tokenizer=tokenizer,
+                                     what_if=_what_ifs(what_if)))
+    try:
+        if _is_file(request):
+            req = request_from_file(Path(request))
+        else:
+            with _maybe(store) as handle:
+                req = resolve_request(request, handle._open() if handle is not None else None)
+        result = render_report(req, options)
+    except (LookupError_, RenderError, TokenizerError) as exc:
+        raise Error(str(exc).splitlines()[0]) from None
+    return _masked(RenderResult._of(result))  # secrets masked before any view cuts text
+
+
+def redact(patterns: str | Sequence[str] = (), *, defaults: bool = True) -> None:
+    """Mask every match of these regular expressions in everything the library returns
+    from now on, besides the built-in secret patterns (API keys, bearer tokens,
+    Authorization headers, private keys) unless ``defaults=False``: the command line's
+    ``--redact`` and ``--no-default-redaction``. Masking keeps lengths (``•``).
+
+    Raises:
+        Error: a pattern that is not a regular expression (``usage``).
+    """
+    from prefixscope.model.redaction import RedactionError, activate, redactor
+
+    try:
+        activate(redactor(_strings(patterns), defaults=defaults))
+    except RedactionError as exc:
+        raise Error(str(exc).splitlines()[0], usage=True) from None
+
+
+# -- the option assembly the commands share -------------------------------------------
+
+
+def _strings(values: str | PathLike[str] | Sequence[str | PathLike[str]]) -> list[str]:
+    """One value or several, as strings."""
+    if isinstance(values, str | os.PathLike):
+        return [os.fspath(values)]
+    return [os.fspath(v) for v in values]
+
+
+def _is_file(ref: str) -> bool:
+    """A request reference that names a file (``-``: stdin), not a store id."""
+    return ref == "-" or Path(ref).is_file()
+
+
+def _what_ifs(values: str | Sequence[str]) -> tuple[str, ...]:
+    """``"a,b"`` or ``["a,b", "c"]`` -> ("a", "b", "c"); a drop:<regex> keeps its commas."""
+    out: list[str] = []
+    for value in [values] if isinstance(values, str) else values:
+        if value.startswith("drop:"):
+            out.append(value)
+            continue
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return tuple(out)
+
+
+def _dimensions(by: str | Sequence[str] | None) -> tuple[str, ...]:
+    """"endpoint, day" (or a list of names) -> ("endpoint", "day")."""
+    if by is None:
+        return ()
+    names = by.split(",") if isinstance(by, str) else by
+    return tuple(d.strip() for d in names if d.strip())
+
+
+def _checked(options: RenderOptions) -> RenderOptions:
+    """`options` once its gateway and what-ifs are valid (``usage`` error) and a tokenizer
+    it names loads: checked before any log is read or pair rendered."""
+    from prefixscope.prompt import RenderError, check_options
+    from prefixscope.tokenizers import AUTO, TokenizerError, load_tokenizer
+
+    try:
+        check_options(options)
+    except RenderError as exc:
+        raise Error(str(exc).splitlines()[0], usage=True) from None
+    if options.tokenizer == AUTO:
+        # Each request's family picks a bundled tokenizer, loaded when first needed:
+        # loading the default here would cost a load the requests may never use.
+        return options
+    try:
+        load_tokenizer(options.tokenizer)
+    except TokenizerError as exc:
+        raise Error(str(exc).splitlines()[0]) from None
+    return options
+
+
+def _scope(since: str | None, until: str | None, project: str | None) -> Scope | None:
+    """The since / until / project scope (None: the whole store)."""
+    from prefixscope.store.scope import ScopeError, scope_of
+
+    try:
+        return scope_of(since, until, project)
+    except ScopeError as exc:
+        raise Error(str(exc), usage=True) from None
+
+
+_UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+          "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def _capacity_tokens(value: int | str | None, block_size: int | None,
+                     bytes_per_token: int | None) -> int | None:
+    """A capacity in tokens: ``500000``, ``"1e6"``, ``"2M"`` (tokens), ``"4096 blocks"``,
+    ``"8GiB"`` / ``"500MB"`` (bytes, with `bytes_per_token`). None stays unlimited."""
+    import re
+
+    if value is None or isinstance(value, int):
+        return value
+    text = value
+    if text.strip().lower() in ("", "unlimited", "none"):
+        return None
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", text.lower())
+    if match is None:
+        raise Error(f"--capacity {text!r}: expected N, 'N blocks' or N with a byte unit "
+                    "(GiB, MB, ...)", usage=True)
+    number, unit = float(match[1]), match[2]
+    if unit in ("", "tokens", "token"):
+        return int(number)
+    if unit in ("k", "m", "g"):
+        return int(number * _UNITS[unit])
+    if unit in ("blocks", "block"):
+        if block_size is None:
+            raise Error(f"--capacity {text}: blocks of how many tokens? Give --block-size "
+                        "(the engine's block, e.g. 16 for vLLM)", usage=True)
+        return int(number) * block_size
+    if unit in _UNITS or unit == "b":
+        if bytes_per_token is None:
+            raise Error(f"--capacity {text}: a size in bytes needs --bytes-per-token (the KV "
+                        "cache bytes of one token of this model)", usage=True)
+        return int(number * _UNITS.get(unit, 1)) // bytes_per_token
+    raise Error(f"--capacity {text!r}: unknown unit {unit!r}", usage=True)
+
+
+@contextmanager
+def _maybe(store: Store | str | PathLike[str] | None) -> Iterator[Store | None]:
+    if store is None:
+        yield None
+        return
+    with _store_of(store) as handle:
+        yield handle
+
+
+@contextmanager
+def _reading(handle: Store, scope: Scope | None, *, writable: bool = False
+             ) -> Iterator[_CoreStore]:
+    """The core store an analysis reads: `handle`'s, or a temporary copy of its requests
+    within `scope`, sessions threaded again (the store itself is never changed)."""
+    if scope is None:
+        yield handle._open(writable)
+        if writable:  # the next read opens it read-only, as other processes can share it
+            handle._close_connection()
+        return
+    import tempfile
+
+    from prefixscope.store import Store as CoreStore
+    from prefixscope.store.load import relink
+
+    source = handle._open()
+    with tempfile.TemporaryDirectory(prefix="prefixscope-") as tmp:
+        st = CoreStore.open(Path(tmp) / "store.duckdb")
+        try:
+            source.copy_into(st)
+            before = st.count()
+            left = st.restrict(scope)
+            with st.transaction():
+                relink(st)
+            _note(f"{scope.describe()}: {left:,} of {before:,} requests")
+            if not left:
+                raise Error(f"no request {scope.describe()} (of {before:,})")
+            st.close()
+            st = CoreStore.open(st.file, read_only=True)
+            # a temporary store keeps its name: the scope is of the given logs
+            st.path = handle._label if handle.temporary else \
+                f"{handle._label} ({scope.describe()})"
+            yield st
+        finally:
+            st.close()
+
+
+def _note(message: str) -> None:
+    """What the command line prints as a note: INFO on the ``prefixscope`` logger."""
+    import logging
+
+    logging.getLogger("prefixscope").info(message)
+
+
+def _masked(value: Any) -> Any:
+    """`value` with its strings masked by the run's redactor (`redact`)."""
+    from prefixscope.model.redaction import active
+
+    return active().value(value)
+
+
+def _masked_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with its text columns masked as `_masked` masks a result (each distinct
+    value once)."""
+    import polars as pl
+
+    from prefixscope.model.redaction import active
+
+    redactor = active()
+    if not redactor.rules:
+        return frame
+    for name, dtype in frame.schema.items():
+        if dtype != pl.Utf8:
+            continue
+        values = [v for v in frame[name].unique().to_list() if v is not None]
+        changed = {v: m for v in values if (m := redactor.text(v)) != v}
+        if changed:
+            frame = frame.with_columns(pl.col(name).replace(changed))
+    return frame

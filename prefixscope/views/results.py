@@ -1,0 +1,201 @@
+"""The results the public API returns: each core result with its views attached.
+
+`prefixscope.report()` returns a `Report`, which *is* the `findings.model.Report` the
+command line renders (a subclass adding methods, no fields), so a notebook holds the same
+typed values the terminal, JSON and HTML views read. Each result adds:
+
+* ``to_dict()`` -- the documented JSON document the command's ``--json`` prints
+  (docs/json.md);
+* ``to_polars(table)`` -- each table the result shows (`views.frames`; docs/api.md);
+* a short ``repr`` (a report holds every request's evidence), and for a report
+  ``_repr_html_``: the HTML page's findings table, for a notebook.
+
+`views.ingested.IngestResult` (what an ingest did) is apart: an ingest imports none of
+the analyses.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from prefixscope.analyses import diff as _diff
+from prefixscope.analyses import render as _render
+from prefixscope.analyses import simulate as _simulate
+from prefixscope.findings import model as _model
+from prefixscope.views import frames, wording
+from prefixscope.views.html import findings_table
+
+if TYPE_CHECKING:
+    import polars as pl
+
+T = TypeVar("T")
+
+
+def as_subclass(cls: type[T], value: object) -> T:
+    """`value` (a core result) as `cls`, its subclass holding the same fields."""
+    return cls(**{f.name: getattr(value, f.name) for f in fields(value)})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Report(_model.Report):
+    """`prefixscope.report`'s result: the summary, the ledger, the ranked findings, the gate.
+
+    Tables (`to_polars`): ``findings``, ``causes`` (the ledger by cause), ``entries`` (the
+    ledger per request), ``breakdown`` (with ``by=``), ``gate``, ``scenarios``, ``what_ifs``.
+    """
+
+    TABLES: ClassVar[tuple[str, ...]] = tuple(frames.REPORT_TABLES)
+
+    @classmethod
+    def _of(cls, report: _model.Report) -> Report:
+        return as_subclass(cls, report)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document ``prefixscope report --json`` prints."""
+        from prefixscope.views.json import report_json
+
+        return dict(report_json(self))
+
+    def to_html(self) -> str:
+        """The self-contained page ``prefixscope report --html`` writes."""
+        from prefixscope.views.html import report_html
+
+        return report_html(self)
+
+    def to_markdown(self, top: int = 10) -> str:
+        """The Markdown ``prefixscope report --md`` writes (`top` findings in full)."""
+        from prefixscope.views.markdown import report_markdown
+
+        return report_markdown(self, top=top)
+
+    def to_polars(self, table: str = "findings") -> pl.DataFrame:
+        """One of `TABLES` as a frame (columns: docs/api.md).
+
+        Raises:
+            prefixscope.Error: an unknown table, or ``breakdown`` of a report without ``by``.
+        """
+        return frames.table_of(frames.REPORT_TABLES, table, self)
+
+    def _repr_html_(self) -> str:
+        """The basis, the ledger line and the HTML page's findings table."""
+        lines = [wording.basis_line(self.summary)]
+        ledger = wording.ledger_line(self.ledger)
+        if ledger is not None:
+            lines.append(ledger)
+        out = [f"<p>{html.escape(line, quote=True)}.</p>" for line in lines]
+        if self.findings:
+            out += findings_table(self)
+        else:
+            out.append(f"<p>{html.escape(wording.no_findings_line(self), quote=True)}.</p>")
+        return "\n".join(["<div>", *out, "</div>"])
+
+    def __repr__(self) -> str:
+        s = self.summary
+        rate = "-" if s.hit_rate is None else f"{s.hit_rate:.2%}"
+        gate = "passed" if self.gate.passed else "FAILED"
+        return (f"<prefixscope.Report: {s.requests:,} requests, hit rate {rate}, "
+                f"{len(self.findings)} findings, gate {gate}>")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class DiffReport(_diff.DiffReport):
+    """`prefixscope.diff`'s result: each consecutive pair's first divergence and its cause.
+
+    Tables (`to_polars`): ``pairs``, ``causes``.
+    """
+
+    TABLES: ClassVar[tuple[str, ...]] = tuple(frames.DIFF_TABLES)
+
+    @classmethod
+    def _of(cls, report: _diff.DiffReport) -> DiffReport:
+        return as_subclass(cls, report)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document ``prefixscope diff --json`` prints."""
+        from prefixscope.views.json import diff_json
+
+        return dict(diff_json(self))
+
+    def to_polars(self, table: str = "pairs") -> pl.DataFrame:
+        """One of `TABLES` as a frame (columns: docs/api.md).
+
+        Raises:
+            prefixscope.Error: an unknown table.
+        """
+        return frames.table_of(frames.DIFF_TABLES, table, self)
+
+    def __repr__(self) -> str:
+        return (f"<prefixscope.DiffReport: {self.totals.pairs:,} pairs, "
+                f"{self.totals.lost_tokens:,} lost tokens>")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class SimulateReport(_simulate.SimulateReport):
+    """`prefixscope.simulate`'s result: observed, predicted and ideal hit rates, each
+    uncached token's class, the capacity curve and the what-ifs.
+
+    Tables (`to_polars`): ``requests``, ``misses``, ``capacity_curve``, ``what_if``.
+    """
+
+    TABLES: ClassVar[tuple[str, ...]] = tuple(frames.SIMULATE_TABLES)
+
+    @classmethod
+    def _of(cls, report: _simulate.SimulateReport) -> SimulateReport:
+        return as_subclass(cls, report)
+
+    def to_dict(self, *, per_request: bool = False) -> dict[str, Any]:
+        """The document ``prefixscope simulate --json`` prints (``per_request``: with
+        ``--per-request``)."""
+        from prefixscope.views.json import simulate_json
+
+        return dict(simulate_json(self, per_request=per_request))
+
+    def to_polars(self, table: str = "requests") -> pl.DataFrame:
+        """One of `TABLES` as a frame (columns: docs/api.md).
+
+        Raises:
+            prefixscope.Error: an unknown table.
+        """
+        return frames.table_of(frames.SIMULATE_TABLES, table, self)
+
+    def __repr__(self) -> str:
+        rate = "-" if self.hit_rate_predicted is None else f"{self.hit_rate_predicted:.2%}"
+        return (f"<prefixscope.SimulateReport: {self.engine}, {self.requests:,} requests, "
+                f"predicted hit rate {rate}>")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class RenderResult(_render.RenderResult):
+    """`prefixscope.render`'s result: the prompt the upstream model saw, its tokens and
+    the segment spans that cover it.
+
+    Tables (`to_polars`): ``segments``, ``tokens``.
+    """
+
+    TABLES: ClassVar[tuple[str, ...]] = tuple(frames.RENDER_TABLES)
+
+    @classmethod
+    def _of(cls, result: _render.RenderResult) -> RenderResult:
+        return as_subclass(cls, result)
+
+    def to_dict(self, *, show_text: bool = False) -> dict[str, Any]:
+        """The document ``prefixscope render --json`` prints (``show_text``: with
+        ``--show-text``)."""
+        from prefixscope.views.json import render_json
+
+        return dict(render_json(self, show_text=show_text))
+
+    def to_polars(self, table: str = "segments") -> pl.DataFrame:
+        """One of `TABLES` as a frame (columns: docs/api.md).
+
+        Raises:
+            prefixscope.Error: an unknown table.
+        """
+        return frames.table_of(frames.RENDER_TABLES, table, self)
+
+    def __repr__(self) -> str:
+        return (f"<prefixscope.RenderResult: {self.request}, {self.tokens:,} tokens, "
+                f"{len(self.segments)} segments>")
+
