@@ -51,7 +51,13 @@ from prefixscope.prompt.protocols import anthropic_proxy_view
 from prefixscope.prompt.splice import SPLICES, SpliceRule
 from prefixscope.prompt.template import render_marked, render_plain
 from prefixscope.prompt.values import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
-from prefixscope.prompt.whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
+from prefixscope.prompt.whatif import (
+    BILLING_PREFIX,
+    WhatIfPlan,
+    apply_text_edits,
+    parse_what_ifs,
+    sorted_schema,
+)
 from prefixscope.tokenizers import Tokenizer, choose_tokenizer, load_tokenizer
 
 RENDER_VERSION = "r1"
@@ -481,3 +487,52 @@ def align_runs(src: str, runs: tuple[tuple[int, int, int], ...], dst: str
         result = [(int(bounds[i]), int(bounds[i + 1]), int(out[bounds[i]]))
                   for i in range(len(bounds) - 1)]
     return tuple(result)
+
+
+def what_if_changes(request: Request, options: RenderOptions, transforms: tuple[str, ...]
+                    ) -> bool:
+    """May rendering `request` with `options.what_if` plus `transforms` give another prompt
+    (text, segments, tokens) than with `options`? False only where it provably cannot, so
+    a what-if replay keeps such a request's tokens instead of rendering it again.
+
+    Proven no-ops (True in every other case, whatever the transform):
+
+    * ``strip-billing-header`` on a body no string of which contains
+      ``x-anthropic-billing-header:`` (its JSON text, where that prefix needs no escape,
+      does not) and with no character of the marks' private-use range: every edit
+      `apply_text_edits` makes is then `marks.edit` of a text that does not start with the
+      header, which gives the text back unchanged (a marked text is exactly one wrapped
+      string: `_SINGLE_RE`), and every container it rebuilds holds the same items and is
+      registered under the path and leaf flag of the one it replaces
+      (`Marker.register_like`), which is all the template input and its marks read of it;
+    * ``no-hoist`` under any gateway profile but ``hoist-system-messages``: the plan's
+      ``no_hoist`` is read by that profile's conversion only (`to_upstream`'s ``hoist``).
+
+    tests/test_whatif_reuse.py renders every body of the sample and real logs both ways
+    where this says False and finds the same prompt.
+    """
+    body = request.body
+    if not isinstance(body, dict):
+        return True
+    endpoint = request.endpoint if request.endpoint in KNOWN_ENDPOINTS else _detect(body)
+    raw: bytes | None = None
+    for name in transforms:
+        if name == "strip-billing-header":
+            if raw is None:
+                try:
+                    raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+                except (TypeError, orjson.JSONEncodeError):
+                    return True  # lone surrogates: not worth proving
+            if BILLING_PREFIX.encode() in raw or b"\xf4" in raw \
+                    or _RESERVED_ESCAPE_RE.search(raw) is not None:
+                return True
+        elif name == "no-hoist":
+            try:
+                profile = resolve_gateway(request, options, endpoint)[0]
+            except RenderError:
+                return True
+            if profile == "hoist-system-messages":
+                return True
+        else:
+            return True
+    return False

@@ -70,7 +70,7 @@ from prefixscope.analyses.simulate.model import (
     engine_block_size,
     spec_of,
 )
-from prefixscope.analyses.simulate.prepare import _compact, prepare
+from prefixscope.analyses.simulate.prepare import _compact, prepare, prepare_what_if
 from prefixscope.analyses.simulate.replay import (
     _IDEAL,
     _at_capacities,
@@ -124,17 +124,20 @@ def replay_prepared(store: Store, prepared: Sequence[_Prepared], skipped: dict[s
             for c, hits in zip(capacity_curve, cached, strict=True)))
     if what_if:
         report = replace(report, what_if=tuple(
-            _what_if(store, options, t, report, workers) for t in what_if))
+            _what_if(store, options, t, report, prepared, workers) for t in what_if))
     assert report.unit == block_size
     return report
 
 
 
 def _what_if(store: Store, options: SimulateOptions, transform: str,
-             base: SimulateReport, workers: int = 1) -> WhatIfResult:
+             base: SimulateReport, base_prepared: Sequence[_Prepared],
+             workers: int = 1) -> WhatIfResult:
+    """The replay with `transform` added to the render: only the requests it may change
+    are rendered again (`prepare_what_if`); the others keep their tokens."""
     render = replace(options.render, what_if=(*options.render.what_if, transform))
     changed = replace(options, render=render)
-    prepared, _ = prepare(store, changed)
+    prepared = prepare_what_if(store, changed, base_prepared, (transform,))
     predicted, ideal = _replays(prepared, [changed, _IDEAL], workers)
     base_cached = sum(r.predicted for r in base.per_request)
     return WhatIfResult(transform, _hit_rate(prepared, ideal), _hit_rate(prepared, predicted),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
@@ -71,6 +71,92 @@ def prepare(store: Store, options: SimulateOptions,
     return preparer.out, preparer.skipped
 
 
+def prepare_what_if(store: Store, options: SimulateOptions, base: Sequence[_Prepared],
+                    transforms: tuple[str, ...]) -> list[_Prepared]:
+    """`prepare(store, options)[0]`, where `options.render` is the render `base` was
+    prepared with plus `transforms` (a what-if replay's input), rendering only the requests
+    the transforms may change (`prompt.render.what_if_changes`): any other keeps the token
+    ids of its entry in `base` (rebuilt from its compact form), the entry `prepare` would
+    make of them. The changed ones are rendered and tokenized as `prepare` does, each from
+    its session predecessor's render and ids when that one was rendered here too."""
+    from prefixscope.prompt.render import what_if_changes
+
+    logged = options.render.what_if
+    before = replace(options.render, what_if=logged[: len(logged) - len(transforms)])
+    preparer = Preparer(Links.of(store), options)
+    turns = Turns(options.render)
+    full = _FullIds(base)
+    entries = iter(base)
+    entry = next(entries, None)
+    pending: list[Request] = []
+
+    def forget(request_id: str) -> None:
+        for rid in preparer.done(request_id):
+            turns.forget(rid)
+        if not preparer.live_after(request_id):
+            turns.forget(request_id)
+
+    def flush() -> None:
+        results = turns.tokens_many(pending, [preparer.links.prev(r.id) for r in pending])
+        for request, tok in zip(pending, results, strict=True):
+            preparer.rendered(request, tok)
+        for request in pending:
+            forget(request.id)
+        pending.clear()
+
+    for request in store.iter_requests(source_files=options.source_files):
+        mine, ids = None, None
+        if entry is not None and entry.id == request.id:  # `base` is in log order too
+            mine, entry = entry, next(entries, None)
+            if mine.ids is not None and mine.trace is None:
+                ids = full.of(mine)
+        if not preparer.renders(request):
+            if pending:
+                flush()
+            preparer.plain(request)
+            forget(request.id)
+        elif mine is not None and ids is not None and \
+                not what_if_changes(request, before, transforms):
+            if pending:
+                flush()
+            preparer.reused(request, ids, mine)
+            forget(request.id)
+        else:
+            pending.append(request)
+            if len(pending) >= _RENDER_BATCH:
+                flush()
+    if pending:
+        flush()
+    return preparer.out
+
+
+class _FullIds:
+    """The whole token ids of compact `_Prepared` prompts, asked for in log order (each
+    rendered one once): a prompt's are held only while a later one still extends it."""
+
+    def __init__(self, prepared: Sequence[_Prepared]) -> None:
+        self._left = Counter(p.base for p in prepared if p.base is not None)
+        self._held: dict[str, np.ndarray] = {}
+
+    def of(self, p: _Prepared) -> np.ndarray:
+        assert p.ids is not None
+        ids = p.ids
+        if p.base is not None:
+            base = self._held[p.base]
+            if p.resumed is None:
+                ids = np.concatenate((base[: p.shared], ids))
+            else:
+                at, start, length = p.resumed
+                ids = np.concatenate((base[: p.shared], ids[: at - p.shared],
+                                      base[start: start + length], ids[at - p.shared:]))
+            self._left[p.base] -= 1
+            if not self._left[p.base]:
+                del self._held[p.base], self._left[p.base]
+        if self._left.get(p.id):
+            self._held[p.id] = ids
+        return ids
+
+
 @dataclass(frozen=True, slots=True)
 class Links:
     """How the requests to prepare are threaded: each one's session, predecessor (and
@@ -128,20 +214,34 @@ class Preparer:
             reason = f"cannot render: {str(tok).splitlines()[0]}"
             self.skipped[reason] = self.skipped.get(reason, 0) + 1
             return
-        prev, compacted = self.links.prev_of.get(request.id, (None, False))
         blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
                                if self.by_blocks else (None, ()))
-        ids, base, shared, resumed = tok.ids, None, 0, None
+        self._add(request, tok.ids, tok.prompt.approximate, blocks, breakpoints,
+                  _output_ids(request, self.options))
+
+    def reused(self, request: Request, ids: np.ndarray, entry: _Prepared) -> None:
+        """A request `renders` says is rendered, whose prompt is the one `entry` (its entry
+        prepared under other render options) was made from, whole token ids `ids`: the
+        entry `rendered` would add for it, from `entry`'s prompt-derived fields (what-if
+        replays: `prepare_what_if`)."""
+        self._add(request, ids, entry.approximate, entry.blocks, entry.breakpoints,
+                  entry.output_ids)
+
+    def _add(self, request: Request, full: np.ndarray, approximate: bool,
+             blocks: tuple[tuple[str, int], ...] | None,
+             breakpoints: tuple[tuple[int, float], ...], output: np.ndarray | None) -> None:
+        prev, compacted = self.links.prev_of.get(request.id, (None, False))
+        ids, base, shared, resumed = full, None, 0, None
         if prev is not None and prev in self._live:
             base = prev
             shared, resumed, ids = _compact(self._live[prev], ids)
         if request.id in self._successors:
-            self._live[request.id] = tok.ids
+            self._live[request.id] = full
         self.out.append(_Prepared(
             request.id, self.links.session_of.get(request.id), prev, compacted,
             _seconds(request.timestamp), request.usage.cached_tokens, ids,
-            _output_ids(request, self.options), None, 0, 0,
-            logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
+            output, None, 0, 0,
+            logged_prompt=request.usage.prompt_tokens, approximate=approximate,
             blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
             base=base, shared=shared, resumed=resumed, namespace=_namespace(request)))
 
