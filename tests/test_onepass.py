@@ -1,0 +1,86 @@
+"""report's one walk over the store (`analyses.onepass`): each request rendered and
+tokenized once gives the diff `diff --all` gives and each domain's replay input `prepare`
+gives, whatever the runs of sessions the walk is cut into (workers, Ray)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from prefixscope.analyses.diff import diff_sessions, resolve_block_sizes, session_pair_rows
+from prefixscope.analyses.onepass import (
+    Domain,
+    PassSetup,
+    merge_stages,
+    one_pass,
+    session_runs,
+    session_stage,
+)
+from prefixscope.analyses.simulate import SimulateOptions, prepare
+from prefixscope.analyses.simulate.prepare import Links
+from prefixscope.model.redaction import Redactor
+from prefixscope.prompt import RenderOptions
+from prefixscope.store import Store
+from prefixscope.store.load import ingest_paths
+
+SAMPLES = [str(ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl"),
+           str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    st = Store.open(tmp_path_factory.mktemp("onepass") / "s.duckdb")
+    ingest_paths(SAMPLES, st)
+    return st
+
+
+def _setup(store: Store) -> PassSetup:
+    files = tuple(store.source_files())
+    domains = (Domain("tokens", SimulateOptions(engine="vllm", source_files=files[:1])),
+               Domain("blocks", SimulateOptions(engine="anthropic", source_files=files[1:])),
+               Domain("bad", SimulateOptions(engine="no-such-engine", source_files=())))
+    return PassSetup(RenderOptions(), resolve_block_sizes(None, store), domains,
+                     Links.of(store), tuple(session_pair_rows(store, None)),
+                     redactor=Redactor())
+
+
+def _same_entries(a, b) -> None:
+    assert [p.id for p in a] == [p.id for p in b]
+    for x, y in zip(a, b, strict=True):
+        for name in x.__dataclass_fields__:
+            u, v = getattr(x, name), getattr(y, name)
+            if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
+                assert np.array_equal(u, v), (x.id, name)
+            else:
+                assert u == v, (x.id, name)
+
+
+def test_one_walk_gives_the_diff_and_each_domains_prepared_input(store: Store) -> None:
+    setup = _setup(store)
+    passed = one_pass(store, setup)
+    assert passed.diff == diff_sessions(store, None, RenderOptions())
+    assert passed.diff is not None and passed.diff.totals.pairs == 99
+    for domain in setup.domains[:2]:
+        entries, skipped = passed.prepared[domain.name]
+        want, want_skipped = prepare(store, domain.options)
+        assert entries and skipped == want_skipped
+        _same_entries(entries, want)
+    assert set(passed.failed) == {"bad"}
+
+
+@pytest.mark.parametrize("parts", [2, 5])
+def test_runs_of_sessions_merged_in_any_order_give_the_whole_walk(store: Store,
+                                                                 parts: int) -> None:
+    setup = _setup(store)
+    whole = one_pass(store, setup)
+    order, cut = session_runs(store, setup, parts)
+    assert len(cut) > 1
+    loaded = {r.id: r for r in store.iter_requests()}
+    results = [session_stage([loaded[i] for i in ids], setup.subset(ids), pairs)
+               for ids, pairs in cut][::-1]
+    merged = merge_stages(results, setup, order, store)
+    assert merged.diff == whole.diff and merged.failed == whole.failed
+    for name, (entries, skipped) in whole.prepared.items():
+        assert merged.prepared[name][1] == skipped
+        _same_entries(merged.prepared[name][0], entries)
