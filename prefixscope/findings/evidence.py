@@ -207,15 +207,23 @@ def auto_engine(records: Sequence[UsageRecord], block_size: int | None = None
     return engine, (block if engine == "vllm" else block_size), why
 
 
+# Runs the walk over the store somewhere else (`distributed.report_runner`): the result
+# `onepass.one_pass(store, setup)` gives.
+PassRunner = Callable[[Store, PassSetup], PassResult]
+
+
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
-           ingest: Any = None, workers: int | None = 1) -> Evidence:
+           ingest: Any = None, workers: int | None = 1,
+           runner: PassRunner | None = None) -> Evidence:
     """Run every analysis once over `store` (and the engine logs of `options`).
 
     `workers` > 1 (None: the machine's cores on a store with `AUTO_MIN_PAIRS` pairs): the
     diff of every pair runs in that many processes, whole sessions each, while this
     process runs bucket, the segments census and the usage lint, and the cache replay's
     independent replays (a fit's candidates, the capacity curve, what-ifs) run in as many
-    forked processes; the evidence is the same whatever the number.
+    forked processes; the evidence is the same whatever the number. `runner`: the walk
+    rendering each request once (the diff and each domain's replay input) runs through it
+    instead (Ray), the rest here; the evidence is the same.
 
     Raises:
         RenderError, TokenizerError: a bad render option (checked before anything runs).
@@ -242,14 +250,15 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     plans = _plan_domains(store, options, records,
                           engine_log.block_size if engine_log else None)
     setup = _pass_setup(store, options, plans[0])
-    if store.body_count() and store.read_only:  # else workers cannot open the file
+    # workers open the store's file: read-only only; a runner walks the log its own way
+    if runner is None and store.body_count() and store.read_only:
         n = effective_workers(workers, len(setup.pairs), auto_minimum=AUTO_MIN_PAIRS)
         if n > 1:
             pool = worker_pool(n)
             pending = start_pass(store, setup, pool, diff=True)
     try:
         return _gather(store, options, step, ingest, notes, engine_log, usage, records,
-                       setup, pending, plans, replay_workers, pool)
+                       setup, pending, plans, replay_workers, pool, runner)
     finally:
         if pool is not None:
             pool.close(cancel=True)
@@ -284,7 +293,8 @@ def _pass_setup(store: Store, options: ReportOptions,
 def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
             notes: list[str], engine_log: EngineLogAnalysis | None, usage: UsageSummary,
             records: tuple[UsageRecord, ...], setup: PassSetup, pending: PendingPass | None,
-            plans: Plans, replay_workers: int = 1, pool: Pool | None = None) -> Evidence:
+            plans: Plans, replay_workers: int = 1, pool: Pool | None = None,
+            runner: PassRunner | None = None) -> Evidence:
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
     # differ) and its spikes are explained against its own prompts.
@@ -301,7 +311,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     if store.body_count():
         if pending is None:
             step("diff")
-            passed = one_pass(store, setup)
+            passed = (runner or one_pass)(store, setup)
             diff = passed.diff
         step("segments")
         segments = tuple(segments_store(store, (), options=options.render, with_tokens=False))
