@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     import polars as pl
 
+    from prefixscope.analyses.onepass import StageRunner
     from prefixscope.prompt import RenderOptions
     from prefixscope.store import Store as _CoreStore
     from prefixscope.store.scope import Scope
@@ -353,7 +354,7 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
     from prefixscope.distributed import DistributedError
     from prefixscope.engines import ENGINES
     from prefixscope.findings.build import build_report
-    from prefixscope.findings.evidence import PassRunner, ReportOptions, gather
+    from prefixscope.findings.evidence import ReportOptions, gather
     from prefixscope.findings.gate import BaselineError, GateOptions, read_baseline
     from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
     from prefixscope.parallel import WorkerError
@@ -367,11 +368,6 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
                     usage=True)
     if runner not in ("local", "ray"):
         raise Error(f"unknown runner {runner!r} (known: local, ray)", usage=True)
-    walk: PassRunner | None = None
-    if runner == "ray":
-        from prefixscope.distributed.report_runner import report_pass_ray
-
-        walk = report_pass_ray
     asked = _what_ifs(what_if)
     for name in asked:
         if name not in TTL_WHAT_IFS and name not in RENDER_WHAT_IFS \
@@ -399,8 +395,9 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
         # the command's LOGS: their bad records are findings (not a store named by path)
         ingested = handle.ingest_result if handle.temporary else None
         try:
-            evidence = gather(st, options, progress, ingest=ingested, workers=workers,
-                              runner=walk)
+            with _stage_runner(runner) as stages:
+                evidence = gather(st, options, progress, ingest=ingested, workers=workers,
+                                  runner=stages)
         except (RenderError, TokenizerError, ValueError, WorkerError, DistributedError) as exc:
             raise Error(str(exc).splitlines()[0]) from None
         except OSError as exc:
@@ -411,6 +408,18 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
             raise Error(str(exc), usage=True) from None
     # Masked once, before any view: every file a view writes is as masked as the terminal.
     return _masked(Report._of(result))
+
+
+@contextmanager
+def _stage_runner(runner: str) -> Iterator[StageRunner | None]:
+    """report's per-session stages on `runner`: None for this machine (its processes)."""
+    if runner != "ray":
+        yield None
+        return
+    from prefixscope.distributed.report_runner import ray_stages
+
+    with ray_stages() as stages:
+        yield stages
 
 
 def diff(store: Store | str | PathLike[str] | None, *requests: str, session: str | None = None,

@@ -16,9 +16,11 @@ from prefixscope.analyses.onepass import (
     one_pass,
     session_runs,
     session_stage,
+    what_if_pass,
+    what_if_stage,
 )
 from prefixscope.analyses.simulate import SimulateOptions, prepare
-from prefixscope.analyses.simulate.prepare import Links
+from prefixscope.analyses.simulate.prepare import Links, prepare_what_if
 from prefixscope.model.redaction import Redactor
 from prefixscope.prompt import RenderOptions
 from prefixscope.store import Store
@@ -84,3 +86,23 @@ def test_runs_of_sessions_merged_in_any_order_give_the_whole_walk(store: Store,
     for name, (entries, skipped) in whole.prepared.items():
         assert merged.prepared[name][1] == skipped
         _same_entries(merged.prepared[name][0], entries)
+
+
+@pytest.mark.parametrize("transform", ["strip-billing-header", "sort-json-keys"])
+def test_a_what_if_pass_by_runs_of_sessions_is_prepare_what_if(store: Store,
+                                                              transform: str) -> None:
+    options = SimulateOptions(engine="vllm")
+    base, _ = prepare(store, options)
+    changed = SimulateOptions(engine="vllm", render=RenderOptions(what_if=(transform,)))
+    loaded = {r.id: r for r in store.iter_requests()}
+    seen = []
+
+    def run(st: Store, tasks):
+        seen.append(len(tasks))
+        done = {i: what_if_stage([loaded[r] for r in t.ids], t)
+                for i, t in reversed(list(enumerate(tasks)))}
+        return [done[i] for i in range(len(tasks))]
+
+    got = what_if_pass(store, Links.of(store), changed, base, transform, run, parts=5)
+    assert seen and seen[0] > 1
+    _same_entries(got, prepare_what_if(store, changed, base, (transform,)))

@@ -19,7 +19,7 @@ walked) are diffed afterwards from the store (`finish`).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from prefixscope.analyses.diff import (
@@ -35,7 +35,12 @@ from prefixscope.analyses.diff import (
     diff_tokens,
 )
 from prefixscope.analyses.simulate import SimulateError, SimulateOptions, _Prepared
-from prefixscope.analyses.simulate.prepare import Links, Preparer
+from prefixscope.analyses.simulate.prepare import (
+    Links,
+    Preparer,
+    prepare_what_if,
+    what_if_entries,
+)
 from prefixscope.model import Request
 from prefixscope.model.redaction import Redactor, activate, active
 from prefixscope.parallel import Batch, Pool, runs
@@ -72,12 +77,17 @@ class PassSetup:
     def subset(self, request_ids: Iterable[str]) -> PassSetup:
         """The setup a run of these requests' sessions needs: its own pairs and links only
         (pair indexes kept)."""
-        ids = set(request_ids)
-        links = Links({r: s for r, s in self.links.session_of.items() if r in ids},
-                      {r: p for r, p in self.links.prev_of.items() if r in ids},
-                      Counter({r: n for r, n in self.links.successors.items() if r in ids}))
-        return PassSetup(self.render, self.sizes, self.domains, links, self.pairs,
-                         self.context, self.redactor)
+        return PassSetup(self.render, self.sizes, self.domains,
+                         links_of(self.links, request_ids), self.pairs, self.context,
+                         self.redactor)
+
+
+def links_of(links: Links, request_ids: Iterable[str]) -> Links:
+    """`links` of these requests only (a run of whole sessions needs no other)."""
+    ids = set(request_ids)
+    return Links({r: s for r, s in links.session_of.items() if r in ids},
+                 {r: p for r, p in links.prev_of.items() if r in ids},
+                 Counter({r: n for r, n in links.successors.items() if r in ids}))
 
 
 @dataclass(slots=True)
@@ -379,3 +389,84 @@ def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
              for ids, pairs in cut]
     batch = pool.submit(_task, tasks, [len(t.ids) for t in tasks])
     return PendingPass(batch, setup, order, store.file, diff)
+
+
+# -- what-if replays' input, by runs of sessions ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfTask:
+    """A run of whole sessions of one domain's what-if replay input (picklable): the
+    requests' ids in log order, their links, the options with the transform, their
+    entries of the base replay, and the store's file a pool worker loads them from."""
+
+    ids: tuple[str, ...]
+    links: Links
+    options: SimulateOptions
+    base: tuple[_Prepared, ...]
+    transform: str
+    file: str = ""
+
+
+def what_if_stage(requests: Iterable[Request], task: WhatIfTask) -> list[_Prepared]:
+    """The entries of `task`'s requests (given in its order): `what_if_entries`."""
+    return what_if_entries(requests, task.links, task.options, task.base, (task.transform,))
+
+
+# Runs what-if tasks somewhere (a pool's workers, Ray): each task's entries, in task order.
+WhatIfRunner = Callable[[Store, Sequence[WhatIfTask]], list[list[_Prepared]]]
+
+
+def domain_order(store: Store, files: Sequence[str] | None) -> list[str]:
+    """The ids `store.iter_requests(source_files=files)` meets, in its order."""
+    wanted = None if files is None else set(files)
+    return [r.id for r in store.usage_records()
+            if r.duplicate_of is None and (wanted is None or r.source_file in wanted)]
+
+
+def what_if_pass(store: Store, links: Links, options: SimulateOptions,
+                 base: Sequence[_Prepared], transform: str, run: WhatIfRunner | None = None,
+                 parts: int = 1) -> list[_Prepared]:
+    """`prepare_what_if(store, options, base, (transform,))`, with `run`: cut into up to
+    `parts` runs of whole sessions run by `run`, merged back in log order (each entry
+    depends on its session alone: the same list)."""
+    if run is None or parts <= 1:
+        return prepare_what_if(store, options, base, (transform,))
+    order = domain_order(store, options.source_files)
+    place = {rid: i for i, rid in enumerate(order)}
+    sessions: dict[str, list[str]] = {}
+    for rid in order:
+        sessions.setdefault(links.session_of.get(rid) or rid, []).append(rid)
+    units = list(sessions.values())
+    by_id = {p.id: p for p in base}
+    tasks = []
+    for cut in runs([len(ids) for ids in units], parts):
+        ids = sorted((rid for unit in units[cut.start:cut.stop] for rid in unit),
+                     key=place.__getitem__)
+        tasks.append(WhatIfTask(tuple(ids), links_of(links, ids), options,
+                                tuple(by_id[rid] for rid in ids if rid in by_id),
+                                transform, store.file))
+    entries = [e for part in run(store, tasks) for e in part]
+    return sorted(entries, key=lambda e: place[e.id])
+
+
+def pool_what_ifs(pool: Pool) -> WhatIfRunner:
+    """What-if tasks in `pool`'s workers (each opens the store's file read-only)."""
+    def run(store: Store, tasks: Sequence[WhatIfTask]) -> list[list[_Prepared]]:
+        return pool.map(_what_if_task, tasks, [len(t.ids) for t in tasks])
+    return run
+
+
+def _what_if_task(task: WhatIfTask) -> list[_Prepared]:
+    return what_if_stage(_load(reader(task.file), task.ids), task)
+
+
+@dataclass(frozen=True, slots=True)
+class StageRunner:
+    """Where report's per-session stages run instead of this process and its pool (Ray:
+    `distributed.report_runner`): the walk (`one_pass`'s result) and what-if tasks, cut
+    into `parts` runs of sessions."""
+
+    walk: Callable[[Store, PassSetup], PassResult]
+    what_ifs: WhatIfRunner
+    parts: int

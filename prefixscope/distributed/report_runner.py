@@ -1,7 +1,8 @@
-"""`report --runner ray`: report's per-session stage (`analyses.onepass.session_stage`:
-render and tokenize each request once, diff its pairs, build each cache domain's replay
-input) as Ray tasks, one run of whole sessions each; the driver merges their parts as the
-local runner does, so the report is the same (tests/test_distributed.py).
+"""`report --runner ray`: report's per-session stages as Ray tasks, one run of whole
+sessions each -- the walk (`analyses.onepass.session_stage`: render and tokenize each
+request once, diff its pairs, build each cache domain's replay input) and each what-if's
+renders (`onepass.what_if_stage`); the driver merges their parts as the local runner
+does, so the report is the same (tests/test_distributed.py).
 
 The driver reads the store (it loads each run's requests and ships them with the task:
 the workers need no access to the store's file, only prefixscope and the tokenizers
@@ -12,17 +13,23 @@ domain's replays and the ledger. What runs where is in docs/scale.md.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from prefixscope.analyses.onepass import (
     PassResult,
     PassSetup,
     StageResult,
+    StageRunner,
+    WhatIfTask,
     merge_stages,
     session_runs,
     session_stage,
+    what_if_stage,
 )
+from prefixscope.analyses.simulate import _Prepared
 from prefixscope.distributed import DistributedError
 from prefixscope.distributed.ray_runner import _last_line, import_ray
 from prefixscope.model import Request
@@ -33,13 +40,13 @@ _IN_FLIGHT_PER_CPU = 2  # runs shipped ahead of the workers: the driver holds no
 _LOAD = 64  # requests loaded from the store in one query
 
 
-def report_pass_ray(store: Store, setup: PassSetup, *, diff: bool = True) -> PassResult:
-    """`onepass.one_pass(store, setup)` with its runs of sessions as Ray tasks: the same
-    result. Joins the cluster RAY_ADDRESS names, else starts a local Ray on loopback (or
-    uses the one this process already started).
+@contextmanager
+def ray_stages() -> Iterator[StageRunner]:
+    """report's stages on Ray while the context is open: joins the cluster RAY_ADDRESS
+    names, else starts a local Ray on loopback (or uses the one this process started).
 
     Raises:
-        DistributedError: Ray missing, or the run failed.
+        DistributedError: Ray missing, or a run failed.
     """
     ray = import_ray()
     started = not ray.is_initialized()
@@ -48,23 +55,42 @@ def report_pass_ray(store: Store, setup: PassSetup, *, diff: bool = True) -> Pas
         ray.init(include_dashboard=False, log_to_driver=False, **local)
     try:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        order, cut = session_runs(store, setup, cpus * _RUNS_PER_CPU)
-        task = ray.remote(_stage)
-        pending: list[Any] = []
-        refs: list[Any] = []
-        for ids, pairs in cut:
-            while len(pending) >= cpus * _IN_FLIGHT_PER_CPU:
-                _, pending = ray.wait(pending, num_returns=1)
-            ref = task.remote(_load(store, ids), setup.subset(ids), tuple(pairs))
-            refs.append(ref)
-            pending.append(ref)
-        parts: list[StageResult] = ray.get(refs)
-    except ray.exceptions.RayError as exc:
-        raise DistributedError(f"the Ray run failed: {_last_line(exc)}") from None
+        yield StageRunner(partial(_walk, ray, cpus), partial(_what_ifs, ray, cpus),
+                          cpus * _RUNS_PER_CPU)
     finally:
         if started:
             ray.shutdown()
-    return merge_stages(parts, setup, order, store, diff=diff)
+
+
+def _walk(ray: Any, cpus: int, store: Store, setup: PassSetup) -> PassResult:
+    order, cut = session_runs(store, setup, cpus * _RUNS_PER_CPU)
+    parts: list[StageResult] = _map(
+        ray, cpus, store, _stage, [(ids, (setup.subset(ids), tuple(pairs))) for ids, pairs in cut])
+    return merge_stages(parts, setup, order, store)
+
+
+def _what_ifs(ray: Any, cpus: int, store: Store, tasks: Sequence[WhatIfTask]
+              ) -> list[list[_Prepared]]:
+    return _map(ray, cpus, store, what_if_stage, [(t.ids, (t,)) for t in tasks])
+
+
+def _map(ray: Any, cpus: int, store: Store, run: Callable[..., Any],
+         jobs: Sequence[tuple[Sequence[str], tuple[Any, ...]]]) -> list[Any]:
+    """`run(requests, *args)` of each job as a Ray task, its requests loaded here and
+    shipped with it (at most a few jobs ahead of the workers), results in job order."""
+    task = ray.remote(run)
+    pending: list[Any] = []
+    refs: list[Any] = []
+    try:
+        for ids, args in jobs:
+            while len(pending) >= cpus * _IN_FLIGHT_PER_CPU:
+                _, pending = ray.wait(pending, num_returns=1)
+            ref = task.remote(_load(store, ids), *args)
+            refs.append(ref)
+            pending.append(ref)
+        return list(ray.get(refs))
+    except ray.exceptions.RayError as exc:
+        raise DistributedError(f"the Ray run failed: {_last_line(exc)}") from None
 
 
 def _stage(requests: list[Request], setup: PassSetup, pairs: tuple[int, ...]) -> StageResult:

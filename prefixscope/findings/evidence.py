@@ -36,8 +36,12 @@ from prefixscope.analyses.onepass import (
     PassResult,
     PassSetup,
     PendingPass,
+    StageRunner,
+    WhatIfRunner,
     one_pass,
+    pool_what_ifs,
     start_pass,
+    what_if_pass,
 )
 from prefixscope.analyses.pool import worker_pool
 from prefixscope.analyses.prices import Pricer, price_all
@@ -47,6 +51,7 @@ from prefixscope.analyses.simulate import (
     SimulateError,
     SimulateOptions,
     SimulateReport,
+    WhatIfInput,
     fit_parameters,
     merge_replays,
     replay_prepared,
@@ -207,23 +212,20 @@ def auto_engine(records: Sequence[UsageRecord], block_size: int | None = None
     return engine, (block if engine == "vllm" else block_size), why
 
 
-# Runs the walk over the store somewhere else (`distributed.report_runner`): the result
-# `onepass.one_pass(store, setup)` gives.
-PassRunner = Callable[[Store, PassSetup], PassResult]
-
-
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
            ingest: Any = None, workers: int | None = 1,
-           runner: PassRunner | None = None) -> Evidence:
+           runner: StageRunner | None = None) -> Evidence:
     """Run every analysis once over `store` (and the engine logs of `options`).
 
     `workers` > 1 (None: the machine's cores on a store with `AUTO_MIN_PAIRS` pairs): the
     diff of every pair runs in that many processes, whole sessions each, while this
     process runs bucket, the segments census and the usage lint, and the cache replay's
     independent replays (a fit's candidates, the capacity curve, what-ifs) run in as many
-    forked processes; the evidence is the same whatever the number. `runner`: the walk
-    rendering each request once (the diff and each domain's replay input) runs through it
-    instead (Ray), the rest here; the evidence is the same.
+    forked processes, and each what-if's renders in as many spawned ones, by runs of
+    sessions; the evidence is the same whatever the number. `runner`: the per-session
+    stages (the walk rendering each request once for the diff and each domain's replay
+    input, the what-ifs' renders) run through it instead (Ray), the rest here; the
+    evidence is the same.
 
     Raises:
         RenderError, TokenizerError: a bad render option (checked before anything runs).
@@ -294,7 +296,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
             notes: list[str], engine_log: EngineLogAnalysis | None, usage: UsageSummary,
             records: tuple[UsageRecord, ...], setup: PassSetup, pending: PendingPass | None,
             plans: Plans, replay_workers: int = 1, pool: Pool | None = None,
-            runner: PassRunner | None = None) -> Evidence:
+            runner: StageRunner | None = None) -> Evidence:
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
     # differ) and its spikes are explained against its own prompts.
@@ -311,7 +313,8 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     if store.body_count():
         if pending is None:
             step("diff")
-            passed = (runner or one_pass)(store, setup)
+            passed = runner.walk(store, setup) if runner is not None else one_pass(store,
+                                                                                  setup)
             diff = passed.diff
         step("segments")
         segments = tuple(segments_store(store, (), options=options.render, with_tokens=False))
@@ -331,7 +334,8 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
         passed = one_pass(store, setup, diff=False)
     step("replay")
     simulate, what_if_of, replays, chosen = _replay(
-        store, options, records, diff, notes, plans, passed, replay_workers)
+        store, options, records, diff, notes, plans, passed, replay_workers,
+        _what_ifs(store, runner, replay_workers), setup.links)
     step("ledger")
     inclusive = cache_inclusive_input(records, replays)
     if inclusive:
@@ -472,12 +476,14 @@ def _plan_domains(store: Store, options: ReportOptions, records: Sequence[UsageR
 
 def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
             diff: DiffReport | None, notes: list[str], planned: Plans, passed: PassResult,
-            workers: int = 1
+            workers: int = 1, what_ifs: tuple[WhatIfRunner, int] | None = None,
+            links: Links | None = None
             ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...],
                        dict[str, tuple[str | None, int | None]]]:
     """The replay the summary and the replay findings read (None: no engine fits): each
-    planned domain (`_plan_domains`) replayed from its input the walk prepared. The
-    domains are merged for the summary.
+    planned domain (`_plan_domains`) replayed from its input the walk prepared (a
+    what-if's input by `what_ifs`: (a runner, the runs of sessions to cut it into) when
+    given). The domains are merged for the summary.
     """
     what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
                   if diff is not None and diff.totals.by_cause.get(cause)}
@@ -494,8 +500,11 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
             if domain in passed.failed:
                 raise SimulateError(passed.failed[domain])
             prepared, skipped = passed.prepared[domain]
+            what_if_input = None
+            if what_ifs is not None and links is not None:
+                what_if_input = _what_if_input(store, links, prepared, *what_ifs)
             replayed = _replay_domain(store, sim, options, records, what_if_of, notes,
-                                      prepared, skipped, workers)
+                                      prepared, skipped, workers, what_if_input)
         except (SimulateError, RenderError, TokenizerError) as exc:
             notes.append(f"no cache replay of {domain}: {str(exc).splitlines()[0]}")
             continue
@@ -521,7 +530,8 @@ def unmarked_cache_reads(engine: str, prepared: Sequence[Any]) -> bool:
 def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
                    records: Sequence[UsageRecord], what_if_of: dict[str, str],
                    notes: list[str], prepared: list[Any], skipped: dict[str, int],
-                   workers: int = 1) -> SimulateReport | None:
+                   workers: int = 1, what_if_input: WhatIfInput | None = None
+                   ) -> SimulateReport | None:
     """One cache domain, replayed with unlimited capacity; when the log got less than that
     predicts (a self-hosted engine, no --capacity), the capacity (and the unit, unless
     known) is fitted to the observed cached tokens and the domain replayed at the fit with
@@ -552,8 +562,45 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
         report = first  # nothing changed: the first replay is the domain's
     else:
         report = replay_prepared(store, prepared, skipped, sim, what_if=transforms,
-                                 capacity_curve=curve, workers=workers)
+                                 capacity_curve=curve, workers=workers,
+                                 what_if_input=what_if_input)
     return replace(report, fit=fit) if fit is not None else report
+
+
+def _what_ifs(store: Store, runner: StageRunner | None, workers: int
+              ) -> tuple[WhatIfRunner, int] | None:
+    """Where the what-ifs' renders run: `runner`'s, else `workers` spawned processes (the
+    store read-only: they open its file), else this process (None)."""
+    if runner is not None:
+        return runner.what_ifs, runner.parts
+    if workers > 1 and store.read_only and store.body_count():
+        return _PoolWhatIfs(workers), workers * _RUNS_PER_WORKER
+    return None
+
+
+_RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
+
+
+class _PoolWhatIfs:
+    """What-if tasks in a pool started on first use, for one what-if at a time: closed as
+    soon as its results are in (idle workers would hold their memory through the
+    replays)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def __call__(self, store: Store, tasks: Sequence[Any]) -> list[list[Any]]:
+        with worker_pool(min(self.workers, len(tasks))) as pool:
+            return pool_what_ifs(pool)(store, tasks)
+
+
+def _what_if_input(store: Store, links: Links, prepared: Sequence[Any], run: WhatIfRunner,
+                   parts: int) -> WhatIfInput:
+    """A domain's what-if replay input made by `run`, by runs of sessions
+    (`onepass.what_if_pass`): the same entries `prepare_what_if` makes here."""
+    def made(changed: SimulateOptions, transform: str) -> Sequence[Any]:
+        return what_if_pass(store, links, changed, prepared, transform, run, parts)
+    return made
 
 
 def _has_unit(engine: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -79,11 +79,22 @@ def prepare_what_if(store: Store, options: SimulateOptions, base: Sequence[_Prep
     ids of its entry in `base` (rebuilt from its compact form), the entry `prepare` would
     make of them. The changed ones are rendered and tokenized as `prepare` does, each from
     its session predecessor's render and ids when that one was rendered here too."""
+    return what_if_entries(store.iter_requests(source_files=options.source_files),
+                           Links.of(store), options, base, transforms)
+
+
+def what_if_entries(requests: Iterable[Request], links: Links, options: SimulateOptions,
+                    base: Sequence[_Prepared], transforms: tuple[str, ...]
+                    ) -> list[_Prepared]:
+    """`prepare_what_if` over `requests` (whole sessions, in log order, as the store
+    yields them for `options.source_files`) threaded by `links`, `base` their entries: an
+    entry depends on its session alone, so runs of sessions can be prepared apart
+    (`analyses.onepass.what_if_pass`) and their entries merged in log order."""
     from prefixscope.prompt.render import what_if_changes
 
     logged = options.render.what_if
     before = replace(options.render, what_if=logged[: len(logged) - len(transforms)])
-    preparer = Preparer(Links.of(store), options)
+    preparer = Preparer(links, options)
     turns = Turns(options.render)
     full = _FullIds(base)
     entries = iter(base)
@@ -104,7 +115,7 @@ def prepare_what_if(store: Store, options: SimulateOptions, base: Sequence[_Prep
             forget(request.id)
         pending.clear()
 
-    for request in store.iter_requests(source_files=options.source_files):
+    for request in requests:
         mine, ids = None, None
         if entry is not None and entry.id == request.id:  # `base` is in log order too
             mine, entry = entry, next(entries, None)
