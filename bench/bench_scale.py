@@ -184,15 +184,28 @@ def peer_rows(log: Path, size: float, nbytes: int, work: Path) -> list[Row]:
 PARALLEL = {"diff", "segments", "simulate", "report"}  # the commands with --workers
 
 
-def fit_rows(store: Path, size: float, nbytes: int) -> list[Row]:
+def fit_rows(store: Path, size: float, nbytes: int, timeout: float | None = None
+             ) -> list[Row]:
     """The capacity fit alone: one sweep per unit (now) against a replay per candidate
-    capacity (before), each in its own process on the same store."""
+    capacity (before), each in its own process on the same store. `timeout`: the replay
+    per candidate is stopped after that many seconds (it takes tens of minutes per GB),
+    its row then a lower bound ("stopped after")."""
     rows = []
     found = {}
     for how, label in (("sweep", "fit: one sweep + a confirming replay"),
                        ("replays", "fit: a replay per candidate (before the sweep)")):
-        done = subprocess.run([sys.executable, "-c", FIT, str(store), how], capture_output=True,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            done = subprocess.run([sys.executable, "-c", FIT, str(store), how],
+                                  capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                  timeout=timeout if how == "replays" else None)
+        except subprocess.TimeoutExpired:
+            assert timeout is not None
+            rows.append(Row(size, f"{label}, stopped after {timeout:.0f} s", timeout, 0,
+                            nbytes))
+            print(f"  {size} GB {label}: stopped after {timeout:.0f} s", file=sys.stderr,
+                  flush=True)
+            continue
         if done.returncode:
             print(f"  {label}: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
             continue
@@ -208,7 +221,7 @@ def fit_rows(store: Path, size: float, nbytes: int) -> list[Row]:
 
 def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool = False,
         commands: tuple[tuple[str, ...], ...] = COMMANDS, workers: tuple[int, ...] = (),
-        fit: bool = False) -> list[Row]:
+        fit: bool = False, fit_timeout: float | None = None) -> list[Row]:
     """(size GB, command, seconds, peak RSS, file bytes) for each size and command."""
     rows: list[Row] = []
     py = sys.executable
@@ -236,7 +249,7 @@ def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool =
                       f"{rss / 2**20:.0f} MB; load {os.getloadavg()[0]:.1f}",
                       file=sys.stderr, flush=True)
         if fit:
-            rows.extend(fit_rows(store, size, nbytes))
+            rows.extend(fit_rows(store, size, nbytes, fit_timeout))
         if naive:
             rows.extend(naive_rows(log, size, nbytes, naive))
         if peers and form == "raw":
@@ -272,8 +285,10 @@ def ratios(rows: list[Row]) -> str:
             out.append(f"| {size} | report / floor (orjson) | {mine / floor:.1f}x |")
         sweep, replays = other(size, "fit: one sweep"), other(size, "fit: a replay per")
         if sweep and replays:
+            stopped = any(r.size == size and r.name.startswith("fit: a replay per")
+                          and "stopped after" in r.name for r in rows)
             out.append(f"| {size} | fit: replay per candidate / one sweep | "
-                       f"{replays / sweep:.1f}x |")
+                       f"{'> ' if stopped else ''}{replays / sweep:.1f}x |")
     return "\n".join(out)
 
 
@@ -308,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true",
                     help="also time report's capacity fit alone: one sweep against a replay per "
                          "candidate (the fit before the sweep; minutes per GB)")
+    ap.add_argument("--fit-timeout", type=float, default=None, metavar="S",
+                    help="stop the replay-per-candidate fit after S seconds (its row is then a "
+                         "lower bound)")
     args = ap.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",") if s]
     work = args.dir or Path(tempfile.mkdtemp(prefix="prefixscope-scale-"))
@@ -316,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         wanted = {c.strip() for c in args.commands.split(",")} | {"ingest"}
         commands = tuple(c for c in COMMANDS if " ".join(c) in wanted)
         workers = tuple(int(n) for n in args.workers.split(",") if n)
-        rows = run(sizes, work, args.form, args.naive, args.peers, commands, workers, args.fit)
+        rows = run(sizes, work, args.form, args.naive, args.peers, commands, workers, args.fit,
+                   args.fit_timeout)
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

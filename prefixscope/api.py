@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     import polars as pl
 
+    from prefixscope.analyses.onepass import StageRunner
     from prefixscope.prompt import RenderOptions
     from prefixscope.store import Store as _CoreStore
     from prefixscope.store.scope import Scope
@@ -320,8 +321,8 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
            max_volatile_before: int | None = None, baseline: str | PathLike[str] | None = None,
            by: str | Sequence[str] | None = None, price_per_mtok: float | None = None,
            what_if: str | Sequence[str] = (), gateway: str = "auto", tokenizer: str = "auto",
-           workers: int | None = None, since: str | None = None, until: str | None = None,
-           project: str | None = None,
+           workers: int | None = None, runner: str = "local", since: str | None = None,
+           until: str | None = None, project: str | None = None,
            progress: Callable[[str], None] | None = None) -> Report:
     """Every analysis over the store as ranked findings, the missed-token ledger and the
     gate: what ``prefixscope report`` prints (docs/report.md).
@@ -344,6 +345,9 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
         gateway, tokenizer: how to rebuild the prompts (``prefixscope render``).
         workers: processes diffing whole sessions (None: the machine's cores on a large
             store; 1: this process). The report does not depend on it.
+        runner: ``local``, or ``ray``: the per-session stage (each request rendered and
+            tokenized once, the diff, each cache domain's replay input) as Ray tasks
+            (docs/scale.md); the report is the same.
         since, until, project: only these requests (a scoped copy; the store is not
             changed).
         progress: called with each step's name as the report runs.
@@ -354,6 +358,7 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
     Raises:
         Error: a bad option (``usage``), unreadable input, or an empty scope.
     """
+    from prefixscope.distributed import DistributedError
     from prefixscope.engines import ENGINES
     from prefixscope.findings.build import build_report
     from prefixscope.findings.evidence import ReportOptions, gather
@@ -368,6 +373,8 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
     if engine != "auto" and engine not in ENGINES:
         raise Error(f"unknown engine {engine!r}; known: auto, {', '.join(ENGINES)}",
                     usage=True)
+    if runner not in ("local", "ray"):
+        raise Error(f"unknown runner {runner!r} (known: local, ray)", usage=True)
     asked = _what_ifs(what_if)
     for name in asked:
         if name not in TTL_WHAT_IFS and name not in RENDER_WHAT_IFS \
@@ -395,8 +402,10 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
         # the command's LOGS: their bad records are findings (not a store named by path)
         ingested = handle.ingest_result if handle.temporary else None
         try:
-            evidence = gather(st, options, progress, ingest=ingested, workers=workers)
-        except (RenderError, TokenizerError, ValueError, WorkerError) as exc:
+            with _stage_runner(runner) as stages:
+                evidence = gather(st, options, progress, ingest=ingested, workers=workers,
+                                  runner=stages)
+        except (RenderError, TokenizerError, ValueError, WorkerError, DistributedError) as exc:
             raise Error(str(exc).splitlines()[0]) from None
         except OSError as exc:
             raise Error(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
@@ -406,6 +415,18 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
             raise Error(str(exc), usage=True) from None
     # Masked once, before any view: every file a view writes is as masked as the terminal.
     return _masked(Report._of(result))
+
+
+@contextmanager
+def _stage_runner(runner: str) -> Iterator[StageRunner | None]:
+    """report's per-session stages on `runner`: None for this machine (its processes)."""
+    if runner != "ray":
+        yield None
+        return
+    from prefixscope.distributed.report_runner import ray_stages
+
+    with ray_stages() as stages:
+        yield stages
 
 
 def diff(store: Store | str | PathLike[str] | None, *requests: str, session: str | None = None,

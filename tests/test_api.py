@@ -49,7 +49,7 @@ SIGNATURES = {  # parameters and defaults (annotations aside)
     "report": "(store, *, engine='auto', block_size=None, capacity=None, bytes_per_token=None, "
               "engine_logs=(), fail_under=None, max_volatile_before=None, baseline=None, "
               "by=None, price_per_mtok=None, what_if=(), gateway='auto', tokenizer='auto', "
-              "workers=None, since=None, until=None, project=None, progress=None)",
+              "workers=None, runner='local', since=None, until=None, project=None, progress=None)",
     "simulate": "(store, *, engine='auto', block_size=None, capacity=None, bytes_per_token=None, "
                 "trace_block_size=None, cache_output=False, ttl=None, concurrent=False, "
                 "fit=False, capacities=(), save=True, gateway='auto', tokenizer='auto', "

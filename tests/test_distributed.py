@@ -187,3 +187,32 @@ def test_a_store_without_pairs_gives_the_local_empty_report_without_starting_ray
     assert distributed.exit_code == 0 and distributed.stdout == local.stdout
     assert json.loads(local.stdout)["totals"]["pairs"] == 0
     assert pq.read_table("results").num_rows == 0
+
+
+def test_report_on_ray_prints_the_local_runners_json(monkeypatch):
+    """report's per-session stage as Ray tasks (`distributed.report_runner`): the same
+    document, byte for byte, as the local walk (one process) and the diff workers."""
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    store = _ingest()
+    local = runner.invoke(app, ["report", "--store", store, "--json", "--workers", "1"])
+    assert local.exit_code == 0, local.output
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1")
+    try:
+        distributed = runner.invoke(app, ["report", "--store", store, "--json",
+                                          "--runner", "ray"])
+    finally:
+        ray.shutdown()
+    assert distributed.exit_code == 0, distributed.output
+    assert distributed.stdout == local.stdout
+    assert json.loads(distributed.stdout)["findings"]
+
+
+def test_report_without_ray_says_how_to_install_it_in_one_line(monkeypatch):
+    store = _ingest()
+    monkeypatch.setitem(sys.modules, "ray", None)
+    result = runner.invoke(app, ["report", "--store", store, "--runner", "ray"])
+    assert result.exit_code == 1
+    assert result.stderr == ("error: --runner ray needs Ray Data (ray is not installed): "
+                             "pip install 'prefixscope[ray]'\n")

@@ -37,6 +37,7 @@ from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store, reader
 from prefixscope.tokenizers import load_tokenizer
 from prefixscope.tokens.tokenize import Tokens, common_prefix_length, tokens_many
+from prefixscope.tokens.turns import Turns
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_CONTEXT = 40
@@ -293,13 +294,24 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *,
     skipped: dict[str, int] = defaultdict(int)
     cache: dict[str, Tokens] = {}
     failed: dict[str, RenderError] = {}
+    turns = Turns(options)  # each B rendered and tokenized from its A's
     done = 0
     for chunk in _chunks(pairs, PAIR_BATCH):
         # Tokenize the chunk's new requests together: their new pieces go to the
         # tokenizer as one parallel batch.
-        wanted = {r.id: r for pair in chunk for r in (pair.a, pair.b)
-                  if r.body is not None and r.id not in cache}
-        _tokenize_into(list(wanted.values()), options, cache, failed)
+        wanted: dict[str, tuple[Request, str | None]] = {}
+        for pair in chunk:
+            for request, prev in ((pair.a, None), (pair.b, pair.a.id)):
+                if request.body is not None and request.id not in cache \
+                        and request.id not in failed and request.id not in wanted:
+                    wanted[request.id] = (request, prev)
+        requests = [request for request, _ in wanted.values()]
+        for request, tok in zip(requests, turns.tokens_many(
+                requests, [prev for _, prev in wanted.values()]), strict=True):
+            if isinstance(tok, RenderError):
+                failed[request.id] = tok
+            else:
+                cache[request.id] = tok
         for pair in chunk:
             if progress:
                 progress(done)
@@ -321,6 +333,8 @@ def diff_pairs(pairs: Iterable[PairRef], options: RenderOptions, *,
         # consecutive pairs: only the latest requests are needed again
         keep = {pair.b.id for pair in chunk}
         cache = {rid: t for rid, t in cache.items() if rid in keep}
+        failed = {rid: e for rid, e in failed.items() if rid in keep}
+        turns.keep_only(keep)
     if isinstance(block_size, BlockSizes):
         return assemble_report(results, skipped, options, sizes)
     return DiffReport(tuple(results), totals(results, skipped), options, block_size,
@@ -348,26 +362,6 @@ def _chunks(pairs: Iterable[PairRef], size: int) -> Iterable[list[PairRef]]:
             chunk = []
     if chunk:
         yield chunk
-
-
-def _tokenize_into(requests: list[Request], options: RenderOptions, cache: dict[str, Tokens],
-                   failed: dict[str, RenderError]) -> None:
-    """Tokens of `requests` into `cache`; a request that cannot be rendered into `failed`."""
-    from prefixscope.prompt import RenderError
-
-    if not requests:
-        return
-    try:
-        for request, tok in zip(requests, tokens_many(requests, options), strict=True):
-            cache[request.id] = tok
-        return
-    except RenderError:
-        pass
-    for request in requests:  # find the one(s) that fail, keep the rest
-        try:
-            cache[request.id] = tokens_many([request], options)[0]
-        except RenderError as exc:
-            failed[request.id] = exc
 
 
 def _without_ids(message: str, pair: PairRef) -> str:

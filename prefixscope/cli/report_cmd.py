@@ -10,6 +10,7 @@ import typer
 
 from prefixscope import api
 from prefixscope.cli import console
+from prefixscope.cli.diff_cmd import Runner
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.manual import ENGINE, GATE, INPUTS, MODEL, OUTPUT, Command
 from prefixscope.cli.options import (
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 _STEPS = 7  # gather's steps: usage, bucket, diff, segments, replay, engine logs, usage lint
 
 API = defaults(api.report)  # the library's defaults, read by the options below
+RUNNER = Runner(API["runner"])
 
 
 def register(app: typer.Typer) -> None:
@@ -109,6 +111,11 @@ def report(
     gateway: Gateway = API["gateway"],
     tokenizer: Tokenizer = API["tokenizer"],
     workers: Workers = None,
+    runner: Annotated[Runner, typer.Option(
+        "--runner",
+        help="Where the per-session stage runs (render, tokenize, diff, each cache domain's "
+             "replay input): local, or ray (Ray tasks, with the package's ray extra; "
+             "docs/scale.md). The report is the same.")] = RUNNER,
     since: Since = None,
     until: Until = None,
     project: Project = None,
@@ -140,7 +147,7 @@ def report(
                 fail_under=fail_under, max_volatile_before=max_volatile_before,
                 baseline=baseline, by=by, price_per_mtok=price_per_mtok,
                 what_if=what_if or (), gateway=gateway, tokenizer=tokenizer, workers=workers,
-                since=since, until=until, project=project, progress=progress)
+                runner=runner.value, since=since, until=until, project=project, progress=progress)
     except api.Error as exc:
         raise console.api_error(exc) from None
     _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline,

@@ -27,12 +27,22 @@ from prefixscope.analyses.bucket import (
 from prefixscope.analyses.diff import (
     AUTO_MIN_PAIRS,
     DiffReport,
-    PendingDiff,
-    diff_sessions,
+    resolve_block_sizes,
     session_pair_rows,
-    start_diff,
 )
 from prefixscope.analyses.engine_log import EngineLogAnalysis, analyze_engine_logs
+from prefixscope.analyses.onepass import (
+    Domain,
+    PassResult,
+    PassSetup,
+    PendingPass,
+    StageRunner,
+    WhatIfRunner,
+    one_pass,
+    pool_what_ifs,
+    start_pass,
+    what_if_pass,
+)
 from prefixscope.analyses.pool import worker_pool
 from prefixscope.analyses.prices import Pricer, price_all
 from prefixscope.analyses.segments import SegmentsReport, segments_store
@@ -41,17 +51,19 @@ from prefixscope.analyses.simulate import (
     SimulateError,
     SimulateOptions,
     SimulateReport,
+    WhatIfInput,
     fit_parameters,
     merge_replays,
-    prepare,
     replay_prepared,
 )
+from prefixscope.analyses.simulate.prepare import Links
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
 from prefixscope.findings.breakdown import usage_ledger
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS, TtlWhatIf, ttl_what_ifs
 from prefixscope.model import UsageRecord
+from prefixscope.model.redaction import active
 from prefixscope.parallel import Pool, effective_workers
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
@@ -201,14 +213,19 @@ def auto_engine(records: Sequence[UsageRecord], block_size: int | None = None
 
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
-           ingest: Any = None, workers: int | None = 1) -> Evidence:
+           ingest: Any = None, workers: int | None = 1,
+           runner: StageRunner | None = None) -> Evidence:
     """Run every analysis once over `store` (and the engine logs of `options`).
 
     `workers` > 1 (None: the machine's cores on a store with `AUTO_MIN_PAIRS` pairs): the
     diff of every pair runs in that many processes, whole sessions each, while this
     process runs bucket, the segments census and the usage lint, and the cache replay's
     independent replays (a fit's candidates, the capacity curve, what-ifs) run in as many
-    forked processes; the evidence is the same whatever the number.
+    forked processes, and each what-if's renders in as many spawned ones, by runs of
+    sessions; the evidence is the same whatever the number. `runner`: the per-session
+    stages (the walk rendering each request once for the diff and each domain's replay
+    input, the what-ifs' renders) run through it instead (Ray), the rest here; the
+    evidence is the same.
 
     Raises:
         RenderError, TokenizerError: a bad render option (checked before anything runs).
@@ -232,25 +249,54 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     pool = None
     replay_workers = effective_workers(workers, store.count(),
                                        auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
-    if store.body_count() and store.read_only:  # else workers cannot open the file
-        rows = session_pair_rows(store, None)
-        n = effective_workers(workers, len(rows), auto_minimum=AUTO_MIN_PAIRS)
+    plans = _plan_domains(store, options, records,
+                          engine_log.block_size if engine_log else None)
+    setup = _pass_setup(store, options, plans[0])
+    # workers open the store's file: read-only only; a runner walks the log its own way
+    if runner is None and store.body_count() and store.read_only:
+        n = effective_workers(workers, len(setup.pairs), auto_minimum=AUTO_MIN_PAIRS)
         if n > 1:
             pool = worker_pool(n)
-            pending = start_diff(store, rows, options.render, pool,
-                                 block_size=options.block_size)
+            pending = start_pass(store, setup, pool, diff=True)
     try:
         return _gather(store, options, step, ingest, notes, engine_log, usage, records,
-                       pending, replay_workers, pool)
+                       setup, pending, plans, replay_workers, pool, runner)
     finally:
         if pool is not None:
             pool.close(cancel=True)
 
 
+# domain -> (engine, block size, files); each file's (engine, block) as chosen; the notes
+# saying why
+Plans = tuple[dict[str, tuple[str, int | None, list[str]]],
+              dict[str, tuple[str | None, int | None]], list[str]]
+
+
+def _pass_setup(store: Store, options: ReportOptions,
+                plans: dict[str, tuple[str, int | None, list[str]]]) -> PassSetup:
+    """What the walk over the store needs: the diff's pairs and block sizes, each planned
+    cache domain's prepare options (the render options checked first, as diff does)."""
+    from prefixscope.prompt import check_options
+    from prefixscope.tokenizers import AUTO, load_tokenizer
+
+    if store.body_count():
+        check_options(options.render)  # a bad option is one error, not one skip per pair
+        if options.render.tokenizer != AUTO:
+            load_tokenizer(options.render.tokenizer)
+    domains = tuple(Domain(domain, SimulateOptions(
+        engine=engine, unit=unit, capacity_tokens=options.capacity_tokens,
+        render=options.render, source_files=tuple(files)))
+        for domain, (engine, unit, files) in plans.items())
+    pairs = tuple(session_pair_rows(store, None)) if store.body_count() else ()
+    return PassSetup(options.render, resolve_block_sizes(options.block_size, store), domains,
+                     Links.of(store), pairs, redactor=active())
+
+
 def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
             notes: list[str], engine_log: EngineLogAnalysis | None, usage: UsageSummary,
-            records: tuple[UsageRecord, ...], pending: PendingDiff | None,
-            replay_workers: int = 1, pool: Pool | None = None) -> Evidence:
+            records: tuple[UsageRecord, ...], setup: PassSetup, pending: PendingPass | None,
+            plans: Plans, replay_workers: int = 1, pool: Pool | None = None,
+            runner: StageRunner | None = None) -> Evidence:
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
     # differ) and its spikes are explained against its own prompts.
@@ -263,10 +309,13 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
             by_dimension.append(split)
     diff = None
     segments: tuple[SegmentsReport, ...] = ()
+    passed = None  # every request rendered once: the diff and each domain's replay input
     if store.body_count():
         if pending is None:
             step("diff")
-            diff = diff_sessions(store, None, options.render, block_size=options.block_size)
+            passed = runner.walk(store, setup) if runner is not None else one_pass(store,
+                                                                                  setup)
+            diff = passed.diff
         step("segments")
         segments = tuple(segments_store(store, (), options=options.render, with_tokens=False))
     else:
@@ -275,15 +324,18 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     step("usage lint")
     usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source
                             in ("inferred", "forced") else None)
-    if pending is not None:  # the workers have been diffing meanwhile
+    if pending is not None:  # the workers have been walking the log meanwhile
         step("diff")
-        diff = pending.result()
+        passed = pending.result(store)
+        diff = passed.diff
         if pool is not None:  # its idle workers would hold their memory through the replay
             pool.close()
+    if passed is None:  # no bodies: the replay's input from usage and traces alone
+        passed = one_pass(store, setup, diff=False)
     step("replay")
     simulate, what_if_of, replays, chosen = _replay(
-        store, options, records, diff, notes, engine_log.block_size if engine_log else None,
-        replay_workers)
+        store, options, records, diff, notes, plans, passed, replay_workers,
+        _what_ifs(store, runner, replay_workers), setup.links)
     step("ledger")
     inclusive = cache_inclusive_input(records, replays)
     if inclusive:
@@ -399,23 +451,12 @@ def _prices_version() -> str:
         return "?"
 
 
-def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
-            diff: DiffReport | None, notes: list[str], engine_log_block: int | None,
-            workers: int = 1
-            ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...],
-                       dict[str, tuple[str | None, int | None]]]:
-    """The replay the summary and the replay findings read (None: no engine fits).
-
-    Each log file of a self-hosted engine is its own cache domain (one server's traffic: a
-    gateway's upstream, an agent's endpoint), its engine chosen, fitted and replayed on its
-    own -- two servers do not evict each other; a hosted API is one domain for every log
-    file it answered (the provider's cache). The domains are merged for the summary.
-    """
-    what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
-                  if diff is not None and diff.totals.by_cause.get(cause)}
-    for transform in options.what_if:  # asked for: priced whatever the diff found
-        if transform not in TTL_WHAT_IFS:
-            what_if_of[f"--what-if {transform}"] = transform
+def _plan_domains(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
+                  engine_log_block: int | None) -> Plans:
+    """Each cache domain to replay: a log file of a self-hosted engine is its own (one
+    server's traffic: a gateway's upstream, an agent's endpoint), its engine chosen, fitted
+    and replayed on its own -- two servers do not evict each other; a hosted API is one
+    domain for every log file it answered (the provider's cache)."""
     plans: dict[str, tuple[str, int | None, list[str]]] = {}  # domain -> engine, unit, files
     reasons: dict[str, str] = {}
     choices = file_engines(records, store.source_files(), options.engine, options.block_size)
@@ -430,13 +471,40 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
         else:
             unit = block if block is not None else engine_log_block
             plans[file] = (engine, unit if _has_unit(engine) else None, [file])
-    notes += list(reasons)
+    return plans, chosen, list(reasons)
+
+
+def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
+            diff: DiffReport | None, notes: list[str], planned: Plans, passed: PassResult,
+            workers: int = 1, what_ifs: tuple[WhatIfRunner, int] | None = None,
+            links: Links | None = None
+            ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...],
+                       dict[str, tuple[str | None, int | None]]]:
+    """The replay the summary and the replay findings read (None: no engine fits): each
+    planned domain (`_plan_domains`) replayed from its input the walk prepared (a
+    what-if's input by `what_ifs`: (a runner, the runs of sessions to cut it into) when
+    given). The domains are merged for the summary.
+    """
+    what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
+                  if diff is not None and diff.totals.by_cause.get(cause)}
+    for transform in options.what_if:  # asked for: priced whatever the diff found
+        if transform not in TTL_WHAT_IFS:
+            what_if_of[f"--what-if {transform}"] = transform
+    plans, chosen, reasons = planned
+    notes += reasons
     replays: list[Replay] = []
     for domain, (engine, unit, files) in plans.items():
         sim = SimulateOptions(engine=engine, unit=unit, capacity_tokens=options.capacity_tokens,
                               render=options.render, source_files=tuple(files))
         try:
-            replayed = _replay_domain(store, sim, options, records, what_if_of, notes, workers)
+            if domain in passed.failed:
+                raise SimulateError(passed.failed[domain])
+            prepared, skipped = passed.prepared[domain]
+            what_if_input = None
+            if what_ifs is not None and links is not None:
+                what_if_input = _what_if_input(store, links, prepared, *what_ifs)
+            replayed = _replay_domain(store, sim, options, records, what_if_of, notes,
+                                      prepared, skipped, workers, what_if_input)
         except (SimulateError, RenderError, TokenizerError) as exc:
             notes.append(f"no cache replay of {domain}: {str(exc).splitlines()[0]}")
             continue
@@ -461,12 +529,13 @@ def unmarked_cache_reads(engine: str, prepared: Sequence[Any]) -> bool:
 
 def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
                    records: Sequence[UsageRecord], what_if_of: dict[str, str],
-                   notes: list[str], workers: int = 1) -> SimulateReport | None:
+                   notes: list[str], prepared: list[Any], skipped: dict[str, int],
+                   workers: int = 1, what_if_input: WhatIfInput | None = None
+                   ) -> SimulateReport | None:
     """One cache domain, replayed with unlimited capacity; when the log got less than that
     predicts (a self-hosted engine, no --capacity), the capacity (and the unit, unless
     known) is fitted to the observed cached tokens and the domain replayed at the fit with
     a capacity curve; the priced what-ifs either way (None: nothing replayable)."""
-    prepared, skipped = prepare(store, sim)  # rendered once for every replay below
     if unmarked_cache_reads(sim.engine, prepared):
         sim = replace(sim, automatic_breakpoints=True)
         notes.append("replayed with anthropic's automatic breakpoints: the logged bodies carry "
@@ -493,8 +562,45 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
         report = first  # nothing changed: the first replay is the domain's
     else:
         report = replay_prepared(store, prepared, skipped, sim, what_if=transforms,
-                                 capacity_curve=curve, workers=workers)
+                                 capacity_curve=curve, workers=workers,
+                                 what_if_input=what_if_input)
     return replace(report, fit=fit) if fit is not None else report
+
+
+def _what_ifs(store: Store, runner: StageRunner | None, workers: int
+              ) -> tuple[WhatIfRunner, int] | None:
+    """Where the what-ifs' renders run: `runner`'s, else `workers` spawned processes (the
+    store read-only: they open its file), else this process (None)."""
+    if runner is not None:
+        return runner.what_ifs, runner.parts
+    if workers > 1 and store.read_only and store.body_count():
+        return _PoolWhatIfs(workers), workers * _RUNS_PER_WORKER
+    return None
+
+
+_RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
+
+
+class _PoolWhatIfs:
+    """What-if tasks in a pool started on first use, for one what-if at a time: closed as
+    soon as its results are in (idle workers would hold their memory through the
+    replays)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def __call__(self, store: Store, tasks: Sequence[Any]) -> list[list[Any]]:
+        with worker_pool(min(self.workers, len(tasks))) as pool:
+            return pool_what_ifs(pool)(store, tasks)
+
+
+def _what_if_input(store: Store, links: Links, prepared: Sequence[Any], run: WhatIfRunner,
+                   parts: int) -> WhatIfInput:
+    """A domain's what-if replay input made by `run`, by runs of sessions
+    (`onepass.what_if_pass`): the same entries `prepare_what_if` makes here."""
+    def made(changed: SimulateOptions, transform: str) -> Sequence[Any]:
+        return what_if_pass(store, links, changed, prepared, transform, run, parts)
+    return made
 
 
 def _has_unit(engine: str) -> bool:

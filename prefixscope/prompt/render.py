@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from bisect import bisect_left
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -47,9 +50,16 @@ from prefixscope.prompt.marks import (
     strip_marks,
 )
 from prefixscope.prompt.protocols import anthropic_proxy_view
+from prefixscope.prompt.splice import SPLICES, SpliceRule
 from prefixscope.prompt.template import render_marked, render_plain
 from prefixscope.prompt.values import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
-from prefixscope.prompt.whatif import WhatIfPlan, apply_text_edits, parse_what_ifs, sorted_schema
+from prefixscope.prompt.whatif import (
+    BILLING_PREFIX,
+    WhatIfPlan,
+    apply_text_edits,
+    parse_what_ifs,
+    sorted_schema,
+)
 from prefixscope.tokenizers import Tokenizer, choose_tokenizer, load_tokenizer
 
 RENDER_VERSION = "r1"
@@ -121,6 +131,40 @@ def render(request: Request, options: RenderOptions | None = None) -> Prompt:
         RenderError: no body, unknown profile or what-if, or a profile that does not apply.
         TokenizerError: the tokenizer spec cannot be loaded offline.
     """
+    return render_turn(request, options, keep=False)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What a rendered request leaves for the next request of its session: enough to render
+    that one as this text plus its new messages' part (`splice`), and nothing of this
+    request's own objects (the next render marks and converts its own body)."""
+
+    key: tuple[str, str, bool]  # (renderer id, endpoint, proxy view): equal or no splice
+    history: str  # the body's list that grows: "messages" or "input"
+    rest: bytes  # JSON of the body without that list (key order kept)
+    items: bytes  # JSON of that list without its closing bracket
+    count: int  # its length
+    table: tuple[tuple[str, ...], tuple[str, ...]]  # the marker's paths and kinds
+    conversation: bytes  # JSON of the template input's messages (marks included), open
+    length: int  # how many template messages
+    tools: bytes  # JSON of the template input's tools
+    prompt: Prompt
+
+
+def render_turn(request: Request, options: RenderOptions | None = None,
+                previous: Turn | None = None, *, keep: bool = True
+                ) -> tuple[Prompt, Turn | None]:
+    """`render`, given the `Turn` its session's previous request left (None: none): when
+    this request's body extends that one's (the same fields, its history a continuation of
+    that history) and the template has a proven splice (`splice.SPLICES`), only the new
+    messages go through the chat template. The `Prompt` is the one `render` gives, whatever
+    `previous` is (tests/test_splice.py). With `keep`, also this request's `Turn` (None when
+    its template has no splice rule or its render cannot seed one).
+
+    Raises:
+        RenderError, TokenizerError: as `render`.
+    """
     options = options or RenderOptions()
     body = request.body
     if not isinstance(body, dict):
@@ -140,10 +184,65 @@ def render(request: Request, options: RenderOptions | None = None) -> Prompt:
     elif choice.stand_in is not None:
         notes.append(f"{choice.stand_in}: counted with {tok.name} as a stand-in "
                      "(approximate; pass --tokenizer for the model's own)")
+    renderer = renderer_id(tok, profile, options.what_if)
 
     reserved, surrogates = _scan_body(body)
-    marker = Marker(enabled=not reserved)
+    rule = _splice_rule(tok) if not (reserved or surrogates) else None
+    key = (renderer, endpoint, proxy)
+    history = _history(body, endpoint) if rule is not None else None
+    seed = previous if (rule is not None and previous is not None and history is not None
+                        and previous.key == key) else None
+    raw = _raw_parts(body, history) if history is not None and (keep or seed) else None
+    if seed is not None and (raw is None or not _extends(seed, raw)):
+        seed = None
+    # Path ids are numbered as marking meets them; seeded with the previous turn's table,
+    # the paths of the shared history get the ids they had there, so equal template input
+    # is equal marked text. A body that extends the previous one is marked in the same
+    # order up to the end of that history, so the seeded table gives every path the id and
+    # the kind it would get unseeded, and stale paths are never used: the Prompt is the same.
+    marker = (Marker(enabled=True, paths=list(seed.table[0]), kinds=list(seed.table[1]),
+                     _ids={p: i for i, p in enumerate(seed.table[0])})
+              if seed is not None else Marker(enabled=not reserved))
     messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
+    conversation = tools_json = None
+    if rule is not None and (keep or seed is not None):
+        conversation, tools_json = _json(messages), _json(tools)
+    spliced = None
+    if seed is not None and rule is not None and conversation is not None:
+        spliced = _splice(rule, seed, messages, tools, conversation, tools_json, marker, tok)
+    if spliced is not None:
+        text, segments, attribution = spliced[0], spliced[1], "exact"
+    else:
+        text, segments, attribution = _whole(tok, messages, tools, marker, reserved, notes,
+                                             endpoint, body, profile, proxy, plan)
+    if surrogates and _SURROGATE_RE.search(text):
+        text = _SURROGATE_RE.sub("\ufffd", text)
+        notes.append("lone UTF-16 surrogates in the log were replaced by U+FFFD")
+    prompt = Prompt(
+        text=text,
+        segments=segments,
+        renderer=renderer,
+        gateway=profile,
+        tokenizer=tok.name,
+        approximate=approximate,
+        gateway_source=source,
+        attribution=attribution,
+        notes=tuple(notes),
+    )
+    turn = None
+    if keep and raw is not None and conversation is not None and tools_json is not None \
+            and attribution == "exact" and history is not None:
+        turn = Turn(key, history, raw[0], raw[1][:-1], len(body[history]),
+                    (tuple(marker.paths), tuple(marker.kinds)), conversation[:-1],
+                    len(messages), tools_json, prompt)
+    return prompt, turn
+
+
+def _whole(tok: Tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+           marker: Marker, reserved: bool, notes: list[str], endpoint: str,
+           body: dict[str, Any], profile: str, proxy: bool, plan: WhatIfPlan
+           ) -> tuple[str, tuple[Segment, ...], str]:
+    """(text, segments, attribution) of the template run over the whole conversation."""
     with marks_active(marker.enabled):
         rendered = render_marked(tok.chat_template, messages, tools, marker, tok.template_vars)
     if reserved:  # the text's own private-use characters are not marks: keep them
@@ -170,20 +269,93 @@ def render(request: Request, options: RenderOptions | None = None) -> Prompt:
             attribution = "aligned"
             notes.append("the chat template changed marked text (it inspects or trims "
                          "message text): segments were aligned to the plain render")
-    if surrogates and _SURROGATE_RE.search(text):
-        text = _SURROGATE_RE.sub("\ufffd", text)
-        notes.append("lone UTF-16 surrogates in the log were replaced by U+FFFD")
-    return Prompt(
-        text=text,
-        segments=_segments(runs, marker),
-        renderer=renderer_id(tok, profile, options.what_if),
-        gateway=profile,
-        tokenizer=tok.name,
-        approximate=approximate,
-        gateway_source=source,
-        attribution=attribution,
-        notes=tuple(notes),
-    )
+    return text, _segments(runs, marker), attribution
+
+
+def _splice_rule(tok: Tokenizer) -> SpliceRule | None:
+    """The splice rule of a bundled template, when `tok` renders with that very source."""
+    rule = SPLICES.get(tok.name)
+    if rule is None or not tok.bundled or tok.chat_template != _bundled_source(tok.name):
+        return None
+    return rule
+
+
+@cache
+def _bundled_source(name: str) -> str:
+    from prefixscope.tokenizers.files import bundled_template
+
+    return bundled_template(name)
+
+
+def _history(body: dict[str, Any], endpoint: str) -> str | None:
+    """The list a session's next body appends to ("input" for the Responses API)."""
+    name = "input" if endpoint == "openai-responses" else "messages"
+    return name if isinstance(body.get(name), list) else None
+
+
+def _json(value: Any) -> bytes | None:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def _raw_parts(body: dict[str, Any], history: str) -> tuple[bytes, bytes] | None:
+    """(JSON of the body without `history`, JSON of `history`): key order kept, so equal
+    bytes are equal input to marking."""
+    rest = _json({k: v for k, v in body.items() if k != history})
+    items = _json(body[history])
+    return None if rest is None or items is None else (rest, items)
+
+
+def _continues(before: bytes, count: int, now: bytes) -> bool:
+    """Is the JSON array `now` the array of `count` items whose text without its closing
+    bracket is `before`, with items appended (or none)?
+
+    A JSON value's text is self-delimiting, so `now` starts with those items followed by a
+    comma or the closing bracket exactly when its first `count` items are them, byte for
+    byte."""
+    if not now.startswith(before) or len(now) == len(before):
+        return False
+    follow = now[len(before)]
+    return follow == 0x5D or (follow == 0x2C and count > 0) or count == 0  # "]" or ","
+
+
+def _extends(previous: Turn, raw: tuple[bytes, bytes]) -> bool:
+    """Is this body the previous one with items appended to its history?"""
+    return raw[0] == previous.rest and _continues(previous.items, previous.count, raw[1])
+
+
+def _splice(rule: SpliceRule, previous: Turn, messages: list[dict[str, Any]],
+            tools: list[dict[str, Any]] | None, conversation: bytes, tools_json: bytes | None,
+            marker: Marker, tok: Tokenizer) -> tuple[str, tuple[Segment, ...]] | None:
+    """(text, segments) of the previous text with the new messages' part (module
+    `splice`), or None when the template input does not extend the previous one's or a
+    check fails (then the request is rendered whole)."""
+    n = previous.length
+    if tools_json != previous.tools or len(messages) < n or \
+            not _continues(previous.conversation, n, conversation):
+        return None
+    ctx = rule.context(messages, n)
+    if ctx is None:
+        return None
+    base = [messages[i] for i in ctx]
+    gen = rule.generation
+    with marks_active(True):
+        before = render_marked(tok.chat_template, base, tools, marker, tok.template_vars)
+        after = render_marked(tok.chat_template, base + messages[n:], tools, marker,
+                              tok.template_vars)
+    old = previous.prompt.text
+    cut = len(before) - len(gen)
+    if not (before.endswith(gen) and old.endswith(gen) and after.startswith(before[:cut])):
+        return None
+    if not strip_marks(before).balanced:  # a mark open at the cut
+        return None
+    tail = strip_marks(after[cut:])
+    if not tail.balanced:
+        return None
+    at = len(old) - len(gen)
+    return old[:at] + tail.text, _segments(tail.runs, marker, previous.prompt.segments, at)
 
 
 def _scan_body(body: dict[str, Any]) -> tuple[bool, bool]:
@@ -251,12 +423,22 @@ def _with_sorted_schema(tool: Any, marker: Marker) -> Any:
                                                                         marker)}, tool)
 
 
-def _segments(runs: tuple[tuple[int, int, int], ...], marker: Marker) -> tuple[Segment, ...]:
+def _segments(runs: tuple[tuple[int, int, int], ...], marker: Marker,
+              before: tuple[Segment, ...] = (), at: int = 0) -> tuple[Segment, ...]:
+    """Segments of `runs` (offsets after `at`), following `before` cut at `at` (whose
+    segments up to the one holding `at` are kept as they are)."""
     paths, kinds = marker.paths, marker.kinds
+    kept: tuple[Segment, ...] = ()
     spans: list[list[Any]] = []  # [path, kind, start, end], merged before any Segment is built
+    if before:
+        cut = bisect_left([s.char_start for s in before], at)  # segments starting before `at`
+        if cut:
+            kept, last = before[:cut - 1], before[cut - 1]
+            spans.append([last.path, last.kind, last.char_start, min(last.char_end, at)])
     for start, end, owner in runs:
         if start == end:
             continue
+        start, end = start + at, end + at
         if owner == TEMPLATE:
             path, kind = TEMPLATE_PATH, "template"
         else:
@@ -266,7 +448,7 @@ def _segments(runs: tuple[tuple[int, int, int], ...], marker: Marker) -> tuple[S
             spans[-1][3] = end
         else:
             spans.append([path, kind, start, end])
-    return tuple([Segment(path, kind, start, end) for path, kind, start, end in spans])
+    return kept + tuple([Segment(path, kind, start, end) for path, kind, start, end in spans])
 
 
 def align_runs(src: str, runs: tuple[tuple[int, int, int], ...], dst: str
@@ -307,3 +489,52 @@ def align_runs(src: str, runs: tuple[tuple[int, int, int], ...], dst: str
         result = [(int(bounds[i]), int(bounds[i + 1]), int(out[bounds[i]]))
                   for i in range(len(bounds) - 1)]
     return tuple(result)
+
+
+def what_if_changes(request: Request, options: RenderOptions, transforms: tuple[str, ...]
+                    ) -> bool:
+    """May rendering `request` with `options.what_if` plus `transforms` give another prompt
+    (text, segments, tokens) than with `options`? False only where it provably cannot, so
+    a what-if replay keeps such a request's tokens instead of rendering it again.
+
+    Proven no-ops (True in every other case, whatever the transform):
+
+    * ``strip-billing-header`` on a body no string of which contains
+      ``x-anthropic-billing-header:`` (its JSON text, where that prefix needs no escape,
+      does not) and with no character of the marks' private-use range: every edit
+      `apply_text_edits` makes is then `marks.edit` of a text that does not start with the
+      header, which gives the text back unchanged (a marked text is exactly one wrapped
+      string: `_SINGLE_RE`), and every container it rebuilds holds the same items and is
+      registered under the path and leaf flag of the one it replaces
+      (`Marker.register_like`), which is all the template input and its marks read of it;
+    * ``no-hoist`` under any gateway profile but ``hoist-system-messages``: the plan's
+      ``no_hoist`` is read by that profile's conversion only (`to_upstream`'s ``hoist``).
+
+    tests/test_whatif_reuse.py renders every body of the sample and real logs both ways
+    where this says False and finds the same prompt.
+    """
+    body = request.body
+    if not isinstance(body, dict):
+        return True
+    endpoint = request.endpoint if request.endpoint in KNOWN_ENDPOINTS else _detect(body)
+    raw: bytes | None = None
+    for name in transforms:
+        if name == "strip-billing-header":
+            if raw is None:
+                try:
+                    raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+                except (TypeError, orjson.JSONEncodeError):
+                    return True  # lone surrogates: not worth proving
+            if BILLING_PREFIX.encode() in raw or b"\xf4" in raw \
+                    or _RESERVED_ESCAPE_RE.search(raw) is not None:
+                return True
+        elif name == "no-hoist":
+            try:
+                profile = resolve_gateway(request, options, endpoint)[0]
+            except RenderError:
+                return True
+            if profile == "hoist-system-messages":
+                return True
+        else:
+            return True
+    return False

@@ -31,6 +31,15 @@ Proof obligation (why the concatenation equals tokenizing the whole prompt):
 This is checked, not just argued: Hypothesis tests for each bundled tokenizer and a
 test over every request rebuilt from the real trajectories compare against
 whole-prompt tokenization.
+
+A session's next prompt starts with most of the previous one (`encode_many`'s
+``previous``): the ids of the shared text up to the end of the last split-token
+occurrence inside it are the previous prompt's, and only the rest is laid out and looked
+up. Why that is exact: the argument above shows that *any* occurrence of a split token is
+a match of the tokenizer's scan, whatever surrounds it (no match starting earlier can
+reach into it, none starting at it is longer). An occurrence inside the shared text is at
+the same place in both texts, so both tokenizations split there: the ids before it are
+the ids of the same characters, and the ids from it on are those of the rest on its own.
 """
 
 from __future__ import annotations
@@ -196,22 +205,53 @@ class PieceCache:
         """Ids and token starts of `text`, identical to ``tokenizer.encode(text)``."""
         return self.encode_many([text])[0]
 
-    def encode_many(self, texts: list[str]) -> list[Encoded]:
-        """`encode` of several texts; their new pieces are tokenized in one parallel batch."""
+    def encode_many(self, texts: list[str],
+                    previous: list[tuple[str, Encoded | int, int] | None] | None = None
+                    ) -> list[Encoded]:
+        """`encode` of several texts; their new pieces are tokenized in one parallel batch.
+
+        `previous[i]`, when given: ``(text, its ids or the index j < i of it in `texts`,
+        characters known equal)`` of a text `texts[i]` probably starts with (its session's
+        previous prompt): the ids up to the last split token inside the shared start are
+        taken from it (module doc). The result is the same either way.
+        """
         wanted: dict[int, str] = {}
-        layouts = [self._layout(text, wanted) for text in texts]
+        plans: list[tuple[int, Encoded | int | None, _Layout]] = []
+        for i, text in enumerate(texts):
+            before = previous[i] if previous is not None else None
+            cut = self._boundary(before[0], text, before[2]) if before is not None else 0
+            plans.append((cut, before[1] if before is not None and cut else None,
+                          self._layout(text, wanted, cut)))
         self._fill(wanted)
-        out = [self._assemble(layout) for layout in layouts]
+        out: list[Encoded] = []
+        for cut, base, layout in plans:
+            rest = self._assemble(layout)
+            if base is not None:
+                head = out[base] if isinstance(base, int) else base
+                # the previous text's tokens before `cut`: it is a token boundary there
+                k = int(np.searchsorted(head.starts, cut, side="left"))
+                rest = Encoded(np.concatenate((head.ids[:k], rest.ids)),
+                               np.concatenate((head.starts[:k], rest.starts)))
+            out.append(rest)
         self._evict()  # NOTE: only now -- the layouts above needed every piece they name
         return out
 
-    def _layout(self, text: str, wanted: dict[int, str]) -> _Layout:
-        """(start of each piece, piece key or the (ids, starts) of a split token)."""
+    def _boundary(self, before: str, text: str, known: int) -> int:
+        """End of the last split-token occurrence inside the start `before` and `text`
+        share (0: none), `known` characters of which are known equal."""
+        if not self.splitters:
+            return 0
+        shared = common_text_prefix(before, text, known)
+        return max((at + len(s) for s in self.splitters
+                    if (at := before.rfind(s, 0, shared)) >= 0), default=0)
+
+    def _layout(self, text: str, wanted: dict[int, str], pos: int = 0) -> _Layout:
+        """(start of each piece, piece key or the (ids, starts) of a split token) of
+        `text` from `pos` (a split point) on."""
         starts: list[int] = []
         entries: list[int | tuple[np.ndarray, np.ndarray]] = []
-        pos = 0
         if self._split_re is not None:
-            for match in self._split_re.finditer(text):
+            for match in self._split_re.finditer(text, pos):
                 at = match.start()
                 if at > pos:
                     pos = self._add_piece(text[pos:at], pos, starts, entries, wanted)
@@ -385,6 +425,24 @@ def tokens(request: Request, options: RenderOptions | None = None, *,
     tok = load_tokenizer(prompt.tokenizer)
     cache = cache if cache is not None else piece_cache(tok)
     return _with_segments(prompt, cache.encode(prompt.text), options, request.usage.prompt_tokens)
+
+
+def common_text_prefix(a: str, b: str, known: int = 0) -> int:
+    """How many leading characters `a` and `b` share (the first `known` are known equal):
+    halving the differing stretch, each step one comparison of two slices in C."""
+    n = min(len(a), len(b))
+    lo, hi = min(known, n), n  # a[:lo] == b[:lo]; the first difference is below hi
+    if a[lo:hi] == b[lo:hi]:
+        return n
+    while hi - lo > 64:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and a[lo] == b[lo]:
+        lo += 1
+    return lo
 
 
 def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:

@@ -70,7 +70,7 @@ from prefixscope.analyses.simulate.model import (
     engine_block_size,
     spec_of,
 )
-from prefixscope.analyses.simulate.prepare import _compact, prepare
+from prefixscope.analyses.simulate.prepare import _compact, prepare, prepare_what_if
 from prefixscope.analyses.simulate.replay import (
     _IDEAL,
     _at_capacities,
@@ -80,6 +80,9 @@ from prefixscope.analyses.simulate.replay import (
     _sweep,
 )
 from prefixscope.store import Store
+
+# (the options with the transform added, the transform) -> that what-if's replay input
+WhatIfInput = Callable[[SimulateOptions, str], Sequence[_Prepared]]
 
 
 def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[str] = (),
@@ -104,14 +107,17 @@ def simulate_store(store: Store, options: SimulateOptions, *, what_if: Sequence[
 def replay_prepared(store: Store, prepared: Sequence[_Prepared], skipped: dict[str, int],
                     options: SimulateOptions, *, what_if: Sequence[str] = (),
                     capacity_curve: Sequence[int | None] = (), fit: bool = False,
-                    fit_units: Sequence[int] | None = None, workers: int = 1
-                    ) -> SimulateReport:
+                    fit_units: Sequence[int] | None = None, workers: int = 1,
+                    what_if_input: WhatIfInput | None = None) -> SimulateReport:
     """`simulate_store` on requests `prepare` already rendered for `options`' engine: the
     unit and capacity may differ from the ones they were prepared with (they only matter to
     the replay), so one render serves an unlimited replay, a fit and the fitted replay.
     `store` is read again only for what-ifs, which render the log differently.
     `workers` > 1: independent replays (predicted and ideal, a fit's candidates, the
-    capacity curve's points) run in that many processes; the report is the same."""
+    capacity curve's points) run in that many processes; the report is the same.
+    `what_if_input(changed options, transform)`: a what-if replay's input, as
+    `prepare_what_if(store, changed, prepared, (transform,))` gives it (made elsewhere:
+    report's worker processes, Ray)."""
     block_size, _ = engine_block_size(options.engine, options.unit)
     report = replay_report(prepared, options, skipped, workers=workers)
     if fit:
@@ -124,17 +130,22 @@ def replay_prepared(store: Store, prepared: Sequence[_Prepared], skipped: dict[s
             for c, hits in zip(capacity_curve, cached, strict=True)))
     if what_if:
         report = replace(report, what_if=tuple(
-            _what_if(store, options, t, report, workers) for t in what_if))
+            _what_if(store, options, t, report, prepared, workers, what_if_input)
+            for t in what_if))
     assert report.unit == block_size
     return report
 
 
 
 def _what_if(store: Store, options: SimulateOptions, transform: str,
-             base: SimulateReport, workers: int = 1) -> WhatIfResult:
+             base: SimulateReport, base_prepared: Sequence[_Prepared],
+             workers: int = 1, what_if_input: WhatIfInput | None = None) -> WhatIfResult:
+    """The replay with `transform` added to the render: only the requests it may change
+    are rendered again (`prepare_what_if`); the others keep their tokens."""
     render = replace(options.render, what_if=(*options.render.what_if, transform))
     changed = replace(options, render=render)
-    prepared, _ = prepare(store, changed)
+    prepared = (what_if_input(changed, transform) if what_if_input is not None
+                else prepare_what_if(store, changed, base_prepared, (transform,)))
     predicted, ideal = _replays(prepared, [changed, _IDEAL], workers)
     base_cached = sum(r.predicted for r in base.per_request)
     return WhatIfResult(transform, _hit_rate(prepared, ideal), _hit_rate(prepared, predicted),
@@ -144,7 +155,7 @@ def _what_if(store: Store, options: SimulateOptions, transform: str,
 __all__ = ["ANTHROPIC_READ_LAG", "AUTO_MIN_REPLAY_REQUESTS", "DEFAULT_TRACE_BLOCK",
            "TRACE_ENGINES", "MISS_CLASSES",
            "CurvePoint", "FitResult", "RequestSim", "SimulateError", "SimulateOptions",
-           "SimulateReport", "WhatIfResult", "_Expander", "_Prepared", "_at_capacities",
-           "_compact", "_replay", "_replays", "_sweep", "engine_block_size", "fit_parameters",
-           "merge_replays", "prepare", "replay_prepared", "replay_report", "simulate_store",
-           "spec_of", "stored_rows"]
+           "SimulateReport", "WhatIfInput", "WhatIfResult", "_Expander", "_Prepared",
+           "_at_capacities", "_compact", "_replay", "_replays", "_sweep", "engine_block_size",
+           "fit_parameters", "merge_replays", "prepare", "replay_prepared", "replay_report",
+           "simulate_store", "spec_of", "stored_rows"]

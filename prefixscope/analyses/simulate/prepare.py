@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
@@ -19,137 +20,286 @@ from prefixscope.analyses.simulate.model import (
     spec_of,
 )
 from prefixscope.model import Request
-from prefixscope.prompt import RenderError, RenderOptions
+from prefixscope.prompt import RenderError
 from prefixscope.store import Store
-from prefixscope.tokens import Tokens, common_prefix_length, tokens_many
+from prefixscope.tokens import Tokens, Turns, common_prefix_length
 
 
 def prepare(store: Store, options: SimulateOptions,
             progress: Callable[[int, int], None] | None = None
             ) -> tuple[list[_Prepared], dict[str, int]]:
     """Every replayable request of the store, in log order, rendered and tokenized."""
-    session_of = store.session_of()
-    pairs = store.session_pairs()
-    prev_of: dict[str, tuple[str | None, bool]] = {
-        b: (a, compaction) for a, b, _, compaction in pairs}
-    # a compacted request threading could not pair (docs/store.md#sessions): no
-    # predecessor, but a compaction all the same
-    prev_of.update((rid, (None, True)) for rid in store.continuations())
-    # A rendered prompt's ids are held only while a later request of its session may
-    # still extend it: memory bounded by the sessions running at once, not by the log.
-    successors = Counter(a for a, _, _, _ in pairs)
-    live: dict[str, np.ndarray] = {}
-
-    def done(request_id: str) -> None:
-        prev = prev_of.get(request_id, (None, False))[0]
-        if prev is not None and prev in successors:
-            successors[prev] -= 1
-            if not successors[prev]:
-                del successors[prev]
-                live.pop(prev, None)
-    skipped: dict[str, int] = {}
-    out: list[_Prepared] = []
+    preparer = Preparer(Links.of(store), options)
+    copies = store.duplicate_count() if options.source_files is None else 0
+    if copies:  # a call two sources logged is replayed once, through the copy kept
+        preparer.skipped["a second log of a call another source logged (replayed once)"] = \
+            copies
+    turns = Turns(options.render)
     pending: list[Request] = []
     total = store.count()
     seen = 0
 
     def flush() -> None:
         nonlocal seen
-        for request, tok in _render(pending, options.render, skipped):
-            prev, compacted = prev_of.get(request.id, (None, False))
-            blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
-                                   if by_blocks else (None, ()))
-            ids, base, shared, resumed = tok.ids, None, 0, None
-            if prev is not None and prev in live:
-                base = prev
-                shared, resumed, ids = _compact(live[prev], ids)
-            if request.id in successors:
-                live[request.id] = tok.ids
-            out.append(_Prepared(
-                request.id, session_of.get(request.id), prev, compacted,
-                _seconds(request.timestamp), request.usage.cached_tokens, ids,
-                _output_ids(request, options), None, 0, 0,
-                logged_prompt=request.usage.prompt_tokens, approximate=tok.prompt.approximate,
-                blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
-                base=base, shared=shared, resumed=resumed, namespace=_namespace(request)))
+        results = turns.tokens_many(pending, [preparer.links.prev(r.id) for r in pending])
+        for request, tok in zip(pending, results, strict=True):
+            preparer.rendered(request, tok)
         for request in pending:
-            done(request.id)
+            for rid in preparer.done(request.id):
+                turns.forget(rid)
+            if not preparer.live_after(request.id):
+                turns.forget(request.id)
         seen += len(pending)
         pending.clear()
         if progress is not None:
             progress(seen, total)
 
-    chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
-    spec = spec_of(options.engine)
-    by_blocks = spec.replays == "segments"
-
-    def from_usage(request: Request) -> None:
-        prev, compacted = prev_of.get(request.id, (None, False))
-        n = request.usage.prompt_tokens or 0
-        before = chains.get(prev) if prev is not None and not compacted else None
-        if before is not None and before[-1][1] <= n:
-            segments = (*before, (request.id, n))
-        else:
-            segments = ((request.id, n),)
-        chains[request.id] = segments
-        out.append(_Prepared(
-            request.id, session_of.get(request.id), prev, compacted, _seconds(request.timestamp),
-            request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
-            logged_prompt=request.usage.prompt_tokens, namespace=_namespace(request)))
-
-    copies = store.duplicate_count() if options.source_files is None else 0
-    if copies:  # a call two sources logged is replayed once, through the copy kept
-        skipped["a second log of a call another source logged (replayed once)"] = copies
     for request in store.iter_requests(source_files=options.source_files):
-        anthropic_body = request.body is not None and request.endpoint == "anthropic-messages"
-        if (by_blocks and not anthropic_body) or (request.body is None
-                                                  and request.block_hashes is None):
-            flush()
+        if preparer.renders(request):
+            pending.append(request)
+            if len(pending) >= _RENDER_BATCH:
+                flush()
+        else:
+            if pending:
+                flush()
+            preparer.plain(request)
+            for rid in preparer.done(request.id):
+                turns.forget(rid)
             seen += 1
-            done(request.id)
-            if request.usage.prompt_tokens and (by_blocks or spec.hosted):
-                from_usage(request)
-            else:
-                reason = ("no prompt in the log (no body, no block ids): a hosted engine "
-                          "replays such logs from their usage" if request.usage.prompt_tokens
-                          else "no prompt in the log (no body, no block ids, no prompt tokens)")
-                skipped[reason] = skipped.get(reason, 0) + 1
-        elif request.block_hashes is not None:
-            flush()
-            done(request.id)
-            prev, compacted = prev_of.get(request.id, (None, False))
-            n_tokens = request.usage.prompt_tokens or 0
-            block = options.trace_block_size or request.block_size or DEFAULT_TRACE_BLOCK
-            out.append(_Prepared(
-                request.id, session_of.get(request.id), prev, compacted,
-                _seconds(request.timestamp), request.usage.cached_tokens, None, None,
-                request.block_hashes, n_tokens, block, logged_prompt=request.usage.prompt_tokens,
-                trace_engine=TRACE_ENGINES.get(request.source_format, "blocktrace")))
-            seen += 1
+    if pending:
+        flush()
+    return preparer.out, preparer.skipped
+
+
+def prepare_what_if(store: Store, options: SimulateOptions, base: Sequence[_Prepared],
+                    transforms: tuple[str, ...]) -> list[_Prepared]:
+    """`prepare(store, options)[0]`, where `options.render` is the render `base` was
+    prepared with plus `transforms` (a what-if replay's input), rendering only the requests
+    the transforms may change (`prompt.render.what_if_changes`): any other keeps the token
+    ids of its entry in `base` (rebuilt from its compact form), the entry `prepare` would
+    make of them. The changed ones are rendered and tokenized as `prepare` does, each from
+    its session predecessor's render and ids when that one was rendered here too."""
+    return what_if_entries(store.iter_requests(source_files=options.source_files),
+                           Links.of(store), options, base, transforms)
+
+
+def what_if_entries(requests: Iterable[Request], links: Links, options: SimulateOptions,
+                    base: Sequence[_Prepared], transforms: tuple[str, ...]
+                    ) -> list[_Prepared]:
+    """`prepare_what_if` over `requests` (whole sessions, in log order, as the store
+    yields them for `options.source_files`) threaded by `links`, `base` their entries: an
+    entry depends on its session alone, so runs of sessions can be prepared apart
+    (`analyses.onepass.what_if_pass`) and their entries merged in log order."""
+    from prefixscope.prompt.render import what_if_changes
+
+    logged = options.render.what_if
+    before = replace(options.render, what_if=logged[: len(logged) - len(transforms)])
+    preparer = Preparer(links, options)
+    turns = Turns(options.render)
+    full = _FullIds(base)
+    entries = iter(base)
+    entry = next(entries, None)
+    pending: list[Request] = []
+
+    def forget(request_id: str) -> None:
+        for rid in preparer.done(request_id):
+            turns.forget(rid)
+        if not preparer.live_after(request_id):
+            turns.forget(request_id)
+
+    def flush() -> None:
+        results = turns.tokens_many(pending, [preparer.links.prev(r.id) for r in pending])
+        for request, tok in zip(pending, results, strict=True):
+            preparer.rendered(request, tok)
+        for request in pending:
+            forget(request.id)
+        pending.clear()
+
+    for request in requests:
+        mine, ids = None, None
+        if entry is not None and entry.id == request.id:  # `base` is in log order too
+            mine, entry = entry, next(entries, None)
+            if mine.ids is not None and mine.trace is None:
+                ids = full.of(mine)
+        if not preparer.renders(request):
+            if pending:
+                flush()
+            preparer.plain(request)
+            forget(request.id)
+        elif mine is not None and ids is not None and \
+                not what_if_changes(request, before, transforms):
+            if pending:
+                flush()
+            preparer.reused(request, ids, mine)
+            forget(request.id)
         else:
             pending.append(request)
             if len(pending) >= _RENDER_BATCH:
                 flush()
-    flush()
-    return out, skipped
+    if pending:
+        flush()
+    return preparer.out
 
 
-def _render(requests: list[Request], options: RenderOptions, skipped: dict[str, int]
-            ) -> Iterable[tuple[Request, Tokens]]:
-    if not requests:
+class _FullIds:
+    """The whole token ids of compact `_Prepared` prompts, asked for in log order (each
+    rendered one once): a prompt's are held only while a later one still extends it."""
+
+    def __init__(self, prepared: Sequence[_Prepared]) -> None:
+        self._left = Counter(p.base for p in prepared if p.base is not None)
+        self._held: dict[str, np.ndarray] = {}
+
+    def of(self, p: _Prepared) -> np.ndarray:
+        assert p.ids is not None
+        ids = p.ids
+        if p.base is not None:
+            base = self._held[p.base]
+            if p.resumed is None:
+                ids = np.concatenate((base[: p.shared], ids))
+            else:
+                at, start, length = p.resumed
+                ids = np.concatenate((base[: p.shared], ids[: at - p.shared],
+                                      base[start: start + length], ids[at - p.shared:]))
+            self._left[p.base] -= 1
+            if not self._left[p.base]:
+                del self._held[p.base], self._left[p.base]
+        if self._left.get(p.id):
+            self._held[p.id] = ids
+        return ids
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """How the requests to prepare are threaded: each one's session, predecessor (and
+    whether the link is a compaction), and how many later requests name each one so."""
+
+    session_of: dict[str, str]
+    prev_of: dict[str, tuple[str | None, bool]]
+    successors: Counter[str]
+
+    @classmethod
+    def of(cls, store: Store) -> Links:
+        pairs = store.session_pairs()
+        prev_of: dict[str, tuple[str | None, bool]] = {
+            b: (a, compaction) for a, b, _, compaction in pairs}
+        # a compacted request threading could not pair (docs/store.md#sessions): no
+        # predecessor, but a compaction all the same
+        prev_of.update((rid, (None, True)) for rid in store.continuations())
+        return cls(store.session_of(), prev_of, Counter(a for a, _, _, _ in pairs))
+
+    def prev(self, request_id: str) -> str | None:
+        return self.prev_of.get(request_id, (None, False))[0]
+
+
+class Preparer:
+    """`prepare`, one request at a time, in log order: a request with a prompt to render is
+    given with its tokens (`rendered`), any other as it is (`plain`). The entries are the
+    same whether the log is fed in one go or session by session (each depends on its
+    session's earlier requests only), so a per-session stage can build them."""
+
+    def __init__(self, links: Links, options: SimulateOptions) -> None:
+        self.links = links
+        self.options = options
+        self.spec = spec_of(options.engine)
+        self.by_blocks = self.spec.replays == "segments"
+        self.out: list[_Prepared] = []
+        self.skipped: dict[str, int] = {}
+        # A rendered prompt's ids are held only while a later request of its session may
+        # still extend it: memory bounded by the sessions running at once, not by the log.
+        self._successors = Counter(links.successors)
+        self._live: dict[str, np.ndarray] = {}
+        self._chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
+
+    def renders(self, request: Request) -> bool:
+        """Is `request` prepared from its rendered prompt (else `plain`)?"""
+        return not self._from_usage(request) and request.block_hashes is None
+
+    def _from_usage(self, request: Request) -> bool:
+        anthropic_body = request.body is not None and request.endpoint == "anthropic-messages"
+        return (self.by_blocks and not anthropic_body) or (request.body is None
+                                                           and request.block_hashes is None)
+
+    def rendered(self, request: Request, tok: Tokens | RenderError) -> None:
+        """A request `renders` says is rendered, with its tokens (or why it cannot be)."""
+        if isinstance(tok, RenderError):
+            reason = f"cannot render: {str(tok).splitlines()[0]}"
+            self.skipped[reason] = self.skipped.get(reason, 0) + 1
+            return
+        blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
+                               if self.by_blocks else (None, ()))
+        self._add(request, tok.ids, tok.prompt.approximate, blocks, breakpoints,
+                  _output_ids(request, self.options))
+
+    def reused(self, request: Request, ids: np.ndarray, entry: _Prepared) -> None:
+        """A request `renders` says is rendered, whose prompt is the one `entry` (its entry
+        prepared under other render options) was made from, whole token ids `ids`: the
+        entry `rendered` would add for it, from `entry`'s prompt-derived fields (what-if
+        replays: `prepare_what_if`)."""
+        self._add(request, ids, entry.approximate, entry.blocks, entry.breakpoints,
+                  entry.output_ids)
+
+    def _add(self, request: Request, full: np.ndarray, approximate: bool,
+             blocks: tuple[tuple[str, int], ...] | None,
+             breakpoints: tuple[tuple[int, float], ...], output: np.ndarray | None) -> None:
+        prev, compacted = self.links.prev_of.get(request.id, (None, False))
+        ids, base, shared, resumed = full, None, 0, None
+        if prev is not None and prev in self._live:
+            base = prev
+            shared, resumed, ids = _compact(self._live[prev], ids)
+        if request.id in self._successors:
+            self._live[request.id] = full
+        self.out.append(_Prepared(
+            request.id, self.links.session_of.get(request.id), prev, compacted,
+            _seconds(request.timestamp), request.usage.cached_tokens, ids,
+            output, None, 0, 0,
+            logged_prompt=request.usage.prompt_tokens, approximate=approximate,
+            blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
+            base=base, shared=shared, resumed=resumed, namespace=_namespace(request)))
+
+    def plain(self, request: Request) -> None:
+        """A request `renders` says is not rendered: from its usage, or a block-hash trace."""
+        prev, compacted = self.links.prev_of.get(request.id, (None, False))
+        session = self.links.session_of.get(request.id)
+        if not self._from_usage(request):
+            block = self.options.trace_block_size or request.block_size or DEFAULT_TRACE_BLOCK
+            self.out.append(_Prepared(
+                request.id, session, prev, compacted, _seconds(request.timestamp),
+                request.usage.cached_tokens, None, None, request.block_hashes,
+                request.usage.prompt_tokens or 0, block,
+                logged_prompt=request.usage.prompt_tokens,
+                trace_engine=TRACE_ENGINES.get(request.source_format, "blocktrace")))
+        elif request.usage.prompt_tokens and (self.by_blocks or self.spec.hosted):
+            n = request.usage.prompt_tokens or 0
+            before = self._chains.get(prev) if prev is not None and not compacted else None
+            if before is not None and before[-1][1] <= n:
+                segments = (*before, (request.id, n))
+            else:
+                segments = ((request.id, n),)
+            self._chains[request.id] = segments
+            self.out.append(_Prepared(
+                request.id, session, prev, compacted, _seconds(request.timestamp),
+                request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
+                logged_prompt=request.usage.prompt_tokens, namespace=_namespace(request)))
+        else:
+            reason = ("no prompt in the log (no body, no block ids): a hosted engine "
+                      "replays such logs from their usage" if request.usage.prompt_tokens
+                      else "no prompt in the log (no body, no block ids, no prompt tokens)")
+            self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def done(self, request_id: str) -> list[str]:
+        """`request_id` is prepared: the requests whose prompts no later one needs now."""
+        prev = self.links.prev(request_id)
+        if prev is not None and prev in self._successors:
+            self._successors[prev] -= 1
+            if not self._successors[prev]:
+                del self._successors[prev]
+                self._live.pop(prev, None)
+                return [prev]
         return []
-    try:
-        return list(zip(requests, tokens_many(requests, options), strict=True))
-    except RenderError:
-        pass
-    out = []
-    for request in requests:
-        try:
-            out.append((request, tokens_many([request], options)[0]))
-        except RenderError as exc:
-            reason = f"cannot render: {str(exc).splitlines()[0]}"
-            skipped[reason] = skipped.get(reason, 0) + 1
-    return out
+
+    def live_after(self, request_id: str) -> bool:
+        """Will a later request still read this one's prompt?"""
+        return request_id in self._successors
 
 
 def _namespace(request: Request) -> str | None:

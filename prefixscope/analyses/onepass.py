@@ -1,0 +1,472 @@
+"""One render per request for a whole report: the diff of every pair and each cache
+domain's replay input (`Preparer` entries) from a single walk over the requests.
+
+report used to render and tokenize every request once for the diff and once more per
+cache domain's replay. Here each request is rendered and tokenized once (from its session
+predecessor's: `tokens.Turns`), and the same `Tokens` go to the pairs it is in and to its
+domain's `Preparer`; they are held only while one of its pairs or a later request of its
+session still needs them, so memory follows the sessions open at once.
+
+The walk is a pure function of a run of whole sessions' requests in log order
+(`session_stage`): consecutive pairs and a prepared entry depend on their session alone.
+So it runs in this process over the whole store (`one_pass`), in worker processes over
+runs of sessions, or on Ray (`distributed.report_stage`); `merge_stages` puts the parts
+back in log and pair order, and the result is the same whatever the split (tests).
+Pairs with a side the walk never meets (a second log of a call: only the copy kept is
+walked) are diffed afterwards from the store (`finish`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from prefixscope.analyses.diff import (
+    DEFAULT_CONTEXT,
+    BlockSizes,
+    DiffReport,
+    PairDiff,
+    PairRef,
+    PairRow,
+    _without_ids,
+    assemble_report,
+    diff_pairs,
+    diff_tokens,
+)
+from prefixscope.analyses.simulate import SimulateError, SimulateOptions, _Prepared
+from prefixscope.analyses.simulate.prepare import (
+    Links,
+    Preparer,
+    prepare_what_if,
+    what_if_entries,
+)
+from prefixscope.model import Request
+from prefixscope.model.redaction import Redactor, activate, active
+from prefixscope.parallel import Batch, Pool, runs
+from prefixscope.prompt import RenderError, RenderOptions
+from prefixscope.store import Store, reader
+from prefixscope.tokens import Tokens, Turns
+
+_BATCH = 16  # requests whose new pieces are tokenized together
+_LOAD = 64  # requests a worker loads from the store in one query
+_RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
+NO_BODY = "a request has no body in the log"
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """A cache domain whose replay input the walk builds: its name and prepare options."""
+
+    name: str
+    options: SimulateOptions
+
+
+@dataclass(frozen=True, slots=True)
+class PassSetup:
+    """What every run of the walk shares (picklable: it travels to workers and to Ray)."""
+
+    render: RenderOptions
+    sizes: BlockSizes
+    domains: tuple[Domain, ...]
+    links: Links
+    pairs: tuple[PairRow, ...]  # diff --all's pairs, in its order (their index is their place)
+    context: int = DEFAULT_CONTEXT
+    redactor: Redactor = field(default_factory=Redactor)
+
+    def subset(self, request_ids: Iterable[str]) -> PassSetup:
+        """The setup a run of these requests' sessions needs: its own pairs and links only
+        (pair indexes kept)."""
+        return PassSetup(self.render, self.sizes, self.domains,
+                         links_of(self.links, request_ids), self.pairs, self.context,
+                         self.redactor)
+
+
+def links_of(links: Links, request_ids: Iterable[str]) -> Links:
+    """`links` of these requests only (a run of whole sessions needs no other)."""
+    ids = set(request_ids)
+    return Links({r: s for r, s in links.session_of.items() if r in ids},
+                 {r: p for r, p in links.prev_of.items() if r in ids},
+                 Counter({r: n for r, n in links.successors.items() if r in ids}))
+
+
+@dataclass(slots=True)
+class StageResult:
+    """One run's part: diffed pairs by index, and per domain the entries and skip reasons
+    of its requests (by request id, in log order), or why the domain cannot be prepared."""
+
+    diffs: list[tuple[int, PairDiff | str]] = field(default_factory=list)
+    prepared: dict[str, list[_Prepared]] = field(default_factory=dict)
+    skips: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # domain -> SimulateError text
+    open_pairs: list[int] = field(default_factory=list)  # pairs a side of which never came
+
+
+def session_stage(requests: Iterable[Request], setup: PassSetup,
+                  pair_indexes: Sequence[int] | None = None) -> StageResult:
+    """Walk `requests` (whole sessions, in log order; see the module doc).
+
+    `pair_indexes`: the pairs of `setup.pairs` these sessions hold (None: all).
+
+    Raises:
+        TokenizerError: the tokenizer cannot be loaded offline.
+    """
+    previous = active()
+    activate(setup.redactor)  # the run's masking, in whatever process this runs in
+    try:
+        return _Walk(setup, pair_indexes).run(requests)
+    finally:
+        activate(previous)
+
+
+class _Walk:
+    def __init__(self, setup: PassSetup, pair_indexes: Sequence[int] | None) -> None:
+        self.setup = setup
+        self.result = StageResult()
+        self.preparers: dict[str, Preparer] = {}
+        for domain in setup.domains:
+            try:
+                self.preparers[domain.name] = Preparer(setup.links, domain.options)
+            except SimulateError as exc:
+                self.result.failed[domain.name] = str(exc)
+        self.domain_of = {f: d.name for d in setup.domains if d.name in self.preparers
+                          for f in d.options.source_files or ()}
+        indexes = range(len(setup.pairs)) if pair_indexes is None else pair_indexes
+        self.pairs_of: dict[str, list[int]] = defaultdict(list)
+        self.open: Counter[str] = Counter()  # request id -> its pairs not diffed yet
+        for i in indexes:
+            a, b, _, _ = setup.pairs[i]
+            for rid in dict.fromkeys((a, b)):
+                self.pairs_of[rid].append(i)
+                self.open[rid] += 1
+        self.todo = set(indexes)
+        self.seen: dict[str, tuple[Request, Tokens | RenderError | None]] = {}
+        self.successors = Counter(setup.links.successors)
+        self.turns = Turns(setup.render)
+
+    def run(self, requests: Iterable[Request]) -> StageResult:
+        pending: list[Request] = []
+        for request in requests:
+            if request.body is not None and (request.id in self.open or self._renders(request)):
+                pending.append(request)
+                if len(pending) >= _BATCH:
+                    self._flush(pending)
+            else:
+                self._flush(pending)
+                self._plain(request)
+        self._flush(pending)
+        for domain, preparer in self.preparers.items():
+            self.result.prepared[domain] = preparer.out
+        self.result.open_pairs = sorted(self.todo)
+        return self.result
+
+    def _preparer(self, request: Request) -> Preparer | None:
+        name = self.domain_of.get(request.source_file)
+        return self.preparers[name] if name is not None else None
+
+    def _renders(self, request: Request) -> bool:
+        preparer = self._preparer(request)
+        return preparer is not None and preparer.renders(request)
+
+    def _flush(self, pending: list[Request]) -> None:
+        if not pending:
+            return
+        results = self.turns.tokens_many(pending, [self.setup.links.prev(r.id)
+                                                   for r in pending])
+        for request, tok in zip(pending, results, strict=True):
+            preparer = self._preparer(request)
+            if preparer is not None and preparer.renders(request):
+                self._prepared(preparer, request, lambda p, r=request, t=tok: p.rendered(r, t))
+            elif preparer is not None:  # rendered for its pairs only
+                self._prepared(preparer, request, lambda p, r=request: p.plain(r))
+            self._met(request, tok)
+        pending.clear()
+
+    def _plain(self, request: Request) -> None:
+        preparer = self._preparer(request)
+        if preparer is not None:
+            self._prepared(preparer, request, lambda p: p.plain(request))
+        self._met(request, None)
+
+    def _prepared(self, preparer: Preparer, request: Request, add: object) -> None:
+        """Run `add(preparer)` and record the skip reason it counted, if any."""
+        before = dict(preparer.skipped)
+        add(preparer)  # type: ignore[operator]
+        for reason, n in preparer.skipped.items():
+            if n != before.get(reason, 0):
+                name = self.domain_of[request.source_file]
+                self.result.skips.setdefault(name, []).append((request.id, reason))
+        preparer.done(request.id)  # its own held ids; the walk's turns follow `successors`
+
+    def _met(self, request: Request, tok: Tokens | RenderError | None) -> None:
+        """`request` walked: diff the pairs it completes; let go what nothing needs now."""
+        prev = self.setup.links.prev(request.id)
+        if prev is not None and prev in self.successors:
+            self.successors[prev] -= 1
+            if not self.successors[prev]:
+                del self.successors[prev]
+                self.turns.forget(prev)
+        if not self.successors.get(request.id):
+            self.turns.forget(request.id)
+        if request.id not in self.open:
+            return
+        self.seen[request.id] = (request, tok)
+        for i in self.pairs_of.pop(request.id, ()):
+            a, b, _, _ = self.setup.pairs[i]
+            if a in self.seen and b in self.seen and i in self.todo:
+                self.todo.discard(i)
+                self.result.diffs.append((i, self._diff(i)))
+                for rid in dict.fromkeys((a, b)):
+                    self.open[rid] -= 1
+                    if not self.open[rid]:
+                        del self.open[rid]
+                        self.seen.pop(rid, None)
+
+    def _diff(self, i: int) -> PairDiff | str:
+        """Pair `i` diffed as `diff_pairs` diffs it, or the reason it is skipped."""
+        a_id, b_id, session, compaction = self.setup.pairs[i]
+        (a, ta), (b, tb) = self.seen[a_id], self.seen[b_id]
+        return diff_outcome(PairRef(a, b, session, compaction), ta, tb, self.setup.sizes,
+                            self.setup.context)
+
+
+def diff_outcome(pair: PairRef, ta: Tokens | RenderError | None, tb: Tokens | RenderError | None,
+                 sizes: BlockSizes, context: int) -> PairDiff | str:
+    """What `diff_pairs` makes of one pair: its diff, or the reason it is skipped for."""
+    if pair.a.body is None or pair.b.body is None:
+        return NO_BODY
+    error = next((t for t in (ta, tb) if isinstance(t, RenderError)), None)
+    if error is not None:
+        return f"cannot render: {_without_ids(str(error), pair)}"
+    assert isinstance(ta, Tokens) and isinstance(tb, Tokens)
+    bs, source = sizes.of(pair.b)
+    return diff_tokens(ta, tb, pair.a, pair.b, block_size=bs, context=context,
+                       session=pair.session, compaction_link=pair.compaction,
+                       block_size_source=source)
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """The walk's output, merged: the diff report and each domain's replay input (or the
+    reason it has none)."""
+
+    diff: DiffReport | None
+    prepared: dict[str, tuple[list[_Prepared], dict[str, int]]]
+    failed: dict[str, str]
+
+
+def merge_stages(parts: Sequence[StageResult], setup: PassSetup, order: Sequence[str],
+                 store: Store | None = None, *, diff: bool = True) -> PassResult:
+    """The parts of every run put back together: pairs in diff --all's order, entries and
+    skip reasons in log order (`order`: the walked request ids in log order). Pairs left
+    open by every run are diffed from `store` (a side the walk never met)."""
+    place = {rid: i for i, rid in enumerate(order)}
+    outcomes = dict(d for part in parts for d in part.diffs)
+    # every pair is some run's (its later request's session's); a run lists its open ones
+    left = [i for i in range(len(setup.pairs)) if i not in outcomes]
+    if left and diff:
+        if store is None:
+            raise ValueError("pairs a walk could not finish need the store")
+        outcomes.update(_finish(store, setup, left))
+    report = None
+    if diff:
+        results: list[PairDiff] = []
+        skipped: dict[str, int] = {}
+        for i in range(len(setup.pairs)):
+            outcome = outcomes[i]
+            if isinstance(outcome, str):
+                skipped[outcome] = skipped.get(outcome, 0) + 1
+            else:
+                results.append(outcome)
+        report = assemble_report(results, skipped, setup.render, setup.sizes)
+    prepared: dict[str, tuple[list[_Prepared], dict[str, int]]] = {}
+    failed: dict[str, str] = {}
+    for domain in setup.domains:
+        error = next((p.failed[domain.name] for p in parts if domain.name in p.failed), None)
+        if error is not None:
+            failed[domain.name] = error
+            continue
+        entries = sorted((e for p in parts for e in p.prepared.get(domain.name, ())),
+                         key=lambda e: place[e.id])
+        reasons: dict[str, int] = {}
+        for _, reason in sorted((s for p in parts for s in p.skips.get(domain.name, ())),
+                                key=lambda s: place[s[0]]):
+            reasons[reason] = reasons.get(reason, 0) + 1
+        prepared[domain.name] = (entries, reasons)
+    return PassResult(report, prepared, failed)
+
+
+def _finish(store: Store, setup: PassSetup, indexes: Sequence[int]
+            ) -> dict[int, PairDiff | str]:
+    """Pairs a side of which no walk met, diffed from the store as `diff_pairs` would."""
+    out: dict[int, PairDiff | str] = {}
+    for i in indexes:
+        a_id, b_id, session, compaction = setup.pairs[i]
+        loaded = store.get_many((a_id, b_id))
+        ref = PairRef(loaded[a_id], loaded[b_id], session, compaction)
+        report = diff_pairs([ref], setup.render, block_size=setup.sizes, context=setup.context)
+        out[i] = (report.pairs[0] if report.pairs
+                  else next(iter(report.totals.skipped_reasons)))
+    return out
+
+
+def walk_order(store: Store) -> list[str]:
+    """The ids the walk meets, in log order (`Store.iter_requests`' order)."""
+    return [r.id for r in store.usage_records() if r.duplicate_of is None]
+
+
+def one_pass(store: Store, setup: PassSetup, *, diff: bool = True) -> PassResult:
+    """The walk over the whole store in this process."""
+    part = session_stage(store.iter_requests(), setup)
+    return merge_stages([part], setup, walk_order(store), store, diff=diff)
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    """A run of whole sessions for one worker: the store's file and its requests' ids."""
+
+    file: str
+    ids: tuple[str, ...]
+    setup: PassSetup
+    pairs: tuple[int, ...]
+
+
+def _task(task: _Task) -> StageResult:
+    store = reader(task.file)
+    return session_stage(_load(store, task.ids), task.setup, task.pairs)
+
+
+def _load(store: Store, ids: Sequence[str]) -> Iterator[Request]:
+    for start in range(0, len(ids), _LOAD):
+        loaded = store.get_many(ids[start:start + _LOAD])
+        for rid in ids[start:start + _LOAD]:
+            yield loaded[rid]
+
+
+def session_runs(store: Store, setup: PassSetup, parts: int
+                 ) -> tuple[list[str], list[tuple[list[str], list[int]]]]:
+    """(the walk's order, runs of whole sessions: each its request ids in log order and
+    the pairs they hold), about equal in requests."""
+    order = walk_order(store)
+    place = {rid: i for i, rid in enumerate(order)}
+    session_of = setup.links.session_of
+    sessions: dict[str, list[str]] = {}
+    for rid in order:
+        sessions.setdefault(session_of.get(rid) or rid, []).append(rid)
+    pairs_by_session: dict[str, list[int]] = defaultdict(list)
+    for i, (_, b, _, _) in enumerate(setup.pairs):
+        pairs_by_session[session_of.get(b) or b].append(i)
+    units = list(sessions.items())
+    out = []
+    for cut in runs([len(ids) for _, ids in units], parts):
+        chosen = units[cut.start:cut.stop]
+        ids = sorted((rid for _, rids in chosen for rid in rids), key=place.__getitem__)
+        out.append((ids, [i for key, _ in chosen for i in pairs_by_session.get(key, ())]))
+    return order, out
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPass:
+    """The walk running in a pool's workers; `result()` waits and merges."""
+
+    batch: Batch[StageResult]
+    setup: PassSetup
+    order: list[str]
+    file: str
+    diff: bool
+
+    def result(self, store: Store) -> PassResult:
+        parts = self.batch.results()
+        return merge_stages(parts, self.setup, self.order, store, diff=self.diff)
+
+
+def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
+               ) -> PendingPass:
+    """Start the walk in `pool`'s workers, runs of whole sessions each (the store must be
+    open read-only: the workers open its file too)."""
+    order, cut = session_runs(store, setup, pool.workers * _RUNS_PER_WORKER)
+    tasks = [_Task(store.file, tuple(ids), setup.subset(ids), tuple(pairs))
+             for ids, pairs in cut]
+    batch = pool.submit(_task, tasks, [len(t.ids) for t in tasks])
+    return PendingPass(batch, setup, order, store.file, diff)
+
+
+# -- what-if replays' input, by runs of sessions ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfTask:
+    """A run of whole sessions of one domain's what-if replay input (picklable): the
+    requests' ids in log order, their links, the options with the transform, their
+    entries of the base replay, and the store's file a pool worker loads them from."""
+
+    ids: tuple[str, ...]
+    links: Links
+    options: SimulateOptions
+    base: tuple[_Prepared, ...]
+    transform: str
+    file: str = ""
+
+
+def what_if_stage(requests: Iterable[Request], task: WhatIfTask) -> list[_Prepared]:
+    """The entries of `task`'s requests (given in its order): `what_if_entries`."""
+    return what_if_entries(requests, task.links, task.options, task.base, (task.transform,))
+
+
+# Runs what-if tasks somewhere (a pool's workers, Ray): each task's entries, in task order.
+WhatIfRunner = Callable[[Store, Sequence[WhatIfTask]], list[list[_Prepared]]]
+
+
+def domain_order(store: Store, files: Sequence[str] | None) -> list[str]:
+    """The ids `store.iter_requests(source_files=files)` meets, in its order."""
+    wanted = None if files is None else set(files)
+    return [r.id for r in store.usage_records()
+            if r.duplicate_of is None and (wanted is None or r.source_file in wanted)]
+
+
+def what_if_pass(store: Store, links: Links, options: SimulateOptions,
+                 base: Sequence[_Prepared], transform: str, run: WhatIfRunner | None = None,
+                 parts: int = 1) -> list[_Prepared]:
+    """`prepare_what_if(store, options, base, (transform,))`, with `run`: cut into up to
+    `parts` runs of whole sessions run by `run`, merged back in log order (each entry
+    depends on its session alone: the same list)."""
+    if run is None or parts <= 1:
+        return prepare_what_if(store, options, base, (transform,))
+    order = domain_order(store, options.source_files)
+    place = {rid: i for i, rid in enumerate(order)}
+    sessions: dict[str, list[str]] = {}
+    for rid in order:
+        sessions.setdefault(links.session_of.get(rid) or rid, []).append(rid)
+    units = list(sessions.values())
+    by_id = {p.id: p for p in base}
+    tasks = []
+    for cut in runs([len(ids) for ids in units], parts):
+        ids = sorted((rid for unit in units[cut.start:cut.stop] for rid in unit),
+                     key=place.__getitem__)
+        tasks.append(WhatIfTask(tuple(ids), links_of(links, ids), options,
+                                tuple(by_id[rid] for rid in ids if rid in by_id),
+                                transform, store.file))
+    entries = [e for part in run(store, tasks) for e in part]
+    return sorted(entries, key=lambda e: place[e.id])
+
+
+def pool_what_ifs(pool: Pool) -> WhatIfRunner:
+    """What-if tasks in `pool`'s workers (each opens the store's file read-only)."""
+    def run(store: Store, tasks: Sequence[WhatIfTask]) -> list[list[_Prepared]]:
+        return pool.map(_what_if_task, tasks, [len(t.ids) for t in tasks])
+    return run
+
+
+def _what_if_task(task: WhatIfTask) -> list[_Prepared]:
+    return what_if_stage(_load(reader(task.file), task.ids), task)
+
+
+@dataclass(frozen=True, slots=True)
+class StageRunner:
+    """Where report's per-session stages run instead of this process and its pool (Ray:
+    `distributed.report_runner`): the walk (`one_pass`'s result) and what-if tasks, cut
+    into `parts` runs of sessions."""
+
+    walk: Callable[[Store, PassSetup], PassResult]
+    what_ifs: WhatIfRunner
+    parts: int

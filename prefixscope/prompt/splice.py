@@ -1,0 +1,183 @@
+"""Incremental rendering: a turn that appends messages is rendered as its predecessor's
+text plus the new messages' part, for the chat templates this project wrote.
+
+A session resends its whole history every turn, so rendering each request whole is
+O(turns²) Jinja work per session (a 350-turn Codex session: ~55 ms a render, most of a
+report). For a template T, a conversation C and its predecessor's A = C[:n] (same tools),
+the rendered text of C is written
+
+    T(C) = T(A)[:-|G|] + tail        G: the generation prompt T(A) ends with
+
+and the tail is taken from two renders of a *reduced* conversation: ``R_A = [C[i] for i in
+ctx]`` (a few messages of A the new part depends on) and ``R_B = R_A + C[n:]``::
+
+    tail = T(R_B)[|T(R_A)| - |G|:]
+
+This holds when T's output for the messages before n does not depend on what follows
+them, and the new messages' part depends on A only through the messages in ctx. Which
+messages those are, and when it does not hold, is a property of each template, proved
+below (`SPLICES`) against the template's source; when a rule's precondition fails the
+request is rendered whole. Whatever the rule says, three cheap checks guard every splice
+(`render.render_turn`): T(A) and T(R_A) end with G, T(R_B) starts with T(R_A)[:-|G|], and
+both renders of R are balanced (no mark open at the cut). tests/test_splice.py holds the
+splice equal to the whole render (text and segments) on Hypothesis conversations for every
+bundled template and on every consecutive pair of the bundled and real corpora.
+
+The rules read the template input (the conversation after marking, the gateway and the
+serving engine: dicts whose ``role`` is never marked). A role is "system" for the
+templates when it is ``system`` or ``developer``; Jinja's ``message.role`` on a dict
+without one is undefined, which equals no string (`_role` gives None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prefixscope.prompt.values import SYSTEM_ROLES
+
+# (conversation of the new request, n = length of the predecessor's) -> ctx, or None
+Context = Callable[[Sequence[Any], int], "list[int] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class SpliceRule:
+    """How a bundled template's render of an appended conversation is spliced."""
+
+    generation: str  # G: what the template writes last with add_generation_prompt=True
+    context: Context  # the messages of A the new part depends on (None: render whole)
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _system(message: Any) -> bool:
+    return _role(message) in SYSTEM_ROLES
+
+
+def _first_is_system_alike(conv: Sequence[Any], ctx: list[int], n: int) -> bool:
+    """R's first message is a system message exactly when C's is (every rule's ``start``:
+    the templates test ``messages[0].role`` for the system turn)."""
+    first = conv[ctx[0]] if ctx else (conv[n] if n < len(conv) else None)
+    return first is None or _system(first) == _system(conv[0])
+
+
+def _deepseek(conv: Sequence[Any], n: int) -> list[int] | None:
+    """deepseek-v4.jinja: ``bos + tools + ns.system + Σ P(m) + G``, where ns.system joins the
+    content of *every* system/developer message in order, and P(m) reads m alone (user:
+    content; assistant: content and calls; tool: content; system and other roles: nothing).
+
+    So T(C)[:-|G|] starts with T(A)[:-|G|] iff the head is the same: no new message is a
+    system/developer one. ctx = A's system messages: T(R_A) = head + G (they render nothing
+    in the loop) and T(R_B) = head + Σ P(new) + G, the tail exactly."""
+    if n == 0 or any(_system(m) for m in conv[n:]):
+        return None
+    return [i for i in range(n) if _system(conv[i])]
+
+
+def _qwen25(conv: Sequence[Any], n: int) -> list[int] | None:
+    """qwen2.5.jinja: ``head(messages[0] if it is a system message, tools) + Σ P_i + G``
+    over ``messages[start:]``, start = 1 after a leading system message. P_i reads message
+    i, and for a tool message ``loop.first`` / ``loop.previtem.role`` (opening
+    ``<|im_start|>user``) and ``loop.last`` / ``loop.nextitem.role`` (closing
+    ``<|im_end|>``).
+
+    A's last message is the only one whose part can change when messages follow: a tool
+    message followed by a tool message loses its ``<|im_end|>`` -- then render whole.
+    ctx = [0 if start] + [n - 1 if it is in the loop]: R_B has the same head and gives
+    C[n]'s part the same previous item (not loop.first: n - 1 precedes it); C[n-1]'s own
+    part in R (loop.first there) is in both T(R_A) and T(R_B) and cancels (it is the same
+    in both: followed by nothing, or by a non-tool message). R's first message must be a
+    system message exactly when C's is, or R's head would differ."""
+    if n == 0:
+        return None
+    start = 1 if _system(conv[0]) else 0
+    if n < len(conv) and _role(conv[n - 1]) == "tool" and _role(conv[n]) == "tool":
+        return None
+    ctx = [0] if start else []
+    if n - 1 >= start:
+        ctx.append(n - 1)
+    return ctx if _first_is_system_alike(conv, ctx, n) else None
+
+
+def _truthy(message: Any, key: str) -> bool:
+    return isinstance(message, dict) and bool(message.get(key))
+
+
+def _qwen36(conv: Sequence[Any], n: int) -> list[int] | None:
+    """qwen3.6.jinja: qwen2.5's structure (the same tool grouping, a head only when there
+    are tools or a leading system message), plus one dependence on the whole conversation:
+    an assistant message shows its reasoning only when ``index > ns.last_user`` (after the
+    last user message).
+
+    A new user message moves last_user past A's messages: any assistant of A after A's last
+    user message with reasoning would lose it (the documented history rewrite) -- then
+    render whole. Otherwise A's parts are unchanged. For a new message, index > last_user
+    is the same in R as in C: with a new user message the last one is the same message in
+    both (order kept); without one, every new message is after C's last user (it is in A)
+    and after R's (R's messages before the new ones are ctx, all before it). ctx as for
+    qwen2.5."""
+    ctx = _qwen25(conv, n)
+    if ctx is None:
+        return None
+    if any(_role(m) == "user" for m in conv[n:]):
+        last_user = max((i for i in range(n) if _role(conv[i]) == "user"), default=-1)
+        if any(_role(conv[i]) == "assistant" and _truthy(conv[i], "reasoning_content")
+               for i in range(last_user + 1, n)):
+            return None
+    return ctx
+
+
+def _harmony(conv: Sequence[Any], n: int) -> list[int] | None:
+    """o200k-harmony.jinja: ``developer head(messages[0] if system, tools) + Σ P_i + G``
+    over ``messages[start:]``, with one state: ``ns.calls``, the [id, name] of every tool
+    call with a truthy id so far, in order. A tool message's name is the last pair whose
+    id equals its ``tool_call_id`` (else its own name, else ``tool``); nothing looks ahead.
+
+    So A's parts never change. The new part depends on A only through the pairs whose id
+    a new tool message asks for: ctx = [0 if start] + every assistant of A with a call
+    whose id is one of those (in order, so the last matching pair is the same one; pairs
+    with other ids are never read for those messages). An id that is not hashable (a JSON
+    list or object) cannot be looked up so: render whole."""
+    if n == 0:
+        return None
+    start = 1 if _system(conv[0]) else 0
+    wanted: set[Any] = set()
+    for message in conv[n:]:
+        if _role(message) == "tool" and "tool_call_id" in message:
+            try:
+                wanted.add(message["tool_call_id"])
+            except TypeError:
+                return None
+    ctx = [0] if start else []
+    if wanted:
+        for i in range(start, n):
+            if _role(conv[i]) == "assistant" and _asks(conv[i], wanted):
+                ctx.append(i)
+    return ctx if _first_is_system_alike(conv, ctx, n) else None
+
+
+def _asks(message: dict[str, Any], wanted: set[Any]) -> bool:
+    """Does one of this assistant message's calls carry a truthy id in `wanted`? (The
+    template reads ``call.id`` of dict calls only: on anything else it is undefined.)"""
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        if isinstance(call, dict) and call.get("id"):
+            try:
+                if call["id"] in wanted:
+                    return True
+            except TypeError:  # an unhashable id equals no hashable one
+                continue
+    return False
+
+
+# Bundled template name -> its rule. A template is spliced only when its source is the
+# bundled file's (`render._splice_rule`): the proofs above are about that text.
+SPLICES: dict[str, SpliceRule] = {
+    "deepseek-v4": SpliceRule("<｜Assistant｜>", _deepseek),
+    "qwen2.5": SpliceRule("<|im_start|>assistant\n", _qwen25),
+    "qwen3.6": SpliceRule("<|im_start|>assistant\n", _qwen36),
+    "o200k-harmony": SpliceRule("<|start|>assistant", _harmony),
+}

@@ -1,0 +1,108 @@
+"""report's one walk over the store (`analyses.onepass`): each request rendered and
+tokenized once gives the diff `diff --all` gives and each domain's replay input `prepare`
+gives, whatever the runs of sessions the walk is cut into (workers, Ray)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from prefixscope.analyses.diff import diff_sessions, resolve_block_sizes, session_pair_rows
+from prefixscope.analyses.onepass import (
+    Domain,
+    PassSetup,
+    merge_stages,
+    one_pass,
+    session_runs,
+    session_stage,
+    what_if_pass,
+    what_if_stage,
+)
+from prefixscope.analyses.simulate import SimulateOptions, prepare
+from prefixscope.analyses.simulate.prepare import Links, prepare_what_if
+from prefixscope.model.redaction import Redactor
+from prefixscope.prompt import RenderOptions
+from prefixscope.store import Store
+from prefixscope.store.load import ingest_paths
+
+SAMPLES = [str(ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl"),
+           str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    st = Store.open(tmp_path_factory.mktemp("onepass") / "s.duckdb")
+    ingest_paths(SAMPLES, st)
+    return st
+
+
+def _setup(store: Store) -> PassSetup:
+    files = tuple(store.source_files())
+    domains = (Domain("tokens", SimulateOptions(engine="vllm", source_files=files[:1])),
+               Domain("blocks", SimulateOptions(engine="anthropic", source_files=files[1:])),
+               Domain("bad", SimulateOptions(engine="no-such-engine", source_files=())))
+    return PassSetup(RenderOptions(), resolve_block_sizes(None, store), domains,
+                     Links.of(store), tuple(session_pair_rows(store, None)),
+                     redactor=Redactor())
+
+
+def _same_entries(a, b) -> None:
+    assert [p.id for p in a] == [p.id for p in b]
+    for x, y in zip(a, b, strict=True):
+        for name in x.__dataclass_fields__:
+            u, v = getattr(x, name), getattr(y, name)
+            if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
+                assert np.array_equal(u, v), (x.id, name)
+            else:
+                assert u == v, (x.id, name)
+
+
+def test_one_walk_gives_the_diff_and_each_domains_prepared_input(store: Store) -> None:
+    setup = _setup(store)
+    passed = one_pass(store, setup)
+    assert passed.diff == diff_sessions(store, None, RenderOptions())
+    assert passed.diff is not None and passed.diff.totals.pairs == 99
+    for domain in setup.domains[:2]:
+        entries, skipped = passed.prepared[domain.name]
+        want, want_skipped = prepare(store, domain.options)
+        assert entries and skipped == want_skipped
+        _same_entries(entries, want)
+    assert set(passed.failed) == {"bad"}
+
+
+@pytest.mark.parametrize("parts", [2, 5])
+def test_runs_of_sessions_merged_in_any_order_give_the_whole_walk(store: Store,
+                                                                 parts: int) -> None:
+    setup = _setup(store)
+    whole = one_pass(store, setup)
+    order, cut = session_runs(store, setup, parts)
+    assert len(cut) > 1
+    loaded = {r.id: r for r in store.iter_requests()}
+    results = [session_stage([loaded[i] for i in ids], setup.subset(ids), pairs)
+               for ids, pairs in cut][::-1]
+    merged = merge_stages(results, setup, order, store)
+    assert merged.diff == whole.diff and merged.failed == whole.failed
+    for name, (entries, skipped) in whole.prepared.items():
+        assert merged.prepared[name][1] == skipped
+        _same_entries(merged.prepared[name][0], entries)
+
+
+@pytest.mark.parametrize("transform", ["strip-billing-header", "sort-json-keys"])
+def test_a_what_if_pass_by_runs_of_sessions_is_prepare_what_if(store: Store,
+                                                              transform: str) -> None:
+    options = SimulateOptions(engine="vllm")
+    base, _ = prepare(store, options)
+    changed = SimulateOptions(engine="vllm", render=RenderOptions(what_if=(transform,)))
+    loaded = {r.id: r for r in store.iter_requests()}
+    seen = []
+
+    def run(st: Store, tasks):
+        seen.append(len(tasks))
+        done = {i: what_if_stage([loaded[r] for r in t.ids], t)
+                for i, t in reversed(list(enumerate(tasks)))}
+        return [done[i] for i in range(len(tasks))]
+
+    got = what_if_pass(store, Links.of(store), changed, base, transform, run, parts=5)
+    assert seen and seen[0] > 1
+    _same_entries(got, prepare_what_if(store, changed, base, (transform,)))

@@ -1,0 +1,232 @@
+"""A session's next request rendered and tokenized from its predecessor's (incremental
+render, `prompt.splice`; token reuse, `PieceCache.encode_many(previous=)`; `tokens.Turns`)
+is what the whole render and the tokenizer's own tokenization of the whole prompt give.
+
+The oracle is the library itself on the whole prompt: `render` (whose text
+tests/test_template_parity.py holds equal to transformers' render_jinja_template) and the
+tokenizer's own encode of the whole text (tokenizers / tiktoken)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _render_helpers import anthropic_bodies, make_request, texts
+from conftest import REAL, ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from prefixscope.cli.main import app
+from prefixscope.prompt import RenderError, RenderOptions, render
+from prefixscope.prompt.render import render_turn
+from prefixscope.prompt.splice import SPLICES
+from prefixscope.store import Store
+from prefixscope.tokenizers import BUNDLED, load_tokenizer
+from prefixscope.tokens.tokenize import PieceCache, common_text_prefix
+from prefixscope.tokens.turns import Turns
+
+SETTINGS = settings(max_examples=40, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+CACHES = {name: PieceCache(load_tokenizer(name)) for name in BUNDLED}
+IDS = ["c0", "c1", "c2", "", 7]  # call ids: repeated, empty (falsy), not a string
+
+
+def whole_ids(name: str, text: str) -> np.ndarray:
+    """The tokenizer library's own ids of the whole text (no piece cache)."""
+    tok = load_tokenizer(name)
+    if name == "deepseek-v4":
+        return np.asarray(tok._tok.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
+    return tok.encode(text).ids
+
+
+@st.composite
+def messages(draw: Any) -> dict[str, Any]:
+    """One OpenAI Chat message of any role the templates treat differently."""
+    role = draw(st.sampled_from(["system", "developer", "user", "assistant", "tool", "tool"]))
+    message: dict[str, Any] = {"role": role, "content": draw(st.one_of(texts, st.just("")))}
+    if role == "assistant":
+        if draw(st.booleans()):
+            message["reasoning"] = draw(st.one_of(texts, st.just("")))
+        calls = []
+        for _ in range(draw(st.integers(0, 2))):
+            call: dict[str, Any] = {"type": "function", "function": {
+                "name": draw(st.sampled_from(["bash", "read"])),
+                "arguments": json.dumps({"cmd": draw(texts)})}}
+            if draw(st.integers(0, 4)):
+                call["id"] = draw(st.sampled_from(IDS))
+            calls.append(call)
+        if calls:
+            message["tool_calls"] = calls
+    elif role == "tool":
+        if draw(st.integers(0, 4)):
+            message["tool_call_id"] = draw(st.sampled_from(IDS))
+        if draw(st.booleans()):
+            message["name"] = "bash"
+    return message
+
+
+@st.composite
+def sessions(draw: Any) -> tuple[dict[str, Any], list[int]]:
+    """(the last request's body, the message counts of the session's requests in order):
+    each request is the first k messages, k growing."""
+    listed = draw(st.lists(messages(), min_size=1, max_size=10))
+    body: dict[str, Any] = {"messages": listed}
+    if draw(st.booleans()):
+        body["tools"] = [{"type": "function", "function": {
+            "name": "bash", "description": draw(texts),
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]
+    cuts = sorted(set(draw(st.lists(st.integers(1, len(listed)), min_size=1, max_size=4))))
+    return body, cuts
+
+
+def _turns_of(bodies: list[dict[str, Any]], options: RenderOptions, endpoint: str) -> None:
+    """Render the session turn by turn; each turn must be the whole render, and its tokens
+    the tokenizer's own ids of the whole text."""
+    turn = None
+    name = options.tokenizer
+    texts_so_far: list[tuple[str, Any]] = []
+    for i, body in enumerate(bodies):
+        request = make_request(body, endpoint=endpoint, id=f"r{i}")
+        try:
+            expected = render(request, options)
+        except RenderError:
+            with pytest.raises(RenderError):
+                render_turn(request, options, turn)
+            turn = None
+            continue
+        got, turn = render_turn(request, options, turn)
+        assert got == expected
+        cache = CACHES[name]
+        previous = None
+        if texts_so_far:
+            prev_text, prev_enc = texts_so_far[-1]
+            previous = [(prev_text, prev_enc, 0)]
+        enc = cache.encode_many([got.text], previous)[0]
+        assert np.array_equal(enc.ids, whole_ids(name, got.text))
+        assert np.array_equal(enc.starts, load_tokenizer(name).encode(got.text).starts)
+        texts_so_far.append((got.text, enc))
+
+
+class TestSpliceEqualsTheWholeRender:
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(session=sessions())
+    def test_openai_sessions_turn_by_turn(self, name, session):
+        body, cuts = session
+        bodies = [{**body, "messages": body["messages"][:k]} for k in cuts]
+        _turns_of(bodies, RenderOptions(tokenizer=name), "openai-chat")
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(body=anthropic_bodies(), data=st.data())
+    def test_anthropic_sessions_through_the_proxy_view_and_the_gateway(self, name, body, data):
+        cuts = sorted(set(data.draw(st.lists(st.integers(1, len(body["messages"])),
+                                             min_size=1, max_size=3))))
+        bodies = [{**body, "messages": body["messages"][:k]} for k in cuts]
+        gateway = data.draw(st.sampled_from(["auto", "anthropic-to-openai"]))
+        what_if = data.draw(st.sampled_from([(), ("strip-billing-header",),
+                                             ("sort-json-keys",)]))
+        _turns_of(bodies, RenderOptions(tokenizer=name, gateway=gateway, what_if=what_if),
+                  "anthropic-messages")
+
+    def test_every_bundled_template_has_a_splice_rule(self):
+        assert set(SPLICES) == set(BUNDLED)
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    def test_appended_turns_are_spliced_not_rendered_whole(self, name, monkeypatch):
+        import importlib
+
+        module = importlib.import_module("prefixscope.prompt.render")
+        calls = []
+        real = module._whole
+        monkeypatch.setattr(module, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+        listed = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+        turn = None
+        options = RenderOptions(tokenizer=name)
+        for i in range(4):
+            listed = [*listed, {"role": "assistant", "content": f"answer {i}"},
+                      {"role": "user", "content": f"question {i}"}]
+            request = make_request({"messages": listed}, endpoint="openai-chat")
+            got, turn = render_turn(request, options, turn)
+            assert got == render(request, options)
+        assert len(calls) == 1 + 4  # the first turn whole; then only the plain renders above
+
+    def test_a_rewritten_history_is_rendered_whole_and_still_equal(self):
+        first = {"messages": [{"role": "user", "content": "a"},
+                              {"role": "assistant", "content": "b"}]}
+        second = {"messages": [{"role": "user", "content": "A"},
+                               {"role": "assistant", "content": "b"},
+                               {"role": "user", "content": "c"}]}
+        options = RenderOptions(tokenizer="qwen2.5")
+        _, turn = render_turn(make_request(first, endpoint="openai-chat"), options)
+        request = make_request(second, endpoint="openai-chat")
+        assert render_turn(request, options, turn)[0] == render(request, options)
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @settings(max_examples=60, deadline=None)
+    @given(prefix=texts, a=texts, b=texts)
+    def test_token_reuse_equals_the_whole_tokenization(self, name, prefix, a, b):
+        """Any two texts, the second told the first is its predecessor."""
+        cache = CACHES[name]
+        first, second = prefix + a, prefix + b
+        enc_a = cache.encode_many([first])[0]
+        for previous in ([(first, enc_a, 0)], None):
+            got = cache.encode_many([second], previous)[0]
+            assert np.array_equal(got.ids, whole_ids(name, second))
+        both = cache.encode_many([first, second], [None, (first, 0, len(prefix))])
+        assert np.array_equal(both[1].ids, whole_ids(name, second))
+        assert np.array_equal(both[1].starts, load_tokenizer(name).encode(second).starts)
+
+
+@pytest.mark.parametrize(("a", "b", "known"), [("", "", 0), ("abc", "abd", 0), ("abc", "abc", 2),
+                                                ("x" * 1000 + "a", "x" * 1000 + "b", 10),
+                                                ("short", "shorter", 0)])
+def test_common_text_prefix_is_the_first_difference(a, b, known):
+    expected = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                    min(len(a), len(b)))
+    assert common_text_prefix(a, b, known) == expected
+
+
+runner = CliRunner()
+
+
+def _store(folder: Path) -> str:
+    result = runner.invoke(app, ["ingest", str(folder), "--store", "s.duckdb", "-q"])
+    assert result.exit_code == 0, result.output
+    return "s.duckdb"
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("folder", [ROOT / "sample_logs", REAL], ids=["samples", "real"])
+def test_every_request_of_the_corpora_turn_by_turn_is_its_whole_render_and_tokens(folder):
+    """Every request with a body, in log order, from its session predecessor's state."""
+    from prefixscope.tokens import tokens_many
+
+    with Store.open(Path(_store(folder)), read_only=True) as st_:
+        prev_of = {b: a for a, b, _, _ in st_.session_pairs()}
+        requests = [r for r in st_.iter_requests() if r.body is not None]
+    options = RenderOptions()
+    turns = Turns(options)
+    spliced = 0
+    for start in range(0, len(requests), 16):
+        chunk = requests[start:start + 16]
+        got = turns.tokens_many(chunk, [prev_of.get(r.id) for r in chunk])
+        for request, result in zip(chunk, got, strict=True):
+            try:
+                expected = tokens_many([request], options)[0]
+            except RenderError as exc:
+                assert isinstance(result, RenderError) and str(result) == str(exc)
+                continue
+            assert not isinstance(result, RenderError)
+            assert result.prompt == expected.prompt
+            assert np.array_equal(result.ids, expected.ids)
+            assert np.array_equal(result.char_starts, expected.char_starts)
+            assert np.array_equal(result.segment_index, expected.segment_index)
+            assert result.logged_prompt_tokens == expected.logged_prompt_tokens
+            held = turns.held.get(prev_of.get(request.id) or "")
+            spliced += held is not None and held.turn is not None
+    assert spliced > len(requests) // 3  # most turns extend their predecessor
