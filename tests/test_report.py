@@ -196,9 +196,15 @@ class TestSample:
         keys = kinds(doc)["json-key-order"]
         assert keys["evidence"]["pairs"] == 5  # sample_logs/README.md: 5 of 41 pairs
 
-    def test_findings_are_ranked_by_lost_tokens(self, doc):
-        lost = [f["lost_tokens"] for f in doc["findings"]]
-        assert lost == sorted(lost, reverse=True)
+    def test_findings_are_ranked_severe_first_then_by_lost_tokens_lenses_after(self, doc):
+        lenses = {"pinned-constant", "low-hit-rate-dimension"}
+        order = ["high", "medium", "low", "info"]
+        causes = [(order.index(f["severity"]), -f["lost_tokens"]) for f in doc["findings"]
+                  if f["kind"] not in lenses and f["severity"] != "info"]
+        assert causes == sorted(causes)
+        group = [2 if f["severity"] == "info" else 1 if f["kind"] in lenses else 0
+                 for f in doc["findings"]]
+        assert group == sorted(group)
 
     def test_the_terminal_shows_the_summary_and_each_fix(self):
         result = runner.invoke(app, ["report", SAMPLES])

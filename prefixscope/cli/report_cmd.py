@@ -112,7 +112,7 @@ def report(
     tokenizer: Tokenizer = API["tokenizer"],
     workers: Workers = None,
     runner: Annotated[Runner, typer.Option(
-        "--runner",
+        "--runner", metavar="local|ray", rich_help_panel=OUTPUT,
         help="Where the per-session stage runs (render, tokenize, diff, each cache domain's "
              "replay input): local, or ray (Ray tasks, with the package's ray extra; "
              "docs/scale.md). The report is the same.")] = RUNNER,
