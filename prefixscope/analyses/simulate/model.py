@@ -170,6 +170,17 @@ class _Prepared:
             return self.segments[-1][1]
         return self.trace_tokens
 
+    def whole_ids(self, base_ids: np.ndarray | None) -> np.ndarray:
+        """The prompt's whole token ids, given its `base`'s whole ids (None: no base)."""
+        assert self.ids is not None
+        if base_ids is None:
+            return self.ids
+        if self.resumed is None:
+            return np.concatenate((base_ids[: self.shared], self.ids))
+        at, start, length = self.resumed
+        return np.concatenate((base_ids[: self.shared], self.ids[: at - self.shared],
+                               base_ids[start: start + length], self.ids[at - self.shared:]))
+
 
 class SimulateError(ValueError):
     """The simulation cannot run as asked (one line, for a person)."""

@@ -150,16 +150,8 @@ class _FullIds:
         self._held: dict[str, np.ndarray] = {}
 
     def of(self, p: _Prepared) -> np.ndarray:
-        assert p.ids is not None
-        ids = p.ids
+        ids = p.whole_ids(self._held[p.base] if p.base is not None else None)
         if p.base is not None:
-            base = self._held[p.base]
-            if p.resumed is None:
-                ids = np.concatenate((base[: p.shared], ids))
-            else:
-                at, start, length = p.resumed
-                ids = np.concatenate((base[: p.shared], ids[: at - p.shared],
-                                      base[start: start + length], ids[at - p.shared:]))
             self._left[p.base] -= 1
             if not self._left[p.base]:
                 del self._held[p.base], self._left[p.base]

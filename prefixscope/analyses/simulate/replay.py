@@ -41,19 +41,13 @@ class _Expander:
     def full_ids(self, p: _Prepared) -> tuple[np.ndarray, Units | None]:
         """`p`'s whole prompt token ids, and its base's units when it has a base (call
         once per request, in order)."""
-        assert p.ids is not None
-        ids, base = p.ids, None
+        ids, base = p.whole_ids(None), None
         if p.base is not None:
             if p.base not in self._held:
                 raise ValueError(f"request {p.id} extends {p.base}, not replayed before it")
             base_ids, base = self._held[p.base]
             self._base_namespace = self._namespace.get(p.base)
-            if p.resumed is None:
-                ids = np.concatenate((base_ids[: p.shared], ids))
-            else:
-                at, start, length = p.resumed
-                ids = np.concatenate((base_ids[: p.shared], ids[: at - p.shared],
-                                      base_ids[start: start + length], ids[at - p.shared:]))
+            ids = p.whole_ids(base_ids)
             self._left[p.base] -= 1
             if not self._left[p.base]:
                 del self._held[p.base], self._left[p.base]
