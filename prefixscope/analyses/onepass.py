@@ -19,7 +19,7 @@ walked) are diffed afterwards from the store (`finish`).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prefixscope.analyses.diff import (
@@ -312,7 +312,24 @@ def _finish(store: Store, setup: PassSetup, indexes: Sequence[int]
 
 def walk_order(store: Store) -> list[str]:
     """The ids the walk meets, in log order (`Store.iter_requests`' order)."""
-    return [r.id for r in store.usage_records() if r.duplicate_of is None]
+    return domain_order(store, None)
+
+
+def _session_runs(order: Sequence[str], session_of: Mapping[str, str | None], parts: int
+                  ) -> list[tuple[list[str], list[str]]]:
+    """`order`'s requests cut into up to `parts` runs of whole sessions, about equal in
+    requests: each run's session keys and its request ids in log order."""
+    place = {rid: i for i, rid in enumerate(order)}
+    sessions: dict[str, list[str]] = {}
+    for rid in order:
+        sessions.setdefault(session_of.get(rid) or rid, []).append(rid)
+    units = list(sessions.items())
+    out = []
+    for cut in runs([len(ids) for _, ids in units], parts):
+        chosen = units[cut.start:cut.stop]
+        out.append(([key for key, _ in chosen],
+                    sorted((rid for _, rids in chosen for rid in rids), key=place.__getitem__)))
+    return out
 
 
 def one_pass(store: Store, setup: PassSetup, *, diff: bool = True) -> PassResult:
@@ -348,21 +365,12 @@ def session_runs(store: Store, setup: PassSetup, parts: int
     """(the walk's order, runs of whole sessions: each its request ids in log order and
     the pairs they hold), about equal in requests."""
     order = walk_order(store)
-    place = {rid: i for i, rid in enumerate(order)}
     session_of = setup.links.session_of
-    sessions: dict[str, list[str]] = {}
-    for rid in order:
-        sessions.setdefault(session_of.get(rid) or rid, []).append(rid)
     pairs_by_session: dict[str, list[int]] = defaultdict(list)
     for i, (_, b, _, _) in enumerate(setup.pairs):
         pairs_by_session[session_of.get(b) or b].append(i)
-    units = list(sessions.items())
-    out = []
-    for cut in runs([len(ids) for _, ids in units], parts):
-        chosen = units[cut.start:cut.stop]
-        ids = sorted((rid for _, rids in chosen for rid in rids), key=place.__getitem__)
-        out.append((ids, [i for key, _ in chosen for i in pairs_by_session.get(key, ())]))
-    return order, out
+    return order, [(ids, [i for key in keys for i in pairs_by_session.get(key, ())])
+                   for keys, ids in _session_runs(order, session_of, parts)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,15 +442,9 @@ def what_if_pass(store: Store, links: Links, options: SimulateOptions,
         return prepare_what_if(store, options, base, (transform,))
     order = domain_order(store, options.source_files)
     place = {rid: i for i, rid in enumerate(order)}
-    sessions: dict[str, list[str]] = {}
-    for rid in order:
-        sessions.setdefault(links.session_of.get(rid) or rid, []).append(rid)
-    units = list(sessions.values())
     by_id = {p.id: p for p in base}
     tasks = []
-    for cut in runs([len(ids) for ids in units], parts):
-        ids = sorted((rid for unit in units[cut.start:cut.stop] for rid in unit),
-                     key=place.__getitem__)
+    for _, ids in _session_runs(order, links.session_of, parts):
         tasks.append(WhatIfTask(tuple(ids), links_of(links, ids), options,
                                 tuple(by_id[rid] for rid in ids if rid in by_id),
                                 transform, store.file))
