@@ -216,3 +216,33 @@ def test_report_without_ray_says_how_to_install_it_in_one_line(monkeypatch):
     assert result.exit_code == 1
     assert result.stderr == ("error: --runner ray needs Ray Data (ray is not installed): "
                              "pip install 'prefixscope[ray]'\n")
+
+
+def test_what_ray_prints_while_it_runs_goes_to_stderr(capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """A raylet's warning reaches the driver's stdout even with log_to_driver=False (seen
+    in CI: "WARNING: 8 PYTHON worker processes have been started…" ahead of the JSON);
+    inside a Ray session stdout is stderr, so the command's data stays alone there."""
+    from prefixscope.distributed.ray_runner import ray_session
+
+    class NoisyRay:
+        running = False
+
+        def is_initialized(self) -> bool:
+            return self.running
+
+        def init(self, **_: object) -> None:
+            self.running = True
+            print("(raylet) WARNING: worker processes started")
+
+        def shutdown(self) -> None:
+            print("(raylet) shutting down")
+            self.running = False
+
+    ray = NoisyRay()
+    with ray_session(ray):
+        print("(raylet) WARNING: while the tasks run")
+    print("the data")
+    out, err = capsys.readouterr()
+    assert out == "the data\n"
+    assert err.count("(raylet)") == 3 and not ray.running

@@ -11,7 +11,10 @@ assembles the report.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,25 @@ def import_ray() -> Any:
         raise DistributedError(f"--runner ray needs Ray Data ({exc.name or 'ray'} is not "
                                f"installed): {INSTALL_HINT}") from None
     return ray
+
+
+@contextmanager
+def ray_session(ray: Any) -> Iterator[None]:
+    """Ray running while the context is open: the cluster RAY_ADDRESS names, else a local
+    instance on loopback only (or the one this process already started, left running).
+
+    stdout carries the command's data alone: what Ray prints meanwhile (its raylet's
+    warnings reach the driver even with ``log_to_driver=False``) goes to stderr."""
+    started = not ray.is_initialized()
+    with redirect_stdout(sys.stderr):
+        if started:
+            local = {} if os.environ.get("RAY_ADDRESS") else {"_node_ip_address": "127.0.0.1"}
+            ray.init(include_dashboard=False, log_to_driver=False, **local)
+        try:
+            yield
+        finally:
+            if started:
+                ray.shutdown()
 
 
 def diff_all_ray(store: Store, options: RenderOptions, *, block_size: int | None = None,
@@ -107,26 +129,18 @@ def _run(ray: Any, source: str, target: str, setup: DiffSetup) -> Any:
         Path(target).mkdir(parents=True, exist_ok=True)
         pq.write_table(empty, Path(target) / "empty.parquet")
         return empty
-    started = not ray.is_initialized()
-    if started:
-        # RAY_ADDRESS, when set, names the cluster to join; else a local instance on
-        # loopback only
-        local = {} if os.environ.get("RAY_ADDRESS") else {"_node_ip_address": "127.0.0.1"}
-        ray.init(include_dashboard=False, log_to_driver=False, **local)
-    try:
-        pairs = ray.data.read_parquet(source)
-        # a few sessions per partition per CPU: Ray's default (200) costs seconds of
-        # scheduling on a small log, and one partition is diffed by one worker
-        partitions = max(1, 4 * int(ray.cluster_resources().get("CPU", 1)))
-        results = pairs.groupby("session", num_partitions=partitions).map_groups(
-            diff_stage, batch_format="pyarrow", fn_kwargs={"setup": setup})
-        results.write_parquet(target)
-        return pq.read_table(target, schema=RESULT_SCHEMA)
-    except ray.exceptions.RayError as exc:
-        raise DistributedError(f"the Ray run failed: {_last_line(exc)}") from None
-    finally:
-        if started:
-            ray.shutdown()
+    with ray_session(ray):
+        try:
+            pairs = ray.data.read_parquet(source)
+            # a few sessions per partition per CPU: Ray's default (200) costs seconds of
+            # scheduling on a small log, and one partition is diffed by one worker
+            partitions = max(1, 4 * int(ray.cluster_resources().get("CPU", 1)))
+            results = pairs.groupby("session", num_partitions=partitions).map_groups(
+                diff_stage, batch_format="pyarrow", fn_kwargs={"setup": setup})
+            results.write_parquet(target)
+            return pq.read_table(target, schema=RESULT_SCHEMA)
+        except ray.exceptions.RayError as exc:
+            raise DistributedError(f"the Ray run failed: {_last_line(exc)}") from None
 
 
 def _last_line(exc: BaseException) -> str:

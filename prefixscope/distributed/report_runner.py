@@ -12,7 +12,6 @@ domain's replays and the ledger. What runs where is in docs/scale.md.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -31,7 +30,7 @@ from prefixscope.analyses.onepass import (
 )
 from prefixscope.analyses.simulate import _Prepared
 from prefixscope.distributed import DistributedError
-from prefixscope.distributed.ray_runner import _last_line, import_ray
+from prefixscope.distributed.ray_runner import _last_line, import_ray, ray_session
 from prefixscope.model import Request
 from prefixscope.store import Store
 
@@ -49,17 +48,10 @@ def ray_stages() -> Iterator[StageRunner]:
         DistributedError: Ray missing, or a run failed.
     """
     ray = import_ray()
-    started = not ray.is_initialized()
-    if started:
-        local = {} if os.environ.get("RAY_ADDRESS") else {"_node_ip_address": "127.0.0.1"}
-        ray.init(include_dashboard=False, log_to_driver=False, **local)
-    try:
+    with ray_session(ray):
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         yield StageRunner(partial(_walk, ray, cpus), partial(_what_ifs, ray, cpus),
                           cpus * _RUNS_PER_CPU)
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def _walk(ray: Any, cpus: int, store: Store, setup: PassSetup) -> PassResult:
