@@ -105,3 +105,25 @@ class TestRegistry:
         engine = get_engine("vllm", block_size=16)
         with pytest.raises(ValueError, match="16"):
             engine.lookup(Units.chain(list(range(64)), 32))
+
+
+class TestKeySet:
+    """`KeySet.leading` against a plain Python set, across merges of its two parts."""
+
+    @given(st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 40), max_size=30)),
+                    max_size=40),
+           st.integers(1, 8))
+    def test_leading_counts_the_keys_before_the_first_one_never_added(
+            self, steps: list[tuple[bool, list[int]]], pending: int) -> None:
+        from prefixscope.engines.base import KeySet
+
+        keys, oracle = KeySet(), set()
+        keys._MIN_PENDING = pending  # merge into the sorted part often
+        for add, values in steps:
+            arr = np.array(values, dtype=np.uint64)
+            if add:
+                keys.add(arr)
+                oracle.update(values)
+            expected = next((i for i, v in enumerate(values) if v not in oracle), len(values))
+            assert keys.leading(arr) == expected
+            assert len(keys) == len(oracle)

@@ -20,7 +20,15 @@ from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
 from prefixscope.cli.privacy import hoisted
-from prefixscope.model.redaction import MASK, Redactor, activate, redactor
+from prefixscope.model.redaction import (
+    MASK,
+    SECRET_PATTERNS,
+    Redactor,
+    Rule,
+    _masked,
+    activate,
+    redactor,
+)
 
 runner = CliRunner()
 
@@ -389,3 +397,39 @@ def test_a_window_is_masked_as_the_whole_text_cut_there(
     start = max(0, text.index(secret) + offset)
     r = Redactor()
     assert r.window(text, start, start + width) == r.text(text)[start:start + width]
+
+
+def _every_rule_masked(text: str) -> str:
+    """The oracle: every built-in pattern run over the text, in order, no anchors."""
+    for rule in SECRET_PATTERNS:
+        text = rule.pattern.sub(_masked, text)
+    return text
+
+
+@pytest.mark.parametrize("rule", SECRET_PATTERNS, ids=lambda r: r.name)
+def test_a_text_a_rule_matches_holds_one_of_its_anchors(rule: Rule) -> None:
+    assert rule.anchors or rule.folded
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.from_regex(rule.pattern, fullmatch=False), st.text(max_size=5),
+           st.text(max_size=5))
+    def check(drawn: str, before: str, after: str) -> None:
+        for text in (drawn, before + drawn + after):
+            if rule.pattern.search(text) is not None:
+                lowered = text.lower() if text.isascii() else None
+                assert rule.may_match(text, lowered)
+
+    check()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(
+    [ANTHROPIC, OPENAI_PROJ, NEWAPI, GOOGLE, GITHUB, GITHUB_FINE, SLACK, AWS, JWT, PEM,
+     "Authorization: Bearer " + "tok3n." * 5, "x-api-key: " + "k3y" * 5,
+     "PASSWORD=" + "hunter2", "pa\u017f\u017fword: s3cret!", "AUTHORİZATION: Bearer abc123456",
+     "https://user:p4ss@host.example", "aws_secret_access_key = " + "A" * 40,
+     "AKIAQWERTYUIOPASDF23 then " + "B" * 40, "\u212a", "é", "•"]), st.text(max_size=12)),
+    max_size=8))
+def test_anchors_never_change_what_is_masked(parts: list[str]) -> None:
+    text = " ".join(parts)
+    assert Redactor().text(text) == _every_rule_masked(text)

@@ -210,16 +210,21 @@ class KeySet:
         held = self._sorted
         if len(held):
             found = held[np.minimum(np.searchsorted(held, keys), len(held) - 1)] == keys
-            first = int(np.argmin(found)) if not found.all() else n
+            missing = np.flatnonzero(~found)
         else:
-            found, first = np.zeros(n, dtype=bool), 0
+            missing = np.arange(n)
         recent = self._recent
-        while first < n and (found[first] or int(keys[first]) in recent):
-            first += 1
-        return first
+        # The first key in neither part; only keys the sorted part lacks are looked up.
+        for at, key in zip(missing.tolist(), keys[missing].tolist(), strict=True):
+            if key not in recent:
+                return int(at)
+        return n
 
     def add(self, keys: np.ndarray) -> None:
         """Add `keys` (uint64; some may be in the set already)."""
+        held = self._sorted
+        if len(held) and len(keys):  # the pending part holds no key of the sorted one
+            keys = keys[held[np.minimum(np.searchsorted(held, keys), len(held) - 1)] != keys]
         self._recent.update(keys.tolist())
         if len(self._recent) > max(self._MIN_PENDING, len(self._sorted) >> 3):
             new = np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent))

@@ -46,15 +46,42 @@ WINDOW_MARGIN = 16 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One pattern; a named group ``keep`` at its start is shown, the rest is masked."""
+    """One pattern; a named group ``keep`` at its start is shown, the rest is masked.
+
+    `anchors` and `folded` are literals of which every match of `pattern` contains at
+    least one (`folded` compared case-insensitively, as the pattern's ``(?i)`` does): a
+    text holding none of them cannot match, and the pattern is not run over it. A rule
+    with neither (a user's ``--redact``) always runs. tests/test_redaction.py checks that
+    each built-in rule's anchors hold for matches Hypothesis draws from its pattern."""
 
     name: str
     pattern: re.Pattern[str]
     builtin: bool = True
+    anchors: tuple[str, ...] = ()
+    folded: tuple[str, ...] = ()
+    _folded_re: re.Pattern[str] | None = None
+
+    def may_match(self, text: str, lowered: str | None) -> bool:
+        """False only when `text` holds none of the anchors (`lowered`: ``text.lower()``
+        when `text` is ASCII, else None)."""
+        if not self.anchors and not self.folded:
+            return True
+        if any(a in text for a in self.anchors):
+            return True
+        if not self.folded:
+            return False
+        if lowered is not None:  # ASCII: a letter matches case-insensitively its two cases
+            return any(a in lowered for a in self.folded)
+        # Beyond ASCII, IGNORECASE also pairs "K" (Kelvin) with "k", "ſ" with "s", ...:
+        # ask the regular expression engine the pattern runs on.
+        assert self._folded_re is not None
+        return self._folded_re.search(text) is not None
 
 
-def _rule(name: str, regex: str) -> Rule:
-    return Rule(name, re.compile(regex))
+def _rule(name: str, regex: str, anchors: tuple[str, ...] = (),
+          folded: tuple[str, ...] = ()) -> Rule:
+    folded_re = re.compile("|".join(map(re.escape, folded)), re.IGNORECASE) if folded else None
+    return Rule(name, re.compile(regex), anchors=anchors, folded=folded, _folded_re=folded_re)
 
 
 # Header values: the scheme word stays visible (what kind of credential), the value goes.
@@ -75,49 +102,56 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
     _rule("private-key",  # gitleaks private-key; the END line stays; unterminated: the body
           r"(?P<keep>-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
           r"(?:[\s\S]{64,}?(?=-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
-          r"|(?:[A-Za-z0-9+/=\s]|\\[nr])+)"),
-    _rule("anthropic-api-key", rf"(?P<keep>{_START}sk-ant-)[a-z]+\d\d-[A-Za-z0-9_-]{{20,}}"),
+          r"|(?:[A-Za-z0-9+/=\s]|\\[nr])+)", ("-----BEGIN",)),
+    _rule("anthropic-api-key", rf"(?P<keep>{_START}sk-ant-)[a-z]+\d\d-[A-Za-z0-9_-]{{20,}}",
+          ("sk-ant-",)),
     _rule("openai-api-key",  # and the sk- keys of new-api, one-api, LiteLLM
           rf"(?P<keep>{_START}sk-(?:proj-|svcacct-|admin-)?)"
-          r"(?=[A-Za-z0-9_-]*\d)(?!ant-)[A-Za-z0-9_-]{20,}"),
+          r"(?=[A-Za-z0-9_-]*\d)(?!ant-)[A-Za-z0-9_-]{20,}", ("sk-",)),
     _rule("stripe-access-token", rf"(?P<keep>{_START}(?:sk|rk)_(?:test|live|prod)_)"
-                                 rf"[A-Za-z0-9]{{10,99}}{_END}"),
-    _rule("google-api-key", rf"(?P<keep>{_START}AIza)[0-9A-Za-z_-]{{35}}"),
+                                 rf"[A-Za-z0-9]{{10,99}}{_END}", ("sk_", "rk_")),
+    _rule("google-api-key", rf"(?P<keep>{_START}AIza)[0-9A-Za-z_-]{{35}}", ("AIza",)),
     _rule("github-token", rf"(?P<keep>{_START}(?:ghp|gho|ghu|ghs|ghr)_)[0-9A-Za-z]{{36}}"
-                          rf"|(?P<keep2>{_START}github_pat_)\w{{82}}"),
-    _rule("gitlab-pat", rf"(?P<keep>{_START}glpat-)[\w-]{{20,300}}(?:\.[0-9a-z]{{9}})?"),
+                          rf"|(?P<keep2>{_START}github_pat_)\w{{82}}",
+          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    _rule("gitlab-pat", rf"(?P<keep>{_START}glpat-)[\w-]{{20,300}}(?:\.[0-9a-z]{{9}})?",
+          ("glpat-",)),
     _rule("huggingface-access-token",  # and -organization-api-token
-          rf"(?P<keep>{_START}(?:hf_|api_org_))[A-Za-z]{{34}}{_END}"),
+          rf"(?P<keep>{_START}(?:hf_|api_org_))[A-Za-z]{{34}}{_END}", ("hf_", "api_org_")),
     _rule("slack-webhook-url", r"(?P<keep>(?:https?://)?hooks\.slack\.com/"
-                               r"(?:services|workflows|triggers)/)[A-Za-z0-9+/]{43,200}"),
+                               r"(?:services|workflows|triggers)/)[A-Za-z0-9+/]{43,200}",
+          ("hooks.slack.com/",)),
     _rule("slack-token", rf"(?P<keep>{_START}xox[abposer]-)[0-9A-Za-z-]{{10,}}"
-                         rf"|(?P<keep2>{_START}xapp-)\d-[A-Za-z0-9-]{{10,}}"),
+                         rf"|(?P<keep2>{_START}xapp-)\d-[A-Za-z0-9-]{{10,}}", ("xox", "xapp-")),
     # Before the access key id: the id, and what is between, stay as the id's rule leaves
     # them; the 40 characters after it (within 200) are the secret the id comes with.
     _rule("aws-secret-access-key",
           rf"(?P<keep>{_START}{_AWS_KEY_ID}{_END}[\s\S]{{1,200}}?){_AWS_SECRET}"
           r"|(?i:(?P<keep2>\baws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?))"
-          + _AWS_SECRET),
+          + _AWS_SECRET, ("A3T", "AKIA", "ASIA", "ABIA", "ACCA"), ("aws",)),
     _rule("aws-access-key-id", rf"(?P<keep>{_START}(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA))"
-                               rf"[A-Z2-7]{{16}}{_END}"),
+                               rf"[A-Z2-7]{{16}}{_END}",
+          ("A3T", "AKIA", "ASIA", "ABIA", "ACCA")),
     _rule("jwt", rf"(?P<keep>{_START}ey)[A-Za-z0-9]{{17,}}\.ey[A-Za-z0-9/\\_-]{{17,}}\."
-                 r"(?:[A-Za-z0-9/\\_-]{10,}={0,2})?"),
+                 r"(?:[A-Za-z0-9/\\_-]{10,}={0,2})?", (".ey",)),
     # user:password@host: the password goes, the scheme, user and host stay.
     _rule("url-password", r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,100}:)"
-                          r"[^\s/@\"'<>•]{1,200}(?=@[A-Za-z0-9\[])"),
+                          r"[^\s/@\"'<>•]{1,200}(?=@[A-Za-z0-9\[])", ("://",)),
     _rule("password-assignment",
           rf"(?P<keep>{_PASSWORD_KEY}(?:[\"']?\s*=\s*[\"']?|[\"']?\s*:\s*[\"']))"
           + _PASSWORD_VALUE
           + rf"|(?P<keep2>{_PASSWORD_KEY}\s*:\s*)(?=[^\s\"',;\\•]*[0-9+/=_.~!#$%^*-])"
-          + _PASSWORD_VALUE),
+          + _PASSWORD_VALUE, folded=("passw",)),
     # After the keyed rules, so "Bearer sk-ant-•••" keeps the kind of key it held.
     _rule("authorization-header",
           r"(?i)(?P<keep>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
-          r"(?:(?:bearer|basic|token|digest|apikey)\s+)?)" + _HEADER_VALUE),
+          r"(?:(?:bearer|basic|token|digest|apikey)\s+)?)" + _HEADER_VALUE,
+          folded=("authorization",)),
     _rule("api-key-header",
           r"(?i)(?P<keep>\b(?:x-api-key|api-key|x-goog-api-key|x-auth-token)[\"']?\s*[:=]\s*"
-          r"[\"']?)" + _HEADER_VALUE),
-    _rule("bearer-token", r"(?P<keep>\b[Bb]earer\s+)[A-Za-z0-9._~+/-]{20,}=*"),
+          r"[\"']?)" + _HEADER_VALUE, folded=("api-key", "x-auth-token")),
+    _rule("bearer-token", r"(?P<keep>\b[Bb]earer\s+)[A-Za-z0-9._~+/-]{20,}=*",
+          ("earer",)),
 )
 
 # Request headers that carry credentials: never kept in a store (ingest), and their
@@ -253,8 +287,12 @@ def _whole(value: str) -> str:
 @lru_cache(maxsize=16)
 def _text(rules: tuple[Rule, ...], s: str) -> str:
     # Cached: a diff masks each prompt once though it is both sides of two pairs.
+    # `lowered` is of the text before any rule masked it: masking only turns characters
+    # into MASK, which no anchor holds, so it never makes an anchor appear.
+    lowered = s.lower() if s.isascii() else None
     for rule in rules:
-        s = rule.pattern.sub(_masked, s)
+        if rule.may_match(s, lowered):
+            s = rule.pattern.sub(_masked, s)
     return s
 
 
