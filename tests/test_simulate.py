@@ -22,6 +22,7 @@ from prefixscope.analyses.simulate import (
     simulate_store,
 )
 from prefixscope.cli.main import app
+from prefixscope.engines import ENGINES
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 
@@ -402,3 +403,51 @@ def test_fit_finds_a_hosted_engines_retention(tmp_path: Path) -> None:
     assert (report.fit.ttl_seconds, report.fit.agreement) == (300.0, 1.0)
     longer = simulate_store(store, SimulateOptions(engine="anthropic", ttl_seconds=3600))
     assert longer.per_request[2].predicted == totals[1] - 2  # an hour keeps it alive
+
+
+class TestRememberedReplays:
+    """report replays a domain, fits it, then replays it at the fit: inside
+    `remembered_replays` a replay the steps share runs once."""
+
+    def _log(self) -> list[_Prepared]:
+        return [request("a", list(range(40)), seconds=0.0, observed=0),
+                request("b", list(range(64)), prev="a", seconds=10.0, observed=32),
+                request("c", [7, *range(1, 64)], seconds=20.0, observed=0),
+                request("d", list(range(80)), prev="b", seconds=900.0, observed=48)]
+
+    @pytest.mark.parametrize("engine", [name for name, spec in ENGINES.items()
+                                        if spec.ttl_parameter is None
+                                        and spec.replays == "tokens"])
+    def test_a_predicted_replay_with_no_capacity_and_no_clock_is_the_ideal(self, engine):
+        from prefixscope.analyses.simulate.replay import _replay
+
+        log = self._log()
+        options = SimulateOptions(engine=engine)
+        assert _replay(log, options) == _replay(log, options, unlimited=True)
+
+    def test_a_shared_replay_runs_once_and_gives_the_same_answer(self, monkeypatch):
+        from prefixscope.analyses.simulate import remembered_replays, replay
+        from prefixscope.analyses.simulate.replay import _replays
+
+        log = self._log()
+        ran: list[object] = []
+        real = replay._replay
+
+        def counted(prepared, options, *, unlimited=False):
+            ran.append((options.capacity_tokens, unlimited))
+            return real(prepared, options, unlimited=unlimited)
+
+        monkeypatch.setattr(replay, "_replay", counted)
+        fitted = SimulateOptions(unit=16, capacity_tokens=64)
+        alone = [_replays(log, [fitted, None], 1), _replays(log, [SimulateOptions(), None], 1)]
+        assert len(ran) == 2 + 1  # unlimited: the predicted replay is the ideal one
+        ran.clear()
+        with remembered_replays():
+            first = _replays(log, [SimulateOptions(), None], 1)
+            again = _replays(log, [fitted, None], 1)
+            assert _replays(log, [fitted], 1) == [again[0]]
+        assert [again, first] == alone
+        assert ran == [(None, True), (64, False)]
+        ran.clear()
+        _replays(log, [fitted], 1)  # outside the block nothing is remembered
+        assert ran == [(64, False)]

@@ -54,6 +54,7 @@ from prefixscope.analyses.simulate import (
     WhatIfInput,
     fit_parameters,
     merge_replays,
+    remembered_replays,
     replay_prepared,
 )
 from prefixscope.analyses.simulate.prepare import Links
@@ -535,7 +536,17 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
     """One cache domain, replayed with unlimited capacity; when the log got less than that
     predicts (a self-hosted engine, no --capacity), the capacity (and the unit, unless
     known) is fitted to the observed cached tokens and the domain replayed at the fit with
-    a capacity curve; the priced what-ifs either way (None: nothing replayable)."""
+    a capacity curve; the priced what-ifs either way (None: nothing replayable). A replay
+    the steps share (the ideal, the fit's confirming replay, its sweep) runs once."""
+    with remembered_replays():
+        return _replay_steps(store, sim, options, what_if_of, notes, prepared, skipped,
+                             workers, what_if_input)
+
+
+def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
+                  what_if_of: dict[str, str], notes: list[str], prepared: list[Any],
+                  skipped: dict[str, int], workers: int, what_if_input: WhatIfInput | None
+                  ) -> SimulateReport | None:
     if unmarked_cache_reads(sim.engine, prepared):
         sim = replace(sim, automatic_breakpoints=True)
         notes.append("replayed with anthropic's automatic breakpoints: the logged bodies carry "

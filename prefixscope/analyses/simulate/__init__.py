@@ -78,6 +78,7 @@ from prefixscope.analyses.simulate.replay import (
     _replay,
     _replays,
     _sweep,
+    remembered_replays,
 )
 from prefixscope.store import Store
 
@@ -157,5 +158,6 @@ __all__ = ["ANTHROPIC_READ_LAG", "AUTO_MIN_REPLAY_REQUESTS", "DEFAULT_TRACE_BLOC
            "CurvePoint", "FitResult", "RequestSim", "SimulateError", "SimulateOptions",
            "SimulateReport", "WhatIfInput", "WhatIfResult", "_Expander", "_Prepared",
            "_at_capacities", "_compact", "_replay", "_replays", "_sweep", "engine_block_size",
-           "fit_parameters", "merge_replays", "prepare", "replay_prepared", "replay_report",
+           "fit_parameters", "merge_replays", "prepare", "remembered_replays", "replay_prepared",
+           "replay_report",
            "simulate_store", "spec_of", "stored_rows"]

@@ -13,7 +13,7 @@ from prefixscope.analyses.simulate.model import (
     _Prepared,
     engine_block_size,
 )
-from prefixscope.analyses.simulate.replay import _at_capacities, _replay, _replays, _sweeps
+from prefixscope.analyses.simulate.replay import _at_capacities, _replays, _sweeps
 from prefixscope.engines import ENGINES
 
 
@@ -92,7 +92,7 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
     chosen = replace(options, unit=block_size, capacity_tokens=capacity)
     fitted = engine_block_size(options.engine, block_size)[0]
     return FitResult(fitted, capacity,
-                     _agreement(prepared, _replay(prepared, chosen), fitted))
+                     _agreement(prepared, _replays(prepared, [chosen], 1)[0], fitted))
 
 
 

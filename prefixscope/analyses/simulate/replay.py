@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -188,11 +191,60 @@ def _replays(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions | Non
              workers: int) -> list[list[int]]:
     """`_replay(prepared, run)` of each run (None: the ideal replay of the first run's
     engine), in up to `workers` processes sharing `prepared`: each replay is independent
-    of the others, so the results are the same as one after another."""
+    of the others, so the results are the same as one after another. Runs that are the
+    same replay (`_replay_key`) are replayed once, and inside `remembered_replays` once
+    per block of code."""
     base = next(run for run in runs if run is not None)
-    jobs = [(base, True) if run is None else (run, False) for run in runs]
-    with Pool(min(workers, len(jobs)), shared=prepared) as pool:
-        return pool.map(_replay_job, jobs)
+    keys = [_replay_key(base, True) if run is None else _replay_key(run, False) for run in runs]
+    memo = _memo(prepared)
+    todo = [key for key in dict.fromkeys(keys) if key not in memo]
+    if todo:
+        with Pool(min(workers, len(todo)), shared=prepared) as pool:
+            memo.update(zip(todo, pool.map(_replay_job, todo), strict=True))
+    return [list(memo[key]) for key in keys]
+
+
+def _replay_key(options: SimulateOptions, unlimited: bool) -> tuple[SimulateOptions, bool]:
+    """The job `_replay(prepared, options, unlimited=unlimited)` is: a predicted replay
+    with no capacity, no overlap and no retention clock is the ideal replay (`now` is read
+    by engines with a TTL alone, engines/base.py), and the ideal replay reads neither the
+    capacity nor the overlap."""
+    spec = ENGINES[options.engine]
+    if spec.block_parameter is not None and options.unit is None:  # the default, named
+        options = replace(options, unit=spec.block_size)
+    if not unlimited and options.capacity_tokens is None and not options.concurrent \
+            and spec.ttl_parameter is None:
+        unlimited = True
+    if unlimited:
+        options = replace(options, capacity_tokens=None, concurrent=False)
+    return options, unlimited
+
+
+# Inside `remembered_replays`: (the prepared requests, {job: its result}) by id of the
+# prepared requests (held, so the id is not reused while the block runs).
+_REMEMBERED: ContextVar[dict[int, tuple[Sequence[_Prepared], dict[Any, Any]]] | None] = \
+    ContextVar("remembered_replays", default=None)
+
+
+@contextmanager
+def remembered_replays() -> Iterator[None]:
+    """Within the block, a replay (or sweep) of the same prepared requests with the same
+    options is run once: report replays a domain, fits it, then replays it at the fit,
+    whose predicted replay is the fit's confirming one and whose ideal is the first's."""
+    token = _REMEMBERED.set({})
+    try:
+        yield
+    finally:
+        _REMEMBERED.reset(token)
+
+
+def _memo(prepared: Sequence[_Prepared]) -> dict[Any, Any]:
+    remembered = _REMEMBERED.get()
+    if remembered is None:
+        return {}
+    held = remembered.setdefault(id(prepared), (prepared, {}))
+    assert held[0] is prepared
+    return held[1]
 
 
 def _replay_job(job: tuple[SimulateOptions, bool]) -> list[int]:
@@ -249,9 +301,17 @@ def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions) -> _Swept | 
 
 def _sweeps(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions],
             workers: int) -> list[_Swept | None]:
-    """`_sweep(prepared, run)` of each run, in up to `workers` processes sharing `prepared`."""
-    with Pool(min(workers, len(runs)), shared=prepared) as pool:
-        return pool.map(_sweep_job, runs)
+    """`_sweep(prepared, run)` of each run, in up to `workers` processes sharing `prepared`
+    (each once inside `remembered_replays`; a sweep reads no capacity)."""
+    keys = [("sweep", replace(_replay_key(run, True)[0], concurrent=run.concurrent))
+            for run in runs]
+    memo = _memo(prepared)
+    todo = [key for key in dict.fromkeys(keys) if key not in memo]
+    if todo:
+        with Pool(min(workers, len(todo)), shared=prepared) as pool:
+            memo.update(zip(todo, pool.map(_sweep_job, [run for _, run in todo]),
+                            strict=True))
+    return [memo[key] for key in keys]
 
 
 def _sweep_job(run: SimulateOptions) -> _Swept | None:
@@ -264,7 +324,7 @@ def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
     """Cached tokens of each request at each capacity: from one sweep where it follows
     (`swept`, else made here), the other capacities replayed one by one."""
     if swept is None and sweep:
-        swept = _sweep(prepared, options)
+        swept = _sweeps(prepared, [options], 1)[0]
     out: list[list[int] | None] = [None if swept is None else swept.cached(c)
                                    for c in capacities]
     todo = [i for i, cached in enumerate(out) if cached is None]
