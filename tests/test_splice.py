@@ -70,6 +70,37 @@ def messages(draw: Any) -> dict[str, Any]:
 
 
 @st.composite
+def anthropic_messages(draw: Any) -> dict[str, Any]:
+    """One Anthropic message: string content, or blocks of every kind the proxy view
+    treats differently (text, tool_use with nested input, tool_result as text or parts,
+    thinking, image, a non-dict)."""
+    role = draw(st.sampled_from(["user", "assistant"]))
+    if draw(st.integers(0, 3)) == 0:
+        return {"role": role, "content": draw(texts)}
+    blocks: list[Any] = []
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["text", "tool_use", "tool_result", "thinking", "image",
+                                     "odd"]))
+        if kind == "text":
+            blocks.append({"type": "text", "text": draw(texts)})
+        elif kind == "tool_use":
+            blocks.append({"type": "tool_use", "id": draw(st.sampled_from(["t1", "t2"])),
+                           "name": "Bash", "input": {"command": draw(texts),
+                                                     "opts": {"n": draw(st.integers(0, 9)),
+                                                              "k": [draw(texts)]}}})
+        elif kind == "tool_result":
+            blocks.append({"type": "tool_result", "tool_use_id": "t1", "content": draw(
+                st.one_of(texts, st.just([{"type": "text", "text": "ok"}, {"type": "image"}])))})
+        elif kind == "thinking":
+            blocks.append({"type": "thinking", "thinking": draw(texts), "signature": "s"})
+        elif kind == "image":
+            blocks.append({"type": "image", "source": {"type": "base64", "data": "AAAA"}})
+        else:
+            blocks.append(draw(texts))
+    return {"role": role, "content": blocks}
+
+
+@st.composite
 def sessions(draw: Any) -> tuple[dict[str, Any], list[int]]:
     """(the last request's body, the message counts of the session's requests in order):
     each request is the first k messages, k growing."""
@@ -132,6 +163,34 @@ class TestSpliceEqualsTheWholeRender:
                                              ("sort-json-keys",)]))
         _turns_of(bodies, RenderOptions(tokenizer=name, gateway=gateway, what_if=what_if),
                   "anthropic-messages")
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(messages=st.lists(anthropic_messages(), min_size=2, max_size=7), data=st.data())
+    def test_an_appended_anthropic_turn_converts_only_its_new_messages(self, name, messages,
+                                                                      data):
+        """The Anthropic proxy view's template input of an appended turn is the previous
+        one's plus its new messages' (`render._appended_input`), for every block kind a
+        message may hold; each turn still equals its whole render."""
+        import importlib
+
+        module = importlib.import_module("prefixscope.prompt.render")
+        taken: list[bool] = []
+        real = module._appended_input
+        body: dict[str, Any] = {"system": [{"type": "text", "text": data.draw(texts)}],
+                                "messages": messages}
+        if data.draw(st.booleans()):
+            body["tools"] = [{"name": "Bash", "description": data.draw(texts), "input_schema": {
+                "type": "object", "properties": {"z": {"type": "string"}, "a": {}}}}]
+        what_if = data.draw(st.sampled_from([(), ("strip-billing-header",),
+                                             ("sort-json-keys",)]))
+        bodies = [{**body, "messages": messages[:k]} for k in range(1, len(messages) + 1)]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(module, "_appended_input",
+                          lambda *a: taken.append((out := real(*a)) is not None) or out)
+            _turns_of(bodies, RenderOptions(tokenizer=name, what_if=what_if),
+                      "anthropic-messages")
+        assert any(taken)
 
     def test_every_bundled_template_has_a_splice_rule(self):
         assert set(SPLICES) == set(BUNDLED)

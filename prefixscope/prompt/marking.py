@@ -130,7 +130,7 @@ def _mark_anthropic(body: dict[str, Any], m: Marker) -> dict[str, Any]:
     if isinstance(body.get("tools"), list):
         out["tools"] = _mark_tools(body["tools"], m)
     if isinstance(body.get("messages"), list):
-        out["messages"] = _mark_messages(body["messages"], m, _mark_anthropic_message)
+        out["messages"] = _mark_messages(body["messages"], m, mark_anthropic_message)
     return out
 
 
@@ -142,7 +142,7 @@ def _mark_messages(messages: list[Any], m: Marker, mark_one: Any) -> list[Any]:
     return out
 
 
-def _mark_anthropic_message(message: Any, path: str, m: Marker) -> Any:
+def mark_anthropic_message(message: Any, path: str, m: Marker) -> Any:
     if not isinstance(message, dict):
         return message
     pid = m.path_id(path, "message")

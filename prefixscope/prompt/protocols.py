@@ -117,11 +117,11 @@ def anthropic_proxy_view(marked: dict[str, Any], marker: Marker,
         messages.append({"role": "system", "content": head})
     for message in marked.get("messages") or []:
         if isinstance(message, dict):
-            messages.extend(_proxy_message(message, marker))
+            messages.extend(proxy_message(message, marker))
     return messages, None
 
 
-def _proxy_message(message: dict[str, Any], marker: Marker) -> list[dict[str, Any]]:
+def proxy_message(message: dict[str, Any], marker: Marker) -> list[dict[str, Any]]:
     role = message.get("role")
     content = message.get("content")
     if isinstance(content, str):

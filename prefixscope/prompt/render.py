@@ -40,7 +40,7 @@ from prefixscope.model import Request
 from prefixscope.prompt import serving
 from prefixscope.prompt.gateways import PROFILES, get_profile, to_upstream
 from prefixscope.prompt.jsontext import dumps
-from prefixscope.prompt.marking import mark_body
+from prefixscope.prompt.marking import mark_anthropic_message, mark_body
 from prefixscope.prompt.marks import (
     TEMPLATE,
     Marker,
@@ -49,7 +49,7 @@ from prefixscope.prompt.marks import (
     marks_active,
     strip_marks,
 )
-from prefixscope.prompt.protocols import anthropic_proxy_view
+from prefixscope.prompt.protocols import anthropic_proxy_view, proxy_message
 from prefixscope.prompt.splice import SPLICES, SpliceRule
 from prefixscope.prompt.template import render_marked, render_plain
 from prefixscope.prompt.values import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
@@ -150,6 +150,10 @@ class Turn:
     length: int  # how many template messages
     tools: bytes  # JSON of the template input's tools
     prompt: Prompt
+    # The template input itself and the marker that registered its objects, where the
+    # conversion maps each logged message on its own (`_appended_input`); else None.
+    messages: list[dict[str, Any]] | None = None
+    marker: Marker | None = None
 
 
 def render_turn(request: Request, options: RenderOptions | None = None,
@@ -200,16 +204,23 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     # is equal marked text. A body that extends the previous one is marked in the same
     # order up to the end of that history, so the seeded table gives every path the id and
     # the kind it would get unseeded, and stale paths are never used: the Prompt is the same.
-    marker = (Marker(enabled=True, paths=list(seed.table[0]), kinds=list(seed.table[1]),
-                     _ids={p: i for i, p in enumerate(seed.table[0])})
-              if seed is not None else Marker(enabled=not reserved))
-    messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
+    appended = _appended_input(seed, body, endpoint, proxy, tok) if seed is not None else None
+    if appended is not None:
+        marker, messages, tools = appended
+    else:
+        marker = _seeded(seed) if seed is not None else Marker(enabled=not reserved)
+        messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
     conversation = tools_json = None
     if rule is not None and (keep or seed is not None):
         conversation, tools_json = _json(messages), _json(tools)
     spliced = None
     if seed is not None and rule is not None and conversation is not None:
         spliced = _splice(rule, seed, messages, tools, conversation, tools_json, marker, tok)
+    if spliced is None and appended is not None:  # rendered whole: from the whole body
+        assert seed is not None
+        marker = _seeded(seed)
+        messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
+        conversation, tools_json = _json(messages), _json(tools)
     if spliced is not None:
         text, segments, attribution = spliced[0], spliced[1], "exact"
     else:
@@ -232,10 +243,64 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     turn = None
     if keep and raw is not None and conversation is not None and tools_json is not None \
             and attribution == "exact" and history is not None:
+        mapped = _maps_messages(endpoint, proxy)
         turn = Turn(key, history, raw[0], raw[1][:-1], len(body[history]),
                     (tuple(marker.paths), tuple(marker.kinds)), conversation[:-1],
-                    len(messages), tools_json, prompt)
+                    len(messages), tools_json, prompt,
+                    messages if mapped else None, marker if mapped else None)
     return prompt, turn
+
+
+def _maps_messages(endpoint: str, proxy: bool) -> bool:
+    """Does the conversion of this endpoint and view map each logged message on its own
+    (so a body with messages appended has its template input extended)? The Anthropic
+    proxy view: see `_appended_input`."""
+    return endpoint == "anthropic-messages" and proxy
+
+
+def _seeded(seed: Turn) -> Marker:
+    """A marker numbering paths as the previous turn did (a fresh registry of objects)."""
+    return Marker(enabled=True, paths=list(seed.table[0]), kinds=list(seed.table[1]),
+                  _ids={p: i for i, p in enumerate(seed.table[0])})
+
+
+def _appended_input(seed: Turn, body: dict[str, Any], endpoint: str, proxy: bool,
+                    tok: Tokenizer) -> tuple[Marker, list[dict[str, Any]], None] | None:
+    """(marker, template messages, tools) of a body that is `seed`'s with messages appended
+    (`_extends`, checked by the caller), from the new messages alone; None where the
+    conversion is not a map of messages.
+
+    Why it equals `_template_input` of the whole body, for the Anthropic proxy view:
+    `_mark_anthropic` marks ``system``, ``tools``, then each message by itself under
+    ``messages[i]``; the what-if edits touch ``system`` and the tools only
+    (`whatif._edit_system` on this endpoint, `_with_sorted_schema`);
+    `anthropic_proxy_view` is a head built from the tools and the system (the body
+    without its messages: equal, `_extends`) followed by `proxy_message` of each message
+    in turn; `serving.conversation` maps each message on its own (`_message`,
+    `_parse_arguments`, `_alias_reasoning`). So the whole body's template input is the
+    previous one followed by that of the new messages. Path ids: the previous table holds
+    every path of the shared part (marked in the same order), so the new messages' paths
+    get the ids the whole walk gives them. Objects: the previous turn's template input
+    was registered in its marker, whose registry is shared here (it keeps its objects
+    alive, so no id is reused), so the chat template finds them as the whole walk's own.
+    tests/test_splice.py holds the renders equal turn by turn."""
+    if not _maps_messages(endpoint, proxy) or seed.messages is None or seed.marker is None:
+        return None
+    logged = body["messages"]
+    previous = seed.marker
+    marker = Marker(enabled=True, paths=list(seed.table[0]), kinds=list(seed.table[1]),
+                    _ids={p: i for i, p in enumerate(seed.table[0])},
+                    _objects=previous._objects, _alive=previous._alive,
+                    _origins=previous._origins, _leaves=previous._leaves)
+    with marks_active(True):
+        marked = [mark_anthropic_message(m, f"messages[{i}]", marker)
+                  for i, m in enumerate(logged[seed.count:], start=seed.count)]
+        view: list[dict[str, Any]] = []
+        for message in marked:
+            if isinstance(message, dict):
+                view.extend(proxy_message(message, marker))
+        new = serving.conversation(view, marker, serving.content_format(tok.chat_template))
+    return marker, [*seed.messages, *new], None
 
 
 def _whole(tok: Tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
