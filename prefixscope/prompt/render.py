@@ -154,6 +154,7 @@ class Turn:
     # conversion maps each logged message on its own (`_appended_input`); else None.
     messages: list[dict[str, Any]] | None = None
     marker: Marker | None = None
+    head: int = 0  # how many of `messages` come from the body without its history
 
 
 def render_turn(request: Request, options: RenderOptions | None = None,
@@ -197,6 +198,10 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     seed = previous if (rule is not None and previous is not None and history is not None
                         and previous.key == key) else None
     raw = _raw_parts(body, history) if history is not None and (keep or seed) else None
+    # `grown`: the previous turn, when this body's history continues its history (the
+    # rest of the body, its system prompt say, may differ); `seed`: ... and the rest is equal.
+    grown = seed if seed is not None and raw is not None and \
+        _continues(seed.items, seed.count, raw[1]) else None
     if seed is not None and (raw is None or not _extends(seed, raw)):
         seed = None
     # Path ids are numbered as marking meets them; seeded with the previous turn's table,
@@ -204,23 +209,23 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     # is equal marked text. A body that extends the previous one is marked in the same
     # order up to the end of that history, so the seeded table gives every path the id and
     # the kind it would get unseeded, and stale paths are never used: the Prompt is the same.
-    appended = _appended_input(seed, body, endpoint, proxy, tok) if seed is not None else None
+    appended = (_appended_input(grown, seed is not None, body, endpoint, profile, proxy, plan,
+                                tok) if grown is not None else None)
+    head = 0
     if appended is not None:
-        marker, messages, tools = appended
+        marker, messages, tools, head = appended
     else:
         marker = _seeded(seed) if seed is not None else Marker(enabled=not reserved)
         messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
+        if keep and rule is not None and _maps_messages(endpoint, proxy):
+            head = len(_template_input(endpoint, {**body, "messages": []}, profile, proxy,
+                                       plan, tok, Marker(enabled=False))[0])
     conversation = tools_json = None
     if rule is not None and (keep or seed is not None):
         conversation, tools_json = _json(messages), _json(tools)
     spliced = None
     if seed is not None and rule is not None and conversation is not None:
         spliced = _splice(rule, seed, messages, tools, conversation, tools_json, marker, tok)
-    if spliced is None and appended is not None:  # rendered whole: from the whole body
-        assert seed is not None
-        marker = _seeded(seed)
-        messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
-        conversation, tools_json = _json(messages), _json(tools)
     if spliced is not None:
         text, segments, attribution = spliced[0], spliced[1], "exact"
     else:
@@ -247,7 +252,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
         turn = Turn(key, history, raw[0], raw[1][:-1], len(body[history]),
                     (tuple(marker.paths), tuple(marker.kinds)), conversation[:-1],
                     len(messages), tools_json, prompt,
-                    messages if mapped else None, marker if mapped else None)
+                    messages if mapped else None, marker if mapped else None, head)
     return prompt, turn
 
 
@@ -264,43 +269,54 @@ def _seeded(seed: Turn) -> Marker:
                   _ids={p: i for i, p in enumerate(seed.table[0])})
 
 
-def _appended_input(seed: Turn, body: dict[str, Any], endpoint: str, proxy: bool,
-                    tok: Tokenizer) -> tuple[Marker, list[dict[str, Any]], None] | None:
-    """(marker, template messages, tools) of a body that is `seed`'s with messages appended
-    (`_extends`, checked by the caller), from the new messages alone; None where the
+def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint: str,
+                    profile: str, proxy: bool, plan: WhatIfPlan, tok: Tokenizer
+                    ) -> tuple[Marker, list[dict[str, Any]], None, int] | None:
+    """(marker, template messages, tools, how many of them the head is) of a body whose
+    history continues `grown`'s (`_continues`, checked by the caller), converting only its
+    new messages, and, unless `same_rest`, the body without its history; None where the
     conversion is not a map of messages.
 
     Why it equals `_template_input` of the whole body, for the Anthropic proxy view:
     `_mark_anthropic` marks ``system``, ``tools``, then each message by itself under
     ``messages[i]``; the what-if edits touch ``system`` and the tools only
     (`whatif._edit_system` on this endpoint, `_with_sorted_schema`);
-    `anthropic_proxy_view` is a head built from the tools and the system (the body
-    without its messages: equal, `_extends`) followed by `proxy_message` of each message
+    `anthropic_proxy_view` is a head built from the tools and the system alone (the
+    whole view of the body with no messages) followed by `proxy_message` of each message
     in turn; `serving.conversation` maps each message on its own (`_message`,
-    `_parse_arguments`, `_alias_reasoning`). So the whole body's template input is the
-    previous one followed by that of the new messages. Path ids: the previous table holds
-    every path of the shared part (marked in the same order), so the new messages' paths
-    get the ids the whole walk gives them. Objects: the previous turn's template input
-    was registered in its marker, whose registry is shared here (it keeps its objects
-    alive, so no id is reused), so the chat template finds them as the whole walk's own.
-    tests/test_splice.py holds the renders equal turn by turn."""
-    if not _maps_messages(endpoint, proxy) or seed.messages is None or seed.marker is None:
+    `_parse_arguments`, `_alias_reasoning`). So the whole body's template input is its
+    head, the previous one's messages after the previous head, then those of the new
+    messages. Path ids: marking meets the rest's paths, then the messages' in order; the
+    previous table holds every path of the shared history, so a path new here gets an id
+    no other path has, in the same order as a whole walk seeded alike. An id names a path
+    and the kind its first use gave it (a kind here follows from the path and the block
+    type: equal for the shared history), and the `Prompt` names paths, never ids. Objects:
+    the previous turn's template input was registered in its marker, whose registry is
+    shared here (it keeps its objects alive, so no id of a dead object is reused), so the
+    chat template finds them as the whole walk finds its own. tests/test_splice.py holds
+    every turn equal to its whole render."""
+    if not _maps_messages(endpoint, proxy) or grown.messages is None or grown.marker is None:
         return None
     logged = body["messages"]
-    previous = seed.marker
-    marker = Marker(enabled=True, paths=list(seed.table[0]), kinds=list(seed.table[1]),
-                    _ids={p: i for i, p in enumerate(seed.table[0])},
+    previous = grown.marker
+    marker = Marker(enabled=True, paths=list(grown.table[0]), kinds=list(grown.table[1]),
+                    _ids={p: i for i, p in enumerate(grown.table[0])},
                     _objects=previous._objects, _alive=previous._alive,
                     _origins=previous._origins, _leaves=previous._leaves)
+    if same_rest:
+        head = grown.messages[:grown.head]
+    else:  # the rest first, as the whole walk marks it
+        head, _ = _template_input(endpoint, {**body, "messages": []}, profile, proxy, plan,
+                                  tok, marker)
     with marks_active(True):
         marked = [mark_anthropic_message(m, f"messages[{i}]", marker)
-                  for i, m in enumerate(logged[seed.count:], start=seed.count)]
+                  for i, m in enumerate(logged[grown.count:], start=grown.count)]
         view: list[dict[str, Any]] = []
         for message in marked:
             if isinstance(message, dict):
                 view.extend(proxy_message(message, marker))
         new = serving.conversation(view, marker, serving.content_format(tok.chat_template))
-    return marker, [*seed.messages, *new], None
+    return marker, [*head, *grown.messages[grown.head:], *new], None, len(head)
 
 
 def _whole(tok: Tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
