@@ -263,10 +263,15 @@ def _maps_messages(endpoint: str, proxy: bool) -> bool:
     return endpoint == "anthropic-messages" and proxy
 
 
-def _seeded(seed: Turn) -> Marker:
-    """A marker numbering paths as the previous turn did (a fresh registry of objects)."""
-    return Marker(enabled=True, paths=list(seed.table[0]), kinds=list(seed.table[1]),
-                  _ids={p: i for i, p in enumerate(seed.table[0])})
+def _seeded(seed: Turn, registry: Marker | None = None) -> Marker:
+    """A marker numbering paths as the previous turn did, its registry of objects fresh or
+    `registry`'s (shared, not copied)."""
+    marker = Marker(enabled=True, paths=list(seed.table[0]), kinds=list(seed.table[1]),
+                    _ids={p: i for i, p in enumerate(seed.table[0])})
+    if registry is not None:
+        marker._objects, marker._alive = registry._objects, registry._alive
+        marker._origins, marker._leaves = registry._origins, registry._leaves
+    return marker
 
 
 def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint: str,
@@ -298,11 +303,7 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
     if not _maps_messages(endpoint, proxy) or grown.messages is None or grown.marker is None:
         return None
     logged = body["messages"]
-    previous = grown.marker
-    marker = Marker(enabled=True, paths=list(grown.table[0]), kinds=list(grown.table[1]),
-                    _ids={p: i for i, p in enumerate(grown.table[0])},
-                    _objects=previous._objects, _alive=previous._alive,
-                    _origins=previous._origins, _leaves=previous._leaves)
+    marker = _seeded(grown, grown.marker)
     if same_rest:
         head = grown.messages[:grown.head]
     else:  # the rest first, as the whole walk marks it
