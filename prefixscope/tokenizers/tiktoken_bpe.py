@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from prefixscope.tokenizers import boundaries
 from prefixscope.tokenizers.base import (
     EMPTY,
     AddedToken,
@@ -48,8 +49,9 @@ class TiktokenTokenizer(Tokenizer):
         self.template_vars = dict(template_vars)
         self.bundled = True
         self.piece_safe = True
-        self._nfc = nfc
+        self._nfc = self.nfc = nfc
         self.identity_normalizer = not nfc
+        self.chunk_boundary = boundaries.for_pattern(pattern, specials)
         self.added_tokens = tuple(
             AddedToken(tok, idx, tok not in not_special, False)
             for tok, idx in specials.items())

@@ -32,6 +32,12 @@ This is checked, not just argued: Hypothesis tests for each bundled tokenizer an
 test over every request rebuilt from the real trajectories compare against
 whole-prompt tokenization.
 
+A new piece long enough is looked up in chunks, cut at line starts where the tokenizer's
+own pre-tokenization provably always cuts (`tokenizers.boundaries`, the proof there), at
+places chosen by the text after them: one changed line in a long piece (a billing header
+with a new hash in the system prompt, tool schemas with sorted keys) re-tokenizes the
+chunk holding it, and the piece's ids are its chunks' end to end.
+
 A session's next prompt starts with most of the previous one (`encode_many`'s
 ``previous``): the ids of the shared text up to the end of the last split-token
 occurrence inside it are the previous prompt's, and only the rest is laid out and looked
@@ -56,8 +62,13 @@ import xxhash
 from prefixscope.model import Request
 from prefixscope.prompt import Prompt, RenderOptions, Segment, render
 from prefixscope.tokenizers import Encoded, Tokenizer, load_tokenizer
+from prefixscope.tokenizers.boundaries import chunk_safe_text
 
 DEFAULT_MAX_TOKENS = 20_000_000  # piece-cache capacity per tokenizer (about 160 MB)
+# A new piece is looked up in chunks of at least this many characters, cut at about one
+# in `CHUNK_EVERY` of the line starts the tokenizer always cuts at (`PieceCache._chunks`).
+CHUNK_MIN = 512
+CHUNK_EVERY = 8
 
 # start of each piece of a text, and its piece-cache key or a split token's (ids, starts)
 _Layout = tuple[list[int], list["int | tuple[np.ndarray, np.ndarray]"]]
@@ -163,13 +174,18 @@ class PieceCache:
     """Token ids of prompt pieces, tokenized once per distinct piece (per tokenizer)."""
 
     def __init__(self, tokenizer: Tokenizer, *, max_tokens: int = DEFAULT_MAX_TOKENS,
-                 persist: str | Path | None = None) -> None:
+                 persist: str | Path | None = None, chunk_min: int = CHUNK_MIN,
+                 chunk_every: int = CHUNK_EVERY) -> None:
         """Args:
             tokenizer: the tokenizer every piece is encoded with.
             max_tokens: in-memory capacity; the oldest pieces are dropped beyond it.
             persist: a SQLite file to also read and write pieces (None: memory only).
+            chunk_min, chunk_every: how new pieces are cut into chunks (`_chunks`); the
+                ids are the same whatever they are.
         """
         self.tokenizer = tokenizer
+        self.chunk_min = max(1, chunk_min)
+        self.chunk_every = max(1, chunk_every)
         self.seed = xxhash.xxh3_64_intdigest(tokenizer.identity.encode())
         self.max_tokens = max_tokens
         self.splitters = split_tokens(tokenizer)
@@ -183,6 +199,7 @@ class PieceCache:
         self.hits = 0  # pieces found in the cache
         self.misses = 0  # pieces tokenized
         self.tokens_encoded = 0  # tokens produced by the tokenizer (misses only)
+        self.chunk_hits = 0  # chunks of new pieces found in the cache
         self._db: sqlite3.Connection | None = None
         if persist is not None:
             self._db = sqlite3.connect(str(persist))
@@ -308,8 +325,24 @@ class PieceCache:
                     self._store(key, np.frombuffer(row[0], dtype=np.uint32),
                                 np.frombuffer(row[1], dtype=np.int32))
                     del wanted[key]
-        keys = list(wanted)
-        encoded = self.tokenizer.encode_many([wanted[k] for k in keys])
+        # A piece long enough is looked up by chunks (`_chunks`): only the new ones are
+        # tokenized, and the piece is their tokens end to end.
+        todo: dict[int, str] = {}
+        chunked: list[tuple[int, list[tuple[int, int]]]] = []  # piece key, (start, chunk key)
+        for key, text in wanted.items():
+            chunks = self._chunks(text)
+            if chunks is None:
+                todo[key] = text
+                continue
+            chunked.append((key, chunks))
+            ends = [start for start, _ in chunks[1:]] + [len(text)]
+            for (start, chunk), end in zip(chunks, ends, strict=True):
+                if chunk in self._pieces or chunk in todo:
+                    self.chunk_hits += 1
+                else:
+                    todo[chunk] = text[start:end]
+        keys = list(todo)
+        encoded = self.tokenizer.encode_many([todo[k] for k in keys])
         for key, enc in zip(keys, encoded, strict=True):
             rel = enc.starts.astype(np.int32)
             self._store(key, enc.ids, rel)
@@ -318,8 +351,43 @@ class PieceCache:
             if self._db is not None:
                 self._db.execute("INSERT OR REPLACE INTO pieces VALUES (?, ?, ?)",
                                  (key.to_bytes(16, "big"), enc.ids.tobytes(), rel.tobytes()))
+        for key, chunks in chunked:
+            parts = [self._pieces[chunk] for _, chunk in chunks]
+            ids = np.concatenate([part[0] for part in parts])
+            lengths = np.fromiter((len(part[0]) for part in parts), dtype=np.int64,
+                                  count=len(parts))
+            offsets = np.fromiter((start for start, _ in chunks), dtype=np.int32,
+                                  count=len(chunks))
+            rel = np.concatenate([part[1] for part in parts]) + np.repeat(offsets, lengths)
+            self._store(key, ids, rel)
         if self._db is not None:
             self._db.commit()
+
+    def _chunks(self, text: str) -> list[tuple[int, int]] | None:
+        """(start, cache key) of each chunk of `text`, cut where the tokenizer provably
+        always cuts (`tokenizers.boundaries`); None: tokenized whole (short, no boundary
+        proved, no cut found).
+
+        Which boundaries are cuts depends on the text after them alone (a hash of the line
+        they start, and at least `chunk_min` characters since the last cut and before the
+        end), so after an edit the cuts fall where they fell before it, and the chunks after
+        the edit are found again."""
+        boundary, least = self.tokenizer.chunk_boundary, self.chunk_min
+        if boundary is None or len(text) < 2 * least or \
+                not chunk_safe_text(text, self.tokenizer.nfc):
+            return None
+        cuts = [0]
+        for match in boundary.finditer(text, least, len(text) - least + 1):
+            at = match.start()
+            if at - cuts[-1] >= least and not xxhash.xxh32_intdigest(
+                    text[at:at + 32].encode("utf-8", "surrogatepass")) % self.chunk_every:
+                cuts.append(at)
+        if len(cuts) == 1:
+            return None
+        ends = [*cuts[1:], len(text)]
+        return [(start, xxhash.xxh3_128_intdigest(
+                    text[start:end].encode("utf-8", "surrogatepass"), seed=self.seed))
+                for start, end in zip(cuts, ends, strict=True)]
 
     def _store(self, key: int, ids: np.ndarray, rel: np.ndarray) -> None:
         self._pieces[key] = (ids, rel)
