@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import REAL, ROOT
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from prefixscope.analyses.simulate import SimulateOptions, prepare
 from prefixscope.analyses.simulate.prepare import prepare_what_if
@@ -94,3 +96,87 @@ def test_the_what_if_input_is_prepares_with_every_request_rendered(
     base, _ = prepare(store, options)
     changed = SimulateOptions(engine=engine, render=RenderOptions(what_if=(transform,)))
     _same(prepare_what_if(store, changed, base, (transform,)), prepare(store, changed)[0])
+
+
+# -- a what-if that edits the head only: its ids from the base's (`head_swapped`) ---------
+
+HEADER = "x-anthropic-billing-header: cc_version=2.0.14; cc_entrypoint=cli; cch=de33b;"
+
+
+def _claude(body: dict[str, Any]) -> Any:
+    from _render_helpers import make_request
+
+    return make_request(body, endpoint="anthropic-messages", model="claude-sonnet-4-5")
+
+
+def _ids_of(request: Any, options: RenderOptions) -> np.ndarray:
+    from prefixscope.tokens import tokens
+
+    return tokens(request, options).ids
+
+
+@st.composite
+def _headed_bodies(draw: Any) -> dict[str, Any]:
+    from _render_helpers import anthropic_bodies
+
+    body = draw(anthropic_bodies())
+    if draw(st.booleans()):
+        system = body.get("system")
+        blocks = system if isinstance(system, list) else (
+            [{"type": "text", "text": system}] if system else [])
+        glued = draw(st.booleans()) and blocks
+        head = ([{"type": "text", "text": HEADER + "\n" + blocks[0]["text"]}, *blocks[1:]]
+                if glued else [{"type": "text", "text": HEADER}, *blocks])
+        body["system"] = head
+    if draw(st.booleans()):  # a tool schema whose keys are not sorted
+        body["tools"] = [{"name": "Edit", "description": "edit a file", "input_schema": {
+            "type": "object", "required": ["path"],
+            "properties": {"path": {"type": "string"}, "new": {"type": "string"}}}}]
+    return body
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(body=_headed_bodies(), transform=st.sampled_from(
+    ["strip-billing-header", "sort-json-keys", "drop:cc_version=[0-9.]+"]))
+@example(body={"system": [{"type": "text", "text": HEADER}, {"type": "text", "text": "Be kind."}],
+               "tools": [{"name": "Edit", "input_schema": {"type": "object", "required": [],
+                                                           "properties": {}}}],
+               "messages": [{"role": "user", "content": "hi"}]},
+         transform="strip-billing-header")
+def test_a_head_only_what_if_is_its_whole_render(body: dict[str, Any], transform: str) -> None:
+    """The ids `head_swapped` makes from the base's are those of rendering and tokenizing
+    the request with the what-if (the oracle: the whole pipeline, itself checked against
+    the tokenizer library); on the example above it applies."""
+    from prefixscope.analyses.simulate.prepare import head_swapped
+
+    request = _claude(body)
+    base, changed = RenderOptions(), RenderOptions(what_if=(transform,))
+    got = head_swapped(request, base, changed, _ids_of(request, base))
+    if got is not None:
+        assert got.tolist() == _ids_of(request, changed).tolist()
+    if body["messages"] == [{"role": "user", "content": "hi"}]:
+        assert got is not None
+
+
+def test_a_head_swap_is_refused_where_it_is_not_proved() -> None:
+    from prefixscope.analyses.simulate.prepare import head_swapped
+
+    body = {"system": [{"type": "text", "text": HEADER}],
+            "messages": [{"role": "user", "content": "hi"}]}
+    strip = RenderOptions(what_if=("strip-billing-header",))
+    request = _claude(body)
+    assert head_swapped(request, RenderOptions(), strip, _ids_of(request, RenderOptions()))\
+        is not None
+    # a system message among the messages is gathered into the head by the template
+    late = _claude({**body, "messages": [*body["messages"],
+                                         {"role": "system", "content": "late"}]})
+    assert head_swapped(late, RenderOptions(), strip, _ids_of(late, RenderOptions())) is None
+    # a template without the proof
+    qwen = RenderOptions(tokenizer="qwen2.5")
+    assert head_swapped(request, qwen, RenderOptions(tokenizer="qwen2.5",
+                                                     what_if=("strip-billing-header",)),
+                        _ids_of(request, qwen)) is None
+    # ids that are not the base's
+    wrong = _ids_of(request, RenderOptions())[::-1].copy()
+    assert head_swapped(request, RenderOptions(), strip, wrong) is None

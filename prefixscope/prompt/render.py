@@ -50,9 +50,16 @@ from prefixscope.prompt.marks import (
     strip_marks,
 )
 from prefixscope.prompt.protocols import anthropic_proxy_view, proxy_message
-from prefixscope.prompt.splice import SPLICES, SpliceRule
+from prefixscope.prompt.splice import HEADS, SPLICES, SpliceRule
 from prefixscope.prompt.template import render_marked, render_plain
-from prefixscope.prompt.values import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
+from prefixscope.prompt.values import (
+    SYSTEM_ROLES,
+    TEMPLATE_PATH,
+    Prompt,
+    RenderError,
+    RenderOptions,
+    Segment,
+)
 from prefixscope.prompt.whatif import (
     BILLING_PREFIX,
     WhatIfPlan,
@@ -132,6 +139,46 @@ def render(request: Request, options: RenderOptions | None = None) -> Prompt:
         TokenizerError: the tokenizer spec cannot be loaded offline.
     """
     return render_turn(request, options, keep=False)[0]
+
+
+def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | None:
+    """(the start of `request`'s prompt before the part its messages decide, the bundled
+    tokenizer it is rendered with), for a body whose prompt is provably that start
+    followed by a part its head (the tools, the system prompt) does not change: an
+    Anthropic body in the proxy view, rendered with a template of `splice.HEADS`, none of
+    whose messages is a system or developer one. None anywhere else.
+
+    Why: the proxy view's template input is the head -- `anthropic_proxy_view` of the
+    body without messages: one system message made of the tools and the system blocks --
+    followed by each message converted on its own (`proxy_message`, then
+    `serving.conversation`; roles kept). The what-if transforms edit the system blocks and
+    the tools only (`whatif`). So the template inputs of a body and of its what-if are
+    H + M and H' + M, and by `HEADS` the prompts are T(H)[:-|G|] + rest and
+    T(H')[:-|G|] + rest with the same rest. T(H) is rendered from the body without
+    messages through the same conversion, unmarked: a bundled template prints text as
+    it is, so its plain render is the marked one stripped (tests/test_template_parity.py);
+    lone surrogates become U+FFFD as `render_turn` makes them. The caller checks the cut
+    falls at a split token of the prompt it has (`simulate.prepare`)."""
+    body = request.body
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return None
+    endpoint = request.endpoint if request.endpoint in KNOWN_ENDPOINTS else _detect(body)
+    if endpoint != "anthropic-messages" or any(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] in SYSTEM_ROLES
+            for m in body["messages"]):
+        return None
+    tok = load_tokenizer(choose_tokenizer(options.tokenizer, request.model).spec)
+    generation = HEADS.get(tok.name)
+    if generation is None or not tok.bundled or tok.chat_template != _bundled_source(tok.name):
+        return None
+    if resolve_gateway(request, options, endpoint)[0] != "passthrough":  # not the proxy view
+        return None
+    messages, tools = _template_input(endpoint, {**body, "messages": []}, "passthrough", True,
+                                      parse_what_ifs(options.what_if), tok,
+                                      Marker(enabled=False))
+    text = _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, messages, tools,
+                                                    tok.template_vars))
+    return (text[:-len(generation)], tok.name) if text.endswith(generation) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,3 +181,17 @@ SPLICES: dict[str, SpliceRule] = {
     "qwen3.6": SpliceRule("<|im_start|>assistant\n", _qwen36),
     "o200k-harmony": SpliceRule("<|start|>assistant", _harmony),
 }
+
+
+# Bundled template name -> G, for the templates whose render of a conversation H + M
+# (H the head: messages and tools; M messages none of which is a system or developer
+# one) is T(H)[:-|G|] followed by a part H does not decide, then G: the head may change
+# (a what-if's edit of the system prompt or the tools) and the rest of the prompt stays
+# (`render.head_text`).
+#
+# deepseek-v4.jinja: T(X) = bos + tools(any_system(X)) + ns.system(X) + sum of P(m) over
+# X + G, where any_system and ns.system read the system/developer messages only, and P(m)
+# reads m alone (system and unknown roles: nothing). With no such message in M,
+# any_system(H + M) = any_system(H) and ns.system(H + M) = ns.system(H), so
+# T(H + M) = T(H)[:-|G|] + sum of P(m) over M + G.
+HEADS: dict[str, str] = {"deepseek-v4": "<｜Assistant｜>"}

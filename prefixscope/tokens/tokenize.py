@@ -192,6 +192,7 @@ class PieceCache:
         self._split_re = (re.compile("|".join(map(re.escape, self.splitters)))
                           if self.splitters else None)
         self._special_ids = tokenizer.added_token_ids
+        self._split_ids = frozenset(self._special_ids[s] for s in self.splitters)
         # (ids, relative starts) of each split token, built once instead of per occurrence.
         self._special_pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -205,6 +206,11 @@ class PieceCache:
             self._db = sqlite3.connect(str(persist))
             self._db.execute("CREATE TABLE IF NOT EXISTS pieces (key BLOB PRIMARY KEY, "
                              "ids BLOB NOT NULL, starts BLOB NOT NULL)")
+
+    @property
+    def split_ids(self) -> frozenset[int]:
+        """The ids of the split tokens (`split_tokens`)."""
+        return self._split_ids
 
     def pieces(self, text: str) -> Iterator[tuple[int, int, bool]]:
         """(start, end, is_split_token) of the pieces of `text`, in order."""

@@ -20,9 +20,11 @@ from prefixscope.analyses.simulate.model import (
     spec_of,
 )
 from prefixscope.model import Request
-from prefixscope.prompt import RenderError
+from prefixscope.prompt import RenderError, RenderOptions
+from prefixscope.prompt.render import head_text
 from prefixscope.store import Store
-from prefixscope.tokens import Tokens, Turns, common_prefix_length
+from prefixscope.tokenizers import load_tokenizer
+from prefixscope.tokens import Tokens, Turns, common_prefix_length, piece_cache
 
 
 def prepare(store: Store, options: SimulateOptions,
@@ -132,6 +134,12 @@ def what_if_entries(requests: Iterable[Request], links: Links, options: Simulate
                 flush()
             preparer.reused(request, ids, mine)
             forget(request.id)
+        elif mine is not None and ids is not None and not preparer.by_blocks and \
+                (swapped := head_swapped(request, before, options.render, ids)) is not None:
+            if pending:
+                flush()
+            preparer.reused(request, swapped, mine)
+            forget(request.id)
         else:
             pending.append(request)
             if len(pending) >= _RENDER_BATCH:
@@ -139,6 +147,31 @@ def what_if_entries(requests: Iterable[Request], links: Links, options: Simulate
     if pending:
         flush()
     return preparer.out
+
+
+def head_swapped(request: Request, before: RenderOptions, after: RenderOptions,
+                 ids: np.ndarray) -> np.ndarray | None:
+    """The token ids of `request` rendered with `after`, from `ids` (its ids rendered with
+    `before`), when the two renders differ in their head alone (`prompt.head_text`): the
+    ids of the new head, then those of `ids` after the old head. None where that is not
+    proved (the caller renders the request).
+
+    Why the ids split there: `ids[:h]` being the ids of the old head text H means those h
+    tokens spell H (byte-level tokens spell their text), so token h spells the text right
+    after it; when that is a split token, the prompt is cut at a split-token occurrence,
+    where its tokenization provably splits (`tokens.tokenize`), so `ids[h:]` are the ids of
+    the rest alone -- and the what-if's prompt is the new head followed by that very rest,
+    cut at that same occurrence."""
+    old, new = head_text(request, before), head_text(request, after)
+    if old is None or new is None or old[1] != new[1]:
+        return None
+    cache = piece_cache(load_tokenizer(old[1]))
+    head, swapped = cache.encode_many([old[0], new[0]])
+    h = len(head.ids)
+    if h >= len(ids) or not np.array_equal(ids[:h], head.ids) or \
+            int(ids[h]) not in cache.split_ids:
+        return None
+    return np.concatenate((swapped.ids.astype(ids.dtype, copy=False), ids[h:]))
 
 
 class _FullIds:
