@@ -17,6 +17,7 @@ from prefixscope.analyses.onepass import (
     session_runs,
     session_stage,
     what_if_pass,
+    what_if_passes,
     what_if_stage,
 )
 from prefixscope.analyses.simulate import SimulateOptions, prepare
@@ -106,3 +107,24 @@ def test_a_what_if_pass_by_runs_of_sessions_is_prepare_what_if(store: Store,
     got = what_if_pass(store, Links.of(store), changed, base, transform, run, parts=5)
     assert seen and seen[0] > 1
     _same_entries(got, prepare_what_if(store, changed, base, (transform,)))
+
+
+def test_what_ifs_made_together_are_each_made_alone(store: Store) -> None:
+    """Several what-ifs' tasks given to the workers at once (report's pool makes every
+    domain's what-if inputs before it closes) come back as each one's own pass."""
+    options = SimulateOptions(engine="vllm")
+    base, _ = prepare(store, options)
+    transforms = ("strip-billing-header", "sort-json-keys")
+    jobs = [(SimulateOptions(engine="vllm", render=RenderOptions(what_if=(t,))), base, t)
+            for t in transforms]
+    loaded = {r.id: r for r in store.iter_requests()}
+    calls = []
+
+    def run(st: Store, tasks):
+        calls.append({t.transform for t in tasks})
+        return [what_if_stage([loaded[r] for r in t.ids], t) for t in tasks]
+
+    got = what_if_passes(store, Links.of(store), jobs, run, parts=3)
+    assert calls == [set(transforms)]  # one run of every task
+    for (changed, _, transform), entries in zip(jobs, got, strict=True):
+        _same_entries(entries, prepare_what_if(store, changed, base, (transform,)))

@@ -440,16 +440,34 @@ def what_if_pass(store: Store, links: Links, options: SimulateOptions,
     depends on its session alone: the same list)."""
     if run is None or parts <= 1:
         return prepare_what_if(store, options, base, (transform,))
-    order = domain_order(store, options.source_files)
-    place = {rid: i for i, rid in enumerate(order)}
-    by_id = {p.id: p for p in base}
-    tasks = []
-    for _, ids in _session_runs(order, links.session_of, parts):
-        tasks.append(WhatIfTask(tuple(ids), links_of(links, ids), options,
-                                tuple(by_id[rid] for rid in ids if rid in by_id),
-                                transform, store.file))
-    entries = [e for part in run(store, tasks) for e in part]
-    return sorted(entries, key=lambda e: place[e.id])
+    return what_if_passes(store, links, [(options, base, transform)], run, parts)[0]
+
+
+# A what-if replay's input to make: (the options with the transform, the base replay's
+# entries, the transform).
+WhatIfJob = tuple[SimulateOptions, Sequence[_Prepared], str]
+
+
+def what_if_passes(store: Store, links: Links, jobs: Sequence[WhatIfJob], run: WhatIfRunner,
+                   parts: int) -> list[list[_Prepared]]:
+    """`what_if_pass` of each job, every job's runs of sessions given to `run` at once (the
+    workers take the tasks of all the what-ifs together)."""
+    tasks: list[WhatIfTask] = []
+    spans: list[tuple[int, int]] = []
+    places = []
+    for options, base, transform in jobs:
+        order = domain_order(store, options.source_files)
+        places.append({rid: i for i, rid in enumerate(order)})
+        by_id = {p.id: p for p in base}
+        first = len(tasks)
+        for _, ids in _session_runs(order, links.session_of, parts):
+            tasks.append(WhatIfTask(tuple(ids), links_of(links, ids), options,
+                                    tuple(by_id[rid] for rid in ids if rid in by_id),
+                                    transform, store.file))
+        spans.append((first, len(tasks)))
+    done = run(store, tasks) if tasks else []
+    return [sorted((e for part in done[a:b] for e in part), key=lambda e: place[e.id])
+            for (a, b), place in zip(spans, places, strict=True)]
 
 
 def pool_what_ifs(pool: Pool) -> WhatIfRunner:

@@ -37,11 +37,13 @@ from prefixscope.analyses.onepass import (
     PassSetup,
     PendingPass,
     StageRunner,
+    WhatIfJob,
     WhatIfRunner,
     one_pass,
     pool_what_ifs,
     start_pass,
     what_if_pass,
+    what_if_passes,
 )
 from prefixscope.analyses.pool import worker_pool
 from prefixscope.analyses.prices import Pricer, price_all
@@ -57,7 +59,7 @@ from prefixscope.analyses.simulate import (
     remembered_replays,
     replay_prepared,
 )
-from prefixscope.analyses.simulate.prepare import Links
+from prefixscope.analyses.simulate.prepare import Links, prepare_what_if
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
 from prefixscope.findings.breakdown import usage_ledger
@@ -222,8 +224,8 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     diff of every pair runs in that many processes, whole sessions each, while this
     process runs bucket, the segments census and the usage lint, and the cache replay's
     independent replays (a fit's candidates, the capacity curve, what-ifs) run in as many
-    forked processes, and each what-if's renders in as many spawned ones, by runs of
-    sessions; the evidence is the same whatever the number. `runner`: the per-session
+    forked processes, and the walk's processes make every what-if's input right after
+    the walk, by runs of sessions; the evidence is the same whatever the number. `runner`: the per-session
     stages (the walk rendering each request once for the diff and each domain's replay
     input, the what-ifs' renders) run through it instead (Ray), the rest here; the
     evidence is the same.
@@ -325,18 +327,23 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     step("usage lint")
     usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source
                             in ("inferred", "forced") else None)
+    ready: dict[str, dict[str, list[Any]]] = {}
     if pending is not None:  # the workers have been walking the log meanwhile
         step("diff")
         passed = pending.result(store)
         diff = passed.diff
-        if pool is not None:  # its idle workers would hold their memory through the replay
+        if pool is not None:
+            # the same workers make the what-ifs' input, then go: idle, they would hold
+            # their memory through the replays
+            ready = _ready_what_ifs(store, options, setup.links, passed, plans,
+                                    _what_if_of(diff, options), pool)
             pool.close()
     if passed is None:  # no bodies: the replay's input from usage and traces alone
         passed = one_pass(store, setup, diff=False)
     step("replay")
     simulate, what_if_of, replays, chosen = _replay(
         store, options, records, diff, notes, plans, passed, replay_workers,
-        _what_ifs(store, runner, replay_workers), setup.links)
+        _what_ifs(store, runner, replay_workers), setup.links, ready)
     step("ledger")
     inclusive = cache_inclusive_input(records, replays)
     if inclusive:
@@ -478,19 +485,16 @@ def _plan_domains(store: Store, options: ReportOptions, records: Sequence[UsageR
 def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
             diff: DiffReport | None, notes: list[str], planned: Plans, passed: PassResult,
             workers: int = 1, what_ifs: tuple[WhatIfRunner, int] | None = None,
-            links: Links | None = None
+            links: Links | None = None, ready: dict[str, dict[str, list[Any]]] | None = None
             ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...],
                        dict[str, tuple[str | None, int | None]]]:
     """The replay the summary and the replay findings read (None: no engine fits): each
     planned domain (`_plan_domains`) replayed from its input the walk prepared (a
-    what-if's input by `what_ifs`: (a runner, the runs of sessions to cut it into) when
-    given). The domains are merged for the summary.
+    what-if's input from `ready` (domain -> transform -> entries) when made already, else
+    by `what_ifs`: (a runner, the runs of sessions to cut it into) when given). The
+    domains are merged for the summary.
     """
-    what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
-                  if diff is not None and diff.totals.by_cause.get(cause)}
-    for transform in options.what_if:  # asked for: priced whatever the diff found
-        if transform not in TTL_WHAT_IFS:
-            what_if_of[f"--what-if {transform}"] = transform
+    what_if_of = _what_if_of(diff, options)
     plans, chosen, reasons = planned
     notes += reasons
     replays: list[Replay] = []
@@ -504,6 +508,8 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
             what_if_input = None
             if what_ifs is not None and links is not None:
                 what_if_input = _what_if_input(store, links, prepared, *what_ifs)
+            if ready and ready.get(domain):
+                what_if_input = _ready_input(ready[domain], what_if_input, store, prepared)
             replayed = _replay_domain(store, sim, options, records, what_if_of, notes,
                                       prepared, skipped, workers, what_if_input)
         except (SimulateError, RenderError, TokenizerError) as exc:
@@ -516,6 +522,63 @@ def _replay(store: Store, options: ReportOptions, records: Sequence[UsageRecord]
             notes.append("no cache replay: nothing replayable")
         return None, {}, (), chosen
     return merge_replays([r.report for r in replays]), what_if_of, tuple(replays), chosen
+
+
+def _what_if_of(diff: DiffReport | None, options: ReportOptions) -> dict[str, str]:
+    """The render what-ifs the report prices: diff cause (or the option) -> transform."""
+    what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
+                  if diff is not None and diff.totals.by_cause.get(cause)}
+    for transform in options.what_if:  # asked for: priced whatever the diff found
+        if transform not in TTL_WHAT_IFS:
+            what_if_of[f"--what-if {transform}"] = transform
+    return what_if_of
+
+
+def _ready_what_ifs(store: Store, options: ReportOptions, links: Links, passed: PassResult,
+                    planned: Plans, what_if_of: dict[str, str], pool: Pool
+                    ) -> dict[str, dict[str, list[Any]]]:
+    """Every planned domain's what-if replay inputs (domain -> transform -> entries), made
+    by `pool`'s workers all at once (`onepass.what_if_passes`), as `_replay` would make
+    them one by one: the input depends on the domain's entries, its files and render
+    options, and its engine alone. Empty when one cannot be made: each domain's replay
+    then makes its own, and says why it failed."""
+    transforms = sorted(set(what_if_of.values()))
+    keys: list[tuple[str, str]] = []
+    jobs: list[WhatIfJob] = []
+    for domain, (engine, unit, files) in planned[0].items():
+        if domain in passed.failed or domain not in passed.prepared:
+            continue
+        for transform in transforms:
+            render = replace(options.render, what_if=(*options.render.what_if, transform))
+            jobs.append((SimulateOptions(engine=engine, unit=unit,
+                                         capacity_tokens=options.capacity_tokens,
+                                         render=render, source_files=tuple(files)),
+                         passed.prepared[domain][0], transform))
+            keys.append((domain, transform))
+    if not jobs:
+        return {}
+    try:
+        made = what_if_passes(store, links, jobs, pool_what_ifs(pool),
+                              pool.workers * _RUNS_PER_WORKER)
+    except (SimulateError, RenderError, TokenizerError):
+        return {}
+    ready: dict[str, dict[str, list[Any]]] = {}
+    for (domain, transform), entries in zip(keys, made, strict=True):
+        ready.setdefault(domain, {})[transform] = entries
+    return ready
+
+
+def _ready_input(ready: dict[str, list[Any]], otherwise: WhatIfInput | None, store: Store,
+                 prepared: Sequence[Any]) -> WhatIfInput:
+    """A domain's what-if input: the one made already, else as `otherwise` makes it (else
+    as `replay_prepared` makes it without one: `prepare_what_if` here)."""
+    def made(changed: SimulateOptions, transform: str) -> Sequence[Any]:
+        if transform in ready:
+            return ready[transform]
+        if otherwise is not None:
+            return otherwise(changed, transform)
+        return prepare_what_if(store, changed, prepared, (transform,))
+    return made
 
 
 def unmarked_cache_reads(engine: str, prepared: Sequence[Any]) -> bool:
