@@ -81,6 +81,15 @@ _ONE_THREAD = {"TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1",
                "OMP_NUM_THREADS": "1"}
 
 
+def tokenizer_threads() -> int:
+    """Threads a batch given to the tokenizers library is spread over in this process: one
+    in a pool's worker (`_ONE_THREAD`), else the machine's cores."""
+    try:
+        return max(1, int(os.environ.get("RAYON_NUM_THREADS") or 0) or cores())
+    except ValueError:
+        return cores()
+
+
 def _start(initializer: Callable[..., object] | None, initargs: tuple[Any, ...]) -> None:
     os.environ.update(_ONE_THREAD)
     if initializer is not None:

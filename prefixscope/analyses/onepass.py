@@ -35,6 +35,7 @@ from prefixscope.analyses.diff import (
     diff_tokens,
 )
 from prefixscope.analyses.simulate import SimulateError, SimulateOptions, _Prepared
+from prefixscope.analyses.simulate.model import render_batch
 from prefixscope.analyses.simulate.prepare import (
     Links,
     Preparer,
@@ -48,8 +49,7 @@ from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store, reader
 from prefixscope.tokens import Tokens, Turns
 
-_BATCH = 16  # requests whose new pieces are tokenized together
-_LOAD = 64  # requests a worker loads from the store in one query
+_LOAD = 16  # requests a worker loads from the store in one query
 _RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
 NO_BODY = "a request has no body in the log"
 
@@ -146,10 +146,11 @@ class _Walk:
 
     def run(self, requests: Iterable[Request]) -> StageResult:
         pending: list[Request] = []
+        batch = render_batch()  # requests whose new pieces are tokenized together
         for request in requests:
             if request.body is not None and (request.id in self.open or self._renders(request)):
                 pending.append(request)
-                if len(pending) >= _BATCH:
+                if len(pending) >= batch:
                     self._flush(pending)
             else:
                 self._flush(pending)

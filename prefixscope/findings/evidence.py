@@ -225,10 +225,10 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     process runs bucket, the segments census and the usage lint, and the cache replay's
     independent replays (a fit's candidates, the capacity curve, what-ifs) run in as many
     forked processes, and the walk's processes make every what-if's input right after
-    the walk, by runs of sessions; the evidence is the same whatever the number. `runner`: the per-session
-    stages (the walk rendering each request once for the diff and each domain's replay
-    input, the what-ifs' renders) run through it instead (Ray), the rest here; the
-    evidence is the same.
+    the walk, by runs of sessions; the evidence is the same whatever the number.
+    `runner`: the per-session stages (the walk rendering each request once for the diff
+    and each domain's replay input, the what-ifs' renders) run through it instead (Ray),
+    the rest here; the evidence is the same.
 
     Raises:
         RenderError, TokenizerError: a bad render option (checked before anything runs).

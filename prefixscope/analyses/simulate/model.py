@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from prefixscope.engines import ENGINES, EngineSpec
+from prefixscope.parallel import tokenizer_threads
 from prefixscope.prompt import RenderOptions
 
 MISS_CLASSES = ("new", "cold", "break", "eviction", "ttl", "compaction", "provider",
@@ -18,7 +19,13 @@ ANTHROPIC_READ_LAG = 2
 DEFAULT_TRACE_BLOCK = 512  # Mooncake's hash_ids block (the trace may say otherwise)
 # Block-hash trace formats whose ids follow an engine's own rules, not Mooncake's.
 TRACE_ENGINES = {"lmcache-lookup": "lmcache"}
-_RENDER_BATCH = 16
+_RENDER_BATCH = 16  # requests tokenized together where the tokenizer has threads to spread them
+_RENDER_BATCH_ONE_THREAD = 4  # ... where it has one: fewer rendered prompts held at once
+
+
+def render_batch() -> int:
+    """How many requests to render before tokenizing their new pieces together."""
+    return _RENDER_BATCH if tokenizer_threads() > 1 else _RENDER_BATCH_ONE_THREAD
 _FIT_UNITS = (16, 32, 64, 128, 256, 512)
 # `--workers` not given: forked replay processes only for a log this large (a smaller one
 # replays in less time than the processes take to start).

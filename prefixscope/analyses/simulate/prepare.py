@@ -12,11 +12,11 @@ from datetime import datetime
 import numpy as np
 
 from prefixscope.analyses.simulate.model import (
-    _RENDER_BATCH,
     DEFAULT_TRACE_BLOCK,
     TRACE_ENGINES,
     SimulateOptions,
     _Prepared,
+    render_batch,
     spec_of,
 )
 from prefixscope.model import Request
@@ -38,6 +38,7 @@ def prepare(store: Store, options: SimulateOptions,
             copies
     turns = Turns(options.render)
     pending: list[Request] = []
+    batch = render_batch()
     total = store.count()
     seen = 0
 
@@ -59,7 +60,7 @@ def prepare(store: Store, options: SimulateOptions,
     for request in store.iter_requests(source_files=options.source_files):
         if preparer.renders(request):
             pending.append(request)
-            if len(pending) >= _RENDER_BATCH:
+            if len(pending) >= batch:
                 flush()
         else:
             if pending:
@@ -102,6 +103,7 @@ def what_if_entries(requests: Iterable[Request], links: Links, options: Simulate
     entries = iter(base)
     entry = next(entries, None)
     pending: list[Request] = []
+    batch = render_batch()
 
     def forget(request_id: str) -> None:
         for rid in preparer.done(request_id):
@@ -142,7 +144,7 @@ def what_if_entries(requests: Iterable[Request], links: Links, options: Simulate
             forget(request.id)
         else:
             pending.append(request)
-            if len(pending) >= _RENDER_BATCH:
+            if len(pending) >= batch:
                 flush()
     if pending:
         flush()
