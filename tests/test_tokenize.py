@@ -246,6 +246,19 @@ class TestCache:
             got = tokens(request, RenderOptions(), cache=cache)
             assert np.array_equal(got.ids, whole("deepseek-v4", got.prompt.text))
 
+    def test_eviction_drops_the_least_recently_used_piece(self):
+        tok = load_tokenizer("deepseek-v4")
+        a, b, c = ("alpha beta gamma " * 20, "delta epsilon " * 20, "zeta eta theta " * 20)
+        size = max(len(tok.encode(t).ids) for t in (a, b, c))
+        cache = PieceCache(tok, max_tokens=2 * size + 1)  # two of the three fit
+        for text in (a, b, a, c):  # `a` used again after `b`: `b` is the one dropped
+            cache.encode(text)
+        misses = cache.misses
+        assert cache.encode(a).ids.tolist() == whole("deepseek-v4", a).tolist()
+        assert cache.misses == misses  # still there
+        assert cache.encode(b).ids.tolist() == whole("deepseek-v4", b).tolist()
+        assert cache.misses == misses + 1  # tokenized again
+
     def test_persisted_pieces_are_read_back(self, tmp_path):
         tok = load_tokenizer("deepseek-v4")
         request = make_request(fixture("claude_code.json"))

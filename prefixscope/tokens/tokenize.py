@@ -178,7 +178,8 @@ class PieceCache:
                  chunk_every: int = CHUNK_EVERY) -> None:
         """Args:
             tokenizer: the tokenizer every piece is encoded with.
-            max_tokens: in-memory capacity; the oldest pieces are dropped beyond it.
+            max_tokens: in-memory capacity; the least recently used pieces are dropped
+                beyond it.
             persist: a SQLite file to also read and write pieces (None: memory only).
             chunk_min, chunk_every: how new pieces are cut into chunks (`_chunks`); the
                 ids are the same whatever they are.
@@ -292,6 +293,7 @@ class PieceCache:
         starts.append(start)
         entries.append(key)
         if key in self._pieces:
+            self._pieces[key] = self._pieces.pop(key)  # the most recently used goes last
             self.hits += 1
         elif key not in wanted:
             wanted[key] = piece
@@ -343,7 +345,10 @@ class PieceCache:
             chunked.append((key, chunks))
             ends = [start for start, _ in chunks[1:]] + [len(text)]
             for (start, chunk), end in zip(chunks, ends, strict=True):
-                if chunk in self._pieces or chunk in todo:
+                if chunk in self._pieces:
+                    self._pieces[chunk] = self._pieces.pop(chunk)
+                    self.chunk_hits += 1
+                elif chunk in todo:
                     self.chunk_hits += 1
                 else:
                     todo[chunk] = text[start:end]
@@ -400,7 +405,8 @@ class PieceCache:
         self._stored_tokens += len(ids)
 
     def _evict(self) -> None:
-        """Drop the oldest pieces beyond capacity."""
+        """Drop the least recently used pieces beyond capacity (the dict's order: a piece
+        found is moved to its end)."""
         while self._stored_tokens > self.max_tokens and len(self._pieces) > 1:
             oldest = next(iter(self._pieces))
             self._stored_tokens -= len(self._pieces.pop(oldest)[0])
