@@ -127,3 +127,24 @@ class TestKeySet:
             expected = next((i for i, v in enumerate(values) if v not in oracle), len(values))
             assert keys.leading(arr) == expected
             assert len(keys) == len(oracle)
+
+    @given(st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 3), max_size=40)),
+                    max_size=40),
+           st.integers(1, 8), st.integers(1, 4))
+    def test_a_prefix_closed_set_of_chained_keys_bisects_to_the_same_count(
+            self, steps: list[tuple[bool, list[int]]], pending: int, block: int) -> None:
+        """Keys of token chains (`block_keys`) added as vLLM's unlimited cache adds them,
+        the rest of a chain after its leading match: bisecting equals scanning a set."""
+        from prefixscope.engines.base import KeySet, block_keys
+
+        keys, oracle = KeySet(prefix_closed=True), set()
+        keys._MIN_PENDING = pending
+        for add, tokens in steps:
+            chain = block_keys(tokens, block)
+            values = chain.tolist()
+            expected = next((i for i, v in enumerate(values) if v not in oracle), len(values))
+            assert keys.leading(chain) == expected
+            if add:
+                keys.add(chain[expected:])
+                oracle.update(values)
+            assert len(keys) == len(oracle)

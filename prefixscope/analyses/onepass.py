@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prefixscope.analyses.diff import (
     DEFAULT_CONTEXT,
@@ -40,7 +40,7 @@ from prefixscope.analyses.simulate.prepare import (
     Links,
     Preparer,
     prepare_what_if,
-    what_if_entries,
+    what_if_entries_many,
 )
 from prefixscope.model import Request
 from prefixscope.model.redaction import Redactor, activate, active
@@ -405,25 +405,35 @@ def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
 
 @dataclass(frozen=True, slots=True)
 class WhatIfTask:
-    """A run of whole sessions of one domain's what-if replay input (picklable): the
-    requests' ids in log order, their links, the options with the transform, their
-    entries of the base replay, and the store's file a pool worker loads them from."""
+    """A run of whole sessions of one domain's what-if replay inputs (picklable): the
+    requests' ids in log order, their links, the domain's options (without the
+    transforms), their entries of the base replay, the transforms (one what-if each), and
+    the store's file a pool worker loads them from."""
 
     ids: tuple[str, ...]
     links: Links
     options: SimulateOptions
     base: tuple[_Prepared, ...]
-    transform: str
+    transforms: tuple[str, ...]
     file: str = ""
 
+    def options_of(self, transform: str) -> SimulateOptions:
+        """The options of `transform`'s what-if replay."""
+        render = self.options.render
+        return replace(self.options, render=replace(render,
+                                                    what_if=(*render.what_if, transform)))
 
-def what_if_stage(requests: Iterable[Request], task: WhatIfTask) -> list[_Prepared]:
-    """The entries of `task`'s requests (given in its order): `what_if_entries`."""
-    return what_if_entries(requests, task.links, task.options, task.base, (task.transform,))
+
+def what_if_stage(requests: Iterable[Request], task: WhatIfTask) -> list[list[_Prepared]]:
+    """The entries of `task`'s requests (given in its order) for each of its transforms:
+    `what_if_entries`, the requests read once for all of them."""
+    return what_if_entries_many(requests, task.links, [
+        (task.options_of(t), task.base, (t,)) for t in task.transforms])
 
 
-# Runs what-if tasks somewhere (a pool's workers, Ray): each task's entries, in task order.
-WhatIfRunner = Callable[[Store, Sequence[WhatIfTask]], list[list[_Prepared]]]
+# Runs what-if tasks somewhere (a pool's workers, Ray): each task's entries per transform,
+# in task order.
+WhatIfRunner = Callable[[Store, Sequence[WhatIfTask]], list[list[list[_Prepared]]]]
 
 
 def domain_order(store: Store, files: Sequence[str] | None) -> list[str]:
@@ -452,33 +462,48 @@ WhatIfJob = tuple[SimulateOptions, Sequence[_Prepared], str]
 def what_if_passes(store: Store, links: Links, jobs: Sequence[WhatIfJob], run: WhatIfRunner,
                    parts: int) -> list[list[_Prepared]]:
     """`what_if_pass` of each job, every job's runs of sessions given to `run` at once (the
-    workers take the tasks of all the what-ifs together)."""
+    workers take the tasks of all the what-ifs together); the what-ifs of one domain (the
+    same options but for the transform, the same base entries) share their tasks, so each
+    run's requests are loaded once for all of them."""
+    groups: dict[tuple[SimulateOptions, int], list[int]] = {}
+    for j, (options, base, _) in enumerate(jobs):
+        logged = options.render.what_if
+        plain = replace(options, render=replace(options.render, what_if=logged[:-1]))
+        groups.setdefault((plain, id(base)), []).append(j)
     tasks: list[WhatIfTask] = []
-    spans: list[tuple[int, int]] = []
-    places = []
-    for options, base, transform in jobs:
-        order = domain_order(store, options.source_files)
-        places.append({rid: i for i, rid in enumerate(order)})
-        by_id = {p.id: p for p in base}
-        first = len(tasks)
+    owners: list[list[int]] = []  # each task's jobs, in its transforms' order
+    places: dict[int, dict[str, int]] = {}
+    for (plain, _), members in groups.items():
+        order = domain_order(store, plain.source_files)
+        place = {rid: i for i, rid in enumerate(order)}
+        by_id = {p.id: p for p in jobs[members[0]][1]}
+        transforms = tuple(jobs[j][2] for j in members)
+        for j in members:
+            places[j] = place
         for _, ids in _session_runs(order, links.session_of, parts):
-            tasks.append(WhatIfTask(tuple(ids), links_of(links, ids), options,
+            tasks.append(WhatIfTask(tuple(ids), links_of(links, ids), plain,
                                     tuple(by_id[rid] for rid in ids if rid in by_id),
-                                    transform, store.file))
-        spans.append((first, len(tasks)))
-    done = run(store, tasks) if tasks else []
-    return [sorted((e for part in done[a:b] for e in part), key=lambda e: place[e.id])
-            for (a, b), place in zip(spans, places, strict=True)]
+                                    transforms, store.file))
+            owners.append(members)
+    made: list[list[_Prepared]] = [[] for _ in jobs]
+    for members, part in zip(owners, run(store, tasks) if tasks else [], strict=True):
+        for j, entries in zip(members, part, strict=True):
+            made[j].extend(entries)
+    return [_in_order(entries, places[j]) for j, entries in enumerate(made)]
+
+
+def _in_order(entries: list[_Prepared], place: dict[str, int]) -> list[_Prepared]:
+    return sorted(entries, key=lambda e: place[e.id])
 
 
 def pool_what_ifs(pool: Pool) -> WhatIfRunner:
     """What-if tasks in `pool`'s workers (each opens the store's file read-only)."""
-    def run(store: Store, tasks: Sequence[WhatIfTask]) -> list[list[_Prepared]]:
-        return pool.map(_what_if_task, tasks, [len(t.ids) for t in tasks])
+    def run(store: Store, tasks: Sequence[WhatIfTask]) -> list[list[list[_Prepared]]]:
+        return pool.map(_what_if_task, tasks, [len(t.ids) * len(t.transforms) for t in tasks])
     return run
 
 
-def _what_if_task(task: WhatIfTask) -> list[_Prepared]:
+def _what_if_task(task: WhatIfTask) -> list[list[_Prepared]]:
     return what_if_stage(_load(reader(task.file), task.ids), task)
 
 

@@ -62,7 +62,7 @@ def _walk(ray: Any, cpus: int, store: Store, setup: PassSetup) -> PassResult:
 
 
 def _what_ifs(ray: Any, cpus: int, store: Store, tasks: Sequence[WhatIfTask]
-              ) -> list[list[_Prepared]]:
+              ) -> list[list[list[_Prepared]]]:
     return _map(ray, cpus, store, what_if_stage, [(t.ids, (t,)) for t in tasks])
 
 

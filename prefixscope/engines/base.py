@@ -195,18 +195,40 @@ class KeySet:
 
     _MIN_PENDING = 1 << 16
 
-    def __init__(self) -> None:
+    def __init__(self, *, prefix_closed: bool = False) -> None:
+        """`prefix_closed`: the caller only ever adds the rest of a chain of keys whose
+        start is in the set already (`block_keys`: each key hashes its block chained on the
+        key before it, so equal keys have equal keys before them), so a key is in the set
+        only when every key before it in its chain is: `leading` then bisects."""
         self._sorted = np.empty(0, dtype=np.uint64)
         self._recent: set[int] = set()
+        self.prefix_closed = prefix_closed
 
     def __len__(self) -> int:
         return len(self._sorted) + len(self._recent)
+
+    def __contains__(self, key: int) -> bool:
+        held = self._sorted
+        if len(held):
+            at = int(np.searchsorted(held, np.uint64(key)))
+            if at < len(held) and int(held[at]) == key:
+                return True
+        return key in self._recent
 
     def leading(self, keys: np.ndarray) -> int:
         """How many of `keys` (uint64), from the first, are in the set."""
         n = len(keys)
         if not n:
             return 0
+        if self.prefix_closed:  # keys[:m] are in the set exactly when keys[m - 1] is
+            lo, hi = 0, n  # keys[:lo] are in the set; keys[hi] is not (or hi == n)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if int(keys[mid - 1]) in self:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return lo
         held = self._sorted
         if len(held):
             found = held[np.minimum(np.searchsorted(held, keys), len(held) - 1)] == keys

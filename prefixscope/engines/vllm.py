@@ -259,7 +259,7 @@ class VllmUnlimitedEngine(BaseEngine):
         self.unit = block_size
         self.cache_output = cache_output
         self.eagle = eagle
-        self._keys = KeySet()
+        self._keys = KeySet(prefix_closed=True)  # admit and release add chains' rests
 
     def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
         self._check(prompt)

@@ -93,62 +93,90 @@ def what_if_entries(requests: Iterable[Request], links: Links, options: Simulate
     yields them for `options.source_files`) threaded by `links`, `base` their entries: an
     entry depends on its session alone, so runs of sessions can be prepared apart
     (`analyses.onepass.what_if_pass`) and their entries merged in log order."""
-    from prefixscope.prompt.render import what_if_changes
+    return what_if_entries_many(requests, links, [(options, base, transforms)])[0]
 
-    logged = options.render.what_if
-    before = replace(options.render, what_if=logged[: len(logged) - len(transforms)])
-    preparer = Preparer(links, options)
-    turns = Turns(options.render)
-    full = _FullIds(base)
-    entries = iter(base)
-    entry = next(entries, None)
-    pending: list[Request] = []
-    batch = render_batch()
 
-    def forget(request_id: str) -> None:
-        for rid in preparer.done(request_id):
-            turns.forget(rid)
-        if not preparer.live_after(request_id):
-            turns.forget(request_id)
-
-    def flush() -> None:
-        results = turns.tokens_many(pending, [preparer.links.prev(r.id) for r in pending])
-        for request, tok in zip(pending, results, strict=True):
-            preparer.rendered(request, tok)
-        for request in pending:
-            forget(request.id)
-        pending.clear()
-
+def what_if_entries_many(requests: Iterable[Request], links: Links,
+                         jobs: Sequence[tuple[SimulateOptions, Sequence[_Prepared],
+                                              tuple[str, ...]]]) -> list[list[_Prepared]]:
+    """`what_if_entries` of each job (options with the transforms, base entries, the
+    transforms) over the same `requests`, read once for all of them."""
+    made = [_WhatIf(links, options, base, transforms) for options, base, transforms in jobs]
     for request in requests:
+        for what_if in made:
+            what_if.feed(request)
+    return [what_if.finish() for what_if in made]
+
+
+class _WhatIf:
+    """One what-if replay's input, fed the requests one at a time (`what_if_entries`):
+    a request the transforms provably leave as they are keeps its base ids, one whose
+    head alone they change takes its base ids after a new head (`head_swapped`), any
+    other is rendered and tokenized (in batches, each from its session predecessor's)."""
+
+    def __init__(self, links: Links, options: SimulateOptions, base: Sequence[_Prepared],
+                 transforms: tuple[str, ...]) -> None:
+        logged = options.render.what_if
+        self.before = replace(options.render, what_if=logged[: len(logged) - len(transforms)])
+        self.after = options.render
+        self.transforms = transforms
+        self.preparer = Preparer(links, options)
+        self.turns = Turns(options.render)
+        self.full = _FullIds(base)
+        self.entries = iter(base)
+        self.entry = next(self.entries, None)
+        self.pending: list[Request] = []
+        self.batch = render_batch()
+
+    def feed(self, request: Request) -> None:
+        from prefixscope.prompt.render import what_if_changes
+
+        preparer = self.preparer
         mine, ids = None, None
-        if entry is not None and entry.id == request.id:  # `base` is in log order too
-            mine, entry = entry, next(entries, None)
+        if self.entry is not None and self.entry.id == request.id:  # `base` is in log order
+            mine, self.entry = self.entry, next(self.entries, None)
             if mine.ids is not None and mine.trace is None:
-                ids = full.of(mine)
+                ids = self.full.of(mine)
         if not preparer.renders(request):
-            if pending:
-                flush()
+            self._flush()
             preparer.plain(request)
-            forget(request.id)
+            self._forget(request.id)
         elif mine is not None and ids is not None and \
-                not what_if_changes(request, before, transforms):
-            if pending:
-                flush()
+                not what_if_changes(request, self.before, self.transforms):
+            self._flush()
             preparer.reused(request, ids, mine)
-            forget(request.id)
+            self._forget(request.id)
         elif mine is not None and ids is not None and not preparer.by_blocks and \
-                (swapped := head_swapped(request, before, options.render, ids)) is not None:
-            if pending:
-                flush()
+                (swapped := head_swapped(request, self.before, self.after, ids)) is not None:
+            self._flush()
             preparer.reused(request, swapped, mine)
-            forget(request.id)
+            self._forget(request.id)
         else:
-            pending.append(request)
-            if len(pending) >= batch:
-                flush()
-    if pending:
-        flush()
-    return preparer.out
+            self.pending.append(request)
+            if len(self.pending) >= self.batch:
+                self._flush()
+
+    def finish(self) -> list[_Prepared]:
+        self._flush()
+        return self.preparer.out
+
+    def _forget(self, request_id: str) -> None:
+        for rid in self.preparer.done(request_id):
+            self.turns.forget(rid)
+        if not self.preparer.live_after(request_id):
+            self.turns.forget(request_id)
+
+    def _flush(self) -> None:
+        pending = self.pending
+        if not pending:
+            return
+        results = self.turns.tokens_many(pending, [self.preparer.links.prev(r.id)
+                                                   for r in pending])
+        for request, tok in zip(pending, results, strict=True):
+            self.preparer.rendered(request, tok)
+        for request in pending:
+            self._forget(request.id)
+        pending.clear()
 
 
 def head_swapped(request: Request, before: RenderOptions, after: RenderOptions,
