@@ -173,12 +173,27 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
         return None
     if resolve_gateway(request, options, endpoint)[0] != "passthrough":  # not the proxy view
         return None
-    messages, tools = _template_input(endpoint, {**body, "messages": []}, "passthrough", True,
-                                      parse_what_ifs(options.what_if), tok,
-                                      Marker(enabled=False))
-    text = _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, messages, tools,
-                                                    tok.template_vars))
+    head = {**body, "messages": []}
+    raw = _json(head)  # what the text depends on, with the template and the what-ifs
+    key = None if raw is None else (tok.name, options.what_if, xxhash.xxh3_128_intdigest(raw))
+    text = _HEAD_TEXTS.get(key) if key is not None else None
+    if text is None:
+        messages, tools = _template_input(endpoint, head, "passthrough", True,
+                                          parse_what_ifs(options.what_if), tok,
+                                          Marker(enabled=False))
+        text = _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, messages, tools,
+                                                        tok.template_vars))
+        if key is not None:
+            _HEAD_TEXTS[key] = text
+            if len(_HEAD_TEXTS) > _HEAD_TEXTS_KEPT:
+                del _HEAD_TEXTS[next(iter(_HEAD_TEXTS))]
     return (text[:-len(generation)], tok.name) if text.endswith(generation) else None
+
+
+# The heads `head_text` rendered last, by (template, what-ifs, hash of the body without its
+# messages): a session's turns and a request's what-ifs share their heads.
+_HEAD_TEXTS: dict[tuple[str, tuple[str, ...], int], str] = {}
+_HEAD_TEXTS_KEPT = 256
 
 
 @dataclass(frozen=True, slots=True)
