@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from conftest import ROOT
 from gen_vllm_log import generate
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from prefixscope.analyses.simulate import (
@@ -431,23 +433,51 @@ class TestRememberedReplays:
 
         log = self._log()
         ran: list[object] = []
-        real = replay._replay
+        real, real_sweep = replay._replay, replay._sweep
 
         def counted(prepared, options, *, unlimited=False):
             ran.append((options.capacity_tokens, unlimited))
             return real(prepared, options, unlimited=unlimited)
 
+        def counted_sweep(prepared, options):
+            ran.append("sweep")
+            return real_sweep(prepared, options)
+
         monkeypatch.setattr(replay, "_replay", counted)
+        monkeypatch.setattr(replay, "_sweep", counted_sweep)
         fitted = SimulateOptions(unit=16, capacity_tokens=64)
         alone = [_replays(log, [fitted, None], 1), _replays(log, [SimulateOptions(), None], 1)]
-        assert len(ran) == 2 + 1  # unlimited: the predicted replay is the ideal one
+        # the capacity read off a sweep; unlimited: the predicted replay is the ideal one
+        assert ran == ["sweep", (None, True), (None, True)]
         ran.clear()
         with remembered_replays():
             first = _replays(log, [SimulateOptions(), None], 1)
             again = _replays(log, [fitted, None], 1)
             assert _replays(log, [fitted], 1) == [again[0]]
+            assert _replays(log, [SimulateOptions(unit=16, capacity_tokens=32)], 1)
         assert [again, first] == alone
-        assert ran == [(None, True), (64, False)]
+        assert ran == [(None, True), "sweep"]  # one sweep serves every capacity
         ran.clear()
         _replays(log, [fitted], 1)  # outside the block nothing is remembered
+        assert ran == ["sweep"]
+        ran.clear()
+        _replays(log, [fitted], 1, read_sweeps=False)
         assert ran == [(64, False)]
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=12), min_size=1,
+                    max_size=10), st.integers(1, 4))
+    # test_engine_sweep's hand trace: capacities 1..3 are ones the sweep does not follow
+    @example(prompts=[[0], [1, 0], [0], [0, 1], [1, 0]], block=1)
+    def test_a_capacity_read_off_the_sweep_is_the_replay_through_the_block_pool(
+            self, prompts, block):
+        """Every capacity up to past the log's blocks (those the sweep does not follow
+        replayed): the same cached tokens as the block pool replayed at that capacity."""
+        from prefixscope.analyses.simulate.replay import _replay, _replays
+
+        log = [_Prepared(str(i), "s", None, False, None, None, np.array(t), None, None, 0,
+                         0) for i, t in enumerate(prompts)]
+        blocks = sum(len(t) for t in prompts) // block + 2
+        for capacity in range(0, blocks * block + 1, block):
+            options = SimulateOptions(unit=block, capacity_tokens=capacity)
+            assert _replays(log, [options], 1) == [_replay(log, options)]

@@ -188,20 +188,57 @@ _IDEAL = None  # a run of `_replays`: the ideal replay (unlimited, no clock)
 
 
 def _replays(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions | None],
-             workers: int) -> list[list[int]]:
+             workers: int, *, read_sweeps: bool = True) -> list[list[int]]:
     """`_replay(prepared, run)` of each run (None: the ideal replay of the first run's
     engine), in up to `workers` processes sharing `prepared`: each replay is independent
     of the others, so the results are the same as one after another. Runs that are the
     same replay (`_replay_key`) are replayed once, and inside `remembered_replays` once
-    per block of code."""
+    per block of code. A sequential replay at a capacity, of an engine with an exact sweep
+    (`engines.sweep`), is read off the sweep of its engine (one pass, every capacity; the
+    sweep equals the replay at every capacity it follows, tests/test_engine_sweep.py),
+    which costs less than the replay through the block pool and serves every capacity of
+    the block; a capacity the sweep does not follow is replayed (`read_sweeps=False`: every
+    run replayed)."""
     base = next(run for run in runs if run is not None)
     keys = [_replay_key(base, True) if run is None else _replay_key(run, False) for run in runs]
     memo = _memo(prepared)
     todo = [key for key in dict.fromkeys(keys) if key not in memo]
-    if todo:
-        with Pool(min(workers, len(todo)), shared=prepared) as pool:
-            memo.update(zip(todo, pool.map(_replay_job, todo), strict=True))
+    swept = {key: _sweep_key(key[0]) for key in todo if read_sweeps and _swept_run(*key)}
+    jobs: list[tuple[Any, ...]] = [k for k in dict.fromkeys(swept.values()) if k not in memo]
+    jobs += [key for key in todo if key not in swept]
+    if jobs:
+        with Pool(min(workers, len(jobs)), shared=prepared) as pool:
+            memo.update(zip(jobs, pool.map(_job, jobs), strict=True))
+    left = []
+    for key, sweep_key in swept.items():
+        cached = memo[sweep_key].cached(key[0].capacity_tokens) if memo[sweep_key] else None
+        if cached is None:
+            left.append(key)  # the sweep does not follow this capacity
+        else:
+            memo[key] = cached
+    if left:
+        with Pool(min(workers, len(left)), shared=prepared) as pool:
+            memo.update(zip(left, pool.map(_job, left), strict=True))
     return [list(memo[key]) for key in keys]
+
+
+def _swept_run(options: SimulateOptions, unlimited: bool) -> bool:
+    """Is this replay one a sweep gives: sequential, at a capacity, its engine's policy a
+    stack algorithm?"""
+    return (not unlimited and options.capacity_tokens is not None and not options.concurrent
+            and ENGINES[options.engine].sweep is not None)
+
+
+def _sweep_key(run: SimulateOptions) -> tuple[str, SimulateOptions]:
+    """The memo key of `run`'s sweep (a sweep reads no capacity)."""
+    return ("sweep", replace(_replay_key(run, True)[0], concurrent=run.concurrent))
+
+
+def _job(job: tuple[Any, ...]) -> Any:
+    """A replay (`_replay_key`) or a sweep (`_sweep_key`) of the shared prepared requests."""
+    if job[0] == "sweep":
+        return _sweep(shared(), job[1])
+    return _replay(shared(), job[0], unlimited=job[1])
 
 
 def _replay_key(options: SimulateOptions, unlimited: bool) -> tuple[SimulateOptions, bool]:
@@ -245,10 +282,6 @@ def _memo(prepared: Sequence[_Prepared]) -> dict[Any, Any]:
     held = remembered.setdefault(id(prepared), (prepared, {}))
     assert held[0] is prepared
     return held[1]
-
-
-def _replay_job(job: tuple[SimulateOptions, bool]) -> list[int]:
-    return _replay(shared(), job[0], unlimited=job[1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,19 +336,13 @@ def _sweeps(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions],
             workers: int) -> list[_Swept | None]:
     """`_sweep(prepared, run)` of each run, in up to `workers` processes sharing `prepared`
     (each once inside `remembered_replays`; a sweep reads no capacity)."""
-    keys = [("sweep", replace(_replay_key(run, True)[0], concurrent=run.concurrent))
-            for run in runs]
+    keys = [_sweep_key(run) for run in runs]
     memo = _memo(prepared)
     todo = [key for key in dict.fromkeys(keys) if key not in memo]
     if todo:
         with Pool(min(workers, len(todo)), shared=prepared) as pool:
-            memo.update(zip(todo, pool.map(_sweep_job, [run for _, run in todo]),
-                            strict=True))
+            memo.update(zip(todo, pool.map(_job, todo), strict=True))
     return [memo[key] for key in keys]
-
-
-def _sweep_job(run: SimulateOptions) -> _Swept | None:
-    return _sweep(shared(), run)
 
 
 def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
@@ -329,7 +356,7 @@ def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
                                    for c in capacities]
     todo = [i for i, cached in enumerate(out) if cached is None]
     replayed = _replays(prepared, [replace(options, capacity_tokens=capacities[i])
-                                   for i in todo], workers) if todo else []
+                                   for i in todo], workers, read_sweeps=False) if todo else []
     for i, cached in zip(todo, replayed, strict=True):
         out[i] = cached
     return [cached for cached in out if cached is not None]
