@@ -144,8 +144,11 @@ def _item_kind(kind: str, value: Any) -> str:
 
 
 def segment_hashes(value: Any) -> SegmentHashes:
-    value = strip_cache_control(value)
-    exact = f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(exact_json(value).encode())}"
+    raw = exact_json(value).encode()
+    if b'"cache_control"' in raw:  # else there is no such key to strip: the same JSON
+        value = strip_cache_control(value)
+        raw = exact_json(value).encode()
+    exact = f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(raw)}"
     # A session resends its history every turn: the same segment comes back hundreds of
     # times. Its exact JSON determines the value (JSON-derived: key order kept), so the
     # canonical and whitespace-folded hashes are computed once per distinct content.
