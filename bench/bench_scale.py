@@ -59,8 +59,9 @@ with open(sys.argv[1], 'rb') as fh:
 print(n)
 """
 
-# The capacity fit `report` runs (block size known): one sweep of every capacity plus a
-# confirming replay, against a replay per candidate capacity (the fit before the sweep);
+# The capacity fit `report` runs (block size known): one sweep of every capacity (the
+# chosen one's hits read off it too), against a replay per candidate capacity and a
+# confirming replay (the fit before the sweep);
 # prints the seconds of the fit alone (not the render before it) and the fit found.
 FIT = """
 import json, sys, time
@@ -192,7 +193,7 @@ def fit_rows(store: Path, size: float, nbytes: int, timeout: float | None = None
     its row then a lower bound ("stopped after")."""
     rows = []
     found = {}
-    for how, label in (("sweep", "fit: one sweep + a confirming replay"),
+    for how, label in (("sweep", "fit: one sweep"),
                        ("replays", "fit: a replay per candidate (before the sweep)")):
         try:
             done = subprocess.run([sys.executable, "-c", FIT, str(store), how],

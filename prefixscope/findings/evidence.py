@@ -600,7 +600,7 @@ def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
     predicts (a self-hosted engine, no --capacity), the capacity (and the unit, unless
     known) is fitted to the observed cached tokens and the domain replayed at the fit with
     a capacity curve; the priced what-ifs either way (None: nothing replayable). A replay
-    the steps share (the ideal, the fit's confirming replay, its sweep) runs once."""
+    the steps share (the ideal, the fit's sweep, every capacity read off it) runs once."""
     with remembered_replays():
         return _replay_steps(store, sim, options, what_if_of, notes, prepared, skipped,
                              workers, what_if_input)

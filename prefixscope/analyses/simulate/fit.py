@@ -28,10 +28,10 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
     Capacities: unlimited and halvings of the log's prompt tokens, then a search between
     the best one's neighbours, coarse, then narrowing 8x per pass down to single blocks.
     Ties go to the smaller unit and the larger capacity. Each unit's candidates come from
-    one sweep of the log (`engines.sweep`; every capacity at once), then the chosen one is
-    replayed; `sweep=False` replays every candidate instead (the same result, ~100 replays:
-    for the bench). `workers` > 1: the units' sweeps (or a step's replays) run in that many
-    processes (same result).
+    one sweep of the log (`engines.sweep`; every capacity at once), the chosen one's too
+    (replayed where the sweep does not follow it); `sweep=False` replays every candidate
+    instead (the same result, ~100 replays: for the bench). `workers` > 1: the units'
+    sweeps (or a step's replays) run in that many processes (same result).
     """
     observed = [p.observed for p in prepared if p.observed is not None]
     if not observed:
@@ -91,8 +91,11 @@ def fit_parameters(prepared: Sequence[_Prepared], options: SimulateOptions,
     _, block_size, capacity = best
     chosen = replace(options, unit=block_size, capacity_tokens=capacity)
     fitted = engine_block_size(options.engine, block_size)[0]
-    return FitResult(fitted, capacity,
-                     _agreement(prepared, _replays(prepared, [chosen], 1)[0], fitted))
+    its_sweep = swept[block_size]
+    cached = its_sweep.cached(capacity) if its_sweep is not None else None
+    if cached is None:  # no sweep, or one that does not follow the capacity chosen
+        cached = _replays(prepared, [chosen], 1, read_sweeps=sweep)[0]
+    return FitResult(fitted, capacity, _agreement(prepared, cached, fitted))
 
 
 

@@ -266,8 +266,9 @@ _REMEMBERED: ContextVar[dict[int, tuple[Sequence[_Prepared], dict[Any, Any]]] | 
 @contextmanager
 def remembered_replays() -> Iterator[None]:
     """Within the block, a replay (or sweep) of the same prepared requests with the same
-    options is run once: report replays a domain, fits it, then replays it at the fit,
-    whose predicted replay is the fit's confirming one and whose ideal is the first's."""
+    options is run once: report replays a domain, fits it (one sweep), then replays it at
+    the fit, whose predicted replay is read off that sweep and whose ideal is the
+    first's."""
     token = _REMEMBERED.set({})
     try:
         yield
