@@ -573,8 +573,8 @@ def _ready_input(ready: dict[str, list[Any]], otherwise: WhatIfInput | None, sto
     """A domain's what-if input: the one made already, else as `otherwise` makes it (else
     as `replay_prepared` makes it without one: `prepare_what_if` here)."""
     def made(changed: SimulateOptions, transform: str) -> Sequence[Any]:
-        if transform in ready:
-            return ready[transform]
+        if transform in ready:  # handed over: held no longer than its replays need it
+            return ready.pop(transform)
         if otherwise is not None:
             return otherwise(changed, transform)
         return prepare_what_if(store, changed, prepared, (transform,))

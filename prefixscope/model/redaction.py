@@ -199,7 +199,15 @@ class Redactor:
         """`s` with every match of every rule masked (same length, newlines kept)."""
         if not self.rules or not s:
             return s
-        return _text(self.rules, s)
+        if len(s) > _SHORT:
+            return _text(self.rules, s)
+        known = _short_texts(self.rules)
+        masked = known.get(s)
+        if masked is None:
+            if len(known) >= _SHORT_KEPT:
+                known.clear()
+            masked = known[s] = _text.__wrapped__(self.rules, s)
+        return masked
 
     def window(self, s: str, start: int, end: int) -> str:
         """``text(s)[start:end]``, masking only `WINDOW_MARGIN` characters either side of
@@ -249,7 +257,7 @@ class Redactor:
         # Containers and dataclasses come back as they were when nothing in them is
         # masked: a report of 100k usage records is walked, not copied.
         if isinstance(obj, Mapping):
-            keys = Redactor(tuple(r for r in self.rules if r.builtin))
+            keys = _builtin_only(self.rules)
             items = [(keys.text(k) if isinstance(k, str) else k,
                       _whole(v) if isinstance(k, str) and isinstance(v, str)
                       and _CREDENTIAL_KEY.fullmatch(k) else self._walk(v))
@@ -282,6 +290,33 @@ def _whole(value: str) -> str:
     keep = len(scheme) + 1 if sep and scheme.lower() in ("bearer", "basic", "token",
                                                           "digest") else 0
     return value[:keep] + re.sub(r"[^\r\n]", MASK, value[keep:])
+
+
+# A report masks tens of thousands of short strings, most of them many times over (field
+# names, segment paths, causes, ids): each distinct one is masked once per set of rules.
+_SHORT = 256
+_SHORT_KEPT = 100_000
+# id of a rules tuple -> (that tuple, held so the id is not reused; its short strings
+# masked, or its built-in rules' redactor)
+_SHORT_TEXTS: dict[int, tuple[tuple[Rule, ...], dict[str, str]]] = {}
+_BUILTIN_ONLY: dict[int, tuple[tuple[Rule, ...], Redactor]] = {}
+
+
+def _short_texts(rules: tuple[Rule, ...]) -> dict[str, str]:
+    held = _SHORT_TEXTS.get(id(rules))
+    if held is None or held[0] is not rules:
+        held = _SHORT_TEXTS[id(rules)] = (rules, {})
+    return held[1]
+
+
+def _builtin_only(rules: tuple[Rule, ...]) -> Redactor:
+    """The redactor of the built-in rules among `rules` (what mapping keys are masked by),
+    one per set of rules."""
+    held = _BUILTIN_ONLY.get(id(rules))
+    if held is None or held[0] is not rules:
+        held = _BUILTIN_ONLY[id(rules)] = (rules, Redactor(tuple(r for r in rules
+                                                                  if r.builtin)))
+    return held[1]
 
 
 @lru_cache(maxsize=16)
