@@ -30,6 +30,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from functools import cache
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -88,6 +89,33 @@ def tokenizer_threads() -> int:
         return max(1, int(os.environ.get("RAYON_NUM_THREADS") or 0) or cores())
     except ValueError:
         return cores()
+
+
+def release_freed_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). CPython frees a task's objects, but glibc keeps their pages in the
+    process: a worker that walked a run of sessions held ~160 MB more than it used."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _run_and_release(run: Callable[[T], R], task: T) -> R:
+    """`run(task)` in a worker, then its freed memory handed back (see above)."""
+    try:
+        return run(task)
+    finally:
+        release_freed_memory()
 
 
 def _start(initializer: Callable[..., object] | None, initargs: tuple[Any, ...]) -> None:
@@ -191,7 +219,8 @@ class Pool:
         weights = list(weights) if weights is not None else [1] * len(tasks)
         if self._executor is None:
             return Batch(run, tasks, None, weights)
-        return Batch(run, tasks, [self._executor.submit(run, t) for t in tasks], weights)
+        return Batch(run, tasks, [self._executor.submit(_run_and_release, run, t)
+                                  for t in tasks], weights)
 
     def map(self, run: Callable[[T], R], tasks: Sequence[T],
             weights: Sequence[int] | None = None,

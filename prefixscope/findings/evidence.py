@@ -67,7 +67,7 @@ from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, r
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS, TtlWhatIf, ttl_what_ifs
 from prefixscope.model import UsageRecord
 from prefixscope.model.redaction import active
-from prefixscope.parallel import Pool, effective_workers
+from prefixscope.parallel import Pool, effective_workers, release_freed_memory
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
 from prefixscope.store.store import UsageSummary
@@ -338,6 +338,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
             ready = _ready_what_ifs(store, options, setup.links, passed, plans,
                                     _what_if_of(diff, options), pool)
             pool.close()
+            release_freed_memory()  # the census's and the merge's garbage, before the replays
     if passed is None:  # no bodies: the replay's input from usage and traces alone
         passed = one_pass(store, setup, diff=False)
     step("replay")
