@@ -51,6 +51,11 @@ from prefixscope.tokens import Tokens, Turns
 
 _LOAD = 16  # requests a worker loads from the store in one query
 _RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
+# A run holds about this many sessions at most (a bigger log: more runs, up to
+# `_MAX_RUNS`), so what a worker holds for the sessions it has open (their turns, their
+# pieces) does not grow with the log.
+SESSIONS_PER_RUN = 16
+_MAX_RUNS = 256  # each run's setup is cut from the whole log's links: not thousands
 NO_BODY = "a request has no body in the log"
 
 
@@ -318,7 +323,8 @@ def walk_order(store: Store) -> list[str]:
 
 def _session_runs(order: Sequence[str], session_of: Mapping[str, str | None], parts: int
                   ) -> list[tuple[list[str], list[str]]]:
-    """`order`'s requests cut into up to `parts` runs of whole sessions, about equal in
+    """`order`'s requests cut into up to `parts` runs of whole sessions (more, up to
+    `_MAX_RUNS`, where a run would hold over `SESSIONS_PER_RUN` sessions), about equal in
     requests: each run's session keys and its request ids in log order."""
     place = {rid: i for i, rid in enumerate(order)}
     sessions: dict[str, list[str]] = {}
@@ -326,6 +332,7 @@ def _session_runs(order: Sequence[str], session_of: Mapping[str, str | None], pa
         sessions.setdefault(session_of.get(rid) or rid, []).append(rid)
     units = list(sessions.items())
     out = []
+    parts = max(parts, min(-(-len(units) // SESSIONS_PER_RUN), _MAX_RUNS))
     for cut in runs([len(ids) for _, ids in units], parts):
         chosen = units[cut.start:cut.stop]
         out.append(([key for key, _ in chosen],

@@ -420,6 +420,7 @@ class PieceCache:
 @dataclass
 class _Caches:
     by_identity: dict[str, PieceCache] = field(default_factory=dict)
+    max_tokens: int = DEFAULT_MAX_TOKENS  # the capacity of the caches made from now on
 
 
 _CACHES = _Caches()
@@ -429,8 +430,19 @@ def piece_cache(tokenizer: Tokenizer) -> PieceCache:
     """The process-wide piece cache of `tokenizer` (created on first use)."""
     cache = _CACHES.by_identity.get(tokenizer.identity)
     if cache is None:
-        cache = _CACHES.by_identity[tokenizer.identity] = PieceCache(tokenizer)
+        cache = _CACHES.by_identity[tokenizer.identity] = PieceCache(
+            tokenizer, max_tokens=_CACHES.max_tokens)
     return cache
+
+
+def limit_piece_caches(max_tokens: int) -> None:
+    """The capacity of this process's piece caches (those made already too): a worker
+    that walks runs of a few sessions at a time needs the pieces of those, not the
+    20M tokens one process walking a whole log in time order may need."""
+    _CACHES.max_tokens = max_tokens
+    for cache in _CACHES.by_identity.values():
+        cache.max_tokens = max_tokens
+        cache._evict()
 
 
 def tokenize_prompt(prompt: Prompt, options: RenderOptions, cache: PieceCache | None = None
