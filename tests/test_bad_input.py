@@ -715,6 +715,17 @@ class TestLibraryLevel:
             assert set(many) == set(ids)
             assert all(many[i] == st.get(i) for i in ids)
 
+    def test_iter_ids_yields_in_the_order_asked_across_batches(self):
+        from prefixscope.store import Store
+
+        make_store(RAW_BODIES)
+        with Store.open("s.duckdb", read_only=True) as st:
+            ids = [r[0] for r in st.run("SELECT id FROM requests ORDER BY id DESC")]
+            asked = [ids[-1], "missing", *ids, ids[0]]
+            got = list(st.iter_ids(asked, batch=2))
+            assert [r.id for r in got] == [i for i in asked if i != "missing"]
+            assert all(r == st.get(r.id) for r in got)
+
     def test_read_requests_names_the_unreadable_reason(self):
         from prefixscope.ingest import UnreadableFile, read_requests
 

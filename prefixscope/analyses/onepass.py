@@ -19,7 +19,7 @@ walked) are diffed afterwards from the store (`finish`).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from prefixscope.analyses.diff import (
@@ -49,7 +49,6 @@ from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store, reader
 from prefixscope.tokens import Tokens, Turns
 
-_LOAD = 16  # requests a worker loads from the store in one query
 _RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
 # A run holds about this many sessions at most (a bigger log: more runs, up to
 # `_MAX_RUNS`), so what a worker holds for the sessions it has open (their turns, their
@@ -358,14 +357,9 @@ class _Task:
 
 def _task(task: _Task) -> StageResult:
     store = reader(task.file)
-    return session_stage(_load(store, task.ids), task.setup, task.pairs)
+    return session_stage(store.iter_ids(task.ids), task.setup, task.pairs)
 
 
-def _load(store: Store, ids: Sequence[str]) -> Iterator[Request]:
-    for start in range(0, len(ids), _LOAD):
-        loaded = store.get_many(ids[start:start + _LOAD])
-        for rid in ids[start:start + _LOAD]:
-            yield loaded[rid]
 
 
 def session_runs(store: Store, setup: PassSetup, parts: int
@@ -511,7 +505,7 @@ def pool_what_ifs(pool: Pool) -> WhatIfRunner:
 
 
 def _what_if_task(task: WhatIfTask) -> list[list[_Prepared]]:
-    return what_if_stage(_load(reader(task.file), task.ids), task)
+    return what_if_stage(reader(task.file).iter_ids(task.ids), task)
 
 
 @dataclass(frozen=True, slots=True)

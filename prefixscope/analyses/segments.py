@@ -514,7 +514,6 @@ def _counting(positions: Positions | None, progress: Callable[[int], None]) -> P
 
 AUTO_MIN_REQUESTS = 500  # requests below which the default --workers runs in this process
 _RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
-_LOAD = 64  # requests a worker loads from the store in one query
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,11 +529,7 @@ def _positions_task(task: _PositionsTask) -> list[tuple[str, Mapping[str, tuple[
                                                   | None]]:
     store = reader(task.file)
     positions = token_positions(task.options)
-    out = []
-    for start in range(0, len(task.ids), _LOAD):
-        loaded = store.get_many(task.ids[start:start + _LOAD])
-        out += [(rid, positions(loaded[rid])) for rid in task.ids[start:start + _LOAD]]
-    return out
+    return [(request.id, positions(request)) for request in store.iter_ids(task.ids)]
 
 
 def _positions_in_workers(store: Store, options: RenderOptions, workers: int,

@@ -36,7 +36,6 @@ from prefixscope.store import Store
 
 _RUNS_PER_CPU = 4  # sessions differ in length: smaller runs even out the workers
 _IN_FLIGHT_PER_CPU = 2  # runs shipped ahead of the workers: the driver holds no more
-_LOAD = 64  # requests loaded from the store in one query
 
 
 @contextmanager
@@ -90,9 +89,4 @@ def _stage(requests: list[Request], setup: PassSetup, pairs: tuple[int, ...]) ->
 
 
 def _load(store: Store, ids: Sequence[str]) -> list[Request]:
-    out: list[Request] = []
-    for start in range(0, len(ids), _LOAD):
-        chunk = ids[start:start + _LOAD]
-        loaded = store.get_many(chunk)
-        out.extend(loaded[rid] for rid in chunk)
-    return out
+    return list(store.iter_ids(ids))

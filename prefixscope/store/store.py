@@ -700,6 +700,32 @@ class Store:
             out[request.id] = request
         return out
 
+    def iter_ids(self, request_ids: Sequence[str], *, batch: int = 256) -> Iterator[Request]:
+        """The requests of `request_ids`, bodies included, in that order (absent ids are
+        left out, as `get_many` does).
+
+        One query for the rows and one for the parts of each `batch` of ids: a query scans
+        the table, so loading a long list a few ids at a time costs time that grows with
+        the store (2.09 GiB log: 51 ms per 16 requests, of which 25 ms the parts). Memory
+        is bounded by one batch's rows and the parts they name; each body is built as its
+        request is yielded.
+        """
+        for start in range(0, len(request_ids), batch):
+            chunk = list(dict.fromkeys(request_ids[start:start + batch]))
+            rel = self.con.execute(
+                f"SELECT r.*, {_BODY_COLUMNS} FROM requests r "
+                "LEFT JOIN bodies b ON b.hash = r.body_hash "
+                "WHERE r.id IN (SELECT unnest(?::VARCHAR[]))", [chunk])
+            cols = [d[0] for d in rel.description]
+            rows: dict[str, dict[str, Any]] = {}
+            for values in rel.fetchall():
+                row = dict(zip(cols, values, strict=True))
+                rows[row["id"]] = row
+            parts = self._parts_of(list(rows.values()))
+            for rid in request_ids[start:start + batch]:
+                if rid in rows:
+                    yield request_from_row(rows[rid], parts)
+
     def iter_requests(self, *, copies: bool = False, batch: int = 256,
                       source_files: Sequence[str] | None = None) -> Iterator[Request]:
         """Stream requests (with bodies) in time order; a second log of a call another
