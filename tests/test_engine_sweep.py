@@ -95,6 +95,40 @@ class TestHandTraced:
                               1) == [[0, 0, 0, 1, 1]] * 3
 
 
+class TestIdealReadOffTheSweep:
+    def test_an_ideal_replay_is_read_off_a_sweep_made_ahead(self, monkeypatch):
+        """Inside `remembered_replays`, once `sweep_ahead` swept the log, the unlimited
+        replay (predicted with no capacity, and the ideal) is the sweep's unlimited
+        capacity: no replay runs, and the answer is the pool's. Hand trace, block 2:
+        [0 1 2 3] cold; [0 1 2 3 4] hits both blocks; [0 1 9] hits block [0 1]."""
+        from prefixscope.analyses.simulate import replay as replay_module
+
+        log = prepared([[0, 1, 2, 3], [0, 1, 2, 3, 4], [0, 1, 9]])
+        options = SimulateOptions(unit=2)
+        with replay_module.remembered_replays():
+            replay_module.sweep_ahead(log, options)
+
+            def no_replay(*args, **kwargs):
+                raise AssertionError("replayed: the sweep made ahead was not read")
+
+            monkeypatch.setattr(replay_module, "_replay", no_replay)
+            got = replay_module._replays(log, [options, replay_module._IDEAL], 1)
+        assert got == [[0, 4, 2], [0, 4, 2]]
+
+    def test_without_a_sweep_made_the_ideal_is_replayed(self, monkeypatch):
+        from prefixscope.analyses.simulate import replay as replay_module
+
+        def no_sweep(*args, **kwargs):
+            raise AssertionError("swept: nothing asked for a sweep")
+
+        monkeypatch.setattr(replay_module, "_sweep", no_sweep)
+        log = prepared([[0, 1, 2, 3], [0, 1, 2, 3, 4], [0, 1, 9]])
+        with replay_module.remembered_replays():
+            got = replay_module._replays(log, [SimulateOptions(unit=2), replay_module._IDEAL],
+                                         1)
+        assert got == [[0, 4, 2], [0, 4, 2]]
+
+
 class TestNotStackAlgorithms:
     """A stack algorithm's cache at capacity C is contained in its cache at C + 1 at every
     moment, so no request hits less with more room. These two do (hand traces in

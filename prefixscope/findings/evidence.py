@@ -58,6 +58,7 @@ from prefixscope.analyses.simulate import (
     merge_replays,
     remembered_replays,
     replay_prepared,
+    sweep_ahead,
 )
 from prefixscope.analyses.simulate.prepare import Links, prepare_what_if
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
@@ -617,6 +618,11 @@ def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
                      "no cache_control mark, yet their usage reports cache reads -- the "
                      "client's marks were not logged (Claude Code puts one on the last "
                      "message), or the upstream caches automatically")
+    hosted = ENGINES[sim.engine].hosted
+    if not hosted and options.capacity_tokens is None:
+        # a fit follows unless the log got all an unlimited cache gives: its sweep, made
+        # first, is the unlimited replay too
+        sweep_ahead(prepared, sim)
     first = replay_prepared(store, prepared, skipped, sim, workers=workers)
     if not first.requests:
         return None
@@ -624,7 +630,6 @@ def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
     short = any(r.observed is not None and r.predicted - r.observed > unit
                 for r in first.per_request)
     fit = None
-    hosted = ENGINES[sim.engine].hosted
     if not hosted and options.capacity_tokens is None and short:
         known = (sim.unit,) if sim.unit is not None else None
         fit = fit_parameters(prepared, sim, known, workers=workers)

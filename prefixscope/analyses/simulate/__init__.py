@@ -79,6 +79,7 @@ from prefixscope.analyses.simulate.replay import (
     _replays,
     _sweep,
     remembered_replays,
+    sweep_ahead,
 )
 from prefixscope.store import Store
 
@@ -160,4 +161,4 @@ __all__ = ["ANTHROPIC_READ_LAG", "AUTO_MIN_REPLAY_REQUESTS", "DEFAULT_TRACE_BLOC
            "_at_capacities", "_compact", "_replay", "_replays", "_sweep", "engine_block_size",
            "fit_parameters", "merge_replays", "prepare", "remembered_replays", "replay_prepared",
            "replay_report",
-           "simulate_store", "spec_of", "stored_rows"]
+           "simulate_store", "spec_of", "stored_rows", "sweep_ahead"]

@@ -198,12 +198,18 @@ def _replays(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions | Non
     sweep equals the replay at every capacity it follows, tests/test_engine_sweep.py),
     which costs less than the replay through the block pool and serves every capacity of
     the block; a capacity the sweep does not follow is replayed (`read_sweeps=False`: every
-    run replayed)."""
+    run replayed). An unlimited replay is read off its engine's sweep when that sweep is
+    made here or was made already (its unlimited capacity: the ideal replay costs nothing
+    more)."""
     base = next(run for run in runs if run is not None)
     keys = [_replay_key(base, True) if run is None else _replay_key(run, False) for run in runs]
     memo = _memo(prepared)
     todo = [key for key in dict.fromkeys(keys) if key not in memo]
     swept = {key: _sweep_key(key[0]) for key in todo if read_sweeps and _swept_run(*key)}
+    # an ideal replay is the sweep's unlimited capacity: read off a sweep made anyway
+    made = {*swept.values(), *(key for key in memo if key[0] == "sweep")}
+    swept.update((key, sweep) for key in todo if read_sweeps and key[1]
+                 and (sweep := _sweep_key(key[0])) in made)
     jobs: list[tuple[Any, ...]] = [k for k in dict.fromkeys(swept.values()) if k not in memo]
     jobs += [key for key in todo if key not in swept]
     if jobs:
@@ -344,6 +350,16 @@ def _sweeps(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions],
         with Pool(min(workers, len(todo)), shared=prepared) as pool:
             memo.update(zip(todo, pool.map(_job, todo), strict=True))
     return [memo[key] for key in keys]
+
+
+def sweep_ahead(prepared: Sequence[_Prepared], options: SimulateOptions) -> None:
+    """Inside `remembered_replays`, sweep `options`' replay now where its engine has an exact
+    sweep: a caller that will likely fit a capacity (whose sweep this is) gets its
+    unlimited replay read off the same pass (`_replays`) instead of replaying it apart.
+    Elsewhere, or for an engine with no sweep, nothing."""
+    if _REMEMBERED.get() is not None and not options.concurrent \
+            and ENGINES[options.engine].sweep is not None:
+        _sweeps(prepared, [options], 1)
 
 
 def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
