@@ -109,6 +109,15 @@ class TestCompaction:
             assert resumed is not None
             assert len(own) <= len(new) + len(tail)
 
+    def test_a_turn_that_appends_keeps_its_new_tokens_whole(self):
+        """No run is looked for in the base when the prompt extends all of it, even where
+        the new tokens repeat some of it (a tool result read twice)."""
+        base = np.arange(300, dtype=np.int64)
+        ids = np.concatenate((base, base[100:250], [7, 7]))
+        shared, resumed, own = _compact(base, ids)
+        assert (shared, resumed) == (300, None)
+        assert own.tolist() == list(range(100, 250)) + [7, 7]
+
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:

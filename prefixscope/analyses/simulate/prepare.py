@@ -405,11 +405,13 @@ def _compact(base: np.ndarray, ids: np.ndarray
     after them as (at, start, length), the rest of `ids` as a new array): see
     `_Prepared`. The run is the longest found by looking up a few probes of `ids` in
     `base`, each extended both ways (reordered tools match in short runs, the history
-    after them in a long one); any run found is exact, so `_Expander.full_ids` rebuilds
-    `ids`."""
+    after them in a long one), where `ids` diverge from `base` before its end; any run
+    found is exact, so `_Expander.full_ids` rebuilds `ids`."""
     shared = common_prefix_length(base, ids)
     resumed = None
-    if shared < len(ids):
+    # `ids` extends all of `base` (a turn that appends): the rest is new (looking for it in
+    # `base` costs a scan of the whole base per probe, and finds nothing as a rule)
+    if shared < len(ids) and shared < len(base):
         hay = base.tobytes()
         for offset in _PROBE_AT:
             at = shared + offset
