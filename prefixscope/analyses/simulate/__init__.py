@@ -79,6 +79,7 @@ from prefixscope.analyses.simulate.replay import (
     _replays,
     _sweep,
     remembered_replays,
+    replays_many,
     sweep_ahead,
 )
 from prefixscope.store import Store
@@ -131,27 +132,35 @@ def replay_prepared(store: Store, prepared: Sequence[_Prepared], skipped: dict[s
             CurvePoint(c, _hit_rate(prepared, hits))
             for c, hits in zip(capacity_curve, cached, strict=True)))
     if what_if:
-        report = replace(report, what_if=tuple(
-            _what_if(store, options, t, report, prepared, workers, what_if_input)
-            for t in what_if))
+        report = replace(report, what_if=_what_ifs(store, options, tuple(what_if), report,
+                                                   prepared, workers, what_if_input))
     assert report.unit == block_size
     return report
 
 
 
-def _what_if(store: Store, options: SimulateOptions, transform: str,
-             base: SimulateReport, base_prepared: Sequence[_Prepared],
-             workers: int = 1, what_if_input: WhatIfInput | None = None) -> WhatIfResult:
-    """The replay with `transform` added to the render: only the requests it may change
-    are rendered again (`prepare_what_if`); the others keep their tokens."""
-    render = replace(options.render, what_if=(*options.render.what_if, transform))
-    changed = replace(options, render=render)
-    prepared = (what_if_input(changed, transform) if what_if_input is not None
-                else prepare_what_if(store, changed, base_prepared, (transform,)))
-    predicted, ideal = _replays(prepared, [changed, _IDEAL], workers)
+def _what_ifs(store: Store, options: SimulateOptions, transforms: tuple[str, ...],
+              base: SimulateReport, base_prepared: Sequence[_Prepared], workers: int = 1,
+              what_if_input: WhatIfInput | None = None) -> tuple[WhatIfResult, ...]:
+    """The replay with each transform added to the render: only the requests it may change
+    are rendered again (`prepare_what_if`); the others keep their tokens. `workers`
+    what-ifs at a time, their replays side by side in one pool."""
     base_cached = sum(r.predicted for r in base.per_request)
-    return WhatIfResult(transform, _hit_rate(prepared, ideal), _hit_rate(prepared, predicted),
-                        sum(predicted) - base_cached)
+    out = []
+    for start in range(0, len(transforms), max(1, workers)):
+        chunk = transforms[start:start + max(1, workers)]
+        changed = [replace(options, render=replace(options.render,
+                                                   what_if=(*options.render.what_if, t)))
+                   for t in chunk]
+        inputs = [what_if_input(c, t) if what_if_input is not None
+                  else prepare_what_if(store, c, base_prepared, (t,))
+                  for c, t in zip(changed, chunk, strict=True)]
+        replayed = replays_many([(p, [c, _IDEAL]) for p, c in zip(inputs, changed,
+                                                                    strict=True)], workers)
+        out += [WhatIfResult(t, _hit_rate(p, ideal), _hit_rate(p, predicted),
+                             sum(predicted) - base_cached)
+                for t, p, (predicted, ideal) in zip(chunk, inputs, replayed, strict=True)]
+    return tuple(out)
 
 
 __all__ = ["ANTHROPIC_READ_LAG", "AUTO_MIN_REPLAY_REQUESTS", "DEFAULT_TRACE_BLOCK",

@@ -201,31 +201,70 @@ def _replays(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions | Non
     run replayed). An unlimited replay is read off its engine's sweep when that sweep is
     made here or was made already (its unlimited capacity: the ideal replay costs nothing
     more)."""
-    base = next(run for run in runs if run is not None)
-    keys = [_replay_key(base, True) if run is None else _replay_key(run, False) for run in runs]
-    memo = _memo(prepared)
-    todo = [key for key in dict.fromkeys(keys) if key not in memo]
-    swept = {key: _sweep_key(key[0]) for key in todo if read_sweeps and _swept_run(*key)}
-    # an ideal replay is the sweep's unlimited capacity: read off a sweep made anyway
-    made = {*swept.values(), *(key for key in memo if key[0] == "sweep")}
-    swept.update((key, sweep) for key in todo if read_sweeps and key[1]
-                 and (sweep := _sweep_key(key[0])) in made)
-    jobs: list[tuple[Any, ...]] = [k for k in dict.fromkeys(swept.values()) if k not in memo]
-    jobs += [key for key in todo if key not in swept]
-    if jobs:
-        with Pool(min(workers, len(jobs)), shared=prepared) as pool:
-            memo.update(zip(jobs, pool.map(_job, jobs), strict=True))
-    left = []
-    for key, sweep_key in swept.items():
-        cached = memo[sweep_key].cached(key[0].capacity_tokens) if memo[sweep_key] else None
-        if cached is None:
-            left.append(key)  # the sweep does not follow this capacity
-        else:
-            memo[key] = cached
-    if left:
-        with Pool(min(workers, len(left)), shared=prepared) as pool:
-            memo.update(zip(left, pool.map(_job, left), strict=True))
-    return [list(memo[key]) for key in keys]
+    return replays_many([(prepared, runs)], workers, read_sweeps=read_sweeps)[0]
+
+
+def replays_many(items: Sequence[tuple[Sequence[_Prepared], Sequence[SimulateOptions | None]]],
+                 workers: int, *, read_sweeps: bool = True) -> list[list[list[int]]]:
+    """`_replays(prepared, runs)` of each (prepared, runs) item, the replays of them all in
+    one pool of up to `workers` processes (what-if replays of different inputs run side by
+    side)."""
+    plans = [_ReplayPlan(prepared, runs, read_sweeps) for prepared, runs in items]
+    _run_jobs([(i, job) for i, plan in enumerate(plans) for job in plan.jobs], plans, workers)
+    for plan in plans:
+        plan.read_sweeps()
+    _run_jobs([(i, key) for i, plan in enumerate(plans) for key in plan.left], plans, workers)
+    return [[list(plan.memo[key]) for key in plan.keys] for plan in plans]
+
+
+class _ReplayPlan:
+    """One `_replays` call's jobs: its runs' keys, the replays and sweeps to run, and the
+    runs to replay after all (a capacity their sweep does not follow)."""
+
+    def __init__(self, prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions | None],
+                 read_sweeps: bool) -> None:
+        base = next(run for run in runs if run is not None)
+        self.prepared = prepared
+        self.keys = [_replay_key(base, True) if run is None else _replay_key(run, False)
+                     for run in runs]
+        self.memo = _memo(prepared)
+        todo = [key for key in dict.fromkeys(self.keys) if key not in self.memo]
+        self.swept = {key: _sweep_key(key[0]) for key in todo
+                      if read_sweeps and _swept_run(*key)}
+        # an ideal replay is the sweep's unlimited capacity: read off a sweep made anyway
+        made = {*self.swept.values(), *(key for key in self.memo if key[0] == "sweep")}
+        self.swept.update((key, sweep) for key in todo if read_sweeps and key[1]
+                          and (sweep := _sweep_key(key[0])) in made)
+        self.jobs: list[tuple[Any, ...]] = [k for k in dict.fromkeys(self.swept.values())
+                                            if k not in self.memo]
+        self.jobs += [key for key in todo if key not in self.swept]
+        self.left: list[tuple[Any, ...]] = []
+
+    def read_sweeps(self) -> None:
+        for key, sweep_key in self.swept.items():
+            sweep = self.memo[sweep_key]
+            cached = sweep.cached(key[0].capacity_tokens) if sweep else None
+            if cached is None:
+                self.left.append(key)  # the sweep does not follow this capacity
+            else:
+                self.memo[key] = cached
+
+
+def _run_jobs(jobs: Sequence[tuple[int, tuple[Any, ...]]], plans: Sequence[_ReplayPlan],
+              workers: int) -> None:
+    """Run each (plan index, job) in up to `workers` processes sharing the plans' prepared
+    requests; each result into its plan's memo."""
+    if not jobs:
+        return
+    with Pool(min(workers, len(jobs)), shared=[plan.prepared for plan in plans]) as pool:
+        for (i, job), result in zip(jobs, pool.map(_job_of, jobs), strict=True):
+            plans[i].memo[job] = result
+
+
+def _job_of(job: tuple[int, tuple[Any, ...]]) -> Any:
+    """`_job` on the shared prepared requests of `job`'s plan."""
+    i, key = job
+    return _run_job(shared()[i], key)
 
 
 def _swept_run(options: SimulateOptions, unlimited: bool) -> bool:
@@ -242,9 +281,13 @@ def _sweep_key(run: SimulateOptions) -> tuple[str, SimulateOptions]:
 
 def _job(job: tuple[Any, ...]) -> Any:
     """A replay (`_replay_key`) or a sweep (`_sweep_key`) of the shared prepared requests."""
+    return _run_job(shared(), job)
+
+
+def _run_job(prepared: Sequence[_Prepared], job: tuple[Any, ...]) -> Any:
     if job[0] == "sweep":
-        return _sweep(shared(), job[1])
-    return _replay(shared(), job[0], unlimited=job[1])
+        return _sweep(prepared, job[1])
+    return _replay(prepared, job[0], unlimited=job[1])
 
 
 def _replay_key(options: SimulateOptions, unlimited: bool) -> tuple[SimulateOptions, bool]:
