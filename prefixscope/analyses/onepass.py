@@ -360,8 +360,6 @@ def _task(task: _Task) -> StageResult:
     return session_stage(store.iter_ids(task.ids), task.setup, task.pairs)
 
 
-
-
 def session_runs(store: Store, setup: PassSetup, parts: int
                  ) -> tuple[list[str], list[tuple[list[str], list[int]]]]:
     """(the walk's order, runs of whole sessions: each its request ids in log order and

@@ -76,7 +76,7 @@ def _map(ray: Any, cpus: int, store: Store, run: Callable[..., Any],
         for ids, args in jobs:
             while len(pending) >= cpus * _IN_FLIGHT_PER_CPU:
                 _, pending = ray.wait(pending, num_returns=1)
-            ref = task.remote(_load(store, ids), *args)
+            ref = task.remote(list(store.iter_ids(ids)), *args)
             refs.append(ref)
             pending.append(ref)
         return list(ray.get(refs))
@@ -88,5 +88,3 @@ def _stage(requests: list[Request], setup: PassSetup, pairs: tuple[int, ...]) ->
     return session_stage(requests, setup, pairs)
 
 
-def _load(store: Store, ids: Sequence[str]) -> list[Request]:
-    return list(store.iter_ids(ids))

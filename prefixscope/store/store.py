@@ -683,26 +683,13 @@ class Store:
         return request_from_row(rows[0], self._parts_of(rows))
 
     def get_many(self, request_ids: Iterable[str]) -> dict[str, Request]:
-        """Load several requests, bodies included, in one query (absent ids are left out)."""
-        wanted = list(dict.fromkeys(request_ids))
-        if not wanted:
-            return {}
-        rel = self.con.execute(
-            f"SELECT r.*, {_BODY_COLUMNS} FROM requests r "
-            "LEFT JOIN bodies b ON b.hash = r.body_hash "
-            "WHERE r.id IN (SELECT unnest(?::VARCHAR[]))", [wanted])
-        cols = [d[0] for d in rel.description]
-        rows = [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
-        parts = self._parts_of(rows)
-        out = {}
-        for row in rows:
-            request = request_from_row(row, parts)
-            out[request.id] = request
-        return out
+        """Load several requests, bodies included (absent ids are left out)."""
+        return {request.id: request
+                for request in self.iter_ids(list(dict.fromkeys(request_ids)))}
 
     def iter_ids(self, request_ids: Sequence[str], *, batch: int = 256) -> Iterator[Request]:
         """The requests of `request_ids`, bodies included, in that order (absent ids are
-        left out, as `get_many` does).
+        left out).
 
         One query for the rows and one for the parts of each `batch` of ids: a query scans
         the table, so loading a long list a few ids at a time costs time that grows with

@@ -147,8 +147,9 @@ def _what_ifs(store: Store, options: SimulateOptions, transforms: tuple[str, ...
     what-ifs at a time, their replays side by side in one pool."""
     base_cached = sum(r.predicted for r in base.per_request)
     out = []
-    for start in range(0, len(transforms), max(1, workers)):
-        chunk = transforms[start:start + max(1, workers)]
+    at_once = max(1, workers)
+    for start in range(0, len(transforms), at_once):
+        chunk = transforms[start:start + at_once]
         changed = [replace(options, render=replace(options.render,
                                                    what_if=(*options.render.what_if, t)))
                    for t in chunk]

@@ -262,9 +262,13 @@ def _run_jobs(jobs: Sequence[tuple[int, tuple[Any, ...]]], plans: Sequence[_Repl
 
 
 def _job_of(job: tuple[int, tuple[Any, ...]]) -> Any:
-    """`_job` on the shared prepared requests of `job`'s plan."""
+    """A replay (`_replay_key`) or a sweep (`_sweep_key`) of the shared prepared requests
+    of `job`'s plan (its index in the shared list)."""
     i, key = job
-    return _run_job(shared()[i], key)
+    prepared = shared()[i]
+    if key[0] == "sweep":
+        return _sweep(prepared, key[1])
+    return _replay(prepared, key[0], unlimited=key[1])
 
 
 def _swept_run(options: SimulateOptions, unlimited: bool) -> bool:
@@ -277,17 +281,6 @@ def _swept_run(options: SimulateOptions, unlimited: bool) -> bool:
 def _sweep_key(run: SimulateOptions) -> tuple[str, SimulateOptions]:
     """The memo key of `run`'s sweep (a sweep reads no capacity)."""
     return ("sweep", replace(_replay_key(run, True)[0], concurrent=run.concurrent))
-
-
-def _job(job: tuple[Any, ...]) -> Any:
-    """A replay (`_replay_key`) or a sweep (`_sweep_key`) of the shared prepared requests."""
-    return _run_job(shared(), job)
-
-
-def _run_job(prepared: Sequence[_Prepared], job: tuple[Any, ...]) -> Any:
-    if job[0] == "sweep":
-        return _sweep(prepared, job[1])
-    return _replay(prepared, job[0], unlimited=job[1])
 
 
 def _replay_key(options: SimulateOptions, unlimited: bool) -> tuple[SimulateOptions, bool]:
@@ -390,8 +383,8 @@ def _sweeps(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions],
     memo = _memo(prepared)
     todo = [key for key in dict.fromkeys(keys) if key not in memo]
     if todo:
-        with Pool(min(workers, len(todo)), shared=prepared) as pool:
-            memo.update(zip(todo, pool.map(_job, todo), strict=True))
+        with Pool(min(workers, len(todo)), shared=[prepared]) as pool:
+            memo.update(zip(todo, pool.map(_job_of, [(0, key) for key in todo]), strict=True))
     return [memo[key] for key in keys]
 
 
