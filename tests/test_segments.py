@@ -352,3 +352,65 @@ def test_sample_generator_uses_the_tested_new_api_schema():
     gen = load_generator()
     assert gen.NEWAPI_DDL == NEWAPI_LOGS_DDL.format(table="logs")
     assert gen.NEWAPI_INDEXES == tuple(i.format(table="logs") for i in NEWAPI_INDEXES)
+
+
+@pytest.fixture(scope="module")
+def mixed_store(tmp_path_factory: pytest.TempPathFactory):
+    """The sample logs and fixtures of several formats (Anthropic bodies with moving
+    cache_control marks, OpenAI system messages, Responses instructions and input)."""
+    from prefixscope.store import Store
+    from prefixscope.store.load import ingest_paths
+
+    store = Store.open(tmp_path_factory.mktemp("stored-census") / "s.duckdb")
+    fixtures = ROOT / "tests" / "fixtures"
+    ingest_paths([str(SAMPLES)] + [str(fixtures / name) for name in
+                                    ("codex", "litellm", "claude-code", "raw")], store)
+    return store
+
+
+class TestCensusOfStoredParts:
+    """segments_store reads each body as stored (skeleton, layout, each distinct part once);
+    the census must be the one of whole requests (`census` over `iter_requests`)."""
+
+    @staticmethod
+    def whole(store, by=()):
+        from prefixscope.analyses.dimensions import group_key
+
+        pairs = [(a, b) for a, b, _, _ in store.session_pairs(once=True)]
+        session_of = store.session_of()
+        groups: dict = {}
+        for request in store.iter_requests():
+            key = group_key(by, request, session_of.get(request.id))
+            groups.setdefault(key, []).append(request)
+        return [census([r for r in groups[k] if r.body is not None], pairs,
+                       group=dict(zip(by, k, strict=True)),
+                       without_body=sum(r.body is None for r in groups[k]))
+                for k in sorted(groups, key=lambda k: tuple(map(str, k)))]
+
+    def test_the_store_holds_what_the_comparison_needs(self, mixed_store):
+        requests = list(mixed_store.iter_requests())
+        assert any(r.endpoint == "openai-responses" for r in requests)
+        assert any("cache_control" in json.dumps(r.body) for r in requests if r.body)
+        assert any(m.get("role") == "system" for r in requests if isinstance(r.body, dict)
+                   for m in r.body.get("messages") or [] if isinstance(m, dict))
+        assert len(list(mixed_store.session_pairs(once=True))) > 20
+
+    def test_same_census_as_whole_requests(self, mixed_store):
+        from prefixscope.analyses.segments import segments_store
+
+        assert segments_store(mixed_store, (), with_tokens=False) == self.whole(mixed_store)
+
+    def test_same_census_by_group(self, mixed_store):
+        from prefixscope.analyses.segments import segments_store
+
+        got = segments_store(mixed_store, ("source",), with_tokens=False)
+        assert len(got) > 3
+        assert got == self.whole(mixed_store, ("source",))
+
+    def test_same_census_when_parts_are_read_again(self, mixed_store, monkeypatch):
+        from prefixscope.analyses import segments
+
+        real = segments.PartCensus
+        monkeypatch.setattr(segments, "PartCensus", lambda store: real(store, limit=5))
+        assert segments.segments_store(mixed_store, (), with_tokens=False) == \
+            self.whole(mixed_store)

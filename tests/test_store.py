@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import ROOT
 from factories import anthropic_body, conversation, make_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -121,3 +124,36 @@ class TestResolve:
             assert store.resolve_id("msg_2") == "abc999"
             with pytest.raises(KeyError, match="ambiguous"):
                 store.resolve_id("abc")
+
+
+class TestStoredLayouts:
+    def test_skeleton_layout_and_parts_give_the_body_back(self, tmp_path):
+        from prefixscope.store.load import ingest_paths
+        from prefixscope.store.parts import join_body
+
+        store = Store.open(tmp_path / "s.duckdb")
+        ingest_paths([str(ROOT / "sample_logs")], store)
+        whole = list(store.iter_requests())
+        stored = list(store.iter_layouts(batch=7))
+        assert [r.id for r in whole] == [r.id for r, _ in stored]
+        layouts = [layout for _, layout in stored if layout]
+        assert layouts and any(layout is None for _, layout in stored)
+        for request, (skeleton, layout) in zip(whole, stored, strict=True):
+            if layout is None:
+                assert skeleton.body == request.body
+                continue
+            assert all(skeleton.body[name] == [] for name in layout)
+            parts = store.parts_text([h for hs in layout.values() for h in hs])
+            rebuilt = join_body(json.dumps(skeleton.body), json.dumps(layout), parts)
+            assert rebuilt == request.body
+            assert skeleton == replace(request, body=skeleton.body)
+
+    def test_parts_text_leaves_out_what_it_does_not_hold(self, tmp_path):
+        from prefixscope.store.load import ingest_paths
+
+        store = Store.open(tmp_path / "s.duckdb")
+        ingest_paths([str(ROOT / "sample_logs")], store)
+        layout = next(layout for _, layout in store.iter_layouts() if layout)
+        digest = next(iter(layout.values()))[0]
+        assert set(store.parts_text([digest, "x3:absent"])) == {digest}
+        assert store.parts_text([]) == {}

@@ -36,10 +36,12 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
+import orjson
 import xxhash
 
 from prefixscope.analyses.dimensions import check_dimensions, group_key
@@ -55,7 +57,7 @@ from prefixscope.model.hashing import (
 from prefixscope.model.redaction import active, opaque_masked
 from prefixscope.parallel import effective_workers, runs
 from prefixscope.prompt import RenderError, RenderOptions
-from prefixscope.store import Store, reader
+from prefixscope.store import Layout, Store, reader
 from prefixscope.tokens import tokens
 
 CHANGE_KINDS = ("value", "key-order", "whitespace", "inserted-deleted")
@@ -126,14 +128,16 @@ def raw_segments(request: Request) -> list[RawSegment]:
         elif items is not None:
             out.append(RawSegment(name, kind, name, None, items))
 
-    family("tools", "tool")
-    if request.endpoint == "openai-responses":
-        family("instructions", "instructions")
-        family("input", "input")
-    else:
-        family("system", "system")
-        family("messages", "message")
+    for name, kind in _families(request.endpoint):
+        family(name, kind)
     return out
+
+
+def _families(endpoint: str | None) -> tuple[tuple[str, str], ...]:
+    """A body's segment families in census order: (field, segment kind)."""
+    if endpoint == "openai-responses":
+        return (("tools", "tool"), ("instructions", "instructions"), ("input", "input"))
+    return (("tools", "tool"), ("system", "system"), ("messages", "message"))
 
 
 def _item_kind(kind: str, value: Any) -> str:
@@ -162,6 +166,42 @@ def segment_hashes(value: Any) -> SegmentHashes:
 
 _DERIVED: dict[str, tuple[str, str]] = {}  # exact hash -> (canonical, folded) hashes
 _DERIVED_MAX = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPart:
+    """A stored part (`store.parts`) standing for its value in a census's samples: read
+    back only for the few contents a report previews."""
+
+    digest: str
+
+
+class PartCensus:
+    """Each stored part's segment hashes and whether it is a system or developer message,
+    computed once per distinct part however many bodies hold it (a session resends its
+    history every turn). At most `limit` are kept: a batch's parts are read again when a
+    long log has pushed them out."""
+
+    def __init__(self, store: Store, limit: int = 200_000) -> None:
+        self.store = store
+        self.limit = limit
+        self.known: dict[str, tuple[SegmentHashes, bool]] = {}
+
+    def read(self, layouts: Sequence[Layout | None]) -> None:
+        """Make sure every part `layouts` name is known (one query for those that are not)."""
+        wanted = [h for layout in layouts if layout for hashes in layout.values()
+                  for h in hashes if h not in self.known]
+        if not wanted:
+            return
+        wanted = list(dict.fromkeys(wanted))
+        if len(self.known) + len(wanted) > self.limit:
+            needed = {h for layout in layouts if layout for hs in layout.values() for h in hs}
+            self.known = {h: v for h, v in self.known.items() if h in needed}
+        for digest, text in self.store.parts_text(wanted).items():
+            value = orjson.loads(text)
+            self.known[digest] = (segment_hashes(value), isinstance(value, dict) and
+                                  value.get("role") in ("system", "developer"))
+
 
 
 def change_kind(a: SegmentHashes | None, b: SegmentHashes | None) -> str | None:
@@ -317,21 +357,48 @@ class Census:
 
     def add(self, request: Request) -> None:
         """Census one request (ids are unique); count the pairs it completes."""
-        segs = raw_segments(request)
-        if not segs:
+        self._add(request, [(seg, segment_hashes(seg.value), seg.value)
+                            for seg in raw_segments(request)])
+
+    def add_stored(self, request: Request, layout: Layout | None, parts: PartCensus) -> None:
+        """`add` for a request as the store keeps it (`Store.iter_layouts`): its body the
+        skeleton, `layout` the part hashes of its lists, `parts` holding each of those
+        parts' hashes (`PartCensus.read`). The same census as `add` of the whole request:
+        a part's segment hashes are those of the element its text is (`store.parts`)."""
+        if layout is None:
+            return self.add(request)
+        body = request.body
+        if not isinstance(body, dict):
+            return None
+        skeleton = raw_segments(request)
+        entries: list[tuple[RawSegment, SegmentHashes, Any]] = []
+        for name, kind in _families(request.endpoint):
+            if name in layout:
+                for i, digest in enumerate(layout[name]):
+                    hashes, system = parts.known[digest]
+                    entries.append((RawSegment(f"{name}[{i}]", "system" if system and
+                                               kind == "message" else kind, name, i, None),
+                                    hashes, StoredPart(digest)))
+            else:
+                entries.extend((seg, segment_hashes(seg.value), seg.value) for seg in skeleton
+                               if seg.family == name)
+        return self._add(request, entries)
+
+    def _add(self, request: Request, entries: list[tuple[RawSegment, SegmentHashes, Any]]
+             ) -> None:
+        if not entries:
             return
         self.n_requests += 1
         per: dict[str, SegmentHashes] = {}
         lens: dict[str, int] = defaultdict(int)
-        for seg in segs:
-            h = segment_hashes(seg.value)
+        for seg, h, value in entries:
             per[seg.path] = h
             self.kinds.setdefault(seg.path, seg.kind)
             self.families.setdefault(seg.path, (seg.family, seg.index))
             lens[seg.family] += 1
             self.holders[seg.path] += 1
             self.contents[seg.path][h.exact] += 1
-            self.sample.setdefault((seg.path, h.exact), seg.value)
+            self.sample.setdefault((seg.path, h.exact), value)
         if self.positions is not None:
             pos = self.positions(request) or {}
             for path, (start, total) in pos.items():
@@ -375,7 +442,10 @@ class Census:
                 self.changes[path][kind] += 1
 
     def report(self, *, group: dict[str, Any] | None = None, show_text: bool = False,
-               without_body: int = 0) -> SegmentsReport:
+               without_body: int = 0, store: Store | None = None) -> SegmentsReport:
+        """The census so far; `store`: where the samples `add_stored` left as
+        `StoredPart`s are read from."""
+        self._read_samples(store)
         stats = []
         for path, held in self.holders.items():
             pairs_here = self.pair_count.get(path, 0)
@@ -406,6 +476,24 @@ class Census:
                                   segments=len(stats), without_body=without_body,
                                   hash_version=HASH_VERSION),
         )
+
+
+    def _read_samples(self, store: Store | None) -> None:
+        """Replace the samples a report previews that are `StoredPart`s by their values."""
+        wanted: dict[tuple[str, str], str] = {}
+        for path, contents in self.contents.items():
+            ranked = sorted(contents.items(), key=lambda kv: -kv[1])[:2]
+            for exact, _ in ranked:
+                value = self.sample[(path, exact)]
+                if isinstance(value, StoredPart):
+                    wanted[(path, exact)] = value.digest
+        if not wanted:
+            return
+        if store is None:
+            raise ValueError("a census of stored parts reports with its store")
+        texts = store.parts_text(list(dict.fromkeys(wanted.values())))
+        for key, digest in wanted.items():
+            self.sample[key] = orjson.loads(texts[digest])
 
 
 def _rank(s: SegmentStats) -> tuple[float, float, float, str]:
@@ -466,36 +554,55 @@ def segments_store(store: Store, by: tuple[str, ...] = (), *,
     index = PairIndex((a, b) for a, b, _, _ in store.session_pairs(once=True))
     positions = None
     total = store.body_count_once()
+    whole = False  # rendering here: the census reads whole bodies, not part by part
     if with_tokens:
-        positions = token_positions(options or RenderOptions())
+        positions, whole = token_positions(options or RenderOptions()), True
         n = effective_workers(workers, total, auto_minimum=AUTO_MIN_REQUESTS)
         if n > 1 and store.read_only:  # a writer holds the file: workers cannot open it
             positions = _positions_in_workers(store, options or RenderOptions(), n, progress)
-            progress = None  # the census below is quick next to the rendering
+            whole, progress = False, None  # the census below is quick next to the rendering
     if progress is not None:
         positions = _counting(positions, lambda seen: progress(seen, total))
     groups: dict[tuple[Any, ...], Census] = {}
     without: dict[tuple[Any, ...], int] = defaultdict(int)
     # A call two sources logged (duplicate_of) is censused once, through the copy kept;
-    # requests stream from the store one at a time (nothing holds the log's bodies).
-    for request in store.iter_requests():
+    # requests stream from the store a batch at a time (nothing holds the log's bodies),
+    # as stored unless rendered here: each distinct part is read and hashed once.
+    parts = PartCensus(store)
+    for request, layout in _censused(store, parts, whole):
         key = group_key(by, request, session_of.get(request.id))
         if request.body is None:
             without[key] += 1
         else:
             if key not in groups:
                 groups[key] = Census(index, positions=positions)
-            groups[key].add(request)
+            groups[key].add_stored(request, layout, parts)
     reports = []
     for key in sorted(groups.keys() | without.keys(), key=lambda k: tuple(map(str, k))):
         group = dict(zip(by, key, strict=True))
         if key in groups:
-            reports.append(groups[key].report(group=group, show_text=show_text,
+            reports.append(groups[key].report(group=group, show_text=show_text, store=store,
                                               without_body=without.get(key, 0)))
         else:
             reports.append(census([], [], group=group, show_text=show_text,
                                   without_body=without.get(key, 0)))
     return reports
+
+
+_CENSUS_BATCH = 256  # requests whose new parts are read in one query
+
+
+def _censused(store: Store, parts: PartCensus, whole: bool
+              ) -> Iterator[tuple[Request, Layout | None]]:
+    """The store's requests in time order for the census: whole (layout None) when `whole`,
+    else as stored, each batch's parts made known to `parts` first."""
+    if whole:
+        yield from ((request, None) for request in store.iter_requests())
+        return
+    stored = store.iter_layouts(batch=_CENSUS_BATCH)
+    while batch := list(islice(stored, _CENSUS_BATCH)):
+        parts.read([layout for _, layout in batch])
+        yield from batch
 
 
 def _counting(positions: Positions | None, progress: Callable[[int], None]) -> Positions:

@@ -2,6 +2,7 @@
 `schema` (versioned migrations), `load` (log files -> store), `lookup` (a request by
 reference), `sqlquery` (the read-only `sql` command), `export` (Parquet)."""
 
+from prefixscope.store.parts import Layout
 from prefixscope.store.schema import DEFAULT_STORE, SCHEMA_VERSION
 from prefixscope.store.store import (
     Store,
@@ -11,5 +12,5 @@ from prefixscope.store.store import (
     unreadable_store,
 )
 
-__all__ = ["DEFAULT_STORE", "SCHEMA_VERSION", "Store", "StoreError", "reader", "request_from_row",
-           "unreadable_store"]
+__all__ = ["DEFAULT_STORE", "SCHEMA_VERSION", "Layout", "Store", "StoreError", "reader",
+           "request_from_row", "unreadable_store"]

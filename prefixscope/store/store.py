@@ -45,7 +45,7 @@ import orjson
 from prefixscope.model import Request, Usage, UsageRecord
 from prefixscope.model.hashing import exact_hash, exact_json
 from prefixscope.model.keys import compaction_marker, fingerprint, prefix_chain
-from prefixscope.store.parts import join_body, layout_hashes, layout_json, split_body
+from prefixscope.store.parts import Layout, join_body, layout_hashes, layout_json, split_body
 from prefixscope.store.schema import (
     COLUMNS,
     DEFAULT_STORE,
@@ -723,6 +723,33 @@ class Store:
         the parts of a batch are read in one query, and each body is built as its request
         is yielded.
         """
+        for rows in self._turn_rows(copies, batch, source_files):
+            parts = self._parts_of(rows)
+            for row in rows:
+                yield request_from_row(row, parts)
+
+    def iter_layouts(self, *, batch: int = 256) -> Iterator[tuple[Request, Layout | None]]:
+        """The requests `iter_requests` streams, each body as stored: its skeleton (the
+        `parts.SPLIT_FIELDS` lists emptied) and its layout (those lists' part hashes; None
+        for a body stored whole). A reader that works part by part reads each distinct
+        part once (`parts_text`), not once for every body that holds it."""
+        for rows in self._turn_rows(False, batch, None):
+            for row in rows:
+                text = row["body_layout"]
+                yield (request_from_row({**row, "body_layout": None}),
+                       None if text is None else orjson.loads(text))
+
+    def parts_text(self, hashes: Sequence[str]) -> dict[str, str]:
+        """The stored parts (hash -> JSON text) of `hashes` (absent ones left out)."""
+        if not hashes:
+            return {}
+        return dict(self.run("SELECT hash, part FROM parts WHERE hash IN "
+                             "(SELECT unnest(?::VARCHAR[]))", [list(hashes)]))
+
+    def _turn_rows(self, copies: bool, batch: int, source_files: Sequence[str] | None
+                   ) -> Iterator[list[dict[str, Any]]]:
+        """Rows of requests joined with their stored bodies, in time order, `batch` at a
+        time (see `iter_requests`)."""
         conditions = [] if copies else ["r.duplicate_of IS NULL"]
         params: list[Any] = []
         if source_files is not None:
@@ -737,20 +764,14 @@ class Store:
                 f"r.body_hash {clause} ORDER BY {time_order('r.')}", params)
             cols = [d[0] for d in rel.description]
             while chunk := rel.fetchmany(batch):
-                rows = [dict(zip(cols, row, strict=True)) for row in chunk]
-                parts = self._parts_of(rows)
-                for row in rows:
-                    yield request_from_row(row, parts)
+                yield [dict(zip(cols, row, strict=True)) for row in chunk]
         finally:
             cursor.close()
 
     def _parts_of(self, rows: Sequence[dict[str, Any]]) -> dict[str, str]:
         """The stored parts (hash -> JSON) the bodies of `rows` are made of."""
-        wanted = list(dict.fromkeys(h for row in rows for h in layout_hashes(row["body_layout"])))
-        if not wanted:
-            return {}
-        return dict(self.run("SELECT hash, part FROM parts WHERE hash IN "
-                             "(SELECT unnest(?::VARCHAR[]))", [wanted]))
+        return self.parts_text(list(dict.fromkeys(
+            h for row in rows for h in layout_hashes(row["body_layout"]))))
 
 
 # what a query selects of a request's body (`request_from_row` reads it)
