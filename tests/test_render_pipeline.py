@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from _render_helpers import anthropic_bodies, conversations, fixture, make_request, reference_text
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from prefixscope.prompt import RenderError, RenderOptions, render
 from prefixscope.tokenizers import BUNDLED, TokenizerError
@@ -267,3 +268,25 @@ def test_a_body_whose_messages_is_not_a_list_is_a_render_error_not_a_crash():
     request = make_request({"model": "gpt-4o", "messages": 5}, endpoint="openai-chat")
     with pytest.raises(RenderError, match="messages is a int, not a list"):
         render(request, RenderOptions())
+
+
+_TRICKY = st.sampled_from(["", "a", "\\udbf8", "\\uDBFC\\udc00", "\\ud83d", "\\\\udbf8",
+                           "\U0010e001", "\U0010f0ff", "\U0010e000x", "\U0010d000", "é\\uD"])
+_TEXTS = st.lists(_TRICKY, max_size=4).map("".join)
+_VALUES = st.recursive(st.none() | st.integers(-2**63, 2**63 - 1) | _TEXTS,
+                       lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(_TEXTS, inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(rest=st.dictionaries(_TEXTS.filter(lambda k: k != "messages"), _VALUES, max_size=3),
+       messages=st.lists(_VALUES, max_size=4))
+def test_scanning_the_body_in_its_two_parts_finds_what_the_whole_scan_finds(rest, messages):
+    """render scans the body's JSON as it cuts it for the splice (the rest, the history)
+    instead of dumping it whole again: the same answer as the whole body's scan."""
+    from prefixscope.prompt.render import _raw_parts, _scan_body
+
+    body = {**rest, "messages": messages}
+    parts = _raw_parts(body, "messages")
+    assert parts is not None
+    assert _scan_body(body, parts) == _scan_body(body)

@@ -253,13 +253,16 @@ def render_turn(request: Request, options: RenderOptions | None = None,
                      "(approximate; pass --tokenizer for the model's own)")
     renderer = renderer_id(tok, profile, options.what_if)
 
-    reserved, surrogates = _scan_body(body)
+    listed = _history(body, endpoint)
+    # the body's JSON in two parts (the rest, the history): scanned, and compared below
+    parts = _raw_parts(body, listed) if listed is not None else None
+    reserved, surrogates = _scan_body(body, parts)
     rule = _splice_rule(tok) if not (reserved or surrogates) else None
     key = (renderer, endpoint, proxy)
-    history = _history(body, endpoint) if rule is not None else None
+    history = listed if rule is not None else None
     seed = previous if (rule is not None and previous is not None and history is not None
                         and previous.key == key) else None
-    raw = _raw_parts(body, history) if history is not None and (keep or seed) else None
+    raw = parts if history is not None and (keep or seed) else None
     # `grown`: the previous turn, when this body's history continues its history (the
     # rest of the body, its system prompt say, may differ); `seed`: ... and the rest is equal.
     grown = seed if seed is not None and raw is not None and \
@@ -502,8 +505,15 @@ def _splice(rule: SpliceRule, previous: Turn, messages: list[dict[str, Any]],
     return old[:at] + tail.text, _segments(tail.runs, marker, previous.prompt.segments, at)
 
 
-def _scan_body(body: dict[str, Any]) -> tuple[bool, bool]:
-    """(uses the marks' private-use range, holds lone surrogates) -- fast path via orjson."""
+def _scan_body(body: dict[str, Any], parts: tuple[bytes, bytes] | None = None
+               ) -> tuple[bool, bool]:
+    """(uses the marks' private-use range, holds lone surrogates) -- fast path via orjson.
+
+    `parts`: the body's JSON as `_raw_parts` cut it, scanned instead of dumping it again:
+    every string of the body (its keys too) is whole in one of them, and what is looked
+    for lies inside one string."""
+    if parts is not None:
+        return any(_reserved_in(raw) for raw in parts), False
     try:
         raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):
@@ -511,13 +521,24 @@ def _scan_body(body: dict[str, Any]) -> tuple[bool, bool]:
 
         text = json.dumps(body, ensure_ascii=False, default=str)
         return has_reserved_chars(text), True
+    return _reserved_in(raw), False
+
+
+def _reserved_in(raw: bytes) -> bool:
+    """Does this orjson text hold a character of the marks' private-use range, or spell one
+    as a surrogate escape?"""
     # U+10E000..U+10F0FF are F4 8E/8F .. in UTF-8: cheap byte tests before the exact one
     # (a lone F4 byte is rare and found with memchr, so most bodies stop at the first).
     maybe = b"\xf4" in raw and (b"\xf4\x8e" in raw or b"\xf4\x8f" in raw)
     # Text the serving engine JSON-parses (tool-call arguments) may spell a reserved
     # character as a \uDBF8..\uDBFC surrogate escape: count it as reserved.
-    return (maybe and has_reserved_chars(raw.decode("utf-8"))) or \
-        _RESERVED_ESCAPE_RE.search(raw) is not None, False
+    return (maybe and has_reserved_chars(raw.decode("utf-8"))) or _reserved_escape(raw)
+
+
+def _reserved_escape(raw: bytes) -> bool:
+    """`_RESERVED_ESCAPE_RE` found in `raw`; two substring scans rule most texts out first
+    (a match starts with one of them)."""
+    return (b"\\ud" in raw or b"\\uD" in raw) and _RESERVED_ESCAPE_RE.search(raw) is not None
 
 
 def renderer_id(tok: Tokenizer, profile: str, what_if: tuple[str, ...]) -> str:
@@ -669,8 +690,7 @@ def what_if_changes(request: Request, options: RenderOptions, transforms: tuple[
                     raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
                 except (TypeError, orjson.JSONEncodeError):
                     return True  # lone surrogates: not worth proving
-            if BILLING_PREFIX.encode() in raw or b"\xf4" in raw \
-                    or _RESERVED_ESCAPE_RE.search(raw) is not None:
+            if BILLING_PREFIX.encode() in raw or b"\xf4" in raw or _reserved_escape(raw):
                 return True
         elif name == "no-hoist":
             try:

@@ -24,7 +24,7 @@ from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.prompt.render import head_text
 from prefixscope.store import Store
 from prefixscope.tokenizers import load_tokenizer
-from prefixscope.tokens import Tokens, Turns, common_prefix_length, piece_cache
+from prefixscope.tokens import PieceCache, Tokens, Turns, common_prefix_length, piece_cache
 
 
 def prepare(store: Store, options: SimulateOptions,
@@ -196,12 +196,28 @@ def head_swapped(request: Request, before: RenderOptions, after: RenderOptions,
     if old is None or new is None or old[1] != new[1]:
         return None
     cache = piece_cache(load_tokenizer(old[1]))
-    head, swapped = cache.encode_many([old[0], new[0]])
-    h = len(head.ids)
-    if h >= len(ids) or not np.array_equal(ids[:h], head.ids) or \
-            int(ids[h]) not in cache.split_ids:
+    head, swapped = _head_ids(cache, old[0]), _head_ids(cache, new[0])
+    h = len(head)
+    if h >= len(ids) or not np.array_equal(ids[:h], head) or int(ids[h]) not in cache.split_ids:
         return None
-    return np.concatenate((swapped.ids.astype(ids.dtype, copy=False), ids[h:]))
+    return np.concatenate((swapped.astype(ids.dtype, copy=False), ids[h:]))
+
+
+def _head_ids(cache: PieceCache, text: str) -> np.ndarray:
+    """`cache.encode(text).ids`, the last `_HEAD_IDS_KEPT` heads remembered whole: a
+    session's turns share their heads (and the what-if's), and a head is tens of
+    thousands of tokens the piece cache would assemble again piece by piece."""
+    key = (cache.tokenizer.identity, text)
+    ids = _HEAD_IDS.get(key)
+    if ids is None:
+        ids = _HEAD_IDS[key] = cache.encode(text).ids
+        if len(_HEAD_IDS) > _HEAD_IDS_KEPT:
+            del _HEAD_IDS[next(iter(_HEAD_IDS))]
+    return ids
+
+
+_HEAD_IDS: dict[tuple[str, str], np.ndarray] = {}
+_HEAD_IDS_KEPT = 32
 
 
 class _FullIds:
