@@ -290,3 +290,27 @@ def test_scanning_the_body_in_its_two_parts_finds_what_the_whole_scan_finds(rest
     parts = _raw_parts(body, "messages")
     assert parts is not None
     assert _scan_body(body, parts) == _scan_body(body)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(rest=st.dictionaries(_TEXTS.filter(lambda k: k != "messages"), _VALUES, max_size=3),
+       messages=st.lists(_VALUES, max_size=4), more=st.lists(_VALUES, max_size=3),
+       other_rest=st.none() | st.dictionaries(_TEXTS.filter(lambda k: k != "messages"),
+                                              _VALUES, max_size=2))
+def test_a_turn_scans_only_what_its_clean_previous_turn_did_not(rest, messages, more,
+                                                                  other_rest):
+    """A body after a clean one (a session's next turn: history appended, the rest the
+    same or not) scanned from where the previous JSON stops is scanned as a whole."""
+    from types import SimpleNamespace
+
+    from hypothesis import assume
+
+    from prefixscope.prompt.render import _raw_parts, _scan_body
+
+    before = {**rest, "messages": messages}
+    after = {**(rest if other_rest is None else other_rest), "messages": messages + more}
+    old, new = _raw_parts(before, "messages"), _raw_parts(after, "messages")
+    assert old is not None and new is not None
+    assume(_scan_body(before) == (False, False))  # a Turn is made of a clean body only
+    clean = SimpleNamespace(rest=old[0], items=old[1][:-1])
+    assert _scan_body(after, new, clean) == _scan_body(after)  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ for the others) equals `prepare` rendering every request under the transform."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -180,3 +181,41 @@ def test_a_head_swap_is_refused_where_it_is_not_proved() -> None:
     # ids that are not the base's
     wrong = _ids_of(request, RenderOptions())[::-1].copy()
     assert head_swapped(request, RenderOptions(), strip, wrong) is None
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(first=_headed_bodies(), second=_headed_bodies(), transform=st.sampled_from(
+    ["strip-billing-header", "sort-json-keys", "drop:cc_version=[0-9.]+",
+     "drop:Be kind"]))
+def test_a_head_text_from_the_cache_is_that_heads_own_render(
+        first: dict[str, Any], second: dict[str, Any], transform: str) -> None:
+    """`head_text` keeps heads by the head with the what-if's edits made: the second head's
+    text after the first's is the one an empty cache renders for it (the oracle)."""
+    render_module = importlib.import_module("prefixscope.prompt.render")
+
+    options = RenderOptions(what_if=(transform,))
+    render_module.head_text(_claude(first), options)
+    warm = render_module.head_text(_claude(second), options)
+    render_module._HEAD_TEXTS.clear()
+    assert warm == render_module.head_text(_claude(second), options)
+
+
+def test_heads_whose_billing_hash_alone_differs_share_their_stripped_text() -> None:
+    render_module = importlib.import_module("prefixscope.prompt.render")
+
+    def body(cch: str) -> dict[str, Any]:
+        return {"system": [{"type": "text", "text": HEADER.replace("de33b", cch)},
+                           {"type": "text", "text": "Be kind."}],
+                "messages": [{"role": "user", "content": "hi"}]}
+
+    strip = RenderOptions(what_if=("strip-billing-header",))
+    render_module._HEAD_TEXTS.clear()
+    a = render_module.head_text(_claude(body("00001")), strip)
+    b = render_module.head_text(_claude(body("fffff")), strip)
+    assert a == b and a is not None and "cch=" not in a[0] and "Be kind." in a[0]
+    assert len(render_module._HEAD_TEXTS) == 1  # one render for both
+    plain_a = render_module.head_text(_claude(body("00001")), RenderOptions())
+    plain_b = render_module.head_text(_claude(body("fffff")), RenderOptions())
+    assert plain_a is not None and plain_b is not None
+    assert "cch=00001" in plain_a[0] and "cch=fffff" in plain_b[0]

@@ -174,12 +174,18 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     if resolve_gateway(request, options, endpoint)[0] != "passthrough":  # not the proxy view
         return None
     head = {**body, "messages": []}
-    raw = _json(head)  # what the text depends on, with the template and the what-ifs
+    plan = parse_what_ifs(options.what_if)
+    # What the text depends on, with the template and the what-ifs: the head with the
+    # what-ifs' system edits made. Unmarked, marking copies the head's values as they are
+    # and the edits read and write the system's values alone, so the template input is
+    # the same whether the edits are made before marking (here) or after (the render):
+    # two heads the edits make equal (a billing header whose hash changes, stripped) have
+    # one text.
+    raw = _json(apply_text_edits(endpoint, head, plan, Marker(enabled=False)))
     key = None if raw is None else (tok.name, options.what_if, xxhash.xxh3_128_intdigest(raw))
     text = _HEAD_TEXTS.get(key) if key is not None else None
     if text is None:
-        messages, tools = _template_input(endpoint, head, "passthrough", True,
-                                          parse_what_ifs(options.what_if), tok,
+        messages, tools = _template_input(endpoint, head, "passthrough", True, plan, tok,
                                           Marker(enabled=False))
         text = _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, messages, tools,
                                                         tok.template_vars))
@@ -256,7 +262,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     listed = _history(body, endpoint)
     # the body's JSON in two parts (the rest, the history): scanned, and compared below
     parts = _raw_parts(body, listed) if listed is not None else None
-    reserved, surrogates = _scan_body(body, parts)
+    reserved, surrogates = _scan_body(body, parts, previous)
     rule = _splice_rule(tok) if not (reserved or surrogates) else None
     key = (renderer, endpoint, proxy)
     history = listed if rule is not None else None
@@ -505,15 +511,23 @@ def _splice(rule: SpliceRule, previous: Turn, messages: list[dict[str, Any]],
     return old[:at] + tail.text, _segments(tail.runs, marker, previous.prompt.segments, at)
 
 
-def _scan_body(body: dict[str, Any], parts: tuple[bytes, bytes] | None = None
-               ) -> tuple[bool, bool]:
+def _scan_body(body: dict[str, Any], parts: tuple[bytes, bytes] | None = None,
+               clean: Turn | None = None) -> tuple[bool, bool]:
     """(uses the marks' private-use range, holds lone surrogates) -- fast path via orjson.
 
     `parts`: the body's JSON as `_raw_parts` cut it, scanned instead of dumping it again:
     every string of the body (its keys too) is whole in one of them, and what is looked
-    for lies inside one string."""
+    for lies inside one string. `clean`: a turn of a body scanned clean (a `Turn` is made
+    of such bodies only): bytes equal to its JSON are not scanned again, so a session's
+    history is scanned once, not once per turn."""
     if parts is not None:
-        return any(_reserved_in(raw) for raw in parts), False
+        rest, items = parts
+        if clean is not None and rest == clean.rest:
+            rest = b""
+        if clean is not None and items.startswith(clean.items):
+            # a match is shorter than `_OVERLAP`: one across the cut starts after it
+            items = items[max(0, len(clean.items) - _OVERLAP):]
+        return _reserved_in(rest) or _reserved_in(items), False
     try:
         raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):
@@ -524,6 +538,9 @@ def _scan_body(body: dict[str, Any], parts: tuple[bytes, bytes] | None = None
     return _reserved_in(raw), False
 
 
+_OVERLAP = 8  # bytes longer than what `_reserved_in` looks for (a 4-byte character, 6 escaped)
+
+
 def _reserved_in(raw: bytes) -> bool:
     """Does this orjson text hold a character of the marks' private-use range, or spell one
     as a surrogate escape?"""
@@ -532,13 +549,8 @@ def _reserved_in(raw: bytes) -> bool:
     maybe = b"\xf4" in raw and (b"\xf4\x8e" in raw or b"\xf4\x8f" in raw)
     # Text the serving engine JSON-parses (tool-call arguments) may spell a reserved
     # character as a \uDBF8..\uDBFC surrogate escape: count it as reserved.
-    return (maybe and has_reserved_chars(raw.decode("utf-8"))) or _reserved_escape(raw)
-
-
-def _reserved_escape(raw: bytes) -> bool:
-    """`_RESERVED_ESCAPE_RE` found in `raw`; two substring scans rule most texts out first
-    (a match starts with one of them)."""
-    return (b"\\ud" in raw or b"\\uD" in raw) and _RESERVED_ESCAPE_RE.search(raw) is not None
+    return (maybe and has_reserved_chars(raw.decode("utf-8", "replace"))) or \
+        _RESERVED_ESCAPE_RE.search(raw) is not None
 
 
 def renderer_id(tok: Tokenizer, profile: str, what_if: tuple[str, ...]) -> str:
@@ -690,7 +702,8 @@ def what_if_changes(request: Request, options: RenderOptions, transforms: tuple[
                     raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
                 except (TypeError, orjson.JSONEncodeError):
                     return True  # lone surrogates: not worth proving
-            if BILLING_PREFIX.encode() in raw or b"\xf4" in raw or _reserved_escape(raw):
+            if BILLING_PREFIX.encode() in raw or b"\xf4" in raw \
+                    or _RESERVED_ESCAPE_RE.search(raw) is not None:
                 return True
         elif name == "no-hoist":
             try:
