@@ -62,20 +62,34 @@ class Rule:
     _folded_re: re.Pattern[str] | None = None
 
     def may_match(self, text: str, lowered: str | None) -> bool:
-        """False only when `text` holds none of the anchors (`lowered`: ``text.lower()``
-        when `text` is ASCII, else None)."""
+        """False only when `text` holds none of the anchors (`lowered`: `lowered(text)`)."""
         if not self.anchors and not self.folded:
             return True
         if any(a in text for a in self.anchors):
             return True
         if not self.folded:
             return False
-        if lowered is not None:  # ASCII: a letter matches case-insensitively its two cases
+        if lowered is not None:  # a letter of an anchor matches its two cases alone
             return any(a in lowered for a in self.folded)
-        # Beyond ASCII, IGNORECASE also pairs "K" (Kelvin) with "k", "ſ" with "s", ...:
-        # ask the regular expression engine the pattern runs on.
+        # IGNORECASE also pairs "K" (Kelvin) with "k", "ſ" with "s", ...: ask the regular
+        # expression engine the pattern runs on.
         assert self._folded_re is not None
         return self._folded_re.search(text) is not None
+
+
+# The characters IGNORECASE pairs with an ASCII letter (the `re` docs: İ ı ſ K); no other
+# character is case-insensitively equal to an ASCII letter, and only İ lowers to two.
+_FOLDS_TO_ASCII = "\u0130\u0131\u017f\u212a"
+
+
+def lowered(text: str) -> str | None:
+    """``text.lower()`` where it holds an ASCII anchor (letters, digits, ``-_.``) exactly
+    where IGNORECASE finds that anchor in `text`: a text none of whose characters
+    `_FOLDS_TO_ASCII` names (lowering keeps every position; an ASCII letter is lowered
+    and any other character stays outside ASCII); else None."""
+    if text.isascii() or not any(c in text for c in _FOLDS_TO_ASCII):
+        return text.lower()
+    return None
 
 
 def _rule(name: str, regex: str, anchors: tuple[str, ...] = (),
@@ -109,7 +123,8 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
           rf"(?P<keep>{_START}sk-(?:proj-|svcacct-|admin-)?)"
           r"(?=[A-Za-z0-9_-]*\d)(?!ant-)[A-Za-z0-9_-]{20,}", ("sk-",)),
     _rule("stripe-access-token", rf"(?P<keep>{_START}(?:sk|rk)_(?:test|live|prod)_)"
-                                 rf"[A-Za-z0-9]{{10,99}}{_END}", ("sk_", "rk_")),
+                                 rf"[A-Za-z0-9]{{10,99}}{_END}",
+          tuple(f"{k}_{env}_" for k in ("sk", "rk") for env in ("test", "live", "prod"))),
     _rule("google-api-key", rf"(?P<keep>{_START}AIza)[0-9A-Za-z_-]{{35}}", ("AIza",)),
     _rule("github-token", rf"(?P<keep>{_START}(?:ghp|gho|ghu|ghs|ghr)_)[0-9A-Za-z]{{36}}"
                           rf"|(?P<keep2>{_START}github_pat_)\w{{82}}",
@@ -128,7 +143,8 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
     _rule("aws-secret-access-key",
           rf"(?P<keep>{_START}{_AWS_KEY_ID}{_END}[\s\S]{{1,200}}?){_AWS_SECRET}"
           r"|(?i:(?P<keep2>\baws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?))"
-          + _AWS_SECRET, ("A3T", "AKIA", "ASIA", "ABIA", "ACCA"), ("aws",)),
+          + _AWS_SECRET, ("A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
+          ("awssecret", "aws_secret")),
     _rule("aws-access-key-id", rf"(?P<keep>{_START}(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA))"
                                rf"[A-Z2-7]{{16}}{_END}",
           ("A3T", "AKIA", "ASIA", "ABIA", "ACCA")),
@@ -322,11 +338,11 @@ def _builtin_only(rules: tuple[Rule, ...]) -> Redactor:
 @lru_cache(maxsize=16)
 def _text(rules: tuple[Rule, ...], s: str) -> str:
     # Cached: a diff masks each prompt once though it is both sides of two pairs.
-    # `lowered` is of the text before any rule masked it: masking only turns characters
+    # `folded` is of the text before any rule masked it: masking only turns characters
     # into MASK, which no anchor holds, so it never makes an anchor appear.
-    lowered = s.lower() if s.isascii() else None
+    folded = lowered(s)
     for rule in rules:
-        if rule.may_match(s, lowered):
+        if rule.may_match(s, folded):
             s = rule.pattern.sub(_masked, s)
     return s
 
