@@ -130,3 +130,29 @@ def test_what_ifs_made_together_are_each_made_alone(store: Store) -> None:
     assert all(t == transforms for t in calls[0])  # each task: every what-if of its run
     for (changed, _, transform), entries in zip(jobs, got, strict=True):
         _same_entries(entries, prepare_what_if(store, changed, base, (transform,)))
+
+
+def test_a_pool_of_workers_sends_back_no_ids_the_parent_holds(tmp_path) -> None:
+    """Through a pool (spawned workers), what-if entries whose token ids are their base
+    entry's come back as the base entry's own arrays (not sent, not held twice), and the
+    entries are the ones made in this process."""
+    from prefixscope.analyses.onepass import pool_what_ifs
+    from prefixscope.analyses.pool import worker_pool
+
+    writer = Store.open(tmp_path / "s.duckdb")
+    ingest_paths(SAMPLES, writer)
+    writer.close()
+    store = Store.open(tmp_path / "s.duckdb", read_only=True)
+    options = SimulateOptions(engine="vllm")
+    base, _ = prepare(store, options)
+    transforms = ("strip-billing-header", "sort-json-keys")
+    jobs = [(SimulateOptions(engine="vllm", render=RenderOptions(what_if=(t,))), base, t)
+            for t in transforms]
+    with worker_pool(2) as pool:
+        got = what_if_passes(store, Links.of(store), jobs, pool_what_ifs(pool), parts=3)
+    by_id = {p.id: p for p in base}
+    shared = 0
+    for (changed, _, transform), entries in zip(jobs, got, strict=True):
+        _same_entries(entries, prepare_what_if(store, changed, base, (transform,)))
+        shared += sum(e.ids is not None and e.ids is by_id[e.id].ids for e in entries)
+    assert shared > len(base) // 2
