@@ -237,3 +237,45 @@ def test_the_mooncake_traces_at_every_curve_capacity(real, name):
         assert lru.cached_tokens(capacity) == plain_block_lru(trace, capacity, 512)
         if pool.follows(capacity):
             assert pool.cached_tokens(capacity) == vllm_reference_replay(full, 512, capacity)
+
+
+@pytest.fixture(scope="module")
+def agent_prepared(tmp_path_factory):
+    """Replay inputs of real agent sessions (each turn extends the last: the sweep is given
+    the slots of the shared blocks instead of looking them up)."""
+    from conftest import ROOT
+
+    from prefixscope.analyses.simulate import prepare
+    from prefixscope.store import Store
+    from prefixscope.store.load import ingest_paths
+
+    store = Store.open(tmp_path_factory.mktemp("sweep") / "s.duckdb")
+    ingest_paths([str(ROOT / "sample_logs" / "langfuse-claude-code.events_full.jsonl"),
+                  str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")], store)
+    return store, prepare
+
+
+@pytest.mark.parametrize("unit", [16, 64])
+@pytest.mark.parametrize("cache_output", [False, True])
+def test_a_sweep_of_extending_prompts_is_their_replay_at_every_capacity(agent_prepared, unit,
+                                                                        cache_output):
+    """`_sweep` over prepared sessions (prompts that extend their base: the slots of the
+    shared blocks handed on) against `VllmEngine` replayed at each capacity (`_replay`)."""
+    from prefixscope.analyses.simulate.replay import _replay, _sweep
+
+    store, prepare = agent_prepared
+    options = SimulateOptions(engine="vllm", unit=unit, cache_output=cache_output)
+    prepared, _ = prepare(store, options)
+    assert sum(p.base is not None for p in prepared) > len(prepared) // 2
+    swept = _sweep(prepared, options)
+    assert swept is not None
+    total = sum(p.n_tokens for p in prepared) // unit
+    for blocks in (None, 1, 7, total // 50, total // 10, total // 3, total):
+        capacity = None if blocks is None else blocks * unit
+        cached = swept.cached(capacity)
+        if cached is not None:
+            want = _replay(prepared, SimulateOptions(engine="vllm", unit=unit,
+                                                     capacity_tokens=capacity,
+                                                     cache_output=cache_output),
+                           unlimited=capacity is None)
+            assert cached == want, blocks

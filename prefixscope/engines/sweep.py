@@ -31,6 +31,7 @@ then a hit on it while only the newer copy survives: a few capacities, rarely.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from typing import ClassVar
 
 import numpy as np
@@ -200,7 +201,13 @@ class _Sweep:
 
 class VllmSweep(_Sweep):
     """`VllmEngine` replayed one request after another (its `step`), at every capacity at
-    once (see the module docstring)."""
+    once (see the module docstring).
+
+    Each distinct key gets a slot once (a dict lookup), its entry's timestamp is an array
+    element: a request's hit blocks are re-stamped in one numpy assignment. A prompt
+    whose first keys the caller cut from an earlier prompt's (`prefix`: an agent's next
+    turn extends its last one) takes those keys' slots from that prompt (stepped with
+    `keep`), so only its new keys are looked up."""
 
     name: ClassVar[str] = "vllm"
 
@@ -210,65 +217,138 @@ class VllmSweep(_Sweep):
         super().__init__()
         self.unit = block_size
         self.cache_output = cache_output
-        self._copies: dict[int, list[int]] = {}  # key -> timestamps of its later copies
+        self._slot: dict[int, int] = {}  # key -> its slot
+        self._stamp = np.zeros(1 << 16, dtype=np.int64)  # slot -> (first-inserted) timestamp
+        self._copied = np.zeros(1 << 16, dtype=bool)  # slot -> has later copies
+        self._copies: dict[int, list[int]] = {}  # slot -> timestamps of its later copies
+        self._kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(keys) -> keys, slots
         self._blocks = 0  # blocks the previous request held
         self._free = False  # ... and whether one of them had no hash
 
-    def step(self, prompt: Units, *, sequence: Units | None = None) -> None:
-        """One request, as `VllmEngine.step(prompt, sequence=sequence)`."""
+    def step(self, prompt: Units, *, sequence: Units | None = None,
+             prefix: tuple[Units, int] | None = None, keep: bool = False) -> None:
+        """One request, as `VllmEngine.step(prompt, sequence=sequence)`. `prefix`: (an
+        earlier prompt stepped with `keep` and not `forget`-ten, k): `prompt`'s first k
+        keys are probably that prompt's first k (a hint, checked: the result is the same
+        without it)."""
         bs = self.unit
-        keys = prompt.full_keys()
-        n_tokens = prompt.n_tokens
+        n_full, n_tokens = prompt.n_full, prompt.n_tokens
         h_max = (n_tokens - 1) // bs if n_tokens else 0
-        found = list(map(self._ts.get, keys))
-        try:
-            present = found.index(None)
-        except ValueError:
-            present = len(found)
+        known = self._kept.get(id(prefix[0].keys)) if prefix is not None else None
+        head = None
+        if prefix is not None and known is not None and known[0] is prefix[0].keys:
+            k = min(prefix[1], len(known[1]), n_full)
+            if np.array_equal(prompt.keys[:k], known[0][:k]):  # a hint, checked
+                head = known[1][:k]
+        shared = 0 if head is None else len(head)
+        tail = prompt.keys[shared:n_full]
+        cut = self._seen_upto(tail)
+        looked = np.fromiter(map(self._slot.get, tail[:cut].tolist(), repeat(-1)),
+                             dtype=np.int64, count=cut)
+        missing = np.flatnonzero(looked < 0)
+        if len(missing):  # not prefix-closed after all (a 64-bit collision): the first miss
+            cut = int(missing[0])
+            looked = looked[:cut]
+        slots = looked if head is None else np.concatenate((head, looked))
+        present = shared + cut  # keys[:present] seen, keys[present] not
         lim = min(present, h_max)  # the blocks that may hit: moved in the list, not copied
-        canon = np.array(found[:lim], dtype=np.int64)
+        canon = self._stamp[slots[:lim]]
         depth = self._stack.depths(canon)
         if lim and self._copies:
-            depth = self._shallowest(keys[:lim], depth)
+            depth = self._shallowest(slots[:lim], depth)
         self._record(depth, n_tokens, self._blocks, self._free)
+        extra: list[int] = []
         if sequence is not None and sequence.n_tokens > n_tokens:
             computed = sequence.n_tokens - 1  # the last sampled token has no KV
             blocks = max(-(-n_tokens // bs), -(-computed // bs))
-            hashed = keys + (sequence.keys[len(keys): computed // bs].tolist()
-                             if self.cache_output else [])
+            if self.cache_output:
+                extra = sequence.keys[n_full: computed // bs].tolist()
         else:
             blocks = -(-n_tokens // bs)
-            hashed = keys
         if not blocks:
             return  # nothing allocated, nothing freed: the pool is as it was
-        if blocks - len(hashed) > 1:
+        n = n_full + len(extra)
+        if blocks - n > 1:
             self._exact = False  # more than one hashless block: outside this model
-        n = len(hashed)
         start = self._stack.push(n)
-        new = list(range(start + n - 1, start - 1, -1))  # the head most recent
+        new = np.arange(start + n - 1, start - 1, -1, dtype=np.int64)  # the head most recent
         if lim:
             self._stack.remove(canon)
-            self._ts.update(zip(keys[:lim], new[:lim], strict=True))
-        rest = hashed[lim:]
-        if any(map(self._ts.__contains__, rest)):  # allocated anew while an old copy lives
-            for key, ts in zip(rest, new[lim:], strict=True):
-                if key in self._ts:
-                    self._copies.setdefault(key, []).append(ts)
-                else:
-                    self._ts[key] = ts
-        else:
-            self._ts.update(zip(rest, new[lim:], strict=True))
+            self._stamp[slots[:lim]] = new[:lim]
+        # The rest is allocated anew: a key seen before (the last-token rule's, and any
+        # after a gap) gets a copy, a new one its slot.
+        for j, slot in enumerate(slots[lim:].tolist()):
+            self._copy(slot, int(new[lim + j]))
+        fresh = tail[cut:].tolist() + extra
+        made = self._insert(fresh, new[present:])
+        if keep:
+            self._kept[id(prompt.keys)] = (prompt.keys, np.concatenate(
+                (slots, made[: n_full - present])))
         self._blocks, self._free = blocks, blocks > n
 
-    def _shallowest(self, keys: list[int], depth: np.ndarray) -> np.ndarray:
+    def _seen_upto(self, keys: np.ndarray) -> int:
+        """How many leading `keys` were stepped before, found by bisection: a chained key
+        is only ever stepped after the keys before it, so those seen are a prefix (the
+        caller looks them up, and stops at any miss a collision would leave)."""
+        get, lo, hi = self._slot.get, 0, len(keys)
+        if not hi or get(int(keys[-1])) is not None:
+            return hi
+        hi -= 1  # keys[hi] unseen; keys[:lo] seen
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if get(int(keys[mid])) is None:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _copy(self, slot: int, stamp: int) -> None:
+        self._copies.setdefault(slot, []).append(stamp)
+        self._copied[slot] = True
+
+    def _insert(self, keys: list[int], stamps: np.ndarray) -> np.ndarray:
+        """Allocate `keys` (not seen before, as far as the caller knows) at `stamps`: a
+        slot each, or a copy for one seen after all; their slots."""
+        first = len(self._slot)
+        if len(set(keys)) == len(keys) and not any(map(self._slot.__contains__, keys)):
+            self._slot.update(zip(keys, range(first, first + len(keys)), strict=True))
+            self._grow(first + len(keys))
+            self._stamp[first: first + len(keys)] = stamps
+            return np.arange(first, first + len(keys), dtype=np.int64)
+        out = np.empty(len(keys), dtype=np.int64)
+        for j, key in enumerate(keys):
+            slot = self._slot.get(key)
+            if slot is None:
+                slot = self._slot[key] = len(self._slot)
+                self._grow(slot + 1)
+                self._stamp[slot] = stamps[j]
+            else:
+                self._copy(slot, int(stamps[j]))
+            out[j] = slot
+        return out
+
+    def _grow(self, slots: int) -> None:
+        size = len(self._stamp)
+        while size < slots:
+            size *= 2
+        if size > len(self._stamp):
+            self._stamp = np.concatenate((self._stamp, np.zeros(size - len(self._stamp),
+                                                                dtype=np.int64)))
+            self._copied = np.concatenate((self._copied, np.zeros(size - len(self._copied),
+                                                                  dtype=bool)))
+
+    def forget(self, prompt: Units) -> None:
+        """Drop what `step(prompt, keep=True)` kept (no later prompt extends it)."""
+        self._kept.pop(id(prompt.keys), None)
+
+    def _shallowest(self, slots: np.ndarray, depth: np.ndarray) -> np.ndarray:
         """The depths a request hits at when some of its hit keys have several copies: each
         key's shallowest copy. A capacity that holds a later copy but not the first-inserted
         one is tainted: vLLM touches that later copy, the list moved the first."""
-        copies = self._copies
         shallow = depth.copy()
-        dup = [j for j, key in enumerate(keys) if key in copies]
+        dup = np.flatnonzero(self._copied[slots]).tolist()
         for j in dup:
-            later = self._stack.depths(np.array(copies[keys[j]], dtype=np.int64))
+            later = self._stack.depths(np.array(self._copies[int(slots[j])], dtype=np.int64))
             shallow[j] = min(int(shallow[j]), int(later.min()))
         reach = np.maximum.accumulate(shallow)
         request = len(self._n_tokens)
@@ -296,8 +376,9 @@ class BlocktraceSweep(_Sweep):
         super().__init__()
         self.unit = block_size
 
-    def step(self, prompt: Units, *, sequence: Units | None = None) -> None:
-        """One request, as `BlocktraceEngine.step(prompt)`."""
+    def step(self, prompt: Units, *, sequence: Units | None = None,
+             prefix: tuple[Units, int] | None = None, keep: bool = False) -> None:
+        """One request, as `BlocktraceEngine.step(prompt)` (`prefix`, `keep`: no use here)."""
         keys = prompt.keys.tolist()
         found = list(map(self._ts.get, keys))
         try:
@@ -314,6 +395,10 @@ class BlocktraceSweep(_Sweep):
         n = len(order)
         start = self._stack.push(n)
         self._ts.update(zip(order, range(start + n - 1, start - 1, -1), strict=True))
+
+
+    def forget(self, prompt: Units) -> None:
+        """Nothing is kept (`VllmSweep.forget`)."""
 
 
 Sweep = VllmSweep | BlocktraceSweep

@@ -40,11 +40,16 @@ class _Expander:
         self._held: dict[str, tuple[np.ndarray, Units | None]] = {}
         self._namespace: dict[str, str | None] = {}  # a held prompt's namespace
         self._base_namespace: str | None = None  # that of the base `full_ids` last used
+        # Of the last `units`: its base's units and how many leading keys it copied from
+        # them; the base's units when that was their last use
+        self.prefix: tuple[Units, int] | None = None
+        self.released: Units | None = None
 
     def full_ids(self, p: _Prepared) -> tuple[np.ndarray, Units | None]:
         """`p`'s whole prompt token ids, and its base's units when it has a base (call
         once per request, in order)."""
         ids, base = p.whole_ids(None), None
+        self.released = None
         if p.base is not None:
             if p.base not in self._held:
                 raise ValueError(f"request {p.id} extends {p.base}, not replayed before it")
@@ -55,10 +60,15 @@ class _Expander:
             if not self._left[p.base]:
                 del self._held[p.base], self._left[p.base]
                 self._namespace.pop(p.base, None)
+                self.released = base
         if self._left.get(p.id):
             self._held[p.id] = (ids, None)
             self._namespace[p.id] = p.namespace
         return ids, base
+
+    def holds(self, request_id: str) -> bool:
+        """Is this request's prompt kept for a later one that extends it?"""
+        return request_id in self._held
 
     def _salted(self, ids: np.ndarray, base: Units | None, p: _Prepared) -> Units:
         """`p`'s units with its namespace on the first block, where the engine's units are
@@ -70,11 +80,13 @@ class _Expander:
         prefix = None
         if base is not None and self._base_namespace == p.namespace:
             prefix = base.keys[: min(p.shared // engine.unit, base.n_full)]
+            self.prefix = (base, len(prefix))
         return Units.chain(ids, engine.unit, namespace=p.namespace, prefix_keys=prefix)
 
     def units(self, p: _Prepared, output: bool) -> tuple[Units, Units | None]:
         """(prompt, prompt + output when `output` and the log has one) of `p`."""
         engine = self._engine
+        self.prefix = None
         if p.trace is not None:
             return Units.blocks(p.trace, p.trace_tokens, p.trace_block), None
         if p.segments is not None:
@@ -97,6 +109,8 @@ class _Expander:
         else:
             prompt = (engine.units(ids) if base is None or self._base_namespace is not None
                       else engine.units_extending(ids, base, p.shared))
+            if base is not None and self._base_namespace is None:
+                self.prefix = (base, p.shared // engine.unit)
         if p.id in self._held:
             self._held[p.id] = (ids, prompt)
         if output and p.output_ids is not None:
@@ -370,7 +384,10 @@ def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions) -> _Swept | 
         index.append(seen[key])
         seen[key] += 1
         prompt, sequence = expander.units(p, options.cache_output and p.trace is None)
-        sweeps[key].step(prompt, sequence=sequence)
+        sweeps[key].step(prompt, sequence=sequence, prefix=expander.prefix,
+                         keep=expander.holds(p.id))
+        if expander.released is not None:
+            sweeps[key].forget(expander.released)
     return _Swept(tuple(sweep.result() for sweep in sweeps.values()),
                   np.array(stream, dtype=np.int64), np.array(index, dtype=np.int64))
 
