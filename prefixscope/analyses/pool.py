@@ -10,9 +10,9 @@ from prefixscope.model.redaction import Redactor, activate, active
 from prefixscope.parallel import Pool
 from prefixscope.tokens.tokenize import limit_piece_caches
 
-# A worker's piece-cache capacity: a run holds about `onepass.SESSIONS_PER_RUN` sessions
-# (~150k tokens of pieces each on the bench corpus: a few million open at once); 2.09 GiB
-# report, summed memory 1,401 -> 1,223 MB with it, the same time.
+# A worker's piece-cache capacity: a run holds a few sessions (`onepass.SESSIONS_PER_RUN`;
+# ~150k tokens of pieces each on the bench corpus), and a worker walks several runs;
+# 2.09 GiB report, summed memory 1,401 -> 1,223 MB with it, the same time.
 WORKER_PIECE_TOKENS = 6_000_000
 
 

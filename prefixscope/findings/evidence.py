@@ -658,7 +658,10 @@ def _what_ifs(store: Store, runner: StageRunner | None, workers: int
     return None
 
 
-_RUNS_PER_WORKER = 4  # sessions differ in length: smaller runs even out the workers
+# What-if tasks per worker: a task holds its run's base entries and makes each what-if's
+# entries for it, so smaller runs keep a worker smaller (2.09 GiB report: 4 -> 16, peak
+# summed memory 1,169 -> 1,060 MB, the same time).
+_RUNS_PER_WORKER = 16
 
 
 class _PoolWhatIfs:
