@@ -181,7 +181,8 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     # the same whether the edits are made before marking (here) or after (the render):
     # two heads the edits make equal (a billing header whose hash changes, stripped) have
     # one text.
-    raw = _json(apply_text_edits(endpoint, head, plan, Marker(enabled=False)))
+    with marks_active(False):  # as `_template_input` makes them with this marker
+        raw = _json(apply_text_edits(endpoint, head, plan, Marker(enabled=False)))
     key = None if raw is None else (tok.name, options.what_if, xxhash.xxh3_128_intdigest(raw))
     text = _HEAD_TEXTS.get(key) if key is not None else None
     if text is None:
