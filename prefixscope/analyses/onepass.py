@@ -501,8 +501,11 @@ def pool_what_ifs(pool: Pool) -> WhatIfRunner:
     """What-if tasks in `pool`'s workers (each opens the store's file read-only)."""
     def run(store: Store, tasks: Sequence[WhatIfTask]) -> list[list[list[_Prepared]]]:
         parts = pool.map(_what_if_task, tasks, [len(t.ids) * len(t.transforms) for t in tasks])
-        return [[_base_ids_back(entries, kept, task.base) for entries, kept in part]
-                for task, part in zip(tasks, parts, strict=True)]
+        out = []
+        for task, part in zip(tasks, parts, strict=True):
+            base = {p.id: p for p in task.base}
+            out.append([_base_ids_back(entries, left, base) for entries, left in part])
+        return out
     return run
 
 
@@ -513,17 +516,17 @@ _Sent = tuple[list[_Prepared], tuple[int, ...]]
 
 def _what_if_task(task: WhatIfTask) -> list[_Sent]:
     made = what_if_stage(reader(task.file).iter_ids(task.ids), task)
-    return [_base_ids_out(entries, task.base) for entries in made]
+    base = {p.id: p for p in task.base}
+    return [_base_ids_out(entries, base) for entries in made]
 
 
-def _base_ids_out(entries: list[_Prepared], base: Sequence[_Prepared]) -> _Sent:
-    """`entries` with the token ids equal to their base entry's left out: the parent holds
-    those arrays already (a turn the transform does not touch keeps its base's ids), so
-    they are neither sent back nor held twice (`_base_ids_back`)."""
-    by_id = {p.id: p for p in base}
+def _base_ids_out(entries: list[_Prepared], base: Mapping[str, _Prepared]) -> _Sent:
+    """`entries` with the token ids equal to their base entry's (`base`: by id) left out:
+    the parent holds those arrays already (a turn the transform does not touch keeps its
+    base's ids), so they are neither sent back nor held twice (`_base_ids_back`)."""
     out, left = list(entries), []
     for i, entry in enumerate(entries):
-        mine = by_id.get(entry.id)
+        mine = base.get(entry.id)
         if entry.ids is not None and mine is not None and mine.ids is not None and \
                 entry.ids.dtype == mine.ids.dtype and np.array_equal(entry.ids, mine.ids):
             out[i] = replace(entry, ids=None)
@@ -532,14 +535,11 @@ def _base_ids_out(entries: list[_Prepared], base: Sequence[_Prepared]) -> _Sent:
 
 
 def _base_ids_back(entries: list[_Prepared], left: tuple[int, ...],
-                   base: Sequence[_Prepared]) -> list[_Prepared]:
+                   base: Mapping[str, _Prepared]) -> list[_Prepared]:
     """The entries `_base_ids_out` sent, each left-out id array its base entry's own."""
-    if not left:
-        return entries
-    by_id = {p.id: p for p in base}
     out = list(entries)
     for i in left:
-        out[i] = replace(out[i], ids=by_id[out[i].id].ids)
+        out[i] = replace(out[i], ids=base[out[i].id].ids)
     return out
 
 

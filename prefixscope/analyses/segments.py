@@ -141,10 +141,12 @@ def _families(endpoint: str | None) -> tuple[tuple[str, str], ...]:
 
 
 def _item_kind(kind: str, value: Any) -> str:
-    if kind == "message" and isinstance(value, dict) and value.get("role") in ("system",
-                                                                               "developer"):
-        return "system"
-    return kind
+    return "system" if kind == "message" and _is_system(value) else kind
+
+
+def _is_system(value: Any) -> bool:
+    """Is this list item a system or developer message?"""
+    return isinstance(value, dict) and value.get("role") in ("system", "developer")
 
 
 def segment_hashes(value: Any) -> SegmentHashes:
@@ -199,9 +201,7 @@ class PartCensus:
             self.known = {h: v for h, v in self.known.items() if h in needed}
         for digest, text in self.store.parts_text(wanted).items():
             value = orjson.loads(text)
-            self.known[digest] = (segment_hashes(value), isinstance(value, dict) and
-                                  value.get("role") in ("system", "developer"))
-
+            self.known[digest] = (segment_hashes(value), _is_system(value))
 
 
 def change_kind(a: SegmentHashes | None, b: SegmentHashes | None) -> str | None:
@@ -366,23 +366,21 @@ class Census:
         parts' hashes (`PartCensus.read`). The same census as `add` of the whole request:
         a part's segment hashes are those of the element its text is (`store.parts`)."""
         if layout is None:
-            return self.add(request)
-        body = request.body
-        if not isinstance(body, dict):
-            return None
+            self.add(request)
+            return
         skeleton = raw_segments(request)
         entries: list[tuple[RawSegment, SegmentHashes, Any]] = []
         for name, kind in _families(request.endpoint):
             if name in layout:
                 for i, digest in enumerate(layout[name]):
                     hashes, system = parts.known[digest]
-                    entries.append((RawSegment(f"{name}[{i}]", "system" if system and
-                                               kind == "message" else kind, name, i, None),
+                    message_kind = "system" if kind == "message" and system else kind
+                    entries.append((RawSegment(f"{name}[{i}]", message_kind, name, i, None),
                                     hashes, StoredPart(digest)))
             else:
                 entries.extend((seg, segment_hashes(seg.value), seg.value) for seg in skeleton
                                if seg.family == name)
-        return self._add(request, entries)
+        self._add(request, entries)
 
     def _add(self, request: Request, entries: list[tuple[RawSegment, SegmentHashes, Any]]
              ) -> None:
@@ -455,9 +453,9 @@ class Census:
             starts, afters = self.starts, self.afters
             start_med = statistics.median(starts[path]) if starts.get(path) else None
             after_med = statistics.median(afters[path]) if afters.get(path) else None
-            ranked = sorted(self.contents[path].items(), key=lambda kv: -kv[1])
-            common = ranked[0][0]
-            other = self.sample[(path, ranked[1][0])] if len(ranked) > 1 else None
+            ranked = self._previewed(path)
+            common = ranked[0]
+            other = self.sample[(path, ranked[1])] if len(ranked) > 1 else None
             stats.append(SegmentStats(
                 segment=path, kind=self.kinds[path], requests=held,
                 distinct=len(self.contents[path]), pairs=pairs_here, change_rate=rate,
@@ -477,13 +475,17 @@ class Census:
                                   hash_version=HASH_VERSION),
         )
 
+    def _previewed(self, path: str) -> list[str]:
+        """The exact hashes of `path`'s most common content and, if any, the next one (the
+        report previews them)."""
+        ranked = sorted(self.contents[path].items(), key=lambda kv: -kv[1])
+        return [exact for exact, _ in ranked[:2]]
 
     def _read_samples(self, store: Store | None) -> None:
         """Replace the samples a report previews that are `StoredPart`s by their values."""
         wanted: dict[tuple[str, str], str] = {}
-        for path, contents in self.contents.items():
-            ranked = sorted(contents.items(), key=lambda kv: -kv[1])[:2]
-            for exact, _ in ranked:
+        for path in self.contents:
+            for exact in self._previewed(path):
                 value = self.sample[(path, exact)]
                 if isinstance(value, StoredPart):
                     wanted[(path, exact)] = value.digest

@@ -86,5 +86,3 @@ def _map(ray: Any, cpus: int, store: Store, run: Callable[..., Any],
 
 def _stage(requests: list[Request], setup: PassSetup, pairs: tuple[int, ...]) -> StageResult:
     return session_stage(requests, setup, pairs)
-
-

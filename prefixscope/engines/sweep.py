@@ -74,14 +74,8 @@ class _Recency:
         """`n` new entries, the newest last; returns the first one's timestamp."""
         start, end = self.next, self.next + n
         if end > len(self._live):
-            size = len(self._live)
-            while size < end:
-                size *= 2
-            live = np.zeros(size, dtype=np.uint8)
-            live[: len(self._live)] = self._live
-            counts = np.zeros(size >> _SHIFT, dtype=np.int64)
-            counts[: len(self._counts)] = self._counts
-            self._live, self._counts = live, counts
+            self._live = _grown(self._live, end)
+            self._counts = _grown(self._counts, len(self._live) >> _SHIFT)
         if n:
             self._live[start:end] = 1
             first = start >> _SHIFT
@@ -90,6 +84,19 @@ class _Recency:
         self.total += n
         self.next = end
         return start
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    """`array` zero-padded to `size` or more, its length doubled as often as needed
+    (itself when long enough)."""
+    length = len(array)
+    if length >= size:
+        return array
+    while length < size:
+        length *= 2
+    out = np.zeros(length, dtype=array.dtype)
+    out[: len(array)] = array
+    return out
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -159,7 +166,6 @@ class _Sweep:
 
     def __init__(self) -> None:
         self._stack = _Recency()
-        self._ts: dict[int, int] = {}  # key -> timestamp of its (first-inserted) entry
         self._values: list[np.ndarray] = []
         self._starts: list[np.ndarray] = []
         self._stops: list[np.ndarray] = []
@@ -234,9 +240,10 @@ class VllmSweep(_Sweep):
         bs = self.unit
         n_full, n_tokens = prompt.n_full, prompt.n_tokens
         h_max = (n_tokens - 1) // bs if n_tokens else 0
+        # (the kept keys hold their id: no other live array has it)
         known = self._kept.get(id(prefix[0].keys)) if prefix is not None else None
         head = None
-        if prefix is not None and known is not None and known[0] is prefix[0].keys:
+        if prefix is not None and known is not None:
             k = min(prefix[1], len(known[1]), n_full)
             if np.array_equal(prompt.keys[:k], known[0][:k]):  # a hint, checked
                 head = known[1][:k]
@@ -328,14 +335,7 @@ class VllmSweep(_Sweep):
         return out
 
     def _grow(self, slots: int) -> None:
-        size = len(self._stamp)
-        while size < slots:
-            size *= 2
-        if size > len(self._stamp):
-            self._stamp = np.concatenate((self._stamp, np.zeros(size - len(self._stamp),
-                                                                dtype=np.int64)))
-            self._copied = np.concatenate((self._copied, np.zeros(size - len(self._copied),
-                                                                  dtype=bool)))
+        self._stamp, self._copied = _grown(self._stamp, slots), _grown(self._copied, slots)
 
     def forget(self, prompt: Units) -> None:
         """Drop what `step(prompt, keep=True)` kept (no later prompt extends it)."""
@@ -375,6 +375,7 @@ class BlocktraceSweep(_Sweep):
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         super().__init__()
         self.unit = block_size
+        self._ts: dict[int, int] = {}  # id -> timestamp of its entry
 
     def step(self, prompt: Units, *, sequence: Units | None = None,
              prefix: tuple[Units, int] | None = None, keep: bool = False) -> None:

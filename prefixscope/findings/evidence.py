@@ -561,7 +561,7 @@ def _ready_what_ifs(store: Store, options: ReportOptions, links: Links, passed: 
         return {}
     try:
         made = what_if_passes(store, links, jobs, pool_what_ifs(pool),
-                              pool.workers * _RUNS_PER_WORKER)
+                              pool.workers * _WHAT_IF_RUNS_PER_WORKER)
     except (SimulateError, RenderError, TokenizerError):
         return {}
     ready: dict[str, dict[str, list[Any]]] = {}
@@ -654,14 +654,14 @@ def _what_ifs(store: Store, runner: StageRunner | None, workers: int
     if runner is not None:
         return runner.what_ifs, runner.parts
     if workers > 1 and store.read_only and store.body_count():
-        return _PoolWhatIfs(workers), workers * _RUNS_PER_WORKER
+        return _PoolWhatIfs(workers), workers * _WHAT_IF_RUNS_PER_WORKER
     return None
 
 
 # What-if tasks per worker: a task holds its run's base entries and makes each what-if's
 # entries for it, so smaller runs keep a worker smaller (2.09 GiB report: 4 -> 16, peak
 # summed memory 1,169 -> 1,060 MB, the same time).
-_RUNS_PER_WORKER = 16
+_WHAT_IF_RUNS_PER_WORKER = 16
 
 
 class _PoolWhatIfs:

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 
@@ -203,21 +204,12 @@ def head_swapped(request: Request, before: RenderOptions, after: RenderOptions,
     return np.concatenate((swapped.astype(ids.dtype, copy=False), ids[h:]))
 
 
+@lru_cache(maxsize=32)
 def _head_ids(cache: PieceCache, text: str) -> np.ndarray:
-    """`cache.encode(text).ids`, the last `_HEAD_IDS_KEPT` heads remembered whole: a
+    """`cache.encode(text).ids` (not to be written to), the last heads remembered whole: a
     session's turns share their heads (and the what-if's), and a head is tens of
     thousands of tokens the piece cache would assemble again piece by piece."""
-    key = (cache.tokenizer.identity, text)
-    ids = _HEAD_IDS.get(key)
-    if ids is None:
-        ids = _HEAD_IDS[key] = cache.encode(text).ids
-        if len(_HEAD_IDS) > _HEAD_IDS_KEPT:
-            del _HEAD_IDS[next(iter(_HEAD_IDS))]
-    return ids
-
-
-_HEAD_IDS: dict[tuple[str, str], np.ndarray] = {}
-_HEAD_IDS_KEPT = 32
+    return cache.encode(text).ids
 
 
 class _FullIds:

@@ -40,8 +40,9 @@ class _Expander:
         self._held: dict[str, tuple[np.ndarray, Units | None]] = {}
         self._namespace: dict[str, str | None] = {}  # a held prompt's namespace
         self._base_namespace: str | None = None  # that of the base `full_ids` last used
-        # Of the last `units`: its base's units and how many leading keys it copied from
-        # them; the base's units when that was their last use
+        # Of the last `units`: its base's units and how many of its leading keys are
+        # probably the base's (a hint: `VllmSweep.step` checks it); the base's units when
+        # that was their last use
         self.prefix: tuple[Units, int] | None = None
         self.released: Units | None = None
 
@@ -80,7 +81,6 @@ class _Expander:
         prefix = None
         if base is not None and self._base_namespace == p.namespace:
             prefix = base.keys[: min(p.shared // engine.unit, base.n_full)]
-            self.prefix = (base, len(prefix))
         return Units.chain(ids, engine.unit, namespace=p.namespace, prefix_keys=prefix)
 
     def units(self, p: _Prepared, output: bool) -> tuple[Units, Units | None]:
@@ -109,8 +109,8 @@ class _Expander:
         else:
             prompt = (engine.units(ids) if base is None or self._base_namespace is not None
                       else engine.units_extending(ids, base, p.shared))
-            if base is not None and self._base_namespace is None:
-                self.prefix = (base, p.shared // engine.unit)
+        if base is not None and self._base_namespace == p.namespace:
+            self.prefix = (base, p.shared // engine.unit)  # the keys cut from the base's
         if p.id in self._held:
             self._held[p.id] = (ids, prompt)
         if output and p.output_ids is not None:
