@@ -148,6 +148,50 @@ class TestStoredLayouts:
             assert rebuilt == request.body
             assert skeleton == replace(request, body=skeleton.body)
 
+    @pytest.mark.parametrize("batch", [1, 3, 256])
+    def test_streamed_bodies_sharing_parts_equal_bodies_read_one_by_one(self, tmp_path, batch):
+        from prefixscope.store.load import ingest_paths
+
+        store = Store.open(tmp_path / "s.duckdb")
+        ingest_paths([str(ROOT / "sample_logs")], store)
+        alone = {r.id: store.get(r.id).body for r in store.iter_requests()}
+        assert [r.body for r in store.iter_requests(batch=batch)] == list(alone.values())
+        jumbled = list(alone)[::-2] + list(alone)[::2]
+        assert [r.body for r in store.iter_ids(jumbled, batch=batch)] == \
+            [alone[i] for i in jumbled]
+
+    def test_a_report_never_writes_to_the_bodies_it_reads(self, tmp_path, monkeypatch):
+        """Streamed bodies share their parsed parts (`join_body`): a report, with
+        what-ifs, leaves every part it was handed as parsed from its stored text."""
+        import orjson
+
+        import prefixscope.store.store as store_module
+        from prefixscope import api
+        from prefixscope.store.load import ingest_paths
+        from prefixscope.store.parts import join_body
+
+        texts: dict[str, str] = {}
+        handed: list[tuple[str, object]] = []
+
+        def recording(stored, layout_text, parts, values=None):
+            body = join_body(stored, layout_text, parts, values)
+            for name, hashes in (json.loads(layout_text) if layout_text else {}).items():
+                for digest, element in zip(hashes, body[name], strict=True):
+                    texts.setdefault(digest, parts.get(digest, ""))
+                    handed.append((digest, element))
+            return body
+
+        monkeypatch.setattr(store_module, "join_body", recording)
+        store = Store.open(tmp_path / "s.duckdb")
+        ingest_paths([str(ROOT / "sample_logs")], store)
+        store.close()
+        api.report(tmp_path / "s.duckdb", workers=1,
+                   what_if=["sort-json-keys", "strip-billing-header", "no-hoist"])
+        assert len({id(element) for _, element in handed}) < len(handed)  # shared
+        assert all(texts.values())
+        for digest, element in handed:
+            assert orjson.dumps(element) == orjson.dumps(orjson.loads(texts[digest])), digest
+
     def test_parts_text_leaves_out_what_it_does_not_hold(self, tmp_path):
         from prefixscope.store.load import ingest_paths
 

@@ -67,15 +67,33 @@ def layout_hashes(layout_text: str | None) -> list[str]:
     return [h for hashes in orjson.loads(layout_text).values() for h in hashes]
 
 
-def join_body(stored: str, layout_text: str | None, parts: Mapping[str, str]) -> Any:
+def join_body(stored: str, layout_text: str | None, parts: Mapping[str, str],
+              values: dict[str, Any] | None = None) -> Any:
     """The body from its stored skeleton (or whole JSON, `layout_text` None) and parts.
 
+    `values`: parsed parts by hash, shared by the bodies built with it -- a part is parsed
+    the first time a body names it and the same value goes into every later body that
+    holds it (a session's turns resend the same history). Bodies are read, never written
+    to (tests/test_store.py checks a whole report leaves every shared part as parsed).
+
     Raises:
-        KeyError: a part the layout names is not in `parts` (a damaged store).
+        KeyError: a part the layout names is not in `parts` nor `values` (a damaged store).
     """
     body = orjson.loads(stored)
     if layout_text is None:
         return body
     for name, hashes in orjson.loads(layout_text).items():
-        body[name] = [orjson.loads(parts[h]) for h in hashes]
+        if values is None:
+            body[name] = [orjson.loads(parts[h]) for h in hashes]
+            continue
+        elements = []
+        for h in hashes:
+            value = values.get(h, _ABSENT)
+            if value is _ABSENT:
+                value = values[h] = orjson.loads(parts[h])
+            elements.append(value)
+        body[name] = elements
     return body
+
+
+_ABSENT = object()

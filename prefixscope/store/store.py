@@ -697,6 +697,7 @@ class Store:
         is bounded by one batch's rows and the parts they name; each body is built as its
         request is yielded.
         """
+        shared = _SharedParts(self)
         for start in range(0, len(request_ids), batch):
             chunk = list(dict.fromkeys(request_ids[start:start + batch]))
             rel = self.con.execute(
@@ -708,10 +709,10 @@ class Store:
             for values in rel.fetchall():
                 row = dict(zip(cols, values, strict=True))
                 rows[row["id"]] = row
-            parts = self._parts_of(list(rows.values()))
+            parts = shared.batch(list(rows.values()))
             for rid in request_ids[start:start + batch]:
                 if rid in rows:
-                    yield request_from_row(rows[rid], parts)
+                    yield request_from_row(rows[rid], parts, shared.values)
 
     def iter_requests(self, *, copies: bool = False, batch: int = 256,
                       source_files: Sequence[str] | None = None) -> Iterator[Request]:
@@ -723,10 +724,11 @@ class Store:
         the parts of a batch are read in one query, and each body is built as its request
         is yielded.
         """
+        shared = _SharedParts(self)
         for rows in self._turn_rows(copies, batch, source_files):
-            parts = self._parts_of(rows)
+            parts = shared.batch(rows)
             for row in rows:
-                yield request_from_row(row, parts)
+                yield request_from_row(row, parts, shared.values)
 
     def iter_layouts(self, *, batch: int = 256) -> Iterator[tuple[Request, Layout | None]]:
         """The requests `iter_requests` streams, each body as stored: its skeleton (the
@@ -778,12 +780,32 @@ class Store:
 _BODY_COLUMNS = "b.body AS body_json, b.layout AS body_layout"
 
 
-def request_from_row(row: dict[str, Any], parts: Mapping[str, str] | None = None) -> Request:
+class _SharedParts:
+    """The parts a stream of bodies is built from, each parsed once while consecutive
+    batches name it (`join_body`'s shared values): the next turn of a session resends the
+    history the last one held, so it is neither read from the table nor parsed again.
+    Memory: the parts one batch names."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.values: dict[str, Any] = {}
+
+    def batch(self, rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+        """The texts of the parts of `rows` not parsed already; the values of parts no
+        row of `rows` names are let go."""
+        named = dict.fromkeys(h for row in rows for h in layout_hashes(row["body_layout"]))
+        self.values = {h: self.values[h] for h in named if h in self.values}
+        return self.store.parts_text([h for h in named if h not in self.values])
+
+
+def request_from_row(row: dict[str, Any], parts: Mapping[str, str] | None = None,
+                     values: dict[str, Any] | None = None) -> Request:
     """A `Request` from a row of ``requests`` joined with its body (`_BODY_COLUMNS`);
-    `parts` holds the stored parts its body's layout names (`store.parts`)."""
+    `parts` holds the stored parts its body's layout names (`store.parts`), `values` the
+    parsed ones shared with other bodies (`join_body`)."""
     body_json = row.get("body_json")
     body = None if body_json is None else join_body(body_json, row.get("body_layout"),
-                                                    parts or {})
+                                                    parts or {}, values)
     return Request(
         id=row["id"], source_format=row["source_format"], source_file=row["source_file"],
         source_line=row["source_line"], timestamp=row["timestamp"], endpoint=row["endpoint"],
