@@ -252,6 +252,46 @@ class TestSpliceEqualsTheWholeRender:
         assert np.array_equal(both[1].starts, load_tokenizer(name).encode(second).starts)
 
 
+class TestTokenReuseAfterADifference:
+    """A text that differs from its predecessor, then runs on as it (a turn whose head
+    changed: the rest of its history is the last turn's) takes that run's ids whole."""
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @settings(max_examples=60, deadline=None)
+    @given(data=st.data())
+    def test_a_run_taken_from_the_previous_text_equals_the_whole_tokenization(self, name,
+                                                                              data):
+        splitters = PieceCache(load_tokenizer(name)).splitters
+        run = "".join(data.draw(st.lists(st.tuples(st.sampled_from(splitters), texts).map(
+            "".join), min_size=1, max_size=5)))
+        prefix, a, b, c, d = (data.draw(texts) for _ in range(5))
+        first, second = prefix + a + run + c, prefix + b + run + d
+        cache = PieceCache(load_tokenizer(name), middle_min=1)
+        enc_first = cache.encode(first)
+        for previous in ((first, enc_first, 0), (first, 0, 0)):
+            texts_in = [second] if previous[1] is enc_first else [first, second]
+            got = cache.encode_many(texts_in, [previous] if len(texts_in) == 1
+                                    else [None, previous])[-1]
+            assert np.array_equal(got.ids, whole_ids(name, second))
+            assert np.array_equal(got.starts, load_tokenizer(name).encode(second).starts)
+
+    @pytest.mark.parametrize("name", ["deepseek-v4", "qwen3.6"])
+    def test_a_new_billing_hash_takes_the_history_from_the_last_turn(self, name):
+        cache = PieceCache(load_tokenizer(name))
+        opener = cache.splitters[0]
+        history = "".join(f"{opener}turn {i}: the quick brown fox {i * 7} jumps\n" * 3
+                          for i in range(300))
+        first = "tools ... x-anthropic-billing-header: cch=02b5b;\nsystem" + history
+        second = "tools ... x-anthropic-billing-header: cch=9f0aa;\nsystem" + history + \
+            opener + "a new message"
+        enc_first = cache.encode(first)
+        assert cache._middle(first, second, common_text_prefix(first, second)) is not None
+        pieces = cache.hits + cache.misses
+        got = cache.encode_many([second], [(first, enc_first, 0)])[0]
+        assert np.array_equal(got.ids, whole_ids(name, second))
+        assert cache.hits + cache.misses - pieces < 10  # not the history's 300 pieces again
+
+
 @pytest.mark.parametrize(("a", "b", "known"), [("", "", 0), ("abc", "abd", 0), ("abc", "abc", 2),
                                                 ("x" * 1000 + "a", "x" * 1000 + "b", 10),
                                                 ("short", "shorter", 0)])

@@ -46,12 +46,18 @@ a match of the tokenizer's scan, whatever surrounds it (no match starting earlie
 reach into it, none starting at it is longer). An occurrence inside the shared text is at
 the same place in both texts, so both tokenizations split there: the ids before it are
 the ids of the same characters, and the ids from it on are those of the rest on its own.
+A prompt that differs from the previous one early (its head changed: a billing header's
+new hash) and then runs on as it (the same history) takes that run's ids from the
+previous prompt too (`PieceCache._middle`): the run starts and ends at split-token
+occurrences of both texts, so by the same argument its ids are those of its characters
+alone.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,8 +76,15 @@ DEFAULT_MAX_TOKENS = 20_000_000  # piece-cache capacity per tokenizer (about 160
 CHUNK_MIN = 512
 CHUNK_EVERY = 8
 
+# A text that runs on as its session's previous one after differing from it is taken from
+# that one's ids for a run at least this long (`PieceCache._middle`).
+MIDDLE_MIN = 4096
+
 # start of each piece of a text, and its piece-cache key or a split token's (ids, starts)
 _Layout = tuple[list[int], list["int | tuple[np.ndarray, np.ndarray]"]]
+# a run of a text equal to a run of the previous one: (start in the text, start in the
+# previous one, length)
+_Middle = tuple[int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +188,7 @@ class PieceCache:
 
     def __init__(self, tokenizer: Tokenizer, *, max_tokens: int = DEFAULT_MAX_TOKENS,
                  persist: str | Path | None = None, chunk_min: int = CHUNK_MIN,
-                 chunk_every: int = CHUNK_EVERY) -> None:
+                 chunk_every: int = CHUNK_EVERY, middle_min: int = MIDDLE_MIN) -> None:
         """Args:
             tokenizer: the tokenizer every piece is encoded with.
             max_tokens: in-memory capacity; the least recently used pieces are dropped
@@ -183,10 +196,13 @@ class PieceCache:
             persist: a SQLite file to also read and write pieces (None: memory only).
             chunk_min, chunk_every: how new pieces are cut into chunks (`_chunks`); the
                 ids are the same whatever they are.
+            middle_min: the shortest run of a previous text taken whole (`_middle`); the
+                ids are the same whatever it is.
         """
         self.tokenizer = tokenizer
         self.chunk_min = max(1, chunk_min)
         self.chunk_every = max(1, chunk_every)
+        self.middle_min = max(1, middle_min)
         self.seed = xxhash.xxh3_64_intdigest(tokenizer.identity.encode())
         self.max_tokens = max_tokens
         self.splitters = split_tokens(tokenizer)
@@ -240,18 +256,30 @@ class PieceCache:
         taken from it (module doc). The result is the same either way.
         """
         wanted: dict[int, str] = {}
-        plans: list[tuple[int, Encoded | int | None, _Layout]] = []
+        plans: list[tuple[int, Encoded | int | None, _Layout, _Middle | None]] = []
         for i, text in enumerate(texts):
             before = previous[i] if previous is not None else None
-            cut = self._boundary(before[0], text, before[2]) if before is not None else 0
-            plans.append((cut, before[1] if before is not None and cut else None,
-                          self._layout(text, wanted, cut)))
+            cut, middle = 0, None
+            if before is not None and self.splitters:
+                shared = common_text_prefix(before[0], text, before[2])
+                cut = self._last_split_end(before[0], shared)
+                middle = self._middle(before[0], text, shared)
+            end = middle[0] if middle is not None else len(text)
+            layout = self._layout(text, wanted, cut, end)
+            if middle is not None:  # the text after the middle, laid out after it
+                after = self._layout(text, wanted, middle[0] + middle[2])
+                layout[0].extend(after[0])
+                layout[1].extend(after[1])
+            plans.append((cut, before[1] if before is not None and (cut or middle) else None,
+                          layout, middle))
         self._fill(wanted)
         out: list[Encoded] = []
-        for cut, base, layout in plans:
+        for cut, base, layout, middle in plans:
+            head = (out[base] if isinstance(base, int) else base) if base is not None else None
+            if head is not None and middle is not None:
+                self._put_middle(layout, middle, head)
             rest = self._assemble(layout)
-            if base is not None:
-                head = out[base] if isinstance(base, int) else base
+            if head is not None and cut:
                 # the previous text's tokens before `cut`: it is a token boundary there
                 k = int(np.searchsorted(head.starts, cut, side="left"))
                 rest = Encoded(np.concatenate((head.ids[:k], rest.ids)),
@@ -260,30 +288,66 @@ class PieceCache:
         self._evict()  # NOTE: only now -- the layouts above needed every piece they name
         return out
 
-    def _boundary(self, before: str, text: str, known: int) -> int:
-        """End of the last split-token occurrence inside the start `before` and `text`
-        share (0: none), `known` characters of which are known equal."""
-        if not self.splitters:
-            return 0
-        shared = common_text_prefix(before, text, known)
+    def _last_split_end(self, text: str, end: int, start: int = 0) -> int:
+        """End of the last split-token occurrence inside ``text[start:end]`` (`start`:
+        none)."""
         return max((at + len(s) for s in self.splitters
-                    if (at := before.rfind(s, 0, shared)) >= 0), default=0)
+                    if (at := text.rfind(s, start, end)) >= 0), default=start)
 
-    def _layout(self, text: str, wanted: dict[int, str], pos: int = 0) -> _Layout:
+    def _middle(self, before: str, text: str, shared: int) -> _Middle | None:
+        """Where `text`, past the first place it differs from `before` (`shared`), runs on
+        as `before` does: (its start in `text`, in `before`, its length), both ends at
+        split-token occurrences in both texts, at least `middle_min` characters; None where
+        there is no such run.
+
+        A session's turn whose head changed (a billing header with a new hash, in the
+        system prompt) differs from the last turn in a few characters, then goes on with
+        that turn's whole history: its ids are that history's ids, taken whole here, not
+        laid out piece by piece. Why exact: both ends are occurrences of a split token, so
+        (module doc) each text's tokenization splits at both, and the ids of the run are
+        those of its characters alone -- the same characters in both texts."""
+        split = self._split_re
+        assert split is not None
+        found_before = split.search(before, shared)
+        found_text = split.search(text, shared)
+        if found_before is None or found_text is None or \
+                found_before.group() != found_text.group():
+            return None
+        start_before, start_text = found_before.start(), found_text.start()
+        same = common_text_prefix(before[start_before:], text[start_text:])
+        if same < self.middle_min:
+            return None
+        length = self._last_split_end(before, start_before + same, start_before) - start_before
+        return (start_text, start_before, length) if length >= self.middle_min else None
+
+    def _put_middle(self, layout: _Layout, middle: _Middle, before: Encoded) -> None:
+        """Put the middle's ids, taken from `before`'s, into `layout` at its place."""
+        start_text, start_before, length = middle
+        first, last = np.searchsorted(before.starts, (start_before, start_before + length),
+                                      side="left")
+        starts, entries = layout
+        at = bisect_left(starts, start_text)
+        starts.insert(at, start_text)
+        entries.insert(at, (before.ids[first:last],
+                            before.starts[first:last] - start_before))
+
+    def _layout(self, text: str, wanted: dict[int, str], pos: int = 0,
+                end: int | None = None) -> _Layout:
         """(start of each piece, piece key or the (ids, starts) of a split token) of
-        `text` from `pos` (a split point) on."""
+        `text` from `pos` to `end` (split points; None: its end)."""
+        end = len(text) if end is None else end
         starts: list[int] = []
         entries: list[int | tuple[np.ndarray, np.ndarray]] = []
         if self._split_re is not None:
-            for match in self._split_re.finditer(text, pos):
+            for match in self._split_re.finditer(text, pos, end):
                 at = match.start()
                 if at > pos:
                     pos = self._add_piece(text[pos:at], pos, starts, entries, wanted)
                 starts.append(at)
                 entries.append(self._special_pair(match.group()))
                 pos = match.end()
-        if pos < len(text):
-            self._add_piece(text[pos:], pos, starts, entries, wanted)
+        if pos < end:
+            self._add_piece(text[pos:end], pos, starts, entries, wanted)
         return starts, entries
 
     def _add_piece(self, piece: str, start: int, starts: list[int],
