@@ -137,6 +137,21 @@ class TestChunkBoundaries:
                 assert got.starts.tolist() == starts.tolist()
 
     @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(text=st.text(max_size=300))
+    def test_the_bytes_ids_spell_are_the_texts(self, name, text):
+        """Where a tokenizer says what its ids spell, it is the text's UTF-8, whose length
+        its byte lengths add up to (the oracle: the library's ids of the text)."""
+        tok = load_tokenizer(name)
+        ids = whole(name, text)
+        spelled = tok.spelled(ids)
+        assert (spelled is None) == (tok.byte_lengths is None) == (name != "deepseek-v4")
+        if spelled is not None:
+            want = text.encode("utf-8", "surrogatepass")
+            assert spelled == want
+            assert int(tok.byte_lengths[ids].sum()) == len(want)
+
+    @pytest.mark.parametrize("name", BUNDLED)
     def test_an_edited_line_retokenizes_its_chunk_only(self, name):
         """A long piece with one line changed (a volatile header): only the chunk holding it
         is tokenized again; the ids are the whole text's."""

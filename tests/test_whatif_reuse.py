@@ -160,6 +160,40 @@ def test_a_head_only_what_if_is_its_whole_render(body: dict[str, Any], transform
         assert got is not None
 
 
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(body=_headed_bodies(), spelled=st.booleans())
+def test_the_head_is_found_in_the_ids_as_its_own_tokenization(body: dict[str, Any],
+                                                               spelled: bool) -> None:
+    """`_spelling` (where the head ends in a prompt's ids) read off the bytes the ids spell
+    or, for a tokenizer that does not say them, by tokenizing the head: either way the
+    length of the head's own ids (the tokenizer library's), and None for a text the ids do
+    not start with."""
+    import copy
+
+    from prefixscope.analyses.simulate.prepare import _spelling
+    from prefixscope.prompt.render import head_text
+    from prefixscope.tokenizers import load_tokenizer
+    from prefixscope.tokenizers.base import Tokenizer
+    from prefixscope.tokens import PieceCache
+
+    request = _claude(body)
+    head = head_text(request, RenderOptions())
+    if head is None:
+        return
+    tok = load_tokenizer(head[1])
+    if not spelled:
+        tok = copy.copy(tok)  # the same tokenizer, not saying what its ids spell
+        tok.__class__ = type("Unspelled", (type(tok),), {
+            "byte_lengths": Tokenizer.byte_lengths, "spelled": Tokenizer.spelled})
+        assert tok.byte_lengths is None
+    cache = PieceCache(tok)
+    ids = _ids_of(request, RenderOptions())
+    assert _spelling(cache, head[0], ids) == len(tok.encode(head[0]).ids)
+    assert _spelling(cache, head[0] + "\u00e9x", ids) is None
+    assert _spelling(cache, "Z" + head[0][1:], ids) is None
+
+
 def test_a_head_swap_is_refused_where_it_is_not_proved() -> None:
     from prefixscope.analyses.simulate.prepare import head_swapped
 

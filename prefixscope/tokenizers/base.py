@@ -76,6 +76,17 @@ class Tokenizer(ABC):
         """Text of `ids` (special tokens kept)."""
 
     @property
+    def byte_lengths(self) -> np.ndarray | None:
+        """How many bytes each id spells, where `spelled` knows them (None: not known)."""
+        return None
+
+    def spelled(self, ids: np.ndarray) -> bytes | None:
+        """The bytes `ids` spell, for a tokenizer whose every token spells the same bytes
+        wherever it occurs and whose tokens of a text spell its UTF-8 bytes exactly
+        (byte-level BPE with identity normalization); None where that is not known."""
+        return None
+
+    @property
     def added_token_ids(self) -> dict[str, int]:
         return {t.content: t.id for t in self.added_tokens}
 

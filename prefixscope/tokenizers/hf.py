@@ -53,6 +53,8 @@ class HFTokenizer(Tokenizer):
             "added_tokens": [{"content": t.content, "lstrip": t.lstrip}
                              for t in self.added_tokens]})
         self._byte_lengths = byte_lengths
+        # every id's bytes end to end, and where each starts: built on first use (`spelled`)
+        self._spellings: tuple[np.ndarray, np.ndarray] | None = None
 
     def encode(self, text: str) -> Encoded:
         return self.encode_many([text])[0]
@@ -84,6 +86,23 @@ class HFTokenizer(Tokenizer):
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    @property
+    def byte_lengths(self) -> np.ndarray | None:
+        return self._byte_lengths
+
+    def spelled(self, ids: np.ndarray) -> bytes | None:
+        lengths = self._byte_lengths
+        if lengths is None:  # not byte-level, or a normalizer: not known
+            return None
+        if self._spellings is None:
+            self._spellings = _spellings(self._tok, {t.content for t in self.added_tokens})
+        flat, starts = self._spellings
+        sizes = lengths[ids]
+        ends = np.cumsum(sizes)
+        at = np.repeat(starts[ids] - (ends - sizes), sizes) + np.arange(int(ends[-1]) if len(ends)
+                                                                       else 0)
+        return flat[at].tobytes()
 
 
 _Derived = tuple[dict[str, Any], "np.ndarray | None"]  # (flags and added tokens, byte lengths)
@@ -158,18 +177,38 @@ def _byte_level_lengths(tok: Any, spec: dict[str, Any]) -> np.ndarray | None:
     return lengths
 
 
+def _spellings(tok: Any, added: set[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes every id of a byte-level vocabulary spells (an added token: its content),
+    end to end in id order, and the offset of each id's."""
+    to_bytes = {ord(c): b for c, b in _byte_level_decoder().items()}
+    vocab = tok.get_vocab(with_added_tokens=True)
+    table = [b""] * (max(vocab.values()) + 1)
+    for piece, idx in vocab.items():
+        table[idx] = (piece.encode("utf-8") if piece in added
+                      else piece.translate(to_bytes).encode("latin-1"))
+    sizes = np.fromiter(map(len, table), dtype=np.int64, count=len(table))
+    return (np.frombuffer(b"".join(table), dtype=np.uint8),
+            np.cumsum(sizes) - sizes)
+
+
 @cache
-def _byte_level_alphabet() -> frozenset[str]:
-    # GPT-2's byte-to-unicode map: printable bytes map to themselves, the rest to 256+n.
+def _byte_level_decoder() -> dict[str, int]:
+    # GPT-2's byte-to-unicode map, inverted: printable bytes map to themselves, the rest
+    # to 256+n.
     keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
             *range(ord("®"), ord("ÿ") + 1)]
-    chars = set(map(chr, keep))
+    decoder = {chr(b): b for b in keep}
     extra = 0
     for b in range(256):
         if b not in keep:
-            chars.add(chr(256 + extra))
+            decoder[chr(256 + extra)] = b
             extra += 1
-    return frozenset(chars)
+    return decoder
+
+
+@cache
+def _byte_level_alphabet() -> frozenset[str]:
+    return frozenset(_byte_level_decoder())
 
 
 def _is_identity_normalizer(normalizer: Any) -> bool:

@@ -197,11 +197,30 @@ def head_swapped(request: Request, before: RenderOptions, after: RenderOptions,
     if old is None or new is None or old[1] != new[1]:
         return None
     cache = piece_cache(load_tokenizer(old[1]))
-    head, swapped = _head_ids(cache, old[0]), _head_ids(cache, new[0])
-    h = len(head)
-    if h >= len(ids) or not np.array_equal(ids[:h], head) or int(ids[h]) not in cache.split_ids:
+    h = _spelling(cache, old[0], ids)
+    if h is None or h >= len(ids) or int(ids[h]) not in cache.split_ids:
         return None
+    swapped = _head_ids(cache, new[0])
     return np.concatenate((swapped.astype(ids.dtype, copy=False), ids[h:]))
+
+
+def _spelling(cache: PieceCache, text: str, ids: np.ndarray) -> int | None:
+    """h with ``ids[:h]`` spelling `text` (None: they do not start so).
+
+    Read off the bytes the ids spell where the tokenizer says them (`Tokenizer.spelled`:
+    the first h whose bytes add up to the text's, checked equal to them), else by
+    tokenizing `text` (its ids are the spelling); the text's ids are not needed, only
+    that those tokens spell it (`head_swapped`)."""
+    lengths = cache.tokenizer.byte_lengths
+    if lengths is not None:
+        want = text.encode("utf-8", "surrogatepass")
+        spelled = np.cumsum(lengths[ids[:len(want) + 1]])  # every token spells a byte or more
+        h = int(np.searchsorted(spelled, len(want))) + 1
+        if h <= len(spelled) and int(spelled[h - 1]) == len(want) and \
+                cache.tokenizer.spelled(ids[:h]) == want:
+            return h
+    head = _head_ids(cache, text)
+    return len(head) if np.array_equal(ids[:len(head)], head) else None
 
 
 @lru_cache(maxsize=32)
