@@ -51,6 +51,39 @@ class TestBlockKeys:
             assert (ka[i] == kb[i]) == (a[: (i + 1) * bs] == b[: (i + 1) * bs])
 
 
+    @given(st.lists(st.integers(-2**40, 2**40), max_size=60), st.integers(1, 9),
+           st.one_of(st.none(), st.text(min_size=1, max_size=8)), st.integers(0, 8))
+    def test_keys_follow_the_hash_contract(self, tokens, bs, namespace, known):
+        """The contract in engines/base.py, computed one block at a time with Python's
+        integers (the oracle): key[i] = key[i-1] * P + mix(sum of weight * token) mod 2**64;
+        the keys given as known are continued exactly."""
+        import xxhash
+
+        from prefixscope.engines import base
+
+        mask = (1 << 64) - 1
+
+        def mix(z: int) -> int:
+            z = (z + 0x9E3779B97F4A7C15) & mask
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+            return z ^ (z >> 31)
+
+        weights = [mix(k) | 1 for k in range(1, bs + 1)]
+        key = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else base._ROOT
+        expected = []
+        for i in range(len(tokens) // bs):
+            block = tokens[i * bs:(i + 1) * bs]
+            content = mix(sum((t & mask) * w for t, w in zip(block, weights, strict=True))
+                          & mask)
+            key = (key * 0xD6E8FEB86659FD93 + content) & mask
+            expected.append(key)
+        assert block_keys(tokens, bs, namespace=namespace).tolist() == expected
+        prefix = np.array(expected[:known], dtype=np.uint64)
+        assert block_keys(tokens, bs, namespace=namespace,
+                          prefix_keys=prefix).tolist() == expected
+
+
 class TestUnits:
     def test_trace_blocks_may_end_partial(self):
         u = Units.blocks([5, 6, 7], n_tokens=1100, unit=512)  # 512 + 512 + 76

@@ -18,10 +18,14 @@ block of a Mooncake trace), plus the request's token count. Keys come in two kin
   system block, a message part) with its token end and the ``cache_control``
   breakpoints on it, for hosted APIs that cache at block boundaries (Anthropic).
 
-Hash contract of `block_keys`: block ``i`` is ``xxh3_64(int64 little-endian bytes
-of tokens[i*bs:(i+1)*bs], seed=key[i-1])``, with ``key[-1] = 0``, or the xxh3_64 of
-the namespace (a LoRA name, a ``cache_salt``) when one is given; a namespace on the
-first block separates the whole chain, as vLLM's salt does.
+Hash contract of `block_keys`: block ``i``'s key is ``key[i] = key[i-1] * P + c[i]``
+(mod 2**64, P odd), where ``c[i]`` is splitmix64's finalizer of the block's tokens (as
+int64) weighted by fixed odd 64-bit weights and summed, and ``key[-1]`` is a fixed seed,
+or the xxh3_64 of the namespace (a LoRA name, a ``cache_salt``) when one is given; a
+namespace on the first block separates the whole chain, as vLLM's salt does. A key
+depends on its block and every block before it, as vLLM's chain does, and the whole
+chain is a few array operations: ``key[i] = P**i * (key[-1] * P + sum over j <= i of
+c[j] * P**-j)`` (P is invertible mod 2**64), a running sum, not a loop over blocks.
 
 Engine life cycle of one request (vLLM's names in brackets)::
 
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
@@ -150,7 +155,8 @@ class Units:
 def block_keys(token_ids: Sequence[int] | np.ndarray, block_size: int, *,
                namespace: str | None = None,
                prefix_keys: np.ndarray | None = None) -> np.ndarray:
-    """Chained xxh3-64 keys of the full blocks of `token_ids` (partial tail dropped).
+    """Chained 64-bit keys of the full blocks of `token_ids` (partial tail dropped; the
+    hash contract in the module doc).
 
     Args:
         token_ids: the tokens of one sequence.
@@ -169,22 +175,59 @@ def block_keys(token_ids: Sequence[int] | np.ndarray, block_size: int, *,
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     n = len(token_ids) // block_size
     start = 0 if prefix_keys is None else min(len(prefix_keys), n)
-    ids = np.ascontiguousarray(token_ids[start * block_size: n * block_size], dtype=np.int64)
     out = np.empty(n, dtype=np.uint64)
-    view = memoryview(ids.tobytes())
-    step = block_size * 8
     if start:
         assert prefix_keys is not None
         out[:start] = prefix_keys[:start]
         parent = int(prefix_keys[start - 1])
     else:
-        parent = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else 0
-    digest = xxhash.xxh3_64_intdigest
-    for i in range(n - start):
-        parent = digest(view[i * step:(i + 1) * step], seed=parent)
-        out[start + i] = parent
+        parent = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else _ROOT
+    m = n - start
+    if m:
+        blocks = np.ascontiguousarray(token_ids[start * block_size: n * block_size],
+                                      dtype=np.int64).view(np.uint64).reshape(m, block_size)
+        content = _mixed(blocks @ _weights(block_size))
+        up, down = _powers(m)
+        out[start:] = np.cumsum(content * down[:m], dtype=np.uint64) * up[:m] + \
+            np.uint64(parent) * up[1:m + 1]
     out.flags.writeable = False
     return out
+
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_ROOT = 0x2545F4914F6CDD1D  # key[-1] without a namespace
+_P = 0xD6E8FEB86659FD93  # odd: invertible mod 2**64
+_P_INVERSE = pow(_P, -1, 1 << 64)
+
+
+def _mixed(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer of each value (offset first, so 0 does not stay 0)."""
+    z = z + np.uint64(_GOLDEN)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@cache
+def _weights(block_size: int) -> np.ndarray:
+    """A fixed odd 64-bit weight per position of a block."""
+    return _mixed(np.arange(1, block_size + 1, dtype=np.uint64)) | np.uint64(1)
+
+
+_POWERS: list[np.ndarray] = [np.ones(1, dtype=np.uint64), np.ones(1, dtype=np.uint64)]
+
+
+def _powers(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(P**0 .. P**m, P**0 .. P**-(m-1)) mod 2**64, kept for the longest chain so far."""
+    if len(_POWERS[0]) <= m:
+        size = max(m + 1, 2 * len(_POWERS[0]))
+        one = np.ones(1, dtype=np.uint64)
+        _POWERS[0] = np.concatenate((one, np.cumprod(np.full(size - 1, _P, dtype=np.uint64),
+                                                     dtype=np.uint64)))
+        _POWERS[1] = np.concatenate((one, np.cumprod(np.full(size - 1, _P_INVERSE,
+                                                             dtype=np.uint64),
+                                                     dtype=np.uint64)))
+    return _POWERS[0], _POWERS[1]
 
 
 class KeySet:
