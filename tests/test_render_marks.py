@@ -91,6 +91,16 @@ class TestPythonJson:
         with marks_active(not has_reserved_chars(json.dumps(value, ensure_ascii=False))):
             assert dumps(value, **kwargs) == json.dumps(value, **kwargs)
 
+    def test_a_key_holding_a_mark_loses_it_with_or_without_a_marker(self):
+        """Unmarked values go through the C encoder, except where a key holds a mark: the
+        writer drops marks from keys (marks active), as it does when marking."""
+        from prefixscope.prompt.marks import CLOSE, open_mark
+
+        value = {open_mark(3) + "key" + CLOSE: [1, "a"], "b": {open_mark(4) + CLOSE: 2}}
+        assert dumps(value) == dumps(value, Marker()) == '{"key": [1, "a"], "b": {"": 2}}'
+        with marks_active(False):
+            assert dumps(value) == json.dumps(value, ensure_ascii=False)
+
     @settings(max_examples=60)
     @given(json_values)
     def test_marks_around_registered_objects_strip_to_json_dumps(self, value):

@@ -27,7 +27,7 @@ from decimal import Decimal
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any
 
-from prefixscope.prompt.marks import Marker, unmark
+from prefixscope.prompt.marks import CLOSE, OPEN, Marker, unmark
 
 # ------------------------------------------------------------------ Python json.dumps
 
@@ -45,6 +45,13 @@ def dumps(value: Any, marker: Marker | None = None, *, ensure_ascii: bool = Fals
     quote = encode_basestring_ascii if ensure_ascii else encode_basestring
     out: list[str] = []
     mark = marker if marker is not None and marker.enabled else None
+    if mark is None and indent is None and not ensure_ascii:
+        # Nothing to mark: the C encoder writes this text, unless a key holds a mark
+        # character (this writer drops those; then the text holds one too).
+        text = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys,
+                          separators=(item_sep, key_sep))
+        if OPEN not in text and CLOSE not in text:
+            return text
 
     def scalar(v: Any) -> str:
         if isinstance(v, str):
