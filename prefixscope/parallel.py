@@ -192,6 +192,9 @@ class Pool:
             method = "fork"
             if method not in multiprocessing.get_all_start_methods():
                 self.workers = 1
+            elif self.workers > 1:
+                # the forked workers would each hold a share of this process's freed heap
+                release_freed_memory()
         if self.workers > 1:
             self._executor = ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context(method),
