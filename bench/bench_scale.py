@@ -234,8 +234,11 @@ def fit_rows(store: Path, size: float, nbytes: int, timeout: float | None = None
 
 def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool = False,
         commands: tuple[tuple[str, ...], ...] = COMMANDS, workers: tuple[int, ...] = (),
-        fit: bool = False, fit_timeout: float | None = None) -> list[Row]:
-    """(size GB, command, seconds, peak RSS, file bytes) for each size and command."""
+        fit: bool = False, fit_timeout: float | None = None, repeat: int = 1) -> list[Row]:
+    """(size GB, command, seconds, peak RSS, file bytes) for each size and command;
+    `repeat`: each command but ingest runs that many times, its row the median run (the
+    peak memory the largest), and the floor is the fastest of as many reads (at least
+    two): on a machine whose speed drifts, one run says little."""
     rows: list[Row] = []
     py = sys.executable
     for size in sizes:
@@ -249,15 +252,22 @@ def run(sizes: list[float], work: Path, form: str, naive: int = 0, peers: bool =
             stale.unlink(missing_ok=True)
         # the floor is parsing, not the disk: the faster of two reads (the first one
         # brings a file the page cache no longer holds back into it)
-        wall, rss, code, cpu = min(timed([py, "-c", FLOOR, str(log)]) for _ in range(2))
+        wall, rss, code, cpu = min(timed([py, "-c", FLOOR, str(log)])
+                                   for _ in range(max(2, repeat)))
         rows.append(Row(size, "floor (orjson)", wall, rss, nbytes, cpu))
         for base in commands:
             variants = ([(*base, "--workers", str(n)) for n in workers]
                         if workers and base[0] in PARALLEL else [base])
             for command in variants:
                 target = [str(log)] if command[0] == "ingest" else []
-                wall, rss, code, cpu = timed([py, "-m", "prefixscope", *command, *target,
-                                              "--store", str(store), "-qq"])
+                runs = sorted(timed([py, "-m", "prefixscope", *command, *target,
+                                     "--store", str(store), "-qq"])
+                              for _ in range(1 if command[0] == "ingest" else repeat))
+                wall, _, code, cpu = runs[len(runs) // 2]
+                rss = max(r[1] for r in runs)
+                if len(runs) > 1:
+                    print(f"  {size} GB {' '.join(command)}: runs "
+                          f"{', '.join(f'{r[0]:.1f}' for r in runs)} s", file=sys.stderr)
                 name = " ".join(command) + ("" if code == 0 else f" (exit {code})")
                 rows.append(Row(size, name, wall, rss, nbytes, cpu))
                 print(f"  {size} GB {name}: {wall:.1f} s ({cpu:.1f} s CPU), "
@@ -338,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true",
                     help="also time report's capacity fit alone: one sweep against a replay per "
                          "candidate (the fit before the sweep; minutes per GB)")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run each command but ingest N times: its row is the median run, "
+                         "the floor the fastest of N reads")
     ap.add_argument("--fit-timeout", type=float, default=None, metavar="S",
                     help="stop the replay-per-candidate fit after S seconds (its row is then a "
                          "lower bound)")
@@ -350,12 +363,13 @@ def main(argv: list[str] | None = None) -> int:
         commands = tuple(c for c in COMMANDS if " ".join(c) in wanted)
         workers = tuple(int(n) for n in args.workers.split(",") if n)
         rows = run(sizes, work, args.form, args.naive, args.peers, commands, workers, args.fit,
-                   args.fit_timeout)
+                   args.fit_timeout, max(1, args.repeat))
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
     print(f"machine: {os.cpu_count()} cores; corpus form: {args.form}; load average at the "
-          f"end {os.getloadavg()[0]:.1f}")
+          f"end {os.getloadavg()[0]:.1f}" + (f"; each command but ingest: the median of "
+                                              f"{args.repeat} runs" if args.repeat > 1 else ""))
     print(table(rows))
     print()
     print(ratios(rows))
