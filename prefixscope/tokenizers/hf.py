@@ -96,13 +96,13 @@ class HFTokenizer(Tokenizer):
         if lengths is None:  # not byte-level, or a normalizer: not known
             return None
         if self._spellings is None:
-            self._spellings = _spellings(self._tok, {t.content for t in self.added_tokens})
+            flat = _spellings(self._tok, {t.content for t in self.added_tokens})
+            self._spellings = flat, np.cumsum(lengths) - lengths
         flat, starts = self._spellings
         sizes = lengths[ids]
         ends = np.cumsum(sizes)
-        at = np.repeat(starts[ids] - (ends - sizes), sizes) + np.arange(int(ends[-1]) if len(ends)
-                                                                       else 0)
-        return flat[at].tobytes()
+        total = int(ends[-1]) if len(ends) else 0
+        return flat[np.repeat(starts[ids] - (ends - sizes), sizes) + np.arange(total)].tobytes()
 
 
 _Derived = tuple[dict[str, Any], "np.ndarray | None"]  # (flags and added tokens, byte lengths)
@@ -177,18 +177,16 @@ def _byte_level_lengths(tok: Any, spec: dict[str, Any]) -> np.ndarray | None:
     return lengths
 
 
-def _spellings(tok: Any, added: set[str]) -> tuple[np.ndarray, np.ndarray]:
+def _spellings(tok: Any, added: set[str]) -> np.ndarray:
     """The bytes every id of a byte-level vocabulary spells (an added token: its content),
-    end to end in id order, and the offset of each id's."""
+    end to end in id order: each id's are `_byte_level_lengths`' count of them."""
     to_bytes = {ord(c): b for c, b in _byte_level_decoder().items()}
     vocab = tok.get_vocab(with_added_tokens=True)
     table = [b""] * (max(vocab.values()) + 1)
     for piece, idx in vocab.items():
         table[idx] = (piece.encode("utf-8") if piece in added
                       else piece.translate(to_bytes).encode("latin-1"))
-    sizes = np.fromiter(map(len, table), dtype=np.int64, count=len(table))
-    return (np.frombuffer(b"".join(table), dtype=np.uint8),
-            np.cumsum(sizes) - sizes)
+    return np.frombuffer(b"".join(table), dtype=np.uint8)
 
 
 @cache

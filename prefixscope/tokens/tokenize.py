@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,7 +257,10 @@ class PieceCache:
         taken from it (module doc). The result is the same either way.
         """
         wanted: dict[int, str] = {}
-        plans: list[tuple[int, Encoded | int | None, _Layout, _Middle | None]] = []
+        # (cut, the previous text's ids or index, the layout from the cut, the middle and
+        # the layout after it)
+        plans: list[tuple[int, Encoded | int | None, _Layout,
+                          tuple[_Middle, _Layout] | None]] = []
         for i, text in enumerate(texts):
             before = previous[i] if previous is not None else None
             cut, middle = 0, None
@@ -266,20 +268,19 @@ class PieceCache:
                 shared = common_text_prefix(before[0], text, before[2])
                 cut = self._last_split_end(before[0], shared)
                 middle = self._middle(before[0], text, shared)
-            end = middle[0] if middle is not None else len(text)
-            layout = self._layout(text, wanted, cut, end)
-            if middle is not None:  # the text after the middle, laid out after it
-                after = self._layout(text, wanted, middle[0] + middle[2])
-                layout[0].extend(after[0])
-                layout[1].extend(after[1])
-            plans.append((cut, before[1] if before is not None and (cut or middle) else None,
-                          layout, middle))
+            if middle is None:
+                plans.append((cut, before[1] if before is not None and cut else None,
+                              self._layout(text, wanted, cut), None))
+                continue
+            assert before is not None
+            plans.append((cut, before[1], self._layout(text, wanted, cut, middle[0]),
+                          (middle, self._layout(text, wanted, middle[0] + middle[2]))))
         self._fill(wanted)
         out: list[Encoded] = []
-        for cut, base, layout, middle in plans:
+        for cut, base, layout, then in plans:
             head = (out[base] if isinstance(base, int) else base) if base is not None else None
-            if head is not None and middle is not None:
-                self._put_middle(layout, middle, head)
+            if then is not None and head is not None:
+                layout = self._with_middle(layout, *then, head)
             rest = self._assemble(layout)
             if head is not None and cut:
                 # the previous text's tokens before `cut`: it is a token boundary there
@@ -322,16 +323,15 @@ class PieceCache:
         length = self._last_split_end(before, start_before + same, start_before) - start_before
         return (start_text, start_before, length) if length >= self.middle_min else None
 
-    def _put_middle(self, layout: _Layout, middle: _Middle, before: Encoded) -> None:
-        """Put the middle's ids, taken from `before`'s, into `layout` at its place."""
+    @staticmethod
+    def _with_middle(layout: _Layout, middle: _Middle, after: _Layout,
+                     before: Encoded) -> _Layout:
+        """`layout`, then the middle's ids taken from `before`'s, then `after`."""
         start_text, start_before, length = middle
         first, last = np.searchsorted(before.starts, (start_before, start_before + length),
                                       side="left")
-        starts, entries = layout
-        at = bisect_left(starts, start_text)
-        starts.insert(at, start_text)
-        entries.insert(at, (before.ids[first:last],
-                            before.starts[first:last] - start_before))
+        taken = (before.ids[first:last], before.starts[first:last] - start_before)
+        return [*layout[0], start_text, *after[0]], [*layout[1], taken, *after[1]]
 
     def _layout(self, text: str, wanted: dict[int, str], pos: int = 0,
                 end: int | None = None) -> _Layout:
