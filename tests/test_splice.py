@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from prefixscope.cli.main import app
 from prefixscope.prompt import RenderError, RenderOptions, render
 from prefixscope.prompt.render import render_turn
-from prefixscope.prompt.splice import SPLICES
+from prefixscope.prompt.splice import HEADS, SPLICES
 from prefixscope.store import Store
 from prefixscope.tokenizers import BUNDLED, load_tokenizer
 from prefixscope.tokens.tokenize import PieceCache, common_text_prefix
@@ -224,6 +224,47 @@ class TestSpliceEqualsTheWholeRender:
             got, turn = render_turn(request, options, turn)
             assert got == render(request, options)
         assert len(calls) == 1 + 4  # the first turn whole; then only the plain renders above
+
+    @pytest.mark.parametrize("name", sorted(HEADS))
+    def test_a_head_that_changes_every_turn_is_spliced_not_rendered_whole(self, name,
+                                                                        monkeypatch):
+        """A system prompt with a new billing hash each turn (of a new length every other
+        turn): the turn is the new head's render, the previous turn's messages and the new
+        ones' (`render._splice_head`), never a whole render after the first, and equal to
+        the whole render."""
+        import importlib
+
+        module = importlib.import_module("prefixscope.prompt.render")
+        options = RenderOptions(tokenizer=name)
+        listed: list[dict[str, Any]] = []
+        bodies = []
+        for k in range(5):
+            listed = [*listed, {"role": "user", "content": f"question {k}"},
+                      {"role": "assistant", "content": [
+                          {"type": "text", "text": f"answer {k}"},
+                          {"type": "tool_use", "id": f"t{k}", "name": "Bash",
+                           "input": {"command": "ls"}}]}]
+            bodies.append({"system": [{"type": "text", "text": "x-anthropic-billing-header: "
+                                       f"cc_version=2.1.{k}; cch={k * 7919:05x};"},
+                                      {"type": "text", "text": "Be brief. " * (k % 2 + 1)}],
+                           "tools": [{"name": "Bash", "description": "run a command",
+                                      "input_schema": {"type": "object"}}],
+                           "messages": listed})
+        requests = [make_request(b, endpoint="anthropic-messages", id=f"r{k}")
+                    for k, b in enumerate(bodies)]
+        expected = [render(r, options) for r in requests]
+        heads = [render(make_request({**b, "messages": []}, endpoint="anthropic-messages"),
+                        options).text[:-len(HEADS[name])] for b in bodies]
+        calls = []
+        real = module._whole
+        monkeypatch.setattr(module, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+        turn = None
+        for request, want, head in zip(requests, expected, heads, strict=True):
+            got, turn = render_turn(request, options, turn)
+            assert got == want
+            assert turn is not None and turn.head_end == len(head)
+            assert got.text.startswith(head)
+        assert len(calls) == 1
 
     def test_a_rewritten_history_is_rendered_whole_and_still_equal(self):
         first = {"messages": [{"role": "user", "content": "a"},

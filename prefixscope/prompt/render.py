@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -50,7 +50,7 @@ from prefixscope.prompt.marks import (
     strip_marks,
 )
 from prefixscope.prompt.protocols import anthropic_proxy_view, proxy_message
-from prefixscope.prompt.splice import HEADS, SPLICES, SpliceRule
+from prefixscope.prompt.splice import HEADS, SPLICES, SpliceRule, heads_split
 from prefixscope.prompt.template import render_marked, render_plain
 from prefixscope.prompt.values import (
     SYSTEM_ROLES,
@@ -224,6 +224,9 @@ class Turn:
     messages: list[dict[str, Any]] | None = None
     marker: Marker | None = None
     head: int = 0  # how many of `messages` come from the body without its history
+    # Where the head's text ends in `prompt.text` (T(H)[:-|G|] of `splice.HEADS`), for a
+    # template there and a view that maps messages; else None.
+    head_end: int | None = None
 
 
 def render_turn(request: Request, options: RenderOptions | None = None,
@@ -296,13 +299,22 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     if rule is not None and (keep or seed is not None):
         conversation, tools_json = _json(messages), _json(tools)
     spliced = None
+    head_end = None
     if seed is not None and rule is not None and conversation is not None:
         spliced = _splice(rule, seed, messages, tools, conversation, tools_json, marker, tok)
+        head_end = seed.head_end
+    elif grown is not None and appended is not None:  # the head changed, the history grew
+        moved = _splice_head(grown, messages, tools, head, marker, tok)
+        if moved is not None:
+            spliced, head_end = (moved[0], moved[1]), moved[2]
     if spliced is not None:
         text, segments, attribution = spliced[0], spliced[1], "exact"
     else:
         text, segments, attribution = _whole(tok, messages, tools, marker, reserved, notes,
                                              endpoint, body, profile, proxy, plan)
+        if keep and rule is not None and attribution == "exact" and \
+                _maps_messages(endpoint, proxy):
+            head_end = _head_end(tok, messages[:head], tools, marker, text)
     if surrogates and _SURROGATE_RE.search(text):
         text = _SURROGATE_RE.sub("\ufffd", text)
         notes.append("lone UTF-16 surrogates in the log were replaced by U+FFFD")
@@ -324,7 +336,8 @@ def render_turn(request: Request, options: RenderOptions | None = None,
         turn = Turn(key, history, raw[0], raw[1][:-1], len(body[history]),
                     (tuple(marker.paths), tuple(marker.kinds)), conversation[:-1],
                     len(messages), tools_json, prompt,
-                    messages if mapped else None, marker if mapped else None, head)
+                    messages if mapped else None, marker if mapped else None, head,
+                    head_end if mapped else None)
     return prompt, turn
 
 
@@ -510,6 +523,116 @@ def _splice(rule: SpliceRule, previous: Turn, messages: list[dict[str, Any]],
         return None
     at = len(old) - len(gen)
     return old[:at] + tail.text, _segments(tail.runs, marker, previous.prompt.segments, at)
+
+
+def _head_end(tok: Tokenizer, head: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+              marker: Marker, text: str) -> int | None:
+    """Where the text of the head's template input `head` ends in the prompt `text`:
+    |T(H)| - |G| for a template of `splice.HEADS` whose render of H starts `text` so;
+    else None."""
+    generation = HEADS.get(tok.name)
+    if generation is None:
+        return None
+    with marks_active(True):
+        top = strip_marks(render_marked(tok.chat_template, head, tools, marker,
+                                        tok.template_vars))
+    end = len(top.text) - len(generation)
+    if not (top.balanced and top.text.endswith(generation) and
+            text.startswith(top.text[:end])):
+        return None
+    return end
+
+
+def _splice_head(previous: Turn, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]] | None, head: int, marker: Marker,
+                 tok: Tokenizer) -> tuple[str, tuple[Segment, ...], int] | None:
+    """(text, segments, head end) of a turn whose template input is a new head (`head`
+    messages: the body without its history changed, a system prompt with a new billing
+    hash) followed by the previous turn's messages after its head and new messages; None
+    when the template has no `splice.HEADS` entry or a check fails.
+
+    By `HEADS`, with H, H' the two heads, M the previous messages and N the new ones, none
+    a system or developer message: the previous text is T(H)[:-|G|] + P(M) + G and this
+    one T(H')[:-|G|] + P(M) + P(N) + G, where T(H' + N) = T(H')[:-|G|] + P(N) + G. So it is
+    the new head's render, the previous text between its head's end (`Turn.head_end`) and
+    G, then the tail of the render of H' + N: two renders of the head and the new messages,
+    none of the history. Segments: those of the two renders, and the previous turn's
+    between, moved by the change of the head's length, joined where they meet as one walk
+    over the whole text joins them."""
+    generation = HEADS.get(tok.name)
+    end = previous.head_end
+    if generation is None or end is None or previous.messages is None or \
+            previous.head > len(previous.messages):
+        return None
+    kept = len(previous.messages) - previous.head  # M
+    if len(messages) < head + kept or not heads_split(messages, head):
+        return None
+    base = messages[:head]
+    with marks_active(True):
+        before = render_marked(tok.chat_template, base, tools, marker, tok.template_vars)
+        after = render_marked(tok.chat_template, base + messages[head + kept:], tools, marker,
+                              tok.template_vars)
+    old = previous.prompt.text
+    cut = len(before) - len(generation)
+    if not (before.endswith(generation) and old.endswith(generation)
+            and after.startswith(before[:cut]) and end <= len(old) - len(generation)):
+        return None
+    top, tail = strip_marks(before[:cut]), strip_marks(after[cut:])
+    if not (top.balanced and tail.balanced):
+        return None
+    stop = len(old) - len(generation)
+    shift = len(top.text) - end
+    segments = _joined_segments(top, marker, previous.prompt.segments, end, stop, shift, tail)
+    return top.text + old[end:stop] + tail.text, segments, len(top.text)
+
+
+def _joined_segments(top: Stripped, marker: Marker, old: tuple[Segment, ...], lo: int,
+                     hi: int, shift: int, tail: Stripped) -> tuple[Segment, ...]:
+    """The segments of ``top.text + old_text[lo:hi] + tail.text``: `top`'s runs, `old`'s
+    segments cut to [lo, hi) and moved by `shift` (= len(top.text) - lo), then `tail`'s
+    runs, spans of one path that meet joined as `_segments` joins runs. `old` partitions
+    its text, so two of its neighbours never share a path: only the two joins can merge."""
+    paths, kinds = marker.paths, marker.kinds
+
+    def extend(spans: list[list[Any]], path: str, kind: str, start: int, stop: int) -> None:
+        if start == stop:
+            return
+        if spans and spans[-1][0] == path and spans[-1][3] == start:
+            spans[-1][1], spans[-1][3] = kind, stop
+        else:
+            spans.append([path, kind, start, stop])
+
+    def runs(spans: list[list[Any]], stripped: Stripped, at: int) -> None:
+        for start, stop, owner in stripped.runs:
+            if owner == TEMPLATE:
+                extend(spans, TEMPLATE_PATH, "template", start + at, stop + at)
+            else:
+                extend(spans, paths[owner], kinds[owner], start + at, stop + at)
+
+    first: list[list[Any]] = []
+    runs(first, top, 0)
+    inner: tuple[Segment, ...] = ()
+    last = first
+    if lo < hi:
+        i = bisect_right(old, lo, key=_char_start) - 1
+        j = bisect_right(old, hi - 1, key=_char_start) - 1
+        a, b = old[i], old[j]
+        extend(first, a.path, a.kind, lo + shift, min(a.char_end, hi) + shift)
+        if j > i:
+            inner = old[i + 1: j]
+            if shift:
+                inner = tuple([Segment(s.path, s.kind, s.char_start + shift, s.char_end + shift)
+                               for s in inner])
+            last = [[b.path, b.kind, b.char_start + shift, hi + shift]]
+    runs(last, tail, hi + shift)
+    made = tuple([Segment(*span) for span in first])
+    if last is first:
+        return made
+    return made + inner + tuple([Segment(*span) for span in last])
+
+
+def _char_start(segment: Segment) -> int:
+    return segment.char_start
 
 
 def _scan_body(body: dict[str, Any], parts: tuple[bytes, bytes] | None = None,

@@ -195,3 +195,9 @@ SPLICES: dict[str, SpliceRule] = {
 # any_system(H + M) = any_system(H) and ns.system(H + M) = ns.system(H), so
 # T(H + M) = T(H)[:-|G|] + sum of P(m) over M + G.
 HEADS: dict[str, str] = {"deepseek-v4": "<｜Assistant｜>"}
+
+
+def heads_split(conversation: Sequence[Any], head: int) -> bool:
+    """Is `HEADS`' precondition met by a template input whose first `head` messages are
+    its head: none of the messages after them a system or developer one?"""
+    return not any(_system(m) for m in conversation[head:])
