@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 from _render_helpers import anthropic_bodies, make_request, texts
 from conftest import REAL, ROOT
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -265,6 +266,27 @@ class TestSpliceEqualsTheWholeRender:
             assert turn is not None and turn.head_end == len(head)
             assert got.text.startswith(head)
         assert len(calls) == 1
+
+    @SETTINGS
+    @given(messages=st.lists(anthropic_messages(), min_size=0, max_size=6), data=st.data())
+    def test_a_history_of_the_previous_objects_is_cut_as_dumping_it_whole(self, messages,
+                                                                         data):
+        """A body whose history starts with the previous turn's very item objects has its
+        JSON parts taken from that turn plus the new items' (`render._raw_parts`): equal
+        to orjson's dump of the whole body, cut the same way."""
+        import importlib
+
+        module = importlib.import_module("prefixscope.prompt.render")
+        k = data.draw(st.integers(0, len(messages)))
+        system = [{"type": "text", "text": data.draw(texts)}]
+        earlier = make_request({"system": system, "messages": messages[:k]},
+                               endpoint="anthropic-messages")
+        _, turn = render_turn(earlier, RenderOptions(tokenizer="deepseek-v4"))
+        assume(turn is not None)
+        body = {"system": system, "messages": list(messages)}
+        whole = (orjson.dumps({"system": system}), orjson.dumps(messages))
+        assert module._raw_parts(body, "messages", turn) == whole
+        assert module._raw_parts(body, "messages") == whole
 
     def test_a_rewritten_history_is_rendered_whole_and_still_equal(self):
         first = {"messages": [{"role": "user", "content": "a"},

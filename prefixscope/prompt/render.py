@@ -26,6 +26,7 @@ over by aligning the two texts (``attribution="aligned"``).
 from __future__ import annotations
 
 import difflib
+import operator
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -215,9 +216,12 @@ class Turn:
     items: bytes  # JSON of that list without its closing bracket
     count: int  # its length
     table: tuple[tuple[str, ...], tuple[str, ...]]  # the marker's paths and kinds
-    conversation: bytes  # JSON of the template input's messages (marks included), open
+    # JSON of the template input's messages (marks included), open, and of its tools; empty
+    # where `messages` is kept (a view that maps each message on its own: the next turn's
+    # input holds these very message objects, `_appended_input`, no JSON compared)
+    conversation: bytes
     length: int  # how many template messages
-    tools: bytes  # JSON of the template input's tools
+    tools: bytes
     prompt: Prompt
     # The template input itself and the marker that registered its objects, where the
     # conversion maps each logged message on its own (`_appended_input`); else None.
@@ -227,6 +231,10 @@ class Turn:
     # Where the head's text ends in `prompt.text` (T(H)[:-|G|] of `splice.HEADS`), for a
     # template there and a view that maps messages; else None.
     head_end: int | None = None
+    # The body's history list itself (its items JSON is `items`): a later body whose
+    # history starts with these very objects extends it without dumping them again
+    # (bodies are never written, `Store.iter_requests`' shared parts)
+    logged: list[Any] | None = None
 
 
 def render_turn(request: Request, options: RenderOptions | None = None,
@@ -265,7 +273,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
 
     listed = _history(body, endpoint)
     # the body's JSON in two parts (the rest, the history): scanned, and compared below
-    parts = _raw_parts(body, listed) if listed is not None else None
+    parts = _raw_parts(body, listed, previous) if listed is not None else None
     reserved, surrogates = _scan_body(body, parts, previous)
     rule = _splice_rule(tok) if not (reserved or surrogates) else None
     key = (renderer, endpoint, proxy)
@@ -295,12 +303,16 @@ def render_turn(request: Request, options: RenderOptions | None = None,
         if keep and rule is not None and _maps_messages(endpoint, proxy):
             head = len(_template_input(endpoint, {**body, "messages": []}, profile, proxy,
                                        plan, tok, Marker(enabled=False))[0])
+    mapped = _maps_messages(endpoint, proxy)
     conversation = tools_json = None
-    if rule is not None and (keep or seed is not None):
+    if rule is not None and (keep or seed is not None) and not mapped:
         conversation, tools_json = _json(messages), _json(tools)
     spliced = None
     head_end = None
-    if seed is not None and rule is not None and conversation is not None:
+    if seed is not None and rule is not None and (
+            conversation is not None or (mapped and appended is not None)):
+        # (mapped and appended: the input is the previous one's messages, these very
+        # objects, then new ones; the tools are None in both)
         spliced = _splice(rule, seed, messages, tools, conversation, tools_json, marker, tok)
         head_end = seed.head_end
     elif grown is not None and appended is not None:  # the head changed, the history grew
@@ -312,8 +324,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     else:
         text, segments, attribution = _whole(tok, messages, tools, marker, reserved, notes,
                                              endpoint, body, profile, proxy, plan)
-        if keep and rule is not None and attribution == "exact" and \
-                _maps_messages(endpoint, proxy):
+        if keep and rule is not None and attribution == "exact" and mapped:
             head_end = _head_end(tok, messages[:head], tools, marker, text)
     if surrogates and _SURROGATE_RE.search(text):
         text = _SURROGATE_RE.sub("\ufffd", text)
@@ -330,14 +341,14 @@ def render_turn(request: Request, options: RenderOptions | None = None,
         notes=tuple(notes),
     )
     turn = None
-    if keep and raw is not None and conversation is not None and tools_json is not None \
-            and attribution == "exact" and history is not None:
-        mapped = _maps_messages(endpoint, proxy)
+    if keep and raw is not None and attribution == "exact" and history is not None and (
+            mapped or (conversation is not None and tools_json is not None)):
         turn = Turn(key, history, raw[0], raw[1][:-1], len(body[history]),
-                    (tuple(marker.paths), tuple(marker.kinds)), conversation[:-1],
-                    len(messages), tools_json, prompt,
+                    (tuple(marker.paths), tuple(marker.kinds)),
+                    b"" if mapped or conversation is None else conversation[:-1],
+                    len(messages), tools_json or b"", prompt,
                     messages if mapped else None, marker if mapped else None, head,
-                    head_end if mapped else None)
+                    head_end if mapped else None, body[history])
     return prompt, turn
 
 
@@ -467,11 +478,24 @@ def _json(value: Any) -> bytes | None:
         return None
 
 
-def _raw_parts(body: dict[str, Any], history: str) -> tuple[bytes, bytes] | None:
+def _raw_parts(body: dict[str, Any], history: str, previous: Turn | None = None
+               ) -> tuple[bytes, bytes] | None:
     """(JSON of the body without `history`, JSON of `history`): key order kept, so equal
-    bytes are equal input to marking."""
+    bytes are equal input to marking. `previous`: a turn whose history's items, these very
+    objects, start this one's: their JSON is taken from it, only the new items dumped
+    (a JSON array is its items' texts joined by commas)."""
     rest = _json({k: v for k, v in body.items() if k != history})
-    items = _json(body[history])
+    listed = body[history]
+    logged = previous.logged if previous is not None and previous.history == history \
+        else None
+    if logged is not None and len(listed) >= len(logged) and \
+            all(map(operator.is_, listed[:len(logged)], logged)):
+        assert previous is not None
+        new = _json(listed[len(logged):])
+        items = None if new is None else \
+            previous.items + (b"," if logged and len(new) > 2 else b"") + new[1:]
+    else:
+        items = _json(listed)
     return None if rest is None or items is None else (rest, items)
 
 
@@ -494,14 +518,17 @@ def _extends(previous: Turn, raw: tuple[bytes, bytes]) -> bool:
 
 
 def _splice(rule: SpliceRule, previous: Turn, messages: list[dict[str, Any]],
-            tools: list[dict[str, Any]] | None, conversation: bytes, tools_json: bytes | None,
-            marker: Marker, tok: Tokenizer) -> tuple[str, tuple[Segment, ...]] | None:
+            tools: list[dict[str, Any]] | None, conversation: bytes | None,
+            tools_json: bytes | None, marker: Marker, tok: Tokenizer
+            ) -> tuple[str, tuple[Segment, ...]] | None:
     """(text, segments) of the previous text with the new messages' part (module
     `splice`), or None when the template input does not extend the previous one's or a
-    check fails (then the request is rendered whole)."""
+    check fails (then the request is rendered whole). `conversation` None: the caller
+    knows the input extends the previous one's (`_appended_input`: its very objects)."""
     n = previous.length
-    if tools_json != previous.tools or len(messages) < n or \
-            not _continues(previous.conversation, n, conversation):
+    if len(messages) < n or conversation is not None and (
+            tools_json != previous.tools or
+            not _continues(previous.conversation, n, conversation)):
         return None
     ctx = rule.context(messages, n)
     if ctx is None:
