@@ -267,6 +267,31 @@ class TestSpliceEqualsTheWholeRender:
             assert got.text.startswith(head)
         assert len(calls) == 1
 
+    @pytest.mark.parametrize("name", sorted(HEADS))
+    def test_head_tokens_are_the_tokenizers_own_ids_of_the_head(self, name):
+        """`Turns.head_tokens`: the first h ids of each turn are the library's ids of the
+        head text alone (the body without messages, rendered whole, less G), whether the
+        turn was rendered whole, spliced or spliced after a new head."""
+        options = RenderOptions(tokenizer=name)
+        turns = Turns(options)
+        listed: list[dict[str, Any]] = []
+        previous = None
+        for k in range(4):
+            listed = [*listed, {"role": "user", "content": f"question {k} ünïcödé"},
+                      {"role": "assistant", "content": f"answer {k}"}]
+            body = {"system": [{"type": "text", "text": "x-anthropic-billing-header: "
+                                f"cch={k // 2:05x}; é"}],
+                    "messages": listed}
+            request = make_request(body, endpoint="anthropic-messages", id=f"r{k}")
+            tokens = turns.tokens_many([request], [previous])[0]
+            head = render(make_request({**body, "messages": []}, endpoint="anthropic-messages"),
+                          options).text[:-len(HEADS[name])]
+            expected = whole_ids(name, head)
+            h = turns.head_tokens(request.id)
+            assert h == len(expected)
+            assert np.array_equal(tokens.ids[:h], expected)
+            previous = request.id
+
     @SETTINGS
     @given(messages=st.lists(anthropic_messages(), min_size=0, max_size=6), data=st.data())
     def test_a_history_of_the_previous_objects_is_cut_as_dumping_it_whole(self, messages,

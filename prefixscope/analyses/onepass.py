@@ -183,7 +183,8 @@ class _Walk:
         for request, tok in zip(pending, results, strict=True):
             preparer = self._preparer(request)
             if preparer is not None and preparer.renders(request):
-                self._prepared(preparer, request, lambda p, r=request, t=tok: p.rendered(r, t))
+                self._prepared(preparer, request, lambda p, r=request, t=tok: p.rendered(
+                    r, t, self.turns.head_tokens(r.id)))
             elif preparer is not None:  # rendered for its pairs only
                 self._prepared(preparer, request, lambda p, r=request: p.plain(r))
             self._met(request, tok)

@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from prefixscope.model import Request
 from prefixscope.prompt import Prompt, RenderError, RenderOptions
 from prefixscope.prompt.render import Turn, render_turn
+from prefixscope.prompt.splice import heads_split
 from prefixscope.tokenizers import Encoded, load_tokenizer
 from prefixscope.tokens.tokenize import PieceCache, Tokens, _with_segments, piece_cache
 
@@ -126,6 +129,31 @@ class Turns:
         """The held tokens of a request (None: not tokenized here, or forgotten)."""
         held = self.held.get(request_id)
         return held.tokens if held is not None else None
+
+    def head_tokens(self, request_id: str) -> int | None:
+        """How many of a held request's token ids spell its prompt's head, where its
+        template splits there (`splice.HEADS`: the head is T(H)[:-|G|] of the body without
+        its history, `Turn.head_end`, and no later template message is a system one) and
+        the token after them is a split token; None where that is not proved.
+
+        Proof: the ids are the tokenization of the prompt, so their first h spell its
+        first ``sum(byte lengths)`` bytes; equal to the head's UTF-8 length, they spell the
+        head exactly. A what-if that changes the head alone then keeps the ids after it
+        (`simulate.prepare.head_swapped`) without rendering this head again."""
+        held = self.held.get(request_id)
+        turn = held.turn if held is not None else None
+        if held is None or turn is None or turn.head_end is None or turn.messages is None:
+            return None
+        tokens = held.tokens
+        tok = load_tokenizer(tokens.prompt.tokenizer)
+        lengths = tok.byte_lengths
+        if lengths is None or not heads_split(turn.messages, turn.head):
+            return None
+        h = int(np.searchsorted(tokens.char_starts, turn.head_end))
+        if h >= len(tokens.ids) or int(tokens.ids[h]) not in piece_cache(tok).split_ids:
+            return None
+        head = tokens.prompt.text[:turn.head_end].encode("utf-8", "surrogatepass")
+        return h if int(lengths[tokens.ids[:h]].sum()) == len(head) else None
 
     def forget(self, request_id: str) -> None:
         """No later request reads this one's state: let it go."""

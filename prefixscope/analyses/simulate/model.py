@@ -168,6 +168,9 @@ class _Prepared:
     # What vLLM adds to the first block's hash (a request's ``cache_salt``): requests of
     # different namespaces never share a block.
     namespace: str | None = None
+    # How many of the prompt's ids spell its head, the template splitting there
+    # (`Turns.head_tokens`): a what-if that edits the head alone keeps the ids after them
+    head: int | None = None
 
     @property
     def n_tokens(self) -> int:

@@ -47,7 +47,7 @@ def prepare(store: Store, options: SimulateOptions,
         nonlocal seen
         results = turns.tokens_many(pending, [preparer.links.prev(r.id) for r in pending])
         for request, tok in zip(pending, results, strict=True):
-            preparer.rendered(request, tok)
+            preparer.rendered(request, tok, turns.head_tokens(request.id))
         for request in pending:
             for rid in preparer.done(request.id):
                 turns.forget(rid)
@@ -148,7 +148,8 @@ class _WhatIf:
             preparer.reused(request, ids, mine)
             self._forget(request.id)
         elif mine is not None and ids is not None and not preparer.by_blocks and \
-                (swapped := head_swapped(request, self.before, self.after, ids)) is not None:
+                (swapped := head_swapped(request, self.before, self.after, ids,
+                                         mine.head)) is not None:
             self._flush()
             preparer.reused(request, swapped, mine)
             self._forget(request.id)
@@ -174,18 +175,19 @@ class _WhatIf:
         results = self.turns.tokens_many(pending, [self.preparer.links.prev(r.id)
                                                    for r in pending])
         for request, tok in zip(pending, results, strict=True):
-            self.preparer.rendered(request, tok)
+            self.preparer.rendered(request, tok, self.turns.head_tokens(request.id))
         for request in pending:
             self._forget(request.id)
         pending.clear()
 
 
 def head_swapped(request: Request, before: RenderOptions, after: RenderOptions,
-                 ids: np.ndarray) -> np.ndarray | None:
+                 ids: np.ndarray, head: int | None = None) -> np.ndarray | None:
     """The token ids of `request` rendered with `after`, from `ids` (its ids rendered with
     `before`), when the two renders differ in their head alone (`prompt.head_text`): the
     ids of the new head, then those of `ids` after the old head. None where that is not
-    proved (the caller renders the request).
+    proved (the caller renders the request). `head`: how many of `ids` spell the old head,
+    proved where they were made (`Turns.head_tokens`; the old head is then not rendered).
 
     Why the ids split there: `ids[:h]` being the ids of the old head text H means those h
     tokens spell H (byte-level tokens spell their text), so token h spells the text right
@@ -193,11 +195,18 @@ def head_swapped(request: Request, before: RenderOptions, after: RenderOptions,
     where its tokenization provably splits (`tokens.tokenize`), so `ids[h:]` are the ids of
     the rest alone -- and the what-if's prompt is the new head followed by that very rest,
     cut at that same occurrence."""
-    old, new = head_text(request, before), head_text(request, after)
-    if old is None or new is None or old[1] != new[1]:
+    new = head_text(request, after)
+    if new is None:
         return None
-    cache = piece_cache(load_tokenizer(old[1]))
-    h = _spelling(cache, old[0], ids)
+    h: int | None = head
+    if h is not None:  # (`before` and `after` differ in their what-ifs: one tokenizer)
+        cache = piece_cache(load_tokenizer(new[1]))
+    else:
+        old = head_text(request, before)
+        if old is None or old[1] != new[1]:
+            return None
+        cache = piece_cache(load_tokenizer(old[1]))
+        h = _spelling(cache, old[0], ids)
     if h is None or h >= len(ids) or int(ids[h]) not in cache.split_ids:
         return None
     swapped = _head_ids(cache, new[0])
@@ -301,8 +310,10 @@ class Preparer:
         return (self.by_blocks and not anthropic_body) or (request.body is None
                                                            and request.block_hashes is None)
 
-    def rendered(self, request: Request, tok: Tokens | RenderError) -> None:
-        """A request `renders` says is rendered, with its tokens (or why it cannot be)."""
+    def rendered(self, request: Request, tok: Tokens | RenderError,
+                 head: int | None = None) -> None:
+        """A request `renders` says is rendered, with its tokens (or why it cannot be);
+        `head`: how many of them spell its head (`Turns.head_tokens`)."""
         if isinstance(tok, RenderError):
             reason = f"cannot render: {str(tok).splitlines()[0]}"
             self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -310,7 +321,7 @@ class Preparer:
         blocks, breakpoints = (_anthropic_blocks(tok, request.body or {})
                                if self.by_blocks else (None, ()))
         self._add(request, tok.ids, tok.prompt.approximate, blocks, breakpoints,
-                  _output_ids(request, self.options))
+                  _output_ids(request, self.options), head)
 
     def reused(self, request: Request, ids: np.ndarray, entry: _Prepared) -> None:
         """A request `renders` says is rendered, whose prompt is the one `entry` (its entry
@@ -322,7 +333,8 @@ class Preparer:
 
     def _add(self, request: Request, full: np.ndarray, approximate: bool,
              blocks: tuple[tuple[str, int], ...] | None,
-             breakpoints: tuple[tuple[int, float], ...], output: np.ndarray | None) -> None:
+             breakpoints: tuple[tuple[int, float], ...], output: np.ndarray | None,
+             head: int | None = None) -> None:
         prev, compacted = self.links.prev_of.get(request.id, (None, False))
         ids, base, shared, resumed = full, None, 0, None
         if prev is not None and prev in self._live:
@@ -336,7 +348,8 @@ class Preparer:
             output, None, 0, 0,
             logged_prompt=request.usage.prompt_tokens, approximate=approximate,
             blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
-            base=base, shared=shared, resumed=resumed, namespace=_namespace(request)))
+            base=base, shared=shared, resumed=resumed, namespace=_namespace(request),
+            head=head))
 
     def plain(self, request: Request) -> None:
         """A request `renders` says is not rendered: from its usage, or a block-hash trace."""
