@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from prefixscope.analyses.simulate import SimulateOptions, prepare
 from prefixscope.analyses.simulate.prepare import prepare_what_if
 from prefixscope.prompt import RenderError, RenderOptions, render
-from prefixscope.prompt.render import what_if_changes
+from prefixscope.prompt.render import BillingScan, what_if_changes
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 
@@ -58,6 +58,40 @@ def test_a_request_said_unchanged_renders_to_the_same_prompt(store: Store) -> No
                 assert _prompt(request, RenderOptions(what_if=(transform,))) == before, \
                     (request.id, transform)
     assert kept  # the proof is used on these logs
+
+
+def test_a_scan_threaded_through_each_session_answers_as_dumping_each_body(
+        store: Store) -> None:
+    """`BillingScan`: a body whose history starts with its predecessor's very items has
+    only its other fields and new items searched; the answer is the whole dump's."""
+    from prefixscope.analyses.simulate.prepare import Links
+
+    links = Links.of(store)
+    scan = BillingScan()
+    shortcut = 0
+    for request in store.iter_requests():
+        previous = links.prev(request.id)
+        shortcut += previous is not None and previous in scan._clean
+        for transform in TRANSFORMS:
+            assert what_if_changes(request, RenderOptions(), (transform,), scan, previous) \
+                == what_if_changes(request, RenderOptions(), (transform,)), request.id
+    assert shortcut  # the predecessor's history was found clean and taken
+
+
+def test_a_billing_header_in_a_new_message_after_a_clean_history_is_found() -> None:
+    from factories import make_request
+
+    history: list[Any] = [{"role": "user", "content": "hi"},
+                          {"role": "assistant", "content": "hello"}]
+    first = make_request("r1", body={"system": "be brief", "messages": history})
+    later = [*history, {"role": "user", "content": [
+        {"type": "text", "text": "x-anthropic-billing-header: cch=00000;"}]}]
+    second = make_request("r2", body={"system": "be brief", "messages": later})
+    scan = BillingScan()
+    assert scan.holds(first) is False
+    assert scan.holds(second, "r1") is True
+    marked = make_request("r3", body={"system": "\U0010e000", "messages": later[:2]})
+    assert scan.holds(marked, "r1") is True  # a marks character in the rest
 
 
 def test_the_billing_header_and_a_hoisting_gateway_are_changes() -> None:

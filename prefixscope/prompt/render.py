@@ -819,8 +819,54 @@ def align_runs(src: str, runs: tuple[tuple[int, int, int], ...], dst: str
     return tuple(result)
 
 
-def what_if_changes(request: Request, options: RenderOptions, transforms: tuple[str, ...]
-                    ) -> bool:
+class BillingScan:
+    """Whether a body holds the billing header's prefix, or a character of the marks'
+    range, in any of its strings (`what_if_changes`), for a session's bodies in order: a
+    body whose history starts with its predecessor's very items (a store's shared parts;
+    bodies are never written) has them found clean already, and only the rest of the body
+    and its new items are dumped and searched. Every string lies whole in one part."""
+
+    def __init__(self) -> None:
+        self._clean: dict[str, list[Any]] = {}  # request id -> its history, found clean
+
+    def holds(self, request: Request, previous: str | None = None) -> bool | None:
+        """Does `request`'s body hold either anywhere? None: it cannot be dumped (lone
+        surrogates). `previous`: its session predecessor, scanned here before."""
+        body = request.body
+        if not isinstance(body, dict):
+            return None
+        endpoint = request.endpoint if request.endpoint in KNOWN_ENDPOINTS else _detect(body)
+        history = _history(body, endpoint)
+        known = self._clean.get(previous) if previous is not None else None
+        try:
+            if history is None:
+                rest, items, listed = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS), b"", None
+            else:
+                listed = body[history]
+                start = len(known) if known is not None and len(listed) >= len(known) and \
+                    all(map(operator.is_, listed[:len(known)], known)) else 0
+                rest = orjson.dumps({k: v for k, v in body.items() if k != history},
+                                    option=orjson.OPT_NON_STR_KEYS)
+                items = orjson.dumps(listed[start:], option=orjson.OPT_NON_STR_KEYS)
+        except (TypeError, orjson.JSONEncodeError):
+            return None
+        in_items = _holds_header(items)
+        if listed is not None and not in_items:
+            self._clean[request.id] = listed
+        return in_items or _holds_header(rest)
+
+    def forget(self, request_id: str) -> None:
+        """No later body starts with this one's history."""
+        self._clean.pop(request_id, None)
+
+
+def _holds_header(raw: bytes) -> bool:
+    return BILLING_PREFIX.encode() in raw or b"\xf4" in raw \
+        or _RESERVED_ESCAPE_RE.search(raw) is not None
+
+
+def what_if_changes(request: Request, options: RenderOptions, transforms: tuple[str, ...],
+                    scan: BillingScan | None = None, previous: str | None = None) -> bool:
     """May rendering `request` with `options.what_if` plus `transforms` give another prompt
     (text, segments, tokens) than with `options`? False only where it provably cannot, so
     a what-if replay keeps such a request's tokens instead of rendering it again.
@@ -839,22 +885,20 @@ def what_if_changes(request: Request, options: RenderOptions, transforms: tuple[
       ``no_hoist`` is read by that profile's conversion only (`to_upstream`'s ``hoist``).
 
     tests/test_whatif_reuse.py renders every body of the sample and real logs both ways
-    where this says False and finds the same prompt.
+    where this says False and finds the same prompt. `scan`, `previous`: a session's
+    bodies scanned in order, and this one's predecessor (`BillingScan`).
     """
     body = request.body
     if not isinstance(body, dict):
         return True
     endpoint = request.endpoint if request.endpoint in KNOWN_ENDPOINTS else _detect(body)
-    raw: bytes | None = None
+    held: bool | None = False
+    scanned = False
     for name in transforms:
         if name == "strip-billing-header":
-            if raw is None:
-                try:
-                    raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
-                except (TypeError, orjson.JSONEncodeError):
-                    return True  # lone surrogates: not worth proving
-            if BILLING_PREFIX.encode() in raw or b"\xf4" in raw \
-                    or _RESERVED_ESCAPE_RE.search(raw) is not None:
+            if not scanned:
+                held, scanned = (scan or BillingScan()).holds(request, previous), True
+            if held is None or held:  # (None: lone surrogates, not worth proving)
                 return True
         elif name == "no-hoist":
             try:

@@ -22,7 +22,7 @@ from prefixscope.analyses.simulate.model import (
 )
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
-from prefixscope.prompt.render import head_text
+from prefixscope.prompt.render import BillingScan, head_text
 from prefixscope.store import Store
 from prefixscope.tokenizers import load_tokenizer
 from prefixscope.tokens import PieceCache, Tokens, Turns, common_prefix_length, piece_cache
@@ -128,6 +128,7 @@ class _WhatIf:
         self.entry = next(self.entries, None)
         self.pending: list[Request] = []
         self.batch = render_batch()
+        self.scan = BillingScan()
 
     def feed(self, request: Request) -> None:
         from prefixscope.prompt.render import what_if_changes
@@ -143,7 +144,8 @@ class _WhatIf:
             preparer.plain(request)
             self._forget(request.id)
         elif mine is not None and ids is not None and \
-                not what_if_changes(request, self.before, self.transforms):
+                not what_if_changes(request, self.before, self.transforms, self.scan,
+                                    preparer.links.prev(request.id)):
             self._flush()
             preparer.reused(request, ids, mine)
             self._forget(request.id)
@@ -165,8 +167,10 @@ class _WhatIf:
     def _forget(self, request_id: str) -> None:
         for rid in self.preparer.done(request_id):
             self.turns.forget(rid)
+            self.scan.forget(rid)
         if not self.preparer.live_after(request_id):
             self.turns.forget(request_id)
+            self.scan.forget(request_id)
 
     def _flush(self) -> None:
         pending = self.pending
