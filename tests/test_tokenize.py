@@ -237,6 +237,31 @@ class TestSplitTokens:
         assert split_tokens(tok) == ("<c>",)
 
 
+class TestLastSplitEnd:
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(data=st.data())
+    def test_the_window_first_finds_the_last_occurrence(self, name, data):
+        """`PieceCache._last_split_end`, looking in a short window first (shrunk here to a
+        few characters), is the end of the last split token wholly inside the range, as
+        read off every position of it."""
+        import prefixscope.tokens.tokenize as module
+
+        cache = CACHES[name]
+        splitters = list(cache.splitters)
+        assume(splitters)
+        parts = data.draw(st.lists(st.one_of(st.sampled_from(splitters),
+                                             st.text("ab<|｜ \n", max_size=6)), max_size=12))
+        text = "".join(parts)
+        start = data.draw(st.integers(0, len(text)))
+        end = data.draw(st.integers(start, len(text)))
+        expected = max((i + len(s) for i in range(start, end) for s in splitters
+                        if text.startswith(s, i) and i + len(s) <= end), default=start)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(module, "_SPLIT_WINDOW", data.draw(st.integers(1, 24)))
+            assert cache._last_split_end(text, end, start) == expected
+
+
 class TestCache:
     def test_second_render_of_a_request_reuses_every_piece(self):
         cache = PieceCache(load_tokenizer("qwen2.5"))

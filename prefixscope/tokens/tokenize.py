@@ -88,6 +88,10 @@ _Layout = tuple[list[int], list["int | tuple[np.ndarray, np.ndarray]"]]
 _Middle = tuple[int, int, int]
 
 
+# How far back from its end `PieceCache._last_split_end` first looks (characters).
+_SPLIT_WINDOW = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class Tokens:
     """A request's prompt as token ids, with the segment each token belongs to."""
@@ -211,6 +215,7 @@ class PieceCache:
                           if self.splitters else None)
         self._special_ids = tokenizer.added_token_ids
         self._split_ids = frozenset(self._special_ids[s] for s in self.splitters)
+        self._longest_split = max(map(len, self.splitters), default=0)
         # (ids, relative starts) of each split token, built once instead of per occurrence.
         self._special_pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -293,7 +298,17 @@ class PieceCache:
 
     def _last_split_end(self, text: str, end: int, start: int = 0) -> int:
         """End of the last split-token occurrence inside ``text[start:end]`` (`start`:
-        none)."""
+        none).
+
+        Looked for in the last `_SPLIT_WINDOW` characters first: an occurrence that
+        starts before the window ends before its start plus the longest split token, so
+        one found ending at or after that is the last (else the whole range is read)."""
+        lo = max(start, end - _SPLIT_WINDOW)
+        if lo > start:
+            found = max((at + len(s) for s in self.splitters
+                         if (at := text.rfind(s, lo, end)) >= 0), default=lo)
+            if found >= lo + self._longest_split:
+                return found
         return max((at + len(s) for s in self.splitters
                     if (at := text.rfind(s, start, end)) >= 0), default=start)
 
