@@ -117,10 +117,12 @@ def sessions(draw: Any) -> tuple[dict[str, Any], list[int]]:
 
 def _turns_of(bodies: list[dict[str, Any]], options: RenderOptions, endpoint: str) -> None:
     """Render the session turn by turn; each turn must be the whole render, and its tokens
-    the tokenizer's own ids of the whole text."""
+    the tokenizer's own ids of the whole text -- tokenized from the previous turn's ids
+    here, and by `Turns` (which also reads how much of the text the splice kept)."""
     turn = None
     name = options.tokenizer
     texts_so_far: list[tuple[str, Any]] = []
+    walked = Turns(options)
     for i, body in enumerate(bodies):
         request = make_request(body, endpoint=endpoint, id=f"r{i}")
         try:
@@ -132,6 +134,9 @@ def _turns_of(bodies: list[dict[str, Any]], options: RenderOptions, endpoint: st
             continue
         got, turn = render_turn(request, options, turn)
         assert got == expected
+        by_turns = walked.tokens_many([request], [f"r{i - 1}" if i else None])[0]
+        assert not isinstance(by_turns, RenderError)
+        assert np.array_equal(by_turns.ids, whole_ids(name, got.text))
         cache = CACHES[name]
         previous = None
         if texts_so_far:

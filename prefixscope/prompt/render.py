@@ -235,6 +235,7 @@ class Turn:
     # history starts with these very objects extends it without dumping them again
     # (bodies are never written, `Store.iter_requests`' shared parts)
     logged: list[Any] | None = None
+    kept: int = 0  # how many leading characters of `prompt.text` are the previous turn's
 
 
 def render_turn(request: Request, options: RenderOptions | None = None,
@@ -309,12 +310,15 @@ def render_turn(request: Request, options: RenderOptions | None = None,
         conversation, tools_json = _json(messages), _json(tools)
     spliced = None
     head_end = None
+    kept = 0  # leading characters of the text known to be the previous turn's
     if seed is not None and rule is not None and (
             conversation is not None or (mapped and appended is not None)):
         # (mapped and appended: the input is the previous one's messages, these very
         # objects, then new ones; the tools are None in both)
         spliced = _splice(rule, seed, messages, tools, conversation, tools_json, marker, tok)
         head_end = seed.head_end
+        if spliced is not None:  # the previous text up to its generation prompt, kept
+            kept = len(seed.prompt.text) - len(rule.generation)
     elif grown is not None and appended is not None:  # the head changed, the history grew
         moved = _splice_head(grown, messages, tools, head, marker, tok)
         if moved is not None:
@@ -348,7 +352,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
                     b"" if mapped or conversation is None else conversation[:-1],
                     len(messages), tools_json or b"", prompt,
                     messages if mapped else None, marker if mapped else None, head,
-                    head_end if mapped else None, body[history])
+                    head_end if mapped else None, body[history], kept)
     return prompt, turn
 
 

@@ -119,11 +119,19 @@ class Turns:
             if isinstance(found, RenderError) or place[prev] not in at or \
                     found[0].tokenizer != prompt.tokenizer:
                 return None
-            return found[0].text, at[place[prev]], 0
+            return found[0].text, at[place[prev]], self._kept(rendered[i])
         held = self.held.get(prev) if prev not in place else None
         if held is None or held.tokens.prompt.tokenizer != prompt.tokenizer:
             return None
-        return held.tokens.prompt.text, Encoded(held.tokens.ids, held.tokens.char_starts), 0
+        return held.tokens.prompt.text, Encoded(held.tokens.ids, held.tokens.char_starts), \
+            self._kept(rendered[i])
+
+    @staticmethod
+    def _kept(rendered: tuple[Prompt, Turn | None] | RenderError) -> int:
+        """Leading characters of a render known to be its predecessor's (`Turn.kept`: the
+        render was spliced onto the predecessor's `Turn`, whose prompt is the one held)."""
+        turn = None if isinstance(rendered, RenderError) else rendered[1]
+        return turn.kept if turn is not None else 0
 
     def get(self, request_id: str) -> Tokens | None:
         """The held tokens of a request (None: not tokenized here, or forgotten)."""
