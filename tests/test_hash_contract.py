@@ -140,3 +140,19 @@ def test_chain_hashes_are_xxh3_64_seeded_with_the_parent():
 def test_text_hash64_is_xxh3_64_of_the_utf8_bytes():
     assert text_hash64("caf\u00e9") == xxhash.xxh3_64_intdigest(b"caf\xc3\xa9")
     assert text_hash64(b"raw", seed=7) == xxhash.xxh3_64_intdigest(b"raw", seed=7)
+
+
+def test_whitespace_is_folded_at_every_character_the_contracts_regex_calls_space():
+    """The folded hash's "whitespace runs" are re's ``\\s+`` (the contract): the fold,
+    made with str.split(), agrees with that regex on every code point, alone and in runs
+    between letters."""
+    import re
+    import sys
+
+    from prefixscope.model.hashing import fold_whitespace
+
+    space = re.compile(r"\s+")
+    for code in range(sys.maxunicode + 1):
+        c = chr(code)
+        text = f"{c}a{c}{c}b {c}"
+        assert fold_whitespace(text) == space.sub(" ", text).strip(), hex(code)
