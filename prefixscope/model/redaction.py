@@ -33,7 +33,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 MASK = "•"
@@ -268,6 +268,8 @@ class Redactor:
         return "".join(out)
 
     def _walk(self, obj: Any) -> Any:
+        if type(obj) in _PLAIN:  # most of a report: counts, rates, flags
+            return obj
         if isinstance(obj, str):
             return self.text(obj)
         # Containers and dataclasses come back as they were when nothing in them is
@@ -289,15 +291,22 @@ class Redactor:
             return walked if isinstance(obj, list) else tuple(walked)
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             changed = {}
-            for f in dataclasses.fields(obj):
-                if not f.init:
-                    continue
-                old = getattr(obj, f.name)
+            for name in _init_fields(type(obj)):
+                old = getattr(obj, name)
                 new = self._walk(old)
                 if new is not old:
-                    changed[f.name] = new
+                    changed[name] = new
             return dataclasses.replace(obj, **changed) if changed else obj
         return obj
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})  # nothing to mask in them
+
+
+@cache
+def _init_fields(kind: type) -> tuple[str, ...]:
+    """The fields a dataclass's __init__ takes (what `dataclasses.replace` may set)."""
+    return tuple(f.name for f in dataclasses.fields(kind) if f.init)
 
 
 def _whole(value: str) -> str:
