@@ -31,7 +31,6 @@ then a hit on it while only the newer copy survives: a few capacities, rarely.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
 from typing import ClassVar
 
 import numpy as np
@@ -205,15 +204,34 @@ class _Sweep:
             tuple(self._tainted), self._exact)
 
 
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """One request `VllmSweep.step` was given, as its replay needs it: which kept prompt's
+    first `shared` keys are its own (`base`, -1: none), the keys after them (`tail`), the
+    output's keys it caches (`extra`), and its sizes."""
+
+    base: int
+    shared: int
+    tail: np.ndarray  # uint64
+    extra: np.ndarray  # uint64
+    n_full: int
+    n_tokens: int
+    blocks: int  # blocks it allocates (prompt and output)
+
+
 class VllmSweep(_Sweep):
     """`VllmEngine` replayed one request after another (its `step`), at every capacity at
     once (see the module docstring).
 
-    Each distinct key gets a slot once (a dict lookup), its entry's timestamp is an array
-    element: a request's hit blocks are re-stamped in one numpy assignment. A prompt
-    whose first keys the caller cut from an earlier prompt's (`prefix`: an agent's next
-    turn extends its last one) takes those keys' slots from that prompt (stepped with
-    `keep`), so only its new keys are looked up."""
+    The requests are staged as they come and replayed in `result`: each distinct key gets
+    a slot, numbered once for the whole log by one sort of every key a request does not
+    take from its base (`np.unique`: a key was seen before a request exactly when it first
+    occurs among the earlier requests' keys, as every key a request holds is one it or an
+    earlier request listed), and its entry's timestamp is an array element: a request's
+    hit blocks are re-stamped in one numpy assignment. A prompt whose first keys the caller
+    cut from an earlier prompt's (`prefix`: an agent's next turn extends its last one)
+    takes those keys' slots from that prompt (stepped with `keep`), so only its own keys
+    are sorted."""
 
     name: ClassVar[str] = "vllm"
 
@@ -223,13 +241,10 @@ class VllmSweep(_Sweep):
         super().__init__()
         self.unit = block_size
         self.cache_output = cache_output
-        self._slot: dict[int, int] = {}  # key -> its slot
-        self._stamp = np.zeros(1 << 16, dtype=np.int64)  # slot -> (first-inserted) timestamp
-        self._copied = np.zeros(1 << 16, dtype=bool)  # slot -> has later copies
-        self._copies: dict[int, list[int]] = {}  # slot -> timestamps of its later copies
-        self._kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(keys) -> keys, slots
-        self._blocks = 0  # blocks the previous request held
-        self._free = False  # ... and whether one of them had no hash
+        self._staged: list[_Staged] = []
+        # id(keys) of a prompt stepped with `keep` -> (its keys, its staged index)
+        self._kept: dict[int, tuple[np.ndarray, int]] = {}
+        self._done: SweepResult | None = None
 
     def step(self, prompt: Units, *, sequence: Units | None = None,
              prefix: tuple[Units, int] | None = None, keep: bool = False) -> None:
@@ -237,109 +252,110 @@ class VllmSweep(_Sweep):
         earlier prompt stepped with `keep` and not `forget`-ten, k): `prompt`'s first k
         keys are probably that prompt's first k (a hint, checked: the result is the same
         without it)."""
+        if self._done is not None:
+            raise RuntimeError("step after result")
         bs = self.unit
         n_full, n_tokens = prompt.n_full, prompt.n_tokens
-        h_max = (n_tokens - 1) // bs if n_tokens else 0
         # (the kept keys hold their id: no other live array has it)
         known = self._kept.get(id(prefix[0].keys)) if prefix is not None else None
-        head = None
+        base, shared = -1, 0
         if prefix is not None and known is not None:
-            k = min(prefix[1], len(known[1]), n_full)
-            if np.array_equal(prompt.keys[:k], known[0][:k]):  # a hint, checked
-                head = known[1][:k]
-        shared = 0 if head is None else len(head)
-        tail = prompt.keys[shared:n_full]
-        cut = self._seen_upto(tail)
-        looked = np.fromiter(map(self._slot.get, tail[:cut].tolist(), repeat(-1)),
-                             dtype=np.int64, count=cut)
-        missing = np.flatnonzero(looked < 0)
-        if len(missing):  # not prefix-closed after all (a 64-bit collision): the first miss
-            cut = int(missing[0])
-            looked = looked[:cut]
-        slots = looked if head is None else np.concatenate((head, looked))
-        present = shared + cut  # keys[:present] seen, keys[present] not
-        lim = min(present, h_max)  # the blocks that may hit: moved in the list, not copied
-        canon = self._stamp[slots[:lim]]
-        depth = self._stack.depths(canon)
-        if lim and self._copies:
-            depth = self._shallowest(slots[:lim], depth)
-        self._record(depth, n_tokens, self._blocks, self._free)
-        extra: list[int] = []
+            k = min(prefix[1], self._staged[known[1]].n_full, n_full)
+            if k and np.array_equal(prompt.keys[:k], known[0][:k]):  # a hint, checked
+                base, shared = known[1], k
+        extra = _NO_KEYS
         if sequence is not None and sequence.n_tokens > n_tokens:
             computed = sequence.n_tokens - 1  # the last sampled token has no KV
             blocks = max(-(-n_tokens // bs), -(-computed // bs))
             if self.cache_output:
-                extra = sequence.keys[n_full: computed // bs].tolist()
+                extra = np.array(sequence.keys[n_full: computed // bs], dtype=np.uint64)
         else:
             blocks = -(-n_tokens // bs)
-        if not blocks:
-            return  # nothing allocated, nothing freed: the pool is as it was
-        n = n_full + len(extra)
-        if blocks - n > 1:
-            self._exact = False  # more than one hashless block: outside this model
-        start = self._stack.push(n)
-        new = np.arange(start + n - 1, start - 1, -1, dtype=np.int64)  # the head most recent
-        if lim:
-            self._stack.remove(canon)
-            self._stamp[slots[:lim]] = new[:lim]
-        # The rest is allocated anew: a key seen before (the last-token rule's, and any
-        # after a gap) gets a copy, a new one its slot.
-        for j, slot in enumerate(slots[lim:].tolist()):
-            self._copy(slot, int(new[lim + j]))
-        fresh = tail[cut:].tolist() + extra
-        made = self._insert(fresh, new[present:])
         if keep:
-            self._kept[id(prompt.keys)] = (prompt.keys, np.concatenate(
-                (slots, made[: n_full - present])))
-        self._blocks, self._free = blocks, blocks > n
-
-    def _seen_upto(self, keys: np.ndarray) -> int:
-        """How many leading `keys` were stepped before, found by bisection: a chained key
-        is only ever stepped after the keys before it, so those seen are a prefix (the
-        caller looks them up, and stops at any miss a collision would leave)."""
-        get, lo, hi = self._slot.get, 0, len(keys)
-        if not hi or get(int(keys[-1])) is not None:
-            return hi
-        hi -= 1  # keys[hi] unseen; keys[:lo] seen
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if get(int(keys[mid])) is None:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    def _copy(self, slot: int, stamp: int) -> None:
-        self._copies.setdefault(slot, []).append(stamp)
-        self._copied[slot] = True
-
-    def _insert(self, keys: list[int], stamps: np.ndarray) -> np.ndarray:
-        """Allocate `keys` (not seen before, as far as the caller knows) at `stamps`: a
-        slot each, or a copy for one seen after all; their slots."""
-        first = len(self._slot)
-        if len(set(keys)) == len(keys) and not any(map(self._slot.__contains__, keys)):
-            self._slot.update(zip(keys, range(first, first + len(keys)), strict=True))
-            self._grow(first + len(keys))
-            self._stamp[first: first + len(keys)] = stamps
-            return np.arange(first, first + len(keys), dtype=np.int64)
-        out = np.empty(len(keys), dtype=np.int64)
-        for j, key in enumerate(keys):
-            slot = self._slot.get(key)
-            if slot is None:
-                slot = self._slot[key] = len(self._slot)
-                self._grow(slot + 1)
-                self._stamp[slot] = stamps[j]
-            else:
-                self._copy(slot, int(stamps[j]))
-            out[j] = slot
-        return out
-
-    def _grow(self, slots: int) -> None:
-        self._stamp, self._copied = _grown(self._stamp, slots), _grown(self._copied, slots)
+            self._kept[id(prompt.keys)] = (prompt.keys, len(self._staged))
+        self._staged.append(_Staged(base, shared, np.array(prompt.keys[shared:n_full],
+                                                           dtype=np.uint64),
+                                    extra, n_full, n_tokens, blocks))
 
     def forget(self, prompt: Units) -> None:
         """Drop what `step(prompt, keep=True)` kept (no later prompt extends it)."""
         self._kept.pop(id(prompt.keys), None)
+
+    def result(self) -> SweepResult:
+        if self._done is None:
+            self._replay()
+            self._done = super().result()
+        return self._done
+
+    def _replay(self) -> None:
+        """Every staged request, in order (`VllmEngine.step`'s rules, module docstring)."""
+        staged, self._staged, self._kept = self._staged, [], {}
+        lengths = np.array([len(r.tail) + len(r.extra) for r in staged], dtype=np.int64)
+        offsets = np.concatenate(([0], np.cumsum(lengths)))
+        listed = np.concatenate([part for r in staged for part in (r.tail, r.extra)]) \
+            if staged else _NO_KEYS
+        # slot of each listed key, and where that key is listed first
+        _, first, slot_of = np.unique(listed, return_index=True, return_inverse=True)
+        first_at = first[slot_of]
+        del first
+        self._stamp = np.zeros(int(slot_of.max()) + 1 if len(slot_of) else 0, dtype=np.int64)
+        self._copied = np.zeros(len(self._stamp), dtype=bool)
+        self._copies: dict[int, list[int]] = {}  # slot -> timestamps of its later copies
+        uses = np.bincount([r.base for r in staged if r.base >= 0], minlength=len(staged))
+        kept: dict[int, np.ndarray] = {}  # staged index -> slots of its full blocks
+        self._blocks, self._free = 0, False  # blocks the previous request held, one hashless
+        bs = self.unit
+        for index, r in enumerate(staged):
+            at, tail = int(offsets[index]), len(r.tail)
+            seen = first_at[at: at + tail] < at  # listed by an earlier request
+            missing = np.flatnonzero(~seen)
+            cut = int(missing[0]) if len(missing) else tail
+            looked = slot_of[at: at + cut]
+            slots = looked if r.base < 0 else np.concatenate((kept[r.base][:r.shared], looked))
+            if r.base >= 0:
+                uses[r.base] -= 1
+                if not uses[r.base]:
+                    del kept[r.base]
+            present = r.shared + cut  # keys[:present] seen, keys[present] not
+            h_max = (r.n_tokens - 1) // bs if r.n_tokens else 0
+            lim = min(present, h_max)  # the blocks that may hit: moved in the list, not copied
+            canon = self._stamp[slots[:lim]]
+            depth = self._stack.depths(canon)
+            if lim and self._copies:
+                depth = self._shallowest(slots[:lim], depth)
+            self._record(depth, r.n_tokens, self._blocks, self._free)
+            if not r.blocks:
+                continue  # nothing allocated, nothing freed: the pool is as it was
+            n = r.n_full + len(r.extra)
+            if r.blocks - n > 1:
+                self._exact = False  # more than one hashless block: outside this model
+            start = self._stack.push(n)
+            new = np.arange(start + n - 1, start - 1, -1, dtype=np.int64)  # the head newest
+            if lim:
+                self._stack.remove(canon)
+                self._stamp[slots[:lim]] = new[:lim]
+            # The rest is allocated anew: a key seen before (the last-token rule's, and any
+            # after a gap) gets a copy, a new one its slot.
+            for j, slot in enumerate(slots[lim:].tolist()):
+                self._copy(slot, int(new[lim + j]))
+            where = np.arange(at + cut, int(offsets[index + 1]))
+            made = slot_of[where]
+            fresh = first_at[where] == where  # listed here first
+            if fresh.all():
+                self._stamp[made] = new[present:]
+            else:
+                for j in range(len(made)):
+                    if fresh[j]:
+                        self._stamp[made[j]] = new[present + j]
+                    else:
+                        self._copy(int(made[j]), int(new[present + j]))
+            if uses[index]:
+                kept[index] = np.concatenate((slots, made[: r.n_full - present]))
+            self._blocks, self._free = r.blocks, r.blocks > n
+
+    def _copy(self, slot: int, stamp: int) -> None:
+        self._copies.setdefault(slot, []).append(stamp)
+        self._copied[slot] = True
 
     def _shallowest(self, slots: np.ndarray, depth: np.ndarray) -> np.ndarray:
         """The depths a request hits at when some of its hit keys have several copies: each
@@ -361,6 +377,9 @@ class VllmSweep(_Sweep):
     def _capacity(self, cutoff: int) -> int:
         """The smallest capacity whose cutoff, for the request being swept, is `cutoff`."""
         return cutoff + int(self._free and cutoff >= self._blocks)
+
+
+_NO_KEYS = np.zeros(0, dtype=np.uint64)
 
 
 class BlocktraceSweep(_Sweep):
