@@ -115,18 +115,42 @@ class TestIdealReadOffTheSweep:
             got = replay_module._replays(log, [options, replay_module._IDEAL], 1)
         assert got == [[0, 4, 2], [0, 4, 2]]
 
-    def test_without_a_sweep_made_the_ideal_is_replayed(self, monkeypatch):
+    def test_without_a_sweep_made_the_ideal_is_an_unlimited_sweep(self, monkeypatch):
+        """No full sweep made: the ideal replay is still read off a sweep, of the
+        unlimited capacity alone; no replay through an engine runs."""
         from prefixscope.analyses.simulate import replay as replay_module
 
-        def no_sweep(*args, **kwargs):
-            raise AssertionError("swept: nothing asked for a sweep")
+        made = []
+        real = replay_module._sweep
 
-        monkeypatch.setattr(replay_module, "_sweep", no_sweep)
+        def sweep(*args, **kwargs):
+            made.append(kwargs.get("unlimited"))
+            return real(*args, **kwargs)
+
+        def no_replay(*args, **kwargs):
+            raise AssertionError("replayed: the ideal was not read off a sweep")
+
+        monkeypatch.setattr(replay_module, "_sweep", sweep)
+        monkeypatch.setattr(replay_module, "_replay", no_replay)
         log = prepared([[0, 1, 2, 3], [0, 1, 2, 3, 4], [0, 1, 9]])
         with replay_module.remembered_replays():
             got = replay_module._replays(log, [SimulateOptions(unit=2), replay_module._IDEAL],
                                          1)
         assert got == [[0, 4, 2], [0, 4, 2]]
+        assert made == [True]
+
+    def test_an_engine_with_no_sweep_replays_its_ideal(self, monkeypatch):
+        from prefixscope.analyses.simulate import replay as replay_module
+
+        def no_sweep(*args, **kwargs):
+            raise AssertionError("swept: sglang has no sweep")
+
+        monkeypatch.setattr(replay_module, "_sweep", no_sweep)
+        log = prepared([[0, 1, 2, 3], [0, 1, 2, 3, 4], [0, 1, 9]])
+        with replay_module.remembered_replays():
+            got = replay_module._replays(log, [SimulateOptions(engine="sglang", unit=2),
+                                               replay_module._IDEAL], 1)
+        assert got[0] == got[1]
 
 
 class TestNotStackAlgorithms:
@@ -175,6 +199,33 @@ def test_the_sweep_is_the_replay_at_every_capacity(reqs, outputs, bs, cache_outp
         if not cache_output and capacity is not None:
             assert replayed == vllm_reference_replay(
                 [(block_keys(t, bs).tolist(), len(t)) for t in reqs], bs, capacity)
+
+
+@settings(max_examples=120, deadline=None)
+@given(prompts, st.lists(st.integers(0, 3), min_size=14, max_size=14), st.integers(1, 5),
+       st.booleans(), st.data())
+def test_the_unlimited_sweep_is_the_unlimited_engine(reqs, outputs, bs, cache_output, data):
+    """`VllmSweep(unlimited=True)`: each request's hit is `VllmUnlimitedEngine`'s, request
+    by request (outputs cached or not), with prefix hints taken from any earlier kept
+    prompt -- a hint that does not hold (another prompt's keys) is checked and dropped."""
+    from prefixscope.engines.vllm import VllmUnlimitedEngine
+
+    engine = VllmUnlimitedEngine(block_size=bs, cache_output=cache_output)
+    sweep = VllmSweep(block_size=bs, cache_output=cache_output, unlimited=True)
+    kept: list[Units] = []
+    expected = []
+    for i, t in enumerate(reqs):
+        prompt = engine.units(t)
+        sequence = engine.units(t + TRUNK[: outputs[i] * 3]) if outputs[i] else None
+        expected.append(engine.step(prompt, sequence=sequence).cached_tokens)
+        hint = None
+        if kept and data.draw(st.booleans()):
+            hint = (data.draw(st.sampled_from(kept)), data.draw(st.integers(0, 6)))
+        sweep.step(prompt, sequence=sequence, prefix=hint, keep=True)
+        kept.append(prompt)
+    result = sweep.result()
+    assert result.follows(None) and not result.follows(0)
+    assert result.cached_tokens(None) == expected
 
 
 @settings(max_examples=120, deadline=None)

@@ -439,17 +439,17 @@ class TestRememberedReplays:
             ran.append((options.capacity_tokens, unlimited))
             return real(prepared, options, unlimited=unlimited)
 
-        def counted_sweep(prepared, options):
-            ran.append("sweep")
-            return real_sweep(prepared, options)
+        def counted_sweep(prepared, options, unlimited=False):
+            ran.append("ideal sweep" if unlimited else "sweep")
+            return real_sweep(prepared, options, unlimited)
 
         monkeypatch.setattr(replay, "_replay", counted)
         monkeypatch.setattr(replay, "_sweep", counted_sweep)
         fitted = SimulateOptions(unit=16, capacity_tokens=64)
         alone = [_replays(log, [fitted, None], 1), _replays(log, [SimulateOptions(), None], 1)]
         # the capacity read off a sweep, and the ideal off that same sweep; unlimited: the
-        # predicted replay is the ideal one, replayed (no sweep made)
-        assert ran == ["sweep", (None, True)]
+        # predicted replay is the ideal one, read off a sweep of that capacity alone
+        assert ran == ["sweep", "ideal sweep"]
         ran.clear()
         with remembered_replays():
             first = _replays(log, [SimulateOptions(), None], 1)
@@ -457,7 +457,7 @@ class TestRememberedReplays:
             assert _replays(log, [fitted], 1) == [again[0]]
             assert _replays(log, [SimulateOptions(unit=16, capacity_tokens=32)], 1)
         assert [again, first] == alone
-        assert ran == [(None, True), "sweep"]  # one sweep serves every capacity
+        assert ran == ["ideal sweep", "sweep"]  # one sweep serves every capacity
         ran.clear()
         _replays(log, [fitted], 1)  # outside the block nothing is remembered
         assert ran == ["sweep"]

@@ -121,12 +121,15 @@ class SweepResult:
     cap_at_tokens: bool  # a hit is at most the request's tokens (block traces)
     tainted: tuple[tuple[int, int, int], ...] = ()  # (lo, hi, request): capacities [lo, hi)
     exact: bool = True  # False: a request the sweep cannot follow (replay every capacity)
+    limited: bool = True  # False: made for the unlimited capacity alone (`VllmSweep`'s)
 
     def __len__(self) -> int:
         return len(self.n_tokens)
 
     def follows(self, capacity_units: int | None) -> bool:
         """Whether `hits` is this capacity's replay exactly (else replay it)."""
+        if not self.limited:
+            return capacity_units is None
         if not self.exact:
             return False
         return capacity_units is None or not any(
@@ -175,6 +178,7 @@ class _Sweep:
         self._n_tokens: list[int] = []
         self._tainted: list[tuple[int, int, int]] = []
         self._exact = True
+        self._limited = True
 
     def _record(self, depth: np.ndarray, n_tokens: int, prev_blocks: int = 0,
                 prev_free: bool = False) -> None:
@@ -191,6 +195,14 @@ class _Sweep:
         self._prev_free.append(prev_free)
         self._n_tokens.append(n_tokens)
 
+    def _record_hit(self, hit: int, n_tokens: int) -> None:
+        """A request of an unlimited-only sweep: its hit in units, no depths."""
+        self._runs.append(self._runs[-1])
+        self._depths.append(hit)
+        self._prev_blocks.append(0)
+        self._prev_free.append(False)
+        self._n_tokens.append(n_tokens)
+
     def result(self) -> SweepResult:
         def cat(parts: list[np.ndarray]) -> np.ndarray:
             return (np.concatenate(parts).astype(np.int64) if parts
@@ -201,7 +213,7 @@ class _Sweep:
             np.array(self._runs, dtype=np.int64), np.array(self._depths, dtype=np.int64),
             np.array(self._prev_blocks, dtype=np.int64), np.array(self._prev_free, dtype=bool),
             np.array(self._n_tokens, dtype=np.int64), self.cap_at_tokens,
-            tuple(self._tainted), self._exact)
+            tuple(self._tainted), self._exact, self._limited)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,12 +247,17 @@ class VllmSweep(_Sweep):
 
     name: ClassVar[str] = "vllm"
 
-    def __init__(self, *, block_size: int = 16, cache_output: bool = True) -> None:
+    def __init__(self, *, block_size: int = 16, cache_output: bool = True,
+                 unlimited: bool = False) -> None:
+        """`unlimited`: only the unlimited capacity's hits (`VllmUnlimitedEngine`'s, the
+        ideal replay): each request's leading keys listed before it, capped by the
+        last-token rule -- no recency list, no slots kept."""
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         super().__init__()
         self.unit = block_size
         self.cache_output = cache_output
+        self._limited = not unlimited
         self._staged: list[_Staged] = []
         # id(keys) of a prompt stepped with `keep` -> (its keys, its staged index)
         self._kept: dict[int, tuple[np.ndarray, int]] = {}
@@ -310,6 +327,10 @@ class VllmSweep(_Sweep):
             seen = first_at[at: at + tail] < at  # listed by an earlier request
             missing = np.flatnonzero(~seen)
             cut = int(missing[0]) if len(missing) else tail
+            if not self._limited:  # every key listed is cached for good: hits, no more
+                h_max = (r.n_tokens - 1) // bs if r.n_tokens else 0
+                self._record_hit(min(r.shared + cut, h_max), r.n_tokens)
+                continue
             looked = slot_of[at: at + cut]
             slots = looked if r.base < 0 else np.concatenate((kept[r.base][:r.shared], looked))
             if r.base >= 0:
@@ -389,7 +410,9 @@ class BlocktraceSweep(_Sweep):
     name: ClassVar[str] = "blocktrace"
     cap_at_tokens: ClassVar[bool] = True
 
-    def __init__(self, *, block_size: int = 512, cache_output: bool = False) -> None:
+    def __init__(self, *, block_size: int = 512, cache_output: bool = False,
+                 unlimited: bool = False) -> None:
+        """`unlimited`: accepted as `VllmSweep` takes it; every capacity is swept anyway."""
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         super().__init__()

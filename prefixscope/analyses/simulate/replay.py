@@ -245,10 +245,16 @@ class _ReplayPlan:
         todo = [key for key in dict.fromkeys(self.keys) if key not in self.memo]
         self.swept = {key: _sweep_key(key[0]) for key in todo
                       if read_sweeps and _swept_run(*key)}
-        # an ideal replay is the sweep's unlimited capacity: read off a sweep made anyway
+        # an ideal replay is the sweep's unlimited capacity: read off a sweep made anyway,
+        # else off a sweep of that capacity alone (an engine with a sweep, sequential)
         made = {*self.swept.values(), *(key for key in self.memo if key[0] == "sweep")}
-        self.swept.update((key, sweep) for key in todo if read_sweeps and key[1]
-                          and (sweep := _sweep_key(key[0])) in made)
+        for key in todo:
+            if read_sweeps and key[1]:
+                sweep = _sweep_key(key[0])
+                if sweep in made:
+                    self.swept[key] = sweep
+                elif _swept_run(replace(key[0], capacity_tokens=0), False):
+                    self.swept[key] = ("ideal", sweep[1])
         self.jobs: list[tuple[Any, ...]] = [k for k in dict.fromkeys(self.swept.values())
                                             if k not in self.memo]
         self.jobs += [key for key in todo if key not in self.swept]
@@ -280,8 +286,8 @@ def _job_of(job: tuple[int, tuple[Any, ...]]) -> Any:
     of `job`'s plan (its index in the shared list)."""
     i, key = job
     prepared = shared()[i]
-    if key[0] == "sweep":
-        return _sweep(prepared, key[1])
+    if key[0] in ("sweep", "ideal"):
+        return _sweep(prepared, key[1], unlimited=key[0] == "ideal")
     return _replay(prepared, key[0], unlimited=key[1])
 
 
@@ -363,16 +369,20 @@ class _Swept:
         return out.tolist()
 
 
-def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions) -> _Swept | None:
+def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions,
+           unlimited: bool = False) -> _Swept | None:
     """`_replay(prepared, options)` at every capacity in one pass (None: the engine's policy
-    is not a stack algorithm, or the replay overlaps requests; docs/simulate.md)."""
+    is not a stack algorithm, or the replay overlaps requests; docs/simulate.md).
+    `unlimited`: at the unlimited capacity alone (the ideal replay), where the engine's
+    sweep can skip the others."""
     make = ENGINES[options.engine].sweep
     if options.concurrent or make is None or any(
             p.trace is not None and p.trace_engine != "blocktrace" for p in prepared):
         return None  # (an LMCache lookup-hash trace replays LMCache's chunk LRU: no stack)
     engine = _engine(replace(options, capacity_tokens=None), True)  # cuts the units
     sweeps: dict[int | None, Sweep] = {None: make(
-        block_size=engine.unit, cache_output=options.cache_output)}  # trace block -> sweep
+        block_size=engine.unit, cache_output=options.cache_output,
+        unlimited=unlimited)}  # trace block -> sweep
     stream, index = [], []
     seen: Counter[int | None] = Counter()
     expander = _Expander(prepared, engine)
