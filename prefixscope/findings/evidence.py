@@ -619,10 +619,19 @@ def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
                      "client's marks were not logged (Claude Code puts one on the last "
                      "message), or the upstream caches automatically")
     hosted = ENGINES[sim.engine].hosted
+    transforms = tuple(sorted(set(what_if_of.values())))
+    if what_if_input is not None:
+        what_if_input = _held_input(what_if_input)
     if not hosted and options.capacity_tokens is None:
         # a fit follows unless the log got all an unlimited cache gives: its sweep, made
-        # first, is the unlimited replay too
-        sweep_ahead(prepared, sim)
+        # first, is the unlimited replay too; beside it, the what-ifs' ideal replays, which
+        # no fit changes where the block size is known
+        ideals = []
+        if what_if_input is not None and sim.unit is not None:
+            for transform in transforms:
+                changed = _with_what_if(sim, transform)
+                ideals.append((what_if_input(changed, transform), changed))
+        sweep_ahead(prepared, sim, ideals, workers)
     first = replay_prepared(store, prepared, skipped, sim, workers=workers)
     if not first.requests:
         return None
@@ -637,7 +646,6 @@ def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
             sim = replace(sim, unit=fit.unit, capacity_tokens=fit.capacity_tokens)
     curve = (_curve(sim.capacity_tokens, first.prompt_tokens)
              if not hosted and sim.capacity_tokens is not None else ())
-    transforms = tuple(sorted(set(what_if_of.values())))
     if not transforms and not curve and sim.capacity_tokens == first.capacity_tokens:
         report = first  # nothing changed: the first replay is the domain's
     else:
@@ -645,6 +653,24 @@ def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
                                  capacity_curve=curve, workers=workers,
                                  what_if_input=what_if_input)
     return replace(report, fit=fit) if fit is not None else report
+
+
+def _with_what_if(options: SimulateOptions, transform: str) -> SimulateOptions:
+    """`options` rendering with `transform` too (as `replay_prepared`'s what-ifs do)."""
+    return replace(options, render=replace(options.render,
+                                           what_if=(*options.render.what_if, transform)))
+
+
+def _held_input(made: WhatIfInput) -> WhatIfInput:
+    """`made`, each transform's input made once and handed out again (the same list: the
+    replays remembered for it, by identity, are found)."""
+    held: dict[str, Sequence[Any]] = {}
+
+    def input_of(changed: SimulateOptions, transform: str) -> Sequence[Any]:
+        if transform not in held:
+            held[transform] = made(changed, transform)
+        return held[transform]
+    return input_of
 
 
 def _what_ifs(store: Store, runner: StageRunner | None, workers: int

@@ -415,14 +415,30 @@ def _sweeps(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions],
     return [memo[key] for key in keys]
 
 
-def sweep_ahead(prepared: Sequence[_Prepared], options: SimulateOptions) -> None:
+def sweep_ahead(prepared: Sequence[_Prepared], options: SimulateOptions,
+                ideals: Sequence[tuple[Sequence[_Prepared], SimulateOptions]] = (),
+                workers: int = 1) -> None:
     """Inside `remembered_replays`, sweep `options`' replay now where its engine has an exact
     sweep: a caller that will likely fit a capacity (whose sweep this is) gets its
     unlimited replay read off the same pass (`_replays`) instead of replaying it apart.
-    Elsewhere, or for an engine with no sweep, nothing."""
-    if _REMEMBERED.get() is not None and not options.concurrent \
-            and ENGINES[options.engine].sweep is not None:
-        _sweeps(prepared, [options], 1)
+    `ideals`: other inputs (what-ifs) whose ideal replay, which no fit changes, the caller
+    asks for later with these options: swept at the unlimited capacity alongside, in one
+    pool of `workers` processes. Elsewhere, or for an engine with no sweep, nothing."""
+    if _REMEMBERED.get() is None or options.concurrent \
+            or ENGINES[options.engine].sweep is None:
+        return
+    jobs: list[tuple[Sequence[_Prepared], tuple[Any, ...]]] = [(prepared, _sweep_key(options))]
+    for other, run in ideals:
+        ideal = _replay_key(run, True)[0]
+        if _swept_run(replace(ideal, capacity_tokens=0), False):
+            jobs.append((other, ("ideal", _sweep_key(ideal)[1])))
+    todo = [(held, key) for held, key in jobs if key not in _memo(held)]
+    if not todo:
+        return
+    with Pool(min(workers, len(todo)), shared=[held for held, _ in todo]) as pool:
+        made = pool.map(_job_of, [(i, key) for i, (_, key) in enumerate(todo)])
+    for (held, key), result in zip(todo, made, strict=True):
+        _memo(held)[key] = result
 
 
 def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
