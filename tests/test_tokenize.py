@@ -262,6 +262,17 @@ class TestLastSplitEnd:
             assert cache._last_split_end(text, end, start) == expected
 
 
+@given(st.lists(st.integers(0, 3), max_size=12), st.lists(st.integers(0, 3), max_size=12))
+def test_common_prefix_length_is_the_first_difference(a, b):
+    from prefixscope.tokens.tokenize import common_prefix_length
+
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    assert common_prefix_length(np.array(a, dtype=np.uint32),
+                                np.array(b, dtype=np.uint32)) == n
+
+
 class TestCache:
     def test_second_render_of_a_request_reuses_every_piece(self):
         cache = PieceCache(load_tokenizer("qwen2.5"))

@@ -621,5 +621,6 @@ def common_text_prefix(a: str, b: str, known: int = 0) -> int:
 def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:
     """How many leading token ids `a` and `b` share."""
     n = min(len(a), len(b))
-    differ = np.flatnonzero(a[:n] != b[:n])
-    return int(differ[0]) if len(differ) else n
+    differ = a[:n] != b[:n]
+    first = int(differ.argmax()) if n else 0  # the first True, or 0 where none is
+    return first if n and differ[first] else n
