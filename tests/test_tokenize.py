@@ -95,6 +95,30 @@ class TestChunkBoundaries:
     """`tokenizers.boundaries`: a text tokenizes as its two sides at every boundary, so
     the piece cache may tokenize a new piece in chunks (the proof is in that module)."""
 
+    @pytest.mark.parametrize("name", ["deepseek-v4", "o200k-harmony"])
+    @SETTINGS
+    @given(text=st.text("ab\n\r x/.!~é", max_size=400), least=st.integers(1, 40),
+           every=st.integers(1, 4))
+    def test_cuts_are_the_greedy_choice_read_position_by_position(self, name, text, least,
+                                                                   every):
+        """`PieceCache._chunks`' cuts: walking every position left to right, a boundary
+        at least `least` past the last cut (and before the end) whose 32 characters hash
+        to 0 mod `every` is a cut."""
+        import xxhash
+
+        cache = PieceCache(load_tokenizer(name), chunk_min=least, chunk_every=every)
+        boundary = cache.tokenizer.chunk_boundary
+        cuts = [0]
+        for at in range(least, len(text) - least + 1):
+            if boundary.match(text, at) and at - cuts[-1] >= least and not \
+                    xxhash.xxh32_intdigest(text[at:at + 32].encode()) % every:
+                cuts.append(at)
+        got = cache._chunks(text)
+        if len(text) < 2 * least or len(cuts) == 1:
+            assert got is None
+        else:
+            assert got is not None and [start for start, _ in got] == cuts
+
     @pytest.mark.parametrize("name", BUNDLED)
     @SETTINGS
     @given(data=st.data())

@@ -469,11 +469,17 @@ class PieceCache:
                 not chunk_safe_text(text, self.tokenizer.nfc):
             return None
         cuts = [0]
-        for match in boundary.finditer(text, least, len(text) - least + 1):
+        # The boundaries in order, each `least` past the last cut: after a cut the search
+        # resumes that far on (a boundary's lookbehind reads the text before it).
+        stop, at = len(text) - least + 1, least
+        while (match := boundary.search(text, at, stop)) is not None:
             at = match.start()
-            if at - cuts[-1] >= least and not xxhash.xxh32_intdigest(
-                    text[at:at + 32].encode("utf-8", "surrogatepass")) % self.chunk_every:
+            if xxhash.xxh32_intdigest(text[at:at + 32].encode("utf-8", "surrogatepass")) \
+                    % self.chunk_every:
+                at += 1
+            else:
                 cuts.append(at)
+                at += least
         if len(cuts) == 1:
             return None
         ends = [*cuts[1:], len(text)]
