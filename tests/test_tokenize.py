@@ -96,8 +96,8 @@ class TestChunkBoundaries:
     the piece cache may tokenize a new piece in chunks (the proof is in that module)."""
 
     @pytest.mark.parametrize("name", ["deepseek-v4", "o200k-harmony"])
-    @SETTINGS
-    @given(text=st.text("ab\n\r x/.!~é", max_size=400), least=st.integers(1, 40),
+    @settings(max_examples=300, deadline=None)
+    @given(text=st.text("a\n\r x/!é", max_size=200), least=st.integers(1, 12),
            every=st.integers(1, 4))
     def test_cuts_are_the_greedy_choice_read_position_by_position(self, name, text, least,
                                                                    every):
