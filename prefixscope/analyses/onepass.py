@@ -421,9 +421,7 @@ class WhatIfTask:
 
     def options_of(self, transform: str) -> SimulateOptions:
         """The options of `transform`'s what-if replay."""
-        render = self.options.render
-        return replace(self.options, render=replace(render,
-                                                    what_if=(*render.what_if, transform)))
+        return self.options.with_what_if(transform)
 
 
 def what_if_stage(requests: Iterable[Request], task: WhatIfTask) -> list[list[_Prepared]]:

@@ -551,10 +551,10 @@ def _ready_what_ifs(store: Store, options: ReportOptions, links: Links, passed: 
         if domain in passed.failed or domain not in passed.prepared:
             continue
         for transform in transforms:
-            render = replace(options.render, what_if=(*options.render.what_if, transform))
             jobs.append((SimulateOptions(engine=engine, unit=unit,
                                          capacity_tokens=options.capacity_tokens,
-                                         render=render, source_files=tuple(files)),
+                                         render=options.render, source_files=tuple(files)
+                                         ).with_what_if(transform),
                          passed.prepared[domain][0], transform))
             keys.append((domain, transform))
     if not jobs:
@@ -629,7 +629,7 @@ def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
         ideals = []
         if what_if_input is not None and sim.unit is not None:
             for transform in transforms:
-                changed = _with_what_if(sim, transform)
+                changed = sim.with_what_if(transform)
                 ideals.append((what_if_input(changed, transform), changed))
         sweep_ahead(prepared, sim, ideals, workers)
     first = replay_prepared(store, prepared, skipped, sim, workers=workers)
@@ -653,12 +653,6 @@ def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
                                  capacity_curve=curve, workers=workers,
                                  what_if_input=what_if_input)
     return replace(report, fit=fit) if fit is not None else report
-
-
-def _with_what_if(options: SimulateOptions, transform: str) -> SimulateOptions:
-    """`options` rendering with `transform` too (as `replay_prepared`'s what-ifs do)."""
-    return replace(options, render=replace(options.render,
-                                           what_if=(*options.render.what_if, transform)))
 
 
 def _held_input(made: WhatIfInput) -> WhatIfInput:

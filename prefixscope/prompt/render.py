@@ -293,6 +293,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     # is equal marked text. A body that extends the previous one is marked in the same
     # order up to the end of that history, so the seeded table gives every path the id and
     # the kind it would get unseeded, and stale paths are never used: the Prompt is the same.
+    mapped = _maps_messages(endpoint, proxy)
     appended = (_appended_input(grown, seed is not None, body, endpoint, profile, proxy, plan,
                                 tok) if grown is not None else None)
     head = 0
@@ -301,10 +302,9 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     else:
         marker = _seeded(seed) if seed is not None else Marker(enabled=not reserved)
         messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
-        if keep and rule is not None and _maps_messages(endpoint, proxy):
+        if keep and rule is not None and mapped:
             head = len(_template_input(endpoint, {**body, "messages": []}, profile, proxy,
                                        plan, tok, Marker(enabled=False))[0])
-    mapped = _maps_messages(endpoint, proxy)
     conversation = tools_json = None
     if rule is not None and (keep or seed is not None) and not mapped:
         conversation, tools_json = _json(messages), _json(tools)
@@ -492,8 +492,7 @@ def _raw_parts(body: dict[str, Any], history: str, previous: Turn | None = None
     listed = body[history]
     logged = previous.logged if previous is not None and previous.history == history \
         else None
-    if logged is not None and len(listed) >= len(logged) and \
-            all(map(operator.is_, listed[:len(logged)], logged)):
+    if logged is not None and _starts_with(listed, logged):
         assert previous is not None
         new = _json(listed[len(logged):])
         items = None if new is None else \
@@ -501,6 +500,12 @@ def _raw_parts(body: dict[str, Any], history: str, previous: Turn | None = None
     else:
         items = _json(listed)
     return None if rest is None or items is None else (rest, items)
+
+
+def _starts_with(listed: list[Any], known: list[Any]) -> bool:
+    """Are `listed`'s first items `known`'s, these very objects (bodies are never written,
+    so their JSON is the same)?"""
+    return len(listed) >= len(known) and all(map(operator.is_, listed[:len(known)], known))
 
 
 def _continues(before: bytes, count: int, now: bytes) -> bool:
@@ -621,41 +626,25 @@ def _joined_segments(top: Stripped, marker: Marker, old: tuple[Segment, ...], lo
                      hi: int, shift: int, tail: Stripped) -> tuple[Segment, ...]:
     """The segments of ``top.text + old_text[lo:hi] + tail.text``: `top`'s runs, `old`'s
     segments cut to [lo, hi) and moved by `shift` (= len(top.text) - lo), then `tail`'s
-    runs, spans of one path that meet joined as `_segments` joins runs. `old` partitions
-    its text, so two of its neighbours never share a path: only the two joins can merge."""
-    paths, kinds = marker.paths, marker.kinds
-
-    def extend(spans: list[list[Any]], path: str, kind: str, start: int, stop: int) -> None:
-        if start == stop:
-            return
-        if spans and spans[-1][0] == path and spans[-1][3] == start:
-            spans[-1][1], spans[-1][3] = kind, stop
-        else:
-            spans.append([path, kind, start, stop])
-
-    def runs(spans: list[list[Any]], stripped: Stripped, at: int) -> None:
-        for start, stop, owner in stripped.runs:
-            if owner == TEMPLATE:
-                extend(spans, TEMPLATE_PATH, "template", start + at, stop + at)
-            else:
-                extend(spans, paths[owner], kinds[owner], start + at, stop + at)
-
+    runs, spans of one path that meet joined as `_segments` joins runs (`_add_span`).
+    `old` partitions its text, so two of its neighbours never share a path: only the two
+    joins can merge."""
     first: list[list[Any]] = []
-    runs(first, top, 0)
+    _add_runs(first, top.runs, marker, 0)
     inner: tuple[Segment, ...] = ()
     last = first
     if lo < hi:
         i = bisect_right(old, lo, key=_char_start) - 1
         j = bisect_right(old, hi - 1, key=_char_start) - 1
         a, b = old[i], old[j]
-        extend(first, a.path, a.kind, lo + shift, min(a.char_end, hi) + shift)
+        _add_span(first, a.path, a.kind, lo + shift, min(a.char_end, hi) + shift)
         if j > i:
             inner = old[i + 1: j]
             if shift:
                 inner = tuple([Segment(s.path, s.kind, s.char_start + shift, s.char_end + shift)
                                for s in inner])
             last = [[b.path, b.kind, b.char_start + shift, hi + shift]]
-    runs(last, tail, hi + shift)
+    _add_runs(last, tail.runs, marker, hi + shift)
     made = tuple([Segment(*span) for span in first])
     if last is first:
         return made
@@ -759,7 +748,6 @@ def _segments(runs: tuple[tuple[int, int, int], ...], marker: Marker,
               before: tuple[Segment, ...] = (), at: int = 0) -> tuple[Segment, ...]:
     """Segments of `runs` (offsets after `at`), following `before` cut at `at` (whose
     segments up to the one holding `at` are kept as they are)."""
-    paths, kinds = marker.paths, marker.kinds
     kept: tuple[Segment, ...] = ()
     spans: list[list[Any]] = []  # [path, kind, start, end], merged before any Segment is built
     if before:
@@ -767,20 +755,30 @@ def _segments(runs: tuple[tuple[int, int, int], ...], marker: Marker,
         if cut:
             kept, last = before[:cut - 1], before[cut - 1]
             spans.append([last.path, last.kind, last.char_start, min(last.char_end, at)])
-    for start, end, owner in runs:
-        if start == end:
-            continue
-        start, end = start + at, end + at
-        if owner == TEMPLATE:
-            path, kind = TEMPLATE_PATH, "template"
-        else:
-            path, kind = paths[owner], kinds[owner]
-        if spans and spans[-1][0] == path and spans[-1][3] == start:
-            spans[-1][1] = kind
-            spans[-1][3] = end
-        else:
-            spans.append([path, kind, start, end])
+    _add_runs(spans, runs, marker, at)
     return kept + tuple([Segment(path, kind, start, end) for path, kind, start, end in spans])
+
+
+def _add_span(spans: list[list[Any]], path: str, kind: str, start: int, end: int) -> None:
+    """Append [path, kind, start, end] to `spans`, joined to the last span where it is the
+    same path and they meet (the joined span takes the later kind); nothing when empty."""
+    if start == end:
+        return
+    if spans and spans[-1][0] == path and spans[-1][3] == start:
+        spans[-1][1], spans[-1][3] = kind, end
+    else:
+        spans.append([path, kind, start, end])
+
+
+def _add_runs(spans: list[list[Any]], runs: tuple[tuple[int, int, int], ...], marker: Marker,
+              at: int) -> None:
+    """`_add_span` of each of a stripped render's runs, moved by `at`."""
+    paths, kinds = marker.paths, marker.kinds
+    for start, end, owner in runs:
+        if owner == TEMPLATE:
+            _add_span(spans, TEMPLATE_PATH, "template", start + at, end + at)
+        else:
+            _add_span(spans, paths[owner], kinds[owner], start + at, end + at)
 
 
 def align_runs(src: str, runs: tuple[tuple[int, int, int], ...], dst: str
@@ -842,17 +840,15 @@ class BillingScan:
         endpoint = request.endpoint if request.endpoint in KNOWN_ENDPOINTS else _detect(body)
         history = _history(body, endpoint)
         known = self._clean.get(previous) if previous is not None else None
-        try:
-            if history is None:
-                rest, items, listed = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS), b"", None
-            else:
-                listed = body[history]
-                start = len(known) if known is not None and len(listed) >= len(known) and \
-                    all(map(operator.is_, listed[:len(known)], known)) else 0
-                rest = orjson.dumps({k: v for k, v in body.items() if k != history},
-                                    option=orjson.OPT_NON_STR_KEYS)
-                items = orjson.dumps(listed[start:], option=orjson.OPT_NON_STR_KEYS)
-        except (TypeError, orjson.JSONEncodeError):
+        listed = None if history is None else body[history]
+        items: bytes | None = b""
+        if listed is None:
+            rest = _json(body)
+        else:
+            start = len(known) if known is not None and _starts_with(listed, known) else 0
+            rest = _json({k: v for k, v in body.items() if k != history})
+            items = _json(listed[start:])
+        if rest is None or items is None:
             return None
         in_items = _holds_header(items)
         if listed is not None and not in_items:

@@ -303,14 +303,14 @@ class PieceCache:
         Looked for in the last `_SPLIT_WINDOW` characters first: an occurrence that
         starts before the window ends before its start plus the longest split token, so
         one found ending at or after that is the last (else the whole range is read)."""
+        def last_end(lo: int) -> int:
+            return max((at + len(s) for s in self.splitters
+                        if (at := text.rfind(s, lo, end)) >= 0), default=lo)
+
         lo = max(start, end - _SPLIT_WINDOW)
-        if lo > start:
-            found = max((at + len(s) for s in self.splitters
-                         if (at := text.rfind(s, lo, end)) >= 0), default=lo)
-            if found >= lo + self._longest_split:
-                return found
-        return max((at + len(s) for s in self.splitters
-                    if (at := text.rfind(s, start, end)) >= 0), default=start)
+        if lo > start and (found := last_end(lo)) >= lo + self._longest_split:
+            return found
+        return last_end(start)
 
     def _middle(self, before: str, text: str, shared: int) -> _Middle | None:
         """Where `text`, past the first place it differs from `before` (`shared`), runs on

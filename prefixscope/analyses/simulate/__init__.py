@@ -150,9 +150,7 @@ def _what_ifs(store: Store, options: SimulateOptions, transforms: tuple[str, ...
     at_once = max(1, workers)
     for start in range(0, len(transforms), at_once):
         chunk = transforms[start:start + at_once]
-        changed = [replace(options, render=replace(options.render,
-                                                   what_if=(*options.render.what_if, t)))
-                   for t in chunk]
+        changed = [options.with_what_if(t) for t in chunk]
         inputs = [what_if_input(c, t) if what_if_input is not None
                   else prepare_what_if(store, c, base_prepared, (t,))
                   for c, t in zip(changed, chunk, strict=True)]

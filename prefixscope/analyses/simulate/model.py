@@ -3,7 +3,7 @@ the engine lookups they all make."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -56,6 +56,11 @@ class SimulateOptions:
     # mode, as Claude Code's own marks put it there) -- for logs whose bodies lost their
     # cache_control marks but whose usage reports cache reads.
     automatic_breakpoints: bool = False
+
+    def with_what_if(self, transform: str) -> SimulateOptions:
+        """These options rendering with `transform` too (a what-if replay's)."""
+        return replace(self, render=replace(self.render,
+                                            what_if=(*self.render.what_if, transform)))
 
 
 @dataclass(frozen=True, slots=True)
