@@ -98,17 +98,7 @@ def for_hf(spec: Mapping[str, Any]) -> re.Pattern[str] | None:
     normalizer = spec.get("normalizer")
     if normalizer is not None and normalizer != {"type": "Sequence", "normalizers": []}:
         return None
-    pre = spec.get("pre_tokenizer") or {}
-    steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else None
-    if not isinstance(steps, list) or len(steps) != len(_DEEPSEEK_SPLITS) + 1:
-        return None
-    for step, pattern in zip(steps, _DEEPSEEK_SPLITS, strict=False):
-        if step != {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
-                    "invert": False}:
-            return None
-    last = steps[-1]
-    if not (last.get("type") == "ByteLevel" and last.get("add_prefix_space") is False
-            and last.get("use_regex") is False):
+    if not deepseek_pre_tokenizer(spec.get("pre_tokenizer")):
         return None
     model = spec.get("model") or {}
     if model.get("type") != "BPE" or model.get("dropout") or \
@@ -119,6 +109,22 @@ def for_hf(spec: Mapping[str, Any]) -> re.Pattern[str] | None:
         return None
     return LINE_START if _added_ok(LINE_START, (str(t.get("content", "")) for t in tokens)) \
         else None
+
+
+def deepseek_pre_tokenizer(pre: Any) -> bool:
+    """Is a tokenizer.json's ``pre_tokenizer`` DeepSeek's: the three splits above, then
+    ``ByteLevel`` without a prefix space or regex?"""
+    steps = pre.get("pretokenizers") if isinstance(pre, dict) and \
+        pre.get("type") == "Sequence" else None
+    if not isinstance(steps, list) or len(steps) != len(_DEEPSEEK_SPLITS) + 1:
+        return False
+    for step, pattern in zip(steps, _DEEPSEEK_SPLITS, strict=False):
+        if step != {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
+                    "invert": False}:
+            return False
+    last = steps[-1]
+    return isinstance(last, dict) and last.get("type") == "ByteLevel" and \
+        last.get("add_prefix_space") is False and last.get("use_regex") is False
 
 
 def _added_ok(boundary: re.Pattern[str], added: Iterable[str]) -> bool:

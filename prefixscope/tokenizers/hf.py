@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from prefixscope.tokenizers import boundaries
+from prefixscope.tokenizers import ascii_bpe, boundaries
 from prefixscope.tokenizers.base import EMPTY, AddedToken, Encoded, Tokenizer, char_starts
 from prefixscope.tokenizers.diskcache import load_arrays, save_arrays
 
@@ -53,6 +53,11 @@ class HFTokenizer(Tokenizer):
             "added_tokens": [{"content": t.content, "lstrip": t.lstrip}
                              for t in self.added_tokens]})
         self._byte_lengths = byte_lengths
+        # ASCII text by one regular expression and a word cache (`ascii_bpe`, the proof
+        # there), decided here too
+        self._ascii = ascii_bpe.for_spec(meta["pre_tokenization"], self._tok,
+                                         [t.content for t in self.added_tokens]
+                                         ) if byte_lengths is not None else None
         # every id's bytes end to end, and where each starts: built on first use (`spelled`)
         self._spellings: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -60,9 +65,21 @@ class HFTokenizer(Tokenizer):
         return self.encode_many([text])[0]
 
     def encode_many(self, texts: Sequence[str]) -> list[Encoded]:
-        """Encode several texts; the Rust side spreads a batch over all cores."""
+        """Encode several texts; the Rust side spreads a batch over all cores (ASCII texts
+        of a DeepSeek-like tokenizer: `ascii_bpe`, here)."""
         todo = [i for i, t in enumerate(texts) if t]
         out = [EMPTY] * len(texts)
+        if self._ascii is not None and self._byte_lengths is not None:
+            lengths, left = self._byte_lengths, []
+            for i in todo:
+                found = self._ascii.ids(texts[i])
+                if found is None:
+                    left.append(i)
+                    continue
+                ids = np.array(found, dtype=np.uint32)
+                sizes = lengths[ids]  # ASCII: a byte is a character
+                out[i] = Encoded(ids, np.cumsum(sizes) - sizes)
+            todo = left
         if not todo:
             return out
         batch_texts = [texts[i] for i in todo]
