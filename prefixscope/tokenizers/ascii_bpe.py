@@ -69,8 +69,10 @@ WORDS = re.compile(
     rf"|[{_SPACE}]+(?![^{_SPACE}0-9])"
     rf"|[{_SPACE}]+")
 
-# Distinct words whose ids are kept (a word is a few characters: tens of MB at most).
-_WORDS_KEPT = 1 << 20
+# Distinct words whose ids are kept, ~200 bytes each: ~13 MB a process. Prose and code
+# repeat a few thousand words (10 MB of tool output: 5,336); a log of random ids fills it
+# and starts it again, costing misses, not memory.
+_WORDS_KEPT = 1 << 16
 
 
 class AsciiBPE:
