@@ -178,6 +178,17 @@ class TestValues:
         value = _Outer((_Inner("plain text", 3),), {"list": ["cch=fa690", 7]})
         assert Redactor().value(value) is value
 
+    def test_texts_equal_to_ones_masked_before_come_back_as_themselves(self) -> None:
+        # the caches hold the first such string; a record built from another equal one
+        # must not be copied because the cached string is another object
+        short, long = "".join(["claude-", "sonnet"]), "".join(["x" * 300, "y"])
+        Redactor().value(_Inner(short, 1)), Redactor().value(_Inner(long, 1))
+        again = _Inner("".join(["claude-", "sonnet"]), 2)
+        assert again.text is not short
+        assert Redactor().value(again) is again
+        longer = _Inner("".join(["x" * 300, "y"]), 2)
+        assert Redactor().value(longer) is longer
+
     def test_keys_get_the_builtin_patterns_only_and_credential_headers_are_masked_whole(
             self) -> None:
         r = redactor(["session"])

@@ -215,15 +215,19 @@ class Redactor:
         """`s` with every match of every rule masked (same length, newlines kept)."""
         if not self.rules or not s:
             return s
+        # `s` itself where nothing is masked, not an equal string the caches hold: a
+        # value walked (`value`) then comes back as it was, not as a copy
         if len(s) > _SHORT:
-            return _text(self.rules, s)
+            masked = _text(self.rules, s)
+            return s if masked == s else masked
         known = _short_texts(self.rules)
         masked = known.get(s)
         if masked is None:
             if len(known) >= _SHORT_KEPT:
                 known.clear()
-            masked = known[s] = _text.__wrapped__(self.rules, s)
-        return masked
+            found = _text.__wrapped__(self.rules, s)
+            masked = known[s] = _UNCHANGED if found == s else found
+        return masked or s
 
     def window(self, s: str, start: int, end: int) -> str:
         """``text(s)[start:end]``, masking only `WINDOW_MARGIN` characters either side of
@@ -301,6 +305,9 @@ class Redactor:
 
 
 _PLAIN = frozenset({int, float, bool, type(None)})  # nothing to mask in them
+# a short text masking left as it was, in `Redactor.text`'s cache (a masked text is as
+# long as its text, never empty)
+_UNCHANGED = ""
 
 
 @cache
