@@ -218,8 +218,8 @@ class Redactor:
         # `s` itself where nothing is masked, not an equal string the caches hold: a
         # value walked (`value`) then comes back as it was, not as a copy
         if len(s) > _SHORT:
-            masked = _text(self.rules, s)
-            return s if masked == s else masked
+            whole = _text(self.rules, s)
+            return s if whole == s else whole
         known = _short_texts(self.rules)
         masked = known.get(s)
         if masked is None:
