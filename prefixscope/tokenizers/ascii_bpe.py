@@ -56,7 +56,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prefixscope.tokenizers.boundaries import deepseek_pre_tokenizer
+from prefixscope.tokenizers.boundaries import deepseek_like
 
 _PUNCT = re.escape("""!"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~""")  # \p{P} and \p{S} in ASCII
 _SPACE = "\t\n\x0b\x0c\r "  # \s in ASCII (Unicode White_Space)
@@ -110,15 +110,8 @@ def for_spec(spec: Mapping[str, Any], tokenizer: Any, added: Iterable[str]
              ) -> AsciiBPE | None:
     """The fast path of a loaded `tokenizers.Tokenizer` whose tokenizer.json `spec` (its
     normalizer, pre-tokenizer and model flags) is the one the claim is about; else None."""
-    normalizer = spec.get("normalizer")
-    if normalizer is not None and normalizer != {"type": "Sequence", "normalizers": []}:
-        return None
-    if not deepseek_pre_tokenizer(spec.get("pre_tokenizer")):
-        return None
-    model = spec.get("model") or {}
-    if model.get("type") != "BPE" or model.get("dropout"):
-        return None
-    if tokenizer.truncation is not None or tokenizer.padding is not None:
+    if not deepseek_like(spec) or tokenizer.truncation is not None or \
+            tokenizer.padding is not None:
         return None
     return AsciiBPE(tokenizer.model, _byte_level_map(), added)
 

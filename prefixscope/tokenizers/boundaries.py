@@ -95,14 +95,7 @@ def for_pattern(pattern: str, added: Iterable[str]) -> re.Pattern[str] | None:
 def for_hf(spec: Mapping[str, Any]) -> re.Pattern[str] | None:
     """The boundary of a tokenizer.json (None: its normalizer or pre-tokenizer is not
     one proved above, or an added token could span a boundary)."""
-    normalizer = spec.get("normalizer")
-    if normalizer is not None and normalizer != {"type": "Sequence", "normalizers": []}:
-        return None
-    if not deepseek_pre_tokenizer(spec.get("pre_tokenizer")):
-        return None
-    model = spec.get("model") or {}
-    if model.get("type") != "BPE" or model.get("dropout") or \
-            model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+    if not deepseek_like(spec):
         return None
     tokens = spec.get("added_tokens") or []
     if any(t.get("lstrip") for t in tokens):
@@ -111,9 +104,18 @@ def for_hf(spec: Mapping[str, Any]) -> re.Pattern[str] | None:
         else None
 
 
-def deepseek_pre_tokenizer(pre: Any) -> bool:
-    """Is a tokenizer.json's ``pre_tokenizer`` DeepSeek's: the three splits above, then
-    ``ByteLevel`` without a prefix space or regex?"""
+def deepseek_like(spec: Mapping[str, Any]) -> bool:
+    """Does a tokenizer.json (its normalizer, pre-tokenizer and model flags) tokenize as
+    DeepSeek's: no normalizer, the three splits above then ``ByteLevel`` without a prefix
+    space or regex, and a plain BPE model (no dropout, no subword prefix or suffix)?"""
+    normalizer = spec.get("normalizer")
+    if normalizer is not None and normalizer != {"type": "Sequence", "normalizers": []}:
+        return False
+    model = spec.get("model") or {}
+    if model.get("type") != "BPE" or model.get("dropout") or \
+            model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        return False
+    pre = spec.get("pre_tokenizer")
     steps = pre.get("pretokenizers") if isinstance(pre, dict) and \
         pre.get("type") == "Sequence" else None
     if not isinstance(steps, list) or len(steps) != len(_DEEPSEEK_SPLITS) + 1:
