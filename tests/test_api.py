@@ -461,6 +461,7 @@ def test_the_documented_columns_are_the_frames(captures: Path, tmp_path: Path) -
     assert documented("requests") == frames["requests"].columns  # the simulation's
 
 
+@pytest.mark.slow  # every call of a notebook on the whole real folder: ~22 s
 @pytest.mark.real
 def test_a_notebook_session_on_the_real_data(tmp_path: Path) -> None:
     """ingest -> report -> frames over every real log, as a person would in a notebook."""

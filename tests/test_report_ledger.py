@@ -99,6 +99,7 @@ class TestHostedUsageOnly:
         assert "all unavoidable" in out and "no findings" in out
 
 
+@pytest.mark.slow  # report on the whole real folder: ~25 s
 class TestBasisOnRealData:
     def test_the_real_folder_states_its_basis_and_sums(self):
         doc = report(str(REAL))
