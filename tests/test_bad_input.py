@@ -560,6 +560,21 @@ class TestRenderBadRequest:
         assert result.exit_code == 0 and json.loads(result.stdout)["tokens"] > 0
 
 
+class TestTokenizerLibraryFailure:
+    def test_a_prompt_the_regex_engine_gives_up_on_is_one_error_line(self):
+        # Oniguruma stops after ~10M backtracking steps: a whitespace run that long makes
+        # the Rust library panic (pyo3's PanicException, a BaseException); the ASCII path
+        # does not use it, so the run ends in a character outside ASCII. (The panic's own
+        # message goes to the process's stderr from Rust, not through Python.)
+        body = {"model": "deepseek-chat",
+                "messages": [{"role": "user", "content": " " * 10_010_000 + "\u00e9"}]}
+        Path("log.jsonl").write_text(json.dumps(body) + "\n", encoding="utf-8")
+        result = run("render", "log.jsonl")
+        assert result.exit_code == 1
+        assert one_error_line(result) == ("error: tokenizer deepseek-v4 failed on a prompt: "
+                                          "Onig: Regex search error: retry-limit-in-match over")
+
+
 class TestRenderBadOptions:
     @pytest.mark.parametrize("option,message", [
         (("--gateway", "bogus"), "error: unknown gateway profile 'bogus' (known: auto, "),

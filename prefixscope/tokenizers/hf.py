@@ -10,16 +10,23 @@ and walks no vocabulary, and only the Rust deserialization remains.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import xxhash
 
 from prefixscope.tokenizers import ascii_bpe, boundaries
-from prefixscope.tokenizers.base import EMPTY, AddedToken, Encoded, Tokenizer, char_starts
+from prefixscope.tokenizers.base import (
+    EMPTY,
+    AddedToken,
+    Encoded,
+    Tokenizer,
+    TokenizerError,
+    char_starts,
+)
 from prefixscope.tokenizers.diskcache import load_arrays, save_arrays
 
 
@@ -85,8 +92,9 @@ class HFTokenizer(Tokenizer):
         batch_texts = [texts[i] for i in todo]
         if self._byte_lengths is not None and hasattr(self._tok, "encode_batch_fast"):
             # Ids only (no offset objects): offsets follow from the byte lengths.
-            for i, enc in zip(todo, self._tok.encode_batch_fast(
-                    batch_texts, add_special_tokens=False), strict=True):
+            encoded = _library(self.name, lambda: self._tok.encode_batch_fast(
+                batch_texts, add_special_tokens=False))
+            for i, enc in zip(todo, encoded, strict=True):
                 ids = np.asarray(enc.ids, dtype=np.uint32)
                 starts = char_starts(texts[i].encode("utf-8"), self._byte_lengths[ids])
                 out[i] = Encoded(ids, starts) if starts is not None else self._slow(texts[i])
@@ -96,7 +104,7 @@ class HFTokenizer(Tokenizer):
         return out
 
     def _slow(self, text: str) -> Encoded:
-        enc = self._tok.encode(text, add_special_tokens=False)
+        enc = _library(self.name, lambda: self._tok.encode(text, add_special_tokens=False))
         ids = np.asarray(enc.ids, dtype=np.uint32)
         return Encoded(ids, np.fromiter((o[0] for o in enc.offsets), dtype=np.int64,
                                         count=len(ids)))
@@ -120,6 +128,22 @@ class HFTokenizer(Tokenizer):
         ends = np.cumsum(sizes)
         total = int(ends[-1]) if len(ends) else 0
         return flat[np.repeat(starts[ids] - (ends - sizes), sizes) + np.arange(total)].tobytes()
+
+
+_T = TypeVar("_T")
+
+
+def _library(name: str, call: Callable[[], _T]) -> _T:
+    """`call()` into the Rust library, its panics a `TokenizerError` (pyo3 raises them as
+    ``PanicException``, a `BaseException` no handler for errors would catch): Oniguruma
+    gives up on a run of ~10M whitespace characters (``retry-limit-in-match over``)."""
+    try:
+        return call()
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":
+            raise
+        first = (str(exc).splitlines() or ["no message"])[0]
+        raise TokenizerError(f"tokenizer {name} failed on a prompt: {first}") from None
 
 
 _Derived = tuple[dict[str, Any], "np.ndarray | None"]  # (flags and added tokens, byte lengths)
