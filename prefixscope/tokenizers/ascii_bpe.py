@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Any
 
 from prefixscope.tokenizers.boundaries import deepseek_like
@@ -128,6 +129,7 @@ def for_spec(spec: Mapping[str, Any], tokenizer: Any, added: Iterable[str]
     return AsciiBPE(tokenizer.model, _byte_level_map(), added)
 
 
+@cache
 def _byte_level_map() -> dict[str, str]:
     """Each ASCII character -> the character the library's ``ByteLevel`` maps it to."""
     from tokenizers import pre_tokenizers
