@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import FIXTURES, REAL, ROOT
+from conftest import FIXTURES, REAL, ROOT, normalized_output
 from report_scenarios import at, write_session
 from typer.testing import CliRunner
 
@@ -510,7 +510,7 @@ def test_a_notebook_session_on_the_real_data(tmp_path: Path) -> None:
     # One code path: the document the command printed for this store (tests/golden).
     printed = json.dumps(r.to_dict(), ensure_ascii=False, indent=2, default=str) + "\n"
     golden = (ROOT / "tests" / "golden" / "real-report.json").read_text()
-    assert printed.replace(str(ROOT), "<root>") == golden
+    assert normalized_output(printed) == golden
     table = "\n".join(findings_table(r))
     assert table in r._repr_html_()
     store.close()

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import REAL, ROOT
+from conftest import REAL, ROOT, normalized_output
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -37,14 +37,9 @@ CASES = [
 ]
 
 
-def _normalized(text: str) -> str:
-    """Machine-specific absolute paths become <root> so the files compare anywhere."""
-    return text.replace(str(ROOT), "<root>")
-
-
 def _check(name: str, stdout: str) -> None:
     path = GOLDEN / f"{name}.json"
-    got = _normalized(stdout)
+    got = normalized_output(stdout)
     json.loads(got)
     if UPDATE:
         path.write_text(got)
