@@ -222,6 +222,7 @@ def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
            store: str | PathLike[str] | None = "prefixscope.duckdb", *, format: str = "auto",
            strict: bool = False, session_gap: float = 60.0,
            session_key: str | Sequence[str] = (), max_line_bytes: int = MAX_LINE_BYTES,
+           skip_missing: bool = False,
            progress: Callable[[str, int, int, int], None] | None = None) -> Store:
     """Read logs of any supported format into a store and thread them into sessions
     (``prefixscope ingest``).
@@ -242,16 +243,21 @@ def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
             for where else a session id is; the first that matches wins.
         max_line_bytes: a longer line of a log is one counted skip, read past in bounded
             pieces (a decompression bomb cannot fill memory).
+        skip_missing: a path that does not exist (or a glob that matches nothing) is a
+            counted skip, the rest read; by default it is an error before anything is read
+            (a CI gate must not silently narrow its input).
         progress: called with (file, bytes done, bytes total, requests read).
 
     Returns:
         The store, open for reading, with ``ingest_result``.
 
     Raises:
-        Error: an unknown format or session-key rule (``usage``), a store file that
+        Error: an unknown format or session-key rule, or a path that does not exist
+            without `skip_missing` (``usage``), a store file that
             cannot be written, or `strict` and something was skipped (``result``: the
             `IngestResult`).
     """
+    from prefixscope.ingest import missing_paths
     from prefixscope.ingest.formats import format_names
     from prefixscope.ingest.normalize.sessions import parse_session_rule
     from prefixscope.store import Store as CoreStore
@@ -266,6 +272,11 @@ def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
         rules = tuple(parse_session_rule(expr) for expr in _strings(session_key))
     except ValueError as exc:
         raise Error(str(exc), usage=True) from None
+    missing = [] if skip_missing else missing_paths(_strings(paths))
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise Error(f"no such file or directory: {missing[0]}{more}; nothing was read "
+                    "(--skip-missing reads the paths that exist)", usage=True)
     import tempfile
 
     tmp: tempfile.TemporaryDirectory[str] | None = None

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -213,12 +213,12 @@ class TestIngestDamagedLines:
 
 
 class TestIngestPaths:
-    def test_nonexistent_path(self):
-        reason = only_reason(ingest_json("nope.jsonl", code=1))
+    def test_nonexistent_path_with_skip_missing_is_a_counted_skip(self):
+        reason = only_reason(ingest_json("nope.jsonl", "--skip-missing", code=1))
         assert reason == "no such file or directory"
 
-    def test_glob_matching_nothing(self):
-        reason = only_reason(ingest_json("nothing-*.jsonl", code=1))
+    def test_glob_matching_nothing_with_skip_missing_is_a_counted_skip(self):
+        reason = only_reason(ingest_json("nothing-*.jsonl", "--skip-missing", code=1))
         assert reason == "no such file or directory (glob matched nothing)"
 
     def test_not_a_regular_file(self):
@@ -777,3 +777,53 @@ class TestMarkupInNames:
         result = run("render", body, "--what-if", "drop:[/]")
         assert result.exit_code == 0 and "what-if drop:[/]" in result.stdout
         assert run("diff", body, body).exit_code == 0
+
+
+class TestMissingPaths:
+    """A typo'd path beside good ones is a usage error (exit 2, one line) before anything
+    is read, in every command that reads logs: a CI gate must not silently narrow its
+    input. `--skip-missing` reads the rest and counts the missing path as a skip."""
+
+    GOOD = str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")
+
+    @pytest.mark.parametrize("argv", [
+        ["ingest", GOOD, "typo.jsonl", "--store", "s.duckdb"],
+        ["report", GOOD, "typo.jsonl"],
+        ["report", GOOD, "typo-*.jsonl"],
+        ["simulate", GOOD, "typo.jsonl"],
+        ["bucket", GOOD, "typo.jsonl"],
+        ["segments", GOOD, "typo.jsonl"],
+        ["sql", "select 1", GOOD, "typo.jsonl"],
+        ["diff", "--all", GOOD, "typo.jsonl"],
+        ["engine-log", str(ROOT / "sample_logs" / "vllm-offload.log"), "typo.log"],
+    ], ids=lambda argv: argv[0] + ("-glob" if "typo-*" in " ".join(argv) else ""))
+    def test_a_missing_path_is_exit_2_and_one_line(self, argv):
+        result = run(*argv)
+        assert result.exit_code == 2, result.stderr
+        assert "no such file or directory: typo" in one_error_line(result)
+        assert result.stdout == ""
+        assert not Path("s.duckdb").exists()
+
+    def test_two_missing_paths_name_the_first_and_count_the_rest(self):
+        result = run("report", self.GOOD, "a.jsonl", "b.jsonl")
+        assert result.exit_code == 2
+        assert one_error_line(result).startswith(
+            "error: no such file or directory: a.jsonl (and 1 more)")
+
+    def test_skip_missing_reads_the_rest_and_warns(self):
+        alone = json.loads(run("report", self.GOOD, "--json").stdout)
+        result = run("report", self.GOOD, "typo.jsonl", "--skip-missing", "--json")
+        assert result.exit_code == 0, result.stderr
+        assert "skipped typo.jsonl: no such file or directory" in result.stderr
+        assert json.loads(result.stdout)["summary"] == alone["summary"]
+
+    def test_the_library_raises_a_usage_error_unless_skip_missing(self):
+        import prefixscope as ps
+
+        with pytest.raises(ps.Error) as caught:
+            ps.ingest([self.GOOD, "typo.jsonl"], store=None)
+        assert caught.value.usage and "typo.jsonl" in str(caught.value)
+        st = ps.ingest([self.GOOD, "typo.jsonl"], store=None, skip_missing=True)
+        lines = sum(1 for line in Path(self.GOOD).read_text().splitlines() if line.strip())
+        assert st.ingest_result.skipped == 1 and st.ingest_result.ingested == lines
+        st.close()

@@ -183,12 +183,14 @@ class TestTtlDecision:
         assert warm["cost_usd"] == pytest.approx(2 * 23_998 * 0.50 / 1e6, abs=1e-6)
         assert warm["saved_usd"] == pytest.approx(kept, abs=1e-6)
         assert warm["net_usd"] == pytest.approx(kept - 2 * 23_998 * 0.50 / 1e6, abs=1e-6)
-        # every 5-minute write (38,002 tokens) at $10 instead of $6.25
+        # the 10,998 re-writes it avoids are read, not written: the other 5-minute writes
+        # (38,002 - 10,998 = 27,004 tokens) at $10 instead of $6.25
         hour = got["ttl-1h"]
-        assert hour["cost_usd"] == pytest.approx(38_002 * (10 - 6.25) / 1e6, abs=1e-6)
+        assert hour["cost_usd"] == pytest.approx(27_004 * (10 - 6.25) / 1e6, abs=1e-6)
         assert hour["saved_usd"] == pytest.approx(kept, abs=1e-6)
-        assert "29% of the 5-minute writes" in hour["detail"]  # 10,998 / 38,002
-        assert "65% would break even" in hour["detail"]  # (10 - 6.25) / (6.25 - 0.5)
+        assert hour["net_usd"] == pytest.approx(-0.0380265, abs=1e-6)  # 0.0632385 - 0.101265
+        assert "28.9% of the 5-minute writes" in hour["detail"]  # 10,998 / 38,002
+        assert "39.5% would break even" in hour["detail"]  # (10 - 6.25) / (10 - 0.5)
         (ttl,) = [f for f in doc["findings"] if f["kind"] == "ttl-expiry"]
         assert ttl["evidence"]["what_if"]["keep-warm"] > 0 > ttl["evidence"]["what_if"]["ttl-1h"]
 

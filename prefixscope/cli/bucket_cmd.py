@@ -19,6 +19,7 @@ from prefixscope.cli.options import (
     Project,
     Quiet,
     Since,
+    SkipMissing,
     StoreOpt,
     Tokenizer,
     Until,
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> None:
 def bucket(
     logs: Logs = None,
     store: StoreOpt = None,
+    skip_missing: SkipMissing = False,
     since: Since = None,
     until: Until = None,
     project: Project = None,
@@ -77,7 +79,7 @@ def bucket(
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
-    with open_store(logs, store, quiet=quiet, json_mode=json_out,
+    with open_store(logs, store, quiet=quiet, json_mode=json_out, skip_missing=skip_missing,
                     scope=scope(since, until, project)) as st:
         try:
             report = bucket_store(st, dims, bins=bins, block_size=block_size, options=options,

@@ -18,6 +18,7 @@ from prefixscope.cli.options import (
     Project,
     Quiet,
     Since,
+    SkipMissing,
     StoreOpt,
     Tokenizer,
     Until,
@@ -49,6 +50,7 @@ def diff(
              "with --session/--all: log files to ingest (else --store).",
         show_default=False)] = None,
     store: StoreOpt = None,
+    skip_missing: SkipMissing = False,
     session: Annotated[str | None, typer.Option(
         "--session", metavar="ID", rich_help_panel=SCOPE,
         help="Diff every consecutive pair of this session.")] = None,
@@ -110,7 +112,8 @@ def diff(
             with maybe_input_store(store) as st:
                 report = api.diff(st, *refs, **common)
         else:
-            with input_store(refs or None, store, quiet=quiet, json_mode=json_out) as st, \
+            with input_store(refs or None, store, quiet=quiet, json_mode=json_out,
+                             skip_missing=skip_missing) as st, \
                     console.counter(json_out, quiet, "diff") as progress, \
                     console.api_notes(quiet):
                 report = api.diff(st, session=session, workers=workers, since=since,

@@ -41,9 +41,15 @@ def engine_log(
     More: docs/engine-log.md.
     """
     from prefixscope.analyses.engine_log import analyze_engine_logs, classify_engine_paths
+    from prefixscope.cli.exitcodes import ExitCode
+    from prefixscope.ingest import missing_paths
     from prefixscope.views.json import engine_log_json
     from prefixscope.views.terminal.engine_log import engine_log_screen
 
+    missing = missing_paths(paths)
+    if missing:  # a typo'd path is a usage error, as for every command that reads logs
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise console.fail(f"no such file or directory: {missing[0]}{more}", ExitCode.USAGE)
     files, problems = classify_engine_paths(paths)
     if problems:
         place, reason = problems[0]

@@ -10,7 +10,7 @@ import typer
 from prefixscope import api
 from prefixscope.cli import console
 from prefixscope.cli.manual import INPUTS, Command
-from prefixscope.cli.options import JsonOut, Quiet, SessionGap, StoreOpt, defaults
+from prefixscope.cli.options import JsonOut, Quiet, SessionGap, SkipMissing, StoreOpt, defaults
 
 if TYPE_CHECKING:
     from prefixscope.views.ingested import IngestResult
@@ -60,6 +60,7 @@ def ingest(
                                           "above) instead of detecting it from content.")
                    ] = API["format"],
     store: StoreOpt = None,
+    skip_missing: SkipMissing = False,
     strict: Annotated[bool, typer.Option(
         "--strict", rich_help_panel=INPUTS,
         help="Fail (exit 1, store nothing) if any record or file is skipped.")
@@ -103,7 +104,7 @@ def ingest(
             st = api.ingest(paths, **({"store": store} if store is not None else {}),
                             format=fmt, strict=strict, session_gap=session_gap,
                             session_key=session_key or (), max_line_bytes=max_line_bytes,
-                            progress=progress)
+                            skip_missing=skip_missing, progress=progress)
         st.close()
         result = st.ingest_result
     except api.Error as exc:

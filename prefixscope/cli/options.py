@@ -33,6 +33,11 @@ Logs = Annotated[
                                         "(ingested into a temporary store). Omit to use "
                                         "--store.", show_default=False),
 ]
+SkipMissing = Annotated[
+    bool, typer.Option("--skip-missing", rich_help_panel=INPUTS,
+                       help="A LOGS path that does not exist (or a glob that matches "
+                            "nothing) is a counted skip and the rest are read; without it, "
+                            "it is an error (exit 2) before anything is read.")]
 StoreOpt = Annotated[
     Path | None,
     typer.Option("--store", "-s", metavar="FILE", rich_help_panel=INPUTS,

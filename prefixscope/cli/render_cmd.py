@@ -13,6 +13,7 @@ from prefixscope.cli.options import (
     Gateway,
     JsonOut,
     Quiet,
+    SkipMissing,
     StoreOpt,
     Tokenizer,
     WhatIf,
@@ -34,6 +35,7 @@ def render(
         metavar="LOGS", help="Log files to ingest into a temporary store and look the request "
                              "up in.", show_default=False)] = None,
     store: StoreOpt = None,
+    skip_missing: SkipMissing = False,
     gateway: Gateway = API["gateway"],
     tokenizer: Tokenizer = API["tokenizer"],
     what_if: WhatIf = None,
@@ -61,7 +63,8 @@ def render(
 
     # LOGS given: the request is looked up in them (--store is not read)
     where: AbstractContextManager[api.Store | None] = (
-        input_store(logs, None, quiet=quiet, json_mode=json_out) if logs
+        input_store(logs, None, quiet=quiet, json_mode=json_out, skip_missing=skip_missing)
+        if logs
         else maybe_input_store(store))
     try:
         with where as st:

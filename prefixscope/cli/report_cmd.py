@@ -23,6 +23,7 @@ from prefixscope.cli.options import (
     Project,
     Quiet,
     Since,
+    SkipMissing,
     StoreOpt,
     Tokenizer,
     Until,
@@ -46,6 +47,7 @@ def register(app: typer.Typer) -> None:
 def report(
     logs: Logs = None,
     store: StoreOpt = None,
+    skip_missing: SkipMissing = False,
     engine_log: Annotated[list[Path] | None, typer.Option(
         "--engine-log", metavar="FILE", rich_help_panel=INPUTS,
         help="A vLLM / SGLang log or /metrics dump to read too (LOGS directories are "
@@ -138,7 +140,7 @@ def report(
     engine_files = [*(find_engine_logs(logs) if logs else []), *(engine_log or ())]
     try:
         with input_store(logs, store, quiet=quiet, json_mode=json_out,
-                         allow_empty=bool(engine_files)) as st, \
+                         allow_empty=bool(engine_files), skip_missing=skip_missing) as st, \
                 console.steps(json_out, quiet, "report", _STEPS) as progress, \
                 console.api_notes(quiet):
             result = api.report(

@@ -17,6 +17,7 @@ from prefixscope.cli.options import (
     Project,
     Quiet,
     Since,
+    SkipMissing,
     StoreOpt,
     Tokenizer,
     Until,
@@ -35,6 +36,7 @@ def register(app: typer.Typer) -> None:
 def segments(
     logs: Logs = None,
     store: StoreOpt = None,
+    skip_missing: SkipMissing = False,
     since: Since = None,
     until: Until = None,
     project: Project = None,
@@ -71,7 +73,7 @@ def segments(
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
-    with open_store(logs, store, quiet=quiet, json_mode=json_out,
+    with open_store(logs, store, quiet=quiet, json_mode=json_out, skip_missing=skip_missing,
                     scope=scope(since, until, project)) as st, \
             console.counter(json_out, quiet, "segments") as progress:
         try:

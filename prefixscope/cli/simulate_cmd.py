@@ -21,6 +21,7 @@ from prefixscope.cli.options import (
     Project,
     Quiet,
     Since,
+    SkipMissing,
     StoreOpt,
     Tokenizer,
     Until,
@@ -38,6 +39,7 @@ def register(app: typer.Typer) -> None:
 def simulate(
     logs: Logs = None,
     store: StoreOpt = None,
+    skip_missing: SkipMissing = False,
     since: Since = None,
     until: Until = None,
     project: Project = None,
@@ -107,7 +109,8 @@ def simulate(
     from prefixscope.views.terminal.simulate import simulate_screen
 
     try:
-        with input_store(logs, store, quiet=quiet, json_mode=json_out) as st, \
+        with input_store(logs, store, quiet=quiet, json_mode=json_out,
+                         skip_missing=skip_missing) as st, \
                 console.counter(json_out, quiet, "simulate") as progress, \
                 console.api_notes(quiet):
             report = api.simulate(

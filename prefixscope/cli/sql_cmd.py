@@ -8,7 +8,7 @@ import typer
 
 from prefixscope.cli import console
 from prefixscope.cli.manual import OUTPUT, Command
-from prefixscope.cli.options import Logs, Quiet, StoreOpt
+from prefixscope.cli.options import Logs, Quiet, SkipMissing, StoreOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -21,6 +21,7 @@ def sql(
                                               "bodies, parts, sessions; view: turns.")],
     logs: Logs = None,
     store: StoreOpt = None,
+    skip_missing: SkipMissing = False,
     json_out: Annotated[bool, typer.Option("--json", rich_help_panel=OUTPUT,
                                            help="Rows as a JSON list of objects.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", rich_help_panel=OUTPUT,
@@ -49,7 +50,8 @@ def sql(
     if json_out and csv_out:
         raise console.fail("--json and --csv cannot be combined: pick one", ExitCode.USAGE)
     try:
-        with (open_store(logs, None, quiet=quiet, json_mode=json_out or csv_out) if logs
+        with (open_store(logs, None, quiet=quiet, json_mode=json_out or csv_out,
+                         skip_missing=skip_missing) if logs
               else Store.open(store or DEFAULT_STORE, read_only=True)) as st:
             result = run_readonly(st, query)
     except StoreError as exc:

@@ -28,7 +28,8 @@ _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary
 
 @contextmanager
 def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
-                json_mode: bool = False, allow_empty: bool = False) -> Iterator[api.Store]:
+                json_mode: bool = False, allow_empty: bool = False,
+                skip_missing: bool = False) -> Iterator[api.Store]:
     """LOGS ingested into a temporary store, else --store (default prefixscope.duckdb); LOGS
     without a request are an error unless `allow_empty`. Closed (a temporary store deleted)
     on leaving."""
@@ -39,7 +40,8 @@ def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
         def ingested() -> api.Store:
             with console.byte_progress(console.show_progress(json_mode, quiet),
                                        "ingest") as progress:
-                st = api.ingest(logs, store=None, progress=progress)
+                st = api.ingest(logs, store=None, progress=progress,
+                                skip_missing=skip_missing)
             result = st.ingest_result
             assert result is not None
             _warn_skips(result, quiet)
@@ -87,13 +89,15 @@ def _warn_skips(result: IngestResult, quiet: int) -> None:
 
 @contextmanager
 def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
-               json_mode: bool = False, scope: Scope | None = None) -> Iterator[Store]:
+               json_mode: bool = False, scope: Scope | None = None,
+               skip_missing: bool = False) -> Iterator[Store]:
     """The store `bucket` and `segments` read (commands the library has no function for
     yet): `input_store`'s, or with `scope` (--since / --until / --project) a temporary
     copy of its requests alone, sessions threaded again, as the library scopes one."""
     from prefixscope import api
 
-    with input_store(logs, store, quiet=quiet, json_mode=json_mode) as handle, \
+    with input_store(logs, store, quiet=quiet, json_mode=json_mode,
+                     skip_missing=skip_missing) as handle, \
             console.api_notes(quiet):
         try:
             with api._reading(handle, scope) as st:

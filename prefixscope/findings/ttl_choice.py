@@ -4,12 +4,16 @@ the prefixes a hosted cache let expire?
 Both read the ledger's ``ttl`` tokens (a prefix that expired in a pause) and each call's
 prices (`analyses.prices`):
 
-* ``ttl-1h``: every 5-minute write written with the 1-hour TTL instead. It costs the
-  difference on every 5-minute write token (Anthropic: 2x base input instead of 1.25x) and
-  saves, on every ``ttl`` token whose pause was at most an hour, what it was charged less
-  a cache read. Break-even: the share of 5-minute-written tokens that must be read again
-  after 5-60 minutes for the 1-hour writes to pay, ``(w1h - w5m) / (w5m - read)`` (0.65 at
-  Anthropic's 2x / 1.25x / 0.1x); the log's own share is beside it.
+* ``ttl-1h``: every 5-minute write written with the 1-hour TTL instead. The expired
+  tokens whose pause was at most an hour are then read, not re-written: it saves what they
+  were charged less a cache read, and it costs the difference (Anthropic: 2x base input
+  instead of 1.25x) on every *other* 5-minute write token -- a re-write it avoids is not
+  written at all, so it pays no premium. Break-even: with ``W`` the log's 5-minute-written
+  tokens and ``K`` the re-writes it avoids, it pays when
+  ``K (w5m - read) > (W - K) (w1h - w5m)``, i.e. when the log's share ``K / W`` exceeds
+  ``(w1h - w5m) / (w1h - read)`` (0.395 at Anthropic's 2x / 1.25x / 0.1x) -- the same
+  threshold as ``K / (W - K)``, the re-reads per token the 1-hour TTL writes, above
+  ``(w1h - w5m) / (w5m - read)`` (0.652).
 * ``keep-warm``: a request every 4.5 minutes through each pause keeps the prefix alive;
   each ping costs the prefix's cache read (the tokens the predecessor left, ``X``), and
   the expired tokens are read instead of re-sent. Pinging pays for a pause when the pings
@@ -62,32 +66,36 @@ def ttl_what_ifs(ledger: Ledger, records: Sequence[UsageRecord],
 def _one_hour(ledger: Ledger, records: Sequence[UsageRecord],
               prices: Mapping[str, CallPrice]) -> TtlWhatIf:
     in_basis = {e.id for e in ledger.entries if e.engine == "anthropic"}
-    cost = written = 0.0
-    weighted = 0.0
+    kept = [e for e in ledger.entries if e.causes.get("ttl") and e.engine == "anthropic"
+            and e.id in prices and e.gap_seconds is not None and e.gap_seconds <= TTL_1H]
+    avoided_of = {e.id: e.causes["ttl"] for e in kept}
+    cost = written = weighted = 0.0
+    avoided = 0
     for r in records:
         price = prices.get(r.id)
         if r.id not in in_basis or price is None:
             continue
         five = max(0, (r.cache_write_tokens or 0) - (r.cache_write_1h_tokens or 0))
         rates = price.rates
-        cost += five * (rates.cache_write_1h - rates.cache_write_5m) / MTOK
+        premium = rates.cache_write_1h - rates.cache_write_5m
+        rewrite = min(five, avoided_of.get(r.id, 0))  # read instead: no write, no premium
+        avoided += rewrite
+        cost += (five - rewrite) * premium / MTOK
         written += five
-        gain = rates.cache_write_5m - rates.cache_read
-        if gain > 0:
-            weighted += five * (rates.cache_write_1h - rates.cache_write_5m) / gain
-    kept = [e for e in ledger.entries if e.causes.get("ttl") and e.engine == "anthropic"
-            and e.id in prices and e.gap_seconds is not None and e.gap_seconds <= TTL_1H]
-    tokens = sum(e.causes["ttl"] for e in kept)
+        if rates.cache_write_1h > rates.cache_read:
+            weighted += five * premium / (rates.cache_write_1h - rates.cache_read)
+    tokens = sum(avoided_of.values())
     saved = sum(e.lost_usd.get("ttl", 0.0) for e in kept)
-    reused = tokens / written if written else None
+    reused = avoided / written if written else None
     even = weighted / written if written else None
     verdict = ("pays" if saved > cost else "does not pay")
-    detail = (f"1-hour writes would cost {_usd(cost)} more on {written:,.0f} 5-minute-written "
-              f"tokens and keep {tokens:,} expired tokens of {_n(len(kept), 'pause')} up to an "
-              f"hour ({_usd(saved)}): it {verdict} (net {_usd(saved - cost)})")
+    detail = (f"1-hour writes would keep {tokens:,} expired tokens of "
+              f"{_n(len(kept), 'pause')} up to an hour (saving {_usd(saved)}) and cost "
+              f"{_usd(cost)} more on the other {written - avoided:,.0f} 5-minute-written "
+              f"tokens: it {verdict} (net {_usd(saved - cost)})")
     if reused is not None and even is not None:
-        detail += (f"; {reused:.0%} of the 5-minute writes were needed again after 5-60 "
-                   f"minutes, {even:.0%} would break even")
+        detail += (f"; {reused:.1%} of the 5-minute writes were re-writes after 5-60 "
+                   f"minutes, {even:.1%} would break even")
     return TtlWhatIf("ttl-1h", len(kept), tokens, saved, cost, detail, reused, even)
 
 

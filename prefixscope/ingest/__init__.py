@@ -98,6 +98,21 @@ class Tally:
             self.errors.append(IngestError(file, line, reason))
 
 
+def missing_paths(paths: Iterable[str]) -> list[str]:
+    """The given paths that name nothing: a path that does not exist (a broken symbolic
+    link exists, and is a counted skip) or a glob that matches nothing; ``-`` is stdin."""
+    out = []
+    for given in paths:
+        if given == "-":
+            continue
+        if glob.has_magic(given):
+            if not glob.glob(given, recursive=True):
+                out.append(given)
+        elif not os.path.lexists(given):
+            out.append(given)
+    return out
+
+
 def expand_paths(paths: Iterable[str], tally: Tally,
                  exclude: frozenset[Path] = frozenset()) -> Iterator[Source]:
     """Sources for files, directories (recursive, sorted), globs and ``-``.
