@@ -36,7 +36,7 @@ class TestRenderReport:
         result = render_report(make_request(fixture("claude_code.json")))
         assert result.approximate and result.gateway == "passthrough"
         assert result.gateway_source == "default"
-        assert any("proxy" in n for n in result.notes)
+        assert any("stand-in tokenizer" in n for n in result.notes)
 
     def test_what_ifs_are_recorded(self):
         result = render_report(make_request(fixture("claude_code.json")),

@@ -155,15 +155,25 @@ def test_findings_come_causes_severe_first_then_lenses_with_rounded_evidence(
             evidence = page.eval_on_selector_all("details > .scroll > table.evidence",
                                                  "els => els.map(e => e.textContent)")
             fixes = page.eval_on_selector_all("p.fix", "els => els.map(e => e.textContent)")
+            titles = page.eval_on_selector_all("h3.group", "els => els.map(e => e.textContent)")
+            table_titles = page.eval_on_selector_all(
+                "table.findings tr.group", "els => els.map(e => e.textContent)")
         finally:
             browser.close()
-    # the page lists the findings in the report's own order (the JSON's)
-    assert shown == rows == [f["severity"] for f in doc["findings"]]
-    # and that order is: the causes severe first, then the lenses (they claim no token and
+    # the order is: the causes severe first, then the lenses (they claim no token and
     # follow every cause they show), then what costs nothing
     group = [2 if f["severity"] == "info" else 1 if f["kind"] in LENSES else 0
              for f in doc["findings"]]
     assert group == sorted(group) and 0 in group and 1 in group
+    # the page lists the findings in the report's own order (the JSON's), a lens labelled
+    # as one instead of a severity ranked among the causes
+    assert shown == rows == [("lens" if g == 1 else f["severity"])
+                             for f, g in zip(doc["findings"], group, strict=True)]
+    # each group under its own title, in that order, in the table and in the sections
+    assert titles == table_titles == [
+        "what is costing cache — causes, severe first",
+        "where the loss shows — lenses, no tokens of their own",
+        "what costs nothing — for information"][:len(set(group))]
     causes = [SEVERITIES.index(f["severity"]) for f, g in zip(doc["findings"], group,
                                                                strict=True) if g == 0]
     assert causes == sorted(causes)

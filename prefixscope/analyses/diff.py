@@ -70,7 +70,7 @@ class PairDiff:
     lost_tokens: int
     cause: str  # one of diffcause.CAUSES
     detail: str  # the concrete evidence, one sentence
-    approximate: bool = False  # proxy rendering (hosted Anthropic): counts are estimates
+    approximate: bool = False  # counted with a stand-in tokenizer: counts are estimates
     block_size_source: str = "flag"  # "flag" | "inferred" (for B's group) | "default"
     observed_cached: int | None = None  # B's cached tokens as its log reports them
 

@@ -40,7 +40,7 @@ class RenderResult:
     gateway_source: str  # "log", "flag" or "default"
     tokenizer: str  # tokenizer spec
     tokens: int  # number of tokens of the prompt
-    approximate: bool  # proxy rendering of a hosted Anthropic model
+    approximate: bool  # counted with a stand-in tokenizer (a hosted model, or none offline)
     segments: tuple[SegmentRow, ...]  # every span of the text, in order
     text: str  # the rendered prompt
     what_if: tuple[str, ...]  # transforms applied

@@ -12,12 +12,12 @@ from prefixscope.findings.finders import FINDERS
 from prefixscope.findings.gate import GateOptions, evaluate, scenario_prefixes
 from prefixscope.findings.model import (
     LENS_KINDS,
-    SEVERITIES,
     Finding,
     ReplayBasis,
     Report,
     Summary,
     WhatIfLine,
+    reading_order,
 )
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
 
@@ -97,17 +97,6 @@ def severity(finding: Finding, basis: int = 0) -> str:
     if share >= MEDIUM_SHARE:
         return "medium"
     return "low" if finding.lost_tokens or finding.kind in LENS_KINDS else "info"
-
-
-def reading_order(finding: Finding) -> tuple[int, int, int, str, str]:
-    """The one order every view lists findings in: the causes (findings with a cost or a
-    severity of their own) severe first and, within a severity, most lost tokens first;
-    then the lenses, which claim no token and follow every cause they show; then what
-    costs nothing (info)."""
-    lens = finding.kind in LENS_KINDS
-    group = 2 if finding.severity == "info" else 1 if lens else 0
-    return (group, SEVERITIES.index(finding.severity), -finding.lost_tokens, finding.kind,
-            finding.segment or "")
 
 
 def build_report(ev: Evidence, gate: GateOptions | None = None,

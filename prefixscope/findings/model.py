@@ -24,6 +24,10 @@ KINDS = (
 # no tokens of their own.
 LENS_KINDS = frozenset({"pinned-constant", "low-hit-rate-dimension"})
 SEVERITIES = ("high", "medium", "low", "info")
+# The reading order's groups, in the order every view lists them (`reading_group`): the
+# causes (a cost or a severity of their own), the lenses (they show causes' tokens and
+# claim none), then what costs nothing.
+READING_GROUPS = ("cause", "lens", "info")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,24 @@ class Finding:
     fix: str  # the concrete change, priced when a replay can price it
     fix_hit_rate: float | None = None  # the predicted hit rate after the fix
     lost_usd: float | None = None  # what those tokens cost beyond cache reads (None: unpriced)
+
+
+def reading_group(finding: Finding) -> str:
+    """The finding's group in the reading order (`READING_GROUPS`): ``info`` for what costs
+    nothing, else ``lens`` for a lens, else ``cause``."""
+    if finding.severity == "info":
+        return "info"
+    return "lens" if finding.kind in LENS_KINDS else "cause"
+
+
+def reading_order(finding: Finding) -> tuple[int, int, int, str, str]:
+    """The one order every view lists findings in: the causes (findings with a cost or a
+    severity of their own) severe first and, within a severity, most lost tokens first;
+    then the lenses, which claim no token and follow every cause they show (severe first:
+    by the share they show); then what costs nothing (info)."""
+    return (READING_GROUPS.index(reading_group(finding)),
+            SEVERITIES.index(finding.severity), -finding.lost_tokens, finding.kind,
+            finding.segment or "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -266,7 +266,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     notes = list(notes_from_gateway)
     if proxy:
         notes.append("hosted Anthropic model: Claude's tokenizer is not public; rendered in "
-                     f"Anthropic's cache order with {tok.name} as a proxy")
+                     f"Anthropic's cache order with {tok.name} as a stand-in tokenizer")
     elif choice.stand_in is not None:
         notes.append(f"{choice.stand_in}: counted with {tok.name} as a stand-in "
                      "(approximate; pass --tokenizer for the model's own)")

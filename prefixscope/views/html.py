@@ -36,7 +36,9 @@ td.cause{white-space:nowrap}
 td,th{padding:.2em .35em}table.findings .wide{display:none}}
 .finding{border-left:4px solid #999;padding:.3em 1em;margin:1em 0;background:#fafafa}
 .high{border-color:#c44e52}.medium{border-color:#dd8452}.low{border-color:#4c72b0}
-.info{border-color:#aaa}.sev{font-weight:bold;text-transform:uppercase;font-size:.8em}
+.info{border-color:#aaa}.lens{border-color:#8172b3}
+tr.group th{font-weight:normal;font-style:italic;color:#555;padding-top:.6em}
+.sev{font-weight:bold;text-transform:uppercase;font-size:.8em}
 .fix{color:#1b5e20}pre{white-space:pre-wrap;word-break:break-all;background:#f3f3f3;
 padding:.5em;font-size:12px}.pass{color:#1b5e20}.fail{color:#b71c1c;font-weight:bold}
 figure{margin:1.5em 0}figcaption{color:#555;font-size:.9em}img{max-width:100%}
@@ -164,31 +166,37 @@ def _findings(report: Report) -> list[str]:
     if not report.findings:
         return [*out, f"<p>{esc(wording.no_findings_line(report))}.</p>"]
     out += findings_table(report)
-    for n, f in enumerate(report.findings, 1):
-        out += _finding(n, f)
+    for group, shown in wording.grouped(report.findings):
+        out.append(f'<h3 class="group">{esc(wording.GROUP_TITLES[group])}</h3>')
+        for n, f in shown:
+            out += _finding(n, f)
     return out
 
 
 def findings_table(report: Report) -> list[str]:
-    """The page's table of findings, severe first, one row each linking to its section (a
-    notebook shows the same table: `prefixscope.api.Report._repr_html_`)."""
+    """The page's table of findings in the report's reading order, a titled row before
+    each group (causes, lenses, what costs nothing), one row each linking to its section
+    (a notebook shows the same table: `prefixscope.api.Report._repr_html_`)."""
     # on a phone the kind, share and dollars columns give way to the finding itself
     out = ['<div class="scroll"><table class="findings"><tr><th class="n">#</th>'
            '<th>severity</th><th class="wide">kind</th><th class="n">lost tokens</th>'
            '<th class="n wide">share</th><th class="n wide">lost $</th><th>finding</th>'
            "</tr>"]
-    out += [f'<tr><td class="n">{n}</td><td>{esc(f.severity)}</td>'
-            f'<td class="wide">{esc(f.kind)}</td>'
-            f'<td class="n">{_lost(f)}</td><td class="n wide">{_share(f)}</td>'
-            f'<td class="n wide">{esc(wording.usd(f.lost_usd)) if f.lost_usd else "–"}</td>'
-            f'<td><a href="#f{n}">{esc(f.title)}</a></td></tr>'
-            for n, f in enumerate(report.findings, 1)]
+    for group, shown in wording.grouped(report.findings):
+        out.append(f'<tr class="group"><th colspan="7">{esc(wording.GROUP_TITLES[group])}'
+                   "</th></tr>")
+        out += [f'<tr><td class="n">{n}</td><td>{esc(wording.finding_label(f))}</td>'
+                f'<td class="wide">{esc(f.kind)}</td>'
+                f'<td class="n">{_lost(f)}</td><td class="n wide">{_share(f)}</td>'
+                f'<td class="n wide">{esc(wording.usd(f.lost_usd)) if f.lost_usd else "–"}'
+                f'</td><td><a href="#f{n}">{esc(f.title)}</a></td></tr>' for n, f in shown]
     out.append("</table></div>")
     return out
 
 
 def _lost(f: Finding) -> str:
-    return "lens" if f.kind in LENS_KINDS else f"{f.lost_tokens:,}"
+    """A lens claims no token: its cell is empty, what it shows is in its section."""
+    return "–" if f.kind in LENS_KINDS else f"{f.lost_tokens:,}"
 
 
 def _share(f: Finding) -> str:
@@ -201,9 +209,10 @@ def _finding(n: int, f: Finding) -> list[str]:
     # said once: most fixes already give the hit rate a replay of the fix reaches
     if f.fix_hit_rate is not None and _pct(f.fix_hit_rate) not in f.fix:
         after = f" Expected hit rate after the fix: {_pct(f.fix_hit_rate)}."
-    return [f'<section class="finding {esc(f.severity)}" id="f{n}">',
-            f'<p><span class="sev">{esc(f.severity)}</span> <b>{esc(f.kind)}</b>{where} · '
-            f"{esc(_cost(f))}</p>",
+    label = wording.finding_label(f)
+    return [f'<section class="finding {esc(label)}" id="f{n}">',
+            f'<p><span class="sev">{esc(label)}</span> <b>{esc(f.kind)}</b>{where} · '
+            f"{esc(wording.finding_cost(f))}</p>",
             f"<p><b>{esc(f.title)}</b></p>",
             f'<p class="fix">Fix: {esc(f.fix)}{esc(after)}</p>',
             f'<details><summary>evidence</summary><div class="scroll">'
@@ -243,15 +252,6 @@ def evidence_table(evidence: dict[str, Any]) -> str:
                    f"<td>{evidence_value(str(k), v)}</td></tr>" for k, v in evidence.items())
     return f'<table class="evidence">{rows}</table>'
 
-
-
-def _cost(f: Finding) -> str:
-    if f.kind in LENS_KINDS:
-        causes = f.evidence.get("attributed_to") or []
-        return ("a lens on " + ", ".join(str(c) for c in causes) if causes else
-                "a lens: no loss of its own")
-    cost = f"{f.lost_tokens:,} tokens ({f.share:.1%})"
-    return cost + (f" · {wording.usd(f.lost_usd)}" if f.lost_usd else "")
 
 
 def _gate(report: Report) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from prefixscope.findings.model import Report
+from prefixscope.findings.model import LENS_KINDS, Report
 from prefixscope.views import wording
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~])")
@@ -65,18 +65,24 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
     lines += ["## Findings", ""]
     if not report.findings:
         lines += [md_text(wording.no_findings_line(report)) + ".", ""]
-    else:
-        lines += ["| # | severity | kind | lost tokens | share | lost $ | finding |",
+    for group, shown in wording.grouped(report.findings[:top]):
+        lines += [f"### {md_text(wording.GROUP_TITLES[group])}", "",
+                  "| # | severity | kind | lost tokens | share | lost $ | finding |",
                   "|---:|---|---|---:|---:|---:|---|"]
-        for n, f in enumerate(report.findings[:top], 1):
+        for n, f in shown:
+            lens = f.kind in LENS_KINDS
             dollars = md_text(wording.usd(f.lost_usd)) if f.lost_usd else "–"
-            lines.append(f"| {n} | {f.severity} | {md_text(f.kind)} | {f.lost_tokens:,} | "
-                         f"{f.share:.1%} | {dollars} | {md_text(f.title)} |")
+            lines.append(f"| {n} | {wording.finding_label(f)} | {md_text(f.kind)} | "
+                         f"{'–' if lens else f'{f.lost_tokens:,}'} | "
+                         f"{'–' if lens else f'{f.share:.1%}'} | {dollars} | "
+                         f"{md_text(f.title)} |")
         lines.append("")
-        for n, f in enumerate(report.findings[:top], 1):
-            where = f" in {md_text(f.segment)}" if f.segment else ""
-            lines += [f"**{n}. {md_text(f.kind)}{where}.** {md_text(f.title)}", "",
-                      f"Fix: {md_text(f.fix)}", ""]
+        for n, f in shown:
+            where = f" · {md_text(f.segment)}" if f.segment else ""
+            lines += [f"**{n}. {wording.finding_label(f)} {md_text(f.kind)}** · "
+                      f"{md_text(wording.finding_cost(f))}{where}", "",
+                      md_text(f.title), "", f"Fix: {md_text(f.fix)}", ""]
+    if report.findings:
         if len(report.findings) > top:
             lines += [f"… and {len(report.findings) - top} more (see the JSON or HTML "
                       "report).", ""]

@@ -6,8 +6,21 @@ Each function returns plain text (no markup); views escape it their own way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prefixscope.findings.ledger import CAUSES, NOT_LOSSES, Ledger
-from prefixscope.findings.model import Report, Summary
+from prefixscope.findings.model import (
+    LENS_KINDS,
+    READING_GROUPS,
+    Finding,
+    Report,
+    Summary,
+    reading_group,
+)
+
+# The one name a person reads for a tokenizer that counts in the model's stead (a hosted
+# model's own is not public, or not available offline): every view says it this way.
+STAND_IN = "stand-in tokenizer"
 
 
 def plural(n: int, noun: str) -> str:
@@ -88,7 +101,7 @@ def approximate_line(report: Report) -> str | None:
                      f"{plural(ev.simulate.requests, 'replayed request')}")
     if not parts:
         return None
-    return ("approximate: " + " and ".join(parts) + " counted with a stand-in tokenizer (the "
+    return ("approximate: " + " and ".join(parts) + f" counted with a {STAND_IN} (the "
             "model's own is not available offline): their token positions and predicted "
             "cached tokens are estimates; pass --tokenizer for exact ones")
 
@@ -132,3 +145,47 @@ def no_findings_line(report: Report) -> str:
 
 def what_if_lines(report: Report) -> list[str]:
     return [f"what-if {w.name}: {w.detail}" for w in report.what_ifs]
+
+
+# The reading order's groups (`findings.model.reading_group`), each under its own title in
+# every view, so that a person never reads a severity out of order.
+GROUP_TITLES = {
+    "cause": "what is costing cache — causes, severe first",
+    "lens": "where the loss shows — lenses, no tokens of their own",
+    "info": "what costs nothing — for information",
+}
+
+
+def grouped(findings: Sequence[Finding]) -> list[tuple[str, list[tuple[int, Finding]]]]:
+    """`findings` (in the reading order) numbered from 1 and cut into their groups, in
+    `READING_GROUPS` order; a group with no finding is left out."""
+    groups: dict[str, list[tuple[int, Finding]]] = {g: [] for g in READING_GROUPS}
+    for n, f in enumerate(findings, 1):
+        groups[reading_group(f)].append((n, f))
+    return [(g, shown) for g, shown in groups.items() if shown]
+
+
+def finding_label(f: Finding) -> str:
+    """What a view prints before the kind: the severity of a cause or of what costs
+    nothing, ``lens`` for a lens (its rank is among the lenses, not the causes)."""
+    return "lens" if reading_group(f) == "lens" else f.severity
+
+
+def finding_cost(f: Finding) -> str:
+    """What the finding costs, in the same words in every view: its ledger tokens and
+    their share (and dollars), what a lens shows, or that it costs no token."""
+    if f.kind in LENS_KINDS:
+        return lens_shows(f)
+    if not f.lost_tokens:
+        return "no token cost"
+    cost = f"{f.lost_tokens:,} tokens ({f.share:.1%})"
+    return cost + (f" · {usd(f.lost_usd)}" if f.lost_usd else "")
+
+
+def lens_shows(f: Finding) -> str:
+    """A lens's missed tokens, by the ledger causes it shows (it claims none of them)."""
+    shows = f.evidence.get("shows_tokens") or 0
+    causes = [str(c) for c in f.evidence.get("attributed_to") or ()]
+    if not shows or not causes:
+        return "shows no loss of its own"
+    return f"shows {shows:,} missed tokens of {', '.join(causes)}"

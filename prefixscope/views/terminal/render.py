@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from prefixscope.analyses.render import RenderResult
+from prefixscope.views import wording
 from prefixscope.views.terminal import Screen, visible
 
 _PALETTE = ("cyan", "green", "magenta", "yellow", "blue", "red", "bright_cyan",
@@ -52,7 +53,7 @@ def render_screen(result: RenderResult, show_text: bool, screen: Screen) -> Scre
         f"[bold]{result.tokens:,} tokens[/] · gateway {escape(result.gateway)} "
         f"({result.gateway_source}) · tokenizer {escape(result.tokenizer)}"
         + (f" · what-if {escape(', '.join(result.what_if))}" if result.what_if else "")
-        + (" · [yellow]approximate (proxy tokenizer for a hosted model)[/]"
+        + (f" · [yellow]approximate ({wording.STAND_IN})[/]"
            if result.approximate else ""))
     for note in result.notes:
         screen.note(f"note: {note}")

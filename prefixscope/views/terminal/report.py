@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from prefixscope.findings.model import LENS_KINDS, Finding, Report
+from prefixscope.findings.model import Report
 from prefixscope.views import wording
 from prefixscope.views.terminal import (
     Screen,
@@ -17,7 +17,7 @@ from prefixscope.views.terminal import (
     visible,
 )
 
-_COLOR = {"high": "red", "medium": "yellow", "low": "cyan", "info": "dim"}
+_COLOR = {"high": "red", "medium": "yellow", "low": "cyan", "info": "dim", "lens": "magenta"}
 
 
 def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
@@ -45,16 +45,15 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
                                      ", ".join(report.breakdown.by)))
     if not report.findings:
         screen.print(escape(wording.no_findings_line(report)))
-    for n, f in enumerate(report.findings[:top], 1):
-        color = _COLOR.get(f.severity, "white")
-        cost = (f"{f.lost_tokens:,} tokens ({f.share:.1%})" if f.lost_tokens
-                else _lens_cost(f) if f.kind in LENS_KINDS else "no token cost")
-        if f.lost_usd:
-            cost += f" · {wording.usd(f.lost_usd)}"
-        screen.print(f"\n[bold]{n}.[/] [{color}]{f.severity}[/] [bold]{escape(f.kind)}[/]"
-                     f" · {cost}" + (f" · {escape(visible(f.segment))}" if f.segment else ""))
-        screen.print(f"   {escape(visible(f.title))}", soft_wrap=True)
-        screen.print(f"   [green]fix:[/] {escape(visible(f.fix))}", soft_wrap=True)
+    for group, shown in wording.grouped(report.findings[:top]):
+        screen.print(f"\n[bold underline]{escape(wording.GROUP_TITLES[group])}[/]")
+        for n, f in shown:
+            label = wording.finding_label(f)
+            screen.print(f"\n[bold]{n}.[/] [{_COLOR.get(label, 'white')}]{label}[/] "
+                         f"[bold]{escape(f.kind)}[/] · {escape(wording.finding_cost(f))}"
+                         + (f" · {escape(visible(f.segment))}" if f.segment else ""))
+            screen.print(f"   {escape(visible(f.title))}", soft_wrap=True)
+            screen.print(f"   [green]fix:[/] {escape(visible(f.fix))}", soft_wrap=True)
     hidden = len(report.findings) - top
     if hidden > 0:
         screen.print(f"\n… and {count(hidden, 'more finding')} (--json, --md or --html list "
@@ -72,9 +71,3 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
     for note in report.notes:
         screen.note(visible(note))
     return screen
-
-
-def _lens_cost(f: Finding) -> str:
-    causes = f.evidence.get("attributed_to") or []
-    return ("shows " + ", ".join(str(c) for c in causes[:3]) if causes
-            else "no loss of its own")

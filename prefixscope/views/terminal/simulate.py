@@ -7,6 +7,7 @@ from rich.table import Table
 
 from prefixscope.analyses.simulate import MISS_CLASSES, SimulateReport
 from prefixscope.findings.defaults import NO_UNIT
+from prefixscope.views import wording
 from prefixscope.views.terminal import (
     Screen,
     count,
@@ -111,9 +112,10 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
     for reason, n in report.skipped.items():
         screen.warn(f"{n:,} request(s) not replayed: {reason}")
     if report.approximate_requests:
-        screen.warn(f"{report.approximate_requests:,} request(s) rendered with a stand-in "
-                    "tokenizer (their model's own is not available offline): predicted and "
-                    "ideal are in its tokens, the log's in the model's; pass --tokenizer")
+        screen.warn(f"{report.approximate_requests:,} request(s) rendered with a "
+                    f"{wording.STAND_IN} (their model's own is not available offline): "
+                    "predicted and ideal are in its tokens, the log's in the model's; pass "
+                    "--tokenizer")
     if report.observed_above_ideal:
         screen.warn(f"the log reports {report.observed_above_ideal:,} cached tokens beyond the "
                     "ideal ceiling: reuse the model cannot see (another session's prefix, "
