@@ -51,7 +51,13 @@ class TokenizerChoice:
 # API that serves each).
 DEEPSEEK_MODELS = re.compile(r"deepseek", re.I)
 OPENAI_MODELS = re.compile(r"(^|[/:])(gpt-|o[1-9]|chatgpt|codex)", re.I)
-CLAUDE_MODELS = re.compile(r"claude|anthropic", re.I)
+# The OpenAI models whose vocabulary is o200k_base (tiktoken's model table: gpt-4o,
+# gpt-4.1, gpt-4.5, gpt-5 and its codex variants, o1/o3/o4, chatgpt-4o, gpt-oss,
+# codex-mini); gpt-4 and gpt-3.5 use cl100k_base.
+O200K_MODELS = re.compile(
+    r"(^|[/:])(gpt-4o|gpt-4\.[15]|gpt-[5-9]|gpt-oss|o[1-9]|chatgpt-4o|codex)", re.I)
+# Claude Code also logs its aliases (`--model sonnet`).
+CLAUDE_MODELS = re.compile(r"claude|anthropic|^(sonnet|opus|haiku)(\[1m\])?$", re.I)
 # Model-name families in match order: (pattern, bundled tokenizer, None when it is the
 # family's own tokenizer and template, else why it is only a stand-in).
 _FAMILIES: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
@@ -61,8 +67,11 @@ _FAMILIES: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     (re.compile(r"qwen2", re.I), "qwen2.5", None),
     (re.compile(r"qwen", re.I), "qwen2.5",
      "Qwen3 shares Qwen2.5's vocabulary but not its chat template"),
+    # the model's own vocabulary; the few tokens that wrap each message are harmony's
+    # (docs/render.md)
+    (O200K_MODELS, "o200k-harmony", None),
     (OPENAI_MODELS, "o200k-harmony",
-     "OpenAI's own vocabulary (o200k_base), but its hosted chat format is not public"),
+     "gpt-4 and gpt-3.5 use cl100k_base, not bundled"),
     (CLAUDE_MODELS, DEFAULT_TOKENIZER, "Claude's tokenizer is not public"),
 )
 
@@ -120,5 +129,5 @@ def _load(spec: str) -> Tokenizer:
 
 
 __all__ = ["AUTO", "BUNDLED", "CLAUDE_MODELS", "DEEPSEEK_MODELS", "DEFAULT_TOKENIZER",
-           "OPENAI_MODELS", "AddedToken", "Encoded", "Tokenizer",
+           "O200K_MODELS", "OPENAI_MODELS", "AddedToken", "Encoded", "Tokenizer",
            "TokenizerChoice", "TokenizerError", "choose_tokenizer", "load_tokenizer"]
