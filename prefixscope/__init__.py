@@ -1,10 +1,9 @@
 """prefixscope: offline forensics for prompt (prefix) caching.
 
 ``import prefixscope as ps`` gives the library (`prefixscope.api`, docs/api.md):
-``ps.ingest``, ``ps.open``, ``ps.report``, ``ps.calls``, ``ps.diff``, ``ps.simulate``,
-``ps.render``, ``ps.redact``, ``ps.Store``, ``ps.Error`` and the result types. They are
-imported on first use, so importing the package costs nothing (the command line's
-start-up depends on it).
+``ps.ingest``, ``ps.open``, ``ps.report``, ``ps.diff``, ``ps.simulate``, ``ps.render``,
+``ps.redact``, ``ps.Store``, ``ps.Error`` and the result types. They are imported on first
+use, so importing the package costs nothing (the command line's start-up depends on it).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from prefixscope.api import (
-        Calls,
         DiffReport,
         Error,
         IngestResult,
@@ -25,7 +23,6 @@ if TYPE_CHECKING:
         Report,
         SimulateReport,
         Store,
-        calls,
         diff,
         ingest,
         open,
@@ -35,9 +32,9 @@ if TYPE_CHECKING:
         simulate,
     )
 
-__all__ = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
-           "SimulateReport", "Store", "__version__", "calls", "diff", "ingest", "open", "redact",
-           "render", "report", "simulate"]
+__all__ = ["DiffReport", "Error", "IngestResult", "RenderResult", "Report", "SimulateReport",
+           "Store", "__version__", "diff", "ingest", "open", "redact", "render", "report",
+           "simulate"]
 
 
 class _Package(types.ModuleType):

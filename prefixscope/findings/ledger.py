@@ -51,7 +51,7 @@ from prefixscope.analyses.diff import PairDiff
 from prefixscope.analyses.prices import CallPrice
 from prefixscope.analyses.simulate import ANTHROPIC_READ_LAG, RequestSim
 from prefixscope.engines import ENGINES
-from prefixscope.engines.anthropic import TTL_1H, min_cacheable
+from prefixscope.engines.anthropic import TTL_1H, min_cacheable, write_ttl
 from prefixscope.model import UsageRecord
 
 CAUSES = ("cold", "new", "rounding", "break", "compaction", "ttl", "below-minimum",
@@ -410,10 +410,24 @@ def _money(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice], sour
                  {c: float(by_cause[c]) for c in LOSSES if by_cause[c]})
 
 
+def read_ttls(records: Sequence[UsageRecord]) -> dict[str, float]:
+    """request id -> the TTL of the entry its session predecessor left, where the log shows
+    it (`anthropic.write_ttl`: 1 hour after 1-hour writes, 5 minutes after split writes
+    with none; a predecessor that wrote nothing passes on the TTL of the entry it read).
+    `records` in time order; a request the log says nothing for is absent."""
+    left: dict[str, float | None] = {}
+    out: dict[str, float] = {}
+    for r in records:
+        before = left.get(r.prev_id) if r.prev_id is not None else None
+        if before is not None:
+            out[r.id] = before
+        left[r.id] = write_ttl(r.cache_write_tokens, r.cache_write_1h_tokens, before)
+    return out
+
+
 def ttl_1h_predecessors(records: Sequence[UsageRecord]) -> set[str]:
-    """Ids of requests whose session predecessor wrote with the 1-hour TTL."""
-    wrote = {r.id for r in records if r.cache_write_1h_tokens}
-    return {r.id for r in records if r.prev_id in wrote}
+    """Ids of requests whose session predecessor left a 1-hour entry (`read_ttls`)."""
+    return {rid for rid, ttl in read_ttls(records).items() if ttl == TTL_1H}
 
 
 def _hosted(engine: str) -> bool:

@@ -14,10 +14,14 @@ prices (`analyses.prices`):
   ``(w1h - w5m) / (w1h - read)`` (0.395 at Anthropic's 2x / 1.25x / 0.1x) -- the same
   threshold as ``K / (W - K)``, the re-reads per token the 1-hour TTL writes, above
   ``(w1h - w5m) / (w5m - read)`` (0.652).
-* ``keep-warm``: a request every 4.5 minutes through each pause keeps the prefix alive;
-  each ping costs the prefix's cache read (the tokens the predecessor left, ``X``), and
-  the expired tokens are read instead of re-sent. Pinging pays for a pause when the pings
-  cost less than what the expiry cost; the figure is for pinging exactly those pauses.
+* ``keep-warm``: a request every 4.5 minutes (59.5 after 1-hour writes: 30 seconds inside
+  the TTL the log shows) through each pause keeps the prefix alive; each ping costs the
+  prefix's cache read (the tokens the predecessor left, ``X``), and the expired tokens
+  are read instead of re-sent. Pinging pays for a pause when the pings cost less than
+  what the expiry cost; the figure is for pinging exactly those pauses.
+
+A session whose writes already use the 1-hour TTL has no 5-minute write to change:
+``ttl-1h`` says so and prices nothing.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from dataclasses import dataclass
 
 from prefixscope.analyses.prices import MTOK, CallPrice
 from prefixscope.engines.anthropic import TTL_1H, TTL_5M
-from prefixscope.findings.ledger import Ledger
+from prefixscope.findings.ledger import Ledger, LedgerEntry, read_ttls
 from prefixscope.model import UsageRecord
 
 TTL_WHAT_IFS = ("ttl-1h", "keep-warm")
-PING_EVERY = TTL_5M - 30.0  # seconds between keep-warm pings: inside the 5-minute TTL
+PING_MARGIN = 30.0  # keep-warm pings this many seconds inside the TTL
+PING_EVERY = TTL_5M - PING_MARGIN  # seconds between keep-warm pings: inside the 5-minute TTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,7 @@ class TtlWhatIf:
     detail: str  # one line: what it costs and saves, and when it pays
     reused_share: float | None = None  # ttl-1h: the log's share of 5m writes read again
     break_even_share: float | None = None  # ttl-1h: the share at which it pays
+    in_use: bool = False  # ttl-1h: every write of the log already uses the 1-hour TTL
 
     @property
     def net_usd(self) -> float:
@@ -60,7 +66,8 @@ def ttl_what_ifs(ledger: Ledger, records: Sequence[UsageRecord],
                if e.causes.get("ttl") and e.engine == "anthropic" and e.id in prices]
     if not expired:
         return ()
-    return (_one_hour(ledger, records, prices), _keep_warm(expired, prices))
+    return (_one_hour(ledger, records, prices),
+            _keep_warm(expired, prices, read_ttls(records)))
 
 
 def _one_hour(ledger: Ledger, records: Sequence[UsageRecord],
@@ -84,6 +91,10 @@ def _one_hour(ledger: Ledger, records: Sequence[UsageRecord],
         written += five
         if rates.cache_write_1h > rates.cache_read:
             weighted += five * premium / (rates.cache_write_1h - rates.cache_read)
+    if not written and not kept and any(r.cache_write_1h_tokens for r in records
+                                        if r.id in in_basis):
+        return TtlWhatIf("ttl-1h", 0, 0, 0.0, 0.0, "every cache write of the log already "
+                         "uses the 1-hour TTL: nothing to change", in_use=True)
     tokens = sum(avoided_of.values())
     saved = sum(e.lost_usd.get("ttl", 0.0) for e in kept)
     reused = avoided / written if written else None
@@ -99,13 +110,16 @@ def _one_hour(ledger: Ledger, records: Sequence[UsageRecord],
     return TtlWhatIf("ttl-1h", len(kept), tokens, saved, cost, detail, reused, even)
 
 
-def _keep_warm(expired: Sequence, prices: Mapping[str, CallPrice]) -> TtlWhatIf:
+def _keep_warm(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
+               ttls: Mapping[str, float]) -> TtlWhatIf:
     saved = cost = 0.0
     tokens = bridged = 0
+    every: set[float] = set()
     for e in expired:
         if e.gap_seconds is None:
             continue
-        pings = max(0, math.ceil(e.gap_seconds / PING_EVERY) - 1)
+        interval = ttls.get(e.id, TTL_5M) - PING_MARGIN
+        pings = max(0, math.ceil(e.gap_seconds / interval) - 1)
         price = prices[e.id]
         ping_cost = pings * (e.expected_tokens or 0) * price.read_rate
         loss = e.lost_usd.get("ttl", 0.0)
@@ -114,7 +128,9 @@ def _keep_warm(expired: Sequence, prices: Mapping[str, CallPrice]) -> TtlWhatIf:
             cost += ping_cost
             tokens += e.causes["ttl"]
             bridged += 1
-    detail = (f"pinging every {PING_EVERY / 60:.1f} minutes through the {bridged} of "
+            every.add(interval)
+    minutes = " or ".join(f"{s / 60:.1f}" for s in sorted(every or {PING_EVERY}))
+    detail = (f"pinging every {minutes} minutes through the {bridged} of "
               f"{_n(len(expired), 'pause')} where it pays would cost {_usd(cost)} in cache "
               f"reads and keep {tokens:,} expired tokens ({_usd(saved)}): net "
               f"{_usd(saved - cost)}")
@@ -129,3 +145,78 @@ def _usd(value: float) -> str:
 
 def _n(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def ttl_shown(entries: Sequence[LedgerEntry], records: Sequence[UsageRecord]
+              ) -> set[float | None]:
+    """The TTLs the log's writes show for the entries' expired prefixes (`read_ttls`; None:
+    the log does not split its writes by TTL)."""
+    ttls = read_ttls(records)
+    return {ttls.get(e.id) for e in entries}
+
+
+def retention_words(engine: str | None, shown: set[float | None]) -> str:
+    """The retention an expiry was read by, in words: for Anthropic the TTL the log's
+    writes show (`ttl_shown`), else the provider's default."""
+    if engine == "anthropic":
+        if shown == {TTL_1H}:
+            return "1 hour: the log's writes use the 1-hour TTL"
+        if shown == {TTL_5M}:
+            return "5 minutes: the log's writes use the 5-minute TTL"
+        if TTL_1H in shown:
+            return "5 minutes, 1 hour after the log's 1-hour writes"
+    return {"anthropic": "5 minutes by default", "openai": "5–10 minutes idle"}.get(
+        engine or "", "its TTL")
+
+
+_MARK_1H = "`cache_control: {\"type\": \"ephemeral\", \"ttl\": \"1h\"}`"
+
+
+def ttl_fix(engine: str | None, what_ifs: Sequence[TtlWhatIf],
+            shown: set[float | None]) -> str:
+    """The `ttl-expiry` finding's fix, as the prices on the same report decide it: the
+    1-hour TTL only where it pays and the log does not use it already, keep-warm pings
+    where they pay more, else keeping a session's turns within the TTL or accepting the
+    expiries (docs/report.md#money). `shown`: `ttl_shown` of the finding's requests."""
+    if engine != "anthropic":
+        return ("Keep requests of a session within the provider's retention, or use its "
+                "extended retention where offered.")
+    one_hour = shown == {TTL_1H}
+    window = "the hour" if one_hour else "5 minutes"
+    if not what_ifs:  # not priced (a model without list prices)
+        if one_hour:
+            return ("The log's writes already use the 1-hour TTL and these pauses ran past "
+                    "it: keep a session's turns within the hour, or keep the session warm "
+                    "with a cheap request before the hour runs out.")
+        return (f"Mark the stable prefix with the 1-hour TTL ({_MARK_1H}) where pauses "
+                "exceed 5 minutes, or keep the session warm with a cheap request before the "
+                "TTL runs out.")
+    by_name = {w.name: w for w in what_ifs}
+    hour = by_name.get("ttl-1h")
+    if one_hour or (hour is not None and hour.in_use):
+        hour = None
+    warm = by_name.get("keep-warm")
+    warm_net = warm.net_usd if warm is not None and warm.requests else 0.0
+    if hour is not None and hour.net_usd > 0 and hour.net_usd >= warm_net:
+        return (f"Mark the stable prefix with the 1-hour TTL ({_MARK_1H}): on this log it "
+                f"pays (net {_usd(hour.net_usd)}"
+                + (f"; keep-warm pings: net {_usd(warm_net)})." if warm_net > 0 else ")."))
+    if warm_net > 0:
+        every = "59.5" if one_hour else "4.5"
+        fix = ("Keep the session warm through its long pauses: a cheap request (a keep-alive "
+               f"ping) every {every} minutes through the pauses where it pays (net "
+               f"{_usd(warm_net)})")
+        if hour is not None:
+            fix += (f"; the 1-hour TTL {'pays less' if hour.net_usd > 0 else 'does not pay'}"
+                    f" on this log (net {_usd(hour.net_usd)})")
+        return fix + "."
+    if hour is not None:
+        verdict = (f"Neither the 1-hour TTL (net {_usd(hour.net_usd)}) nor keep-warm pings "
+                   "pay on this log")
+    elif one_hour:
+        verdict = ("The log's writes already use the 1-hour TTL, and keep-warm pings do not "
+                   "pay on this log")
+    else:
+        verdict = "Keep-warm pings do not pay on this log"
+    return (f"{verdict}: keep a session's turns within {window} of each other where you "
+            "can, or accept these expiries.")

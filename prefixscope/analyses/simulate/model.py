@@ -176,6 +176,9 @@ class _Prepared:
     # How many of the prompt's ids spell its head, the template splitting there
     # (`Turns.head_tokens`): a what-if that edits the head alone keeps the ids after them
     head: int | None = None
+    # From usage alone, Anthropic: the TTL of the entry the request leaves, as its usage
+    # shows it (`engines.anthropic.write_ttl`; None: the log does not say, the engine's own)
+    write_ttl: float | None = None
 
     @property
     def n_tokens(self) -> int:

@@ -20,6 +20,7 @@ from prefixscope.analyses.simulate.model import (
     render_batch,
     spec_of,
 )
+from prefixscope.engines.anthropic import write_ttl
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.prompt.render import BillingScan, head_text
@@ -304,6 +305,7 @@ class Preparer:
         self._successors = Counter(links.successors)
         self._live: dict[str, np.ndarray] = {}
         self._chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
+        self._ttls: dict[str, float | None] = {}  # request id -> the TTL its usage shows
 
     def renders(self, request: Request) -> bool:
         """Is `request` prepared from its rendered prompt (else `plain`)?"""
@@ -375,10 +377,14 @@ class Preparer:
             else:
                 segments = ((request.id, n),)
             self._chains[request.id] = segments
+            ttl = self._ttls[request.id] = write_ttl(
+                request.usage.cache_write_tokens, request.usage.cache_write_1h_tokens,
+                self._ttls.get(prev) if prev is not None else None)
             self.out.append(_Prepared(
                 request.id, session, prev, compacted, _seconds(request.timestamp),
                 request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
-                logged_prompt=request.usage.prompt_tokens, namespace=_namespace(request)))
+                logged_prompt=request.usage.prompt_tokens, namespace=_namespace(request),
+                write_ttl=ttl))
         else:
             reason = ("no prompt in the log (no body, no block ids): a hosted engine "
                       "replays such logs from their usage" if request.usage.prompt_tokens

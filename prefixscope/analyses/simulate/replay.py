@@ -34,8 +34,12 @@ class _Expander:
     replay holds about one prompt per running session. A prompt that extends its base
     reuses the base's block keys for the shared blocks (`Engine.units_extending`)."""
 
-    def __init__(self, prepared: Sequence[_Prepared], engine: Engine) -> None:
+    def __init__(self, prepared: Sequence[_Prepared], engine: Engine,
+                 log_ttl: bool = True) -> None:
         self._engine = engine
+        # A usage-only Anthropic prompt's entry lives as long as its usage shows (1 hour
+        # after 1-hour writes), unless the replay was given a retention (`--ttl`, a fit)
+        self._log_ttl = log_ttl
         self._left = Counter(p.base for p in prepared if p.base is not None)
         self._held: dict[str, tuple[np.ndarray, Units | None]] = {}
         self._namespace: dict[str, str | None] = {}  # a held prompt's namespace
@@ -93,8 +97,10 @@ class _Expander:
             if ENGINES[engine.name].replays == "segments":
                 ends = [max(0, end - ANTHROPIC_READ_LAG) for _, end in p.segments[:-1]]
                 ends.append(p.segments[-1][1])
+                ttl = p.write_ttl if self._log_ttl and p.write_ttl is not None \
+                    else _ttl(engine)
                 return Units.segments([key for key, _ in p.segments], ends,
-                                      breakpoints={len(ends) - 1: _ttl(engine)},
+                                      breakpoints={len(ends) - 1: ttl},
                                       namespace=p.namespace), None
             return engine.units(_synthetic_ids(p.segments)), None
         ids, base = self.full_ids(p)
@@ -166,7 +172,7 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     out = []
     # (end time, order, admission, sequence) of the requests still running (--concurrent)
     running: list[tuple[float, int, Admission, Units | None]] = []
-    expander = _Expander(prepared, engine)
+    expander = _Expander(prepared, engine, log_ttl=options.ttl_seconds is None)
     for p in prepared:
         if p.trace is not None:
             trace_engine = traces.get((p.trace_engine, p.trace_block))
@@ -385,7 +391,7 @@ def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions,
         unlimited=unlimited)}  # trace block -> sweep
     stream, index = [], []
     seen: Counter[int | None] = Counter()
-    expander = _Expander(prepared, engine)
+    expander = _Expander(prepared, engine, log_ttl=options.ttl_seconds is None)
     for p in prepared:
         key = p.trace_block if p.trace is not None else None
         if key not in sweeps:

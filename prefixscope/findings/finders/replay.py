@@ -18,6 +18,7 @@ from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
 from prefixscope.findings.ledger import LedgerEntry
 from prefixscope.findings.model import Finding
 from prefixscope.findings.names import short_names
+from prefixscope.findings.ttl_choice import retention_words, ttl_fix, ttl_shown
 
 _NEAR_IDEAL = 0.005  # a capacity whose hit rate is within half a point of the ideal is enough
 _FALLBACK_MIN = 3  # provider misses at one cached value this often: a fallback to a prefix
@@ -106,15 +107,19 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
                  f"after a pause of {_minutes(gaps[0])}" if _minutes(min(gaps)) ==
                  _minutes(max(gaps)) else
                  f"after pauses of {_minutes(min(gaps))}–{_minutes(max(gaps))}")
-        fix = _ttl_fix(engine)
-        if engine == "anthropic" and ev.ttl_what_ifs:
-            priced = sorted(ev.ttl_what_ifs, key=lambda w: -w.net_usd)
+        shown = ttl_shown(entries, ev.records) if engine == "anthropic" else set()
+        if shown - {None}:  # the TTLs the log's writes show
+            evidence["ttl_seconds"] = sorted(t for t in shown if t is not None)
+        what_ifs = ev.ttl_what_ifs if engine == "anthropic" else ()
+        fix = ttl_fix(engine, what_ifs, shown)
+        if what_ifs:
+            priced = sorted(what_ifs, key=lambda w: -w.net_usd)
             fix += " Priced on this log: " + "; ".join(
                 f"`{w.name}`: {w.detail}" for w in priced) + "."
             evidence["what_if"] = {w.name: round(w.net_usd, 6) for w in priced}
         return finding("ttl-expiry", f"{n} found the cached prefix expired {pause}, longer "
-                       f"than the cache's retention ({_ttl(engine)})", tokens, evidence,
-                       fix, lost_usd=usd)
+                       f"than the cache's retention ({retention_words(engine, shown)})",
+                       tokens, evidence, fix, lost_usd=usd)
     if cause == "provider":
         intact = _intact(entries, ev)
         title = (f"{engine or 'the provider'} cached less than the live prefix in {n}, by at "
@@ -223,20 +228,6 @@ def _eviction(sim: SimulateReport | None, entries: Sequence[LedgerEntry],
                    f"{n} missed blocks a larger cache would have "
                    f"kept ({capacity})", tokens, evidence, fix,
                    fix_hit_rate=enough.hit_rate if enough else None, lost_usd=usd)
-
-
-def _ttl(engine: str | None) -> str:
-    return {"anthropic": "5 minutes by default", "openai": "5–10 minutes idle"}.get(
-        engine or "", "its TTL")
-
-
-def _ttl_fix(engine: str | None) -> str:
-    if engine == "anthropic":
-        return ("Mark the stable prefix with the 1-hour TTL (`cache_control: {\"type\": "
-                "\"ephemeral\", \"ttl\": \"1h\"}`) where pauses exceed 5 minutes, or keep the "
-                "session warm with a cheap request before the TTL runs out.")
-    return ("Keep requests of a session within the provider's retention, or use its extended "
-            "retention where offered.")
 
 
 def _provider_fix(engine: str | None) -> str:
