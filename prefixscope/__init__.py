@@ -1,9 +1,10 @@
 """prefixscope: offline forensics for prompt (prefix) caching.
 
 ``import prefixscope as ps`` gives the library (`prefixscope.api`, docs/api.md):
-``ps.ingest``, ``ps.open``, ``ps.report``, ``ps.diff``, ``ps.simulate``, ``ps.render``,
-``ps.redact``, ``ps.Store``, ``ps.Error`` and the result types. They are imported on first
-use, so importing the package costs nothing (the command line's start-up depends on it).
+``ps.ingest``, ``ps.open``, ``ps.report``, ``ps.calls``, ``ps.diff``, ``ps.simulate``,
+``ps.render``, ``ps.redact``, ``ps.Store``, ``ps.Error`` and the result types. They are
+imported on first use, so importing the package costs nothing (the command line's
+start-up depends on it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from prefixscope.api import (
+        Calls,
         DiffReport,
         Error,
         IngestResult,
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
         Report,
         SimulateReport,
         Store,
+        calls,
         diff,
         ingest,
         open,
@@ -32,9 +35,9 @@ if TYPE_CHECKING:
         simulate,
     )
 
-__all__ = ["DiffReport", "Error", "IngestResult", "RenderResult", "Report", "SimulateReport",
-           "Store", "__version__", "diff", "ingest", "open", "redact", "render", "report",
-           "simulate"]
+__all__ = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
+           "SimulateReport", "Store", "__version__", "calls", "diff", "ingest", "open", "redact",
+           "render", "report", "simulate"]
 
 
 class _Package(types.ModuleType):

@@ -41,14 +41,21 @@ if TYPE_CHECKING:
     from prefixscope.store import Store as _CoreStore
     from prefixscope.store.scope import Scope
     from prefixscope.views.ingested import IngestResult
-    from prefixscope.views.results import DiffReport, RenderResult, Report, SimulateReport
+    from prefixscope.views.results import (
+        Calls,
+        DiffReport,
+        RenderResult,
+        Report,
+        SimulateReport,
+    )
 
-__all__ = ["DiffReport", "Error", "IngestResult", "RenderResult", "Report", "SimulateReport",
-           "Store", "diff", "ingest", "open", "redact", "render", "report", "simulate"]
+__all__ = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
+           "SimulateReport", "Store", "calls", "diff", "ingest", "open", "redact", "render",
+           "report", "simulate"]
 
 # The result types live with their views (`views.results`, `views.ingested`); imported
 # on first use.
-_RESULT_TYPES = ("DiffReport", "RenderResult", "Report", "SimulateReport")
+_RESULT_TYPES = ("Calls", "DiffReport", "RenderResult", "Report", "SimulateReport")
 _TEMPORARY = "the given logs"  # what messages call a temporary store (as the CLI says it)
 
 
@@ -426,6 +433,51 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
             raise Error(str(exc), usage=True) from None
     # Masked once, before any view: every file a view writes is as masked as the terminal.
     return _masked(Report._of(result))
+
+
+def calls(store: Store | str | PathLike[str], *, session: str | None = None,
+          engine: str = "auto", block_size: int | None = None,
+          capacity: int | str | None = None, bytes_per_token: int | None = None,
+          gateway: str = "auto", tokenizer: str = "auto", workers: int | None = None,
+          since: str | None = None, until: str | None = None, project: str | None = None,
+          progress: Callable[[str], None] | None = None) -> Calls:
+    """The report's ledger one request at a time, a session at a time: each call's
+    prompt tokens (in), cached (read), cache writes where the log has them (write),
+    missed tokens and their causes, with its time and model (``prefixscope calls``,
+    docs/report.md#calls).
+
+    The calls are `report`'s ledger entries, made by the same replay and session
+    threading with the same options: their missed tokens sum to the report's.
+
+    Args:
+        store: a `Store`, or the path of a store file.
+        session: only the session of this id, else every session whose id starts with it.
+        engine, block_size, capacity, bytes_per_token, gateway, tokenizer, workers,
+            since, until, project, progress: as `report` takes them.
+
+    Raises:
+        Error: a bad option (``usage``), no session matching `session`, or as `report`.
+    """
+    from prefixscope.findings.calls import NoSuchSession, per_call
+    from prefixscope.model.redaction import active
+    from prefixscope.views.results import Calls
+
+    if session is not None and not session.strip():
+        raise Error("--session needs a session id (see: prefixscope sql \"select "
+                    "distinct session from sessions\")", usage=True)
+    result = report(store, engine=engine, block_size=block_size, capacity=capacity,
+                    bytes_per_token=bytes_per_token, gateway=gateway, tokenizer=tokenizer,
+                    workers=workers, since=since, until=until, project=project,
+                    progress=progress)
+    if result.ledger is None or result.evidence is None:
+        raise Error("no model call to list (the inputs hold engine logs alone)")
+    try:
+        # the report is masked: its session ids are compared with the filter masked alike
+        found = per_call(result.ledger, result.evidence.records,
+                         None if session is None else active().text(session))
+    except NoSuchSession as exc:
+        raise Error(str(exc)) from None
+    return Calls._of(found)
 
 
 @contextmanager

@@ -35,9 +35,13 @@ runner = CliRunner()
 
 # The public surface. A change here is a change of the library's contract: edit this,
 # docs/api.md and the CHANGELOG of the release together.
-NAMES = ["DiffReport", "Error", "IngestResult", "RenderResult", "Report", "SimulateReport",
-         "Store", "diff", "ingest", "open", "redact", "render", "report", "simulate"]
+NAMES = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
+         "SimulateReport", "Store", "calls", "diff", "ingest", "open", "redact", "render",
+         "report", "simulate"]
 SIGNATURES = {  # parameters and defaults (annotations aside)
+    "calls": "(store, *, session=None, engine='auto', block_size=None, capacity=None, "
+             "bytes_per_token=None, gateway='auto', tokenizer='auto', workers=None, "
+             "since=None, until=None, project=None, progress=None)",
     "diff": "(store, *requests, session=None, gateway='auto', tokenizer='auto', what_if=(), "
             "block_size=None, context=40, workers=None, runner='local', parquet_in=None, "
             "parquet_out=None, since=None, until=None, project=None, progress=None)",
@@ -69,13 +73,15 @@ METHODS = {  # the public methods and properties of each type
     "RenderResult": {"to_dict": "(self, *, show_text=False)",
                      "to_polars": "(self, table='segments')"},
     "IngestResult": {"to_dict": "(self)"},
+    "Calls": {"to_dict": "(self)", "to_polars": "(self, table='calls')"},
     "Error": {},
 }
 TABLES = {"Report": ("findings", "causes", "entries", "breakdown", "gate", "scenarios",
                      "what_ifs"),
           "DiffReport": ("pairs", "causes"),
           "SimulateReport": ("requests", "misses", "capacity_curve", "what_if"),
-          "RenderResult": ("segments", "tokens")}
+          "RenderResult": ("segments", "tokens"),
+          "Calls": ("calls",)}
 # Command-line parameters named otherwise in the library.
 RENAMED = {"fmt": "format", "curve": "capacities", "engine_log": "engine_logs",
            "refs": "requests"}
@@ -193,7 +199,8 @@ class TestSurface:
 
 
 class TestOneCodePath:
-    @pytest.mark.parametrize("command", ["ingest", "report", "diff", "simulate", "render"])
+    @pytest.mark.parametrize("command", ["ingest", "report", "calls", "diff", "simulate",
+                                         "render"])
     def test_the_command_line_reads_its_defaults_from_the_library(self, command: str) -> None:
         import typer.main
 
@@ -215,8 +222,8 @@ class TestOneCodePath:
 
         assert inspect.signature(api.open).parameters["path"].default == DEFAULT_STORE
         assert inspect.signature(api.ingest).parameters["store"].default == DEFAULT_STORE
-        assert len(shared) >= {"ingest": 4, "report": 17, "diff": 13, "simulate": 18,
-                               "render": 3}[command]
+        assert len(shared) >= {"ingest": 4, "report": 17, "calls": 11, "diff": 13,
+                               "simulate": 18, "render": 3}[command]
 
     def test_a_report_is_the_document_the_command_prints(self, store: Any) -> None:
         printed = runner.invoke(app, ["report", "--store", store.path, "--json"])
@@ -230,7 +237,8 @@ class TestOneCodePath:
                 (["diff", "--all"], ps.diff(store).to_dict()),
                 (["simulate", "--engine", "vllm", "--no-save"],
                  ps.simulate(store, engine="vllm", save=False).to_dict()),
-                (["render", first], ps.render(store, first).to_dict())):
+                (["render", first], ps.render(store, first).to_dict()),
+                (["calls"], ps.calls(store).to_dict())):
             printed = runner.invoke(app, [*args, "--store", store.path, "--json"])
             assert printed.exit_code == 0, printed.stderr
             assert result == json.loads(printed.stdout), args
@@ -250,6 +258,8 @@ class TestOneCodePath:
         (lambda st: ps.report(st, until="2001-01-01"), ["report", "--until", "2001-01-01"]),
         (lambda st: ps.report(st, baseline="missing.json"), ["report", "--baseline",
                                                             "missing.json"]),
+        (lambda st: ps.calls(st, session=" "), ["calls", "--session", " "]),
+        (lambda st: ps.calls(st, session="nope"), ["calls", "--session", "nope"]),
         (lambda st: ps.diff(st, gateway="nginx"), ["diff", "--all", "--gateway", "nginx"]),
         (lambda st: ps.diff(st, session=" "), ["diff", "--session", " "]),
         (lambda st: ps.diff(st, session="nope"), ["diff", "--session", "nope"]),
@@ -449,13 +459,14 @@ def test_the_documented_columns_are_the_frames(captures: Path, tmp_path: Path) -
         frames |= {t: r.to_polars(t) for t in ps.Report.TABLES}
         frames |= {t: sim.to_polars(t) for t in ps.SimulateReport.TABLES}
         frames |= {t: shown.to_polars(t) for t in ps.RenderResult.TABLES}
+        frames |= {t: ps.calls(st).to_polars(t) for t in ps.Calls.TABLES}
         diffed = ps.diff(st)
         frames["pairs"] = diffed.to_polars("pairs")
         frames["diff causes"] = diffed.to_polars("causes")
     assert documented("breakdown") == frames["breakdown"].columns[1:]
     for name in ("requests()", "sessions()", "findings", "entries", "gate", "scenarios",
                  "what_ifs", "misses", "capacity_curve", "what_if", "segments", "tokens",
-                 "pairs"):
+                 "pairs", "calls"):
         assert documented(name) == frames[name].columns, name
     # two tables are named `causes` (the report's ledger, the diff's): each documented once
     causes = re.findall(r"^\| `causes` \| (.+) \|$", DOC.read_text(), re.M)

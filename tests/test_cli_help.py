@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from prefixscope.cli.main import app
 
 runner = CliRunner()
-COMMANDS = ["report", "ingest", "diff", "segments", "bucket", "simulate", "render",
+COMMANDS = ["report", "calls", "ingest", "diff", "segments", "bucket", "simulate", "render",
             "engine-log", "sql", "export"]
 # The panels a reader finds in every command, in this order (docs/cli.md says so too).
 PANELS = ["Arguments", "Inputs", "Scope", "Model", "Engine", "Output", "Gate"]

@@ -138,3 +138,20 @@ def test_a_strict_rejection_says_nothing_was_stored(tmp_path):
     result = runner.invoke(app, ["ingest", str(bad), "--store", store, "--strict"])
     assert result.exit_code == 1
     assert "nothing stored" in result.stdout and "already there" not in result.stdout
+
+
+def test_ingest_counts_the_sessions_report_counts_each_call_once(tmp_path):
+    """The sample logs hold one set of calls twice (a Langfuse export and the gateway's
+    database of the same calls): ingest's "all, each call once" row and its run line count
+    the sessions the kept calls are in, as report does, not each copy's own session too."""
+    from conftest import ROOT
+
+    store = str(tmp_path / "s.duckdb")
+    ingested = json.loads(invoke("ingest", str(ROOT / "sample_logs"), "--store", store,
+                                 "--json").stdout)
+    reported = json.loads(invoke("report", "--store", store, "--json").stdout)["summary"]
+    assert ingested["totals"]["duplicates"] > 0  # the case: copies in another format
+    assert ingested["totals"]["sessions"] == ingested["sessions"] == reported["sessions"]
+    assert reported["sessions"] < sum(row["sessions"] for row in ingested["formats"].values())
+    screen = invoke("ingest", str(ROOT / "sample_logs"), "--store", store).stdout
+    assert f"; {reported['sessions']} session(s);" in screen

@@ -390,6 +390,14 @@ def test_simulate_shape():
     check.all_exercised()
 
 
+def test_calls_shape():
+    check = Checked("calls")
+    out = check(run_json("calls", SAMPLE))
+    assert any(c["break_kind"] for s in out["sessions"] for c in s["calls"])
+    check(run_json("calls", SAMPLE, "--session", out["sessions"][0]["session"][:6]))
+    check.all_exercised()
+
+
 @pytest.mark.slow
 def test_report_shape(tmp_path):
     check = Checked("report")

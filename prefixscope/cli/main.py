@@ -13,6 +13,7 @@ import typer
 
 from prefixscope.cli import (
     bucket_cmd,
+    calls_cmd,
     diff_cmd,
     engine_log_cmd,
     export_cmd,
@@ -44,9 +45,10 @@ app = typer.Typer(
 )
 app.callback()(privacy.options)
 
-# `report` first: the main job; then the analyses it is made of, then the store's tools.
-for module in (report_cmd, ingest_cmd, diff_cmd, segments_cmd, bucket_cmd, simulate_cmd,
-               render_cmd, engine_log_cmd, sql_cmd, export_cmd):
+# `report` first: the main job, and `calls`, its ledger a call at a time; then the
+# analyses it is made of, then the store's tools.
+for module in (report_cmd, calls_cmd, ingest_cmd, diff_cmd, segments_cmd, bucket_cmd,
+               simulate_cmd, render_cmd, engine_log_cmd, sql_cmd, export_cmd):
     module.register(app)
 
 

@@ -5,12 +5,15 @@ layer: imports nothing else of prefixscope."""
 
 from prefixscope.model.records import (
     ENDPOINTS,
+    EVENT_KINDS,
     Endpoint,
     Record,
     Request,
+    SessionEvent,
     Skip,
     Usage,
     UsageRecord,
 )
 
-__all__ = ["ENDPOINTS", "Endpoint", "Record", "Request", "Skip", "Usage", "UsageRecord"]
+__all__ = ["ENDPOINTS", "EVENT_KINDS", "Endpoint", "Record", "Request", "SessionEvent", "Skip",
+           "Usage", "UsageRecord"]

@@ -61,6 +61,24 @@ class Usage:
         )
 
 
+# What the log itself records happening in a session between two calls (`SessionEvent.kind`).
+EVENT_KINDS: tuple[str, ...] = ("compaction", "truncation", "model-change", "tool-set",
+                                "client-upgrade")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """A change the log records in a session before a call: a compaction boundary, a
+    truncation of the history, another model, a new client version, a tool-set delta.
+    Kept with the first call after it (`Request.events`); the store keeps them in one
+    table (``session_events``) with that call's session and file."""
+
+    kind: str  # one of EVENT_KINDS
+    detail: str  # what changed, for a person ("claude-sonnet-4-5 -> claude-opus-4-5")
+    timestamp: datetime | None  # when the log recorded it (naive UTC)
+    source_line: int | None  # the log line (or element) that records it
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """One model call as the log describes it."""
@@ -91,6 +109,9 @@ class Request:
     # calls (an OpenHands output.jsonl row, a trajectory): (timestamp, file, line, position)
     # is the order requests happened in when they share a line and have no timestamp.
     source_position: int | None = None
+    # What the log recorded in this call's session since the session's previous call
+    # (in the log's order), oldest first.
+    events: tuple[SessionEvent, ...] = ()
 
     @property
     def has_body(self) -> bool:

@@ -119,7 +119,23 @@ CREATE OR REPLACE VIEW turns AS
     FROM requests r LEFT JOIN sessions s ON s.request_id = r.id;
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5)
+# v6: what the log itself records happening in a session (`model.SessionEvent`: a
+# compaction boundary, a truncation, another model, a client upgrade, a tool-set delta),
+# each with the first call after it (`request_id`), that call's session key and file, and
+# the line that records it. Stored rows have none (re-ingest to get them).
+V6 = """
+CREATE TABLE session_events (
+    request_id VARCHAR NOT NULL,
+    session_key VARCHAR,
+    timestamp TIMESTAMP,
+    kind VARCHAR NOT NULL,
+    detail VARCHAR NOT NULL,
+    source_file VARCHAR NOT NULL,
+    source_line BIGINT
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The requests table's columns, in order, with their Polars types (`request_schema`).

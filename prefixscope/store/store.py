@@ -23,6 +23,9 @@ Tables:
   (`store.parts`: a session's bodies are quadratic in its turns, its content linear).
 * ``sessions`` -- the result of session threading (`prefixscope.sessions`),
   recomputed after each ingest.
+* ``session_events`` -- what the log records happening in a session (compaction,
+  truncation, another model, a client upgrade, a tool-set delta), each with the first
+  call after it (`model.SessionEvent`).
 * ``turns`` (view) -- requests joined with their session, the table most
   queries want.
 """
@@ -42,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
-from prefixscope.model import Request, Usage, UsageRecord
+from prefixscope.model import Request, SessionEvent, Usage, UsageRecord
 from prefixscope.model.hashing import exact_hash, exact_json
 from prefixscope.model.keys import compaction_marker, fingerprint, prefix_chain
 from prefixscope.store.parts import Layout, join_body, layout_hashes, layout_json, split_body
@@ -414,7 +417,30 @@ class Store:
             with self._registered("_bodies", body_frame):
                 self.run("INSERT INTO bodies (hash, body, layout) SELECT hash, body, layout "
                          "FROM _bodies WHERE hash NOT IN (SELECT hash FROM bodies)")
+        self._add_events(requests)
         return self.count() - before - replaced
+
+    def _add_events(self, requests: Sequence[Request]) -> None:
+        """The session events the requests carry, kept for the stored copy of each call
+        (the row from the same file) and once (re-ingest adds none)."""
+        import polars as pl
+
+        rows = [(r.id, r.session_key, e.timestamp, e.kind, e.detail, r.source_file,
+                 e.source_line) for r in requests for e in r.events]
+        if not rows:
+            return
+        frame = pl.DataFrame(rows, orient="row", schema={
+            "request_id": pl.Utf8, "session_key": pl.Utf8, "timestamp": pl.Datetime("us"),
+            "kind": pl.Utf8, "detail": pl.Utf8, "source_file": pl.Utf8,
+            "source_line": pl.Int64})
+        with self._registered("_events", frame):
+            self.run(
+                "INSERT INTO session_events SELECT DISTINCT e.* FROM _events e "
+                "WHERE EXISTS (SELECT 1 FROM requests r WHERE r.id = e.request_id "
+                "AND r.source_file = e.source_file) AND NOT EXISTS (SELECT 1 FROM "
+                "session_events s WHERE s.request_id = e.request_id AND s.kind = e.kind "
+                "AND s.source_file = e.source_file "
+                "AND s.source_line IS NOT DISTINCT FROM e.source_line)")
 
     def _replace_preferred(self, requests: Sequence[Request],
                            prefer: Callable[[Request, Request], bool]) -> int:
@@ -435,6 +461,8 @@ class Store:
             self.run(f"DELETE FROM requests WHERE NOT coalesce(({where}), false)", params)
             self.run("DELETE FROM bodies WHERE hash NOT IN (SELECT body_hash FROM requests "
                      "WHERE body_hash IS NOT NULL)")
+            self.run("DELETE FROM session_events WHERE request_id NOT IN "
+                     "(SELECT id FROM requests)")
             self.run("DELETE FROM sessions")
         return self.count()
 
@@ -442,7 +470,7 @@ class Store:
         """Every request, body and part of this store into `other` (an empty store), through
         Arrow: no file access beyond the two connections."""
         with other.transaction():
-            for table in ("requests", "bodies", "parts"):
+            for table in ("requests", "bodies", "parts", "session_events"):
                 rows = self.con.sql(f"SELECT * FROM {table}").to_arrow_table()
                 other.con.register("_copied", rows)
                 try:
@@ -470,7 +498,10 @@ class Store:
         return int(self.run("SELECT count(*) FROM requests")[0][0])
 
     def session_count(self) -> int:
-        return int(self.run("SELECT count(DISTINCT session) FROM sessions")[0][0])
+        """Sessions holding a call, every call once (as `report` counts them): a second log
+        of a call (``duplicate_of``) is in its first copy's session, not one of its own."""
+        return int(self.run("SELECT count(DISTINCT session) FROM turns "
+                            "WHERE duplicate_of IS NULL")[0][0])
 
     def summary(self) -> list[UsageSummary]:
         """Per source format: requests, sessions, bodies, copies of calls another source
@@ -503,7 +534,8 @@ class Store:
             f"  first(prompt_tokens {order}) FILTER (WHERE _both) AS bp, "
             f"  first(cached_tokens {order}) FILTER (WHERE _both) AS bc "
             "  FROM m GROUP BY call) "
-            "SELECT 'all', count(*), (SELECT count(DISTINCT session) FROM sessions), "
+            "SELECT 'all', count(*), "
+            "(SELECT count(DISTINCT session) FROM turns WHERE duplicate_of IS NULL), "
             "count(*) FILTER (WHERE with_body), coalesce(sum(copies), 0), sum(p), count(p), "
             "sum(c), count(c), count(bp), coalesce(sum(bp), 0), coalesce(sum(bc), 0) FROM c")
         return UsageSummary(*row[0])
@@ -537,6 +569,25 @@ class Store:
             "FROM turns "
             f"ORDER BY {time_order()}")
         return [UsageRecord(*row) for row in rows]
+
+    def session_events(self) -> dict[str, tuple[SessionEvent, ...]]:
+        """request id -> the session events the log recorded before it (oldest first)."""
+        out: dict[str, list[SessionEvent]] = {}
+        for rid, ts, kind, detail, line in self.run(
+                "SELECT request_id, timestamp, kind, detail, source_line FROM session_events "
+                "ORDER BY request_id, source_line NULLS FIRST, kind"):
+            out.setdefault(rid, []).append(SessionEvent(kind, detail, ts, line))
+        return {rid: tuple(events) for rid, events in out.items()}
+
+    def provider_verdicts(self) -> dict[str, tuple[str, int | None]]:
+        """request id -> the provider's own cache-miss verdict the log kept for it
+        (``metadata.cache_miss_reason``, its missed tokens), for calls that carry one."""
+        rows = self.run(
+            "SELECT id, json_extract_string(metadata, '$.cache_miss_reason'), "
+            "TRY_CAST(json_extract_string(metadata, '$.cache_missed_input_tokens') AS BIGINT) "
+            "FROM requests WHERE duplicate_of IS NULL AND "
+            "json_extract_string(metadata, '$.cache_miss_reason') IS NOT NULL")
+        return {rid: (reason, tokens) for rid, reason, tokens in rows}
 
     def usage_facts(self) -> list[UsageFacts]:
         """Every request's usage counts, convention and duplicate link, in time order."""

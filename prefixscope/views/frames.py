@@ -1,10 +1,10 @@
 """Typed results -> Polars frames: every table a result shows, for a notebook.
 
 One registry per result type (`REPORT_TABLES`, `DIFF_TABLES`, `SIMULATE_TABLES`,
-`RENDER_TABLES`): table name -> the function building it. Each frame has a fixed schema
-(an empty table keeps its columns and types) documented in docs/api.md, and holds the
-numbers the result's JSON holds (dollars rounded as the JSON rounds them), so a frame's
-column sums to the total the report prints: the ledger entries' cause columns sum to
+`RENDER_TABLES`, `CALLS_TABLES`): table name -> the function building it. Each frame has a
+fixed schema (an empty table keeps its columns and types) documented in docs/api.md, and
+holds the numbers the result's JSON holds (dollars rounded as the JSON rounds them), so a
+frame's column sums to the total the report prints: the ledger entries' cause columns sum to
 their `missed_tokens`, the causes' `tokens` to the ledger's.
 """
 
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from prefixscope.analyses.diff import DiffReport
 from prefixscope.analyses.render import RenderResult
 from prefixscope.analyses.simulate import MISS_CLASSES, SimulateReport
+from prefixscope.findings.calls import Calls
 from prefixscope.findings.ledger import CAUSES, NOT_LOSSES
 from prefixscope.findings.model import Report
 from prefixscope.model.errors import Error
@@ -217,6 +218,24 @@ def simulate_what_if_frame(report: SimulateReport) -> pl.DataFrame:
                    "hit_rate_predicted": "Float64", "gain_tokens": "Int64"})
 
 
+def calls_frame(calls: Calls) -> pl.DataFrame:
+    """One row per call shown, sessions in order and each session's calls in time order:
+    in / read / write / missed and a column per ledger cause (they sum to
+    ``missed_tokens``)."""
+    return _frame([{
+        "session": s.session, "id": c.id, "timestamp": c.timestamp, "model": c.model,
+        "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
+        "cache_write_tokens": c.cache_write_tokens, "missed_tokens": c.missed_tokens,
+        "cause": c.cause, **{cause: c.causes.get(cause, 0) for cause in CAUSES},
+        "break_kind": c.break_kind, "break_segment": c.break_segment,
+        "gap_seconds": c.gap_seconds,
+    } for s in calls.sessions for c in s.calls], {
+        "session": "Utf8", "id": "Utf8", "timestamp": "Datetime", "model": "Utf8",
+        "prompt_tokens": "Int64", "cached_tokens": "Int64", "cache_write_tokens": "Int64",
+        "missed_tokens": "Int64", "cause": "Utf8", **dict.fromkeys(CAUSES, "Int64"),
+        "break_kind": "Utf8", "break_segment": "Utf8", "gap_seconds": "Float64"})
+
+
 def segments_frame(result: RenderResult) -> pl.DataFrame:
     """Every segment span of the rendered prompt with its character and token spans."""
     return _frame([{"segment": s.segment, "kind": s.kind, "char_start": s.char_start,
@@ -263,6 +282,7 @@ SIMULATE_TABLES: dict[str, Callable[[SimulateReport], pl.DataFrame]] = {
 RENDER_TABLES: dict[str, Callable[[RenderResult], pl.DataFrame]] = {
     "segments": segments_frame, "tokens": tokens_frame,
 }
+CALLS_TABLES: dict[str, Callable[[Calls], pl.DataFrame]] = {"calls": calls_frame}
 
 
 def table_of(tables: Mapping[str, Callable[[Any], pl.DataFrame]], name: str,

@@ -18,6 +18,7 @@ from prefixscope.analyses.segments import (
 )
 from prefixscope.analyses.simulate import MISS_CLASSES, RequestSim, SimulateReport
 from prefixscope.findings.breakdown import Breakdown
+from prefixscope.findings.calls import Call, Calls
 from prefixscope.findings.ledger import Basis, Ledger, Money
 from prefixscope.findings.model import ReplayBasis, Report
 from prefixscope.model.hashing import HASH_VERSION
@@ -28,6 +29,8 @@ from prefixscope.views.jsonshapes import (
     BoundaryJson,
     BreakdownJson,
     BucketJson,
+    CallJson,
+    CallsJson,
     DiffJson,
     DiffPairJson,
     EngineLogJson,
@@ -273,6 +276,31 @@ def report_json(report: Report) -> ReportJson:
                       for p in report.scenarios],
         "notes": list(report.notes),
     }
+
+
+def calls_json(calls: Calls) -> CallsJson:
+    """`prefixscope calls --json` (docs/json.md)."""
+    return {
+        "basis": calls.basis, "session": calls.session, "requests": calls.requests,
+        "prompt_tokens": calls.prompt_tokens, "cached_tokens": calls.cached_tokens,
+        "missed_tokens": calls.missed_tokens, "by_cause": calls.by_cause,
+        "outside_requests": calls.outside_requests,
+        "sessions": [{"session": s.session, "requests": len(s.calls),
+                      "prompt_tokens": s.prompt_tokens, "cached_tokens": s.cached_tokens,
+                      "cache_write_tokens": s.cache_write_tokens,
+                      "missed_tokens": s.missed_tokens, "hit_rate": s.hit_rate,
+                      "by_cause": s.by_cause, "calls": [_call_json(c) for c in s.calls]}
+                     for s in calls.sessions],
+    }
+
+
+def _call_json(c: Call) -> CallJson:
+    return {"id": c.id, "time": c.timestamp.isoformat() if c.timestamp else None,
+            "model": c.model, "prompt_tokens": c.prompt_tokens,
+            "cached_tokens": c.cached_tokens, "cache_write_tokens": c.cache_write_tokens,
+            "missed_tokens": c.missed_tokens, "cause": c.cause, "causes": dict(c.causes),
+            "break_kind": c.break_kind, "break_segment": c.break_segment,
+            "gap_seconds": None if c.gap_seconds is None else float(c.gap_seconds)}
 
 
 def breakdown_json(b: Breakdown | None) -> BreakdownJson | None:

@@ -398,6 +398,54 @@ class SimulateJson(TypedDict):
     per_request: NotRequired[list[SimulateRequestJson]]
 
 
+# ------------------------------------------------------------------ calls
+
+
+class CallJson(TypedDict):
+    """One request of the ledger's basis."""
+
+    id: str
+    time: str | None  # ISO 8601, UTC
+    model: str | None
+    prompt_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int | None
+    missed_tokens: int
+    cause: str | None
+    causes: dict[str, int]
+    break_kind: str | None
+    break_segment: str | None
+    gap_seconds: float | None
+
+
+class SessionCallsJson(TypedDict):
+    """One session's calls, in time order."""
+
+    session: str | None
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int | None
+    missed_tokens: int
+    hit_rate: float | None
+    by_cause: dict[str, int]
+    calls: list[CallJson]
+
+
+class CallsJson(TypedDict):
+    """``prefixscope calls --json``."""
+
+    basis: str
+    session: str | None
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    missed_tokens: int
+    by_cause: dict[str, int]
+    outside_requests: int
+    sessions: list[SessionCallsJson]
+
+
 # ------------------------------------------------------------------ report
 
 
@@ -721,5 +769,6 @@ SHAPES: dict[str, type] = {
     "segments --by": SegmentsByJson,
     "simulate": SimulateJson,
     "report": ReportJson,
+    "calls": CallsJson,
     "engine-log": EngineLogJson,
 }

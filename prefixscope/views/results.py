@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from prefixscope.analyses import diff as _diff
 from prefixscope.analyses import render as _render
 from prefixscope.analyses import simulate as _simulate
+from prefixscope.findings import calls as _calls
 from prefixscope.findings import model as _model
 from prefixscope.views import frames, wording
 from prefixscope.views.html import findings_table
@@ -199,3 +200,36 @@ class RenderResult(_render.RenderResult):
         return (f"<prefixscope.RenderResult: {self.request}, {self.tokens:,} tokens, "
                 f"{len(self.segments)} segments>")
 
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Calls(_calls.Calls):
+    """`prefixscope.calls`' result: the ledger one request at a time, a session at a time
+    (``sessions``, each with its ``calls``: in / read / write / missed and the ledger's
+    causes).
+
+    Tables (`to_polars`): ``calls``.
+    """
+
+    TABLES: ClassVar[tuple[str, ...]] = tuple(frames.CALLS_TABLES)
+
+    @classmethod
+    def _of(cls, calls: _calls.Calls) -> Calls:
+        return as_subclass(cls, calls)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document ``prefixscope calls --json`` prints."""
+        from prefixscope.views.json import calls_json
+
+        return dict(calls_json(self))
+
+    def to_polars(self, table: str = "calls") -> pl.DataFrame:
+        """One of `TABLES` as a frame (columns: docs/api.md).
+
+        Raises:
+            prefixscope.Error: an unknown table.
+        """
+        return frames.table_of(frames.CALLS_TABLES, table, self)
+
+    def __repr__(self) -> str:
+        return (f"<prefixscope.Calls: {self.requests:,} calls in {len(self.sessions):,} "
+                f"sessions, {self.missed_tokens:,} missed tokens>")

@@ -47,6 +47,19 @@ Guarantees:
 * Detection looks past records that say nothing of the file (``permission-mode``,
   ``file-history-snapshot``, ``summary``, titles, ...) to the first record that does.
 
+* Session events (`model.SessionEvent`, kept with the first call of the same session after
+  them in the file): ``compaction`` from a ``{"type": "system", "subtype":
+  "compact_boundary", "compactMetadata": {...}}`` record (or, without one before the
+  call, an ``isCompactSummary`` user message); ``tool-set`` from an attachment record
+  whose ``attachment.type`` is ``deferred_tools_delta`` or ``mcp_instructions_delta``
+  and names tools / servers added or removed; ``model-change`` when a call's
+  `message.model` differs from the previous call's in its session; ``client-upgrade``
+  when its `version` (the Claude Code release) does.
+* The provider's own verdict on a miss (Claude Code >= 2.1.150 writes the API's
+  ``message.diagnostics.cache_miss_reason: {"type": ..., "cache_missed_input_tokens":
+  ...}``) is kept in metadata as ``cache_miss_reason`` (its type) and
+  ``cache_missed_input_tokens``.
+
 Lines are read in one pass; the requests of a file are kept until its end
 because the lines of one streamed response need not be adjacent. A file cut short (a
 truncated gzip, an I/O error part-way) keeps the calls read before the cut, and the cut
@@ -65,7 +78,7 @@ from prefixscope.ingest.normalize.usage import usage_anthropic
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.source import READ_ERRORS, Probe, Source
-from prefixscope.model import Record, Request, Skip, Usage
+from prefixscope.model import Record, Request, SessionEvent, Skip, Usage
 
 NAME = "claude-code"
 DESCRIPTION = "Claude Code session transcripts (~/.claude/projects/**/*.jsonl): usage per API call"
@@ -144,10 +157,12 @@ class _Copy:
     usage: dict[str, Any]
     content: list[Any] = field(default_factory=list)
     lines: int = 1
+    verdict: dict[str, Any] | None = None  # message.diagnostics.cache_miss_reason
 
     def add(self, message: dict[str, Any], usage: dict[str, Any]) -> None:
         self.lines += 1
         self.content.extend(_content_blocks(message))
+        self.verdict = self.verdict or _verdict(message)
         if _usage_total(usage) >= _usage_total(self.usage):  # later lines win ties
             self.usage = usage
             self.message = message
@@ -172,21 +187,120 @@ def _better(copy: _Copy, than: _Copy) -> bool:
 
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     calls: dict[str, dict[str | None, _Copy]] = {}
+    noted: list[_Noted] = []
     cut: Skip | None = None
     try:
-        yield from _read_calls(source, probe, calls)
+        yield from _read_calls(source, probe, calls, noted)
     except READ_ERRORS as exc:  # a damaged gzip, an I/O error: keep the calls read before it
         cut = Skip(None, f"read failed part-way, the rest of the file is lost: {_reason(exc)}")
     place_of = _FilePlace.of(source)
+    chosen: list[tuple[str, _Copy, int]] = []
     for message_id, copies in calls.items():
         best = None
         for copy in copies.values():  # first seen first: ties keep the earlier copy
             if best is None or _better(copy, best):
                 best = copy
         assert best is not None
-        yield _record(message_id, best, len(copies), place_of)
+        chosen.append((message_id, best, len(copies)))
+    events = _session_events(chosen, noted)
+    for message_id, call, n_copies in chosen:
+        yield _record(message_id, call, n_copies, place_of, events.get(message_id, ()))
     if cut is not None:
         yield cut
+
+
+@dataclass(frozen=True, slots=True)
+class _Noted:
+    """A session event read from a non-call line, before it is given to a call."""
+
+    session: tuple[str | None, str | None]  # `_line_session` of its line
+    event: SessionEvent
+
+
+def _line_session(rec: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(sessionId, sidechain agent) of a line: the calls and events of one conversation."""
+    side = to_text(rec.get("agentId")) or "sidechain" if rec.get("isSidechain") is True \
+        else None
+    return to_text(rec.get("sessionId")), side
+
+
+def _note(rec: dict[str, Any], place: int) -> SessionEvent | None:
+    """The session event a non-call line records, if any."""
+    rtype = rec.get("type")
+    when = parse_time(rec.get("timestamp"))
+    if rtype == "system" and rec.get("subtype") == "compact_boundary":
+        meta = rec.get("compactMetadata")
+        meta = meta if isinstance(meta, dict) else {}
+        said = [f"{k} {meta[k]}" for k in ("trigger", "preTokens") if meta.get(k) is not None]
+        return SessionEvent("compaction", "compact_boundary" + (
+            f" ({', '.join(map(str, said))})" if said else ""), when, place)
+    if rtype == "user" and rec.get("isCompactSummary") is True:
+        return SessionEvent("compaction", "isCompactSummary user message", when, place)
+    attachment = rec.get("attachment") if rtype == "attachment" else None
+    if isinstance(attachment, dict) and attachment.get("type") in _TOOL_DELTAS:
+        changed = [f"+{n}" for n in _names(attachment.get("addedNames"))] + \
+            [f"-{n}" for n in _names(attachment.get("removedNames"))]
+        if changed:
+            shown = " ".join(changed[:8]) + (f" (+{len(changed) - 8} more)"
+                                              if len(changed) > 8 else "")
+            return SessionEvent("tool-set", f"{attachment['type']}: {shown}", when, place)
+    return None
+
+
+_TOOL_DELTAS = ("deferred_tools_delta", "mcp_instructions_delta")
+
+
+def _names(value: Any) -> list[str]:
+    return [str(v) for v in value if isinstance(v, str | int)] if isinstance(value, list) \
+        else []
+
+
+def _session_events(chosen: list[tuple[str, _Copy, int]], noted: list[_Noted]
+                    ) -> dict[str, tuple[SessionEvent, ...]]:
+    """message id -> the events before it in its session: those noted on lines since the
+    session's previous call, then another model or client version than that call's."""
+    by_session: dict[tuple[str | None, str | None], list[tuple[int, str, _Copy]]] = {}
+    for message_id, copy, _ in chosen:
+        by_session.setdefault(_line_session(copy.first), []).append(
+            (copy.line, message_id, copy))
+    pending: dict[tuple[str | None, str | None], list[SessionEvent]] = {}
+    for note in noted:
+        pending.setdefault(note.session, []).append(note.event)
+    out: dict[str, tuple[SessionEvent, ...]] = {}
+    for session, calls in by_session.items():
+        calls.sort(key=lambda c: c[0])
+        waiting = sorted(pending.get(session, []), key=lambda e: e.source_line or 0)
+        before: _Copy | None = None
+        at = 0
+        for line, message_id, copy in calls:
+            events: list[SessionEvent] = []
+            while at < len(waiting) and (waiting[at].source_line or 0) < line:
+                if waiting[at].kind != "compaction" or not any(
+                        e.kind == "compaction" for e in events):  # one per compaction
+                    events.append(waiting[at])
+                at += 1
+            if before is not None:
+                when = parse_time(copy.first.get("timestamp"))
+                for kind, old, new in (
+                        ("model-change", _model(before), _model(copy)),
+                        ("client-upgrade", to_text(before.first.get("version")),
+                         to_text(copy.first.get("version")))):
+                    if old and new and old != new:
+                        events.append(SessionEvent(kind, f"{old} -> {new}", when, line))
+            if events:
+                out[message_id] = tuple(events)
+            before = copy
+    return out
+
+
+def _model(copy: _Copy) -> str | None:
+    return to_text(copy.message.get("model")) or to_text(copy.first["message"].get("model"))
+
+
+def _verdict(message: dict[str, Any]) -> dict[str, Any] | None:
+    diagnostics = message.get("diagnostics")
+    verdict = diagnostics.get("cache_miss_reason") if isinstance(diagnostics, dict) else None
+    return verdict if isinstance(verdict, dict) and to_text(verdict.get("type")) else None
 
 
 def _reason(exc: BaseException) -> str:
@@ -195,12 +309,16 @@ def _reason(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def _read_calls(source: Source, probe: Probe,
-                calls: dict[str, dict[str | None, _Copy]]) -> Iterator[Skip]:
-    """Every line into `calls` (message id -> requestId -> copy); the skips as they come."""
+def _read_calls(source: Source, probe: Probe, calls: dict[str, dict[str | None, _Copy]],
+                noted: list[_Noted]) -> Iterator[Skip]:
+    """Every line into `calls` (message id -> requestId -> copy) and the session events of
+    the other lines into `noted`; the skips as they come."""
     for place, rec in iter_json_records(source, probe):
         kind = _classify_line(rec)
         if kind is None:
+            event = _note(rec, place) if isinstance(rec, dict) else None
+            if event is not None:
+                noted.append(_Noted(_line_session(rec), event))
             continue
         if isinstance(kind, str):
             yield Skip(place, kind)
@@ -210,7 +328,8 @@ def _read_calls(source: Source, probe: Probe,
         request_id = _request_id(rec)
         copy = copies.get(request_id)
         if copy is None:
-            copies[request_id] = _Copy(place, rec, message, usage, _content_blocks(message))
+            copies[request_id] = _Copy(place, rec, message, usage, _content_blocks(message),
+                                       verdict=_verdict(message))
         else:
             copy.add(message, usage)
 
@@ -296,7 +415,8 @@ def _session(first: dict[str, Any],
     return main, main_source, None
 
 
-def _record(message_id: str, call: _Copy, copies: int, place: _FilePlace) -> Record:
+def _record(message_id: str, call: _Copy, copies: int, place: _FilePlace,
+            events: tuple[SessionEvent, ...] = ()) -> Record:
     first = call.first
     session_key, session_source, parent_key = _session(first, place)
     metadata = {k: first[k] for k in _METADATA_KEYS if first.get(k) is not None}
@@ -308,6 +428,11 @@ def _record(message_id: str, call: _Copy, copies: int, place: _FilePlace) -> Rec
         metadata["streamed_lines"] = call.lines
     if copies > 1:
         metadata["copies"] = copies  # the same message id under other requestIds (replays)
+    if call.verdict is not None:
+        metadata["cache_miss_reason"] = to_text(call.verdict.get("type"))
+        missed = call.verdict.get("cache_missed_input_tokens")
+        if isinstance(missed, int) and not isinstance(missed, bool) and missed >= 0:
+            metadata["cache_missed_input_tokens"] = missed
     request = Request(
         id="", source_format="", source_file="", source_line=call.line,
         timestamp=parse_time(first.get("timestamp")),
@@ -320,6 +445,7 @@ def _record(message_id: str, call: _Copy, copies: int, place: _FilePlace) -> Rec
         output={"role": "assistant", "content": call.content},
         usage=usage_anthropic(call.usage),
         metadata=metadata,
+        events=events,
     )
     tree = to_text(first.get("sessionId"))
     return Record(request=request, key=f"msg:{tree}:{message_id}" if tree else f"msg:{message_id}")

@@ -54,6 +54,12 @@ Guarantees:
   `model_usage` entry at or before the call. Session: the task directory's name
   (``cline.task-dir``; stdin: none). Client: ``cline``, ``roo-code`` or ``kilo-code`` from
   the extension directory in the path, else ``cline``.
+* Session events (`model.SessionEvent`): Cline stamps every UI message with the
+  `conversationHistoryDeletedRange` in force when it was written, and truncates the
+  history while setting a request up, after its ``api_req_started`` message: a range that
+  changes to a new one is a ``truncation`` of the latest request started before the
+  message that first shows it (that request was sent without the range). A call whose
+  model differs from the previous call's is a ``model-change``.
 * `api_conversation_history.json` and `task_metadata.json` next to a `ui_messages.json`
   are its companions (read with it, not alone). Reported as skips: elements that are not
   UI messages, and an ``api_req_started`` whose `text` is not a JSON object.
@@ -63,6 +69,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -72,7 +79,7 @@ from prefixscope.ingest.normalize.fields import as_object, parse_time, to_float,
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.source import Probe, Source
-from prefixscope.model import Record, Request, Skip, Usage
+from prefixscope.model import Record, Request, SessionEvent, Skip, Usage
 
 NAME = "cline"
 DESCRIPTION = ("Cline / Roo Code / Kilo Code task logs (tasks/<id>/ui_messages.json + "
@@ -112,7 +119,9 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     history = _load_list(source.sibling(API_HISTORY))
     model_usage = _model_usage(source.sibling(TASK_METADATA))
     task, client = _place(source)
-    calls = 0
+    started: list[tuple[dict[str, Any], dict[str, Any], int]] = []
+    truncated: dict[int, list[SessionEvent]] = {}  # index in `started` -> its truncations
+    in_force: tuple[int, ...] | None = None
     for place, rec in iter_json_records(source, probe):
         if isinstance(rec, BadRecord):
             yield Skip(place, str(rec))
@@ -120,14 +129,42 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
         if not is_ui_message(rec):
             yield Skip(place, "not a Cline UI message ({ts, type: say|ask, ...})")
             continue
+        deleted = _range(rec.get("conversationHistoryDeletedRange"))
+        if deleted is not None and deleted != in_force:
+            # set while the latest request was set up (its own message shows the old one)
+            owner = len(started) - 1 if started else 0
+            was = "none" if in_force is None else list(in_force)
+            truncated.setdefault(owner, []).append(SessionEvent(
+                "truncation", f"conversationHistoryDeletedRange {was} -> {list(deleted)}",
+                parse_time(rec.get("ts")), place))
+            in_force = deleted
         if rec.get("say") != "api_req_started":
             continue
         info = _info(rec.get("text"))
         if info is None:
             yield Skip(place, "api_req_started whose text is not a ClineApiReqInfo JSON object")
             continue
-        yield _record(rec, info, place, calls, history, model_usage, task, client)
-        calls += 1
+        started.append((rec, info, place))
+    before: str | None = None
+    for ordinal, (rec, info, place) in enumerate(started):
+        record = _record(rec, info, place, ordinal, history, model_usage, task, client)
+        events = list(truncated.get(ordinal, ()))
+        model = record.request.model
+        if before and model and model != before:
+            events.append(SessionEvent("model-change", f"{before} -> {model}",
+                                       record.request.timestamp, place))
+        before = model or before
+        if events:
+            record = Record(replace(record.request, events=tuple(events)), record.key)
+        yield record
+
+
+def _range(value: Any) -> tuple[int, ...] | None:
+    """A `conversationHistoryDeletedRange` ([start, end] indexes), else None."""
+    if isinstance(value, list) and len(value) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return None
 
 
 def _info(text: Any) -> dict[str, Any] | None:

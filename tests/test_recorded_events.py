@@ -1,0 +1,135 @@
+"""What the agent's own log records between two calls decides the ledger's cause (issue 35):
+Claude Code's compaction boundary, a model switch, a client upgrade, a tool-set delta; Cline's
+truncation of the history; and the provider's own verdict kept beside prefixscope's cause.
+
+The fixtures are hand-built in the shape of the real lines (Claude Code transcript lines
+with `compact_boundary`, `isCompactSummary`, a `deferred_tools_delta` attachment and
+`message.diagnostics.cache_miss_reason`; Cline UI messages stamped with
+`conversationHistoryDeletedRange`), and every expected number below is worked out by hand
+from the usage in them (Anthropic: prompt = input + cache read + cache creation; Cline:
+tokensIn + cacheReads + cacheWrites; an intact warm read ends 2 tokens short of the
+previous prompt; a shortfall under 64 tokens is rounding).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import FIXTURES, ROOT
+
+from prefixscope.ingest import read_requests
+from prefixscope.store import Store
+from prefixscope.store.load import ingest_paths
+
+CC = FIXTURES / "claude-code" / "recorded_events.jsonl"
+CLINE = (FIXTURES / "cline-truncation" / "Code" / "User" / "globalStorage"
+         / "saoudrizwan.claude-dev" / "tasks" / "1770000000000")
+REAL_CC = ROOT / "tests" / "data" / "real" / "claude-code-jsonl"
+
+
+# ------------------------------------------------------------------ ingest
+
+
+class TestClaudeCodeEvents:
+    def test_each_call_carries_what_was_recorded_before_it(self) -> None:
+        requests, skips = read_requests(CC)
+        assert skips == []
+        events = {r.native_id: [(e.kind, e.detail, e.source_line) for e in r.events]
+                  for r in requests}
+        assert events == {
+            "msg_01RE01": [], "msg_01RE02": [],
+            # the boundary (line 5) and the summary (line 6): one compaction
+            "msg_01RE03": [("compaction", "compact_boundary (trigger auto, preTokens 24050)",
+                            5)],
+            "msg_01RE04": [("model-change",
+                            "claude-sonnet-4-5-20250929 -> claude-opus-4-5-20251101", 9)],
+            "msg_01RE05": [("client-upgrade", "2.1.92 -> 2.1.101", 11)],
+            "msg_01RE06": [("tool-set", "deferred_tools_delta: +mcp__github__search_issues",
+                            12)],
+            "msg_01RE07": [], "msg_01RE08": [],
+        }
+
+    def test_summary_alone_is_a_compaction(self, tmp_path: Path) -> None:
+        lines = [json.loads(x) for x in CC.read_text().splitlines()]
+        kept = [x for x in lines if x.get("subtype") != "compact_boundary"]
+        path = tmp_path / "s.jsonl"
+        path.write_text("".join(json.dumps(x) + "\n" for x in kept))
+        requests, _ = read_requests(path)
+        third = next(r for r in requests if r.native_id == "msg_01RE03")
+        assert [(e.kind, e.detail) for e in third.events] == [
+            ("compaction", "isCompactSummary user message")]
+
+    def test_an_empty_delta_is_no_change(self, tmp_path: Path) -> None:
+        lines = CC.read_text().replace('"addedNames":["mcp__github__search_issues"]',
+                                       '"addedNames":[]')
+        path = tmp_path / "s.jsonl"
+        path.write_text(lines)
+        requests, _ = read_requests(path)
+        sixth = next(r for r in requests if r.native_id == "msg_01RE06")
+        assert sixth.events == ()
+
+    def test_provider_verdict_kept_per_call(self) -> None:
+        requests, _ = read_requests(CC)
+        verdicts = {r.native_id: (r.metadata.get("cache_miss_reason"),
+                                  r.metadata.get("cache_missed_input_tokens"))
+                    for r in requests if "cache_miss_reason" in r.metadata}
+        assert verdicts == {"msg_01RE04": ("model_changed", 6000),
+                            "msg_01RE06": ("tools_changed", 1000),
+                            "msg_01RE07": ("messages_changed", 998)}
+
+    def test_sidechain_events_stay_in_their_session(self) -> None:
+        # streamed_session.jsonl: a compact_boundary of the main session, then only a
+        # sidechain call: no main call follows it, so no call carries it
+        requests, _ = read_requests(FIXTURES / "claude-code" / "streamed_session.jsonl")
+        assert all(r.events == () for r in requests)
+
+
+class TestClineEvents:
+    def test_truncation_belongs_to_the_request_set_up_when_the_range_changed(self) -> None:
+        requests, skips = read_requests(CLINE / "ui_messages.json")
+        assert skips == []
+        assert [[(e.kind, e.detail, e.source_line) for e in r.events] for r in requests] == [
+            [], [],
+            # the range first shows on element 7, after the third api_req_started (6)
+            [("truncation", "conversationHistoryDeletedRange none -> [1, 4]", 7)],
+            [("model-change", "claude-opus-4-5-20251101 -> claude-sonnet-4-5-20250929", 8)],
+            [],
+        ]
+
+
+class TestStore:
+    def test_one_table_of_session_events_kept_once(self, tmp_path: Path) -> None:
+        with Store.open(tmp_path / "s.duckdb") as store:
+            ingest_paths([str(CC)], store)
+            ingest_paths([str(CC)], store)  # re-ingest adds nothing
+            rows = store.run("SELECT session_key, kind, source_line, "
+                             "strftime(timestamp, '%H:%M:%S') FROM session_events "
+                             "ORDER BY source_line")
+            by_request = store.session_events()
+            verdicts = store.provider_verdicts()
+        session = "7d3e2a10-5c4b-4e8f-9a61-2b7c0d9e4f35"
+        assert rows == [(session, "compaction", 5, "09:02:00"),
+                        (session, "model-change", 9, "09:03:30"),
+                        (session, "client-upgrade", 11, "09:04:30"),
+                        (session, "tool-set", 12, "09:05:29")]
+        assert sorted(len(v) for v in by_request.values()) == [1, 1, 1, 1]
+        assert sorted(v for v in verdicts.values()) == [
+            ("messages_changed", 998), ("model_changed", 6000), ("tools_changed", 1000)]
+
+
+def test_real_claude_code_files_change_only_where_they_record_events() -> None:
+    """Of the real transcripts only ccusage's records a change (sonnet -> opus -> sonnet,
+    and version 1.0.0 -> 1.1.0 on the third call); nothing else carries an event."""
+    recorded = {}
+    for path in sorted(REAL_CC.glob("*.jsonl")):
+        requests, _ = read_requests(path)
+        recorded[path.name] = [(r.native_id, e.kind) for r in requests for e in r.events]
+    assert recorded == {
+        "ccusage__project-alpha__session-alpha__chat.jsonl": [
+            ("msg-alpha-2", "model-change"), ("msg-alpha-3", "model-change"),
+            ("msg-alpha-3", "client-upgrade")],
+        "claude-code-log__edge_cases.jsonl": [],
+        "claude-code-log__representative_messages.jsonl": [],
+        "claude-code-log__session_b.jsonl": [],
+    }
