@@ -153,3 +153,174 @@ class TestStandInTokenizer:
         said = [f for f in files if re.search(r"proxy (tokenizer|render)",
                                                f.read_text(encoding="utf-8"), re.I)]
         assert said == []
+
+
+def _legend_lines(text: str) -> list[str]:
+    """The lines that define all three rates (the legend), whitespace collapsed."""
+    return [" ".join(line.split()) for line in text.splitlines()
+            if all(f"{rate}:" in line for rate in ("observed", "predicted", "ideal"))]
+
+
+class TestRatesLegend:
+    """observed / predicted / ideal are defined in one line in every view that prints them,
+    in the words `simulate` prints."""
+
+    def test_every_report_view_and_simulate_define_the_three_rates_alike(
+            self, sample) -> None:
+        simulate = runner.invoke(app, ["simulate", str(ROOT / "sample_logs" /
+                                                       "vllm-agents-eviction.jsonl.gz")])
+        assert simulate.exit_code == 0, simulate.stderr
+        [said] = _legend_lines(simulate.stdout)
+        legend = said.split("; agreement:")[0]  # simulate adds what its agreement column is
+        assert "ideal: the same replay with an unlimited cache and no expiry" in legend
+        assert _legend_lines(sample["terminal"]) == [legend]
+        assert _legend_lines(sample["md"]) == [legend + "."]
+        assert legend + "." in sample["html_text"]
+        # said once, right under the rates, before the findings
+        for text in (sample["terminal"], sample["md"]):
+            assert text.index("observed") < text.index(legend) < text.index(TITLES[0])
+
+
+class TestObservedAboveIdeal:
+    """A log that reports more cache than an unlimited replay of its prompts can serve:
+    every view says why, the JSON too."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def above(cls, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+        from report_scenarios import write_session
+
+        folder = tmp_path_factory.mktemp("above")
+        # every turn reports 100 uncached tokens of 2,000 + 100 x turn: 12,900 of 13,500
+        # cached over the 6 turns (hand sum: prompt 6 x 2,000 + 100 x 15 = 13,500)
+        log = write_session(folder / "above.jsonl", usage=lambda t: {
+            "prompt_tokens": 2000 + 100 * t, "completion_tokens": 10,
+            "total_tokens": 2010 + 100 * t,
+            "prompt_tokens_details": {"cached_tokens": 1900 + 100 * t}})
+        files = {ext: folder / f"r.{ext}" for ext in ("md", "html", "json")}
+        result = runner.invoke(app, ["report", str(log), "--md", str(files["md"]),
+                                     "--html", str(files["html"]), "--json-file",
+                                     str(files["json"])])
+        assert result.exit_code == 0, result.stderr
+        parsed = _Text()
+        parsed.feed(files["html"].read_text(encoding="utf-8"))
+        return {"terminal": " ".join(result.stdout.split()),
+                "md": " ".join(files["md"].read_text(encoding="utf-8").split()),
+                "html_text": parsed.text,
+                "doc": json.loads(files["json"].read_text(encoding="utf-8"))}
+
+    def test_the_json_says_why_observed_is_above_ideal_as_every_view_does(
+            self, above) -> None:
+        replay = above["doc"]["summary"]["replay"]
+        assert replay["hit_rate_observed"] == pytest.approx(12_900 / 13_500)
+        ideal = replay["hit_rate_ideal"]
+        assert ideal < 12_900 / 13_500 - 0.005
+        why = replay["above_ideal"]
+        assert why.startswith(f"observed 95.56% is above the ideal {ideal:.2%}: ")
+        # the bodies were logged: the rebuild lacks part of what was sent
+        assert "the rebuilt prompts lack part of what was sent" in why
+        assert why in above["terminal"]
+        assert why in above["md"]
+        assert why in above["html_text"]
+
+    def test_no_explanation_when_observed_is_below_ideal(self, sample) -> None:
+        replay = sample["doc"]["summary"]["replay"]
+        assert replay["hit_rate_observed"] < replay["hit_rate_ideal"]
+        assert replay["above_ideal"] is None
+        assert "is above the ideal" not in sample["terminal"] + sample["md"]
+
+
+def _rendered(markdown: str) -> tuple[str, str]:
+    """`markdown` as GitHub's CommonMark with tables renders it: the HTML, and its text."""
+    from markdown_it import MarkdownIt
+
+    page = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown)
+    parsed = _Text()
+    parsed.feed(page)
+    return page, parsed.text
+
+
+class TestMarkdownRenders:
+    """`--md` renders in a pull-request comment as it reads: code spans as code, no escape
+    printed, tables as tables, headings as headings (markdown-it-py, CommonMark)."""
+
+    def test_code_spans_tables_and_headings_render_with_no_stray_backslash(
+            self, sample) -> None:
+        import html
+
+        page, text = _rendered(sample["md"])
+        doc = sample["doc"]
+        # no escape is printed: every backslash the text shows is one the report holds
+        assert "\\" not in text and "\\" not in json.dumps(doc, ensure_ascii=False).replace(
+            '\\"', "").replace("\\\\", "")
+        # every code span a fix writes is a <code> element holding its literal text
+        spans = {s for f in doc["findings"] for s in re.findall(r"`([^`]+)`", f["fix"])}
+        assert {"x-anthropic-billing-header:", "strip_anthropic_billing_header",
+                "--what-if strip-billing-header"} <= spans
+        codes = set(re.findall(r"<code>(.*?)</code>", page))
+        assert {html.escape(s, quote=False) for s in spans} <= codes
+        # each finding's title and fix read as the JSON holds them (code marks aside)
+        for f in doc["findings"]:
+            assert " ".join(f["title"].replace("`", "").split()) in text
+            assert " ".join(f["fix"].replace("`", "").split()) in text
+        # the rates table and one table per group of findings, as tables
+        groups = {_group(f) for f in doc["findings"]}
+        assert page.count("<table>") == 1 + len(groups)
+        # 7 cells a finding, 4 in the rates' row
+        assert len(re.findall(r"<td\b", page)) == 7 * len(doc["findings"]) + 4
+        assert re.findall(r"<h1>(.*?)</h1>", page) == ["prefixscope report"]
+        assert "Findings" in re.findall(r"<h2>(.*?)</h2>", page)
+        assert [html.unescape(t) for t in re.findall(r"<h3>(.*?)</h3>", page)] == TITLES
+        # the caveat is a quote of its own: the ledger line after it is a paragraph
+        quote = re.search(r"<blockquote>(.*?)</blockquote>", page, re.S)
+        assert quote is not None and "missed " not in quote.group(1)
+
+    def test_log_text_stays_text_in_code_spans_and_out(self, tmp_path) -> None:
+        from report_scenarios import PLANTED, planted_log
+
+        md = tmp_path / "r.md"
+        result = runner.invoke(app, ["report", str(planted_log(tmp_path)), "--md", str(md),
+                                     "--max-volatile-before", "100000"])
+        assert result.exit_code == 3  # the gate fails: the planted prefix changes every turn
+        page, text = _rendered(md.read_text(encoding="utf-8"))
+        # the planted markup is never made: no script, image or link
+        assert PLANTED and not re.search(r"<(script|img|a)\b", page)
+        # a pipe in a table cell does not split it: every row has its header's cells
+        for table in re.findall(r"<table>(.*?)</table>", page, re.S):
+            rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+            assert len({len(re.findall(r"<t[hd]\b", row)) for row in rows}) == 1
+
+    @pytest.mark.parametrize(("text", "code", "shown"), [
+        # a fix's code span: kept as code, nothing escaped inside it
+        ("set `cache_control: {\"type\": \"ephemeral\"}` (once)", "cache_control: "
+         "{&quot;type&quot;: &quot;ephemeral&quot;}", "set cache_control: {\"type\": "
+         "\"ephemeral\"} (once)"),
+        # markup outside code is shown as typed
+        ("a *b* _c_ [d](http://e) <f> & ~g~ \\h", None, "a *b* _c_ [d](http://e) <f> & ~g~ "
+         "\\h"),
+        # a double-backtick span may hold a backtick; a lone backtick is a backtick
+        ("``a`b`` and a lone `", "a`b", "a`b and a lone `"),
+        # what would open a block at a line's start
+        ("1. one", None, "1. one"), ("# two", None, "# two"), ("- three", None, "- three"),
+        ("> four", None, "> four"), ("snake_case_name", None, "snake_case_name"),
+    ])
+    def test_md_text_is_read_as_typed(self, text: str, code: str | None, shown: str) -> None:
+
+        from prefixscope.views.markdown import md_text
+
+        page, rendered = _rendered(md_text(text) + "\n")
+        assert page.startswith("<p>") and rendered == shown
+        assert re.findall(r"<code>(.*?)</code>", page) == ([code] if code else [])
+        # in a table cell the same
+        page, cell = _rendered(f"| x |\n|---|\n| {md_text(text, cell=True)} |\n")
+        assert "<td>" in page and cell == f"x {shown}"
+
+    def test_a_pipe_in_a_table_cell_does_not_split_it_in_code_or_out(self) -> None:
+        from prefixscope.views.markdown import md_text
+
+        cell = md_text("`a|b` c|d", cell=True)
+        page, text = _rendered(f"| x | y |\n|---|---|\n| {cell} | z |\n")
+        assert len(re.findall(r"<td\b", page)) == 2
+        assert re.findall(r"<code>(.*?)</code>", page) == ["a|b"] and text == "x y a|b c|d z"
+        # outside a table a code span's pipe is no escape
+        assert _rendered(md_text("`a|b`") + "\n")[0] == "<p><code>a|b</code></p>\n"

@@ -44,7 +44,7 @@ padding:.5em;font-size:12px}.pass{color:#1b5e20}.fail{color:#b71c1c;font-weight:
 figure{margin:1.5em 0}figcaption{color:#555;font-size:.9em}img{max-width:100%}
 .bar{display:flex;height:1.4em;width:100%;border:1px solid #ccc;margin:.5em 0}
 .bar span{display:block;height:100%}.key{display:inline-block;width:.9em;height:.9em;
-margin-right:.4em;vertical-align:middle}.caveat{color:#8a5a00}
+margin-right:.4em;vertical-align:middle}.caveat{color:#8a5a00}.legend{color:#555;font-size:.9em}
 """
 
 
@@ -91,7 +91,7 @@ def _summary(report: Report) -> list[str]:
                 f'<tr><td class="n">{_pct(r.hit_rate_observed if r else s.hit_rate)}</td>'
                 f'<td class="n">{_pct(s.hit_rate_predicted)}</td>'
                 f'<td class="n">{_pct(s.hit_rate_ideal)}</td><td>{esc(s.engine or "–")}</td>'
-                "</tr></table></div>"]
+                "</tr></table></div>", f'<p class="legend">{esc(wording.RATES_LEGEND)}.</p>']
     out += [f'<p class="caveat">{esc(line)}.</p>' for line in wording.replay_lines(s)]
     approximate = wording.approximate_line(report)
     if approximate:

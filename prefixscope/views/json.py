@@ -24,6 +24,7 @@ from prefixscope.findings.model import ReplayBasis, Report
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult
 from prefixscope.store.store import UsageSummary
+from prefixscope.views import wording
 from prefixscope.views.jsonshapes import (
     BasisJson,
     BoundaryJson,
@@ -335,7 +336,8 @@ def _replay_basis_json(r: ReplayBasis | None) -> ReplayBasisJson | None:
             "cached_tokens": r.cached_tokens, "replayed_prompt_tokens": r.replayed_prompt_tokens,
             "coverage": r.coverage, "partial": r.partial,
             "hit_rate_observed": r.hit_rate_observed, "hit_rate_predicted": r.hit_rate_predicted,
-            "hit_rate_ideal": r.hit_rate_ideal, "with_body": r.with_body}
+            "hit_rate_ideal": r.hit_rate_ideal, "with_body": r.with_body,
+            "above_ideal": wording.above_ideal(r)}
 
 
 def _money_json(m: Money | None) -> MoneyJson | None:

@@ -474,6 +474,7 @@ class ReplayBasisJson(TypedDict):
     hit_rate_predicted: float | None
     hit_rate_ideal: float | None
     with_body: int
+    above_ideal: str | None  # why observed is above ideal; None when it is not
 
 
 class MoneyJson(TypedDict):

@@ -1,9 +1,12 @@
-"""The report as Markdown, for a pull-request comment.
+"""The report as Markdown, for a pull-request comment (GitHub's CommonMark with tables).
 
 Every piece of text that may come from a log (titles, segments, excerpts, scenario names)
-goes through `md_text`: Markdown and HTML metacharacters are backslash-escaped or
-entity-encoded and line breaks flattened, so a logged prompt cannot add a link, an image,
-a table row or raw HTML to the comment.
+goes through `md_text`: line breaks flattened, and outside code spans what CommonMark
+would read as markup backslash-escaped or entity-encoded, so a logged prompt cannot add a
+link, an image, emphasis, a table row or raw HTML to the comment. Inside a code span
+(`` `cache_control` ``, written by a fix) nothing is escaped -- CommonMark shows a code
+span's text as it is, so an escape there would be printed -- but a pipe in a table cell,
+which GitHub's tables split on even inside code.
 """
 
 from __future__ import annotations
@@ -13,15 +16,59 @@ import re
 from prefixscope.findings.model import LENS_KINDS, Report
 from prefixscope.views import wording
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~])")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_TICKS = re.compile("`+")
+# Outside code spans: what may open markup anywhere in a line (emphasis, links and images,
+# code, strikethrough, a cell's end, an escape, raw HTML and entities). `_` only where it
+# could delimit emphasis: inside a word (snake_case) CommonMark never reads it so.
+_INLINE = re.compile(r"[\\`*\[\]|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# What opens a block at the start of a line: a heading, a quote, a list item, a
+# setext underline; an ordered list item's number ("1." / "1)").
+_BLOCK = re.compile(r"^(?:[#>+=-]|\d{1,9}(?=[.)]))")
 
 
-def md_text(text: str) -> str:
-    """`text` inert in Markdown (and in the HTML a Markdown renderer lets through)."""
+def md_text(text: str, *, cell: bool = False) -> str:
+    """`text` inert in Markdown (and in the HTML a Markdown renderer lets through), its
+    code spans kept as code; `cell`: for a table cell (a pipe escaped in code spans too)."""
     flat = _CONTROL.sub(" ", " ".join(text.split()))
-    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", flat)
+    out = []
+    for code, part in _spans(flat):
+        if code:
+            out.append(part.replace("|", "\\|") if cell else part)
+        else:
+            part = part.replace("&", "&amp;").replace("<", "&lt;")
+            out.append(_INLINE.sub(lambda m: "\\" + m.group(), part))
+    escaped = "".join(out)
+    m = _BLOCK.match(escaped)
+    if m is None:
+        return escaped
+    at = m.end() if m.group()[0].isdigit() else 0  # "1\." is no list item; "\#" no heading
+    return escaped[:at] + "\\" + escaped[at:]
+
+
+def _spans(text: str) -> list[tuple[bool, str]]:
+    """`text` cut into (is a code span, the part), as CommonMark reads it: a run of n
+    backticks opens a code span closed by the next run of exactly n backticks; a run
+    no such run follows is literal backticks."""
+    runs = list(_TICKS.finditer(text))
+    parts: list[tuple[bool, str]] = []
+    plain = 0  # where the text not yet in a code span starts
+    i = 0
+    while i < len(runs):
+        opening = runs[i]
+        closing = next((j for j in range(i + 1, len(runs))
+                        if len(runs[j].group()) == len(opening.group())), None)
+        if closing is None:
+            i += 1
+            continue
+        if opening.start() > plain:
+            parts.append((False, text[plain:opening.start()]))
+        parts.append((True, text[opening.start():runs[closing].end()]))
+        plain = runs[closing].end()
+        i = closing + 1
+    if plain < len(text):
+        parts.append((False, text[plain:]))
+    return parts
 
 
 def _money(value: float | None) -> str:
@@ -41,9 +88,12 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
                   "| observed | predicted | ideal | replayed with |", "|---:|---:|---:|---|",
                   f"| {_pct(r.hit_rate_observed if r else s.hit_rate)} | "
                   f"{_pct(s.hit_rate_predicted)} | {_pct(s.hit_rate_ideal)} | "
-                  f"{md_text(s.engine or '–')} |", ""]
-    lines += [f"> {md_text(line)}" for line in (*wording.replay_lines(s),
-                                                wording.approximate_line(report)) if line]
+                  f"{md_text(s.engine or '–', cell=True)} |", "",
+                  md_text(wording.RATES_LEGEND) + ".", ""]
+    # each caveat a quote of its own, a blank line after it (else the next line joins it)
+    for line in (*wording.replay_lines(s), wording.approximate_line(report)):
+        if line:
+            lines += [f"> {md_text(line)}", ""]
     for line in (wording.ledger_line(report.ledger), wording.money_line(s),
                  *wording.what_if_lines(report)):
         if line:
@@ -51,16 +101,16 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
     if report.breakdown is not None:
         b = report.breakdown
         lines += [f"## By {md_text(', '.join(b.by))}", "",
-                  "| " + " | ".join(md_text(d) for d in b.by) + " | requests | prompt | cached "
-                  "| hit rate | spend | lost $ | top loss |",
+                  "| " + " | ".join(md_text(d, cell=True) for d in b.by)
+                  + " | requests | prompt | cached | hit rate | spend | lost $ | top loss |",
                   "|" + "---|" * len(b.by) + "---:|---:|---:|---:|---:|---:|---|"]
         for row in b.rows:
-            cells = [md_text("(not logged)" if row.key[d] is None else str(row.key[d]))
+            cells = [md_text("(not logged)" if row.key[d] is None else str(row.key[d]), cell=True)
                      for d in b.by]
             lines.append("| " + " | ".join(cells) + f" | {row.requests:,} | "
                          f"{row.prompt_tokens:,} | {row.cached_tokens:,} | "
                          f"{_pct(row.hit_rate)} | {_money(row.spend_usd)} | "
-                         f"{_money(row.lost_usd)} | {md_text(row.top_cause or '–')} |")
+                         f"{_money(row.lost_usd)} | {md_text(row.top_cause or '–', cell=True)} |")
         lines.append("")
     lines += ["## Findings", ""]
     if not report.findings:
@@ -72,10 +122,10 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
         for n, f in shown:
             lens = f.kind in LENS_KINDS
             dollars = md_text(wording.usd(f.lost_usd)) if f.lost_usd else "–"
-            lines.append(f"| {n} | {wording.finding_label(f)} | {md_text(f.kind)} | "
+            lines.append(f"| {n} | {wording.finding_label(f)} | {md_text(f.kind, cell=True)} | "
                          f"{'–' if lens else f'{f.lost_tokens:,}'} | "
                          f"{'–' if lens else f'{f.share:.1%}'} | {dollars} | "
-                         f"{md_text(f.title)} |")
+                         f"{md_text(f.title, cell=True)} |")
         lines.append("")
         for n, f in shown:
             where = f" · {md_text(f.segment)}" if f.segment else ""
@@ -89,8 +139,8 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
     if report.gate.checks:
         lines += [f"## Gate: {'passed' if report.gate.passed else 'FAILED'}", "",
                   "| check | result | detail |", "|---|---|---|"]
-        lines += [f"| {md_text(c.name)} | {'pass' if c.passed else '**FAIL**'} | "
-                  f"{md_text(c.detail)} |" for c in report.gate.checks]
+        lines += [f"| {md_text(c.name, cell=True)} | {'pass' if c.passed else '**FAIL**'} | "
+                  f"{md_text(c.detail, cell=True)} |" for c in report.gate.checks]
         lines.append("")
     if report.notes:
         lines += ["## Notes", ""] + [f"- {md_text(n)}" for n in report.notes] + [""]

@@ -13,6 +13,7 @@ from prefixscope.findings.model import (
     LENS_KINDS,
     READING_GROUPS,
     Finding,
+    ReplayBasis,
     Report,
     Summary,
     reading_group,
@@ -21,6 +22,11 @@ from prefixscope.findings.model import (
 # The one name a person reads for a tokenizer that counts in the model's stead (a hosted
 # model's own is not public, or not available offline): every view says it this way.
 STAND_IN = "stand-in tokenizer"
+# The three hit rates every report view and `simulate` print side by side, in one line.
+RATES_LEGEND = ("observed: the cache the log reports; predicted: a replay of the same "
+                "prompts through the engine's cache model (its block size, capacity and "
+                "retention); ideal: the same replay with an unlimited cache and no expiry, "
+                "the most any cache could have served")
 
 
 def plural(n: int, noun: str) -> str:
@@ -73,17 +79,25 @@ def replay_lines(s: Summary) -> list[str]:
         out.append(f"the replay rebuilt {r.coverage:.0%} of the logged prompt tokens "
                    f"({r.replayed_prompt_tokens:,} of {r.prompt_tokens:,}): predicted and ideal "
                    "are partial; the ledger and the findings are sized on the logged usage")
-    if (r.hit_rate_observed is not None and r.hit_rate_ideal is not None
-            and r.hit_rate_observed > r.hit_rate_ideal + 0.005):
-        why = ("the rebuilt prompts lack part of what was sent, or the cache served other "
-               "traffic's prefixes" if r.with_body else
-               "replayed from usage alone, the engine's rules (its minimum cacheable length, "
-               "its TTL) cannot produce the cache the log reports: other traffic's prefixes, "
-               "or rules the model lacks")
-        out.append(f"observed {r.hit_rate_observed:.2%} is above the ideal "
-                   f"{r.hit_rate_ideal:.2%}: {why}; the ledger reads those requests from "
-                   "their usage")
+    above = above_ideal(r)
+    if above is not None:
+        out.append(above)
     return out
+
+
+def above_ideal(r: ReplayBasis | None) -> str | None:
+    """Why observed is above ideal (by more than half a point), one sentence; None when it
+    is not. Every view says it, the JSON too (`summary.replay.above_ideal`)."""
+    if (r is None or r.hit_rate_observed is None or r.hit_rate_ideal is None
+            or r.hit_rate_observed <= r.hit_rate_ideal + 0.005):
+        return None
+    why = ("the rebuilt prompts lack part of what was sent, or the cache served other "
+           "traffic's prefixes" if r.with_body else
+           "replayed from usage alone, the engine's rules (its minimum cacheable length, "
+           "its TTL) cannot produce the cache the log reports: other traffic's prefixes, "
+           "or rules the model lacks")
+    return (f"observed {r.hit_rate_observed:.2%} is above the ideal {r.hit_rate_ideal:.2%}: "
+            f"{why}; the ledger reads those requests from their usage")
 
 
 def approximate_line(report: Report) -> str | None:

@@ -32,6 +32,7 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
         # said on its own line: a table's title wraps at the table's width
         screen.print(escape(wording.rates_title(s)), soft_wrap=True)
         screen.print(rates)
+        screen.print(f"[dim]{escape(wording.RATES_LEGEND)}[/]", soft_wrap=True)
     for line in (*wording.replay_lines(s), wording.approximate_line(report)):
         if line:
             screen.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)

@@ -66,7 +66,7 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
                            ideal=percent(report.hit_rate_ideal),
                            agreement=percent(report.agreement))
     screen.print(rates)
-    screen.print(f"[dim]{AGREEMENT}; ideal: an unlimited cache with no expiry[/]")
+    screen.print(f"[dim]{wording.RATES_LEGEND}; {AGREEMENT}[/]", soft_wrap=True)
     total = sum(report.misses.values())
     misses = Table(show_edge=False, title="uncached prompt tokens by class",
                    title_justify="left")
