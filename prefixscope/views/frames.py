@@ -203,10 +203,16 @@ def misses_frame(report: SimulateReport) -> pl.DataFrame:
 
 
 def capacity_curve_frame(report: SimulateReport) -> pl.DataFrame:
-    """The predicted hit rate at each capacity replayed (null capacity: unlimited)."""
-    return _frame([{"capacity_tokens": c.capacity_tokens, "hit_rate": c.hit_rate}
+    """The predicted hit rate at each capacity replayed (null capacity: unlimited), and
+    its cached tokens within a conversation and across conversations."""
+    return _frame([{"capacity_tokens": c.capacity_tokens, "hit_rate": c.hit_rate,
+                    "within_tokens": c.within_tokens, "across_tokens": c.across_tokens,
+                    "hit_rate_within": c.hit_rate_within,
+                    "hit_rate_across": c.hit_rate_across}
                    for c in report.capacity_curve],
-                  {"capacity_tokens": "Int64", "hit_rate": "Float64"})
+                  {"capacity_tokens": "Int64", "hit_rate": "Float64", "within_tokens": "Int64",
+                   "across_tokens": "Int64", "hit_rate_within": "Float64",
+                   "hit_rate_across": "Float64"})
 
 
 def simulate_what_if_frame(report: SimulateReport) -> pl.DataFrame:

@@ -224,7 +224,10 @@ def simulate_json(report: SimulateReport, *, per_request: bool = False) -> Simul
         "what_if": [{"transform": w.transform, "hit_rate_ideal": w.hit_rate_ideal,
                      "hit_rate_predicted": w.hit_rate_predicted, "gain_tokens": w.gain_tokens}
                     for w in report.what_if],
-        "capacity_curve": [{"capacity_tokens": c.capacity_tokens, "hit_rate": c.hit_rate}
+        "capacity_curve": [{"capacity_tokens": c.capacity_tokens, "hit_rate": c.hit_rate,
+                            "within_tokens": c.within_tokens, "across_tokens": c.across_tokens,
+                            "hit_rate_within": c.hit_rate_within,
+                            "hit_rate_across": c.hit_rate_across}
                            for c in report.capacity_curve],
         "fit": None if report.fit is None else {
             "block_size": report.fit.unit, "capacity_tokens": report.fit.capacity_tokens,

@@ -358,6 +358,10 @@ class WhatIfJson(TypedDict):
 class CurvePointJson(TypedDict):
     capacity_tokens: int | None
     hit_rate: float | None
+    within_tokens: int  # cached tokens its own session had sent before
+    across_tokens: int  # cached tokens only another session had sent
+    hit_rate_within: float | None
+    hit_rate_across: float | None
 
 
 class FitJson(TypedDict):

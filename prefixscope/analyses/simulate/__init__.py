@@ -78,6 +78,7 @@ from prefixscope.analyses.simulate.replay import (
     _replay,
     _replays,
     _sweep,
+    _within_sessions,
     remembered_replays,
     replays_many,
     sweep_ahead,
@@ -128,15 +129,30 @@ def replay_prepared(store: Store, prepared: Sequence[_Prepared], skipped: dict[s
                                                      workers=workers))
     if capacity_curve:
         cached = _at_capacities(prepared, options, capacity_curve, workers)
-        report = replace(report, capacity_curve=tuple(
-            CurvePoint(c, _hit_rate(prepared, hits))
-            for c, hits in zip(capacity_curve, cached, strict=True)))
+        report = replace(report, capacity_curve=_curve(prepared, options, capacity_curve,
+                                                       cached))
     if what_if:
         report = replace(report, what_if=_what_ifs(store, options, tuple(what_if), report,
                                                    prepared, workers, what_if_input))
     assert report.unit == block_size
     return report
 
+
+
+def _curve(prepared: Sequence[_Prepared], options: SimulateOptions,
+           capacities: Sequence[int | None],
+           cached: Sequence[Sequence[int]]) -> tuple[CurvePoint, ...]:
+    """Each capacity's point, its cached tokens split within / across conversations: of a
+    request's cached tokens, as many as its own session could give it are within
+    (`_within_sessions`), the rest across."""
+    own = _within_sessions(prepared, options)
+    prompt = sum(p.n_tokens for p in prepared)
+    points = []
+    for capacity, hits in zip(capacities, cached, strict=True):
+        within = sum(min(hit, mine) for hit, mine in zip(hits, own, strict=True))
+        points.append(CurvePoint(capacity, _hit_rate(prepared, hits), within,
+                                 sum(hits) - within, prompt))
+    return tuple(points)
 
 
 def _what_ifs(store: Store, options: SimulateOptions, transforms: tuple[str, ...],

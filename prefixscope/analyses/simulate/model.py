@@ -94,8 +94,24 @@ class WhatIfResult:
 
 @dataclass(frozen=True, slots=True)
 class CurvePoint:
+    """The replay at one capacity: its hit rate, and its cached tokens split by where they
+    come from (`replay._within_sessions`): reuse within a conversation (its own session
+    had sent them) and across conversations (only another session had: a shared system
+    prompt, shared tools). ``within_tokens + across_tokens`` is the cached tokens."""
+
     capacity_tokens: int | None
     hit_rate: float | None
+    within_tokens: int = 0
+    across_tokens: int = 0
+    prompt_tokens: int = 0  # the rates' basis (the replayed prompt tokens)
+
+    @property
+    def hit_rate_within(self) -> float | None:
+        return self.within_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+    @property
+    def hit_rate_across(self) -> float | None:
+        return self.across_tokens / self.prompt_tokens if self.prompt_tokens else None
 
 
 @dataclass(frozen=True, slots=True)

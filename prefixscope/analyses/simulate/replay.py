@@ -462,3 +462,38 @@ def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
     for i, cached in zip(todo, replayed, strict=True):
         out[i] = cached
     return [cached for cached in out if cached is not None]
+
+
+def _within_sessions(prepared: Sequence[_Prepared], options: SimulateOptions) -> list[int]:
+    """Each request's cached tokens in an unlimited cache (no clock) that holds its own
+    session's earlier requests and nothing else: the most it can reuse within its
+    conversation (what pinning a session to one replica keeps). Each session is replayed
+    through an engine of its own; a request threading left without a session has none
+    (0). With chained keys a request's hit is a prefix, and so is the part of it its own
+    session sent before: at any capacity, ``min(cached, this)`` of its cached tokens are
+    reuse within its conversation and the rest reuse across conversations (docs/simulate.md,
+    "Within and across conversations")."""
+    units_of = _engine(options, True)
+    engines: dict[str, Engine] = {}
+    traces: dict[tuple[str, str, int], Engine] = {}
+    out = []
+    expander = _Expander(prepared, units_of)
+    for p in prepared:
+        prompt, sequence = expander.units(p, options.cache_output and p.trace is None)
+        if p.session is None:
+            out.append(0)
+            continue
+        if p.trace is not None:
+            key = (p.session, p.trace_engine, p.trace_block)
+            engine = traces.get(key)
+            if engine is None:
+                spec = ENGINES[p.trace_engine]
+                engine = traces[key] = get_engine(p.trace_engine,
+                                                  **spec.block_kwargs(p.trace_block))
+            out.append(engine.step(prompt).cached_tokens)
+            continue
+        engine = engines.get(p.session)
+        if engine is None:
+            engine = engines[p.session] = _engine(options, True)
+        out.append(engine.step(prompt, sequence=sequence, now=None).cached_tokens)
+    return out

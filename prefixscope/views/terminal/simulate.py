@@ -102,12 +102,18 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
                      f", predicted {percent(w.hit_rate_predicted)}, "
                      f"{w.gain_tokens:+,} cached tokens")
     if report.capacity_curve:
-        curve = Table(show_edge=False, title="capacity curve", title_justify="left")
+        curve = Table(show_edge=False, title="capacity curve: the predicted hit rate, "
+                      "reuse within a conversation (a prefix its own session sent before) + "
+                      "across conversations (only another session sent it)",
+                      title_justify="left")
         curve.add_column("capacity (tokens)", justify="right")
         curve.add_column("hit rate", justify="right")
+        curve.add_column("within", justify="right")
+        curve.add_column("across", justify="right")
         for point in report.capacity_curve:
             curve.add_row("unlimited" if point.capacity_tokens is None
-                          else f"{point.capacity_tokens:,}", percent(point.hit_rate))
+                          else f"{point.capacity_tokens:,}", percent(point.hit_rate),
+                          percent(point.hit_rate_within), percent(point.hit_rate_across))
         screen.print(curve)
     for reason, n in report.skipped.items():
         screen.warn(f"{n:,} request(s) not replayed: {reason}")
