@@ -16,16 +16,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, ROOT
+from typer.testing import CliRunner
 
+from prefixscope.cli.main import app
 from prefixscope.ingest import read_requests
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 
+runner = CliRunner()
 CC = FIXTURES / "claude-code" / "recorded_events.jsonl"
 CLINE = (FIXTURES / "cline-truncation" / "Code" / "User" / "globalStorage"
          / "saoudrizwan.claude-dev" / "tasks" / "1770000000000")
 REAL_CC = ROOT / "tests" / "data" / "real" / "claude-code-jsonl"
+
+
+def _report(path: Path) -> dict:
+    result = runner.invoke(app, ["report", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
 
 
 # ------------------------------------------------------------------ ingest
@@ -116,6 +126,98 @@ class TestStore:
         assert sorted(len(v) for v in by_request.values()) == [1, 1, 1, 1]
         assert sorted(v for v in verdicts.values()) == [
             ("messages_changed", 998), ("model_changed", 6000), ("tools_changed", 1000)]
+
+
+# ------------------------------------------------------------------ the ledger
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    return _report(CC)
+
+
+class TestClaudeCodeLedger:
+    def test_missed_tokens_by_the_recorded_cause(self, report: dict) -> None:
+        # call: prompt / cached -> ledger (by hand)
+        # 1: 20,000 / 0          -> cold 20,000
+        # 2: 24,000 / 19,998     -> rounding 2 (read lag), new 4,000
+        # 3:  6,000 / 4,000      -> compaction 2,000 (recorded boundary; was `provider`)
+        # 4:  7,000 / 0          -> model change: break 6,000 (all the predecessor sent),
+        #                           new 1,000
+        # 5:  9,000 / 2,500      -> client upgrade: break 7,000 - 2,500 = 4,500, new 2,000
+        # 6: 10,000 / 8,000      -> tool-set delta: break 9,000 - 8,000 = 1,000, new 1,000
+        # 7: 11,000 / 9,000      -> nothing recorded, extends: X = 10,000 - 2 = 9,998,
+        #                           provider 998, rounding 2, new 1,000
+        # 8: 10,500 / 9,000      -> nothing recorded, shrank: unexplained 1,500 (a shorter
+        #                           prompt is no intact prefix)
+        ledger = report["ledger"]
+        assert ledger["basis"]["prompt_tokens"] == 97_500
+        assert ledger["basis"]["cached_tokens"] == 52_498
+        assert ledger["missed_tokens"] == 45_002
+        by = ledger["by_cause"]
+        assert by["break"] == {"tokens": 11_500,
+                               "by_kind": {"model-change": 6_000, "client-upgrade": 4_500,
+                                           "tool-set-change": 1_000},
+                               "by_segment": {"(not located)": 10_500, "tools": 1_000}}
+        assert {c: v for c, v in by.items() if c != "break"} == {
+            "cold": 20_000, "new": 9_000, "rounding": 4, "compaction": 2_000, "ttl": 0,
+            "below-minimum": 0, "eviction": 0, "provider": 998, "unexplained": 1_500}
+
+    def test_findings_carry_fixes_a_claude_code_user_can_apply(self, report: dict) -> None:
+        found = {f["kind"]: f for f in report["findings"]}
+        assert {k: found[k]["lost_tokens"] for k in (
+            "model-change", "client-upgrade", "tool-set-change", "compaction",
+            "provider-miss", "unexplained-miss")} == {
+            "model-change": 6_000, "client-upgrade": 4_500, "tool-set-change": 1_000,
+            "compaction": 2_000, "provider-miss": 998, "unexplained-miss": 1_500}
+        assert "/model" in found["model-change"]["fix"]
+        assert ".mcp.json" in found["tool-set-change"]["fix"]
+        assert "between sessions" in found["client-upgrade"]["fix"]
+        assert "/compact" in found["compaction"]["fix"]
+        assert found["compaction"]["evidence"]["recorded"] == 1
+        for f in report["findings"]:
+            assert "cache_control" not in f["fix"], f["kind"]
+        assert "2.1.92 -> 2.1.101" in found["client-upgrade"]["title"]
+
+    def test_provider_verdicts_beside_the_cause(self, report: dict) -> None:
+        # call 4: break:model-change / model_changed (agree); call 6: break:tool-set-change /
+        # tools_changed (agree); call 7: provider / messages_changed (disagree)
+        assert report["ledger"]["provider_verdicts"] == {
+            "calls": 3, "compared": 3, "agree": 2,
+            "matrix": {"break:model-change": {"model_changed": 1},
+                       "break:tool-set-change": {"tools_changed": 1},
+                       "provider": {"messages_changed": 1}}}
+
+    def test_terminal_says_the_verdicts(self) -> None:
+        result = runner.invoke(app, ["report", str(CC)])
+        assert result.exit_code == 0, result.output
+        assert "provider verdicts: 3 calls carry one; prefixscope's cause agrees on 2 of 3" \
+            in " ".join(result.output.split())
+
+
+class TestClineLedger:
+    def test_truncation_and_model_change(self) -> None:
+        # call: prompt / cached -> ledger (by hand)
+        # 1: 10,004 / 0       -> cold 10,004
+        # 2: 15,006 / 10,002  -> rounding 2, new 5,002
+        # 3: 10,000 / 8,096   -> truncation recorded: break 10,000 - 8,096 = 1,904 (the
+        #                        prompt shrank to the cached system prompt; was `provider`)
+        # 4: 11,004 / 0       -> model change: break 10,000, new 1,004
+        # 5: 12,002 / 11,002  -> rounding 2, new 998
+        report = _report(CLINE.parents[4])
+        ledger = report["ledger"]
+        assert (ledger["basis"]["prompt_tokens"], ledger["basis"]["cached_tokens"],
+                ledger["missed_tokens"]) == (58_016, 29_100, 28_916)
+        by = ledger["by_cause"]
+        assert by["break"]["by_kind"] == {"model-change": 10_000, "truncation": 1_904}
+        assert {c: v for c, v in by.items() if c != "break"} == {
+            "cold": 10_004, "new": 7_004, "rounding": 4, "compaction": 0, "ttl": 0,
+            "below-minimum": 0, "eviction": 0, "provider": 0, "unexplained": 0}
+        found = {f["kind"]: f for f in report["findings"]}
+        assert "context window" in found["truncation"]["fix"]
+        assert "Plan and Act" in found["model-change"]["fix"]
+        assert report["ledger"]["provider_verdicts"] == {"calls": 0, "compared": 0,
+                                                         "agree": 0, "matrix": {}}
 
 
 def test_real_claude_code_files_change_only_where_they_record_events() -> None:

@@ -91,7 +91,8 @@ def bucket(
 
                 records = st.usage_records()
                 spend = breakdown(ledger_from_usage(records, st.source_files(), {},
-                                                    price_per_mtok), records, dims)
+                                                    price_per_mtok, st.session_events()),
+                                  records, dims)
         except ValueError as exc:
             raise console.fail(str(exc), ExitCode.USAGE) from None
         except TokenizerError as exc:

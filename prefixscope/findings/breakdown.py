@@ -11,7 +11,7 @@ a break is only visible to `report`, which diffs the prompts.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from prefixscope.analyses.dimensions import check_dimensions, dimension_value
@@ -82,11 +82,12 @@ def breakdown(ledger: Ledger, records: Sequence[UsageRecord], by: Sequence[str]
 
 def usage_ledger(records: Sequence[UsageRecord], engine_of_file: dict[str, str | None],
                  block_of_source: dict[str, int | None], family_of: dict[str, str | None],
-                 unmodelled_of: dict[str, str | None], price_per_mtok: float | None
-                 ) -> Ledger:
+                 unmodelled_of: dict[str, str | None], price_per_mtok: float | None,
+                 events: Mapping[str, Sequence[str]] | None = None) -> Ledger:
     """A ledger from usage alone (no diff, no replay), priced as report prices."""
     engine_of = {r.id: engine_of_file.get(r.source_file) for r in records}
     rules = rules_for(records, {}, block_of_source, engine_of, family_of, unmodelled_of)
     pricer = Pricer(price_per_mtok)
     prices = price_all(((r, not rules[r.id].hosted) for r in records), pricer)
-    return build_ledger(records, (), {}, rules, prices, "usage", sorted(pricer.unknown))
+    return build_ledger(records, (), {}, rules, prices, "usage", sorted(pricer.unknown),
+                        events)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ from prefixscope.engines import ENGINES
 from prefixscope.findings.breakdown import usage_ledger
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS, TtlWhatIf, ttl_what_ifs
-from prefixscope.model import UsageRecord
+from prefixscope.model import SessionEvent, UsageRecord
 from prefixscope.model.redaction import active
 from prefixscope.parallel import Pool, effective_workers, release_freed_memory
 from prefixscope.prompt import RenderError, RenderOptions
@@ -138,6 +138,11 @@ class Evidence:
     inclusive_input: tuple[str, ...] = ()
     ttl_what_ifs: tuple[TtlWhatIf, ...] = ()  # the TTL decision priced (Anthropic expiries)
     requested_what_if: tuple[str, ...] = ()  # --what-if, as asked
+    # request id -> the session events the log recorded before it (compaction, truncation,
+    # model change, client upgrade, tool-set delta), and the provider's own verdict on its
+    # miss where the log kept one: (reason, missed tokens)
+    events: Mapping[str, tuple[SessionEvent, ...]] = field(default_factory=dict)
+    verdicts: Mapping[str, tuple[str, int | None]] = field(default_factory=dict)
 
 
 def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
@@ -356,7 +361,8 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
         records = tuple(replace(r, prompt_tokens=(r.prompt_tokens or 0) - (r.cached_tokens or 0)
                                 - (r.cache_write_tokens or 0)) if r.id in fixed else r
                         for r in records)
-    ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options)
+    events = store.session_events()
+    ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options, events)
     ttl = ttl_what_ifs(ledger, records, ledger.prices)
     if ledger.money is not None and ledger.money.unknown_models:
         shown = ", ".join(ledger.money.unknown_models[:5])
@@ -366,7 +372,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
                     ingest, tuple(store.truncated_ids()), replays, tuple(notes), ledger,
-                    inclusive, ttl, options.what_if)
+                    inclusive, ttl, options.what_if, events, store.provider_verdicts())
 
 
 # Cache reads at least this share of the rendered prompt make the two readings of
@@ -396,8 +402,8 @@ def cache_inclusive_input(records: Sequence[UsageRecord], replays: Sequence[Repl
 
 def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
             replays: Sequence[Replay], simulate: SimulateReport | None, bucket: BucketReport,
-            chosen: dict[str, tuple[str | None, int | None]], options: ReportOptions
-            ) -> Ledger:
+            chosen: dict[str, tuple[str | None, int | None]], options: ReportOptions,
+            events: Mapping[str, Sequence[SessionEvent]] | None = None) -> Ledger:
     """The missed-token ledger over the evidence (`findings.ledger`)."""
     replayed: dict[str, ReplayedRequest] = {}
     domains = replays or ((Replay("all", simulate),) if simulate is not None else ())
@@ -419,7 +425,12 @@ def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
         if options.price_per_mtok is not None else
         "self-hosted calls unpriced without --price-per-mtok")
     return build_ledger(records, diff.pairs if diff is not None else (), replayed, rules,
-                        prices, source, sorted(pricer.unknown))
+                        prices, source, sorted(pricer.unknown), event_kinds(events or {}))
+
+
+def event_kinds(events: Mapping[str, Sequence[SessionEvent]]) -> dict[str, list[str]]:
+    """request id -> the kinds of the session events recorded before it."""
+    return {rid: [e.kind for e in recorded] for rid, recorded in events.items()}
 
 
 def file_engines(records: Sequence[UsageRecord], files: Sequence[str], requested: str = AUTO,
@@ -443,13 +454,15 @@ def file_engines(records: Sequence[UsageRecord], files: Sequence[str], requested
 
 def ledger_from_usage(records: Sequence[UsageRecord], files: Sequence[str],
                       block_of_source: dict[str, int | None],
-                      price_per_mtok: float | None = None) -> Ledger:
+                      price_per_mtok: float | None = None,
+                      events: Mapping[str, Sequence[SessionEvent]] | None = None) -> Ledger:
     """The ledger usage alone can give (no diff, no replay: `breakdown.usage_ledger`), each
-    file's engine chosen as report chooses it."""
+    file's engine chosen as report chooses it, with the session events the log recorded."""
     engine_of_file = {f: e for f, (e, _, _) in file_engines(records, files).items()}
     return usage_ledger(records, engine_of_file, block_of_source,
                         {r.id: model_family_engine([r]) for r in records},
-                        {r.id: _unmodelled_family([r]) for r in records}, price_per_mtok)
+                        {r.id: _unmodelled_family([r]) for r in records}, price_per_mtok,
+                        event_kinds(events or {}))
 
 
 def _prices_version() -> str:

@@ -24,6 +24,16 @@ minimum cacheable length; Anthropic's automatic breakpoint reading 2 tokens shor
   unlimited one keeps), ``provider`` (a hosted API missed a live prefix by at least one
   cache unit; less is ``rounding``), else ``unexplained``.
 
+What the log itself records between a request and its session predecessor
+(`model.SessionEvent`, read at ingest: a compaction boundary, a truncation, another
+model, a new client version, a tool-set delta) decides before the positions do: a
+recorded ``compaction`` makes every missed token ``compaction``; a recorded change is a
+``break`` of its kind (``model-change``: ``D = 0``, another model has a cache of its own;
+``tool-set-change``, ``client-upgrade``, ``truncation``: ``D = C``, the log cannot say
+where the prefix changed, and the cache served what was left of it), so such a request is
+never ``provider``. A prompt shorter than its predecessor is never read as an intact
+prefix either: a shortfall there, within the retention, is ``unexplained``.
+
 Cached tokens beyond ``X`` (another session or other live traffic kept a longer prefix
 warm; an engine that caches outputs) cover the intervals after it in prompt order. The
 first request of a session is ``cold`` (all its missed tokens), a request after a
@@ -72,6 +82,16 @@ KIND_OF_CAUSE = {
     "model-change": "model-change",
 }
 _TOOLS_KINDS = {"json-key-order", "tool-order", "tool-set-change"}
+# A recorded session event (`model.SessionEvent.kind`) -> the break kind (finding kind) it
+# is; a recorded compaction is the ledger's `compaction` cause.
+KIND_OF_EVENT = {
+    "model-change": "model-change",
+    "tool-set": "tool-set-change",
+    "client-upgrade": "client-upgrade",
+    "truncation": "truncation",
+}
+# Which recorded event decides when several are recorded before one request.
+_EVENT_ORDER = ("compaction", "model-change", "client-upgrade", "tool-set", "truncation")
 # Anthropic caches at breakpoints, not in blocks: a warm turn reads a few tokens short of
 # the previous prompt (2 in TraceLab's Claude Code sample, 1-5 seen). A shortfall below
 # this many tokens is that distance, not a provider miss.
@@ -118,6 +138,7 @@ class LedgerEntry:
     domain: str | None = None  # the replay's cache domain, when one replayed it
     lost_usd: Mapping[str, float] = field(default_factory=dict)  # loss cause -> dollars
     engine: str | None = None  # whose rules the request was read by
+    recorded: str | None = None  # the session event the log recorded that decided its cause
 
     @property
     def missed_tokens(self) -> int:
@@ -237,16 +258,24 @@ def self_hosted_rules(engine: str | None, unit: int | None) -> Rules:
     return Rules(engine, False, size, size if size > 1 else 0, None)
 
 
+def recorded_event(kinds: Sequence[str]) -> str | None:
+    """The one of the session events recorded before a request that decides its cause."""
+    return next((k for k in _EVENT_ORDER if k in kinds), None)
+
+
 def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
                  replayed: Mapping[str, ReplayedRequest],
                  rules_of: Mapping[str, Rules], prices: Mapping[str, CallPrice],
-                 money_source: str = "", unknown_models: Sequence[str] = ()) -> Ledger:
+                 money_source: str = "", unknown_models: Sequence[str] = (),
+                 events: Mapping[str, Sequence[str]] | None = None) -> Ledger:
     """The ledger of `records` (time order; see the module docstring).
 
     `pairs`: the diff of consecutive turns (by later request); `replayed`: the replay's
     result per request id; `rules_of`: each request's engine rules (a request missing
-    from it is read token-exact); `prices`: each priced request's price.
+    from it is read token-exact); `prices`: each priced request's price; `events`: the
+    kinds of the session events the log recorded before each request (`SessionEvent`).
     """
+    events = events or {}
     kept = [r for r in records if r.duplicate_of is None]
     by_id = {r.id: r for r in kept}
     observed = [r for r in kept if r.prompt_tokens is not None and r.cached_tokens is not None]
@@ -269,7 +298,8 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
         prompt, cached = _sizes(r, replayed.get(r.id), source)
         prev = by_id.get(r.prev_id) if r.prev_id is not None else None
         entries.append(_entry(r, prompt, cached, prev, pair_of.get(r.id), replayed, source,
-                              rules_of.get(r.id, default), prices.get(r.id)))
+                              rules_of.get(r.id, default), prices.get(r.id),
+                              recorded_event(events.get(r.id, ()))))
     outside = [r for r in kept if r.id not in basis_ids]
     basis = Basis(source, len(entries), sum(e.prompt_tokens for e in entries),
                   sum(e.cached_tokens for e in entries), len(outside),
@@ -300,7 +330,8 @@ def _sizes(r: UsageRecord, rep: ReplayedRequest | None, source: str) -> tuple[in
 
 def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
            pair: PairDiff | None, replayed: Mapping[str, ReplayedRequest], source: str,
-           rules: Rules, price: CallPrice | None) -> LedgerEntry:
+           rules: Rules, price: CallPrice | None, recorded: str | None = None
+           ) -> LedgerEntry:
     rep = replayed.get(r.id)
     domain = rep.domain if rep is not None else None
     gap = (r.timestamp - prev.timestamp).total_seconds() \
@@ -311,10 +342,13 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     missed = prompt - cached
     if prev is None and not r.compaction:
         causes["cold"] = missed
-    elif prev is None or r.compaction or (pair is not None and pair.cause == "compaction"):
+        recorded = None
+    elif prev is None or r.compaction or recorded == "compaction" or (
+            pair is not None and pair.cause == "compaction"):
         # (also a compacted request whose session could not be told: a continuation of
         # an unknown one -- its cache restarted all the same)
         causes["compaction"] = missed
+        recorded = "compaction" if recorded == "compaction" else None
     else:
         before = _predecessor_tokens(prev, rep, replayed, source, prompt)
         if before is None:
@@ -323,7 +357,13 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
             shared = min(before, prompt)
             divergence = shared
             kind = break_kind(pair) if pair is not None else None
-            if pair is not None and kind is not None:
+            if recorded is not None:  # the log's own record of the change decides
+                kind = KIND_OF_EVENT[recorded]
+                segment = "tools" if kind == "tool-set-change" else None
+                # another model has a cache of its own; else the log cannot say where the
+                # prefix changed: the cache served what was left of it
+                divergence = 0 if kind == "model-change" else min(shared, cached)
+            elif pair is not None and kind is not None:
                 segment = blamed_segment(kind, pair)
                 if kind == "model-change":  # another model has a cache of its own
                     divergence = 0
@@ -339,7 +379,8 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
             ]
             shortfall = max(0, expected - cached)
             if shortfall:
-                for cause, n in _shortfall(shortfall, rules, gap, rep, prompt).items():
+                for cause, n in _shortfall(shortfall, rules, gap, rep, prompt,
+                                           prompt < before).items():
                     causes[cause] += n
             for start, end, cause in intervals:
                 n = max(0, end - max(start, cached))
@@ -350,7 +391,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     lost = {c: price.lost(n) for c, n in causes.items() if c not in NOT_LOSSES and n} \
         if price is not None else {}
     return LedgerEntry(r.id, r.session, prompt, cached, {c: n for c, n in causes.items() if n},
-                       kind, segment, gap, expected, domain, lost, rules.engine)
+                       kind, segment, gap, expected, domain, lost, rules.engine, recorded)
 
 
 def _predecessor_tokens(prev: UsageRecord, rep: ReplayedRequest | None,
@@ -378,12 +419,15 @@ def _to_log(token: int, rendered: int, logged: int, source: str) -> int:
 
 
 def _shortfall(tokens: int, rules: Rules, gap: float | None, rep: ReplayedRequest | None,
-               prompt: int) -> dict[str, int]:
-    """[C, X): what the predecessor allowed and the cache did not give."""
+               prompt: int, shrank: bool = False) -> dict[str, int]:
+    """[C, X): what the predecessor allowed and the cache did not give (`shrank`: the
+    prompt is shorter than the predecessor's, so not an intact prefix extended)."""
     if rules.hosted:
         if rules.ttl is not None and gap is not None and gap > rules.ttl:
             return {"ttl": tokens}
-        return {"provider" if tokens >= rules.tolerance else "rounding": tokens}
+        if tokens < rules.tolerance:
+            return {"rounding": tokens}
+        return {"unexplained" if shrank else "provider": tokens}
     if tokens < rules.tolerance:
         return {"rounding": tokens}
     # The replay's eviction class: blocks the fitted capacity lost and an unlimited cache

@@ -135,7 +135,20 @@ CREATE TABLE session_events (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6)
+# v7: each request's session on the requests table itself (the one session threading
+# assigns, as `sessions.session`; NULL for a request not threaded), so `select session
+# ... from requests` reads what the library's request frame shows. `Store.replace_sessions`
+# keeps it equal to `sessions.session`; `turns` keeps its columns (its session is the
+# sessions table's, as before).
+V7 = """
+ALTER TABLE requests ADD COLUMN session VARCHAR;
+UPDATE requests SET session = s.session FROM sessions s WHERE s.request_id = requests.id;
+CREATE OR REPLACE VIEW turns AS
+    SELECT r.* EXCLUDE (session), s.session, s.turn, s.prev_id, s.link, s.compaction
+    FROM requests r LEFT JOIN sessions s ON s.request_id = r.id;
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The requests table's columns, in order, with their Polars types (`request_schema`).

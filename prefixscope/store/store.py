@@ -491,6 +491,9 @@ class Store:
         self.run("DELETE FROM sessions")
         with self._registered("_sessions", frame):
             self.run("INSERT INTO sessions SELECT * FROM _sessions")
+        # the requests table's copy (schema v7); a request threading left out has none
+        self.run("UPDATE requests SET session = (SELECT s.session FROM sessions s "
+                 "WHERE s.request_id = requests.id)")
 
     # -- reading -------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ documented in docs/json.md; tests hold the three together)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prefixscope.analyses.bucket import Boundary, BucketReport, HistogramBin
@@ -21,6 +21,7 @@ from prefixscope.findings.breakdown import Breakdown
 from prefixscope.findings.calls import Call, Calls
 from prefixscope.findings.ledger import Basis, Ledger, Money
 from prefixscope.findings.model import ReplayBasis, Report
+from prefixscope.findings.verdicts import reconcile
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult
 from prefixscope.store.store import UsageSummary
@@ -259,7 +260,8 @@ def report_json(report: Report) -> ReportJson:
                     "basis": _basis_json(s.basis),
                     "replay": _replay_basis_json(s.replay),
                     "money": _money_json(s.money)},
-        "ledger": _ledger_json(report.ledger),
+        "ledger": _ledger_json(report.ledger, report.evidence.verdicts
+                               if report.evidence is not None else {}),
         "what_if": [{"name": w.name, "detail": w.detail, "gain_tokens": w.gain_tokens,
                      "hit_rate_predicted": w.hit_rate_predicted,
                      "saved_usd": _usd(w.saved_usd), "cost_usd": _usd(w.cost_usd),
@@ -353,9 +355,11 @@ def _money_json(m: Money | None) -> MoneyJson | None:
             "lost_usd_by_cause": {c: _usd(v) or 0.0 for c, v in m.lost_usd_by_cause.items()}}
 
 
-def _ledger_json(ledger: Ledger | None) -> LedgerJson | None:
+def _ledger_json(ledger: Ledger | None,
+                 verdicts: Mapping[str, tuple[str, int | None]]) -> LedgerJson | None:
     if ledger is None:
         return None
+    agreed = reconcile(ledger, verdicts)
     by_cause: dict[str, object] = {}
     for cause, tokens in ledger.by_cause.items():
         if cause == "break":
@@ -368,7 +372,11 @@ def _ledger_json(ledger: Ledger | None) -> LedgerJson | None:
     return {"basis": basis, "missed_tokens": ledger.missed_tokens, "by_cause": by_cause,
             "lost_tokens": ledger.lost_tokens,
             "lost_usd": ({c: _usd(v) or 0.0 for c, v in ledger.money.lost_usd_by_cause.items()}
-                         if ledger.money is not None else None)}
+                         if ledger.money is not None else None),
+            "provider_verdicts": {"calls": agreed.calls, "compared": agreed.compared,
+                                  "agree": agreed.agree,
+                                  "matrix": {ours: dict(theirs)
+                                             for ours, theirs in agreed.matrix.items()}}}
 
 
 def jsonable(value: Any) -> Any:

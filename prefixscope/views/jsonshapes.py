@@ -494,6 +494,16 @@ class MoneyJson(TypedDict):
     lost_usd_by_cause: dict[str, float]
 
 
+class ProviderVerdictsJson(TypedDict):
+    """prefixscope's cause x the provider's own cache-miss reason, over the calls that
+    carry one (Claude Code's ``diagnostics.cache_miss_reason``)."""
+
+    calls: int
+    compared: int  # calls whose reason names a change (not ``unavailable``)
+    agree: int  # of those, where prefixscope's cause says the same
+    matrix: dict[str, dict[str, int]]  # our cause -> provider reason -> calls
+
+
 class LedgerJson(TypedDict):
     """Every missed token of the basis, by cause; the causes sum to missed_tokens."""
 
@@ -502,6 +512,7 @@ class LedgerJson(TypedDict):
     by_cause: dict[str, object]  # cause -> tokens; "break" -> {tokens, by_kind, by_segment}
     lost_tokens: int  # the causes that are losses (not cold, new, rounding)
     lost_usd: dict[str, float] | None
+    provider_verdicts: ProviderVerdictsJson
 
 
 class ReportWhatIfJson(TypedDict):

@@ -18,6 +18,7 @@ from prefixscope.findings.model import (
     Summary,
     reading_group,
 )
+from prefixscope.findings.verdicts import reconcile
 
 # The one name a person reads for a tokenizer that counts in the model's stead (a hosted
 # model's own is not public, or not available offline): every view says it this way.
@@ -133,6 +134,18 @@ def ledger_line(ledger: Ledger | None) -> str | None:
     if all(c in NOT_LOSSES for c, _ in parts):
         line += " — all unavoidable (cold starts, new tokens, partial blocks)"
     return line
+
+
+def verdicts_line(report: Report) -> str | None:
+    """The provider's own verdicts beside prefixscope's causes, when the log carries any."""
+    if report.evidence is None or not report.evidence.verdicts:
+        return None
+    agreed = reconcile(report.ledger, report.evidence.verdicts)
+    if not agreed.calls:
+        return None
+    return (f"provider verdicts: {plural(agreed.calls, 'call')} carry one; prefixscope's "
+            f"cause agrees on {agreed.agree:,} of {agreed.compared:,} that name a change "
+            "(cause x reason: --json ledger.provider_verdicts)")
 
 
 def money_line(s: Summary) -> str | None:

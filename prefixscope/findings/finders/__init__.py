@@ -7,13 +7,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from prefixscope.findings.evidence import Evidence
-from prefixscope.findings.finders import breakage, constants, data, engine, replay, split, usage
+from prefixscope.findings.finders import (
+    breakage,
+    constants,
+    data,
+    engine,
+    recorded,
+    replay,
+    split,
+    usage,
+)
 from prefixscope.findings.model import Finding
 
 Finder = Callable[[Evidence], Iterable[Finding]]
 
 FINDERS: tuple[Finder, ...] = (
     breakage.find,  # where consecutive turns diverge (diff causes)
+    recorded.find,  # changes the log records (model, client version, tools, truncation)
     replay.find,  # eviction, TTL, provider misses, compaction (the cache replay)
     constants.find,  # cached values pinned at a constant (bucket spikes)
     split.find,  # a part of the traffic that caches far worse (bucket by dimension)

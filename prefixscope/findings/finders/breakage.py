@@ -36,8 +36,8 @@ def find(ev: Evidence) -> Iterator[Finding]:
     tokens: Counter[tuple[str, str | None]] = Counter()
     usd: dict[tuple[str, str | None], float] = defaultdict(float)
     priced: set[tuple[str, str | None]] = set()
-    for e in ev.ledger.entries:
-        if e.causes.get("break") and e.break_kind is not None:
+    for e in ev.ledger.entries:  # (a break the log records is the recorded finder's)
+        if e.causes.get("break") and e.break_kind is not None and e.recorded is None:
             key = (e.break_kind, e.break_segment)
             tokens[key] += e.causes["break"]
             if "break" in e.lost_usd:

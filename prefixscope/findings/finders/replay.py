@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from prefixscope.analyses.simulate import SimulateReport
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
+from prefixscope.findings.finders.recorded import CLAUDE_CODE, client_family
 from prefixscope.findings.ledger import LedgerEntry
 from prefixscope.findings.model import Finding
 from prefixscope.findings.names import short_names
@@ -133,14 +134,15 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
             title += (f"; {times} of them fell back to exactly {value:,} cached tokens, "
                       f"losing {lost_there:,}: a prefix other traffic shares, served by "
                       "another cache machine")
-        return finding("provider-miss", title, tokens, evidence, _provider_fix(engine),
-                       lost_usd=usd)
+        return finding("provider-miss", title, tokens, evidence,
+                       _provider_fix(engine, _family(entries, ev)), lost_usd=usd)
     if cause == "compaction":
+        recorded = sum(e.recorded == "compaction" for e in entries)
+        if recorded:
+            evidence["recorded"] = recorded  # of them, after a compaction the log records
         return finding("compaction", f"{n} after a compaction re-sent the conversation as a "
                        "summary: the cache restarted there", tokens, evidence,
-                       "Compaction rewrites the history: keep the system prompt and tools "
-                       "byte-identical across it so they stay cached, and compact later (a "
-                       "larger threshold) if the context allows.", lost_usd=usd)
+                       _compaction_fix(_family(entries, ev)), lost_usd=usd)
     if cause == "below-minimum":
         return finding("below-minimum", f"{n} had a reusable prefix shorter than the "
                        "engine caches (its minimum cacheable length, or one block)", tokens,
@@ -230,7 +232,33 @@ def _eviction(sim: SimulateReport | None, entries: Sequence[LedgerEntry],
                    fix_hit_rate=enough.hit_rate if enough else None, lost_usd=usd)
 
 
-def _provider_fix(engine: str | None) -> str:
+def _family(entries: Sequence[LedgerEntry], ev: Evidence) -> str | None:
+    """The agent client every request of `entries` is from, when it is one whose settings
+    the fix can name (Claude Code, Cline)."""
+    client_of = {r.id: r.client for r in ev.records}
+    return client_family([e.id for e in entries], client_of)
+
+
+def _compaction_fix(family: str | None) -> str:
+    if family == CLAUDE_CODE:
+        return ("Each compaction re-sends the conversation as a summary, so only the system "
+                "prompt and tools stay cached: compact at a natural break with `/compact` "
+                "(before auto-compact fires mid-task), and `/clear` between unrelated tasks "
+                "so fewer compactions are needed.")
+    if family == "cline":
+        return ("Each condensation re-sends the task as a summary: start a new task at a "
+                "natural break instead, or use a model with a larger context window.")
+    return ("Compaction rewrites the history: keep the system prompt and tools "
+            "byte-identical across it so they stay cached, and compact later (a "
+            "larger threshold) if the context allows.")
+
+
+def _provider_fix(engine: str | None, family: str | None = None) -> str:
+    if family == CLAUDE_CODE:
+        return ("Claude Code places its own cache breakpoints and the log records no change "
+                "before these requests: nothing in your setup explains them. If they recur, "
+                "report the request ids to Anthropic; a Claude Code release that writes "
+                "`diagnostics.cache_miss_reason` gives the provider's own reason.")
     if engine == "openai":
         return ("Send a stable `prompt_cache_key` per session so requests reach the same cache "
                 "machine, and keep the request rate per key under ~15 per minute.")

@@ -36,7 +36,8 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
     for line in (*wording.replay_lines(s), wording.approximate_line(report)):
         if line:
             screen.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
-    for said in (wording.ledger_line(report.ledger), wording.money_line(s),
+    for said in (wording.ledger_line(report.ledger), wording.verdicts_line(report),
+                 wording.money_line(s),
                  *wording.what_if_lines(report)):
         if said:
             screen.print(escape(said), soft_wrap=True)

@@ -1,0 +1,121 @@
+"""Breaks the log itself records: the client changed the prompt's prefix between two calls
+and wrote down that it did (`model.SessionEvent`, read at ingest): another model, a new
+client version, a tool-set delta, a truncation of the history. The ledger books their
+missed tokens as ``break`` of that kind (`findings.ledger`); this finder reports them, one
+finding per kind, with the fix a user of the client that wrote the log can apply (not
+request-building advice such as a ``cache_control`` breakpoint, which the client sets).
+A recorded compaction is the ledger's ``compaction`` cause (the replay finder's).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+
+from prefixscope.findings.evidence import Evidence
+from prefixscope.findings.finders.base import EXAMPLES, count, excerpt, finding
+from prefixscope.findings.ledger import KIND_OF_EVENT, LedgerEntry
+from prefixscope.findings.model import Finding
+
+CLAUDE_CODE = "claude-code"
+CLINE_FAMILY = frozenset({"cline", "roo-code", "kilo-code"})
+
+
+def find(ev: Evidence) -> Iterator[Finding]:
+    if ev.ledger is None:
+        return
+    groups: dict[str, list[LedgerEntry]] = defaultdict(list)
+    for e in ev.ledger.entries:
+        if e.recorded in KIND_OF_EVENT and e.causes.get("break") and e.break_kind:
+            groups[e.break_kind].append(e)
+    client_of = {r.id: r.client for r in ev.records}
+    for kind, entries in groups.items():
+        yield _finding(ev, kind, entries, client_of)
+
+
+def client_family(ids: Sequence[str], client_of: dict[str, str | None]) -> str | None:
+    """``claude-code`` / ``cline`` when every request of `ids` is that client's, else None."""
+    clients = {client_of.get(i) for i in ids}
+    if clients == {CLAUDE_CODE}:
+        return CLAUDE_CODE
+    if clients and clients <= CLINE_FAMILY:
+        return "cline"
+    return None
+
+
+def _finding(ev: Evidence, kind: str, entries: list[LedgerEntry],
+             client_of: dict[str, str | None]) -> Finding:
+    tokens = sum(e.causes["break"] for e in entries)
+    priced = [e.lost_usd["break"] for e in entries if "break" in e.lost_usd]
+    worst = sorted(entries, key=lambda e: -e.causes["break"])
+    event = next(k for k, v in KIND_OF_EVENT.items() if v == kind)
+    details = [x.detail for e in worst for x in ev.events.get(e.id, ()) if x.kind == event]
+    changes = Counter(details)
+    evidence: dict[str, object] = {
+        "requests": len(entries),
+        "sessions": len({e.session for e in entries}),
+        "recorded": event,
+        "example_requests": [e.id for e in worst[:EXAMPLES]],
+        "tokens_per_request_max": worst[0].causes["break"],
+        "changes": {excerpt(d, 80): n for d, n in changes.most_common(EXAMPLES)},
+    }
+    family = client_family([e.id for e in entries], client_of)
+    if family is not None:
+        evidence["client"] = family
+    n = count(len(entries), "request")
+    what = f" ({excerpt(details[0], 60)})" if details else ""
+    title = {
+        "model-change": f"the model changed mid-session before {n}{what}: another model has "
+                        "its own cache, so the whole prompt was written again",
+        "tool-set-change": f"the tool set changed mid-session before {n}{what}: the log "
+                           "records tools or MCP servers added or removed",
+        "client-upgrade": f"the client was upgraded mid-session before {n}{what}: a new "
+                          "version sends a new system prompt and tools",
+        "truncation": f"the history was truncated to fit the context window before {n}"
+                      f"{what}: everything after the kept prefix was written again",
+    }[kind]
+    return finding(kind, title, tokens, evidence, _fix(kind, family),
+                   segment="tools" if kind == "tool-set-change" else None,
+                   lost_usd=sum(priced) if priced else None)
+
+
+def _fix(kind: str, family: str | None) -> str:
+    if family == CLAUDE_CODE:
+        return {
+            "model-change": "Don't switch models mid-session (`/model`, or `opusplan` moving "
+                            "between plan and execution): pick the model when the session "
+                            "starts, and do another model's work in a session of its own.",
+            "tool-set-change": "Keep the tool set fixed for the session: configure the MCP "
+                               "servers you need before it starts (pinned in `.mcp.json` / "
+                               "settings) instead of connecting, enabling or disabling them "
+                               "(`/mcp`, plugins) mid-session.",
+            "client-upgrade": "Upgrade Claude Code between sessions, not before resuming a "
+                              "long one (`--resume` after an update re-writes the whole "
+                              "prompt), or hold the version during long sessions "
+                              "(`DISABLE_AUTOUPDATER=1`).",
+            "truncation": "Compact at a natural break (`/compact`) rather than letting the "
+                          "history be cut, and `/clear` between unrelated tasks.",
+        }[kind]
+    if family == "cline":
+        return {
+            "model-change": "Use one model for the task: Cline's Plan and Act modes can each "
+                            "have their own model (turn off \"use different models for Plan "
+                            "and Act modes\"), and each switch re-writes the prompt.",
+            "tool-set-change": "Keep the MCP servers and tools fixed for the task (enable "
+                               "them before it starts).",
+            "client-upgrade": "Update the extension between tasks, not during one.",
+            "truncation": "The history outgrew the context window and was cut "
+                          "(`conversationHistoryDeletedRange`), each cut re-writing all after "
+                          "the system prompt: use a model with a larger context window, start "
+                          "a new task (with its context handed over) before the window fills, "
+                          "or let the client condense the history once (Cline's auto-condense, "
+                          "Roo Code's context condensing) instead of truncating it repeatedly.",
+        }[kind]
+    return {
+        "model-change": "Keep one model per session (route sub-tasks to their own session).",
+        "tool-set-change": "Keep the tool list fixed for a session (register every tool up "
+                           "front; disable instead of removing).",
+        "client-upgrade": "Upgrade the client between sessions, not in the middle of one.",
+        "truncation": "Truncate the history less often: drop a larger range at once, or "
+                      "summarize it once, so the prefix stays stable between cuts.",
+    }[kind]

@@ -1,0 +1,66 @@
+"""The provider's own verdicts on cache misses beside prefixscope's causes.
+
+Claude Code (>= 2.1.150) writes the API's cache diagnosis into its transcripts
+(``message.diagnostics.cache_miss_reason: {"type": ..., "cache_missed_input_tokens":
+...}``, kept per call at ingest). Over the calls of the ledger's basis that carry one, the
+reconciliation counts each pair (prefixscope's cause, the provider's reason): the cause
+is the call's largest loss (``break:<kind>`` for a break), ``none`` when it lost nothing
+(cold, new or rounding only). A pair agrees when the provider's reason names the change
+prefixscope found (`AGREES`); a reason of ``unavailable`` (or one this table does not
+know) says nothing and is not compared.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from prefixscope.findings.ledger import LOSSES, Ledger, LedgerEntry
+
+# The provider's reason -> prefixscope's causes that say the same thing.
+AGREES: Mapping[str, frozenset[str]] = {
+    "model_changed": frozenset({"break:model-change"}),
+    "tools_changed": frozenset({"break:tool-set-change", "break:tool-order",
+                                "break:json-key-order"}),
+    "system_changed": frozenset({"break:client-upgrade", "break:volatile-prefix-segment",
+                                 "break:template-divergence"}),
+    "messages_changed": frozenset({"compaction", "break:truncation", "break:history-rewrite"}),
+    "previous_message_not_found": frozenset({"ttl", "eviction"}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """prefixscope's cause x the provider's reason over the calls that carry a verdict."""
+
+    calls: int  # basis calls that carry a verdict
+    compared: int  # of them, with a reason `AGREES` knows (not ``unavailable``)
+    agree: int  # of those, where prefixscope's cause says the same
+    matrix: Mapping[str, Mapping[str, int]]  # our cause -> provider reason -> calls
+
+
+def cause_label(entry: LedgerEntry) -> str:
+    """The call's largest loss (``break:<kind>`` for a break), else ``none``."""
+    losses = {c: entry.causes[c] for c in LOSSES if entry.causes.get(c)}
+    if not losses:
+        return "none"
+    top = max(losses, key=lambda c: (losses[c], -LOSSES.index(c)))
+    return f"break:{entry.break_kind or 'unknown'}" if top == "break" else top
+
+
+def reconcile(ledger: Ledger | None,
+              verdicts: Mapping[str, tuple[str, int | None]]) -> Reconciliation:
+    """The reconciliation over `ledger`'s entries that `verdicts` (request id -> (reason,
+    missed tokens)) has a verdict for."""
+    pairs: Counter[tuple[str, str]] = Counter()
+    for e in ledger.entries if ledger is not None else ():
+        if e.id in verdicts:
+            pairs[(cause_label(e), verdicts[e.id][0])] += 1
+    matrix: dict[str, dict[str, int]] = {}
+    for (ours, theirs), n in sorted(pairs.items()):
+        matrix.setdefault(ours, {})[theirs] = n
+    compared = sum(n for (_, theirs), n in pairs.items() if theirs in AGREES)
+    agree = sum(n for (ours, theirs), n in pairs.items()
+                if theirs in AGREES and ours in AGREES[theirs])
+    return Reconciliation(sum(pairs.values()), compared, agree, matrix)
