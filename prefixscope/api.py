@@ -180,15 +180,14 @@ class Store:
             Error: the file is not a usable store (the one line `StoreError` says).
         """
         from prefixscope.store import Store as CoreStore
-        from prefixscope.store import StoreError
+        from prefixscope.store import StoreError, no_store_message
 
         self._resolve()
         if self._core is not None and self._writable == writable:
             return self._core
         self._close_connection()
         if writable and not Path(self._file).exists():
-            raise Error(f"no store at {self._file} (run `prefixscope ingest LOGS --store "
-                        f"{self._file}`)")
+            raise Error(no_store_message(self._file))
         try:
             core = CoreStore.open(self._file, read_only=not writable)
         except StoreError as exc:

@@ -827,3 +827,22 @@ class TestMissingPaths:
         lines = sum(1 for line in Path(self.GOOD).read_text().splitlines() if line.strip())
         assert st.ingest_result.skipped == 1 and st.ingest_result.ingested == lines
         st.close()
+
+
+class TestNoStore:
+    @pytest.mark.parametrize("command", ["report", "bucket", "simulate", "segments"])
+    def test_a_command_without_logs_or_store_says_both_ways_in(self, command):
+        result = run(command)
+        assert result.exit_code == 1
+        line = one_error_line(result)
+        assert line.startswith("error: no store at prefixscope.duckdb: ")
+        assert "`prefixscope report LOGS`" in line
+        assert "`prefixscope ingest LOGS --store prefixscope.duckdb`" in line
+
+
+def test_a_scope_says_its_time_zone():
+    store = make_store(RAW_BODIES)
+    result = run("report", "--store", store, "--until", "2001-01-01")
+    assert result.exit_code == 1
+    assert "error: no request until 2001-01-02 00:00 UTC (of 3)" in result.stderr
+    assert "UTC" in run("report", "--help").stdout

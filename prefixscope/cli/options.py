@@ -112,11 +112,13 @@ Workers = Annotated[
 
 Since = Annotated[str | None, typer.Option(
     "--since", metavar="DATE", rich_help_panel=SCOPE,
-    help="Only requests from this date on (YYYY-MM-DD, YYYYMMDD or an ISO time).",
+    help="Only requests from this date on (YYYY-MM-DD, YYYYMMDD or an ISO time; UTC unless "
+         "the time carries an offset such as +02:00).",
     show_default=False)]
 Until = Annotated[str | None, typer.Option(
     "--until", metavar="DATE", rich_help_panel=SCOPE,
-    help="Only requests up to this date (a whole day when a date alone).",
+    help="Only requests up to this date (a whole UTC day when a date alone; a time is UTC "
+         "unless it carries an offset).",
     show_default=False)]
 Project = Annotated[str | None, typer.Option(
     "--project", metavar="DIR", rich_help_panel=SCOPE,

@@ -7,10 +7,11 @@ from prefixscope.store.schema import DEFAULT_STORE, SCHEMA_VERSION
 from prefixscope.store.store import (
     Store,
     StoreError,
+    no_store_message,
     reader,
     request_from_row,
     unreadable_store,
 )
 
-__all__ = ["DEFAULT_STORE", "SCHEMA_VERSION", "Layout", "Store", "StoreError", "reader",
-           "request_from_row", "unreadable_store"]
+__all__ = ["DEFAULT_STORE", "SCHEMA_VERSION", "Layout", "Store", "StoreError",
+           "no_store_message", "reader", "request_from_row", "unreadable_store"]

@@ -45,9 +45,9 @@ class Scope:
     def describe(self) -> str:
         said = []
         if self.since is not None:
-            said.append(f"since {self.since:%Y-%m-%d %H:%M}")
+            said.append(f"since {self.since:%Y-%m-%d %H:%M} UTC")
         if self.until is not None:
-            said.append(f"until {self.until:%Y-%m-%d %H:%M}")
+            said.append(f"until {self.until:%Y-%m-%d %H:%M} UTC")
         if self.project is not None:
             said.append(f"project {self.project}")
         return ", ".join(said)
@@ -55,7 +55,8 @@ class Scope:
 
 def scope_of(since: str | None, until: str | None, project: str | None) -> Scope | None:
     """The scope the options give (None: the whole store). A date alone (2026-03-02 or
-    ccusage's 20260302) is a whole day: --until includes it."""
+    ccusage's 20260302) is a whole UTC day: --until includes it; a time without an offset
+    is UTC (the logs' timestamps are stored in UTC), one with an offset is converted."""
     if since is None and until is None and not project:
         return None
     return Scope(_parse(since, "--since", end=False), _parse(until, "--until", end=True),

@@ -80,6 +80,14 @@ class StoreError(Exception):
     """The store file cannot be used (not a prefixscope store, newer schema, locked)."""
 
 
+def no_store_message(path: str | os.PathLike[str]) -> str:
+    """What to do when a command reads a store that is not there: name the logs, or
+    ingest them into it first."""
+    return (f"no store at {path}: name the logs instead (`prefixscope report LOGS`, and so "
+            f"for every command), or ingest them first (`prefixscope ingest LOGS --store "
+            f"{path}`)")
+
+
 # prefixscope never reaches the network: DuckDB must not fetch extensions on its own
 # (it would, e.g., to open a SQLite file given as --store, or for an http:// path in SQL).
 _OFFLINE: dict[str, str | bool | int | float | list[str]] = {
@@ -96,7 +104,7 @@ def _check_store_file(path: Path, read_only: bool) -> None:
                          f"(e.g. {path / DEFAULT_STORE})")
     if not path.exists():
         if read_only:
-            raise StoreError(f"no store at {path} (run `prefixscope ingest LOGS --store {path}`)")
+            raise StoreError(no_store_message(path))
         return
     try:
         with open(path, "rb") as fh:
