@@ -79,14 +79,24 @@ def test_every_bundled_tokenizer_module_is_registered() -> None:
 
 
 def test_ci_runs_the_readme_test_command() -> None:
-    """`.ci/run` runs exactly the checks the README's test command gives, in its order."""
+    """`.ci/run` runs exactly the README's test command (scripts/test), and that command
+    installs what the tests need on a fresh machine (Chromium, a fresh venv with the test
+    extra) before the checks, in the README's order."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    command = next(line for line in readme.splitlines()
-                   if line.startswith("python3 -m venv .venv") and "[test]" in line)
-    steps = [s.strip() for s in command.split("&&")][2:]  # after venv + install
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+    assert "bash scripts/test\n" in blocks
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
-          if line.startswith(".venv/bin/") and "pip install" not in line]
-    assert steps == ci
+          if line.strip() and not line.startswith("#")]
+    assert ci[-1] == "exec bash scripts/test"
+    script = (ROOT / "scripts" / "test").read_text()
+    steps = [line.strip() for line in script.splitlines() if line.startswith(".venv/bin/")]
+    assert steps == [".venv/bin/python -m pip install --quiet --upgrade pip",
+                     '.venv/bin/python -m pip install --quiet -e ".[test]"',
+                     ".venv/bin/lint-imports", ".venv/bin/ruff check .", ".venv/bin/mypy",
+                     '.venv/bin/python -m pytest "$@"']
+    assert "apt-get install -y -qq chromium" in script
+    assert "python3 -m venv --clear .venv" in script
+    assert script.index("chromium") < script.index("python3 -m venv")
 
 
 def test_every_finder_module_is_registered_and_every_kind_documented():
