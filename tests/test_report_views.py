@@ -250,9 +250,11 @@ class TestMarkdownRenders:
 
         page, text = _rendered(sample["md"])
         doc = sample["doc"]
-        # no escape is printed: every backslash the text shows is one the report holds
-        assert "\\" not in text and "\\" not in json.dumps(doc, ensure_ascii=False).replace(
-            '\\"', "").replace("\\\\", "")
+        # no escape is printed: outside code (where a break's was / now shows a newline as
+        # \n on purpose) the text shows no backslash, as the report holds none
+        _, prose = _rendered(re.sub(r"`[^`]*`", "", sample["md"]))
+        assert "\\" not in prose and "\\" not in json.dumps(doc, ensure_ascii=False).replace(
+            '\\"', "").replace("\\\\", "").replace("\\n", "")
         # every code span a fix writes is a <code> element holding its literal text
         spans = {s for f in doc["findings"] for s in re.findall(r"`([^`]+)`", f["fix"])}
         assert {"x-anthropic-billing-header:", "strip_anthropic_billing_header",
@@ -324,3 +326,79 @@ class TestMarkdownRenders:
         assert re.findall(r"<code>(.*?)</code>", page) == ["a|b"] and text == "x y a|b c|d z"
         # outside a table a code span's pipe is no escape
         assert _rendered(md_text("`a|b`") + "\n")[0] == "<p><code>a|b</code></p>\n"
+
+
+class TestBreakEvidence:
+    """A break finding prints the change its JSON excerpt names and where its first example
+    pair diverges, was / now, in the terminal and the Markdown -- as `diff` finds it."""
+
+    def test_each_break_finding_shows_its_excerpt_and_first_divergence(self, sample) -> None:
+        doc, out = sample["doc"], sample["terminal"]
+        diffed = runner.invoke(app, ["diff", "--all", SAMPLES, "--json"])
+        assert diffed.exit_code == 0, diffed.stderr
+        pairs = {(p["a"], p["b"]): p for p in json.loads(diffed.stdout)["pairs"]}
+        breaks = [f for f in doc["findings"] if f["evidence"].get("example_pairs")]
+        assert {f["kind"] for f in breaks} >= {"volatile-prefix-segment", "tool-set-change",
+                                               "json-key-order"}
+        _, md_text = _rendered(sample["md"])
+        for f in breaks:
+            a, b = f["evidence"]["example_pairs"][0]
+            fd = pairs[(a, b)]["first_divergence"]
+            assert f"   change: {f['evidence']['excerpt']}\n" in out
+            line = re.search(rf"^   first divergence at token {fd['token']:,} in "
+                             rf"{re.escape(fd['segment'])}: was '(.*)' now '(.*)'$", out, re.M)
+            assert line is not None, (f["kind"], fd)
+            was, now = line.groups()
+            # each side is a cut of its prompt around the split, escaped (a newline as \n)
+            assert was != now and len(was) <= 60 and len(now) <= 60
+            for side, text in ((was, fd["text_a"]), (now, fd["text_b"])):
+                assert side.strip("…").replace("\\n", "\n") in text
+            # the Markdown says the same, was and now as code
+            assert (f"First divergence at token {fd['token']:,} in {fd['segment']}: was "
+                    f"{was} now {now}") in md_text
+        # the sample's billing header, as its JSON excerpt names the values (sample_logs/)
+        volatile = next(f for f in breaks if f["kind"] == "volatile-prefix-segment")
+        old, new = re.fullmatch(r"system\[0\]: (cch=\w+) → (cch=\w+)",
+                                volatile["evidence"]["excerpt"]).groups()
+        shown = re.search(r"in system\[0\]: was '(.*)' now '(.*)'$", out, re.M)
+        assert shown is not None and old in shown.group(1) and new in shown.group(2)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def marked(cls, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+        """A session whose system prompt starts with a deployment's secret, the turn's
+        number (the split), then a control character and markup."""
+        from report_scenarios import write_session
+
+        from prefixscope.model.redaction import Redactor, activate
+
+        def plant(turn: int, request: dict[str, Any]) -> None:
+            request["messages"][0]["content"] = (
+                f"ACME-INTERNAL-7731 {turn}\x1b[31m<b>`x`|" + request["messages"][0][
+                    "content"])
+
+        folder = tmp_path_factory.mktemp("marked")
+        log = write_session(folder / "marked.jsonl", change=plant)
+        md = folder / "r.md"
+        result = runner.invoke(app, ["report", str(log), "--md", str(md), "--redact",
+                                     r"ACME-[A-Z]+-\d+"])
+        activate(Redactor())  # the run's redactor is the process's: the default again
+        assert result.exit_code == 0, result.stderr
+        return {"terminal": result.stdout, "md": md.read_text(encoding="utf-8")}
+
+    def test_the_excerpt_is_escaped_and_masked(self, marked) -> None:
+        out = marked["terminal"]
+        line = re.search(r"^   first divergence at token [\d,]+ in messages\[0\]: was '(.*)' "
+                         r"now '(.*)'$", out, re.M)
+        assert line is not None, out
+        was, now = line.groups()
+        # the ESC is shown as \x1b, never sent; the secret before the split masked
+        assert "\x1b" not in out and "INTERNAL" not in out
+        assert (was, now) == ("…••••••••••• 0\\x1b[31m<b>`x`|…",
+                              "…••••••••••• 1\\x1b[31m<b>`x`|…")
+        page, _ = _rendered(marked["md"])
+        assert "INTERNAL" not in marked["md"] and "\x1b" not in marked["md"]
+        # in the Markdown the markup is code: shown, not made
+        assert not re.search(r"<b>|<a\b", page)
+        codes = re.findall(r"<code>(.*?)</code>", page)
+        assert "…••••••••••• 0\\x1b[31m&lt;b&gt;`x`|…" in codes

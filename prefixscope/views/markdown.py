@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from prefixscope.findings.model import LENS_KINDS, Report
+from prefixscope.findings.model import LENS_KINDS, Finding, Report
 from prefixscope.views import wording
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -131,7 +131,8 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
             where = f" · {md_text(f.segment)}" if f.segment else ""
             lines += [f"**{n}. {wording.finding_label(f)} {md_text(f.kind)}** · "
                       f"{md_text(wording.finding_cost(f))}{where}", "",
-                      md_text(f.title), "", f"Fix: {md_text(f.fix)}", ""]
+                      md_text(f.title), "", *_evidence(report, f),
+                      f"Fix: {md_text(f.fix)}", ""]
     if report.findings:
         if len(report.findings) > top:
             lines += [f"… and {len(report.findings) - top} more (see the JSON or HTML "
@@ -145,3 +146,28 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
     if report.notes:
         lines += ["## Notes", ""] + [f"- {md_text(n)}" for n in report.notes] + [""]
     return "\n".join(lines)
+
+
+def md_code(text: str) -> str:
+    """`text` as one code span showing it as it is: fenced by more backticks than any run
+    of them it holds, padded with a space where it starts or ends with one (CommonMark
+    strips a space from each side)."""
+    flat = _CONTROL.sub(" ", text.replace("\n", " "))
+    fence = "`" * (max((len(m.group()) for m in _TICKS.finditer(flat)), default=0) + 1)
+    pad = " " if flat[:1] in ("`", " ") or flat[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def _evidence(report: Report, f: Finding) -> list[str]:
+    """A break finding's evidence as a person scans it: the change its JSON excerpt names,
+    and where its first example pair diverges, was / now as code."""
+    out = []
+    excerpt = f.evidence.get("excerpt") if f.evidence.get("example_pairs") else None
+    if excerpt:
+        out += [f"Change: {md_text(str(excerpt))}", ""]
+    found = wording.divergence(report, f)
+    if found is not None:
+        token, segment, was, now = found
+        out += [f"First divergence at token {token:,} in {md_text(segment)}: was "
+                f"{md_code(was)} now {md_code(now)}", ""]
+    return out

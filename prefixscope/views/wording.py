@@ -216,3 +216,61 @@ def lens_shows(f: Finding) -> str:
     if not shows or not causes:
         return "shows no loss of its own"
     return f"shows {shows:,} missed tokens of {', '.join(causes)}"
+
+
+# A break finding's first divergence as a person scans it (`divergence`): this many
+# unchanged characters each side of the change, and at most this many changed ones.
+EXCERPT_CONTEXT = 12
+EXCERPT_CHANGE = 32
+
+
+def divergence(report: Report, f: Finding) -> tuple[int, str, str, str] | None:
+    """A break finding's first example pair where it first diverges: (its token, its
+    segment, what the previous turn had there, what this turn has), both short and
+    escaped (`escaped`); None for a finding without example pairs, or when the report
+    holds no diff of that pair. The texts are the report's, so masked as it is."""
+    pairs = f.evidence.get("example_pairs")
+    ev = report.evidence
+    if not pairs or ev is None or ev.diff is None:
+        return None
+    a, b = pairs[0][0], pairs[0][1]
+    pair = next((p for p in ev.diff.pairs if p.a == a and p.b == b), None)
+    fd = pair.first_divergence if pair is not None else None
+    if fd is None:
+        return None
+    at = fd.first_char - fd.context_start  # the first differing character, in both texts
+    text_a, text_b = fd.text_a, fd.text_b
+    same = 0  # the unchanged characters both texts end with
+    while (same < min(len(text_a), len(text_b)) - at
+           and text_a[len(text_a) - 1 - same] == text_b[len(text_b) - 1 - same]):
+        same += 1
+
+    def side(text: str) -> str:
+        start = max(0, at - EXCERPT_CONTEXT)
+        changed = text[at:len(text) - same]
+        after = text[len(text) - same:]
+        head = "…" if start or fd.context_start else ""
+        if len(changed) > EXCERPT_CHANGE:
+            return head + escaped(text[start:at] + changed[:EXCERPT_CHANGE]) + "…"
+        tail = "…" if len(after) > EXCERPT_CONTEXT else ""
+        return head + escaped(text[start:at] + changed + after[:EXCERPT_CONTEXT]) + tail
+
+    return fd.token, fd.segment, side(text_a), side(text_b)
+
+
+def escaped(text: str) -> str:
+    """`text` with what does not print (newlines, tabs, control, bidi and zero-width
+    characters) and backslashes as Python writes them in a string: ``\\n``, ``\\x1b``,
+    ``\\u202e``, ``\\\\``."""
+    return "".join("\\\\" if c == "\\" else c if c.isprintable() else repr(c)[1:-1]
+                   for c in text)
+
+
+def divergence_line(report: Report, f: Finding) -> str | None:
+    """`divergence` in one line: "first divergence at token 2,916 in system[0]: was
+    '…; cch=e4a04;You are Cl…' now '…; cch=b7b6c;You are Cl…'"."""
+    found = divergence(report, f)
+    if found is None:
+        return None
+    token, segment, was, now = found
+    return f"first divergence at token {token:,} in {segment}: was '{was}' now '{now}'"

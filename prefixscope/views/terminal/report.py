@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from prefixscope.findings.model import Report
+from prefixscope.findings.model import Finding, Report
 from prefixscope.views import wording
 from prefixscope.views.terminal import (
     Screen,
@@ -55,6 +55,8 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
                          f"[bold]{escape(f.kind)}[/] · {escape(wording.finding_cost(f))}"
                          + (f" · {escape(visible(f.segment))}" if f.segment else ""))
             screen.print(f"   {escape(visible(f.title))}", soft_wrap=True)
+            for said in _evidence(report, f):
+                screen.print(f"   [dim]{escape(visible(said))}[/]", soft_wrap=True)
             screen.print(f"   [green]fix:[/] {escape(visible(f.fix))}", soft_wrap=True)
     hidden = len(report.findings) - top
     if hidden > 0:
@@ -73,3 +75,12 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
     for note in report.notes:
         screen.note(visible(note))
     return screen
+
+
+def _evidence(report: Report, f: Finding) -> list[str]:
+    """What a break finding's evidence shows at a glance: the change its JSON excerpt
+    names, and where its first example pair diverges (was / now)."""
+    excerpt = f.evidence.get("excerpt") if f.evidence.get("example_pairs") else None
+    out = [f"change: {excerpt}"] if excerpt else []
+    line = wording.divergence_line(report, f)
+    return out + [line] if line else out
