@@ -108,6 +108,20 @@ class TestClineEvents:
         ]
 
 
+    def test_client_version_per_call_from_the_task_metadata(self, tmp_path: Path) -> None:
+        task = tmp_path / "tasks" / "1770000000000"
+        task.mkdir(parents=True)
+        (task / "ui_messages.json").write_bytes((CLINE / "ui_messages.json").read_bytes())
+        # the task started on 3.51.0 and was resumed on 3.52.1 before the fifth request
+        (task / "task_metadata.json").write_text(json.dumps({"environment_history": [
+            {"ts": 1770000000005, "os_name": "linux", "cline_version": "3.51.0"},
+            {"ts": 1770000048000, "os_name": "linux", "cline_version": "3.52.1"}]}))
+        requests, _ = read_requests(task / "ui_messages.json")
+        assert [r.metadata["version"] for r in requests] == ["3.51.0"] * 4 + ["3.52.1"]
+        assert [(e.kind, e.detail) for e in requests[4].events] == [
+            ("client-upgrade", "3.51.0 -> 3.52.1")]
+
+
 class TestStore:
     def test_one_table_of_session_events_kept_once(self, tmp_path: Path) -> None:
         with Store.open(tmp_path / "s.duckdb") as store:
@@ -235,3 +249,15 @@ def test_real_claude_code_files_change_only_where_they_record_events() -> None:
         "claude-code-log__representative_messages.jsonl": [],
         "claude-code-log__session_b.jsonl": [],
     }
+
+
+def test_real_ccusage_transcript_model_switches_are_breaks() -> None:
+    """ccusage's transcript (real, tests/data/real): three calls, sonnet -> opus -> sonnet.
+    By hand (prompt = input + cache creation + cache read): 135 / read 10, 270 / 20,
+    340 / 40. Call 1 is cold (125); call 2 is another model: break 135 - 20 = 115, new
+    135; call 3 another model again (and version 1.0.0 -> 1.1.0: the model decides):
+    break 270 - 40 = 230, new 70."""
+    report = _report(REAL_CC / "ccusage__project-alpha__session-alpha__chat.jsonl")
+    by = report["ledger"]["by_cause"]
+    assert by["break"]["by_kind"] == {"model-change": 345}
+    assert {c: v for c, v in by.items() if c != "break" and v} == {"cold": 125, "new": 205}

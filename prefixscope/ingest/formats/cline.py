@@ -59,7 +59,9 @@ Guarantees:
   history while setting a request up, after its ``api_req_started`` message: a range that
   changes to a new one is a ``truncation`` of the latest request started before the
   message that first shows it (that request was sent without the range). A call whose
-  model differs from the previous call's is a ``model-change``.
+  model differs from the previous call's is a ``model-change``; one whose extension
+  version (the latest ``task_metadata.json`` `environment_history` entry at or before it,
+  kept as `metadata.version`) differs is a ``client-upgrade``.
 * `api_conversation_history.json` and `task_metadata.json` next to a `ui_messages.json`
   are its companions (read with it, not alone). Reported as skips: elements that are not
   UI messages, and an ``api_req_started`` whose `text` is not a JSON object.
@@ -118,6 +120,7 @@ def is_companion(path: Path) -> bool:
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     history = _load_list(source.sibling(API_HISTORY))
     model_usage = _model_usage(source.sibling(TASK_METADATA))
+    versions = _versions(source.sibling(TASK_METADATA))
     task, client = _place(source)
     started: list[tuple[dict[str, Any], dict[str, Any], int]] = []
     truncated: dict[int, list[SessionEvent]] = {}  # index in `started` -> its truncations
@@ -146,16 +149,25 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
             continue
         started.append((rec, info, place))
     before: str | None = None
+    version_before: str | None = None
     for ordinal, (rec, info, place) in enumerate(started):
         record = _record(rec, info, place, ordinal, history, model_usage, task, client)
         events = list(truncated.get(ordinal, ()))
         model = record.request.model
+        when = record.request.timestamp
         if before and model and model != before:
-            events.append(SessionEvent("model-change", f"{before} -> {model}",
-                                       record.request.timestamp, place))
+            events.append(SessionEvent("model-change", f"{before} -> {model}", when, place))
         before = model or before
-        if events:
-            record = Record(replace(record.request, events=tuple(events)), record.key)
+        version = _model_at(versions, to_int(rec.get("ts")))
+        if version_before and version and version != version_before:
+            events.append(SessionEvent("client-upgrade", f"{version_before} -> {version}",
+                                       when, place))
+        version_before = version or version_before
+        if events or version:
+            metadata = {**record.request.metadata, "version": version} if version \
+                else record.request.metadata
+            record = Record(replace(record.request, events=tuple(events), metadata=metadata),
+                            record.key)
         yield record
 
 
@@ -308,6 +320,24 @@ def _model_usage(path: Path | None) -> list[tuple[int, str]]:
         if isinstance(row, dict) and to_int(row.get("ts")) is not None \
                 and to_text(row.get("model_id")):
             out.append((to_int(row["ts"]) or 0, str(to_text(row["model_id"]))))
+    return sorted(out)
+
+
+def _versions(path: Path | None) -> list[tuple[int, str]]:
+    """(ts, extension version) of ``task_metadata.json`` `environment_history`, in time
+    order (Cline writes an entry when a task starts or resumes)."""
+    if path is None:
+        return []
+    try:
+        meta = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return []
+    rows = meta.get("environment_history") if isinstance(meta, dict) else None
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and to_int(row.get("ts")) is not None \
+                and to_text(row.get("cline_version")):
+            out.append((to_int(row["ts"]) or 0, str(to_text(row["cline_version"]))))
     return sorted(out)
 
 
