@@ -192,6 +192,10 @@ class TestClaudeCodeLedger:
         for f in report["findings"]:
             assert "cache_control" not in f["fix"], f["kind"]
         assert "2.1.92 -> 2.1.101" in found["client-upgrade"]["title"]
+        # call 8's prompt is shorter than call 7's: said, not read as an intact prefix
+        assert found["unexplained-miss"]["evidence"]["shorter_than_predecessor"] == 1
+        assert "shorter prompt than the turn before" in found["unexplained-miss"]["title"]
+        assert "capture the requests" in found["unexplained-miss"]["fix"]
 
     def test_provider_verdicts_beside_the_cause(self, report: dict) -> None:
         # call 4: break:model-change / model_changed (agree); call 6: break:tool-set-change /

@@ -139,6 +139,7 @@ class LedgerEntry:
     lost_usd: Mapping[str, float] = field(default_factory=dict)  # loss cause -> dollars
     engine: str | None = None  # whose rules the request was read by
     recorded: str | None = None  # the session event the log recorded that decided its cause
+    shrank: bool = False  # its prompt is shorter than its session predecessor's
 
     @property
     def missed_tokens(self) -> int:
@@ -339,6 +340,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     causes: Counter[str] = Counter()
     kind = segment = None
     expected = None
+    shrank = False
     missed = prompt - cached
     if prev is None and not r.compaction:
         causes["cold"] = missed
@@ -355,6 +357,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
             causes["unexplained"] = missed  # the predecessor's length is not known
         else:
             shared = min(before, prompt)
+            shrank = prompt < before
             divergence = shared
             kind = break_kind(pair) if pair is not None else None
             if recorded is not None:  # the log's own record of the change decides
@@ -380,7 +383,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
             shortfall = max(0, expected - cached)
             if shortfall:
                 for cause, n in _shortfall(shortfall, rules, gap, rep, prompt,
-                                           prompt < before).items():
+                                           shrank).items():
                     causes[cause] += n
             for start, end, cause in intervals:
                 n = max(0, end - max(start, cached))
@@ -391,7 +394,8 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     lost = {c: price.lost(n) for c, n in causes.items() if c not in NOT_LOSSES and n} \
         if price is not None else {}
     return LedgerEntry(r.id, r.session, prompt, cached, {c: n for c, n in causes.items() if n},
-                       kind, segment, gap, expected, domain, lost, rules.engine, recorded)
+                       kind, segment, gap, expected, domain, lost, rules.engine, recorded,
+                       shrank)
 
 
 def _predecessor_tokens(prev: UsageRecord, rep: ReplayedRequest | None,

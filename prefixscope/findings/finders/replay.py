@@ -151,9 +151,15 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
                        "move the breakpoint after more of the stable prefix.", lost_usd=usd,
                        severity="low")
     assert cause == "unexplained"
-    return finding("unexplained-miss", f"{n} got less cache than the previous turn left "
-                   "and nothing in the log explains why", tokens, evidence,
-                   _unexplained_fix(ev), lost_usd=usd)
+    title = f"{n} got less cache than the previous turn left and nothing in the log explains why"
+    shrank = sum(e.shrank for e in entries)
+    if shrank:
+        evidence["shorter_than_predecessor"] = shrank
+        title += (f" ({shrank} of them sent a shorter prompt than the turn before: part of the "
+                  "history was dropped or rewritten, and the log records no compaction or "
+                  "truncation)")
+    return finding("unexplained-miss", title, tokens, evidence,
+                   _unexplained_fix(ev, shrank == len(entries)), lost_usd=usd)
 
 
 def _intact(entries: Sequence[LedgerEntry], ev: Evidence) -> str:
@@ -173,7 +179,12 @@ def _intact(entries: Sequence[LedgerEntry], ev: Evidence) -> str:
     return proof
 
 
-def _unexplained_fix(ev: Evidence) -> str:
+def _unexplained_fix(ev: Evidence, shrank: bool = False) -> str:
+    if shrank:
+        return ("A prompt shorter than the turn before means the client dropped or rewrote "
+                "part of the history (a compaction, a truncation, old tool output cleared) "
+                "without the log saying so: capture the requests themselves (a proxy "
+                "capture, OpenTelemetry's request body) so the turns can be diffed.")
     if ev.diff is None:
         return ("Log the request bodies so the turns can be diffed (Langfuse: keep input; "
                 "LiteLLM: store_prompts_in_spend_logs; new-api: log the request body; Claude "
