@@ -573,7 +573,7 @@ def simulate(store: Store | str | PathLike[str], *, engine: str = "auto",
              bytes_per_token: int | None = None, trace_block_size: int | None = None,
              cache_output: bool = False,
              ttl: float | None = None, concurrent: bool = False, fit: bool = False,
-             capacities: Sequence[int | str | None] = (), save: bool = True,
+             capacities: Sequence[int | str | None] = (), save: bool = False,
              gateway: str = "auto", tokenizer: str = "auto", what_if: str | Sequence[str] = (),
              workers: int | None = None, since: str | None = None, until: str | None = None,
              project: str | None = None,
@@ -600,8 +600,9 @@ def simulate(store: Store | str | PathLike[str], *, engine: str = "auto",
         fit: search the block size and capacity that best reproduce the observed cache,
             and replay at the fit (those not given).
         capacities: the capacity curve: each capacity to replay (like `capacity`).
-        save: store the per-request results in the store's ``simulated`` table (a store
-            file only: not a temporary store, nor a scope).
+        save: also store the per-request results in the store's ``simulated`` table (a
+            store file only: not a temporary store, nor a scope). Off by default: an
+            analysis does not write into the user's store unasked.
         gateway, tokenizer, what_if: how to rebuild the prompts; each what-if is replayed.
         workers: processes running the independent replays (None: the machine's cores on
             500 requests or more; 1: this process). The result does not depend on it.

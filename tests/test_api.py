@@ -57,7 +57,7 @@ SIGNATURES = {  # parameters and defaults (annotations aside)
               "workers=None, runner='local', since=None, until=None, project=None, progress=None)",
     "simulate": "(store, *, engine='auto', block_size=None, capacity=None, bytes_per_token=None, "
                 "trace_block_size=None, cache_output=False, ttl=None, concurrent=False, "
-                "fit=False, capacities=(), save=True, gateway='auto', tokenizer='auto', "
+                "fit=False, capacities=(), save=False, gateway='auto', tokenizer='auto', "
                 "what_if=(), workers=None, since=None, until=None, project=None, "
                 "progress=None)",
     "Error": "(message, *, usage=False, result=None)",
@@ -339,7 +339,7 @@ class TestStore:
         assert cli_error(["report", "--store", "nowhere.duckdb"]) == (1, str(raised.value))
 
     def test_a_simulation_saved_in_the_store_leaves_it_readable(self, store: Any) -> None:
-        sim = ps.simulate(store, engine="vllm")
+        sim = ps.simulate(store, engine="vllm", save=True)
         assert store.requests().height == 3  # read-only again after the write
         rows = runner.invoke(app, ["sql", "select count(*) as n from simulated", "--store",
                                    store.path, "--json"])

@@ -310,10 +310,9 @@ def test_simulate_stores_its_per_request_results(tmp_path: Path) -> None:
     sample = str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")
     assert runner.invoke(app, ["ingest", sample, "--store", str(store)]).exit_code == 0
     for _ in range(2):  # a second run of the same simulation replaces the first
-        result = runner.invoke(app, ["simulate", "--store", str(store), "--json"])
+        result = runner.invoke(app, ["simulate", "--store", str(store), "--json", "--save"])
         assert result.exit_code == 0, result.output
-    runner.invoke(app, ["simulate", "--store", str(store), "--block-size", "32",
-                        "--no-save"])
+    runner.invoke(app, ["simulate", "--store", str(store), "--block-size", "32"])
     rows = runner.invoke(app, ["sql", "select block_size, count(*) n, sum(predicted) p, "
                                "sum(observed) o from simulated group by 1", "--store",
                                str(store), "--json"])
@@ -482,3 +481,14 @@ class TestRememberedReplays:
         for capacity in range(0, blocks * block + 1, block):
             options = SimulateOptions(unit=block, capacity_tokens=capacity)
             assert _replays(log, [options], 1) == [_replay(log, options)]
+
+
+def test_simulate_writes_nothing_into_the_store_unless_asked(tmp_path: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    sample = str(ROOT / "sample_logs" / "bifrost-mcp-keyorder.jsonl")
+    assert runner.invoke(app, ["ingest", sample, "--store", str(store)]).exit_code == 0
+    before = store.read_bytes()
+    result = runner.invoke(app, ["simulate", "--store", str(store)])
+    assert result.exit_code == 0, result.output
+    assert store.read_bytes() == before
+    assert "saved" not in result.stderr

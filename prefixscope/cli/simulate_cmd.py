@@ -83,8 +83,9 @@ def simulate(
              "--json).")] = False,
     save: Annotated[bool, typer.Option(
         "--save/--no-save", rich_help_panel=OUTPUT,
-        help="Store the per-request results in the store's `simulated` table (with --store; "
-             "replaces an earlier run of the same engine, block size and capacity).")
+        help="Also store the per-request results in the store's `simulated` table (with "
+             "--store; replaces an earlier run of the same engine, block size and capacity). "
+             "Off by default: simulate only reads the store.")
     ] = API["save"],
     workers: Annotated[int | None, typer.Option(
         "--workers", "-j", metavar="N", min=1, rich_help_panel=OUTPUT,
