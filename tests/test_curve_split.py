@@ -121,3 +121,28 @@ def test_the_library_frame_holds_the_split(trace: Path) -> None:
         (c, w, a) for c, _, w, a in EXPECTED]
     assert curve["hit_rate_within"].to_list() == pytest.approx(
         [w / PROMPT for _, _, w, _ in EXPECTED])
+
+
+def test_reports_eviction_finding_carries_the_split_simulate_prints() -> None:
+    """The report's eviction finding replays its own curve (around the fitted capacity):
+    each point's split is simulate's at the same capacity, and the two parts add up to the
+    point's hit rate."""
+    log = str(Path(__file__).parent.parent / "sample_logs" / "vllm-agents-eviction.jsonl.gz")
+    result = runner.invoke(app, ["report", log, "--json"])
+    assert result.exit_code == 0, result.output
+    found = [f for f in json.loads(result.stdout)["findings"]
+             if f["kind"] == "eviction-pressure"]
+    assert len(found) == 1
+    evidence = found[0]["evidence"]
+    rates = dict(map(tuple, evidence["capacity_curve"]))
+    split = {c: (w, a) for c, w, a in evidence["capacity_curve_split"]}
+    assert split.keys() == rates.keys() and None in split
+    for capacity, (within, across) in split.items():
+        assert within + across == pytest.approx(rates[capacity])
+    finite = [c for c in split if c is not None]
+    sim = runner.invoke(app, ["simulate", log, "--capacity", str(evidence["capacity_tokens"]),
+                              "--capacity-curve",
+                              ",".join(map(str, finite)) + ",unlimited", "--json"])
+    assert sim.exit_code == 0, sim.output
+    assert {c["capacity_tokens"]: (c["hit_rate_within"], c["hit_rate_across"])
+            for c in json.loads(sim.stdout)["capacity_curve"]} == split

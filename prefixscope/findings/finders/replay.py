@@ -218,6 +218,10 @@ def _eviction(sim: SimulateReport | None, entries: Sequence[LedgerEntry],
             enough = point
             break
     evidence["capacity_curve"] = [[p.capacity_tokens, p.hit_rate] for p in sim.capacity_curve]
+    # each point's hit rate split: reuse within a conversation (what session-sticky routing
+    # keeps) and across conversations (what only a cache the sessions share gives)
+    evidence["capacity_curve_split"] = [[p.capacity_tokens, p.hit_rate_within,
+                                         p.hit_rate_across] for p in sim.capacity_curve]
     if enough is not None:
         fix = (f"Give the prefix cache about {enough.capacity_tokens:,} tokens (now "
                f"{sim.capacity_tokens:,}): the replay then reaches {pct(enough.hit_rate)} "
