@@ -356,6 +356,9 @@ class TestBreakEvidence:
             # the Markdown says the same, was and now as code
             assert (f"First divergence at token {fd['token']:,} in {fd['segment']}: was "
                     f"{was} now {now}") in md_text
+            # and the HTML page (its text with whitespace collapsed)
+            said = f"first divergence at token {fd['token']:,} in {fd['segment']}: was {was} now"
+            assert " ".join(said.split()) in sample["html_text"]
         # the sample's billing header, as its JSON excerpt names the values (sample_logs/)
         volatile = next(f for f in breaks if f["kind"] == "volatile-prefix-segment")
         old, new = re.fullmatch(r"system\[0\]: (cch=\w+) → (cch=\w+)",

@@ -169,7 +169,7 @@ def _findings(report: Report) -> list[str]:
     for group, shown in wording.grouped(report.findings):
         out.append(f'<h3 class="group">{esc(wording.GROUP_TITLES[group])}</h3>')
         for n, f in shown:
-            out += _finding(n, f)
+            out += _finding(report, n, f)
     return out
 
 
@@ -203,7 +203,7 @@ def _share(f: Finding) -> str:
     return "–" if f.kind in LENS_KINDS else f"{f.share:.1%}"
 
 
-def _finding(n: int, f: Finding) -> list[str]:
+def _finding(report: Report, n: int, f: Finding) -> list[str]:
     where = f" · segment <code>{esc(f.segment)}</code>" if f.segment else ""
     after = ""
     # said once: most fixes already give the hit rate a replay of the fix reaches
@@ -213,11 +213,22 @@ def _finding(n: int, f: Finding) -> list[str]:
     return [f'<section class="finding {esc(label)}" id="f{n}">',
             f'<p><span class="sev">{esc(label)}</span> <b>{esc(f.kind)}</b>{where} · '
             f"{esc(wording.finding_cost(f))}</p>",
-            f"<p><b>{esc(f.title)}</b></p>",
+            f"<p><b>{esc(f.title)}</b></p>", *_divergence(report, f),
             f'<p class="fix">Fix: {esc(f.fix)}{esc(after)}</p>',
             f'<details><summary>evidence</summary><div class="scroll">'
             f"{evidence_table(jsonable(dict(f.evidence)))}</div></details>",
             "</section>"]
+
+
+def _divergence(report: Report, f: Finding) -> list[str]:
+    """A break finding's first divergence, was / now, as the terminal and Markdown say it."""
+    found = wording.divergence(report, f)
+    if found is None:
+        return []
+    token, segment, was, now = found
+    return [f'<p class="divergence">first divergence at token {token:,} in '
+            f"<code>{esc(segment)}</code>: was <code>{esc(was)}</code> now "
+            f"<code>{esc(now)}</code></p>"]
 
 
 def evidence_value(key: str, value: Any) -> str:
