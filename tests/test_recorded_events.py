@@ -265,3 +265,35 @@ def test_real_ccusage_transcript_model_switches_are_breaks() -> None:
     by = report["ledger"]["by_cause"]
     assert by["break"]["by_kind"] == {"model-change": 345}
     assert {c: v for c, v in by.items() if c != "break" and v} == {"cold": 125, "new": 205}
+
+
+def test_microcompaction_is_a_recorded_history_rewrite(tmp_path: Path) -> None:
+    """A `microcompact_boundary` record (Claude Code cleared old tool results) before call 7
+    of the fixture: call 7 (prompt 11,000, cached 9,000, predecessor 10,000) is no longer a
+    provider miss but a break of kind history-rewrite: 10,000 - 9,000 = 1,000, new 1,000;
+    its verdict (messages_changed) now agrees."""
+    lines = CC.read_text().splitlines(keepends=True)
+    at = next(i for i, x in enumerate(lines) if '"msg_01RE07"' in x)
+    boundary = {"parentUuid": "u15", "isSidechain": False, "userType": "external",
+                "cwd": "/home/dev/shop", "sessionId": "7d3e2a10-5c4b-4e8f-9a61-2b7c0d9e4f35",
+                "version": "2.1.101", "type": "system", "subtype": "microcompact_boundary",
+                "content": "Context microcompacted", "isMeta": False, "level": "info",
+                "timestamp": "2026-03-02T09:06:30.200Z", "uuid": "mc1",
+                "microcompactMetadata": {"trigger": "auto", "preTokens": 10050,
+                                         "tokensSaved": 3100,
+                                         "compactedToolIds": ["toolu_01", "toolu_02"],
+                                         "clearedAttachmentUUIDs": []}}
+    path = tmp_path / "micro.jsonl"
+    path.write_text("".join(lines[:at]) + json.dumps(boundary) + "\n" + "".join(lines[at:]))
+    requests, _ = read_requests(path)
+    seventh = next(r for r in requests if r.native_id == "msg_01RE07")
+    assert [(e.kind, e.detail) for e in seventh.events] == [
+        ("history-rewrite",
+         "microcompact_boundary (trigger auto, tokensSaved 3100, 2 tool results cleared)")]
+    ledger = _report(path)["ledger"]
+    assert ledger["by_cause"]["break"]["by_kind"] == {
+        "model-change": 6_000, "client-upgrade": 4_500, "tool-set-change": 1_000,
+        "history-rewrite": 1_000}
+    assert (ledger["by_cause"]["provider"], ledger["by_cause"]["rounding"],
+            ledger["by_cause"]["new"]) == (0, 2, 9_000)
+    assert ledger["provider_verdicts"]["agree"] == 3

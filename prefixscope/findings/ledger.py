@@ -29,10 +29,10 @@ What the log itself records between a request and its session predecessor
 model, a new client version, a tool-set delta) decides before the positions do: a
 recorded ``compaction`` makes every missed token ``compaction``; a recorded change is a
 ``break`` of its kind (``model-change``: ``D = 0``, another model has a cache of its own;
-``tool-set-change``, ``client-upgrade``, ``truncation``: ``D = C``, the log cannot say
-where the prefix changed, and the cache served what was left of it), so such a request is
-never ``provider``. A prompt shorter than its predecessor is never read as an intact
-prefix either: a shortfall there, within the retention, is ``unexplained``.
+``tool-set-change``, ``client-upgrade``, ``truncation``, ``history-rewrite``: ``D = C``,
+the log cannot say where the prefix changed, and the cache served what was left of it), so
+such a request is never ``provider``. A prompt shorter than its predecessor is never read
+as an intact prefix either: a shortfall there, within the retention, is ``unexplained``.
 
 Cached tokens beyond ``X`` (another session or other live traffic kept a longer prefix
 warm; an engine that caches outputs) cover the intervals after it in prompt order. The
@@ -89,9 +89,11 @@ KIND_OF_EVENT = {
     "tool-set": "tool-set-change",
     "client-upgrade": "client-upgrade",
     "truncation": "truncation",
+    "history-rewrite": "history-rewrite",
 }
 # Which recorded event decides when several are recorded before one request.
-_EVENT_ORDER = ("compaction", "model-change", "client-upgrade", "tool-set", "truncation")
+_EVENT_ORDER = ("compaction", "model-change", "client-upgrade", "tool-set", "truncation",
+                "history-rewrite")
 # Anthropic caches at breakpoints, not in blocks: a warm turn reads a few tokens short of
 # the previous prompt (2 in TraceLab's Claude Code sample, 1-5 seen). A shortfall below
 # this many tokens is that distance, not a provider miss.

@@ -73,6 +73,8 @@ def _finding(ev: Evidence, kind: str, entries: list[LedgerEntry],
                           "version sends a new system prompt and tools",
         "truncation": f"the history was truncated to fit the context window before {n}"
                       f"{what}: everything after the kept prefix was written again",
+        "history-rewrite": f"the client rewrote earlier turns before {n}{what}: everything "
+                           "after the first rewritten message was written again",
     }[kind]
     return finding(kind, title, tokens, evidence, _fix(kind, family),
                    segment="tools" if kind == "tool-set-change" else None,
@@ -95,6 +97,10 @@ def _fix(kind: str, family: str | None) -> str:
                               "(`DISABLE_AUTOUPDATER=1`).",
             "truncation": "Compact at a natural break (`/compact`) rather than letting the "
                           "history be cut, and `/clear` between unrelated tasks.",
+            "history-rewrite": "Claude Code cleared old tool results to save context "
+                               "(micro-compaction), re-writing the history from the first one "
+                               "it cleared: keep sessions shorter (`/clear` between tasks, "
+                               "`/compact` at a natural break) so it has less to clear.",
         }[kind]
     if family == "cline":
         return {
@@ -110,6 +116,8 @@ def _fix(kind: str, family: str | None) -> str:
                           "a new task (with its context handed over) before the window fills, "
                           "or let the client condense the history once (Cline's auto-condense, "
                           "Roo Code's context condensing) instead of truncating it repeatedly.",
+            "history-rewrite": "Start a new task at a natural break so earlier turns need not "
+                               "be rewritten.",
         }[kind]
     return {
         "model-change": "Keep one model per session (route sub-tasks to their own session).",
@@ -118,4 +126,6 @@ def _fix(kind: str, family: str | None) -> str:
         "client-upgrade": "Upgrade the client between sessions, not in the middle of one.",
         "truncation": "Truncate the history less often: drop a larger range at once, or "
                       "summarize it once, so the prefix stays stable between cuts.",
+        "history-rewrite": "Do not rewrite earlier turns (elide old tool output only at a "
+                           "compaction, all at once), so each turn extends the last.",
     }[kind]

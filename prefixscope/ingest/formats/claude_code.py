@@ -50,7 +50,9 @@ Guarantees:
 * Session events (`model.SessionEvent`, kept with the first call of the same session after
   them in the file): ``compaction`` from a ``{"type": "system", "subtype":
   "compact_boundary", "compactMetadata": {...}}`` record (or, without one before the
-  call, an ``isCompactSummary`` user message); ``tool-set`` from an attachment record
+  call, an ``isCompactSummary`` user message); ``history-rewrite`` from a
+  ``microcompact_boundary`` system record (old tool results cleared from the history);
+  ``tool-set`` from an attachment record
   whose ``attachment.type`` is ``deferred_tools_delta`` or ``mcp_instructions_delta``
   and names tools / servers added or removed; ``model-change`` when a call's
   `message.model` differs from the previous call's in its session; ``client-upgrade``
@@ -233,6 +235,15 @@ def _note(rec: dict[str, Any], place: int) -> SessionEvent | None:
         meta = meta if isinstance(meta, dict) else {}
         said = [f"{k} {meta[k]}" for k in ("trigger", "preTokens") if meta.get(k) is not None]
         return SessionEvent("compaction", "compact_boundary" + (
+            f" ({', '.join(map(str, said))})" if said else ""), when, place)
+    if rtype == "system" and rec.get("subtype") == "microcompact_boundary":
+        meta = rec.get("microcompactMetadata")
+        meta = meta if isinstance(meta, dict) else {}
+        cleared = meta.get("compactedToolIds")
+        said = [f"{k} {meta[k]}" for k in ("trigger", "tokensSaved") if meta.get(k) is not None]
+        if isinstance(cleared, list):
+            said.append(f"{len(cleared)} tool results cleared")
+        return SessionEvent("history-rewrite", "microcompact_boundary" + (
             f" ({', '.join(map(str, said))})" if said else ""), when, place)
     if rtype == "user" and rec.get("isCompactSummary") is True:
         return SessionEvent("compaction", "isCompactSummary user message", when, place)
