@@ -190,6 +190,14 @@ class TestCommand:
             "error: no session 'nope' (nor one starting with it) among the 1 sessions")
 
 
+    def test_a_missing_path_is_exit_2_unless_skip_missing(self, captures: Path) -> None:
+        result = runner.invoke(app, ["calls", str(captures), "typo.jsonl"])
+        assert result.exit_code == 2 and result.stdout == ""
+        assert "no such file or directory: typo.jsonl" in result.stderr
+        skipped = run_json("calls", str(captures), "typo.jsonl", "--skip-missing")
+        assert skipped == run_json("calls", str(captures))
+
+
 def report_ledger(*args: str) -> dict[str, Any]:
     result = runner.invoke(app, ["report", *args, "--json"])
     assert result.exit_code in (0, 3), result.output

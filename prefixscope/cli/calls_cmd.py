@@ -21,6 +21,7 @@ from prefixscope.cli.options import (
     Project,
     Quiet,
     Since,
+    SkipMissing,
     StoreOpt,
     Tokenizer,
     Until,
@@ -39,6 +40,7 @@ def register(app: typer.Typer) -> None:
 def calls(
     logs: Logs = None,
     store: StoreOpt = None,
+    skip_missing: SkipMissing = False,
     session: Annotated[str | None, typer.Option(
         "--session", metavar="ID", rich_help_panel=SCOPE,
         help="Only this session's calls (an id, or the start of one: every session it "
@@ -74,7 +76,8 @@ def calls(
     from prefixscope.cli.storeopen import input_store
 
     try:
-        with input_store(logs, store, quiet=quiet, json_mode=json_out) as st, \
+        with input_store(logs, store, quiet=quiet, json_mode=json_out,
+                         skip_missing=skip_missing) as st, \
                 console.steps(json_out, quiet, "calls", _STEPS) as progress, \
                 console.api_notes(quiet):
             result = api.calls(st, session=session, engine=engine, block_size=block_size,
