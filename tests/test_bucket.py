@@ -454,3 +454,23 @@ class TestBlockSizePerGroup:
         for p in raw:  # append-only: A's tokens are all reusable, floored to whole blocks
             assert p["reusable_tokens"] == min(p["tokens_a"], p["tokens_b"] - 1) // 128 * 128
         assert out["block_size_source"] == "inferred"
+
+
+@pytest.mark.parametrize("dims", ["endpoint", "source,model"])
+def test_bucket_by_a_dimension_books_each_loss_to_the_cause_report_names(
+        tmp_path: Path, dims: str) -> None:
+    """bucket's usage-and-dollars table and report's `--by` table are the one ledger: the
+    billing header's loss on the sample logs' Anthropic endpoint is `break` in both, not
+    `unexplained` in one of them."""
+    store = str(tmp_path / "s.duckdb")
+    assert runner.invoke(app, ["ingest", str(ROOT / "sample_logs"), "--store",
+                               store]).exit_code == 0
+    bucketed = invoke_json("bucket", "--store", store, "--by", dims)
+    reported = invoke_json("report", "--store", store, "--by", dims)
+    assert bucketed["spend"] == reported["by"]
+    rows = bucketed["spend"]["rows"]
+    assert sum(r["requests"] for r in rows) == reported["summary"]["requests"]
+    assert sum(r["missed_tokens"] for r in rows) == reported["ledger"]["missed_tokens"]
+    if dims == "endpoint":
+        top = {r["key"]["endpoint"]: r["top_cause"] for r in rows}
+        assert top["anthropic-messages"] == "break"

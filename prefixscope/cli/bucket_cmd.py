@@ -70,8 +70,9 @@ def bucket(
 
     More: docs/investigate.md.
     """
+    from prefixscope import api
     from prefixscope.analyses.bucket import bucket_store
-    from prefixscope.cli.storeopen import open_store
+    from prefixscope.cli.storeopen import input_store
     from prefixscope.prompt import RenderOptions
     from prefixscope.tokenizers import TokenizerError
     from prefixscope.views.json import bucket_json
@@ -79,20 +80,21 @@ def bucket(
 
     dims = dimensions(by)
     options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
-    with open_store(logs, store, quiet=quiet, json_mode=json_out, skip_missing=skip_missing,
-                    scope=scope(since, until, project)) as st:
+    with input_store(logs, store, quiet=quiet, json_mode=json_out,
+                     skip_missing=skip_missing) as handle, console.api_notes(quiet):
         try:
-            report = bucket_store(st, dims, bins=bins, block_size=block_size, options=options,
-                                  explain=not no_explain)
-            spend = None
-            if dims:  # ccusage's view: usage and dollars by the same dimensions
-                from prefixscope.findings.breakdown import breakdown
-                from prefixscope.findings.evidence import ledger_from_usage
-
-                records = st.usage_records()
-                spend = breakdown(ledger_from_usage(records, st.source_files(), {},
-                                                    price_per_mtok, st.session_events()),
-                                  records, dims)
+            with api._reading(handle, scope(since, until, project)) as st:
+                report = bucket_store(st, dims, bins=bins, block_size=block_size,
+                                      options=options, explain=not no_explain)
+            # ccusage's view, usage and dollars by the same dimensions: the report's own
+            # ledger (prompts diffed, every missed token attributed), so both commands name
+            # the same cause for the same loss
+            spend = None if not dims else api.report(
+                handle, by=dims, block_size=block_size, price_per_mtok=price_per_mtok,
+                gateway=gateway, tokenizer=tokenizer, what_if=what_if or (), since=since,
+                until=until, project=project).breakdown
+        except api.Error as exc:  # the store cannot be opened, or the scope is empty
+            raise console.api_error(exc) from None
         except ValueError as exc:
             raise console.fail(str(exc), ExitCode.USAGE) from None
         except TokenizerError as exc:
@@ -117,6 +119,6 @@ def bucket(
 
             screen.print()
             screen.print(breakdown_table(spend, "usage and dollars by " + ", ".join(dims)))
-            screen.print("[dim]lost $: what usage alone shows (`report` diffs the prompts and "
-                         "attributes every missed token)[/]")
+            screen.print("[dim]lost $ and top loss: the report's ledger (`prefixscope report "
+                         "--by " + ",".join(dims) + "` shows the same)[/]")
         console.show(screen, quiet)
