@@ -189,6 +189,11 @@ class TestClaudeCodeLedger:
         assert "between sessions" in found["client-upgrade"]["fix"]
         assert "/compact" in found["compaction"]["fix"]
         assert found["compaction"]["evidence"]["recorded"] == 1
+        # the provider's verdict beside each finding whose requests carry one
+        assert {k: found[k]["evidence"].get("provider_verdicts") for k in (
+            "model-change", "tool-set-change", "provider-miss", "compaction")} == {
+            "model-change": {"model_changed": 1}, "tool-set-change": {"tools_changed": 1},
+            "provider-miss": {"messages_changed": 1}, "compaction": None}
         for f in report["findings"]:
             assert "cache_control" not in f["fix"], f["kind"]
         assert "2.1.92 -> 2.1.101" in found["client-upgrade"]["title"]

@@ -33,6 +33,13 @@ def find(ev: Evidence) -> Iterator[Finding]:
         yield _finding(ev, kind, entries, client_of)
 
 
+def provider_said(entries: Sequence[LedgerEntry], ev: Evidence) -> dict[str, int]:
+    """The provider's own verdicts on these requests' misses, where the log kept them
+    (reason -> requests, most first): shown beside the finding's cause."""
+    said = Counter(ev.verdicts[e.id][0] for e in entries if e.id in ev.verdicts)
+    return dict(said.most_common())
+
+
 def client_family(ids: Sequence[str], client_of: dict[str, str | None]) -> str | None:
     """``claude-code`` / ``cline`` when every request of `ids` is that client's, else None."""
     clients = {client_of.get(i) for i in ids}
@@ -62,6 +69,9 @@ def _finding(ev: Evidence, kind: str, entries: list[LedgerEntry],
     family = client_family([e.id for e in entries], client_of)
     if family is not None:
         evidence["client"] = family
+    said = provider_said(entries, ev)
+    if said:
+        evidence["provider_verdicts"] = said
     n = count(len(entries), "request")
     what = f" ({excerpt(details[0], 60)})" if details else ""
     title = {

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from prefixscope.analyses.simulate import SimulateReport
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
-from prefixscope.findings.finders.recorded import CLAUDE_CODE, client_family
+from prefixscope.findings.finders.recorded import CLAUDE_CODE, client_family, provider_said
 from prefixscope.findings.ledger import LedgerEntry
 from prefixscope.findings.model import Finding
 from prefixscope.findings.names import short_names
@@ -102,6 +102,9 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
     n = count(len(entries), "request")
     if engine is not None:
         evidence["rules"] = engine
+    said = provider_said(entries, ev)
+    if said:
+        evidence["provider_verdicts"] = said
     if cause == "ttl":
         gaps = [e.gap_seconds for e in entries if e.gap_seconds is not None]
         pause = ("after a pause" if not gaps else
