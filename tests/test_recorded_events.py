@@ -142,6 +142,27 @@ class TestStore:
             ("messages_changed", 998), ("model_changed", 6000), ("tools_changed", 1000)]
 
 
+    def test_a_fuller_copy_of_a_call_brings_its_own_events(self, tmp_path: Path) -> None:
+        # two copies of the transcript; in the first, call 4's stream was cut short (fewer
+        # output tokens), so the second copy's call 4 replaces it: its events come from the
+        # second file, once
+        short = tmp_path / "a.jsonl"
+        full = tmp_path / "b.jsonl"
+        text = CC.read_text()
+        line = next(x for x in text.splitlines() if '"msg_01RE04"' in x)
+        short.write_text(text.replace(line, line.replace('"output_tokens":50',
+                                                         '"output_tokens":10')))
+        full.write_text(text)
+        with Store.open(tmp_path / "s.duckdb") as store:
+            ingest_paths([str(short)], store)
+            ingest_paths([str(full)], store)
+            rows = store.run("SELECT e.kind, e.source_file = r.source_file, "
+                             "e.source_file LIKE '%b.jsonl' FROM session_events e "
+                             "JOIN requests r ON r.id = e.request_id "
+                             "WHERE r.native_id = 'msg_01RE04'")
+        assert rows == [("model-change", True, True)]
+
+
 # ------------------------------------------------------------------ the ledger
 
 

@@ -453,11 +453,14 @@ class Store:
     def _replace_preferred(self, requests: Sequence[Request],
                            prefer: Callable[[Request, Request], bool]) -> int:
         """Delete the stored rows `prefer` ranks below an incoming copy (`add` then inserts
-        the copy under the same id); returns how many."""
+        the copy under the same id), and the session events their files gave them (the
+        copy brings its own file's); returns how many."""
         stored = self.get_many(r.id for r in requests)
         ids = [r.id for r in requests if r.id in stored and prefer(r, stored[r.id])]
         if ids:
             self.run("DELETE FROM requests WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+            self.run("DELETE FROM session_events WHERE request_id IN "
+                     "(SELECT unnest(?::VARCHAR[]))", [ids])
         return len(ids)
 
     def restrict(self, scope: Scope) -> int:
