@@ -146,3 +146,17 @@ def test_reports_eviction_finding_carries_the_split_simulate_prints() -> None:
     assert sim.exit_code == 0, sim.output
     assert {c["capacity_tokens"]: (c["hit_rate_within"], c["hit_rate_across"])
             for c in json.loads(sim.stdout)["capacity_curve"]} == split
+
+
+def test_the_plot_draws_the_within_part_under_the_curve(trace: Path) -> None:
+    from prefixscope.views.plots import capacity_figure, pyplot
+
+    with ps.ingest([trace], store=None) as st:
+        sim = ps.simulate(st, capacities=[64, 96, None])
+    fig = capacity_figure(sim)
+    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
+    pyplot().close(fig)
+    within = [y for label, y in lines.items() if "within a conversation" in label]
+    assert within == [pytest.approx([64 / PROMPT, 96 / PROMPT])]
+    predicted = [y for label, y in lines.items() if label.endswith("predicted")]
+    assert predicted == [pytest.approx([96 / PROMPT, 128 / PROMPT])]

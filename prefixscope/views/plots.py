@@ -117,7 +117,9 @@ def bucket_figure(report: BucketReport) -> tuple[Any, int]:
 
 
 def plot_capacity_curve(report: SimulateReport, path: Path) -> None:
-    """Predicted hit rate against cache capacity, the ideal ceiling and the observed rate.
+    """Predicted hit rate against cache capacity, the part of it that is reuse within a
+    conversation (the rest is across conversations), the ideal ceiling and the observed
+    rate.
 
     Raises:
         ValueError: the file type is neither .png nor .svg, or there is no curve.
@@ -142,6 +144,11 @@ def capacity_figure(report: SimulateReport) -> Any:
     ax.plot([float(p.capacity_tokens or 0) for p in finite],
             [float(p.hit_rate or 0.0) for p in finite], marker="o",
             color="#4c72b0", label=f"{report.engine} (LRU), predicted")
+    if any(p.prompt_tokens for p in finite):  # the split: within below, across above it
+        ax.plot([float(p.capacity_tokens or 0) for p in finite],
+                [float(p.hit_rate_within or 0.0) for p in finite], marker=".",
+                color="#8172b2", linestyle="-.",
+                label="of it, reuse within a conversation (the rest: across conversations)")
     if report.hit_rate_ideal is not None:
         ax.axhline(report.hit_rate_ideal, color="#55a868", linestyle="--",
                    label=f"ideal {report.hit_rate_ideal:.1%}")
