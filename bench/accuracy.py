@@ -1,0 +1,593 @@
+"""Accuracy of the ledger's causes on an injected corpus (issue 35, item 8).
+
+Two halves, in one script:
+
+* **The corpus** (``generate``): seeded sessions of an agent talking to a hosted
+  Anthropic model, with changes injected at random turns, written as Claude Code
+  transcripts (usage only, plus the records Claude Code writes for what it changed:
+  ``compact_boundary`` with its ``isCompactSummary`` message, ``microcompact_boundary``,
+  a ``deferred_tools_delta`` attachment, another ``message.model``, another ``version``),
+  with an **answer key**: per call, the true cause and its missed tokens. The usage
+  numbers are what the provider would report because the generator runs its own prefix
+  cache (below), independent of prefixscope, which it never imports: plain Python and
+  json, seeded random.
+* **The score** (``score``): runs ``prefixscope report FILES --json`` and ``prefixscope
+  calls FILES --json`` as a user would (a subprocess), matches every call of the key to
+  prefixscope's call (session id and time) and scores per cause: recall, precision,
+  token error, and the causes given on append-only turns.
+
+The generator's cache (hosted Anthropic): a prompt is a list of chunks (the tools, the
+system prompt, one chunk per message); a request writes cache entries at three
+breakpoints — the end of the tools, the end of the system prompt, and its last message,
+whose entry ends 2 tokens before the prompt (Claude Code's breakpoint sits on the last
+content block, not on the trailing tokens). An entry is a (model, exact chunk sequence)
+prefix with an expiry: 5 minutes or 1 hour after it was last written or read. A request
+reads the longest live entry that is a prefix of it (another model has its own cache), and
+writes the rest: ``cache_read = hit``, ``cache_creation = P - 2 - hit``, ``input = 2``.
+Sessions run concurrently and share the tools and system prompt of their model and client
+version, so a session's system prefix can stay warm through another's traffic.
+
+What is injected (each at random turns of random sessions; one change per call):
+
+* ``append`` — a plain turn: the prompt extends its predecessor within the TTL (key:
+  no cause). A 1-hour session also gets pauses of 6–55 minutes that lose nothing.
+* ``ttl`` — a pause longer than the session's TTL (5 minutes or 1 hour, by the
+  session's writes: ``ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``).
+* ``compaction`` — the history replaced by a summary (recorded: a ``compact_boundary``
+  record and an ``isCompactSummary`` user message).
+* ``model-change`` — ``/model``: the session goes on with another model (recorded by the
+  model name itself); a later switch may go back to a model whose cache is still warm.
+* ``client-upgrade`` — the ``version`` changes: a new system prompt (and, half the time,
+  new tools).
+* ``tool-set-change`` — an MCP tool added or removed: the tools change (recorded as a
+  ``deferred_tools_delta`` attachment).
+* ``history-rewrite`` — old tool results cleared (recorded as ``microcompact_boundary``):
+  a message in the middle of the history shrinks.
+* ``provider`` — the provider returns less than the prefix allows (it falls back to the
+  system or tools prefix, or to nothing), nothing recorded, within the TTL.
+
+The key's tokens, per call (``P`` its prompt, ``P'`` its predecessor's, ``read`` the
+cache read the provider reported): ``cold`` and ``compaction``: every missed token,
+``P - read``; ``ttl`` and ``provider`` (an intact prefix the provider did not serve):
+``P' - 2 - read`` (the 2 tokens after the last breakpoint are never cached, lost or
+not); a recorded change (``model-change``, ``client-upgrade``, ``tool-set-change``,
+``history-rewrite``): what was sent before and not read, ``min(P, P') - read``.
+
+Half the sessions (a Claude Code that writes the provider's verdict) carry
+``message.diagnostics.cache_miss_reason`` on each call that lost tokens, as the API
+would set it: ``model_changed``, ``tools_changed``, ``system_changed`` (upgrade),
+``messages_changed`` (compaction, history rewrite), ``previous_message_not_found``
+(ttl), ``unavailable`` (provider); the report's ``ledger.provider_verdicts`` is printed.
+
+Run: ``python bench/accuracy.py [--seed 1] [--sessions 40] [--out DIR] [--check]``.
+Documented in docs/accuracy.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FIVE_MIN = 300.0
+ONE_HOUR = 3600.0
+LAG = 2  # tokens after the last breakpoint: never cached
+MODELS = ("claude-sonnet-4-5-20250929", "claude-opus-4-5-20251101")
+VERSIONS = ("2.1.150", "2.1.153", "2.1.160", "2.1.171")
+EPOCH = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+# injected kinds and their weights among the calls after a session's first
+KINDS = {"append": 50, "ttl": 9, "compaction": 5, "model-change": 5, "client-upgrade": 5,
+         "tool-set-change": 6, "history-rewrite": 5, "provider": 7}
+# the cause label prefixscope should give (break kinds as `break:<kind>`)
+LABEL = {"append": "none", "cold": "cold", "ttl": "ttl", "compaction": "compaction",
+         "provider": "provider", "model-change": "break:model-change",
+         "client-upgrade": "break:client-upgrade",
+         "tool-set-change": "break:tool-set-change",
+         "history-rewrite": "break:history-rewrite"}
+VERDICT = {"model-change": "model_changed", "tool-set-change": "tools_changed",
+           "client-upgrade": "system_changed", "compaction": "messages_changed",
+           "history-rewrite": "messages_changed", "ttl": "previous_message_not_found",
+           "provider": "unavailable"}
+NOT_LOSSES = ("new", "rounding")
+
+
+# ------------------------------------------------------------------ the simulation
+
+
+@dataclass(frozen=True)
+class Chunk:
+    cid: str
+    tokens: int
+
+
+@dataclass
+class Call:
+    session: str
+    index: int
+    time: float  # seconds after EPOCH
+    kind: str  # the injected kind ("cold" for a session's first call)
+    model: str
+    version: str
+    ttl: float
+    chunks: list[Chunk]
+    records: list[dict[str, Any]] = field(default_factory=list)  # written before the call
+    prompt: int = 0
+    read: int = 0
+    write: int = 0
+    true_tokens: int = 0
+    verdicts: bool = False
+
+
+class HostedCache:
+    """The provider's prefix cache: (model, chunk sequence) -> (tokens, expiry)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, tuple[str, ...]], list[float]] = {}
+
+    def lookup(self, model: str, chunks: list[Chunk], now: float,
+               refresh: bool = True) -> tuple[int, tuple[str, ...] | None]:
+        best, best_key = 0, None
+        ids = tuple(c.cid for c in chunks)
+        for n in range(len(ids), 0, -1):
+            entry = self.entries.get((model, ids[:n]))
+            if entry is not None and entry[1] >= now and entry[0] > best:
+                best, best_key = int(entry[0]), ids[:n]
+        if refresh and best_key is not None:
+            entry = self.entries[(model, best_key)]
+            entry[1] = max(entry[1], now + entry[2])
+        return best, best_key
+
+    def live(self, model: str, chunks: list[Chunk], now: float) -> list[int]:
+        """The lengths of every live entry that is a prefix of the prompt."""
+        ids = tuple(c.cid for c in chunks)
+        return sorted({int(e[0]) for n in range(1, len(ids) + 1)
+                       if (e := self.entries.get((model, ids[:n]))) is not None
+                       and e[1] >= now})
+
+    def write(self, model: str, chunks: list[Chunk], breakpoints: list[int], now: float,
+              ttl: float) -> None:
+        ids = tuple(c.cid for c in chunks)
+        total = sum(c.tokens for c in chunks)
+        for n in breakpoints:
+            length = sum(c.tokens for c in chunks[:n])
+            if n == len(chunks):
+                length = total - LAG
+            key = (model, ids[:n])
+            entry = self.entries.get(key)
+            if entry is None:
+                self.entries[key] = [length, now + ttl, ttl]
+            else:
+                entry[1] = max(entry[1], now + ttl)
+                entry[2] = max(entry[2], ttl)
+
+
+class Session:
+    """One conversation's prompt as it evolves: tools, system, messages."""
+
+    def __init__(self, rng: random.Random, sid: str, start: float, ttl: float,
+                 verdicts: bool) -> None:
+        self.rng, self.sid, self.time, self.ttl = rng, sid, start, ttl
+        self.verdicts = verdicts
+        self.model = MODELS[0] if rng.random() < 0.7 else MODELS[1]
+        self.version = VERSIONS[0] if rng.random() < 0.6 else VERSIONS[1]
+        self.mcp: list[str] = []
+        self.messages: list[Chunk] = []
+        self.serial = 0
+
+    def fresh(self, prefix: str, tokens: int) -> Chunk:
+        self.serial += 1
+        return Chunk(f"{self.sid}:{prefix}{self.serial}", tokens)
+
+    def tools(self) -> Chunk:
+        # the same tools for every session of a version and MCP set: shared cache
+        key = f"tools:{self.version}:{','.join(sorted(self.mcp))}"
+        return Chunk(key, 9000 + 400 * (VERSIONS.index(self.version) % 3)
+                     + 700 * len(self.mcp))
+
+    def system(self) -> Chunk:
+        return Chunk(f"system:{self.version}", 3200 + 150 * VERSIONS.index(self.version))
+
+    def chunks(self) -> list[Chunk]:
+        return [self.tools(), self.system(), *self.messages]
+
+    def append_turn(self) -> None:
+        # the assistant's reply to the last turn and a new user message / tool result
+        self.messages.append(self.fresh("m", self.rng.choice(
+            (self.rng.randint(120, 900), self.rng.randint(900, 6000)))))
+
+
+def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdicts: bool,
+                 turns: int) -> list[Call]:
+    """The session's calls in its own time order, the prompt of each fixed; the usage is
+    filled in later, in global time order (the cache is shared)."""
+    s = Session(rng, sid, start, ttl, verdicts)
+    s.messages.append(s.fresh("m", rng.randint(200, 3000)))
+    calls = [Call(sid, 0, s.time, "cold", s.model, s.version, ttl, s.chunks(),
+                  verdicts=verdicts)]
+    kinds, weights = zip(*KINDS.items(), strict=True)
+    for index in range(1, turns):
+        kind = rng.choices(kinds, weights)[0]
+        gap = rng.uniform(4, 200)
+        records: list[dict[str, Any]] = []
+        if kind == "append" and rng.random() < 0.2:
+            # a pause the TTL keeps, up to a few seconds before its edge
+            gap = rng.uniform(360, 3300) if ttl == ONE_HOUR and rng.random() < 0.7 \
+                else rng.uniform(ttl - 15, ttl - 1)
+        if kind == "ttl":
+            # longer than the TTL: some just past its edge
+            gap = rng.uniform(ttl + 1, ttl + 30) if rng.random() < 0.3 else (
+                rng.uniform(330, 3000) if ttl == FIVE_MIN else rng.uniform(3700, 9000))
+        s.time += gap
+        if kind == "compaction":
+            before = sum(c.tokens for c in s.chunks())
+            records += [{"type": "system", "subtype": "compact_boundary",
+                         "content": "Conversation compacted", "isMeta": False,
+                         "level": "info",
+                         "compactMetadata": {"trigger": rng.choice(("auto", "manual")),
+                                             "preTokens": before}},
+                        {"type": "user", "isCompactSummary": True,
+                         "isVisibleInTranscriptOnly": True,
+                         "message": {"role": "user", "content": [{"type": "text", "text": (
+                             "This session is being continued from a previous "
+                             "conversation that ran out of context. The conversation is "
+                             "summarized below: ...")}]}}]
+            s.messages = [s.fresh("summary", rng.randint(1500, 6000))]
+        elif kind == "model-change":
+            s.model = MODELS[1] if s.model == MODELS[0] else MODELS[0]
+        elif kind == "client-upgrade":
+            later = [v for v in VERSIONS if VERSIONS.index(v) > VERSIONS.index(s.version)]
+            if not later:
+                kind = "append"
+            else:
+                s.version = later[0]
+        elif kind == "tool-set-change":
+            name = rng.choice(("mcp__github__search_issues", "mcp__linear__get_issue",
+                               "mcp__sentry__list_events"))
+            added = name not in s.mcp
+            if added:
+                s.mcp.append(name)
+            else:
+                s.mcp.remove(name)
+            records.append({"type": "attachment", "attachment": {
+                "type": "deferred_tools_delta", "addedNames": [name] if added else [],
+                "removedNames": [] if added else [name],
+                "addedLines": [name] if added else []}})
+        elif kind == "history-rewrite":
+            old = [i for i, c in enumerate(s.messages[:-1]) if c.tokens > 600]
+            if not old:
+                kind = "append"
+            else:
+                cleared = rng.sample(old, min(len(old), rng.randint(1, 3)))
+                saved = 0
+                for i in sorted(cleared):
+                    was = s.messages[i]
+                    s.messages[i] = s.fresh("cleared", 40)
+                    saved += was.tokens - 40
+                records.append({"type": "system", "subtype": "microcompact_boundary",
+                                "content": "Context microcompacted", "isMeta": False,
+                                "level": "info", "microcompactMetadata": {
+                                    "trigger": "auto", "preTokens": sum(
+                                        c.tokens for c in s.chunks()) + saved,
+                                    "tokensSaved": saved,
+                                    "compactedToolIds": [f"toolu_{sid[:8]}_{i}"
+                                                         for i in sorted(cleared)]}})
+        s.append_turn()
+        calls.append(Call(sid, index, s.time, kind, s.model, s.version, ttl, s.chunks(),
+                          records, verdicts=verdicts))
+    return calls
+
+
+def simulate(calls: list[Call], rng: random.Random) -> None:
+    """Fill in each call's usage from the shared cache, in global time order, and its key."""
+    cache = HostedCache()
+    previous: dict[str, Call] = {}
+    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+        chunks = call.chunks
+        call.prompt = sum(c.tokens for c in chunks)
+        hit, _ = cache.lookup(call.model, chunks, call.time, refresh=False)
+        if call.kind == "provider":
+            # the provider serves less than it holds: a shorter live entry (the tools, the
+            # system prompt, an earlier turn's), or nothing
+            shorter = [0] + [n for n in cache.live(call.model, chunks, call.time)
+                             if n < hit - 64]
+            hit = rng.choice(shorter)
+        else:
+            hit, _ = cache.lookup(call.model, chunks, call.time)
+        call.read = hit
+        call.write = call.prompt - LAG - hit
+        cache.write(call.model, chunks, [1, 2, len(chunks)], call.time, call.ttl)
+        before = previous.get(call.session)
+        if call.kind in ("cold", "compaction") or before is None:
+            call.true_tokens = call.prompt - hit
+        elif call.kind in ("ttl", "provider"):
+            call.true_tokens = before.prompt - LAG - hit
+        elif call.kind == "append":
+            call.true_tokens = 0
+            assert hit == before.prompt - LAG, (call.session, call.index)
+        else:
+            call.true_tokens = min(call.prompt, before.prompt) - hit
+        previous[call.session] = call
+
+
+def generate(seed: int, sessions: int) -> list[Call]:
+    rng = random.Random(seed)
+    calls: list[Call] = []
+    for n in range(sessions):
+        a, b, c, d, e = (rng.getrandbits(n) for n in (32, 16, 12, 12, 48))
+        sid = f"{a:08x}-{b:04x}-4{c:03x}-8{d:03x}-{e:012x}"
+        start = rng.uniform(0, 3600) + n * 30
+        ttl = ONE_HOUR if rng.random() < 0.3 else FIVE_MIN
+        calls += plan_session(rng, sid, start, ttl, rng.random() < 0.5,
+                              rng.randint(12, 36))
+    simulate(calls, rng)
+    return calls
+
+
+# ------------------------------------------------------------------ writing the logs
+
+
+def stamp(seconds: float) -> str:
+    return (EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def write_claude_code(calls: list[Call], out: Path) -> list[Path]:
+    """One transcript per session under projects/-home-dev-acc/ (Claude Code's layout)."""
+    folder = out / "claude-code" / "projects" / "-home-dev-acc"
+    folder.mkdir(parents=True, exist_ok=True)
+    by_session: dict[str, list[Call]] = defaultdict(list)
+    for call in calls:
+        by_session[call.session].append(call)
+    paths = []
+    for sid, mine in by_session.items():
+        lines: list[dict[str, Any]] = []
+        parent: str | None = None
+        for call in sorted(mine, key=lambda c: c.index):
+            base = {"isSidechain": False, "userType": "external", "cwd": "/home/dev/acc",
+                    "sessionId": sid, "version": call.version, "gitBranch": "main"}
+            t = call.time - 0.5
+            for k, record in enumerate(call.records):
+                uuid = f"{sid[:8]}-r{call.index}-{k}"
+                lines.append({"parentUuid": parent, **base, **record, "uuid": uuid,
+                              "timestamp": stamp(t - 0.4 + 0.1 * k)})
+                parent = uuid
+            uuid = f"{sid[:8]}-u{call.index}"
+            lines.append({"parentUuid": parent, **base, "type": "user",
+                          "message": {"role": "user", "content": f"turn {call.index}"},
+                          "uuid": uuid, "timestamp": stamp(t)})
+            parent = uuid
+            five = call.write if call.ttl == FIVE_MIN else 0
+            message: dict[str, Any] = {
+                "id": f"msg_{sid[:8]}{call.index:04d}", "type": "message",
+                "role": "assistant", "model": call.model,
+                "content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": LAG, "cache_creation_input_tokens": call.write,
+                          "cache_read_input_tokens": call.read,
+                          "cache_creation": {"ephemeral_5m_input_tokens": five,
+                                             "ephemeral_1h_input_tokens": call.write - five},
+                          "output_tokens": 60, "service_tier": "standard"}}
+            if call.verdicts and call.kind in VERDICT and call.true_tokens > 0:
+                message["diagnostics"] = {"cache_miss_reason": {
+                    "type": VERDICT[call.kind],
+                    "cache_missed_input_tokens": call.true_tokens}}
+            uuid = f"{sid[:8]}-a{call.index}"
+            lines.append({"parentUuid": parent, **base, "type": "assistant",
+                          "message": message, "requestId": f"req_{sid[:8]}{call.index:04d}",
+                          "uuid": uuid, "timestamp": stamp(call.time)})
+            parent = uuid
+        path = folder / f"{sid}.jsonl"
+        path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+        paths.append(path)
+    return paths
+
+
+def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:
+    return [{"format": fmt, "session": c.session, "index": c.index,
+             "request": f"msg_{c.session[:8]}{c.index:04d}", "time": stamp(c.time),
+             "injected": c.kind, "cause": LABEL[c.kind], "tokens": c.true_tokens,
+             "prompt": c.prompt, "read": c.read, "model": c.model, "version": c.version,
+             "ttl_seconds": int(c.ttl)}
+            for c in sorted(calls, key=lambda c: (c.session, c.index))]
+
+
+# ------------------------------------------------------------------ scoring
+
+
+def prefixscope_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("prefixscope")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "prefixscope"]
+
+
+def run_json(args: list[str], paths: list[Path]) -> dict[str, Any]:
+    # LOGS given: prefixscope ingests them into a temporary store of its own
+    cmd = [*prefixscope_cmd(), *args, *map(str, paths), "--json", "-q"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} ... exited {done.returncode}:\n"
+                         f"{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def label_of(call: dict[str, Any]) -> tuple[str, dict[str, int]]:
+    """prefixscope's cause of a call: its largest loss cause (`break:<kind>`), else none."""
+    losses = {k: v for k, v in call["causes"].items() if k not in NOT_LOSSES and v > 0}
+    if not losses:
+        return "none", losses
+    cause = max(losses, key=lambda k: losses[k])
+    if cause == "break":
+        return f"break:{call.get('break_kind')}", losses
+    return cause, losses
+
+
+def parse_time(text: str) -> datetime:
+    text = text.rstrip("Z")
+    return datetime.fromisoformat(text).replace(tzinfo=None)
+
+
+def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, Any]:
+    """Per cause: recall, precision, token error, and losses booked on append-only turns."""
+    found: dict[tuple[str, datetime], dict[str, Any]] = {}
+    for session in calls_json["sessions"]:
+        for call in session["calls"]:
+            if call.get("time"):
+                found[(session["session"], parse_time(call["time"]))] = call
+    rows: dict[str, dict[str, Any]] = defaultdict(lambda: {
+        "calls": 0, "found": 0, "given": 0, "right": 0, "true_tokens": 0,
+        "booked_tokens": 0, "abs_error": 0, "matched_true": 0})
+    misses: list[dict[str, Any]] = []
+    unmatched = 0
+    append_with_cause = 0
+    append_calls = 0
+    for entry in key:
+        call = found.get((entry["session"], parse_time(entry["time"])))
+        truth = entry["cause"]
+        row = rows[truth]
+        row["calls"] += 1
+        row["true_tokens"] += entry["tokens"]
+        if call is None:
+            unmatched += 1
+            misses.append({**entry, "booked": "(call not found)"})
+            continue
+        given, losses = label_of(call)
+        row["found"] += 1
+        rows[given]["given"] += 1
+        if truth == "none":
+            append_calls += 1
+            if losses:
+                append_with_cause += 1
+        if given == truth:
+            row["right"] += 1
+            cause = truth.split(":")[0]
+            booked = losses.get(cause, 0)
+            row["booked_tokens"] += booked
+            row["abs_error"] += abs(booked - entry["tokens"])
+            row["matched_true"] += entry["tokens"]
+        else:
+            misses.append({**entry, "booked": given, "causes": call["causes"],
+                           "break_kind": call.get("break_kind")})
+    table = {}
+    for cause, row in sorted(rows.items()):
+        if row["calls"] == 0 and row["given"] == 0:
+            continue
+        table[cause] = {
+            "calls": row["calls"], "right": row["right"], "given": row["given"],
+            "recall": row["right"] / row["calls"] if row["calls"] else None,
+            "precision": row["right"] / row["given"] if row["given"] else None,
+            "token_error": (row["abs_error"] / row["matched_true"]
+                            if row["matched_true"] else None),
+            "true_tokens": row["true_tokens"]}
+    return {"causes": table, "calls": len(key), "unmatched": unmatched,
+            "append_calls": append_calls, "append_with_cause": append_with_cause,
+            "misses": misses}
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def print_table(fmt: str, result: dict[str, Any], report: dict[str, Any] | None) -> None:
+    print(f"\n{fmt}: {result['calls']} calls; {result['unmatched']} not found in "
+          "prefixscope's calls")
+    head = f"{'cause':<24}{'calls':>7}{'recall':>9}{'precision':>11}{'token err':>11}"
+    print(head)
+    print("-" * len(head))
+    for cause, row in result["causes"].items():
+        print(f"{cause:<24}{row['calls']:>7}{pct(row['recall']):>9}"
+              f"{pct(row['precision']):>11}{pct(row['token_error']):>11}")
+    print(f"append-only turns with a cause given: {result['append_with_cause']} of "
+          f"{result['append_calls']}")
+    if report is not None:
+        verdicts = report.get("ledger", {}).get("provider_verdicts") or {}
+        if verdicts.get("calls"):
+            print(f"provider verdicts: {verdicts['calls']} calls carry one; prefixscope's "
+                  f"cause agrees on {verdicts['agree']} of {verdicts['compared']} compared")
+
+
+def check(result: dict[str, Any], threshold: float, max_error: float) -> list[str]:
+    failed = []
+    for cause, row in result["causes"].items():
+        for name in ("recall", "precision"):
+            if row[name] is not None and row[name] < threshold:
+                failed.append(f"{cause} {name} {pct(row[name])}")
+        if row["token_error"] is not None and row["token_error"] > max_error:
+            failed.append(f"{cause} token error {pct(row['token_error'])}")
+    if result["append_with_cause"]:
+        failed.append(f"{result['append_with_cause']} append-only turns given a cause")
+    if result["unmatched"]:
+        failed.append(f"{result['unmatched']} calls not found")
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sessions", type=int, default=40)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the corpus and its answer key go (default: a "
+                             "temporary directory, removed)")
+    parser.add_argument("--generate-only", action="store_true",
+                        help="write the corpus and the key, do not run prefixscope")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when a cause is below --threshold or above "
+                             "--max-token-error, or an append-only turn gets a cause")
+    parser.add_argument("--threshold", type=float, default=0.99)
+    parser.add_argument("--max-token-error", type=float, default=0.01)
+    parser.add_argument("--misses", type=int, default=5,
+                        help="misclassified calls printed per (true, given) pair")
+    args = parser.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="prefixscope-accuracy-"))
+    try:
+        return run(args, out)
+    finally:
+        if args.out is None:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    calls = generate(args.seed, args.sessions)
+    paths = write_claude_code(calls, out)
+    key = answer_key(calls, "claude-code")
+    (out / "answer_key.json").write_text(json.dumps(
+        {"seed": args.seed, "sessions": args.sessions, "calls": key}, indent=1))
+    injected = Counter(c.kind for c in calls)
+    print(f"corpus: seed {args.seed}, {args.sessions} sessions, {len(calls)} calls in "
+          f"{len(paths)} Claude Code transcripts under {out}; injected "
+          + ", ".join(f"{k} {v}" for k, v in sorted(injected.items())))
+    if args.generate_only:
+        return 0
+    folder = paths[0].parent
+    report = run_json(["report"], [folder])
+    calls_json = run_json(["calls"], [folder])
+    result = score(key, calls_json)
+    print_table("claude-code", result, report)
+    shown: Counter[tuple[str, str]] = Counter()
+    for miss in result["misses"]:
+        pair = (miss["cause"], miss["booked"])
+        shown[pair] += 1
+        if shown[pair] <= args.misses:
+            print(f"  miss: {miss['request']} ({miss['time']}) true {miss['cause']} "
+                  f"{miss['tokens']:,}, booked {miss['booked']} {miss.get('causes')}")
+    (out / "score.json").write_text(json.dumps(result, indent=1, default=str))
+    if args.check:
+        failed = check(result, args.threshold, args.max_token_error)
+        if failed:
+            print("check failed: " + "; ".join(failed))
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
