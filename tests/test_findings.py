@@ -458,3 +458,32 @@ def test_replay_domains_are_named_by_their_shortest_unique_path():
     assert short_names(["a/x/ui.json", "a/y/ui.json", "b/z.jsonl", "c/x/ui.json"]) == {
         "a/x/ui.json": "a/x/ui.json", "a/y/ui.json": "y/ui.json", "b/z.jsonl": "z.jsonl",
         "c/x/ui.json": "c/x/ui.json"}
+
+
+class TestSignificanceFloor:
+    """docs/report.md#severity: below the floor a cause stays in the ledger and is not a
+    medium finding."""
+
+    def test_a_few_hundred_provider_tokens_a_request_are_low_whatever_their_share(self):
+        # the real misread: provider-miss of 1,664 tokens over 4 requests (each < 1,000)
+        # at severity medium; 1,664 / 100,000 = 1.664% (medium by share), but
+        # 1,664 < 1,024 × 4 = 4,096 and < 10,240: under the floor
+        ledger = ledger_of(entry("p1", {"provider": 300}), entry("p2", {"provider": 400}),
+                           entry("p3", {"provider": 464}), entry("p4", {"provider": 500}))
+        report = build_report(evidence(ledger=ledger))
+        (f,) = report.findings
+        assert (f.kind, f.lost_tokens, f.share, f.severity) == (
+            "provider-miss", 1_664, 0.01664, "low")
+        assert report.ledger is not None and report.ledger.by_cause["provider"] == 1_664
+
+    def test_a_loss_of_more_than_a_cacheable_prefix_a_request_keeps_its_share_severity(self):
+        # 4 × 1,100 = 4,400: 1,100 a request ≥ 1,024, so 4.4% of 100,000 is medium
+        ledger = ledger_of(*(entry(f"p{i}", {"provider": 1_100}) for i in range(4)))
+        (f,) = build_report(evidence(ledger=ledger)).findings
+        assert (f.lost_tokens, f.severity) == (4_400, "medium")
+
+    def test_many_small_losses_adding_up_past_the_floor_keep_their_share_severity(self):
+        # 20 × 600 = 12,000 ≥ 10,240 in all, although 600 a request: 12% is high
+        ledger = ledger_of(*(entry(f"p{i}", {"provider": 600}) for i in range(20)))
+        (f,) = build_report(evidence(ledger=ledger)).findings
+        assert (f.lost_tokens, f.severity) == (12_000, "high")

@@ -23,6 +23,13 @@ from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
 
 HIGH_SHARE = 0.05  # a finding costing this share of all prompt tokens is high severity
 MEDIUM_SHARE = 0.01
+# The significance floor: a cause finding whose requests lost fewer than this many tokens
+# each on average (the smallest prefix a hosted API caches: Anthropic's and OpenAI's
+# 1,024) and fewer than `FLOOR_TOTAL_TOKENS` in all is `low` whatever its share -- its
+# tokens stay in the ledger, but a few hundred tokens a request on a small log are noise,
+# not a medium finding (docs/report.md#severity).
+FLOOR_TOKENS_PER_REQUEST = 1_024
+FLOOR_TOTAL_TOKENS = 10 * FLOOR_TOKENS_PER_REQUEST
 
 
 def summarize(ev: Evidence) -> Summary:
@@ -92,11 +99,24 @@ def severity(finding: Finding, basis: int = 0) -> str:
         share = shows / basis if basis and isinstance(shows, int) else 0.0
         if not share:
             return "info"
+    if finding.kind not in LENS_KINDS and below_floor(finding):
+        return "low"
     if share >= HIGH_SHARE:
         return "high"
     if share >= MEDIUM_SHARE:
         return "medium"
     return "low" if finding.lost_tokens or finding.kind in LENS_KINDS else "info"
+
+
+def below_floor(finding: Finding) -> bool:
+    """A cause finding under the significance floor: it lost tokens, fewer than
+    `FLOOR_TOTAL_TOKENS` in all and fewer than `FLOOR_TOKENS_PER_REQUEST` per request on
+    average (its requests: `evidence["requests"]`, else its pairs, else one)."""
+    lost = finding.lost_tokens
+    if not lost or lost >= FLOOR_TOTAL_TOKENS:
+        return False
+    n = finding.evidence.get("requests") or finding.evidence.get("pairs") or 1
+    return isinstance(n, int) and lost < FLOOR_TOKENS_PER_REQUEST * max(1, n)
 
 
 def build_report(ev: Evidence, gate: GateOptions | None = None,
