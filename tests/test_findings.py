@@ -3,6 +3,7 @@ arithmetic over the values built here), the ranking, and the gate with its basel
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -207,6 +208,39 @@ class TestMisses:
                 f.evidence["fallback_tokens"]) == (3_072, 3, 3 * 6_928)
         assert "fell back to exactly 3,072 cached tokens" in f.title
         assert "usage shows" in f.title  # no diff: nothing proves the prefix intact
+
+    def test_a_fallback_to_the_sessions_own_earlier_prefix_is_not_another_machine(self):
+        # a Claude Code session: call a wrote 45,696 (its reads + writes), b read them and
+        # wrote on; c, d, e each read exactly 45,696 again instead of what the turn before
+        # left: the session's own earlier entry, not other traffic's on another machine
+        def call(rid: str, prev: str | None, prompt: int, read: int, write: int,
+                 minutes: int) -> UsageRecord:
+            return replace(record(rid, "s", prompt, read, minutes=minutes),
+                           cache_write_tokens=write, prev_id=prev)
+        records = (call("a", None, 45_699, 0, 45_696, 0),
+                   call("b", "a", 52_000, 45_696, 6_300, 1),
+                   call("c", "b", 58_000, 45_696, 12_300, 2),
+                   call("d", "c", 63_000, 45_696, 17_300, 3),
+                   call("e", "d", 70_000, 45_696, 24_300, 4))
+        # provider = the predecessor's prompt − Anthropic's 2-token read lag − 45,696:
+        # c 51,998 − 45,696 = 6,302; d 57,998 − 45,696 = 12,302; e 62,998 − 45,696 = 17,302
+        # and each missed = provider + the 2-token lag (rounding) + what it appended (new):
+        # c 58,000 − 45,696 = 12,304 = 6,302 + 2 + 6,000, and so on
+        lost = {"c": (6_302, 6_000), "d": (12_302, 5_000), "e": (17_302, 7_000)}
+        prompts = {"c": 58_000, "d": 63_000, "e": 70_000}
+        ledger = ledger_of(*(LedgerEntry(rid, "s", prompts[rid], 45_696,
+                                         {"provider": n, "rounding": 2, "new": added},
+                                         engine="anthropic")
+                             for rid, (n, added) in lost.items()), prompt=300_000)
+        assert all(e.missed_tokens == sum(e.causes.values()) for e in ledger.entries)
+        (f,) = replay.find(evidence(ledger=ledger, records=records))
+        assert f.lost_tokens == 6_302 + 12_302 + 17_302 == 35_906
+        assert (f.evidence["fallback_cached_tokens"], f.evidence["fallback_requests"],
+                f.evidence["fallback_tokens"], f.evidence["fallback_own_prefix"]) == (
+            45_696, 3, 35_906, True)
+        assert ("3 of them fell back to exactly 45,696 cached tokens, losing 35,906: the "
+                "session's own earlier prefix") in f.title
+        assert "another cache machine" not in f.title
 
     def test_an_unexplained_miss_without_bodies_says_how_to_log_them(self):
         (f,) = replay.find(evidence(ledger=ledger_of(entry("r", {"unexplained": 8}))))

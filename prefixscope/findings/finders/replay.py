@@ -20,6 +20,7 @@ from prefixscope.findings.ledger import LedgerEntry
 from prefixscope.findings.model import Finding
 from prefixscope.findings.names import short_names
 from prefixscope.findings.ttl_choice import retention_words, ttl_fix, ttl_shown
+from prefixscope.model import UsageRecord
 
 _NEAR_IDEAL = 0.005  # a capacity whose hit rate is within half a point of the ideal is enough
 _FALLBACK_MIN = 3  # provider misses at one cached value this often: a fallback to a prefix
@@ -134,9 +135,18 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
             lost_there = sum(e.causes["provider"] for e in entries if e.cached_tokens == value)
             evidence.update(fallback_cached_tokens=value, fallback_requests=times,
                             fallback_tokens=lost_there)
-            title += (f"; {times} of them fell back to exactly {value:,} cached tokens, "
-                      f"losing {lost_there:,}: a prefix other traffic shares, served by "
-                      "another cache machine")
+            at = [e for e in entries if e.cached_tokens == value]
+            own = _own_prefix(at, value, ev.records)
+            if own == len(at):  # every one read the prefix its own session cached before
+                evidence["fallback_own_prefix"] = True
+                title += (f"; {times} of them fell back to exactly {value:,} cached tokens, "
+                          f"losing {lost_there:,}: the session's own earlier prefix (a call "
+                          "before it cached that much), not the longer one the turn before "
+                          "left")
+            else:
+                title += (f"; {times} of them fell back to exactly {value:,} cached tokens, "
+                          f"losing {lost_there:,}: a prefix other traffic shares, served by "
+                          "another cache machine")
         return finding("provider-miss", title, tokens, evidence,
                        _provider_fix(engine, _family(entries, ev)), lost_usd=usd)
     if cause == "compaction":
@@ -163,6 +173,27 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
                   "truncation)")
     return finding("unexplained-miss", title, tokens, evidence,
                    _unexplained_fix(ev, shrank == len(entries)), lost_usd=usd)
+
+
+def _own_prefix(entries: Sequence[LedgerEntry], value: int,
+                records: Sequence[UsageRecord]) -> int:
+    """How many of `entries` read exactly `value` tokens that an earlier call of their own
+    session had cached: its whole prompt, or its reads and writes together (the prefix up
+    to its last breakpoint) -- a fallback to the session's own entry, not other traffic's."""
+    by_id = {r.id: r for r in records}
+    own = 0
+    for e in entries:
+        r = by_id.get(e.id)
+        seen: set[str] = set()
+        prev = by_id.get(r.prev_id) if r is not None and r.prev_id is not None else None
+        while prev is not None and prev.id not in seen:
+            seen.add(prev.id)
+            written = (prev.cached_tokens or 0) + (prev.cache_write_tokens or 0)
+            if value in (prev.prompt_tokens, written):
+                own += 1
+                break
+            prev = by_id.get(prev.prev_id) if prev.prev_id is not None else None
+    return own
 
 
 def _intact(entries: Sequence[LedgerEntry], ev: Evidence) -> str:
