@@ -223,3 +223,18 @@ class TestDetection:
         path = tmp_path / "x.jsonl"
         path.write_text('{"type":"mode","mode":"default"}\n{"type":"tag","tag":"x"}\n')
         assert not claude_code.sniff(probe(Source.from_path(path)))
+
+
+def test_a_subagents_meta_json_sidecar_is_ignored_not_an_unreadable_record() -> None:
+    # ccusage's subagent tree (3 calls, the sub-agent's counted once) with Claude Code's
+    # `subagents/agent-a.meta.json` beside the sub-agent's transcript
+    tree = CC / "subagent-meta"
+    store = Store.open(":memory:")
+    result = ingest_paths([str(tree / "projects")], store)
+    assert (result.ingested, result.skipped, result.unrecognized, result.errors) == (
+        3, 0, (), ())
+    assert [Path(p).name for p in result.ignored] == ["agent-a.meta.json"]
+    assert claude_code.is_companion(
+        tree / "projects/project-a/session-a/subagents/agent-a.meta.json")
+    assert not claude_code.is_companion(
+        tree / "projects/project-a/session-a/subagents/agent-a.jsonl")

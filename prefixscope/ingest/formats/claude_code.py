@@ -72,7 +72,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from prefixscope.ingest.normalize.fields import parse_time, to_text
@@ -97,6 +97,13 @@ _METADATA_KEYS = ("version", "isSidechain", "agentId", "cwd", "gitBranch", "uuid
                   "userType", "requestId", "slug", "costUSD")
 _SUBAGENTS_DIR = "subagents"
 _PROJECTS_DIR = "projects"
+
+
+def is_companion(path: Path) -> bool:
+    """A sub-agent's sidecar (``<session>/subagents/agent-<id>.meta.json``: its agent type,
+    no call): read with nothing, passed over in a walk and counted as ignored."""
+    return path.parent.name == _SUBAGENTS_DIR and path.name.startswith("agent-") \
+        and path.name.endswith(".meta.json")
 
 
 def sniff(probe: Probe) -> bool:
