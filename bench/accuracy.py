@@ -68,6 +68,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -87,15 +88,13 @@ MODELS = ("claude-sonnet-4-5-20250929", "claude-opus-4-5-20251101")
 VERSIONS = ("2.1.150", "2.1.153", "2.1.160", "2.1.171")
 EPOCH = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
-# injected kinds and their weights among the calls after a session's first
-KINDS = {"append": 50, "ttl": 9, "compaction": 5, "model-change": 5, "client-upgrade": 5,
-         "tool-set-change": 6, "history-rewrite": 5, "provider": 7}
 # the cause label prefixscope should give (break kinds as `break:<kind>`)
 LABEL = {"append": "none", "cold": "cold", "ttl": "ttl", "compaction": "compaction",
-         "provider": "provider", "model-change": "break:model-change",
-         "client-upgrade": "break:client-upgrade",
-         "tool-set-change": "break:tool-set-change",
-         "history-rewrite": "break:history-rewrite"}
+         "provider": "provider",
+         **{k: f"break:{k}" for k in (
+             "model-change", "client-upgrade", "tool-set-change", "history-rewrite",
+             "volatile-prefix-segment", "json-key-order", "tool-order")}}
+# the provider's verdict on a call that lost tokens (Claude Code >= 2.1.150 writes it)
 VERDICT = {"model-change": "model_changed", "tool-set-change": "tools_changed",
            "client-upgrade": "system_changed", "compaction": "messages_changed",
            "history-rewrite": "messages_changed", "ttl": "previous_message_not_found",
@@ -104,12 +103,6 @@ NOT_LOSSES = ("new", "rounding")
 
 
 # ------------------------------------------------------------------ the simulation
-
-
-@dataclass(frozen=True)
-class Chunk:
-    cid: str
-    tokens: int
 
 
 @dataclass
@@ -173,50 +166,157 @@ class HostedCache:
                 entry[2] = max(entry[2], ttl)
 
 
+WORDS = ("the cache prefix request token model session tool result file test line "
+         "change value system prompt user agent write read order key block entry time "
+         "turn call list text code run check build path name error output input server "
+         "client version context window summary history message content field number "
+         "state option table report diff store load save open close start stop first "
+         "last next step part point case rule edge gap hour minute second day week").split()
+TOKEN = re.compile(r"\w+|[^\w\s]")
+BASE_TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep", "Task", "WebFetch",
+              "TodoWrite", "NotebookEdit")
+MCP_TOOLS = ("mcp__github__search_issues", "mcp__linear__get_issue",
+             "mcp__sentry__list_events")
+SUMMARY = ("This session is being continued from a previous conversation that ran out of "
+           "context. The conversation is summarized below:")
+CLEARED = "[Old tool result content cleared]"
+
+
+def count(text: str) -> int:
+    """The provider's token count in this corpus: every word and every punctuation mark."""
+    return len(TOKEN.findall(text))
+
+
+def words(seed: str, n: int) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A part of the prompt: the tools, the system prompt, or messages (its payload is the
+    body's JSON for it); equal ids are equal bytes."""
+
+    cid: str
+    tokens: int
+    part: str  # tools | system | messages
+    payload: tuple[Any, ...]
+
+
+def make_chunk(cid: str, part: str, payload: list[Any]) -> Chunk:
+    if part == "tools":
+        tokens = count(json.dumps(payload))
+    else:
+        tokens = sum(count(b["text"]) if part == "system" else 4 + sum(
+            count(x["text"]) for x in b["content"]) for b in payload)
+    return Chunk(cid, tokens, part, tuple(payload))
+
+
+_SHARED: dict[str, Chunk] = {}
+
+
+def tools_chunk(version: str, mcp: tuple[str, ...], key_order: int, tool_order: int
+                ) -> Chunk:
+    """The tool list of a client version with its MCP tools; `key_order` > 0 re-serializes
+    one tool's schema with its property keys in another order, `tool_order` > 0 sends the
+    same tools in another order."""
+    cid = f"tools:{version}:{','.join(mcp)}:k{key_order}:o{tool_order}"
+    if cid in _SHARED:
+        return _SHARED[cid]
+    tools = []
+    for name in (*BASE_TOOLS, *mcp):
+        rng = random.Random(f"{name}:{version}")
+        props = {f"{rng.choice(WORDS)}_{i}": {"type": rng.choice(("string", "integer")),
+                                              "description": words(f"{name}{i}", 12)}
+                 for i in range(rng.randint(2, 4))}
+        tools.append({"name": name,
+                      "description": words(f"{name}:{version}", rng.randint(250, 800)),
+                      "input_schema": {"type": "object", "properties": props,
+                                       "required": [next(iter(props))]}})
+    if key_order:
+        tool = tools[key_order % len(tools)]
+        keys = list(tool["input_schema"]["properties"])
+        shuffled = keys[::-1]
+        tool["input_schema"]["properties"] = {
+            k: tool["input_schema"]["properties"][k] for k in shuffled}
+        tool["input_schema"] = {"properties": tool["input_schema"]["properties"],
+                                "required": tool["input_schema"]["required"],
+                                "type": "object"}
+    if tool_order:
+        rng = random.Random(f"order{tool_order}")
+        original = list(tools)
+        while tools == original:
+            rng.shuffle(tools)
+    _SHARED[cid] = make_chunk(cid, "tools", tools)
+    return _SHARED[cid]
+
+
+def system_chunk(version: str, day: int) -> Chunk:
+    """The system prompt of a client version; `day` is a value in it (today's date)."""
+    cid = f"system:{version}:d{day}"
+    if cid in _SHARED:
+        return _SHARED[cid]
+    rng = random.Random(f"system:{version}")
+    n = 2600 + 150 * VERSIONS.index(version)
+    at = rng.randint(n // 10, n // 2)
+    body = words(f"system:{version}", n).split(" ")
+    text = (" ".join(body[:at]) + f"\nToday's date is 2026-03-{day:02d}.\n"
+            + " ".join(body[at:]))
+    blocks = [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for "
+               "Claude."}, {"type": "text", "text": text}]
+    _SHARED[cid] = make_chunk(cid, "system", blocks)
+    return _SHARED[cid]
+
+
+def text_message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": text}]}
+
+
 class Session:
     """One conversation's prompt as it evolves: tools, system, messages."""
 
-    def __init__(self, rng: random.Random, sid: str, start: float, ttl: float,
-                 verdicts: bool) -> None:
+    def __init__(self, rng: random.Random, sid: str, start: float, ttl: float) -> None:
         self.rng, self.sid, self.time, self.ttl = rng, sid, start, ttl
-        self.verdicts = verdicts
         self.model = MODELS[0] if rng.random() < 0.7 else MODELS[1]
         self.version = VERSIONS[0] if rng.random() < 0.6 else VERSIONS[1]
         self.mcp: list[str] = []
+        self.key_order = 0
+        self.tool_order = 0
+        self.day = 2
         self.messages: list[Chunk] = []
         self.serial = 0
 
-    def fresh(self, prefix: str, tokens: int) -> Chunk:
+    def fresh(self, prefix: str, payload: list[Any]) -> Chunk:
         self.serial += 1
-        return Chunk(f"{self.sid}:{prefix}{self.serial}", tokens)
-
-    def tools(self) -> Chunk:
-        # the same tools for every session of a version and MCP set: shared cache
-        key = f"tools:{self.version}:{','.join(sorted(self.mcp))}"
-        return Chunk(key, 9000 + 400 * (VERSIONS.index(self.version) % 3)
-                     + 700 * len(self.mcp))
-
-    def system(self) -> Chunk:
-        return Chunk(f"system:{self.version}", 3200 + 150 * VERSIONS.index(self.version))
+        return make_chunk(f"{self.sid}:{prefix}{self.serial}", "messages", payload)
 
     def chunks(self) -> list[Chunk]:
-        return [self.tools(), self.system(), *self.messages]
+        return [tools_chunk(self.version, tuple(self.mcp), self.key_order, self.tool_order),
+                system_chunk(self.version, self.day), *self.messages]
+
+    def first_turn(self) -> None:
+        n = self.rng.randint(200, 3000)
+        self.messages.append(self.fresh("m", [text_message(
+            "user", words(f"{self.sid}:first", n))]))
 
     def append_turn(self) -> None:
-        # the assistant's reply to the last turn and a new user message / tool result
-        self.messages.append(self.fresh("m", self.rng.choice(
-            (self.rng.randint(120, 900), self.rng.randint(900, 6000)))))
+        # the assistant's reply (a tool call's text) and the tool result / next user turn
+        n = self.rng.choice((self.rng.randint(120, 900), self.rng.randint(900, 6000)))
+        seed = f"{self.sid}:{self.serial}"
+        self.messages.append(self.fresh("m", [
+            text_message("assistant", words(seed + "a", self.rng.randint(20, 120))),
+            text_message("user", words(seed + "u", n))]))
 
 
 def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdicts: bool,
-                 turns: int) -> list[Call]:
+                 turns: int, kinds_weights: dict[str, int]) -> list[Call]:
     """The session's calls in its own time order, the prompt of each fixed; the usage is
     filled in later, in global time order (the cache is shared)."""
-    s = Session(rng, sid, start, ttl, verdicts)
-    s.messages.append(s.fresh("m", rng.randint(200, 3000)))
+    s = Session(rng, sid, start, ttl)
+    s.first_turn()
     calls = [Call(sid, 0, s.time, "cold", s.model, s.version, ttl, s.chunks(),
                   verdicts=verdicts)]
-    kinds, weights = zip(*KINDS.items(), strict=True)
+    kinds, weights = zip(*kinds_weights.items(), strict=True)
     for index in range(1, turns):
         kind = rng.choices(kinds, weights)[0]
         gap = rng.uniform(4, 200)
@@ -239,11 +339,10 @@ def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdict
                                              "preTokens": before}},
                         {"type": "user", "isCompactSummary": True,
                          "isVisibleInTranscriptOnly": True,
-                         "message": {"role": "user", "content": [{"type": "text", "text": (
-                             "This session is being continued from a previous "
-                             "conversation that ran out of context. The conversation is "
-                             "summarized below: ...")}]}}]
-            s.messages = [s.fresh("summary", rng.randint(1500, 6000))]
+                         "message": {"role": "user", "content": [
+                             {"type": "text", "text": SUMMARY + " ..."}]}}]
+            s.messages = [s.fresh("summary", [text_message("user", SUMMARY + " " + words(
+                f"{sid}:summary{index}", rng.randint(1500, 6000)))])]
         elif kind == "model-change":
             s.model = MODELS[1] if s.model == MODELS[0] else MODELS[0]
         elif kind == "client-upgrade":
@@ -253,8 +352,7 @@ def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdict
             else:
                 s.version = later[0]
         elif kind == "tool-set-change":
-            name = rng.choice(("mcp__github__search_issues", "mcp__linear__get_issue",
-                               "mcp__sentry__list_events"))
+            name = rng.choice(MCP_TOOLS)
             added = name not in s.mcp
             if added:
                 s.mcp.append(name)
@@ -264,8 +362,15 @@ def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdict
                 "type": "deferred_tools_delta", "addedNames": [name] if added else [],
                 "removedNames": [] if added else [name],
                 "addedLines": [name] if added else []}})
+        elif kind == "json-key-order":
+            s.key_order = rng.randint(1, 10_000)
+        elif kind == "tool-order":
+            s.tool_order = rng.randint(1, 10_000)
+        elif kind == "volatile-prefix-segment":
+            s.day += 1
         elif kind == "history-rewrite":
-            old = [i for i, c in enumerate(s.messages[:-1]) if c.tokens > 600]
+            old = [i for i, c in enumerate(s.messages[:-1])
+                   if c.tokens > 600 and len(c.payload) == 2]
             if not old:
                 kind = "append"
             else:
@@ -273,8 +378,9 @@ def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdict
                 saved = 0
                 for i in sorted(cleared):
                     was = s.messages[i]
-                    s.messages[i] = s.fresh("cleared", 40)
-                    saved += was.tokens - 40
+                    s.messages[i] = s.fresh("cleared", [was.payload[0],
+                                                        text_message("user", CLEARED)])
+                    saved += was.tokens - s.messages[i].tokens
                 records.append({"type": "system", "subtype": "microcompact_boundary",
                                 "content": "Context microcompacted", "isMeta": False,
                                 "level": "info", "microcompactMetadata": {
@@ -321,8 +427,20 @@ def simulate(calls: list[Call], rng: random.Random) -> None:
         previous[call.session] = call
 
 
-def generate(seed: int, sessions: int) -> list[Call]:
-    rng = random.Random(seed)
+FORMATS = {
+    # Claude Code transcripts: usage only, the client's changes recorded
+    "claude-code": {"append": 50, "ttl": 9, "compaction": 5, "model-change": 5,
+                    "client-upgrade": 5, "tool-set-change": 6, "history-rewrite": 5,
+                    "provider": 7},
+    # raw Anthropic captures: bodies, nothing recorded; the diff must find each change
+    "raw-anthropic": {"append": 50, "ttl": 8, "compaction": 4, "model-change": 4,
+                      "volatile-prefix-segment": 6, "json-key-order": 5, "tool-order": 4,
+                      "tool-set-change": 5, "history-rewrite": 5, "provider": 6},
+}
+
+
+def generate(seed: int, sessions: int, fmt: str = "claude-code") -> list[Call]:
+    rng = random.Random(f"{seed}:{fmt}")
     calls: list[Call] = []
     for n in range(sessions):
         a, b, c, d, e = (rng.getrandbits(n) for n in (32, 16, 12, 12, 48))
@@ -330,7 +448,7 @@ def generate(seed: int, sessions: int) -> list[Call]:
         start = rng.uniform(0, 3600) + n * 30
         ttl = ONE_HOUR if rng.random() < 0.3 else FIVE_MIN
         calls += plan_session(rng, sid, start, ttl, rng.random() < 0.5,
-                              rng.randint(12, 36))
+                              rng.randint(12, 36), FORMATS[fmt])
     simulate(calls, rng)
     return calls
 
@@ -393,9 +511,67 @@ def write_claude_code(calls: list[Call], out: Path) -> list[Path]:
     return paths
 
 
+def cached(blocks: list[dict[str, Any]], ttl: float) -> list[dict[str, Any]]:
+    """The blocks with a `cache_control` breakpoint on the last one."""
+    mark = {"type": "ephemeral", **({"ttl": "1h"} if ttl == ONE_HOUR else {})}
+    return [*blocks[:-1], {**blocks[-1], "cache_control": mark}]
+
+
+def write_raw_anthropic(calls: list[Call], out: Path, per_file: int = 10) -> list[Path]:
+    """Raw Anthropic Messages captures, a proxy's JSON lines of {timestamp, endpoint,
+    headers, request, response}, `per_file` sessions interleaved in time order per file,
+    threaded by Claude Code's X-Claude-Code-Session-Id header."""
+    folder = out / "raw-anthropic"
+    folder.mkdir(parents=True, exist_ok=True)
+    order = list(dict.fromkeys(c.session for c in calls))
+    files: dict[int, list[Call]] = defaultdict(list)
+    for call in calls:
+        files[order.index(call.session) // per_file].append(call)
+    paths = []
+    for n, mine in sorted(files.items()):
+        lines = []
+        for call in sorted(mine, key=lambda c: (c.time, c.session)):
+            tools, system, *messages = call.chunks
+            history = [m for chunk in messages for m in chunk.payload]
+            last = history[-1]
+            history[-1] = {**last, "content": cached(last["content"], call.ttl)}
+            five = call.write if call.ttl == FIVE_MIN else 0
+            lines.append({
+                "timestamp": stamp(call.time), "endpoint": "/v1/messages?beta=true",
+                "headers": {"anthropic-version": "2023-06-01",
+                            "content-type": "application/json",
+                            "user-agent": f"claude-cli/{call.version} (external, cli)",
+                            "X-Claude-Code-Session-Id": call.session},
+                "request": {"model": call.model, "max_tokens": 32000,
+                            "system": cached(list(system.payload), call.ttl),
+                            "tools": cached(list(tools.payload), call.ttl),
+                            "messages": history, "stream": False},
+                "response": {
+                    "id": request_id(call), "type": "message", "role": "assistant",
+                    "model": call.model, "content": [{"type": "text", "text": "done"}],
+                    "stop_reason": "end_turn", "stop_sequence": None,
+                    "usage": {"input_tokens": LAG, "cache_creation_input_tokens": call.write,
+                              "cache_read_input_tokens": call.read,
+                              "cache_creation": {
+                                  "ephemeral_5m_input_tokens": five,
+                                  "ephemeral_1h_input_tokens": call.write - five},
+                              "output_tokens": 60}}})
+        path = folder / f"capture-{n:02d}.jsonl"
+        path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+        paths.append(path)
+    return paths
+
+
+def request_id(call: Call) -> str:
+    return f"msg_{call.session[:8]}{call.index:04d}"
+
+
+WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropic}
+
+
 def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:
     return [{"format": fmt, "session": c.session, "index": c.index,
-             "request": f"msg_{c.session[:8]}{c.index:04d}", "time": stamp(c.time),
+             "request": request_id(c), "time": stamp(c.time),
              "injected": c.kind, "cause": LABEL[c.kind], "tokens": c.true_tokens,
              "prompt": c.prompt, "read": c.read, "model": c.model, "version": c.version,
              "ttl_seconds": int(c.ttl)}
@@ -537,6 +713,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="where the corpus and its answer key go (default: a "
                              "temporary directory, removed)")
+    parser.add_argument("--formats", default=",".join(FORMATS),
+                        help=f"comma-separated, of {', '.join(FORMATS)}")
     parser.add_argument("--generate-only", action="store_true",
                         help="write the corpus and the key, do not run prefixscope")
     parser.add_argument("--check", action="store_true",
@@ -557,14 +735,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace, out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    calls = generate(args.seed, args.sessions)
-    paths = write_claude_code(calls, out)
-    key = answer_key(calls, "claude-code")
-    (out / "answer_key.json").write_text(json.dumps(
-        {"seed": args.seed, "sessions": args.sessions, "calls": key}, indent=1))
+    status = 0
+    for fmt in args.formats.split(","):
+        status |= run_format(args, out, fmt)
+    return status
+
+
+def run_format(args: argparse.Namespace, out: Path, fmt: str) -> int:
+    calls = generate(args.seed, args.sessions, fmt)
+    paths = WRITERS[fmt](calls, out)
+    key = answer_key(calls, fmt)
+    (out / f"answer_key.{fmt}.json").write_text(json.dumps(
+        {"seed": args.seed, "sessions": args.sessions, "format": fmt, "calls": key},
+        indent=1))
     injected = Counter(c.kind for c in calls)
-    print(f"corpus: seed {args.seed}, {args.sessions} sessions, {len(calls)} calls in "
-          f"{len(paths)} Claude Code transcripts under {out}; injected "
+    print(f"\n{fmt} corpus: seed {args.seed}, {args.sessions} sessions, {len(calls)} calls "
+          f"in {len(paths)} files under {paths[0].parent}; injected "
           + ", ".join(f"{k} {v}" for k, v in sorted(injected.items())))
     if args.generate_only:
         return 0
@@ -572,19 +758,20 @@ def run(args: argparse.Namespace, out: Path) -> int:
     report = run_json(["report"], [folder])
     calls_json = run_json(["calls"], [folder])
     result = score(key, calls_json)
-    print_table("claude-code", result, report)
+    print_table(fmt, result, report)
     shown: Counter[tuple[str, str]] = Counter()
     for miss in result["misses"]:
         pair = (miss["cause"], miss["booked"])
         shown[pair] += 1
         if shown[pair] <= args.misses:
             print(f"  miss: {miss['request']} ({miss['time']}) true {miss['cause']} "
-                  f"{miss['tokens']:,}, booked {miss['booked']} {miss.get('causes')}")
-    (out / "score.json").write_text(json.dumps(result, indent=1, default=str))
+                  f"{miss['tokens']:,}, booked {miss['booked']} {miss.get('causes')}"
+                  + (f" kind {miss['break_kind']}" if miss.get("break_kind") else ""))
+    (out / f"score.{fmt}.json").write_text(json.dumps(result, indent=1, default=str))
     if args.check:
         failed = check(result, args.threshold, args.max_token_error)
         if failed:
-            print("check failed: " + "; ".join(failed))
+            print(f"{fmt}: check failed: " + "; ".join(failed))
             return 1
     return 0
 
