@@ -226,8 +226,11 @@ class TestClaudeCodeLedger:
     def test_provider_verdicts_beside_the_cause(self, report: dict) -> None:
         # call 4: break:model-change / model_changed (agree); call 6: break:tool-set-change /
         # tools_changed (agree); call 7: provider / messages_changed (disagree)
+        # tokens: the verdicts say 6,000 + 1,000 + 998 missed; the ledger lost break 6,000 +
+        # break 1,000 + provider 998 on the same calls
         assert report["ledger"]["provider_verdicts"] == {
             "calls": 3, "compared": 3, "agree": 2,
+            "provider_missed_tokens": 7_998, "lost_tokens": 7_998,
             "matrix": {"break:model-change": {"model_changed": 1},
                        "break:tool-set-change": {"tools_changed": 1},
                        "provider": {"messages_changed": 1}}}
@@ -235,7 +238,8 @@ class TestClaudeCodeLedger:
     def test_terminal_says_the_verdicts(self) -> None:
         result = runner.invoke(app, ["report", str(CC)])
         assert result.exit_code == 0, result.output
-        assert "provider verdicts: 3 calls carry one; prefixscope's cause agrees on 2 of 3" \
+        assert ("provider verdicts: 3 calls carry one; prefixscope's cause agrees on 2 of 3 "
+                "that name a change; they count 7,998 missed tokens, the ledger 7,998 lost") \
             in " ".join(result.output.split())
 
 
@@ -260,8 +264,9 @@ class TestClineLedger:
         found = {f["kind"]: f for f in report["findings"]}
         assert "context window" in found["truncation"]["fix"]
         assert "Plan and Act" in found["model-change"]["fix"]
-        assert report["ledger"]["provider_verdicts"] == {"calls": 0, "compared": 0,
-                                                         "agree": 0, "matrix": {}}
+        assert report["ledger"]["provider_verdicts"] == {
+            "calls": 0, "compared": 0, "agree": 0, "provider_missed_tokens": 0,
+            "lost_tokens": 0, "matrix": {}}
 
 
 def test_real_claude_code_files_change_only_where_they_record_events() -> None:

@@ -7,7 +7,8 @@ reconciliation counts each pair (prefixscope's cause, the provider's reason): th
 is the call's largest loss (``break:<kind>`` for a break), ``none`` when it lost nothing
 (cold, new or rounding only). A pair agrees when the provider's reason names the change
 prefixscope found (`AGREES`); a reason of ``unavailable`` (or one this table does not
-know) says nothing and is not compared.
+know) says nothing and is not compared. Over the same calls, the verdicts' missed tokens
+(``cache_missed_input_tokens``) stand beside the ledger's lost tokens.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class Reconciliation:
     compared: int  # of them, with a reason `AGREES` knows (not ``unavailable``)
     agree: int  # of those, where prefixscope's cause says the same
     matrix: Mapping[str, Mapping[str, int]]  # our cause -> provider reason -> calls
+    provider_missed_tokens: int = 0  # the verdicts' cache_missed_input_tokens, summed
+    lost_tokens: int = 0  # the ledger's lost tokens (not cold, new, rounding) of those calls
 
 
 def cause_label(entry: LedgerEntry) -> str:
@@ -54,13 +57,17 @@ def reconcile(ledger: Ledger | None,
     """The reconciliation over `ledger`'s entries that `verdicts` (request id -> (reason,
     missed tokens)) has a verdict for."""
     pairs: Counter[tuple[str, str]] = Counter()
+    theirs_tokens = ours_tokens = 0
     for e in ledger.entries if ledger is not None else ():
         if e.id in verdicts:
             pairs[(cause_label(e), verdicts[e.id][0])] += 1
+            theirs_tokens += verdicts[e.id][1] or 0
+            ours_tokens += sum(e.causes.get(c, 0) for c in LOSSES)
     matrix: dict[str, dict[str, int]] = {}
     for (ours, theirs), n in sorted(pairs.items()):
         matrix.setdefault(ours, {})[theirs] = n
     compared = sum(n for (_, theirs), n in pairs.items() if theirs in AGREES)
     agree = sum(n for (ours, theirs), n in pairs.items()
                 if theirs in AGREES and ours in AGREES[theirs])
-    return Reconciliation(sum(pairs.values()), compared, agree, matrix)
+    return Reconciliation(sum(pairs.values()), compared, agree, matrix, theirs_tokens,
+                          ours_tokens)

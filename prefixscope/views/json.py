@@ -375,6 +375,8 @@ def _ledger_json(ledger: Ledger | None,
                          if ledger.money is not None else None),
             "provider_verdicts": {"calls": agreed.calls, "compared": agreed.compared,
                                   "agree": agreed.agree,
+                                  "provider_missed_tokens": agreed.provider_missed_tokens,
+                                  "lost_tokens": agreed.lost_tokens,
                                   "matrix": {ours: dict(theirs)
                                              for ours, theirs in agreed.matrix.items()}}}
 

@@ -501,6 +501,8 @@ class ProviderVerdictsJson(TypedDict):
     calls: int
     compared: int  # calls whose reason names a change (not ``unavailable``)
     agree: int  # of those, where prefixscope's cause says the same
+    provider_missed_tokens: int  # the verdicts' cache_missed_input_tokens, summed
+    lost_tokens: int  # the ledger's lost tokens of the same calls
     matrix: dict[str, dict[str, int]]  # our cause -> provider reason -> calls
 
 

@@ -144,8 +144,9 @@ def verdicts_line(report: Report) -> str | None:
     if not agreed.calls:
         return None
     return (f"provider verdicts: {plural(agreed.calls, 'call')} carry one; prefixscope's "
-            f"cause agrees on {agreed.agree:,} of {agreed.compared:,} that name a change "
-            "(cause x reason: --json ledger.provider_verdicts)")
+            f"cause agrees on {agreed.agree:,} of {agreed.compared:,} that name a change; "
+            f"they count {agreed.provider_missed_tokens:,} missed tokens, the ledger "
+            f"{agreed.lost_tokens:,} lost (cause x reason: --json ledger.provider_verdicts)")
 
 
 def money_line(s: Summary) -> str | None:
