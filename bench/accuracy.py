@@ -73,7 +73,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -85,12 +85,14 @@ FIVE_MIN = 300.0
 ONE_HOUR = 3600.0
 LAG = 2  # tokens after the last breakpoint: never cached
 MODELS = ("claude-sonnet-4-5-20250929", "claude-opus-4-5-20251101")
+SELF_HOSTED_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+BLOCK = 16  # the self-hosted engine's block (vLLM's default)
 VERSIONS = ("2.1.150", "2.1.153", "2.1.160", "2.1.171")
 EPOCH = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 # the cause label prefixscope should give (break kinds as `break:<kind>`)
 LABEL = {"append": "none", "cold": "cold", "ttl": "ttl", "compaction": "compaction",
-         "provider": "provider",
+         "provider": "provider", "eviction": "eviction",
          **{k: f"break:{k}" for k in (
              "model-change", "client-upgrade", "tool-set-change", "history-rewrite",
              "volatile-prefix-segment", "json-key-order", "tool-order")}}
@@ -172,7 +174,7 @@ WORDS = ("the cache prefix request token model session tool result file test lin
          "client version context window summary history message content field number "
          "state option table report diff store load save open close start stop first "
          "last next step part point case rule edge gap hour minute second day week").split()
-TOKEN = re.compile(r"\w+|[^\w\s]")
+TOKEN = re.compile(r"\w+|[^\w\s]+")
 BASE_TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep", "Task", "WebFetch",
               "TodoWrite", "NotebookEdit")
 MCP_TOOLS = ("mcp__github__search_issues", "mcp__linear__get_issue",
@@ -183,7 +185,8 @@ CLEARED = "[Old tool result content cleared]"
 
 
 def count(text: str) -> int:
-    """The provider's token count in this corpus: every word and every punctuation mark."""
+    """The provider's token count in this corpus: every word and every run of punctuation
+    (close to what a BPE makes of prose and JSON)."""
     return len(TOKEN.findall(text))
 
 
@@ -234,7 +237,7 @@ def tools_chunk(version: str, mcp: tuple[str, ...], key_order: int, tool_order: 
                       "input_schema": {"type": "object", "properties": props,
                                        "required": [next(iter(props))]}})
     if key_order:
-        tool = tools[key_order % len(tools)]
+        tool = tools[key_order % len(BASE_TOOLS)]
         keys = list(tool["input_schema"]["properties"])
         shuffled = keys[::-1]
         tool["input_schema"]["properties"] = {
@@ -291,8 +294,11 @@ class Session:
         return make_chunk(f"{self.sid}:{prefix}{self.serial}", "messages", payload)
 
     def chunks(self) -> list[Chunk]:
-        return [tools_chunk(self.version, tuple(self.mcp), self.key_order, self.tool_order),
-                system_chunk(self.version, self.day), *self.messages]
+        tools = tools_chunk(self.version, tuple(self.mcp), self.key_order, self.tool_order)
+        system = system_chunk(self.version, self.day)
+        if self.model == SELF_HOSTED_MODEL:  # the chat template: system, then the tools
+            return [system, tools, *self.messages]
+        return [tools, system, *self.messages]
 
     def first_turn(self) -> None:
         n = self.rng.randint(200, 3000)
@@ -309,10 +315,13 @@ class Session:
 
 
 def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdicts: bool,
-                 turns: int, kinds_weights: dict[str, int]) -> list[Call]:
+                 turns: int, kinds_weights: dict[str, int], self_hosted: bool = False
+                 ) -> list[Call]:
     """The session's calls in its own time order, the prompt of each fixed; the usage is
     filled in later, in global time order (the cache is shared)."""
     s = Session(rng, sid, start, ttl)
+    if self_hosted:
+        s.model = SELF_HOSTED_MODEL
     s.first_turn()
     calls = [Call(sid, 0, s.time, "cold", s.model, s.version, ttl, s.chunks(),
                   verdicts=verdicts)]
@@ -363,7 +372,10 @@ def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdict
                 "removedNames": [] if added else [name],
                 "addedLines": [name] if added else []}})
         elif kind == "json-key-order":
-            s.key_order = rng.randint(1, 10_000)
+            # another tool's schema re-serialized (the same one again would change nothing)
+            n = len(BASE_TOOLS)
+            s.key_order = rng.choice([k for k in range(1, n + 1)
+                                      if k % n != s.key_order % n])
         elif kind == "tool-order":
             s.tool_order = rng.randint(1, 10_000)
         elif kind == "volatile-prefix-segment":
@@ -427,6 +439,93 @@ def simulate(calls: list[Call], rng: random.Random) -> None:
         previous[call.session] = call
 
 
+def openai_tools(chunk: Chunk) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {
+        "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}}
+        for t in chunk.payload]
+
+
+def openai_messages(chunk: Chunk) -> list[dict[str, Any]]:
+    if chunk.part == "system":
+        return [{"role": "system", "content": "\n".join(b["text"] for b in chunk.payload)}]
+    return [{"role": m["role"], "content": "\n".join(x["text"] for x in m["content"])}
+            for m in chunk.payload]
+
+
+_VTOKENS: dict[str, list[str]] = {}
+
+
+def vtokens(chunk: Chunk) -> list[str]:
+    """The self-hosted engine's tokens of a chunk as sent in the OpenAI body (every word and
+    run of punctuation; a message's role and its delimiters are three tokens)."""
+    if chunk.cid not in _VTOKENS:
+        if chunk.part == "tools":
+            _VTOKENS[chunk.cid] = TOKEN.findall(json.dumps(openai_tools(chunk)))
+        else:
+            _VTOKENS[chunk.cid] = [t for m in openai_messages(chunk) for t in (
+                "<|im_start|>", m["role"], *TOKEN.findall(m["content"]), "<|im_end|>")]
+    return _VTOKENS[chunk.cid]
+
+
+def block_hashes(tokens: list[str]) -> list[int]:
+    """vLLM's prefix-cache keys: each full block's hash chained on its parent's."""
+    out, h = [], 0
+    for i in range(0, len(tokens) - BLOCK + 1, BLOCK):
+        h = hash((h, *tokens[i:i + BLOCK]))
+        out.append(h)
+    return out
+
+
+def simulate_self_hosted(calls: list[Call], capacity_tokens: int) -> None:
+    """A vLLM prefix cache: full blocks, LRU eviction at `capacity_tokens`; beside it the same
+    cache unlimited, which tells the blocks eviction lost from those a change lost."""
+    lru: OrderedDict[int, None] = OrderedDict()
+    unlimited: set[int] = set()
+    capacity = capacity_tokens // BLOCK
+    previous: dict[str, tuple[Call, list[str]]] = {}
+    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+        tokens = [t for c in call.chunks for t in vtokens(c)]
+        call.prompt = len(tokens)
+        hashes = block_hashes(tokens)
+        usable = (call.prompt - 1) // BLOCK  # the last token is always computed
+        hit = 0
+        while hit < min(len(hashes), usable) and hashes[hit] in lru:
+            lru.move_to_end(hashes[hit])
+            hit += 1
+        free = 0
+        while free < min(len(hashes), usable) and hashes[free] in unlimited:
+            free += 1
+        for h in hashes:
+            lru[h] = None
+            lru.move_to_end(h)
+            unlimited.add(h)
+        while len(lru) > capacity:
+            lru.popitem(last=False)
+        call.read, call.write = hit * BLOCK, 0
+        ideal = free * BLOCK
+        before = previous.get(call.session)
+        if before is None:
+            call.true_tokens = call.prompt - call.read
+        else:
+            # by position, as the ledger's precedence reads them: what changed is lost from
+            # the first divergent token D on; eviction is what an unlimited cache served of
+            # the blocks before D and this one did not
+            old = before[1]
+            same = next((i for i, (x, y) in enumerate(zip(old, tokens, strict=False))
+                         if x != y), min(len(old), len(tokens)))
+            changed = max(0, min(len(old), call.prompt) - max(same, call.read))
+            evicted = max(0, min(ideal, same // BLOCK * BLOCK) - call.read)
+            if call.kind == "append":
+                assert changed == 0, (call.session, call.index)
+            if call.kind != "append" and changed and changed >= evicted:
+                call.true_tokens = changed
+            elif evicted:
+                call.kind, call.true_tokens = "eviction", evicted
+            else:
+                call.kind, call.true_tokens = "append", 0
+        previous[call.session] = (call, tokens)
+
+
 FORMATS = {
     # Claude Code transcripts: usage only, the client's changes recorded
     "claude-code": {"append": 50, "ttl": 9, "compaction": 5, "model-change": 5,
@@ -436,10 +535,15 @@ FORMATS = {
     "raw-anthropic": {"append": 50, "ttl": 8, "compaction": 4, "model-change": 4,
                       "volatile-prefix-segment": 6, "json-key-order": 5, "tool-order": 4,
                       "tool-set-change": 5, "history-rewrite": 5, "provider": 6},
+    # OpenAI chat captures of a self-hosted vLLM (block 16, an LRU capacity): bodies;
+    # eviction is not injected but follows from the capacity and the concurrent sessions
+    "openai-vllm": {"append": 60, "volatile-prefix-segment": 7, "json-key-order": 6,
+                    "tool-order": 5, "tool-set-change": 6, "history-rewrite": 6},
 }
 
 
-def generate(seed: int, sessions: int, fmt: str = "claude-code") -> list[Call]:
+def generate(seed: int, sessions: int, fmt: str = "claude-code",
+             capacity_tokens: int = 400_000) -> list[Call]:
     rng = random.Random(f"{seed}:{fmt}")
     calls: list[Call] = []
     for n in range(sessions):
@@ -448,8 +552,12 @@ def generate(seed: int, sessions: int, fmt: str = "claude-code") -> list[Call]:
         start = rng.uniform(0, 3600) + n * 30
         ttl = ONE_HOUR if rng.random() < 0.3 else FIVE_MIN
         calls += plan_session(rng, sid, start, ttl, rng.random() < 0.5,
-                              rng.randint(12, 36), FORMATS[fmt])
-    simulate(calls, rng)
+                              rng.randint(12, 36), FORMATS[fmt],
+                              self_hosted=fmt == "openai-vllm")
+    if fmt == "openai-vllm":
+        simulate_self_hosted(calls, capacity_tokens)
+    else:
+        simulate(calls, rng)
     return calls
 
 
@@ -562,11 +670,43 @@ def write_raw_anthropic(calls: list[Call], out: Path, per_file: int = 10) -> lis
     return paths
 
 
+def write_openai_vllm(calls: list[Call], out: Path) -> list[Path]:
+    """OpenAI chat captures ({timestamp, url, request, response}) of one vLLM server: one
+    file, the sessions interleaved, no session id (prefixscope threads them by history)."""
+    folder = out / "openai-vllm"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+        system, tools, *messages = call.chunks
+        lines.append({
+            "timestamp": stamp(call.time), "url": "http://gpu-01:8000/v1/chat/completions",
+            "headers": {"User-Agent": "OpenAI/Python 1.109.1",
+                        "Content-Type": "application/json"},
+            "request": {"model": call.model,
+                        "messages": [*openai_messages(system),
+                                     *(m for c in messages for m in openai_messages(c))],
+                        "tools": openai_tools(tools), "tool_choice": "auto"},
+            "response": {
+                "id": request_id(call), "object": "chat.completion",
+                "created": int((EPOCH + timedelta(seconds=call.time)).timestamp()),
+                "model": call.model,
+                "choices": [{"index": 0, "message": {"role": "assistant",
+                                                     "content": "done"},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": call.prompt, "completion_tokens": 60,
+                          "total_tokens": call.prompt + 60,
+                          "prompt_tokens_details": {"cached_tokens": call.read}}}})
+    path = folder / "vllm-capture.jsonl"
+    path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    return [path]
+
+
 def request_id(call: Call) -> str:
     return f"msg_{call.session[:8]}{call.index:04d}"
 
 
-WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropic}
+WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropic,
+           "openai-vllm": write_openai_vllm}
 
 
 def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:
@@ -614,11 +754,13 @@ def parse_time(text: str) -> datetime:
 
 def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, Any]:
     """Per cause: recall, precision, token error, and losses booked on append-only turns."""
-    found: dict[tuple[str, datetime], dict[str, Any]] = {}
+    # a call is matched by its time and prompt tokens (not its session: a log without
+    # session ids is threaded by prefixscope, and a wrong thread shows in the causes)
+    found: dict[tuple[datetime, int], dict[str, Any]] = {}
     for session in calls_json["sessions"]:
         for call in session["calls"]:
             if call.get("time"):
-                found[(session["session"], parse_time(call["time"]))] = call
+                found[(parse_time(call["time"]), call["prompt_tokens"])] = call
     rows: dict[str, dict[str, Any]] = defaultdict(lambda: {
         "calls": 0, "found": 0, "given": 0, "right": 0, "true_tokens": 0,
         "booked_tokens": 0, "abs_error": 0, "matched_true": 0})
@@ -627,7 +769,7 @@ def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, An
     append_with_cause = 0
     append_calls = 0
     for entry in key:
-        call = found.get((entry["session"], parse_time(entry["time"])))
+        call = found.get((parse_time(entry["time"]), entry["prompt"]))
         truth = entry["cause"]
         row = rows[truth]
         row["calls"] += 1
@@ -715,6 +857,8 @@ def main(argv: list[str] | None = None) -> int:
                              "temporary directory, removed)")
     parser.add_argument("--formats", default=",".join(FORMATS),
                         help=f"comma-separated, of {', '.join(FORMATS)}")
+    parser.add_argument("--capacity-tokens", type=int, default=400_000,
+                        help="the self-hosted engine's cache size in the openai-vllm corpus")
     parser.add_argument("--generate-only", action="store_true",
                         help="write the corpus and the key, do not run prefixscope")
     parser.add_argument("--check", action="store_true",
@@ -742,7 +886,7 @@ def run(args: argparse.Namespace, out: Path) -> int:
 
 
 def run_format(args: argparse.Namespace, out: Path, fmt: str) -> int:
-    calls = generate(args.seed, args.sessions, fmt)
+    calls = generate(args.seed, args.sessions, fmt, args.capacity_tokens)
     paths = WRITERS[fmt](calls, out)
     key = answer_key(calls, fmt)
     (out / f"answer_key.{fmt}.json").write_text(json.dumps(
