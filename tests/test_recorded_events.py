@@ -328,3 +328,55 @@ def test_microcompaction_is_a_recorded_history_rewrite(tmp_path: Path) -> None:
     assert (ledger["by_cause"]["provider"], ledger["by_cause"]["rounding"],
             ledger["by_cause"]["new"]) == (0, 2, 9_000)
     assert ledger["provider_verdicts"]["agree"] == 3
+
+
+def _roo_task(tmp_path: Path, manual: bool) -> Path:
+    """A Roo Code task whose history is condensed before its third request: automatically
+    (the condense_context message right after that request's api_req_started) or on demand
+    (after the second request's answer, before the third begins)."""
+    task = tmp_path / "Code" / "User" / "globalStorage" / "rooveterinaryinc.roo-cline" \
+        / "tasks" / "roo-task"
+    task.mkdir(parents=True)
+    model = {"providerId": "anthropic", "modelId": "claude-sonnet-4-5-20250929", "mode": "code"}
+
+    def started(ts: int, tokens_in: int, writes: int, reads: int) -> dict:
+        return {"ts": ts, "type": "say", "say": "api_req_started", "modelInfo": model,
+                "text": json.dumps({"request": "...", "apiProtocol": "anthropic",
+                                    "tokensIn": tokens_in, "tokensOut": 100,
+                                    "cacheWrites": writes, "cacheReads": reads,
+                                    "cost": 0.01})}
+
+    def text(ts: int, said: str) -> dict:
+        return {"ts": ts, "type": "say", "say": "text", "text": said, "partial": False}
+
+    condense = {"ts": 0, "type": "say", "say": "condense_context", "partial": False,
+                "contextCondense": {"cost": 0.02, "prevContextTokens": 14000,
+                                    "newContextTokens": 5000, "summary": "..."}}
+    t0 = 1770000000000
+    messages = [text(t0, "task"), started(t0 + 1000, 10_000, 9_996, 0), text(t0 + 2000, "a1"),
+                started(t0 + 3000, 14_000, 4_000, 9_998), text(t0 + 4000, "a2")]
+    if manual:
+        messages.append({**condense, "ts": t0 + 5000})
+    messages.append(started(t0 + 6000, 5_000, 1_998, 3_000))
+    if not manual:
+        messages.append({**condense, "ts": t0 + 6500})
+    messages.append(text(t0 + 7000, "a3"))
+    (task / "ui_messages.json").write_text(json.dumps(messages))
+    return task
+
+
+@pytest.mark.parametrize("manual", [False, True])
+def test_roo_condensation_is_the_condensed_requests_compaction(tmp_path: Path,
+                                                               manual: bool) -> None:
+    # call: prompt (Roo's tokensIn, cache included) / cached -> ledger (by hand)
+    # 1: 10,000 / 0      -> cold 10,000
+    # 2: 14,000 / 9,998  -> rounding 2, new 4,000
+    # 3:  5,000 / 3,000  -> condensed before it was sent: compaction 2,000
+    task = _roo_task(tmp_path, manual)
+    requests, skips = read_requests(task / "ui_messages.json")
+    assert skips == []
+    assert [[(e.kind, e.detail) for e in r.events] for r in requests] == [[], [], [
+        ("compaction", "condense_context (prevContextTokens 14000, newContextTokens 5000)")]]
+    by = _report(tmp_path / "Code")["ledger"]["by_cause"]
+    assert {c: v for c, v in by.items() if c != "break" and v} == {
+        "cold": 10_000, "new": 4_000, "rounding": 2, "compaction": 2_000}

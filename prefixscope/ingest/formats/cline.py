@@ -61,7 +61,11 @@ Guarantees:
   message that first shows it (that request was sent without the range). A call whose
   model differs from the previous call's is a ``model-change``; one whose extension
   version (the latest ``task_metadata.json`` `environment_history` entry at or before it,
-  kept as `metadata.version`) differs is a ``client-upgrade``.
+  kept as `metadata.version`) differs is a ``client-upgrade``. Roo Code (and Kilo Code)
+  say ``condense_context`` (a ``compaction``) and ``sliding_window_truncation`` (a
+  ``truncation``) when they manage the context: automatically while a request is set up,
+  after its ``api_req_started`` and before any of its answer (that request's), or on
+  demand between requests (the next request's).
 * `api_conversation_history.json` and `task_metadata.json` next to a `ui_messages.json`
   are its companions (read with it, not alone). Reported as skips: elements that are not
   UI messages, and an ``api_req_started`` whose `text` is not a JSON object.
@@ -125,6 +129,7 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     started: list[tuple[dict[str, Any], dict[str, Any], int]] = []
     truncated: dict[int, list[SessionEvent]] = {}  # index in `started` -> its truncations
     in_force: tuple[int, ...] | None = None
+    answered = False  # a message other than context management since the last request began
     for place, rec in iter_json_records(source, probe):
         if isinstance(rec, BadRecord):
             yield Skip(place, str(rec))
@@ -141,8 +146,17 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
                 "truncation", f"conversationHistoryDeletedRange {was} -> {list(deleted)}",
                 parse_time(rec.get("ts")), place))
             in_force = deleted
-        if rec.get("say") != "api_req_started":
+        say = rec.get("say")
+        if say in _CONTEXT_SAYS and rec.get("partial") is not True:
+            # Roo Code / Kilo Code: condensed or truncated while the latest request was set
+            # up (nothing of its answer yet), else between requests: the next one's
+            owner = len(started) - 1 if started and not answered else len(started)
+            truncated.setdefault(owner, []).append(_context_event(rec, place))
+        elif say not in _CONTEXT_SAYS and say != "api_req_started":
+            answered = True
+        if say != "api_req_started":
             continue
+        answered = False
         info = _info(rec.get("text"))
         if info is None:
             yield Skip(place, "api_req_started whose text is not a ClineApiReqInfo JSON object")
@@ -169,6 +183,23 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
             record = Record(replace(record.request, events=tuple(events), metadata=metadata),
                             record.key)
         yield record
+
+
+# Roo Code's context management messages (`ClineSay`): a condensation into a summary, a
+# sliding-window truncation (Kilo Code has the same).
+_CONTEXT_SAYS = ("condense_context", "sliding_window_truncation")
+
+
+def _context_event(rec: dict[str, Any], place: int) -> SessionEvent:
+    """The session event of a Roo Code ``condense_context`` / ``sliding_window_truncation``
+    message, with the counts its ``contextCondense`` / ``contextTruncation`` gives."""
+    condensed = rec.get("say") == "condense_context"
+    facts = as_object(rec.get("contextCondense" if condensed else "contextTruncation"))
+    said = [f"{k} {facts[k]}" for k in ("messagesRemoved", "prevContextTokens",
+                                        "newContextTokens") if to_int(facts.get(k)) is not None]
+    detail = str(rec.get("say")) + (f" ({', '.join(said)})" if said else "")
+    return SessionEvent("compaction" if condensed else "truncation", detail,
+                        parse_time(rec.get("ts")), place)
 
 
 def _range(value: Any) -> tuple[int, ...] | None:
