@@ -129,6 +129,29 @@ class TestCopiesOfOneCall:
         assert rows == [("msg_123", 100, 50, False), ("msg_123", 200, 100, True)]
         assert totals == [(200, 100)]
 
+    def test_one_call_in_two_sessions_transcripts_is_one_call_in_every_count(self) -> None:
+        # the fixture (across-sessions/README.md): msg_123 + req_456 at 100 / 50 in
+        # sess-first, at 200 / 100 in sess-resumed: one call, the fuller copy kept -- in
+        # the store, in the per-format summary (was 2 calls, 300 prompt tokens) and in
+        # the usage lint (was "none of its 2 requests reports cached tokens")
+        from prefixscope.analyses.usage_lint import lint_usage
+
+        root = CC / "across-sessions"
+        store = Store.open(":memory:")
+        result = ingest_paths([str(root / "sess-first.jsonl"),
+                               str(root / "sess-resumed.jsonl")], store)
+        kept = store.run("SELECT native_id, prompt_tokens, output_tokens FROM requests "
+                         "WHERE duplicate_of IS NULL")
+        assert kept == [("msg_123", 200, 100)]
+        (fmt,) = result.summary
+        assert (fmt.format, fmt.requests, fmt.sessions, fmt.duplicates, fmt.prompt_tokens) == (
+            "claude-code", 1, 1, 0, 200)
+        assert result.totals is not None
+        assert (result.totals.requests, result.totals.prompt_tokens) == (1, 200)
+        (missing,) = [i for i in lint_usage(store).issues
+                      if i.evidence.get("cached_missing") is not None]
+        assert (missing.evidence["requests"], missing.evidence["cached_missing"]) == (1, 1)
+
     def test_streamed_lines_keep_the_final_count(self) -> None:
         # ccusage `keeps_most_complete_duplicate_usage_entry`: input 100, output 250
         requests, skips = read_requests(

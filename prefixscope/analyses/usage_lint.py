@@ -78,6 +78,8 @@ def lint_usage(store: Store, block_size: int | None = None) -> UsageLint:
     rows = store.usage_facts()
     by_source: dict[str, list[UsageFacts]] = {}
     for row in rows:
+        if row.duplicate_of is not None and row.kept_format == row.source_format:
+            continue  # a copy of a call its own format logged too: counted through the kept
         by_source.setdefault(row.source_format, []).append(row)
     sources = sorted(by_source.items())
     issues: list[UsageIssue] = []

@@ -520,7 +520,9 @@ class Store:
     def summary(self) -> list[UsageSummary]:
         """Per source format: requests, sessions, bodies, copies of calls another source
         logged, and token sums each over the requests that report them, with the hit rate
-        over the requests reporting both (`UsageSummary`)."""
+        over the requests reporting both (`UsageSummary`). A copy of a call the same format
+        logged too (a Claude Code call copied into another session's transcript) counts
+        once, through the copy kept."""
         rows = self.run(
             "SELECT source_format, count(*), count(DISTINCT session), "
             "count(*) FILTER (WHERE has_body), count(duplicate_of), "
@@ -528,8 +530,11 @@ class Store:
             "count(cached_tokens), count(*) FILTER (WHERE _both), "
             "coalesce(sum(prompt_tokens) FILTER (WHERE _both), 0), "
             "coalesce(sum(cached_tokens) FILTER (WHERE _both), 0) "
-            "FROM (SELECT *, prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL AS _both "
-            "      FROM turns) GROUP BY 1 ORDER BY 1")
+            "FROM (SELECT t.*, t.prompt_tokens IS NOT NULL AND t.cached_tokens IS NOT NULL "
+            "             AS _both "
+            "      FROM turns t LEFT JOIN turns k ON k.id = t.duplicate_of "
+            "      WHERE k.id IS NULL OR k.source_format <> t.source_format) "
+            "GROUP BY 1 ORDER BY 1")
         return [UsageSummary(*row) for row in rows]
 
     def summary_once(self) -> UsageSummary:
