@@ -634,6 +634,21 @@ def test_sglang_pipeline_stages_repeat_one_batch(tmp_path):
         2, 8704, 1024)
 
 
+def test_sglang_context_parallel_ranks_repeat_one_batch(tmp_path):
+    # attn_cp_size 5: every ATTN_CP rank's scheduler prints the batch it shares with the
+    # others (the real log: 5 lines of #new-token 150,144 at one second, summed as
+    # 750,720). Two batches: 150,144 new; then 2,048 new on 148,096 cached.
+    ranks = [f" ATTN_CP{i} TP{i}" for i in range(5)]
+    text = "\n".join([*(_sg_prefill(r, 150_144, 0) for r in ranks),
+                      *(_sg_prefill(r, 2_048, 148_096) for r in ranks)]) + "\n"
+    a = analyze_engine_logs([write(tmp_path, "cp5.log", text)])
+    assert a.matched == {"prefill": 10}
+    assert (a.sglang.prefill_lines, a.sglang.new_tokens, a.sglang.cached_tokens) == (
+        2, 150_144 + 2_048, 148_096)
+    # SGLang's own rate: cached / (new + cached) = 148,096 / 300,288
+    assert a.sglang.hit_rate == 148_096 / 300_288
+
+
 def test_rank_tagged_sglang_log_is_an_engine_log_in_ingest_and_report(tmp_path):
     """Before: refused by engine-log, and report skipped it as an "invalid JSON document"."""
     logs = tmp_path / "logs"

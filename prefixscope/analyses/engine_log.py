@@ -337,7 +337,8 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
         offload=offload, prometheus=prom, sglang=sglang,
         lmcache=_lmcache(lmc) if lmc else None, findings=())
     findings = (_l2(analysis, transfers, lmc) + _lmcache_failed(analysis, lmc)
-                + _low_hit(analysis, prefills) + _kv_pressure(analysis, prefills)
+                + _low_hit(analysis, one_copy_per_batch(prefills))
+                + _kv_pressure(analysis, one_copy_per_batch(prefills))
                 + _caching_off(analysis))
     return replace(analysis, findings=tuple(findings))
 
@@ -552,17 +553,31 @@ def _lmcache(points: Sequence[LmcachePoint]) -> LmcacheSummary:
 
 
 _PP_RANK = re.compile(r"(?:^| )PP(\d+)(?: |$)")
+_CP_RANK = re.compile(r"(?:^| )ATTN_CP(\d+)(?: |$)")
+# Rank tags whose schedulers all report the same batch: every pipeline stage (PP) runs the
+# batches all stages run, every attention context-parallel rank (ATTN_CP) holds a slice of
+# the same sequences. DP ranks schedule requests of their own: their lines add up.
+_REPEATING_RANKS = (_PP_RANK, _CP_RANK)
+
+
+def one_copy_per_batch(prefills: Sequence[PrefillPoint]) -> list[PrefillPoint]:
+    """The prefill lines that count each batch once: of each rank kind that repeats a
+    batch (`_REPEATING_RANKS`), the lines of the lowest rank of each file."""
+    kept = list(prefills)
+    for rank in _REPEATING_RANKS:
+        lowest: dict[str, int] = {}
+        for p in kept:
+            if m := rank.search(p.ranks):
+                lowest[p.file] = min(lowest.get(p.file, int(m.group(1))), int(m.group(1)))
+        kept = [p for p in kept if p.file not in lowest
+                or (m := rank.search(p.ranks)) is None or int(m.group(1)) == lowest[p.file]]
+    return kept
 
 
 def _sglang(prefills: Sequence[PrefillPoint]) -> SglangSummary:
-    # Every pipeline stage's scheduler reports the batches all stages run: the lines of
-    # one stage (the lowest PP rank of each file) count, the others repeat them.
-    stages: dict[str, int] = {}
-    for p in prefills:
-        if m := _PP_RANK.search(p.ranks):
-            stages[p.file] = min(stages.get(p.file, int(m.group(1))), int(m.group(1)))
-    prefills = [p for p in prefills if p.file not in stages
-                or (m := _PP_RANK.search(p.ranks)) is None or int(m.group(1)) == stages[p.file]]
+    # the lines of one pipeline stage and one context-parallel rank count, the others
+    # repeat them
+    prefills = one_copy_per_batch(prefills)
     new = sum(p.new_tokens for p in prefills)
     cached = sum(p.cached_tokens for p in prefills)
     usages = [p.token_usage for p in prefills if p.token_usage is not None]
