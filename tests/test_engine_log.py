@@ -520,9 +520,23 @@ def test_real_lmcache_stored_lines_count_as_stores(real):
     assert a.matched == {"lmcache": 5}
     assert (lm.stores, lm.stored_tokens, lm.stores_from) == (3, 6144, "engine")
     assert (lm.lookups, lm.retrievals) == (0, 0)
+    # one cold request (chatcmpl-80d09d69db030a8b) storing within one second
+    # (22:21:08.014 - .313): nothing could have loaded yet, so no write-only tier
+    assert "l2-write-only" not in kinds(a)
+
+
+def test_lmcache_stores_over_several_seconds_with_no_load_are_write_only(real, tmp_path):
+    """The same LMCache lines, the three stores moved to 22:21:08, 22:21:19 and 22:21:31:
+    three distinct seconds of stores and still nothing loaded, 3 x 2048 = 6,144 tokens."""
+    lines = (real / REAL_LOGS / "lmcache-2262-stored.log").read_text().splitlines()
+    stamps = iter(["22:21:08", "22:21:19", "22:21:31"])
+    moved = [line.replace("22:21:08", next(stamps)) if "] LMCache INFO: Stored " in line
+             else line for line in lines]
+    a = analyze_engine_logs([write(tmp_path, "lmcache.log", "\n".join(moved) + "\n")])
     f = finding(a, "l2-write-only")
     assert f.evidence["lmcache_stored_tokens"] == 6144
     assert "3 LMCache stores, 6,144 tokens stored" in f.title
+    assert f.evidence["duration_s"] == 23.0  # 22:21:08.014 ... 22:21:31.313, whole seconds
 
 
 def test_lmcache_store_and_retrieve_wordings():

@@ -672,6 +672,17 @@ def _groups_cause(a: EngineLogAnalysis, connector: str | None) -> list[ConfigFac
             and not (c.key == "kv_cache_groups" and c.value == "1")]
 
 
+def _enough_stores(points: Sequence[Timed], prom_store: float | None) -> bool:
+    """Enough evidence that a tier stores and never loads: a Prometheus store counter, or
+    store points at `MIN_LINES` distinct seconds at least (undated: `MIN_LINES` points) --
+    not one cold request's stores within a second, which nothing could have loaded yet."""
+    if prom_store:
+        return True
+    seconds = {p.time.replace(microsecond=0) for p in points if p.time is not None}
+    undated = sum(p.time is None for p in points)
+    return len(seconds) + undated >= MIN_LINES
+
+
 def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint],
         lmc: Sequence[LmcachePoint]) -> list[EngineLogFinding]:
     ext_lines = [p for p in a.series if p.external_hit_rate is not None]
@@ -694,10 +705,10 @@ def _l2(a: EngineLogAnalysis, transfers: Sequence[TransferPoint],
         "connector": connector, "kv_role": role,
         "offload_target": a.config_value("offload_target"),
         "external_rate_lines": len(ext_lines), "external_hit_rate_max": ext_max}
-    if stored and not loaded and ext_zero:
-        store_points: list[Timed] = [t for t in transfers
-                                     if (_first_key(t.values, _STORE_KEYS) or 0.0) > 0]
-        store_points += [p for p in lmc if p.kind in ("store", "stored") and p.tokens > 0]
+    store_points: list[Timed] = [t for t in transfers
+                                 if (_first_key(t.values, _STORE_KEYS) or 0.0) > 0]
+    store_points += [p for p in lmc if p.kind in ("store", "stored") and p.tokens > 0]
+    if stored and not loaded and ext_zero and _enough_stores(store_points, prom_store):
         lmc_evidence: dict[str, object] = {} if lm is None else {
             "lmcache_stores": lm.stores, "lmcache_stored_tokens": lm.stored_tokens,
             "lmcache_lookups": lm.lookups, "lmcache_hit_tokens": lm.hit_tokens,
