@@ -56,6 +56,9 @@ class CallPrice:
     output_usd: float
     missed_rate: float  # dollars per missed prompt token, as this call was charged
     read_rate: float  # dollars per token of a cache read, for this call
+    # what the cache writes cost beyond the same tokens at the input price (the price of
+    # caching them; 0 for a self-hosted engine)
+    write_premium_usd: float = 0.0
 
     @property
     def spend_usd(self) -> float:
@@ -106,7 +109,7 @@ class Pricer:
         missed_rate = ((input_usd + write_usd) / missed) if missed else rates.input / MTOK
         return CallPrice(rates, input_usd, read * rates.cache_read / MTOK, write_usd,
                          (r.output_tokens or 0) * rates.output / MTOK, missed_rate,
-                         rates.cache_read / MTOK)
+                         rates.cache_read / MTOK, write_usd - written * rates.input / MTOK)
 
 
 def price_all(records: Iterable[tuple[UsageRecord, bool]], pricer: Pricer

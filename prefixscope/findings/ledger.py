@@ -177,6 +177,12 @@ class Money:
     saved_usd: float  # what the cache reads saved against paying the input price
     lost_usd: float  # what the loss causes cost beyond cache reads
     lost_usd_by_cause: Mapping[str, float]
+    write_premium_usd: float = 0.0  # the cache writes beyond the input price
+
+    @property
+    def net_saved_usd(self) -> float:
+        """What caching saved in all: the reads' saving less the writes' premium."""
+        return self.saved_usd - self.write_premium_usd
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,9 +461,10 @@ def _money(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice], sour
     for e in priced:
         for cause, usd in e.lost_usd.items():
             by_cause[cause] += usd  # type: ignore[assignment]
+    premium = sum(prices[e.id].write_premium_usd for e in priced)
     return Money(source, len(priced), len(entries) - len(priced), tuple(sorted(unknown)),
                  spend, saved, float(sum(by_cause.values())),
-                 {c: float(by_cause[c]) for c in LOSSES if by_cause[c]})
+                 {c: float(by_cause[c]) for c in LOSSES if by_cause[c]}, premium)
 
 
 def read_ttls(records: Sequence[UsageRecord]) -> dict[str, float]:

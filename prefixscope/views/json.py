@@ -351,6 +351,8 @@ def _money_json(m: Money | None) -> MoneyJson | None:
     return {"source": m.source, "priced_requests": m.priced_requests,
             "unpriced_requests": m.unpriced_requests, "unknown_models": list(m.unknown_models),
             "spend_usd": _usd(m.spend_usd) or 0.0, "saved_usd": _usd(m.saved_usd) or 0.0,
+            "write_premium_usd": _usd(m.write_premium_usd) or 0.0,
+            "net_saved_usd": _usd(m.net_saved_usd) or 0.0,
             "lost_usd": _usd(m.lost_usd) or 0.0,
             "lost_usd_by_cause": {c: _usd(v) or 0.0 for c, v in m.lost_usd_by_cause.items()}}
 

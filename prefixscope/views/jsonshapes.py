@@ -490,6 +490,8 @@ class MoneyJson(TypedDict):
     unknown_models: list[str]
     spend_usd: float
     saved_usd: float
+    write_premium_usd: float
+    net_saved_usd: float
     lost_usd: float
     lost_usd_by_cause: dict[str, float]
 

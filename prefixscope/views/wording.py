@@ -160,7 +160,11 @@ def money_line(s: Summary) -> str | None:
             f"{c} {usd(v)}" for c, v in causes) + ")"
     unpriced = (f" · {plural(m.unpriced_requests, 'request')} unpriced"
                 if m.unpriced_requests else "")
-    return f"spend {usd(m.spend_usd)} · the cache saved {usd(m.saved_usd)}{lost}{unpriced}"
+    saved = f"the cache saved {usd(m.saved_usd)}"
+    if m.write_premium_usd > 0:  # both figures, labelled: the reads' and, net, caching's
+        saved = (f"the cache reads saved {usd(m.saved_usd)}, {usd(m.net_saved_usd)} net of "
+                 f"the {usd(m.write_premium_usd)} write premium")
+    return f"spend {usd(m.spend_usd)} · {saved}{lost}{unpriced}"
 
 
 def no_findings_line(report: Report) -> str:
