@@ -793,6 +793,44 @@ def test_external_rate_zero_names_the_connector(tmp_path):
     assert f.fix.startswith("MooncakeStoreConnector answers no lookup")
 
 
+def test_a_pd_run_whose_worker_lines_come_from_mooncake_connector_names_it(tmp_path):
+    """A P/D prefill instance's log in the shape of published ones (no ``kv_transfer_config``
+    printed, every KV line from ``mooncake_connector.py``: ``KVCacheSendingThread started
+    listening ...``, ``Delaying free of 1 blocks for request ...``): MooncakeConnector, a P/D
+    transfer to another instance, named from its first INFO line (line 2); the import
+    warning on line 1 does not name it."""
+    stats = ("(APIServer pid=2756696) INFO 12-10 03:25:{:02d} [loggers.py:271] "
+             + gen._stats_message(0, 5000.0, 10.0, 4, 0, 0, 0.3, 0.4, 0.0))
+    log = "\n".join([
+        "WARNING 12-10 03:20:01 [mooncake_connector.py:18] Mooncake not available, "
+        "MooncakeOmniConnector will not work",
+        "(EngineCore_DP0 pid=2757272) INFO 12-10 03:20:05 [mooncake_connector.py:301] "
+        "KVCacheSendingThread started listening on path: tcp://172.16.210.194:20001. "
+        "Thread: tp_rank=0, pp_rank=0, pcp_rank=0",
+        *(stats.format(10 * i) for i in range(4)),
+        "(EngineCore_DP0 pid=2757272) INFO 12-10 03:25:54 [mooncake_connector.py:834] "
+        "Delaying free of 1 blocks for request cmpl-09be0283-e039-40ce-aefa-da0f36c8cd46-0",
+    ]) + "\n"
+    path = write(tmp_path, "prefill0.log", log)
+    a = analyze_engine_logs([path])
+    assert [(c.key, c.value, c.line) for c in a.config] == [
+        ("kv_connector", "MooncakeConnector", 2),
+        ("offload_target", "another vLLM instance (P/D transfer over Mooncake)", 2)]
+    f = finding(a, "external-cache-no-hits")
+    assert f.title == ("external KV cache (MooncakeConnector) never hit: external prefix "
+                       "cache hit rate 0.0% in all 4 busy stats lines (a P/D transfer "
+                       "connector: expected on a prefill instance)")
+
+
+def test_mooncakes_import_warning_alone_names_no_connector(tmp_path):
+    log = ("WARNING 01-23 13:48:43 [mooncake_connector.py:18] Mooncake not available, "
+           "MooncakeOmniConnector will not work\n"
+           "(APIServer pid=79770) INFO 01-23 13:48:44 [api_server.py:1272] vLLM API server "
+           "version 0.14.0\n")
+    a = analyze_engine_logs([write(tmp_path, "omni.log", log)])
+    assert a.config_value("kv_connector") is None
+
+
 def test_connector_named_by_its_start_up_line_and_multiconnector(tmp_path):
     """``.../kv_connector/factory.py``: ``"Creating v1 connector with name: %s and
     engine_id: %s"``; a MultiConnector's ``kv_connector_extra_config`` lists its own."""

@@ -399,6 +399,15 @@ _OFFLOAD_TARGET = {
 PD_TRANSFER_CONNECTORS = frozenset({"NixlConnector", "NixlPullConnector", "NixlPushConnector",
                                     "P2pNcclConnector", "MoRIIOConnector", "MooncakeConnector"})
 _OFFLOAD_BACKENDS = {"native": "OffloadingConnector", "lmcache": "LMCacheConnectorV1"}
+# A connector's own source file (``vllm/distributed/kv_transfer/kv_connector/v1/mooncake/
+# mooncake_connector.py``: ``MooncakeConnectorScheduler`` / ``MooncakeConnectorWorker``)
+# in an INFO record names the connector a run uses: ``Delaying free of 1 blocks for
+# request ...``, ``KVCacheSendingThread started listening ...``. Its import warnings
+# (``Mooncake not available, MooncakeOmniConnector will not work``, at WARNING in runs
+# without it) do not.
+_CONNECTOR_SOURCES = {"mooncake_connector": "MooncakeConnector"}
+_CONNECTOR_SOURCE = re.compile(r"\bINFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+                               r"\[(?:[\w/.-]*/)?(mooncake_connector)\.py:\d+\] ")
 
 
 def _num(text: str) -> float:
@@ -643,6 +652,11 @@ def _prom_line(name: str, n: int, text: str, acc: _Acc) -> None:
 
 
 def _log_line(name: str, n: int, text: str, acc: _Acc, clock: _Clock) -> None:
+    if "_connector.py:" in text and (m := _CONNECTOR_SOURCE.search(text)) and not any(
+            c.key == "kv_connector" for c in acc.config):
+        # the connector's own worker lines name it where the log states no configuration
+        acc.config.extend(ConfigFact(k, v, name, n)
+                          for k, v in _connector_facts(_CONNECTOR_SOURCES[m.group(1)]))
     if _STATS_MARK in text:
         parts = parse_stats(text)
         if not parts or "prefix_hit_rate" not in parts and "kv_usage" not in parts:
