@@ -818,11 +818,11 @@ def pct(value: float | None) -> str:
 def print_table(fmt: str, result: dict[str, Any], report: dict[str, Any] | None) -> None:
     print(f"\n{fmt}: {result['calls']} calls; {result['unmatched']} not found in "
           "prefixscope's calls")
-    head = f"{'cause':<24}{'calls':>7}{'recall':>9}{'precision':>11}{'token err':>11}"
+    head = f"{'cause':<31}{'calls':>7}{'recall':>9}{'precision':>11}{'token err':>11}"
     print(head)
     print("-" * len(head))
     for cause, row in result["causes"].items():
-        print(f"{cause:<24}{row['calls']:>7}{pct(row['recall']):>9}"
+        print(f"{cause:<31}{row['calls']:>7}{pct(row['recall']):>9}"
               f"{pct(row['precision']):>11}{pct(row['token_error']):>11}")
     print(f"append-only turns with a cause given: {result['append_with_cause']} of "
           f"{result['append_calls']}")
