@@ -123,6 +123,7 @@ class Call:
     write: int = 0
     true_tokens: int = 0
     verdicts: bool = False
+    gap: float | None = None  # seconds since the session's previous call
 
 
 class HostedCache:
@@ -403,7 +404,7 @@ def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdict
                                                          for i in sorted(cleared)]}})
         s.append_turn()
         calls.append(Call(sid, index, s.time, kind, s.model, s.version, ttl, s.chunks(),
-                          records, verdicts=verdicts))
+                          records, verdicts=verdicts, gap=gap))
     return calls
 
 
@@ -714,7 +715,8 @@ def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:
              "request": request_id(c), "time": stamp(c.time),
              "injected": c.kind, "cause": LABEL[c.kind], "tokens": c.true_tokens,
              "prompt": c.prompt, "read": c.read, "model": c.model, "version": c.version,
-             "ttl_seconds": int(c.ttl)}
+             "ttl_seconds": int(c.ttl),
+             "gap_seconds": None if c.gap is None else round(c.gap, 3)}
             for c in sorted(calls, key=lambda c: (c.session, c.index))]
 
 
@@ -806,7 +808,20 @@ def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, An
             "token_error": (row["abs_error"] / row["matched_true"]
                             if row["matched_true"] else None),
             "true_tokens": row["true_tokens"]}
-    return {"causes": table, "calls": len(key), "unmatched": unmatched,
+    # the TTL's edge: expiries by the TTL the log shows, and pauses the TTL kept
+    by_ttl = {}
+    for ttl in (int(FIVE_MIN), int(ONE_HOUR)):
+        expired = [e for e in key if e["cause"] == "ttl" and e.get("ttl_seconds") == ttl]
+        kept = [e for e in key if e["cause"] == "none" and e.get("ttl_seconds") == ttl
+                and (e.get("gap_seconds") or 0) > 240]
+        named = {(m["session"], m["time"]) for m in misses}
+        by_ttl[ttl] = {"expired": len(expired),
+                       "expired_found": sum((e["session"], e["time"]) not in named
+                                            for e in expired),
+                       "kept_pauses": len(kept),
+                       "kept_given_a_cause": sum((e["session"], e["time"]) in named
+                                                 for e in kept)}
+    return {"causes": table, "calls": len(key), "unmatched": unmatched, "by_ttl": by_ttl,
             "append_calls": append_calls, "append_with_cause": append_with_cause,
             "misses": misses}
 
@@ -826,6 +841,11 @@ def print_table(fmt: str, result: dict[str, Any], report: dict[str, Any] | None)
               f"{pct(row['precision']):>11}{pct(row['token_error']):>11}")
     print(f"append-only turns with a cause given: {result['append_with_cause']} of "
           f"{result['append_calls']}")
+    for ttl, row in result.get("by_ttl", {}).items():
+        if row["expired"] or row["kept_pauses"]:
+            print(f"TTL {ttl // 60} min: {row['expired_found']} of {row['expired']} expiries "
+                  f"named ttl; {row['kept_given_a_cause']} of {row['kept_pauses']} pauses of "
+                  "4 min or more that the TTL kept given a cause")
     if report is not None:
         verdicts = report.get("ledger", {}).get("provider_verdicts") or {}
         if verdicts.get("calls"):
