@@ -663,6 +663,41 @@ def test_sglang_context_parallel_ranks_repeat_one_batch(tmp_path):
     assert a.sglang.hit_rate == 148_096 / 300_288
 
 
+def test_a_stated_block_size_the_cached_values_contradict_is_stated_with_theirs(tmp_path):
+    # a DeepSeek-V4 SGLang run states page_size=256 (its server_args line), yet its
+    # batches cached 4,160 = 65 x 64, 8,256 = 129 x 64, 12,352 = 193 x 64 and
+    # 16,384 = 256 x 64 tokens: 1 of 4 a multiple of 256 (16,384), none of 4,160 / 8,256 /
+    # 12,352 of 128, all of 64 -- the cache matches in 64-token units
+    args = ("[2026-05-15 08:39:19] server_args=ServerArgs(model_path='/root/workspace/models/"
+            "DeepSeek-V4-Flash-Base', tp_size=8, pp_size=1, dp_size=1, ep_size=1, "
+            "mem_fraction_static=0.88, kv_cache_dtype='bf16', cuda_graph_max_bs=320, "
+            "page_size=256)")
+    text = "\n".join([args, *(_sg_prefill(" TP0", 512, cached)
+                             for cached in (4_160, 8_256, 12_352, 16_384))]) + "\n"
+    path = write(tmp_path, "dsv4.log", text)
+    a = analyze_engine_logs([path])
+    assert (a.block_size, a.cached_block_size, a.effective_block_size) == (256, 64, 64)
+    f = finding(a, "block-size-mismatch")
+    assert f.evidence == {"stated_block_size": 256, "stated_at": f"{path}:1",
+                          "cached_values_block_size": 64, "cached_values": 4,
+                          "multiples_of_stated": 1}
+    assert f.title == (f"the log states block size 256 ({path}:1), but its cached values are "
+                       "multiples of 64: 1 of 4 are multiples of 256; the cache matches in "
+                       "64-token units")
+    out = runner.invoke(app, ["engine-log", str(path)]).stdout
+    assert ("block size: 64 (the log's cached values are multiples of it); stated: 256 (the "
+            "configuration above)") in " ".join(out.split())
+
+
+def test_a_stated_block_size_the_cached_values_agree_with_is_the_one(tmp_path):
+    args = ("[2026-05-15 08:39:19] server_args=ServerArgs(model_path='m', page_size=64)")
+    text = "\n".join([args, *(_sg_prefill(" TP0", 512, cached)
+                             for cached in (4_160, 8_256, 12_352))]) + "\n"
+    a = analyze_engine_logs([write(tmp_path, "ok.log", text)])
+    assert (a.block_size, a.cached_block_size, a.effective_block_size) == (64, None, 64)
+    assert "block-size-mismatch" not in kinds(a)
+
+
 def test_rank_tagged_sglang_log_is_an_engine_log_in_ingest_and_report(tmp_path):
     """Before: refused by engine-log, and report skipped it as an "invalid JSON document"."""
     logs = tmp_path / "logs"

@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from prefixscope.analyses.bucket import BLOCK_SIZES
 from prefixscope.ingest import Tally, expand_paths
 from prefixscope.ingest.engine_logs import (
     PD_TRANSFER_CONNECTORS,
@@ -223,6 +224,15 @@ class EngineLogAnalysis:
     sglang: SglangSummary | None
     lmcache: LmcacheSummary | None
     findings: tuple[EngineLogFinding, ...]
+    # the block size the log's own cached values support (SGLang's #cached-token, LMCache's
+    # hit tokens) when it is not the one the log states (`block_size`); else None
+    cached_block_size: int | None = None
+
+    @property
+    def effective_block_size(self) -> int | None:
+        """The block size to replay with: the one the cached values support where they
+        contradict the stated one, else the stated one."""
+        return self.cached_block_size or self.block_size
 
     def config_value(self, key: str) -> str | None:
         """The last value the logs state for `key` (the effective one)."""
@@ -336,7 +346,10 @@ def analyze_engine_files(parsed: Sequence[EngineLogFile]) -> EngineLogAnalysis:
         first=min(times) if times else None, last=max(times) if times else None,
         offload=offload, prometheus=prom, sglang=sglang,
         lmcache=_lmcache(lmc) if lmc else None, findings=())
-    findings = (_l2(analysis, transfers, lmc) + _lmcache_failed(analysis, lmc)
+    supported, values = _cached_block_size(analysis.block_size, prefills, lmc)
+    analysis = replace(analysis, cached_block_size=supported)
+    findings = (_block_mismatch(analysis, values)
+                + _l2(analysis, transfers, lmc) + _lmcache_failed(analysis, lmc)
                 + _low_hit(analysis, one_copy_per_batch(prefills))
                 + _kv_pressure(analysis, one_copy_per_batch(prefills))
                 + _caching_off(analysis))
@@ -875,6 +888,47 @@ def _kv_pressure(a: EngineLogAnalysis,
             {"source": "prometheus", "kv_usage": prom.kv_usage, "preemptions": prom.preemptions,
              "waiting": prom.waiting, "threshold": KV_FULL}, _KV_FIX))
     return out
+
+
+# Of the log's non-zero cached values, this share at least must be multiples of a block size
+# for the values to support it (as `bucket` infers one).
+_ALIGNED_SHARE = 0.9
+
+
+def _cached_block_size(stated: int | None, prefills: Sequence[PrefillPoint],
+                       lmc: Sequence[LmcachePoint]) -> tuple[int | None, list[int]]:
+    """(the block size the log's own cached values support, those values) when the log
+    states a block size that fewer than 90% of them are multiples of (else None): SGLang's
+    ``#cached-token`` (one copy of each batch) and LMCache's lookup hit tokens. At least
+    `MIN_LINES` values are needed to say so."""
+    values = [p.cached_tokens for p in one_copy_per_batch(prefills) if p.cached_tokens > 0]
+    values += [p.hit_tokens for p in lmc if p.kind == "lookup" and p.hit_tokens > 0]
+    if stated is None or len(values) < MIN_LINES or \
+            sum(v % stated == 0 for v in values) >= _ALIGNED_SHARE * len(values):
+        return None, values
+    fits = [bs for bs in BLOCK_SIZES
+            if sum(v % bs == 0 for v in values) >= _ALIGNED_SHARE * len(values)]
+    return (max(fits) if fits else None), values
+
+
+def _block_mismatch(a: EngineLogAnalysis, values: Sequence[int]) -> list[EngineLogFinding]:
+    """The stated block size and the one the cached values support, both with their
+    sources, when they differ."""
+    if a.cached_block_size is None or a.block_size is None:
+        return []
+    stated = [c for c in a.config if c.key == "block_size"][-1]
+    aligned = sum(v % a.block_size == 0 for v in values)
+    return [EngineLogFinding(
+        "block-size-mismatch",
+        f"the log states block size {a.block_size} ({stated.file}:{stated.line}), but its "
+        f"cached values are multiples of {a.cached_block_size}: {aligned} of {len(values)} "
+        f"are multiples of {a.block_size}; the cache matches in {a.cached_block_size}-token "
+        "units",
+        {"stated_block_size": a.block_size, "stated_at": f"{stated.file}:{stated.line}",
+         "cached_values_block_size": a.cached_block_size, "cached_values": len(values),
+         "multiples_of_stated": aligned},
+        f"Read hits in {a.cached_block_size}-token units (the replay uses "
+        f"{a.cached_block_size}); pass --block-size to replay with another.")]
 
 
 def _caching_off(a: EngineLogAnalysis) -> list[EngineLogFinding]:

@@ -259,7 +259,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     replay_workers = effective_workers(workers, store.count(),
                                        auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
     plans = _plan_domains(store, options, records,
-                          engine_log.block_size if engine_log else None)
+                          engine_log.effective_block_size if engine_log else None)
     setup = _pass_setup(store, options, plans[0])
     # workers open the store's file: read-only only; a runner walks the log its own way
     if runner is None and store.body_count() and store.read_only:

@@ -46,7 +46,11 @@ def engine_log_screen(a: EngineLogAnalysis, screen: Screen) -> Screen:
         for c in a.config:
             table.add_row(c.key, escape(visible(c.value)), escape(f"{c.file}:{c.line}"))
         screen.print(table)
-    screen.print(f"block size: {a.block_size if a.block_size is not None else 'not stated'}")
+    block = f"block size: {a.block_size if a.block_size is not None else 'not stated'}"
+    if a.cached_block_size is not None:  # the cached values contradict the stated one
+        block = (f"block size: {a.cached_block_size} (the log's cached values are multiples "
+                 f"of it); stated: {a.block_size} (the configuration above)")
+    screen.print(block)
     if a.series:
         rates = Table(title=f"{count(len(a.series), 'stats line')} (vLLM's prefix hit rate is "
                             "a rolling window over recent requests)",
