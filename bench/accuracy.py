@@ -847,10 +847,31 @@ def print_table(fmt: str, result: dict[str, Any], report: dict[str, Any] | None)
                   f"named ttl; {row['kept_given_a_cause']} of {row['kept_pauses']} pauses of "
                   "4 min or more that the TTL kept given a cause")
     if report is not None:
+        print_totals(result, report)
         verdicts = report.get("ledger", {}).get("provider_verdicts") or {}
         if verdicts.get("calls"):
             print(f"provider verdicts: {verdicts['calls']} calls carry one; prefixscope's "
                   f"cause agrees on {verdicts['agree']} of {verdicts['compared']} compared")
+
+
+def print_totals(result: dict[str, Any], report: dict[str, Any]) -> None:
+    """The report's ledger (report --json) by cause against the key's tokens by cause."""
+    by_cause = report.get("ledger", {}).get("by_cause", {})
+    booked: dict[str, int] = {}
+    for cause, value in by_cause.items():
+        if cause in NOT_LOSSES:
+            continue
+        if isinstance(value, dict):  # break: by kind
+            booked.update({f"{cause}:{k}": v for k, v in value.get("by_kind", {}).items()})
+        elif value:
+            booked[cause] = value
+    true = {c: r["true_tokens"] for c, r in result["causes"].items()
+            if c != "none" and r["true_tokens"]}
+    print("ledger tokens by cause (report --json) against the key:")
+    for cause in sorted(set(true) | set(booked)):
+        t, b = true.get(cause, 0), booked.get(cause, 0)
+        off = f"{100 * (b - t) / t:+.1f}%" if t else "-"
+        print(f"  {cause:<31}{t:>12,} true{b:>12,} booked  {off}")
 
 
 def check(result: dict[str, Any], threshold: float, max_error: float) -> list[str]:
