@@ -75,12 +75,18 @@ def replay_basis(ev: Evidence) -> ReplayBasis | None:
     logged = sum(e.prompt_tokens for e in entries)
     cached = sum(e.cached_tokens for e in entries)
     bodies = {r.id for r in ev.records if r.has_body}
+    # coverage, call by call: the rendered prompt against the prompt tokens the log reports
+    counted = {r.id: r.prompt_tokens for r in ev.records if r.prompt_tokens}
+    both = [e.id for e in entries if e.id in counted and e.id in ev.rendered]
     return ReplayBasis(
         len(entries), logged, cached, replayed,
         cached / logged if observed and logged else None,
         sum(sims[e.id].predicted for e in entries) / replayed if replayed else None,
         sum(sims[e.id].ideal for e in entries) / replayed if replayed else None,
-        sum(e.id in bodies for e in entries))
+        sum(e.id in bodies for e in entries),
+        sum(counted[i] or 0 for i in both) if both else None,
+        sum(ev.rendered[i] for i in both),
+        sum(e.id in ev.not_rebuilt for e in entries))
 
 
 def share_basis(summary: Summary, ev: Evidence) -> int:

@@ -65,6 +65,7 @@ from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
 from prefixscope.findings.breakdown import usage_ledger
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
+from prefixscope.findings.rebuild import not_rebuilt, rendered_tokens
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS, TtlWhatIf, ttl_what_ifs
 from prefixscope.model import SessionEvent, UsageRecord
 from prefixscope.model.redaction import active
@@ -143,6 +144,10 @@ class Evidence:
     # miss where the log kept one: (reason, missed tokens)
     events: Mapping[str, tuple[SessionEvent, ...]] = field(default_factory=dict)
     verdicts: Mapping[str, tuple[str, int | None]] = field(default_factory=dict)
+    # request id -> its rendered prompt's tokens, and the calls whose prompt the log could
+    # not rebuild (`findings.rebuild`)
+    rendered: Mapping[str, int] = field(default_factory=dict)
+    not_rebuilt: frozenset[str] = frozenset()
 
 
 def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
@@ -362,6 +367,10 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
                                 - (r.cache_write_tokens or 0)) if r.id in fixed else r
                         for r in records)
     events = store.session_events()
+    rendered = rendered_tokens(diff.pairs if diff is not None else (),
+                               (sim for replay in replays for sim in replay.report.per_request),
+                               records)
+    unrebuilt = not_rebuilt(records, rendered, store.lacking_parts())
     ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options, events)
     ttl = ttl_what_ifs(ledger, records, ledger.prices)
     if ledger.money is not None and ledger.money.unknown_models:
@@ -372,7 +381,8 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
                     ingest, tuple(store.truncated_ids()), replays, tuple(notes), ledger,
-                    inclusive, ttl, options.what_if, events, store.provider_verdicts())
+                    inclusive, ttl, options.what_if, events, store.provider_verdicts(),
+                    rendered, unrebuilt)
 
 
 # Cache reads at least this share of the rendered prompt make the two readings of

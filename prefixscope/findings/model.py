@@ -77,20 +77,31 @@ class ReplayBasis:
     hit_rate_predicted: float | None  # the replay's, over its rebuilt prompts
     hit_rate_ideal: float | None
     with_body: int = 0  # of them, rebuilt from a logged body (the rest: from usage)
+    # Over the calls that log their prompt tokens and whose body was rendered: the logged
+    # prompt tokens and the rendered ones (`findings.rebuild`); None: no such call
+    logged_prompt_tokens: int | None = None
+    rebuilt_prompt_tokens: int = 0
+    not_rebuilt: int = 0  # of the requests, prompts the log could not rebuild
 
     @property
     def coverage(self) -> float | None:
-        """Rebuilt prompt tokens per logged prompt token (1.0: the whole prompt)."""
-        return self.replayed_prompt_tokens / self.prompt_tokens if self.prompt_tokens else None
+        """Rebuilt prompt tokens per logged prompt token, call by call (1.0: the whole
+        prompt; None: no rendered call logs its prompt tokens)."""
+        if not self.logged_prompt_tokens:
+            return None
+        return self.rebuilt_prompt_tokens / self.logged_prompt_tokens
 
     @property
     def partial(self) -> bool:
-        """The rebuilt prompts hold clearly less than the log says was sent."""
+        """The rebuilt prompts hold clearly less than the log says was sent, or (without a
+        logged count to compare) the log lacks part of them."""
         coverage = self.coverage
-        return coverage is not None and coverage < PARTIAL_COVERAGE
+        if coverage is None:
+            return self.not_rebuilt > 0
+        return coverage < PARTIAL_COVERAGE
 
 
-PARTIAL_COVERAGE = 0.9  # a replay that rebuilt less of the logged prompt tokens is partial
+PARTIAL_COVERAGE = 0.9  # a rebuild holding less of the logged prompt tokens is partial
 
 
 @dataclass(frozen=True, slots=True)

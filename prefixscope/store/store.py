@@ -608,6 +608,16 @@ class Store:
             "json_extract_string(metadata, '$.cache_miss_reason') IS NOT NULL")
         return {rid: (reason, tokens) for rid, reason, tokens in rows}
 
+    def lacking_parts(self) -> dict[str, tuple[str, ...]]:
+        """request id -> what its log lacks of the prompt sent (``metadata.approximate``:
+        the system prompt, the tools, ... as ingest names them), for calls whose ingest
+        says its rebuild lacks something."""
+        rows = self.run(
+            "SELECT id, CAST(json_extract(metadata, '$.approximate') AS VARCHAR) "
+            "FROM requests WHERE duplicate_of IS NULL AND "
+            "json_array_length(json_extract(metadata, '$.approximate')) > 0")
+        return {rid: tuple(str(x) for x in orjson.loads(text)) for rid, text in rows}
+
     def usage_facts(self) -> list[UsageFacts]:
         """Every request's usage counts, convention and duplicate link, in time order."""
         rows = self.run(

@@ -339,7 +339,9 @@ def _replay_basis_json(r: ReplayBasis | None) -> ReplayBasisJson | None:
         return None
     return {"requests": r.requests, "prompt_tokens": r.prompt_tokens,
             "cached_tokens": r.cached_tokens, "replayed_prompt_tokens": r.replayed_prompt_tokens,
-            "coverage": r.coverage, "partial": r.partial,
+            "logged_prompt_tokens": r.logged_prompt_tokens,
+            "rebuilt_prompt_tokens": r.rebuilt_prompt_tokens,
+            "coverage": r.coverage, "partial": r.partial, "not_rebuilt": r.not_rebuilt,
             "hit_rate_observed": r.hit_rate_observed, "hit_rate_predicted": r.hit_rate_predicted,
             "hit_rate_ideal": r.hit_rate_ideal, "with_body": r.with_body,
             "above_ideal": wording.above_ideal(r)}

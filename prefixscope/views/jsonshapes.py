@@ -472,8 +472,11 @@ class ReplayBasisJson(TypedDict):
     prompt_tokens: int
     cached_tokens: int
     replayed_prompt_tokens: int
+    logged_prompt_tokens: int | None  # of the calls logging it whose body was rendered
+    rebuilt_prompt_tokens: int  # those calls' rendered prompt tokens
     coverage: float | None
     partial: bool
+    not_rebuilt: int  # requests whose prompt the log could not rebuild
     hit_rate_observed: float | None
     hit_rate_predicted: float | None
     hit_rate_ideal: float | None

@@ -77,9 +77,16 @@ def replay_lines(s: Summary) -> list[str]:
         return []
     out = []
     if r.partial and r.coverage is not None:
-        out.append(f"the replay rebuilt {r.coverage:.0%} of the logged prompt tokens "
-                   f"({r.replayed_prompt_tokens:,} of {r.prompt_tokens:,}): predicted and ideal "
-                   "are partial; the ledger and the findings are sized on the logged usage")
+        out.append(f"the log let the bodies be rebuilt to {r.coverage:.0%} of the logged "
+                   f"prompt tokens ({r.rebuilt_prompt_tokens:,} of "
+                   f"{r.logged_prompt_tokens or 0:,}): predicted and ideal are partial; the "
+                   "ledger and the findings are sized on the logged usage, no below-minimum "
+                   "or break on a prompt the log could not rebuild")
+    elif r.partial:
+        out.append(f"the log lacks part of {plural(r.not_rebuilt, 'prompt')} (the system "
+                   "prompt, the tools) and logs no prompt tokens to size them by: predicted "
+                   "and ideal are over partial prompts, and no below-minimum or break is "
+                   "sized on them")
     above = above_ideal(r)
     if above is not None:
         out.append(above)
