@@ -124,6 +124,9 @@ class Call:
     true_tokens: int = 0
     verdicts: bool = False
     gap: float | None = None  # seconds since the session's previous call
+    # every loss of the call by its key label, when it has more than one (self-hosted: a
+    # change and an eviction); else the one of `kind`
+    losses: dict[str, int] = field(default_factory=dict)
 
 
 class HostedCache:
@@ -518,12 +521,15 @@ def simulate_self_hosted(calls: list[Call], capacity_tokens: int) -> None:
             evicted = max(0, min(ideal, same // BLOCK * BLOCK) - call.read)
             if call.kind == "append":
                 assert changed == 0, (call.session, call.index)
+            injected = call.kind
             if call.kind != "append" and changed and changed >= evicted:
                 call.true_tokens = changed
             elif evicted:
                 call.kind, call.true_tokens = "eviction", evicted
             else:
                 call.kind, call.true_tokens = "append", 0
+            call.losses = {k: v for k, v in ((LABEL.get(injected, "none"), changed),
+                                             ("eviction", evicted)) if v and k != "none"}
         previous[call.session] = (call, tokens)
 
 
@@ -716,7 +722,9 @@ def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:
              "injected": c.kind, "cause": LABEL[c.kind], "tokens": c.true_tokens,
              "prompt": c.prompt, "read": c.read, "model": c.model, "version": c.version,
              "ttl_seconds": int(c.ttl),
-             "gap_seconds": None if c.gap is None else round(c.gap, 3)}
+             "gap_seconds": None if c.gap is None else round(c.gap, 3),
+             "losses": c.losses or ({LABEL[c.kind]: c.true_tokens}
+                                    if c.true_tokens and c.kind != "append" else {})}
             for c in sorted(calls, key=lambda c: (c.session, c.index))]
 
 
@@ -822,6 +830,7 @@ def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, An
                        "kept_given_a_cause": sum((e["session"], e["time"]) in named
                                                  for e in kept)}
     return {"causes": table, "calls": len(key), "unmatched": unmatched, "by_ttl": by_ttl,
+            "losses": [e.get("losses") or {} for e in key],
             "append_calls": append_calls, "append_with_cause": append_with_cause,
             "misses": misses}
 
@@ -865,8 +874,9 @@ def print_totals(result: dict[str, Any], report: dict[str, Any]) -> None:
             booked.update({f"{cause}:{k}": v for k, v in value.get("by_kind", {}).items()})
         elif value:
             booked[cause] = value
-    true = {c: r["true_tokens"] for c, r in result["causes"].items()
-            if c != "none" and r["true_tokens"]}
+    true: Counter[str] = Counter()
+    for loss in result["losses"]:
+        true.update(loss)
     print("ledger tokens by cause (report --json) against the key:")
     for cause in sorted(set(true) | set(booked)):
         t, b = true.get(cause, 0), booked.get(cause, 0)
