@@ -58,13 +58,15 @@ class TestRetention:
         assert engine.lookup(prompt, now=600).cached_tokens == 1920
         assert engine.lookup(prompt, now=601).cached_tokens == 0
 
-    def test_in_memory_maximum_age_of_one_hour(self):
+    def test_in_memory_prefix_in_use_has_no_age_limit(self):
+        # "5-10 minutes of inactivity, up to 1 hour": the hour bounds an unused prefix's
+        # life off-peak, not a prefix read every 500 s (a long Codex session keeps its cache)
         engine = OpenaiEngine()
         prompt = engine.units(tokens(2000))
         engine.step(prompt, now=0)
-        for t in range(500, 3600, 500):  # used every 500 s: never idle
+        for t in range(500, 3 * 3600 + 1, 500):  # used every 500 s for 3 hours
             assert engine.step(prompt, now=t).cached_tokens == 1920
-        assert engine.step(prompt, now=3601).cached_tokens == 0  # written at 0
+        assert engine.lookup(prompt, now=10_800 + 601).cached_tokens == 0  # then idle
 
     def test_extended_24h_retention(self):
         engine = OpenaiEngine(retention="24h")

@@ -22,7 +22,7 @@ from prefixscope.store.load import ingest_paths
 
 CX = FIXTURES / "codex"
 CCUSAGE = CX / "ccusage"
-HANDMADE = next((CX / "handmade").rglob("rollout-*.jsonl"))
+HANDMADE = next((CX / "handmade" / "sessions").rglob("rollout-*.jsonl"))
 SESSION = "0199a0b1-0000-7000-8000-00000000000a"
 
 

@@ -139,6 +139,8 @@ def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: i
         divergence, site = _locate(ta, tb, d, context)
     cause = classify(a, b, site, identical=identical, compaction_link=compaction_link,
                      what_if=ta.options.what_if)
+    if cause.cause == "append-only":
+        cause = _shrank(a, b) or cause
     switched = _model_change(a, b, ta, tb)
     if switched is not None:  # another model never shares a cache, whatever the tokens say
         cause, reusable = switched, 0
@@ -150,6 +152,19 @@ def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: i
         approximate=ta.prompt.approximate or tb.prompt.approximate,
         block_size_source=block_size_source, observed_cached=b.usage.cached_tokens,
     )
+
+
+def _shrank(a: Request, b: Request) -> Cause | None:
+    """A rebuilt B that extends A, where the log says B's prompt is shorter than A's: what
+    A sent and the log cannot show (encrypted reasoning, a remote compaction item) was
+    dropped, so the prefix was not unchanged (a Codex rollout: the Responses API drops the
+    reasoning of earlier turns at each user turn, docs/formats/codex.md)."""
+    before, now = a.usage.prompt_tokens, b.usage.prompt_tokens
+    if before is None or now is None or now >= before:
+        return None
+    return Cause("history-rewrite", f"the log's prompt shrank ({before:,} → {now:,} tokens) "
+                                    "while the rebuilt body extends A: something A sent that "
+                                    "the log cannot show was dropped")
 
 
 def _model_change(a: Request, b: Request, ta: Tokens, tb: Tokens) -> Cause | None:

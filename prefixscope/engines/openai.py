@@ -8,7 +8,12 @@ Sources (developers.openai.com/api/docs/guides/prompt-caching and the cookbook
   at least 1024 (confirmed on TraceLab's gpt-5.4 sample: every ``cached_tokens``
   is a multiple of 128).
 * Retention ``in_memory`` (default): prefixes stay "5-10 minutes of inactivity,
-  up to 1 hour"; ``"24h"`` (extended) up to 24 hours.
+  up to 1 hour" -- the hour is how long an unused prefix can survive off-peak, not an
+  age limit on a prefix in use (a Codex session read at 100k tokens for hours keeps its
+  cache): the replay expires a prefix after 10 minutes unused (the top of the usual
+  range) and never for its age; ``"24h"`` (extended) up to 24 hours. The ledger reads a
+  pause beyond 10 minutes as an expiry only when the read after it shows one
+  (`findings.ledger.Rules.ttl_range`).
 * Output tokens are cached too: TraceLab's ``cached_tokens`` sometimes exceed the
   previous request's input, so pass the request's `sequence` (prompt + output)
   at release.
@@ -28,8 +33,8 @@ from typing import ClassVar, Literal
 
 from prefixscope.engines.base import Admission, BaseEngine, Lookup, Units
 
-RETENTION: dict[str, tuple[float, float]] = {  # idle TTL, maximum age (seconds)
-    "in_memory": (600.0, 3600.0),  # "5-10 minutes of inactivity, up to 1 hour"
+RETENTION: dict[str, tuple[float, float | None]] = {  # idle TTL, maximum age (seconds)
+    "in_memory": (600.0, None),  # "5-10 minutes of inactivity, up to 1 hour" (off-peak)
     "24h": (86_400.0, 86_400.0),  # extended retention
 }
 
@@ -49,7 +54,8 @@ class OpenaiEngine(BaseEngine):
             retention: ``prompt_cache_retention``; sets `idle_ttl` and `max_age`.
             idle_ttl: seconds a prefix survives unused (in_memory: 600, the top of
                 the documented 5-10 minutes).
-            max_age: seconds a prefix survives at all since it was written.
+            max_age: seconds a prefix survives at all since it was written (None: no
+                limit; in_memory has none).
             cache_output: cache the output tokens of the `sequence` given at release.
         """
         if step < 1:
@@ -66,7 +72,8 @@ class OpenaiEngine(BaseEngine):
         entry = self._entries.get(key)
         if entry is None:
             return False
-        return now is None or (now - entry[0] <= self.idle_ttl and now - entry[1] <= self.max_age)
+        return now is None or (now - entry[0] <= self.idle_ttl
+                               and (self.max_age is None or now - entry[1] <= self.max_age))
 
     def _matched(self, keys: list[int], now: float | None) -> int:
         n = 0

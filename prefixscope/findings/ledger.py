@@ -111,6 +111,21 @@ class Rules:
     ttl: float | None  # seconds a hosted cache keeps an unused prefix (None: no expiry)
     read_lag: int = 0  # tokens short of the previous prompt a warm read ends
     tolerance: int = 1  # a shortfall below this is rounding
+    # The retention is a range, not a TTL (OpenAI's in-memory cache: "5-10 minutes of
+    # inactivity, up to 1 hour" off-peak): a pause longer than `ttl` expired the prefix only
+    # when the read after it shows so (`expired`).
+    ttl_range: bool = False
+
+    def expired(self, gap: float | None, cached: int, expected: int) -> bool:
+        """A pause of `gap` seconds before a read of `cached` tokens, where the predecessor
+        allowed `expected`, expired the cache. A fixed TTL: any pause longer than it. A
+        retention range (`ttl_range`): a pause longer than its low end, after which the
+        cache read less than half of what the predecessor allowed -- an expiry takes a
+        session's whole prefix at once (every entry of it was last used by the same call),
+        so a read of most of it after the pause says the prefix outlived the pause."""
+        if self.ttl is None or gap is None or gap <= self.ttl:
+            return False
+        return not self.ttl_range or 2 * cached < expected
 
     def expected(self, divergence: int, prompt: int, whole_predecessor: bool) -> int:
         """X: the cached tokens these rules allow when the first `divergence` tokens are
@@ -259,7 +274,7 @@ def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False) -> Rules:
                      ANTHROPIC_UNIT)
     minimum = int(getattr(spec.factory(), "min_tokens", 0) or 0)
     return Rules(engine, True, spec.block_size, minimum, ttl, 0,
-                 max(spec.block_size, ANTHROPIC_UNIT))
+                 max(spec.block_size, ANTHROPIC_UNIT), ttl_range=engine == "openai")
 
 
 def self_hosted_rules(engine: str | None, unit: int | None) -> Rules:
@@ -353,8 +368,10 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     if prev is None and not r.compaction:
         causes["cold"] = missed
         recorded = None
-    elif prev is None or r.compaction or recorded == "compaction" or (
-            pair is not None and pair.cause == "compaction"):
+    elif prev is None or recorded == "compaction" or recorded is None and (
+            r.compaction or (pair is not None and pair.cause == "compaction")):
+        # (a change the log records decides before threading's or the diff's reading of a
+        # shorter history as a compaction)
         # (also a compacted request whose session could not be told: a continuation of
         # an unknown one -- its cache restarted all the same)
         causes["compaction"] = missed
@@ -383,6 +400,11 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
                                                      pair.tokens_b, prompt, source))
             expected = rules.expected(divergence, prompt, divergence >= before)
             below = expected == 0 and divergence > 0 and rules.minimum > 0
+            written = _written_reach(prev, rules, source)
+            if written is not None and written < expected:
+                # the predecessor's tokens after its last breakpoint were never written:
+                # no cache holds them ([written, D) is rounding, not a shortfall)
+                expected = written
             intervals = [
                 (expected, divergence, "below-minimum" if below else "rounding"),
                 (divergence, shared, "break"),
@@ -391,7 +413,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
             shortfall = max(0, expected - cached)
             if shortfall:
                 for cause, n in _shortfall(shortfall, rules, gap, rep, prompt,
-                                           shrank).items():
+                                           shrank, cached, expected).items():
                     causes[cause] += n
             for start, end, cause in intervals:
                 n = max(0, end - max(start, cached))
@@ -422,6 +444,17 @@ def _predecessor_tokens(prev: UsageRecord, rep: ReplayedRequest | None,
     return before.sim.prompt_tokens
 
 
+def _written_reach(prev: UsageRecord, rules: Rules, source: str) -> int | None:
+    """How far into the predecessor's prompt a hosted Anthropic cache holds it after that
+    call: what it read plus what it wrote (its prompt less its uncached ``input_tokens``,
+    the tokens after its last breakpoint, which no call wrote). None where the log does not
+    say (no write count, or a basis not read from the log's usage)."""
+    if (source != "observed" or rules.engine != "anthropic" or prev.cached_tokens is None
+            or prev.cache_write_tokens is None):
+        return None
+    return prev.cached_tokens + prev.cache_write_tokens
+
+
 def _to_log(token: int, rendered: int, logged: int, source: str) -> int:
     """A rendered token position in the log's count (the rebuilt prompt may be shorter or
     tokenized by a stand-in: positions scale with the lengths)."""
@@ -431,11 +464,12 @@ def _to_log(token: int, rendered: int, logged: int, source: str) -> int:
 
 
 def _shortfall(tokens: int, rules: Rules, gap: float | None, rep: ReplayedRequest | None,
-               prompt: int, shrank: bool = False) -> dict[str, int]:
+               prompt: int, shrank: bool = False, cached: int = 0,
+               expected: int = 0) -> dict[str, int]:
     """[C, X): what the predecessor allowed and the cache did not give (`shrank`: the
     prompt is shorter than the predecessor's, so not an intact prefix extended)."""
     if rules.hosted:
-        if rules.ttl is not None and gap is not None and gap > rules.ttl:
+        if rules.expired(gap, cached, expected):
             return {"ttl": tokens}
         if tokens < rules.tolerance:
             return {"rounding": tokens}

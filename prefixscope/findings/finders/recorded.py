@@ -19,6 +19,7 @@ from prefixscope.findings.model import Finding
 
 CLAUDE_CODE = "claude-code"
 CLINE_FAMILY = frozenset({"cline", "roo-code", "kilo-code"})
+CODEX = "codex"
 
 
 def find(ev: Evidence) -> Iterator[Finding]:
@@ -47,6 +48,8 @@ def client_family(ids: Sequence[str], client_of: dict[str, str | None]) -> str |
         return CLAUDE_CODE
     if clients and clients <= CLINE_FAMILY:
         return "cline"
+    if clients and all(c is not None and c.startswith(CODEX) for c in clients):
+        return CODEX  # codex_cli_rs, codex_vscode, codex_exec: Codex's `originator`
     return None
 
 
@@ -86,6 +89,10 @@ def _finding(ev: Evidence, kind: str, entries: list[LedgerEntry],
         "history-rewrite": f"the client rewrote earlier turns before {n}{what}: everything "
                            "after the first rewritten message was written again",
     }[kind]
+    if kind == "history-rewrite" and family == CODEX:
+        title = (f"a new user turn dropped the reasoning of the turns before it, before {n}: "
+                 "the Responses API keeps only the current turn's reasoning, so everything "
+                 "after the first dropped item was written again")
     return finding(kind, title, tokens, evidence, _fix(kind, family),
                    segment="tools" if kind == "tool-set-change" else None,
                    lost_usd=sum(priced) if priced else None)
@@ -111,6 +118,24 @@ def _fix(kind: str, family: str | None) -> str:
                                "(micro-compaction), re-writing the history from the first one "
                                "it cleared: keep sessions shorter (`/clear` between tasks, "
                                "`/compact` at a natural break) so it has less to clear.",
+        }[kind]
+    if family == CODEX:
+        return {
+            "model-change": "Keep one model per Codex session: switching (`/model`, or "
+                            "resuming with another `--model` / profile) re-writes the whole "
+                            "prompt; start a new session for another model's work.",
+            "tool-set-change": "Keep the MCP servers in `~/.codex/config.toml` fixed while "
+                               "a session runs.",
+            "client-upgrade": "Update Codex between sessions, not before resuming a long one "
+                              "(`codex resume` with a new release sends its own instructions "
+                              "and tools).",
+            "truncation": "Start a new session (or `/compact`) before the context window "
+                          "fills.",
+            "history-rewrite": "Nothing in the request to fix: the Responses API drops the "
+                               "reasoning of earlier turns at each new user message (Codex "
+                               "sends it back encrypted). Fewer, fuller user messages (the "
+                               "whole task at once, not many short follow-ups) mean fewer "
+                               "such drops.",
         }[kind]
     if family == "cline":
         return {

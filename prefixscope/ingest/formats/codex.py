@@ -54,7 +54,14 @@ Guarantees:
   (`codex-rs/core/src/context_manager/normalize.rs`, `client_common.rs`): a call with
   no output is followed by an ``"aborted"`` one, an output with no call is dropped, and
   next to the freeform apply_patch tool JSON exec outputs are sent as Codex's structured
-  text. `instructions` is the session's `base_instructions` when logged.
+  text. `instructions` is the session's `base_instructions` when logged. Reasoning is
+  the current turn's only: the Responses API reads the reasoning items after the last
+  user turn boundary and drops those of earlier turns (Codex sends them all back
+  encrypted and counts them out of the server's usage,
+  `ContextManager::get_non_last_reasoning_items_tokens`; a boundary is a user message
+  that is not context Codex injects -- `<environment_context>`, `<user_instructions>`,
+  AGENTS.md, ... -- `is_user_turn_boundary` in `context_manager/history.rs`), so the
+  body leaves them out and the logged prompt shrinks at a new user turn.
   `metadata.approximate` lists what the log lacks: ``tools`` always; ``instructions``
   when not logged; ``reasoning`` / ``compaction-item`` when the input holds encrypted
   reasoning / a remote compaction item (sent back, content unknown);
@@ -66,6 +73,14 @@ Guarantees:
   history and the next call carries `metadata.compaction` (``local`` / ``remote``,
   with its line); its body then holds the compaction item or summary that
   `model.keys.compaction_marker` recognises.
+* Session events (`model.SessionEvent`, kept with the next call): ``compaction`` at a
+  ``compacted`` line (or, without one, a ``context_compacted`` event: one per
+  boundary); ``model-change`` when a call's model differs from the previous call's (the
+  line is the ``turn_context`` that named it); ``client-upgrade`` when a later
+  ``session_meta`` of the same session (a resume) names another `cli_version` (later
+  calls carry the new one); ``history-rewrite`` when a call's input lacks reasoning
+  items the previous call sent (a new user turn: the API dropped them; the line is the
+  user message).
 * Sessions: `session_key` is the first ``session_meta`` `id` (``codex.session_meta``),
   else the uuid in the file name (``codex.file``). A forked or sub-agent rollout starts
   by replaying its parent's history, `token_count` events included, with the parent's
@@ -92,7 +107,7 @@ from prefixscope.ingest.normalize.fields import parse_time, to_int, to_text
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.source import Probe, Source
-from prefixscope.model import Record, Request, Skip, Usage
+from prefixscope.model import Record, Request, SessionEvent, Skip, Usage
 
 NAME = "codex"
 DESCRIPTION = ("OpenAI Codex CLI rollouts (~/.codex/sessions/**/rollout-*.jsonl): usage per "
@@ -119,6 +134,13 @@ _CALL_OUTPUTS = {"function_call": "function_call_output",
                  "custom_tool_call": "custom_tool_call_output",
                  "local_shell_call": "function_call_output"}
 _ABORTED = "aborted"  # the synthesised output's text
+# A user message whose text starts with one of these is context Codex injects, not a user
+# turn (`is_contextual_user_message_content` / `is_contextual_user_fragment` in codex-rs:
+# user instructions, AGENTS.md, the environment context, skills, a user shell command, an
+# aborted turn's marker, a sub-agent's notification), so it is no turn boundary.
+_CONTEXTUAL_USER_PREFIXES = ("<user_instructions>", "<environment_context>", "<skill>",
+                             "<skills_instructions>", "<user_shell_command>", "<turn_aborted>",
+                             "<subagent_notification>", "# agents.md instructions for")
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
@@ -192,10 +214,25 @@ class _State:
     summary_only: bool = False  # the history is a local compaction's summary alone
     freeform_patch: bool = False  # a custom (freeform) apply_patch call was seen
     shell_calls: set[str] = field(default_factory=set)  # call ids whose output Codex re-renders
+    events: list[SessionEvent] = field(default_factory=list)  # recorded since the last call
+    model_at: tuple[Any, int] | None = None  # (time, line) of the turn_context naming the model
+    boundary_at: tuple[Any, int] | None = None  # (time, line) of the last user turn boundary
+    last_model: str | None = None  # the previous call's model
+    sent_reasoning: set[int] = field(default_factory=set)  # indices in items of the reasoning
+    # items the previous call's input held (after the API's drop of earlier turns' reasoning)
 
-    def read_meta(self, payload: dict[str, Any]) -> None:
+    def read_meta(self, payload: dict[str, Any], when: Any = None, line: int = 0) -> None:
         if self.session is not None:
-            return  # a fork replays its parent's meta later: the file's own comes first
+            # a fork replays its parent's meta later: the file's own comes first. The same
+            # session's meta again is a resume, by the Codex release that wrote it
+            version = to_text(payload.get("cli_version"))
+            before = to_text(self.meta.get("cli_version"))
+            if to_text(payload.get("id") or payload.get("session_id")) == self.session \
+                    and version and before and version != before:
+                self.events.append(SessionEvent("client-upgrade", f"{before} -> {version}",
+                                                parse_time(when), line))
+                self.meta["cli_version"] = version
+            return
         self.session = to_text(payload.get("id") or payload.get("session_id"))
         self.meta = {k: payload[k] for k in _META_KEYS if payload.get(k) is not None}
         base = payload.get("base_instructions")
@@ -204,18 +241,26 @@ class _State:
         if isinstance(base, str) and base:
             self.instructions = base
 
-    def read_turn(self, payload: dict[str, Any]) -> None:
+    def read_turn(self, payload: dict[str, Any], when: Any = None, line: int = 0) -> None:
         model = to_text(payload.get("model"))
         if model:
+            if model != self.model:
+                self.model_at = (when, line)
             self.model = model
         self.turn = {k: payload[k] for k in _TURN_KEYS if payload.get(k) is not None}
 
-    def read_item(self, item: dict[str, Any]) -> None:
+    def read_item(self, item: dict[str, Any], when: Any = None, line: int = 0) -> None:
         if not isinstance(item, dict) or _kind(item) in _NOT_SENT_ITEM_TYPES:
             return
+        if is_turn_boundary(item):
+            self.boundary_at = (when, line)
         item = self._as_sent(item)
         self.items.append(item)
-        if self.output_start is None and _is_output(item):
+        if not _is_output(item):
+            # an input item: the outputs logged before it are history (Codex 0.60 logs a
+            # call's output items after its token_count, before the next call's input)
+            self.output_start = None
+        elif self.output_start is None:
             self.output_start = len(self.items) - 1
 
     def _as_sent(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -239,7 +284,7 @@ class _State:
                 return {**item, "output": text}
         return item
 
-    def read_compacted(self, payload: dict[str, Any], line: int) -> None:
+    def read_compacted(self, payload: dict[str, Any], line: int, when: Any = None) -> None:
         replacement = payload.get("replacement_history")
         if isinstance(replacement, list):
             self.items = [i for i in replacement
@@ -254,8 +299,18 @@ class _State:
             self.summary_only = True
             kind = "local"
         self.output_start = None
+        self.sent_reasoning = set()  # the history was replaced: nothing of it to drop
         self.compaction = {"kind": kind, "line": line,
                            "replacement_history": isinstance(replacement, list)}
+        detail = (f"compacted ({kind}: replacement_history of {len(self.items)} items)"
+                  if isinstance(replacement, list) else "compacted (local: summary message)")
+        self.record_compaction(detail, when, line)
+
+    def record_compaction(self, detail: str, when: Any, line: int) -> None:
+        """One compaction per boundary: Codex writes both a ``compacted`` line and a
+        ``context_compacted`` event for it."""
+        if not any(e.kind == "compaction" for e in self.events):
+            self.events.append(SessionEvent("compaction", detail, parse_time(when), line))
 
 
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
@@ -269,14 +324,17 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
             yield Skip(place, "not a Codex rollout line ({timestamp, type, payload})")
             continue
         kind, payload = rec["type"], rec["payload"]
+        when = rec.get("timestamp")
         if kind == "session_meta":
-            state.read_meta(payload)
+            state.read_meta(payload, when, place)
         elif kind == "turn_context":
-            state.read_turn(payload)
+            state.read_turn(payload, when, place)
         elif kind == "response_item":
-            state.read_item(payload)
+            state.read_item(payload, when, place)
         elif kind == "compacted":
-            state.read_compacted(payload, place)
+            state.read_compacted(payload, place, when)
+        elif kind == "event_msg" and payload.get("type") == "context_compacted":
+            state.record_compaction("context_compacted event", when, place)
         elif kind == "event_msg" and payload.get("type") == "token_count":
             item = _call(state, rec, payload, place, file_session)
             if item is not None:
@@ -305,6 +363,8 @@ def _call(state: _State, rec: dict[str, Any], payload: dict[str, Any], line: int
     request = _request(state, rec, payload, info, line, counts, semantics, file_session)
     state.output_start = None  # the call's output is history now
     state.compaction = None
+    state.events = []
+    state.last_model = request.model or state.last_model
     key_counts = total if total is not None else counts
     key = (f"codex:{key_counts}:{last}" if total is not None
            else f"codex:{request.session_key}:{rec.get('timestamp')}:{counts}")
@@ -321,7 +381,14 @@ def _request(state: _State, rec: dict[str, Any], payload: dict[str, Any],
         body = {"model": model}
         if state.instructions is not None:
             body["instructions"] = state.instructions
-        body["input"] = paired_outputs(state.items[:end])
+        kept = current_turn_reasoning(state.items[:end])
+        body["input"] = paired_outputs([state.items[i] for i in kept])
+        _note_dropped_reasoning(state, set(kept))
+    if state.last_model is not None and model is not None and model != state.last_model:
+        when, at = state.model_at if state.model_at is not None else (rec.get("timestamp"),
+                                                                       line)
+        state.events.append(SessionEvent("model-change", f"{state.last_model} -> {model}",
+                                         parse_time(when), at))
     approximate = ["tools"]
     if state.instructions is None:
         approximate.append("instructions")
@@ -358,7 +425,51 @@ def _request(state: _State, rec: dict[str, Any], payload: dict[str, Any],
         output=list(state.items[end:]) or None,
         usage=_usage(counts, semantics),
         metadata=metadata,
+        events=tuple(sorted(state.events, key=lambda e: e.source_line or 0)),
     )
+
+
+def _note_dropped_reasoning(state: _State, kept: set[int]) -> None:
+    """Record a history rewrite when reasoning the previous call's input held is not in this
+    one's (a user turn began: the API dropped the reasoning of the turns before it)."""
+    reasoning = {i for i in kept if _kind(state.items[i]) == "reasoning"}
+    dropped = state.sent_reasoning - kept
+    state.sent_reasoning = reasoning
+    if not dropped:
+        return
+    when, line = state.boundary_at if state.boundary_at is not None else (None, None)
+    n = len(dropped)
+    state.events.append(SessionEvent(
+        "history-rewrite",
+        f"a user turn began: the Responses API dropped {n} reasoning item"
+        f"{'' if n == 1 else 's'} of the turns before it",
+        parse_time(when), line))
+
+
+def is_turn_boundary(item: Any) -> bool:
+    """A user message that starts a turn (`is_user_turn_boundary` in codex-rs): a user
+    message that is not context Codex injects."""
+    if not isinstance(item, dict) or _kind(item) != "message" or item.get("role") != "user":
+        return False
+    content = item.get("content")
+    parts = content if isinstance(content, list) else [content]
+    for part in parts:
+        text = part.get("text") if isinstance(part, dict) else part
+        if isinstance(text, str) and text.lstrip().lower().startswith(_CONTEXTUAL_USER_PREFIXES):
+            return False
+    return True
+
+
+def current_turn_reasoning(items: list[Any]) -> list[int]:
+    """Indices of `items` the model reads: every item, but reasoning only after the last
+    user turn boundary. The Responses API uses the reasoning of the current turn and drops
+    the reasoning items of earlier turns from the input (Codex sends them all and counts
+    them out of the server's usage: `ContextManager::get_non_last_reasoning_items_tokens`,
+    ``is_user_turn_boundary`` in `codex-rs/core/src/context_manager/history.rs`), so a
+    prompt shrinks at each user turn by the reasoning of the turns before it."""
+    last = max((i for i, item in enumerate(items) if is_turn_boundary(item)), default=-1)
+    return [i for i, item in enumerate(items)
+            if i > last or not (isinstance(item, dict) and _kind(item) == "reasoning")]
 
 
 def paired_outputs(items: list[Any]) -> list[Any]:
