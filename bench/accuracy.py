@@ -59,6 +59,12 @@ would set it: ``model_changed``, ``tools_changed``, ``system_changed`` (upgrade)
 ``messages_changed`` (compaction, history rewrite), ``previous_message_not_found``
 (ttl), ``unavailable`` (provider); the report's ``ledger.provider_verdicts`` is printed.
 
+Four corpora (``--formats``): ``claude-code`` (above), ``raw-anthropic`` (the same cache,
+bodies written as raw Messages captures; the changes are in the bodies, nothing recorded),
+``openai-vllm`` (OpenAI chat captures of a self-hosted vLLM: block 16, an LRU capacity;
+eviction follows from the concurrent sessions) and ``openai-hosted`` (OpenAI chat
+captures of OpenAI's cache: 128-token steps from 1,024 tokens, 10 minutes idle).
+
 Run: ``python bench/accuracy.py [--seed 1] [--sessions 40] [--out DIR] [--check]``.
 Documented in docs/accuracy.md.
 """
@@ -86,6 +92,10 @@ ONE_HOUR = 3600.0
 LAG = 2  # tokens after the last breakpoint: never cached
 MODELS = ("claude-sonnet-4-5-20250929", "claude-opus-4-5-20251101")
 SELF_HOSTED_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+OPENAI_MODELS = ("gpt-4.1-2025-04-14", "gpt-4.1-mini-2025-04-14")
+OPENAI_STEP = 128  # OpenAI caches prefixes of 1,024 tokens and more, in 128-token steps
+OPENAI_MIN = 1024
+OPENAI_TTL = 600.0  # seconds idle
 BLOCK = 16  # the self-hosted engine's block (vLLM's default)
 VERSIONS = ("2.1.150", "2.1.153", "2.1.160", "2.1.171")
 EPOCH = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -300,7 +310,7 @@ class Session:
     def chunks(self) -> list[Chunk]:
         tools = tools_chunk(self.version, tuple(self.mcp), self.key_order, self.tool_order)
         system = system_chunk(self.version, self.day)
-        if self.model == SELF_HOSTED_MODEL:  # the chat template: system, then the tools
+        if self.model not in MODELS:  # an OpenAI chat body: system, then the tools
             return [system, tools, *self.messages]
         return [tools, system, *self.messages]
 
@@ -319,13 +329,15 @@ class Session:
 
 
 def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdicts: bool,
-                 turns: int, kinds_weights: dict[str, int], self_hosted: bool = False
-                 ) -> list[Call]:
+                 turns: int, kinds_weights: dict[str, int], self_hosted: bool = False,
+                 openai: bool = False) -> list[Call]:
     """The session's calls in its own time order, the prompt of each fixed; the usage is
     filled in later, in global time order (the cache is shared)."""
     s = Session(rng, sid, start, ttl)
     if self_hosted:
         s.model = SELF_HOSTED_MODEL
+    if openai:
+        s.model = OPENAI_MODELS[0] if rng.random() < 0.7 else OPENAI_MODELS[1]
     s.first_turn()
     calls = [Call(sid, 0, s.time, "cold", s.model, s.version, ttl, s.chunks(),
                   verdicts=verdicts)]
@@ -341,7 +353,8 @@ def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdict
         if kind == "ttl":
             # longer than the TTL: some just past its edge
             gap = rng.uniform(ttl + 1, ttl + 30) if rng.random() < 0.3 else (
-                rng.uniform(330, 3000) if ttl == FIVE_MIN else rng.uniform(3700, 9000))
+                rng.uniform(max(330, ttl + 30), 3000) if ttl != ONE_HOUR
+                else rng.uniform(3700, 9000))
         s.time += gap
         if kind == "compaction":
             before = sum(c.tokens for c in s.chunks())
@@ -357,7 +370,8 @@ def plan_session(rng: random.Random, sid: str, start: float, ttl: float, verdict
             s.messages = [s.fresh("summary", [text_message("user", SUMMARY + " " + words(
                 f"{sid}:summary{index}", rng.randint(1500, 6000)))])]
         elif kind == "model-change":
-            s.model = MODELS[1] if s.model == MODELS[0] else MODELS[0]
+            pair = OPENAI_MODELS if s.model in OPENAI_MODELS else MODELS
+            s.model = pair[1] if s.model == pair[0] else pair[0]
         elif kind == "client-upgrade":
             later = [v for v in VERSIONS if VERSIONS.index(v) > VERSIONS.index(s.version)]
             if not later:
@@ -533,6 +547,55 @@ def simulate_self_hosted(calls: list[Call], capacity_tokens: int) -> None:
         previous[call.session] = (call, tokens)
 
 
+def simulate_openai(calls: list[Call], rng: random.Random) -> None:
+    """OpenAI's hosted cache: 128-token steps from 1,024 tokens, per model, each step
+    kept while used within 10 minutes; a provider miss serves a shorter cached prefix (or
+    none) than it holds."""
+    used: dict[int, float] = {}
+    previous: dict[str, tuple[Call, list[str]]] = {}
+    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+        tokens = [t for c in call.chunks for t in vtokens(c)]
+        call.prompt = len(tokens)
+        out, h = [], hash(call.model)
+        for i in range(0, len(tokens) - OPENAI_STEP + 1, OPENAI_STEP):
+            h = hash((h, *tokens[i:i + OPENAI_STEP]))
+            out.append(h)
+        n = 0
+        while n < len(out) and n * OPENAI_STEP < call.prompt - 1 and out[n] in used \
+                and call.time - used[out[n]] <= OPENAI_TTL:
+            n += 1
+        if n * OPENAI_STEP < OPENAI_MIN:
+            n = 0
+        if call.kind == "provider":
+            n = rng.choice([0, *range(OPENAI_MIN // OPENAI_STEP, max(
+                OPENAI_MIN // OPENAI_STEP, n - 1))])
+        for h in out:
+            used[h] = call.time
+        call.read, call.write = n * OPENAI_STEP, 0
+        before = previous.get(call.session)
+        if before is None:
+            call.true_tokens = call.prompt - call.read
+        else:
+            old = before[1]
+            same = next((i for i, (x, y) in enumerate(zip(old, tokens, strict=False))
+                         if x != y), min(len(old), len(tokens)))
+            if before[0].model != call.model:
+                same = 0  # another model: another cache
+            if call.kind in ("append", "ttl", "provider"):
+                warm = len(old) // OPENAI_STEP * OPENAI_STEP
+                warm = warm if warm >= OPENAI_MIN else 0
+                call.true_tokens = max(0, warm - call.read)
+                if call.kind == "append":
+                    assert call.true_tokens == 0, (call.session, call.index)
+                elif call.true_tokens == 0:
+                    call.kind = "append"
+            else:
+                call.true_tokens = max(0, min(len(old), call.prompt) - max(same, call.read))
+                if call.true_tokens == 0:
+                    call.kind = "append"
+        previous[call.session] = (call, tokens)
+
+
 FORMATS = {
     # Claude Code transcripts: usage only, the client's changes recorded
     "claude-code": {"append": 50, "ttl": 9, "compaction": 5, "model-change": 5,
@@ -546,6 +609,11 @@ FORMATS = {
     # eviction is not injected but follows from the capacity and the concurrent sessions
     "openai-vllm": {"append": 60, "volatile-prefix-segment": 7, "json-key-order": 6,
                     "tool-order": 5, "tool-set-change": 6, "history-rewrite": 6},
+    # OpenAI chat captures of OpenAI's hosted cache (128-token steps, 10 minutes idle)
+    # through a LiteLLM proxy: bodies, the session id in its header
+    "openai-hosted": {"append": 50, "ttl": 9, "model-change": 4,
+                      "volatile-prefix-segment": 6, "json-key-order": 5, "tool-order": 4,
+                      "tool-set-change": 5, "history-rewrite": 5, "provider": 6},
 }
 
 
@@ -558,11 +626,16 @@ def generate(seed: int, sessions: int, fmt: str = "claude-code",
         sid = f"{a:08x}-{b:04x}-4{c:03x}-8{d:03x}-{e:012x}"
         start = rng.uniform(0, 3600) + n * 30
         ttl = ONE_HOUR if rng.random() < 0.3 else FIVE_MIN
+        if fmt == "openai-hosted":
+            ttl = OPENAI_TTL
         calls += plan_session(rng, sid, start, ttl, rng.random() < 0.5,
                               rng.randint(12, 36), FORMATS[fmt],
-                              self_hosted=fmt == "openai-vllm")
+                              self_hosted=fmt == "openai-vllm",
+                              openai=fmt == "openai-hosted")
     if fmt == "openai-vllm":
         simulate_self_hosted(calls, capacity_tokens)
+    elif fmt == "openai-hosted":
+        simulate_openai(calls, rng)
     else:
         simulate(calls, rng)
     return calls
@@ -677,18 +750,23 @@ def write_raw_anthropic(calls: list[Call], out: Path, per_file: int = 10) -> lis
     return paths
 
 
-def write_openai_vllm(calls: list[Call], out: Path) -> list[Path]:
-    """OpenAI chat captures ({timestamp, url, request, response}) of one vLLM server: one
-    file, the sessions interleaved, no session id (prefixscope threads them by history)."""
-    folder = out / "openai-vllm"
+def write_openai_vllm(calls: list[Call], out: Path, hosted: bool = False) -> list[Path]:
+    """OpenAI chat captures ({timestamp, url, request, response}), one file, the sessions
+    interleaved: of one vLLM server with no session id (prefixscope threads them by
+    history), or (`hosted`) of OpenAI through a LiteLLM proxy that sends its session id."""
+    folder = out / ("openai-hosted" if hosted else "openai-vllm")
     folder.mkdir(parents=True, exist_ok=True)
     lines = []
     for call in sorted(calls, key=lambda c: (c.time, c.session)):
         system, tools, *messages = call.chunks
+        headers = {"User-Agent": "OpenAI/Python 1.109.1", "Content-Type": "application/json"}
+        if hosted:
+            headers["x-litellm-session-id"] = call.session
         lines.append({
-            "timestamp": stamp(call.time), "url": "http://gpu-01:8000/v1/chat/completions",
-            "headers": {"User-Agent": "OpenAI/Python 1.109.1",
-                        "Content-Type": "application/json"},
+            "timestamp": stamp(call.time),
+            "url": "https://api.openai.com/v1/chat/completions" if hosted
+            else "http://gpu-01:8000/v1/chat/completions",
+            "headers": headers,
             "request": {"model": call.model,
                         "messages": [*openai_messages(system),
                                      *(m for c in messages for m in openai_messages(c))],
@@ -703,7 +781,7 @@ def write_openai_vllm(calls: list[Call], out: Path) -> list[Path]:
                 "usage": {"prompt_tokens": call.prompt, "completion_tokens": 60,
                           "total_tokens": call.prompt + 60,
                           "prompt_tokens_details": {"cached_tokens": call.read}}}})
-    path = folder / "vllm-capture.jsonl"
+    path = folder / ("openai-capture.jsonl" if hosted else "vllm-capture.jsonl")
     path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
     return [path]
 
@@ -713,7 +791,8 @@ def request_id(call: Call) -> str:
 
 
 WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropic,
-           "openai-vllm": write_openai_vllm}
+           "openai-vllm": write_openai_vllm,
+           "openai-hosted": lambda calls, out: write_openai_vllm(calls, out, hosted=True)}
 
 
 def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:
@@ -818,7 +897,7 @@ def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, An
             "true_tokens": row["true_tokens"]}
     # the TTL's edge: expiries by the TTL the log shows, and pauses the TTL kept
     by_ttl = {}
-    for ttl in (int(FIVE_MIN), int(ONE_HOUR)):
+    for ttl in (int(FIVE_MIN), int(OPENAI_TTL), int(ONE_HOUR)):
         expired = [e for e in key if e["cause"] == "ttl" and e.get("ttl_seconds") == ttl]
         kept = [e for e in key if e["cause"] == "none" and e.get("ttl_seconds") == ttl
                 and (e.get("gap_seconds") or 0) > 240]
