@@ -9,7 +9,8 @@ the missed tokens are cut by where they sit in the prompt. With ``C`` the cached
 two rendered prompts, mapped to the log's token count; ``S`` when they do not diverge or
 the log has no bodies) and ``X`` what the engine could have served of ``D`` by its rules
 (whole blocks, and never the last token, for a self-hosted engine; a hosted API's unit and
-minimum cacheable length; Anthropic's automatic breakpoint reading 2 tokens short)::
+minimum cacheable length; Anthropic's automatic breakpoint reading 2 tokens short, and
+never past what the predecessor read plus wrote: its uncached tail was never written)::
 
     0 ........ C ........ X ........ D ........ S ........ P
     | cached   | shortfall | rounding | break    | new      |

@@ -1,0 +1,88 @@
+"""Misattributions a tester found on real public Claude Code sessions, each on a hand-built
+transcript shaped as the real lines (usage only; a session file with its sub-agents'
+``<session>/subagents/agent-*.jsonl``), every expected value by hand arithmetic on the
+ledger's documented rules (docs/report.md#the-ledger) and Claude Opus 4.5's list prices
+(input $5 / MTok, 5-minute write $6.25, 1-hour write $10, cache read $0.50)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from prefixscope.cli.main import app
+
+runner = CliRunner()
+SESSION = "9e14d594-5f63-4b19-ba8b-624bd0c9869b"
+
+
+def lines(path: Path, turns: list[tuple[str, int, int, int, int]], *,
+          session: str = SESSION, agent: str | None = None, tag: str = "m") -> Path:
+    """Claude Code assistant lines, one per (time, input_tokens, cache read, 5-minute write,
+    1-hour write), as a main transcript or (with `agent`) a sub-agent file's lines:
+    ``isSidechain: true`` with its ``agentId``."""
+    out = []
+    for n, (at, uncached, read, five, hour) in enumerate(turns):
+        line: dict[str, Any] = {
+            "parentUuid": f"{tag}u{n - 1}" if n else None, "isSidechain": agent is not None,
+            "userType": "external", "cwd": "/home/dev/app", "sessionId": session,
+            "version": "2.1.62", "gitBranch": "main", "type": "assistant",
+            "uuid": f"{tag}u{n}", "timestamp": at, "requestId": f"req_{tag}{n}",
+            "message": {"id": f"msg_{tag}{n}", "type": "message", "role": "assistant",
+                        "model": "claude-opus-4-5",
+                        "content": [{"type": "text", "text": "ok"}],
+                        "stop_reason": "end_turn", "stop_sequence": None,
+                        "usage": {"input_tokens": uncached,
+                                  "cache_creation_input_tokens": five + hour,
+                                  "cache_read_input_tokens": read,
+                                  "cache_creation": {"ephemeral_5m_input_tokens": five,
+                                                     "ephemeral_1h_input_tokens": hour},
+                                  "output_tokens": 60, "service_tier": "standard"}}}
+        if agent is not None:
+            line["agentId"] = agent
+        out.append(json.dumps(line))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def run(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output + result.stderr
+    return json.loads(result.stdout)
+
+
+def calls_of(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    return {s["session"]: s["calls"] for s in doc["sessions"]}
+
+
+class TestWhatThePredecessorLeft:
+    """A2: the tokens after the predecessor's last breakpoint (its uncached input_tokens)
+    were never written, so no provider could serve them: `rounding`, not `provider`."""
+
+    def test_the_unwritten_tail_is_rounding_and_a_shorter_read_is_provider(
+            self, tmp_path: Path) -> None:
+        # call: input / read / write -> prompt; ledger by hand
+        # 1: 3 / 0 / 13,694 -> 13,697: cold 13,697
+        # 2: 1,764 / 13,694 / 1,195 -> 16,653: call 1 left 0 + 13,694; X = min(13,697 - 2,
+        #    13,694) = 13,694 = C: rounding 13,697 - 13,694 = 3, new 16,653 - 13,697 = 2,956
+        # 3: 37 / 14,889 / 3,852 -> 18,778: call 2 left 13,694 + 1,195 = 14,889 = C; its
+        #    1,764 input tokens were never written: rounding 16,653 - 14,889 = 1,764,
+        #    new 18,778 - 16,653 = 2,125 (was provider 1,762 + rounding 2)
+        # 4: 1 / 10,000 / 8,911 -> 18,912: call 3 left 14,889 + 3,852 = 18,741; X =
+        #    min(18,776, 18,741) = 18,741: provider 18,741 - 10,000 = 8,741, rounding
+        #    18,778 - 18,741 = 37, new 18,912 - 18,778 = 134
+        path = lines(tmp_path / f"{SESSION}.jsonl", [
+            ("2026-03-01T15:37:06.000Z", 3, 0, 0, 13_694),
+            ("2026-03-01T15:37:18.000Z", 1_764, 13_694, 0, 1_195),
+            ("2026-03-01T15:37:29.000Z", 37, 14_889, 0, 3_852),
+            ("2026-03-01T15:37:32.000Z", 1, 10_000, 0, 8_911)])
+        got = [c["causes"] for c in calls_of(run("calls", str(path)))[SESSION]]
+        assert got == [{"cold": 13_697}, {"new": 2_956, "rounding": 3},
+                       {"new": 2_125, "rounding": 1_764},
+                       {"provider": 8_741, "new": 134, "rounding": 37}]
+        by = run("report", str(path))["ledger"]["by_cause"]
+        assert (by["cold"], by["new"], by["rounding"], by["provider"]) == (
+            13_697, 5_215, 1_804, 8_741)
