@@ -112,6 +112,8 @@ class TestEngine:
         result = runner.invoke(app, ["simulate", EVICTION])
         lines = result.stdout.splitlines()
         header = next(n for n, line in enumerate(lines) if "┃ agreement" in line)
-        assert lines[header + 3].startswith("agreement: the share of the requests whose log "
-                                            "reports cached tokens that the replay predicts "
-                                            "within one block")
+        # the legend line under the table ends with what agreement means
+        assert lines[header + 3].startswith("observed: the cache the log reports")
+        assert lines[header + 3].endswith("agreement: the share of the requests whose log "
+                                          "reports cached tokens that the replay predicts "
+                                          "within one block")
