@@ -86,3 +86,54 @@ class TestWhatThePredecessorLeft:
         by = run("report", str(path))["ledger"]["by_cause"]
         assert (by["cold"], by["new"], by["rounding"], by["provider"]) == (
             13_697, 5_215, 1_804, 8_741)
+
+
+BOUNDARY = {"parentUuid": None, "logicalParentUuid": "mu1", "isSidechain": False,
+            "userType": "external", "cwd": "/home/dev/app", "sessionId": SESSION,
+            "version": "2.1.62", "gitBranch": "main", "type": "system",
+            "subtype": "compact_boundary", "content": "Conversation compacted",
+            "isMeta": False, "timestamp": "2026-03-02T02:52:32.051Z", "uuid": "cb1",
+            "level": "info", "compactMetadata": {"trigger": "manual", "preTokens": 52777}}
+
+
+class TestTheSummarizerCallIsTheCompactions:
+    """A4: Claude Code writes a compaction's summarizer call to
+    ``<session>/subagents/agent-acompact-*.jsonl``; it is the compaction's, not a cold
+    start of a session of its own."""
+
+    def _logs(self, tmp_path: Path, read: int, write: int) -> Path:
+        main = lines(tmp_path / f"{SESSION}.jsonl", [
+            ("2026-03-02T02:50:33.000Z", 3, 0, 0, 52_480),
+            ("2026-03-02T02:50:37.000Z", 3, 52_480, 0, 42),
+            ("2026-03-02T02:54:23.000Z", 3, 18_055, 0, 23_570)])
+        text = main.read_text().splitlines()
+        main.write_text("\n".join([*text[:2], json.dumps(BOUNDARY), text[2]]) + "\n")
+        lines(tmp_path / SESSION / "subagents" / "agent-acompact-320250.jsonl",
+              [("2026-03-02T02:52:31.800Z", 3, read, 0, write)],
+              agent="acompact-320250", tag="a")
+        return tmp_path
+
+    def test_its_missed_tokens_are_compaction_not_cold(self, tmp_path: Path) -> None:
+        # main: 52,483 cold; 52,525 / 52,480: rounding 3 + new 42; after the boundary
+        # 41,628 / 18,055: compaction 23,573. The summarizer: 3 + 18,055 + 35,830 = 53,888
+        # read 18,055: compaction 35,833 (was its own session's cold 35,833)
+        logs = self._logs(tmp_path, 18_055, 35_830)
+        calls = calls_of(run("calls", str(logs)))
+        assert [c["causes"] for c in calls[f"{SESSION}/agent-acompact-320250"]] == [
+            {"compaction": 35_833}]
+        doc = run("report", str(logs))
+        by = doc["ledger"]["by_cause"]
+        assert (by["cold"], by["compaction"], by["new"], by["rounding"]) == (
+            52_483, 23_573 + 35_833, 42, 3)
+        (found,) = [f for f in doc["findings"] if f["kind"] == "compaction"]
+        assert found["lost_tokens"] == 59_406
+        assert found["evidence"]["requests"] == 2
+        assert found["evidence"]["recorded"] == 2
+
+    def test_one_that_read_the_parents_cache_is_not_cold(self, tmp_path: Path) -> None:
+        # the 6d590f7e shape: it read 52,480 of 3 + 52,480 + 1,000 = 53,483: the 1,003 it
+        # missed are the compaction's
+        logs = self._logs(tmp_path, 52_480, 1_000)
+        calls = calls_of(run("calls", str(logs)))
+        assert [c["causes"] for c in calls[f"{SESSION}/agent-acompact-320250"]] == [
+            {"compaction": 1_003}]

@@ -37,8 +37,9 @@ as an intact prefix either: a shortfall there, within the retention, is ``unexpl
 
 Cached tokens beyond ``X`` (another session or other live traffic kept a longer prefix
 warm; an engine that caches outputs) cover the intervals after it in prompt order. The
-first request of a session is ``cold`` (all its missed tokens), a request after a
-compaction link is ``compaction`` (so is a compacted request that continues a session it
+first request of a session is ``cold`` (all its missed tokens) unless the log records a
+compaction before it (a compaction's summarizer call, a sub-agent file of its own in Claude
+Code), a request after a compaction link is ``compaction`` (so is a compacted request that continues a session it
 could not be paired with: docs/store.md#sessions). Precedence where two could apply
 (docs/report.md): the positions decide, and a break before a pause wins (nothing after
 the divergence could have hit, whatever the pause); a shortfall is ttl before
@@ -366,7 +367,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     expected = None
     shrank = False
     missed = prompt - cached
-    if prev is None and not r.compaction:
+    if prev is None and not r.compaction and recorded != "compaction":
         causes["cold"] = missed
         recorded = None
     elif prev is None or recorded == "compaction" or recorded is None and (

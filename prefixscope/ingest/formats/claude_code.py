@@ -56,7 +56,9 @@ Guarantees:
   whose ``attachment.type`` is ``deferred_tools_delta`` or ``mcp_instructions_delta``
   and names tools / servers added or removed; ``model-change`` when a call's
   `message.model` differs from the previous call's in its session; ``client-upgrade``
-  when its `version` (the Claude Code release) does.
+  when its `version` (the Claude Code release) does; ``compaction`` on every call of a
+  compaction's summarizer file (``subagents/agent-acompact-*.jsonl``: the conversation
+  sent to be summarized, whose missed tokens are the compaction's).
 * The provider's own verdict on a miss (Claude Code >= 2.1.150 writes the API's
   ``message.diagnostics.cache_miss_reason: {"type": ..., "cache_missed_input_tokens":
   ...}``) is kept in metadata as ``cache_miss_reason`` (its type) and
@@ -96,6 +98,7 @@ _NON_CALL_TYPES = frozenset({
 _METADATA_KEYS = ("version", "isSidechain", "agentId", "cwd", "gitBranch", "uuid", "parentUuid",
                   "userType", "requestId", "slug", "costUSD")
 _SUBAGENTS_DIR = "subagents"
+_SUMMARIZER = "agent-acompact-"  # a compaction's summarizer call: a sub-agent file of its own
 _PROJECTS_DIR = "projects"
 
 
@@ -212,6 +215,8 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
         assert best is not None
         chosen.append((message_id, best, len(copies)))
     events = _session_events(chosen, noted)
+    if place_of.subagent and (place_of.stem or "").startswith(_SUMMARIZER):
+        events = _summarizer_events(chosen, events, str(place_of.stem))
     for message_id, call, n_copies in chosen:
         yield _record(message_id, call, n_copies, place_of, events.get(message_id, ()))
     if cut is not None:
@@ -308,6 +313,23 @@ def _session_events(chosen: list[tuple[str, _Copy, int]], noted: list[_Noted]
             if events:
                 out[message_id] = tuple(events)
             before = copy
+    return out
+
+
+def _summarizer_events(chosen: list[tuple[str, _Copy, int]],
+                       events: dict[str, tuple[SessionEvent, ...]], stem: str
+                       ) -> dict[str, tuple[SessionEvent, ...]]:
+    """The calls of a compaction's summarizer (``subagents/agent-acompact-*.jsonl``: Claude
+    Code sends the conversation to be summarized from a sub-agent file of its own) are the
+    compaction's: each carries a recorded ``compaction`` (its missed tokens are the
+    compaction's, not a new session's cold start)."""
+    out = dict(events)
+    for message_id, copy, _ in chosen:
+        have = out.get(message_id, ())
+        if not any(e.kind == "compaction" for e in have):
+            out[message_id] = (SessionEvent(
+                "compaction", f"the compaction's summarizer call ({stem})",
+                parse_time(copy.first.get("timestamp")), copy.line), *have)
     return out
 
 
