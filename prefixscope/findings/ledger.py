@@ -38,12 +38,12 @@ as an intact prefix either: a shortfall there, within the retention, is ``unexpl
 Cached tokens beyond ``X`` (another session or other live traffic kept a longer prefix
 warm; an engine that caches outputs) cover the intervals after it in prompt order. The
 first request of a session is ``cold`` (all its missed tokens) unless the log records a
-compaction before it (a compaction's summarizer call, a sub-agent file of its own in Claude
-Code), a request after a compaction link is ``compaction`` (so is a compacted request that continues a session it
-could not be paired with: docs/store.md#sessions). Precedence where two could apply
-(docs/report.md): the positions decide, and a break before a pause wins (nothing after
-the divergence could have hit, whatever the pause); a shortfall is ttl before
-below-minimum before eviction before provider before unexplained.
+compaction before it (a compaction's summarizer call, a sub-agent file of its own in
+Claude Code); a request after a compaction link is ``compaction`` (so is a compacted
+request that continues a session it could not be paired with: docs/store.md#sessions).
+Precedence where two could apply (docs/report.md): the positions decide, and a break
+before a pause wins (nothing after the divergence could have hit, whatever the pause); a
+shortfall is ttl before below-minimum before eviction before provider before unexplained.
 
 The basis is the requests whose log reports both prompt and cached tokens
 (``observed``); a log that reports no cache at all is read on the replay's predicted
