@@ -371,7 +371,8 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
                                (sim for replay in replays for sim in replay.report.per_request),
                                records)
     unrebuilt = not_rebuilt(records, rendered, store.lacking_parts())
-    ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options, events)
+    ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options, events,
+                     unrebuilt)
     ttl = ttl_what_ifs(ledger, records, ledger.prices)
     if ledger.money is not None and ledger.money.unknown_models:
         shown = ", ".join(ledger.money.unknown_models[:5])
@@ -413,7 +414,8 @@ def cache_inclusive_input(records: Sequence[UsageRecord], replays: Sequence[Repl
 def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
             replays: Sequence[Replay], simulate: SimulateReport | None, bucket: BucketReport,
             chosen: dict[str, tuple[str | None, int | None]], options: ReportOptions,
-            events: Mapping[str, Sequence[SessionEvent]] | None = None) -> Ledger:
+            events: Mapping[str, Sequence[SessionEvent]] | None = None,
+            not_rebuilt: frozenset[str] = frozenset()) -> Ledger:
     """The missed-token ledger over the evidence (`findings.ledger`)."""
     replayed: dict[str, ReplayedRequest] = {}
     domains = replays or ((Replay("all", simulate),) if simulate is not None else ())
@@ -435,7 +437,8 @@ def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
         if options.price_per_mtok is not None else
         "self-hosted calls unpriced without --price-per-mtok")
     return build_ledger(records, diff.pairs if diff is not None else (), replayed, rules,
-                        prices, source, sorted(pricer.unknown), event_kinds(events or {}))
+                        prices, source, sorted(pricer.unknown), event_kinds(events or {}),
+                        not_rebuilt)
 
 
 def event_kinds(events: Mapping[str, Sequence[SessionEvent]]) -> dict[str, list[str]]:

@@ -293,13 +293,17 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
                  replayed: Mapping[str, ReplayedRequest],
                  rules_of: Mapping[str, Rules], prices: Mapping[str, CallPrice],
                  money_source: str = "", unknown_models: Sequence[str] = (),
-                 events: Mapping[str, Sequence[str]] | None = None) -> Ledger:
+                 events: Mapping[str, Sequence[str]] | None = None,
+                 not_rebuilt: frozenset[str] = frozenset()) -> Ledger:
     """The ledger of `records` (time order; see the module docstring).
 
     `pairs`: the diff of consecutive turns (by later request); `replayed`: the replay's
     result per request id; `rules_of`: each request's engine rules (a request missing
     from it is read token-exact); `prices`: each priced request's price; `events`: the
-    kinds of the session events the log recorded before each request (`SessionEvent`).
+    kinds of the session events the log recorded before each request (`SessionEvent`);
+    `not_rebuilt`: the requests whose prompt the log could not rebuild (`findings.rebuild`:
+    no position the diff finds is mapped onto them, no below-minimum or break is sized on
+    a predicted basis's rebuilt prompt).
     """
     events = events or {}
     kept = [r for r in records if r.duplicate_of is None]
@@ -325,7 +329,8 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
         prev = by_id.get(r.prev_id) if r.prev_id is not None else None
         entries.append(_entry(r, prompt, cached, prev, pair_of.get(r.id), replayed, source,
                               rules_of.get(r.id, default), prices.get(r.id),
-                              recorded_event(events.get(r.id, ()))))
+                              recorded_event(events.get(r.id, ())),
+                              r.id not in not_rebuilt))
     outside = [r for r in kept if r.id not in basis_ids]
     basis = Basis(source, len(entries), sum(e.prompt_tokens for e in entries),
                   sum(e.cached_tokens for e in entries), len(outside),
@@ -356,8 +361,8 @@ def _sizes(r: UsageRecord, rep: ReplayedRequest | None, source: str) -> tuple[in
 
 def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
            pair: PairDiff | None, replayed: Mapping[str, ReplayedRequest], source: str,
-           rules: Rules, price: CallPrice | None, recorded: str | None = None
-           ) -> LedgerEntry:
+           rules: Rules, price: CallPrice | None, recorded: str | None = None,
+           rebuilt: bool = True) -> LedgerEntry:
     rep = replayed.get(r.id)
     domain = rep.domain if rep is not None else None
     gap = (r.timestamp - prev.timestamp).total_seconds() \
@@ -397,6 +402,11 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
                 segment = blamed_segment(kind, pair)
                 if kind == "model-change":  # another model has a cache of its own
                     divergence = 0
+                elif pair.first_divergence is not None and not rebuilt:
+                    # the rebuild lacks part of the prompt: the diff's position does not map
+                    # onto the logged one -- as for a recorded change, the cache served
+                    # what was left of the prefix
+                    divergence = min(shared, cached)
                 elif pair.first_divergence is not None:
                     divergence = min(shared, _to_log(pair.first_divergence.token,
                                                      pair.tokens_b, prompt, source))
@@ -421,6 +431,14 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
                 n = max(0, end - max(start, cached))
                 if n:
                     causes[cause] += n
+            if not rebuilt and source != "observed":
+                # a predicted basis is the replay's own sizes of prompts the log could not
+                # rebuild: nothing but what they add is sized on them
+                located = causes.pop("below-minimum", 0)
+                if recorded is None and kind != "model-change":
+                    located += causes.pop("break", 0)
+                if located:
+                    causes["unexplained"] += located
             if not causes.get("break"):
                 kind = segment = None
     lost = {c: price.lost(n) for c, n in causes.items() if c not in NOT_LOSSES and n} \

@@ -4,8 +4,10 @@ against the prompt tokens the log reports for the same call.
 A call's prompt is **not rebuilt** when the log reports its prompt tokens and the rendered
 prompt holds less than `PARTIAL_COVERAGE` of them, or, without a logged count, when ingest
 says the log lacks part of it (``metadata.approximate``: no system prompt, no tools, ...).
-No `below-minimum` judgement and no break located by the diff is sized on such a prompt
-(`findings.ledger`), and the report's replay basis says so (``coverage``, ``partial``;
+No break position the diff finds is mapped onto such a prompt (its break is placed as a
+recorded change is, ``D = C``), and on a predicted basis (the replay's own sizes) no
+`below-minimum` or located break is sized on it: those tokens are ``unexplained``
+(`findings.ledger`); the report's replay basis says so (``coverage``, ``partial``;
 docs/report.md#the-basis).
 """
 

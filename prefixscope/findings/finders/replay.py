@@ -165,6 +165,11 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
                        severity="low")
     assert cause == "unexplained"
     title = f"{n} got less cache than the previous turn left and nothing in the log explains why"
+    unrebuilt = sum(e.id in ev.not_rebuilt for e in entries)
+    if unrebuilt:  # nothing sized on what the log could not rebuild: no minimum, no break
+        evidence["not_rebuilt"] = unrebuilt
+        title += (f" ({unrebuilt} of them on prompts the log could not rebuild: it lacks "
+                  "part of what was sent, so neither a minimum nor a break can be placed)")
     shrank = sum(e.shrank for e in entries)
     if shrank:
         evidence["shorter_than_predecessor"] = shrank
