@@ -137,3 +137,36 @@ class TestTheSummarizerCallIsTheCompactions:
         calls = calls_of(run("calls", str(logs)))
         assert [c["causes"] for c in calls[f"{SESSION}/agent-acompact-320250"]] == [
             {"compaction": 1_003}]
+
+
+class TestKeepWarmAtTheTtlTheLogShows:
+    """A5: a 1-hour session's keep-warm is priced at pings every 59.5 minutes, and says it
+    does not pay, with its net, where it does not."""
+
+    def _session(self, tmp_path: Path, later: str) -> Path:
+        # 100,000 written with the 1-hour TTL at 10:00; after the pause the prefix expired:
+        # 101,000 / 0 read -> X = min(100,000 - 2, 0 + 100,000) = 99,998: ttl 99,998,
+        # rounding 2, new 1,000. The expiry cost 99,998 x ($10 - $0.50) / MTok = 0.949981
+        return lines(tmp_path / f"{SESSION}.jsonl", [
+            ("2026-03-21T10:00:00.000Z", 0, 0, 0, 100_000),
+            (later, 0, 0, 0, 101_000)])
+
+    def test_a_pause_it_pays_for(self, tmp_path: Path) -> None:
+        # 3 hours = 10,800 s: ceil(10,800 / 3,570) - 1 = 3 pings x 99,998 x $0.50 / MTok =
+        # 0.149997; net 0.949981 - 0.149997 = 0.799984
+        doc = run("report", str(self._session(tmp_path, "2026-03-21T13:00:00.000Z")))
+        assert doc["ledger"]["by_cause"]["ttl"] == 99_998
+        (warm,) = [w for w in doc["what_if"] if w["name"] == "keep-warm"]
+        assert abs(warm["net_usd"] - 0.799984) < 1e-6
+        assert warm["detail"].startswith("pinging every 59.5 minutes through the 1 of 1 pause")
+
+    def test_a_pause_it_does_not_pay_for(self, tmp_path: Path) -> None:
+        # 22 hours = 79,200 s: ceil(79,200 / 3,570) - 1 = 22 pings x 0.049999 = 1.099978 to
+        # keep 0.949981: net -0.149997 (was "every 4.5 minutes ... net $0.00")
+        doc = run("report", str(self._session(tmp_path, "2026-03-22T08:00:00.000Z")))
+        (warm,) = [w for w in doc["what_if"] if w["name"] == "keep-warm"]
+        assert warm["detail"] == (
+            "pinging every 59.5 minutes through the 1 pause would cost $1.10 in cache reads "
+            "to keep 99,998 expired tokens ($0.95): it does not pay (net −$0.15)")
+        (found,) = [f for f in doc["findings"] if f["kind"] == "ttl-expiry"]
+        assert "4.5 minutes" not in found["fix"]

@@ -115,26 +115,46 @@ def _keep_warm(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
     saved = cost = 0.0
     tokens = bridged = 0
     every: set[float] = set()
+    # every pause's pings, whether or not they pay: what the detail says when none does
+    all_saved = all_cost = 0.0
+    all_tokens = paused = 0
+    all_every: set[float] = set()
     for e in expired:
         if e.gap_seconds is None:
             continue
-        interval = ttls.get(e.id, TTL_5M) - PING_MARGIN
+        interval = ttls.get(e.id, TTL_5M) - PING_MARGIN  # inside the TTL the log shows
         pings = max(0, math.ceil(e.gap_seconds / interval) - 1)
         price = prices[e.id]
         ping_cost = pings * (e.expected_tokens or 0) * price.read_rate
         loss = e.lost_usd.get("ttl", 0.0)
+        all_saved += loss
+        all_cost += ping_cost
+        all_tokens += e.causes["ttl"]
+        paused += 1
+        all_every.add(interval)
         if ping_cost < loss:  # ping exactly the pauses where it pays
             saved += loss
             cost += ping_cost
             tokens += e.causes["ttl"]
             bridged += 1
             every.add(interval)
-    minutes = " or ".join(f"{s / 60:.1f}" for s in sorted(every or {PING_EVERY}))
-    detail = (f"pinging every {minutes} minutes through the {bridged} of "
-              f"{_n(len(expired), 'pause')} where it pays would cost {_usd(cost)} in cache "
-              f"reads and keep {tokens:,} expired tokens ({_usd(saved)}): net "
-              f"{_usd(saved - cost)}")
+    if bridged or not paused:
+        minutes = _minutes(every)
+        detail = (f"pinging every {minutes} minutes through the {bridged} of "
+                  f"{_n(len(expired), 'pause')} where it pays would cost {_usd(cost)} in "
+                  f"cache reads and keep {tokens:,} expired tokens ({_usd(saved)}): net "
+                  f"{_usd(saved - cost)}")
+    else:
+        detail = (f"pinging every {_minutes(all_every)} minutes through the "
+                  f"{_n(paused, 'pause')} would cost {_usd(all_cost)} in cache reads to keep "
+                  f"{all_tokens:,} expired tokens ({_usd(all_saved)}): it does not pay (net "
+                  f"{_usd(all_saved - all_cost)})")
     return TtlWhatIf("keep-warm", bridged, tokens, saved, cost, detail)
+
+
+def _minutes(intervals: set[float]) -> str:
+    """The ping intervals in minutes (`PING_EVERY` when there is none)."""
+    return " or ".join(f"{s / 60:.1f}" for s in sorted(intervals or {PING_EVERY}))
 
 
 def _usd(value: float) -> str:
