@@ -190,7 +190,8 @@ class TestTtlDecision:
         assert hour["saved_usd"] == pytest.approx(kept, abs=1e-6)
         assert hour["net_usd"] == pytest.approx(-0.0380265, abs=1e-6)  # 0.0632385 - 0.101265
         assert "28.9% of the 5-minute writes" in hour["detail"]  # 10,998 / 38,002
-        assert "39.5% would break even" in hour["detail"]  # (10 - 6.25) / (10 - 0.5)
+        # (10 - 6.25) / (10 - 0.5)
+        assert "the 1-hour TTL pays when more than 39.5% of them are" in hour["detail"]
         (ttl,) = [f for f in doc["findings"] if f["kind"] == "ttl-expiry"]
         assert ttl["evidence"]["what_if"]["keep-warm"] > 0 > ttl["evidence"]["what_if"]["ttl-1h"]
 

@@ -80,7 +80,8 @@ class TestOneHourMoney:
         # 99,998 / 202,002 = 49.5% of the 5-minute writes were re-writes; break-even
         # (10 - 6.25) / (10 - 0.50) = 39.5%
         assert "49.5% of the 5-minute writes" in hour["detail"]
-        assert "39.5% would break even" in hour["detail"]
+        assert ("re-writes after 5-60 minutes: the 1-hour TTL pays when more than 39.5% of "
+                "them are") in hour["detail"]
         assert "it pays (net $0.19)" in hour["detail"]
 
     def test_a_pause_past_the_hour_is_not_kept_and_every_write_pays_the_premium(

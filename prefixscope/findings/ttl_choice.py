@@ -106,7 +106,7 @@ def _one_hour(ledger: Ledger, records: Sequence[UsageRecord],
               f"tokens: it {verdict} (net {_usd(saved - cost)})")
     if reused is not None and even is not None:
         detail += (f"; {reused:.1%} of the 5-minute writes were re-writes after 5-60 "
-                   f"minutes, {even:.1%} would break even")
+                   f"minutes: the 1-hour TTL pays when more than {even:.1%} of them are")
     return TtlWhatIf("ttl-1h", len(kept), tokens, saved, cost, detail, reused, even)
 
 
