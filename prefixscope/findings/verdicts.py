@@ -2,12 +2,16 @@
 
 Claude Code (>= 2.1.150) writes the API's cache diagnosis into its transcripts
 (``message.diagnostics.cache_miss_reason: {"type": ..., "cache_missed_input_tokens":
-...}``, kept per call at ingest). Over the calls of the ledger's basis that carry one, the
-reconciliation counts each pair (prefixscope's cause, the provider's reason): the cause
-is the call's largest loss (``break:<kind>`` for a break), ``none`` when it lost nothing
-(cold, new or rounding only). A pair agrees when the provider's reason names the change
-prefixscope found (`AGREES`); a reason of ``unavailable`` (or one this table does not
-know) says nothing and is not compared. Over the same calls, the verdicts' missed tokens
+...}``, kept per call at ingest); raw captures keep Anthropic's (the same object on the
+response) and OpenAI Responses' ``prompt_cache_diagnostics`` (its miss ``reason``, or
+``cache_hit`` / ``comparison_response_not_found`` / ``unavailable``). Over the calls of
+the ledger's basis that carry one, the reconciliation counts each pair (prefixscope's
+cause, the provider's reason): the cause is the call's largest loss (``break:<kind>`` for
+a break), ``none`` when it lost nothing (cold, new or rounding only). A pair agrees when
+the provider's reason names the change prefixscope found (`AGREES`; OpenAI's
+``cache_hit`` agrees with a call that lost nothing); a reason of ``unavailable`` or
+``comparison_response_not_found`` (or one this table does not know) says nothing and is
+not compared. Over the same calls, the verdicts' missed tokens
 (``cache_missed_input_tokens``) stand beside the ledger's lost tokens.
 """
 
@@ -28,6 +32,20 @@ AGREES: Mapping[str, frozenset[str]] = {
                                  "break:template-divergence"}),
     "messages_changed": frozenset({"compaction", "break:truncation", "break:history-rewrite"}),
     "previous_message_not_found": frozenset({"ttl", "eviction"}),
+    # OpenAI Responses' prompt_cache_diagnostics (raw captures): the instructions are part
+    # of the input, so a changed input is a changed system prompt or history
+    "input_changed": frozenset({"compaction", "break:truncation", "break:history-rewrite",
+                                "break:client-upgrade", "break:volatile-prefix-segment",
+                                "break:template-divergence"}),
+    "context_compacted": frozenset({"compaction"}),
+    "cache_hit": frozenset({"none"}),
+    # request settings prefixscope does not compare: the provider names a change no cause of
+    # prefixscope's can (a disagreement, with the provider's evidence)
+    "prompt_cache_key_changed": frozenset(),
+    "service_tier_changed": frozenset(),
+    "text_format_changed": frozenset(),
+    "reasoning_effort_changed": frozenset(),
+    "verbosity_changed": frozenset(),
 }
 
 

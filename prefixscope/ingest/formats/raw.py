@@ -32,6 +32,15 @@ request's `parent_key` (a chain of responses is threaded as one session). OpenAI
 is kept in metadata, and so are the request headers (credentials removed), which
 ``--session-key header:NAME`` reads.
 
+The provider's own verdict on the cache, where the response carries one (Anthropic's
+``diagnostics.cache_miss_reason``, OpenAI Responses' ``prompt_cache_diagnostics``:
+`normalize.streams`), is kept in metadata as Claude Code's transcripts' is:
+``cache_miss_reason`` (the reason; for OpenAI a miss's ``reason``, else the diagnosis'
+``type``: ``cache_hit``, ``comparison_response_not_found``, ``unavailable``),
+``cache_missed_input_tokens`` (Anthropic's ``cache_missed_input_tokens``, OpenAI's
+``cache_missed_tokens``), ``cache_comparison_reusable_tokens`` (OpenAI's
+``comparison_reusable_tokens``) and ``cache_diagnostics`` (``anthropic`` / ``openai``).
+
 Records that are by definition not model calls (``count_tokens``, ``GET /v1/models``
 in an ``--include-all-requests`` capture) are passed over without a skip.
 """
@@ -400,4 +409,11 @@ def _metadata(capture: _Capture, reply: Reply, billing: dict[str, str]) -> dict[
         "prompt_cache_key": prompt_cache_key(body),
         "headers": loggable_headers(capture.headers) or None,
     }
+    verdict = reply.verdict or {}
+    candidates.update({  # the provider's own verdict, read as Claude Code's transcripts are
+        "cache_miss_reason": verdict.get("reason"),
+        "cache_missed_input_tokens": verdict.get("missed_tokens"),
+        "cache_comparison_reusable_tokens": verdict.get("reusable_tokens"),
+        "cache_diagnostics": verdict.get("provider"),
+    })
     return {k: v for k, v in candidates.items() if v is not None}

@@ -10,6 +10,23 @@ rebuilt from the block deltas; OpenAI Chat usage is the last chunk carrying
 by index); Responses usage and output are the final ``response.completed`` /
 ``incomplete`` / ``failed`` object's. Usage is read with `normalize.usage`, in the
 convention of the protocol the response is written in.
+
+The provider's own verdict on the cache, where the response carries one (`Reply.verdict`,
+`{"reason", "missed_tokens", "reusable_tokens", "provider"}`):
+
+* Anthropic's cache diagnosis (beta header ``cache-diagnosis-2026-04-07``, the request's
+  ``diagnostics.previous_message_id``): the message's ``diagnostics.cache_miss_reason``,
+  ``{"type": "model_changed" | "system_changed" | "tools_changed" | "messages_changed" |
+  "previous_message_not_found" | "unavailable", "cache_missed_input_tokens": N}``; in a
+  stream on ``message_start.message`` (or a later event's ``diagnostics``). A null reason
+  (no divergence, or the comparison still running) is no verdict.
+* OpenAI Responses (``prompt_cache_options.comparison_response_id``): the response's
+  ``prompt_cache_diagnostics``, ``{"type": "cache_miss", "reason": "model_changed" |
+  "prompt_cache_key_changed" | "tools_changed" | "text_format_changed" |
+  "reasoning_effort_changed" | "verbosity_changed" | "context_compacted" |
+  "input_changed" | "service_tier_changed", "cache_missed_tokens": N,
+  "comparison_reusable_tokens": N}``; the other types (``cache_hit``,
+  ``comparison_response_not_found``, ``unavailable``) are the reason themselves.
 """
 
 from __future__ import annotations
@@ -41,6 +58,7 @@ class Reply:
     streamed: bool = False
     bad_events: int = 0
     protocol: str | None = None  # the endpoint protocol the response is written in
+    verdict: dict[str, Any] | None = None  # the provider's cache diagnosis (module docstring)
 
 
 def decode_response(response: Any) -> Reply:
@@ -91,7 +109,8 @@ def _reply_from_json(resp: dict[str, Any]) -> Reply:
         return Reply(usage=usage_anthropic(resp.get("usage")), native_id=native_id,
                       output={"role": resp.get("role") or "assistant",
                               "content": resp.get("content")},
-                      protocol="anthropic-messages")
+                      protocol="anthropic-messages",
+                      verdict=anthropic_verdict(resp.get("diagnostics")))
     if "choices" in resp:
         return Reply(usage=usage_openai_chat(resp.get("usage")), native_id=native_id,
                       output=dig(resp, "choices", 0, "message"), created=resp.get("created"),
@@ -99,7 +118,8 @@ def _reply_from_json(resp: dict[str, Any]) -> Reply:
     if resp.get("object") == "response" or isinstance(resp.get("output"), list):
         return Reply(usage=usage_openai_responses(resp.get("usage")), native_id=native_id,
                       output=resp.get("output"), created=resp.get("created_at"),
-                      protocol="openai-responses")
+                      protocol="openai-responses",
+                      verdict=openai_verdict(resp.get("prompt_cache_diagnostics")))
     return Reply(usage=usage_auto(resp.get("usage")), native_id=native_id)
 
 
@@ -163,11 +183,14 @@ def _anthropic_stream(events: list[dict[str, Any]]) -> Reply:
     blocks: dict[int, dict[str, Any]] = {}
     partial_json: dict[int, str] = {}
     error = None
+    verdict = None
     for event in events:
         kind = event.get("type")
+        verdict = anthropic_verdict(event.get("diagnostics")) or verdict
         if kind == "message_start" and isinstance(event.get("message"), dict):
             message = event["message"]
             usage.update(_present(message.get("usage")))
+            verdict = anthropic_verdict(message.get("diagnostics")) or verdict
         elif kind == "message_delta":
             usage.update(_present(event.get("usage")))
         elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
@@ -184,7 +207,36 @@ def _anthropic_stream(events: list[dict[str, Any]]) -> Reply:
     return Reply(usage=usage_anthropic(usage) if usage else Usage(), streamed=True,
                   native_id=str_or_none(message.get("id")), error=error,
                   output={"role": message.get("role") or "assistant", "content": content},
-                  protocol="anthropic-messages")
+                  protocol="anthropic-messages", verdict=verdict)
+
+
+def anthropic_verdict(diagnostics: Any) -> dict[str, Any] | None:
+    """Anthropic's ``diagnostics.cache_miss_reason`` as a verdict, else None."""
+    reason = diagnostics.get("cache_miss_reason") if isinstance(diagnostics, dict) else None
+    if not isinstance(reason, dict) or not isinstance(reason.get("type"), str):
+        return None
+    return {"provider": "anthropic", "reason": reason["type"],
+            "missed_tokens": _count(reason.get("cache_missed_input_tokens")),
+            "reusable_tokens": None}
+
+
+def openai_verdict(diagnostics: Any) -> dict[str, Any] | None:
+    """OpenAI's ``prompt_cache_diagnostics`` as a verdict (a miss's ``reason``, else its
+    ``type``), else None."""
+    if not isinstance(diagnostics, dict) or not isinstance(diagnostics.get("type"), str):
+        return None
+    kind = diagnostics["type"]
+    reason = diagnostics.get("reason") if kind == "cache_miss" else kind
+    if not isinstance(reason, str) or not reason:
+        return None
+    return {"provider": "openai", "reason": reason,
+            "missed_tokens": _count(diagnostics.get("cache_missed_tokens")),
+            "reusable_tokens": _count(diagnostics.get("comparison_reusable_tokens"))}
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else None
 
 
 def _present(value: Any) -> dict[str, Any]:
