@@ -930,3 +930,22 @@ def test_year_less_and_dated_files_together_span_the_dated_ones(real):
     assert (low.evidence["first"], low.evidence["last"], low.evidence["duration_s"]) == (
         "2026-05-12T08:01:39.331095+00:00", "2026-05-12T08:02:09.334253+00:00", None)
     assert low.evidence["series"] == 2
+
+
+def test_the_report_states_both_block_sizes_when_the_request_logs_cached_values_differ(
+        tmp_path):
+    # the request log's cached values are multiples of 64 (gen_vllm_log: 64-token blocks);
+    # the engine log (SGLang, page_size=256, its own batches cached in multiples of 256)
+    # states 256: the replay uses 64, and a note says both with their sources
+    from gen_vllm_log import generate
+
+    requests = tmp_path / "vllm.jsonl"
+    generate(requests, block_size=64, capacity_blocks=150)
+    args = "[2026-05-15 08:39:19] server_args=ServerArgs(model_path='m', page_size=256)"
+    engine = write(tmp_path, "sglang.log", "\n".join(
+        [args, *(_sg_prefill(" TP0", 512, 256 * k) for k in (1, 2, 3))]) + "\n")
+    out = runner.invoke(app, ["report", str(requests), "--engine-log", str(engine), "--json"])
+    assert out.exit_code == 0, out.output
+    notes = json.loads(out.stdout)["notes"]
+    assert (f"block size 64: {requests}'s cached values are multiples of 64 (the replay uses "
+            f"it); the engine log states 256 ({engine}:1)") in notes

@@ -265,6 +265,8 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
                                        auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
     plans = _plan_domains(store, options, records,
                           engine_log.effective_block_size if engine_log else None)
+    if options.block_size is None:  # else the block size is the one given
+        notes += block_size_notes(engine_log, plans[1])
     setup = _pass_setup(store, options, plans[0])
     # workers open the store's file: read-only only; a runner walks the log its own way
     if runner is None and store.body_count() and store.read_only:
@@ -372,7 +374,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
                                records)
     unrebuilt = not_rebuilt(records, rendered, store.lacking_parts())
     ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options, events,
-                     unrebuilt)
+                     unrebuilt, store.extended_retention())
     ttl = ttl_what_ifs(ledger, records, ledger.prices)
     if ledger.money is not None and ledger.money.unknown_models:
         shown = ", ".join(ledger.money.unknown_models[:5])
@@ -411,12 +413,33 @@ def cache_inclusive_input(records: Sequence[UsageRecord], replays: Sequence[Repl
     return tuple(hit)
 
 
+def block_size_notes(engine_log: EngineLogAnalysis | None,
+                     chosen: Mapping[str, tuple[str | None, int | None]]) -> list[str]:
+    """A note for each block size the request logs' cached values support (a self-hosted
+    engine's, replayed with) that is not the one the engine log states: both, with their
+    sources."""
+    stated = engine_log.block_size if engine_log is not None else None
+    if stated is None or engine_log is None:
+        return []
+    where = [c for c in engine_log.config if c.key == "block_size"][-1]
+    out = []
+    for file, (engine, block) in sorted(chosen.items()):
+        if engine is None or ENGINES[engine].hosted or block is None or block == stated:
+            continue
+        out.append(f"block size {block}: {file}'s cached values are multiples of {block} "
+                   f"(the replay uses it); the engine log states {stated} "
+                   f"({where.file}:{where.line})")
+    return out
+
+
 def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
             replays: Sequence[Replay], simulate: SimulateReport | None, bucket: BucketReport,
             chosen: dict[str, tuple[str | None, int | None]], options: ReportOptions,
             events: Mapping[str, Sequence[SessionEvent]] | None = None,
-            not_rebuilt: frozenset[str] = frozenset()) -> Ledger:
-    """The missed-token ledger over the evidence (`findings.ledger`)."""
+            not_rebuilt: frozenset[str] = frozenset(),
+            extended: frozenset[str] = frozenset()) -> Ledger:
+    """The missed-token ledger over the evidence (`findings.ledger`); `extended`: the
+    requests that asked for OpenAI's 24-hour retention."""
     replayed: dict[str, ReplayedRequest] = {}
     domains = replays or ((Replay("all", simulate),) if simulate is not None else ())
     for replay in domains:
@@ -427,7 +450,8 @@ def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
     engine_of = {r.id: chosen.get(r.source_file, (None, None))[0] for r in records}
     family = {r.id: model_family_engine([r]) for r in records}
     unmodelled = {r.id: _unmodelled_family([r]) for r in records}
-    rules = rules_for(records, replayed, block_of_source, engine_of, family, unmodelled)
+    rules = rules_for(records, replayed, block_of_source, engine_of, family, unmodelled,
+                      extended)
     # A self-hosted engine has no list price (a gateway may name it after a hosted model):
     # it is priced only at the user's own rate.
     pricer = Pricer(options.price_per_mtok)
