@@ -55,7 +55,7 @@ uncached tokens were charged less the cache-read price.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prefixscope.analyses.bucket import top_level_element
@@ -64,6 +64,7 @@ from prefixscope.analyses.prices import CallPrice
 from prefixscope.analyses.simulate import ANTHROPIC_READ_LAG, RequestSim
 from prefixscope.engines import ENGINES
 from prefixscope.engines.anthropic import TTL_1H, min_cacheable, write_ttl
+from prefixscope.engines.openai import RETENTION as OPENAI_RETENTION
 from prefixscope.model import UsageRecord
 
 CAUSES = ("cold", "new", "rounding", "break", "compaction", "ttl", "below-minimum",
@@ -266,11 +267,15 @@ def _in_history(pair: PairDiff) -> bool:
     return head.startswith(("messages", "input")) and head not in ("messages[0]", "input[0]")
 
 
-def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False) -> Rules:
+def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False,
+                 extended: bool = False) -> Rules:
     """A hosted API's rules, from its registry entry (block size, retention) and its engine
-    model (the minimum cacheable length)."""
+    model (the minimum cacheable length). `extended`: OpenAI's predecessor asked for
+    ``prompt_cache_retention: "24h"`` (its prefix lasts up to a day)."""
     spec = ENGINES[engine]
     ttl = TTL_1H if ttl_1h and engine == "anthropic" else spec.ttl_seconds
+    if extended and engine == "openai":
+        ttl = OPENAI_RETENTION["24h"][0]
     if engine == "anthropic":
         return Rules(engine, True, 1, min_cacheable(model), ttl, ANTHROPIC_READ_LAG,
                      ANTHROPIC_UNIT)
@@ -556,10 +561,13 @@ def unmodelled_hosted_rules(family: str) -> Rules:
 def rules_for(records: Sequence[UsageRecord], replayed: Mapping[str, ReplayedRequest],
               block_of_source: Mapping[str, int | None], engine_of: Mapping[str, str | None],
               family_of: Mapping[str, str | None],
-              unmodelled_of: Mapping[str, str | None]) -> dict[str, Rules]:
+              unmodelled_of: Mapping[str, str | None],
+              extended: Collection[str] = frozenset()) -> dict[str, Rules]:
     """Each request's rules: a hosted API's by its own model's family (a log may mix
     providers); else its replay's engine and block size; else the engine chosen for its
-    log file; else the block size inferred for its log; else token-exact."""
+    log file; else the block size inferred for its log; else token-exact. `extended`: ids
+    of requests that asked for OpenAI's 24-hour retention (their successor's rules keep
+    the prefix a day)."""
     one_hour = ttl_1h_predecessors(records)
     out: dict[str, Rules] = {}
     for r in records:
@@ -569,7 +577,7 @@ def rules_for(records: Sequence[UsageRecord], replayed: Mapping[str, ReplayedReq
         if engine is not None and _hosted(engine):
             out[r.id] = hosted_rules(family if family is not None and _hosted(family)
                                      else engine, r.model,
-                                     r.id in one_hour)
+                                     r.id in one_hour, r.prev_id in extended)
         elif rep is not None:
             out[r.id] = self_hosted_rules(rep.engine, rep.unit)
         elif engine is None and unmodelled_of.get(r.id):

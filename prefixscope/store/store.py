@@ -598,6 +598,13 @@ class Store:
             out.setdefault(rid, []).append(SessionEvent(kind, detail, ts, line))
         return {rid: tuple(events) for rid, events in out.items()}
 
+    def extended_retention(self) -> frozenset[str]:
+        """Ids of requests that asked for OpenAI's extended prompt-cache retention
+        (``metadata.prompt_cache_retention`` = ``24h``, from the request body)."""
+        rows = self.run("SELECT id FROM requests WHERE "
+                        "json_extract_string(metadata, '$.prompt_cache_retention') = '24h'")
+        return frozenset(rid for (rid,) in rows)
+
     def provider_verdicts(self) -> dict[str, tuple[str, int | None]]:
         """request id -> the provider's own cache-miss verdict the log kept for it
         (``metadata.cache_miss_reason``, its missed tokens), for calls that carry one."""

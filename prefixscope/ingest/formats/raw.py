@@ -393,6 +393,12 @@ def _client(billing: dict[str, str], headers: dict[str, str]) -> str | None:
     return headers.get("user-agent") or None
 
 
+def _retention(body: Any) -> str | None:
+    """OpenAI's ``prompt_cache_retention`` (``in_memory`` / ``24h``) when the body sets it."""
+    value = body.get("prompt_cache_retention") if isinstance(body, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def _metadata(capture: _Capture, reply: Reply, billing: dict[str, str]) -> dict[str, Any]:
     body = capture.body
     candidates: dict[str, Any] = {
@@ -407,6 +413,7 @@ def _metadata(capture: _Capture, reply: Reply, billing: dict[str, str]) -> dict[
         "agent_id": capture.headers.get("x-claude-code-agent-id"),
         "anthropic_beta": capture.headers.get("anthropic-beta"),
         "prompt_cache_key": prompt_cache_key(body),
+        "prompt_cache_retention": _retention(body),
         "headers": loggable_headers(capture.headers) or None,
     }
     verdict = reply.verdict or {}
