@@ -170,3 +170,20 @@ class TestKeepWarmAtTheTtlTheLogShows:
             "to keep 99,998 expired tokens ($0.95): it does not pay (net −$0.15)")
         (found,) = [f for f in doc["findings"] if f["kind"] == "ttl-expiry"]
         assert "4.5 minutes" not in found["fix"]
+
+
+class TestSimulateReadsTheRecordedCompaction:
+    """A7: simulate's usage-only miss classes book the tokens after a compaction the log
+    records as `compaction`, as report's ledger does (one answer for the same tokens)."""
+
+    def test_simulate_and_report_agree(self, tmp_path: Path) -> None:
+        # after the recorded boundary: 3 + 18,055 + 23,570 = 41,628 read 18,055; the replay
+        # from usage starts a new chain (the prompt fell below 52,525), so the 23,573 it did
+        # not read are beyond what the ideal cache holds: compaction, not new
+        logs = TestTheSummarizerCallIsTheCompactions()._logs(tmp_path, 18_055, 35_830)
+        main = str(logs / f"{SESSION}.jsonl")
+        simulated = run("simulate", main)
+        assert simulated["misses"]["compaction"] == 23_573
+        assert run("report", main)["ledger"]["by_cause"]["compaction"] == 23_573
+        # the summarizer's call, a session of its own, is the compaction's too
+        assert run("simulate", str(logs))["misses"]["compaction"] == 23_573 + 35_833

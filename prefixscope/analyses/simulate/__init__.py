@@ -15,7 +15,9 @@ prediction) fall into classes, in this order of the prompt:
 
 * tokens the ideal cache does not hold either: ``cold`` (the session's first request),
   ``compaction`` (the predecessor was compacted into a summary, also when threading
-  could not tell which session it was: a ``continuation``), ``break`` (the
+  could not tell which session it was: a ``continuation``; or the log records a
+  compaction before the request, the store's session events, as report's ledger
+  reads them), ``break`` (the
   predecessor sent them, but its prefix changed earlier), ``new`` (never sent before:
   not a miss);
 * tokens the ideal holds but the model does not: ``eviction`` (capacity) or ``ttl``

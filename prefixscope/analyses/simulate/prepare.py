@@ -281,6 +281,11 @@ class Links:
         # a compacted request threading could not pair (docs/store.md#sessions): no
         # predecessor, but a compaction all the same
         prev_of.update((rid, (None, True)) for rid in store.continuations())
+        # a compaction the log records before a request (`session_events`: the ledger's
+        # `compaction`) is a compaction link for the replay's miss classes too
+        for rid, events in store.session_events().items():
+            if any(e.kind == "compaction" for e in events):
+                prev_of[rid] = (prev_of.get(rid, (None, False))[0], True)
         return cls(store.session_of(), prev_of, Counter(a for a, _, _, _ in pairs))
 
     def prev(self, request_id: str) -> str | None:
