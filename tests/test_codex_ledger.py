@@ -80,3 +80,27 @@ def test_a_recorded_rewrite_is_not_read_as_a_compaction(tmp_path) -> None:
         "cold": 4_000, "new": 1_800, "rounding": 132}
     assert by["break"]["tokens"] == 1_228
     assert by["break"]["by_kind"] == {"history-rewrite": 1_228}
+
+
+def test_a_reasoning_effort_change_is_a_recorded_settings_change(tmp_path) -> None:
+    # The resumed turn (line 22) keeps gpt-5-codex and asks for effort high: call 6 carries
+    # the client upgrade (line 21) and the effort change (line 22); the effort decides
+    # (OpenAI's prompt header holds it: D = 0): break settings-change [0, 24,000), new 1,000.
+    lines = [json.loads(x) for x in TURNS.read_text().splitlines()]
+    lines[21]["payload"].update(model="gpt-5-codex", effort="high")
+    path = tmp_path / TURNS.name
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    from prefixscope.ingest import read_requests
+
+    requests, _ = read_requests(path)
+    assert [(e.kind, e.detail, e.source_line) for e in requests[5].events] == [
+        ("client-upgrade", "0.46.0 -> 0.50.0", 21),
+        ("settings-change", "reasoning effort medium -> high", 22)]
+    result = runner.invoke(app, ["report", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["ledger"]["by_cause"]["break"]["by_kind"] == {
+        "settings-change": 24_000, "history-rewrite": 17_532}
+    found = {f["kind"]: f for f in report["findings"]}
+    assert found["settings-change"]["lost_tokens"] == 24_000
+    assert "reasoning effort" in found["settings-change"]["fix"]

@@ -29,7 +29,8 @@ What the log itself records between a request and its session predecessor
 (`model.SessionEvent`, read at ingest: a compaction boundary, a truncation, another
 model, a new client version, a tool-set delta) decides before the positions do: a
 recorded ``compaction`` makes every missed token ``compaction``; a recorded change is a
-``break`` of its kind (``model-change``: ``D = 0``, another model has a cache of its own;
+``break`` of its kind (``model-change``, ``settings-change`` -- another reasoning effort:
+``D = 0``, another model or effort has a cache of its own;
 ``tool-set-change``, ``client-upgrade``, ``truncation``, ``history-rewrite``: ``D = C``,
 the log cannot say where the prefix changed, and the cache served what was left of it), so
 such a request is never ``provider``. A prompt shorter than its predecessor is never read
@@ -92,11 +93,16 @@ KIND_OF_EVENT = {
     "tool-set": "tool-set-change",
     "client-upgrade": "client-upgrade",
     "truncation": "truncation",
+    "settings-change": "settings-change",
     "history-rewrite": "history-rewrite",
 }
+# Recorded changes that re-write the whole prompt (D = 0): another model, or another
+# reasoning effort (OpenAI's prompt header holds it: its cache diagnostics name
+# `reasoning_effort_changed` a miss reason).
+_WHOLE_PROMPT_KINDS = frozenset({"model-change", "settings-change"})
 # Which recorded event decides when several are recorded before one request.
-_EVENT_ORDER = ("compaction", "model-change", "client-upgrade", "tool-set", "truncation",
-                "history-rewrite")
+_EVENT_ORDER = ("compaction", "model-change", "settings-change", "client-upgrade", "tool-set",
+                "truncation", "history-rewrite")
 # Anthropic caches at breakpoints, not in blocks: a warm turn reads a few tokens short of
 # the previous prompt (2 in TraceLab's Claude Code sample, 1-5 seen). A shortfall below
 # this many tokens is that distance, not a provider miss.
@@ -400,9 +406,10 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
             if recorded is not None:  # the log's own record of the change decides
                 kind = KIND_OF_EVENT[recorded]
                 segment = "tools" if kind == "tool-set-change" else None
-                # another model has a cache of its own; else the log cannot say where the
-                # prefix changed: the cache served what was left of it
-                divergence = 0 if kind == "model-change" else min(shared, cached)
+                # another model (or reasoning effort: OpenAI's prompt header holds it) has
+                # a cache of its own; else the log cannot say where the prefix changed:
+                # the cache served what was left of it
+                divergence = 0 if kind in _WHOLE_PROMPT_KINDS else min(shared, cached)
             elif pair is not None and kind is not None:
                 segment = blamed_segment(kind, pair)
                 if kind == "model-change":  # another model has a cache of its own
@@ -440,7 +447,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
                 # a predicted basis is the replay's own sizes of prompts the log could not
                 # rebuild: nothing but what they add is sized on them
                 located = causes.pop("below-minimum", 0)
-                if recorded is None and kind != "model-change":
+                if recorded is None and kind not in _WHOLE_PROMPT_KINDS:
                     located += causes.pop("break", 0)
                 if located:
                     causes["unexplained"] += located

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 # Every kind a finder may produce (docs/report.md explains each and its fix).
 KINDS = (
     "volatile-prefix-segment", "json-key-order", "tool-order", "tool-set-change",
-    "history-rewrite", "template-divergence", "model-change", "client-upgrade", "truncation",
+    "history-rewrite", "template-divergence", "model-change", "settings-change",
+    "client-upgrade", "truncation",
     "compaction",
     "eviction-pressure", "ttl-expiry", "provider-miss", "pinned-constant",
     "below-minimum", "unexplained-miss", "usage-semantics", "l2-write-only", "engine-log",

@@ -39,12 +39,13 @@ AGREES: Mapping[str, frozenset[str]] = {
                                 "break:template-divergence"}),
     "context_compacted": frozenset({"compaction"}),
     "cache_hit": frozenset({"none"}),
-    # request settings prefixscope does not compare: the provider names a change no cause of
+    # request settings prefixscope does not compare (the reasoning effort only where the
+    # log records it: Codex's turn_context): the provider names a change no cause of
     # prefixscope's can (a disagreement, with the provider's evidence)
     "prompt_cache_key_changed": frozenset(),
     "service_tier_changed": frozenset(),
     "text_format_changed": frozenset(),
-    "reasoning_effort_changed": frozenset(),
+    "reasoning_effort_changed": frozenset({"break:settings-change"}),
     "verbosity_changed": frozenset(),
 }
 

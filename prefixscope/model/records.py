@@ -63,7 +63,7 @@ class Usage:
 
 # What the log itself records happening in a session between two calls (`SessionEvent.kind`).
 EVENT_KINDS: tuple[str, ...] = ("compaction", "truncation", "model-change", "tool-set",
-                                "client-upgrade", "history-rewrite")
+                                "client-upgrade", "history-rewrite", "settings-change")
 
 
 @dataclass(frozen=True, slots=True)

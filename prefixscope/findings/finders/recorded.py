@@ -82,6 +82,9 @@ def _finding(ev: Evidence, kind: str, entries: list[LedgerEntry],
                         "its own cache, so the whole prompt was written again",
         "tool-set-change": f"the tool set changed mid-session before {n}{what}: the log "
                            "records tools or MCP servers added or removed",
+        "settings-change": f"the reasoning effort changed mid-session before {n}{what}: "
+                           "the provider's prompt header holds it, so the whole prompt was "
+                           "written again",
         "client-upgrade": f"the client was upgraded mid-session before {n}{what}: a new "
                           "version sends a new system prompt and tools",
         "truncation": f"the history was truncated to fit the context window before {n}"
@@ -101,6 +104,8 @@ def _finding(ev: Evidence, kind: str, entries: list[LedgerEntry],
 def _fix(kind: str, family: str | None) -> str:
     if family == CLAUDE_CODE:
         return {
+            "settings-change": "Keep the model's settings (effort, thinking) fixed for the "
+                               "session.",
             "model-change": "Don't switch models mid-session (`/model`, or `opusplan` moving "
                             "between plan and execution): pick the model when the session "
                             "starts, and do another model's work in a session of its own.",
@@ -124,6 +129,10 @@ def _fix(kind: str, family: str | None) -> str:
             "model-change": "Keep one model per Codex session: switching (`/model`, or "
                             "resuming with another `--model` / profile) re-writes the whole "
                             "prompt; start a new session for another model's work.",
+            "settings-change": "Keep one reasoning effort per Codex session (`/model` sets "
+                               "it with the model; `model_reasoning_effort` in "
+                               "`~/.codex/config.toml`): each change re-writes the whole "
+                               "prompt.",
             "tool-set-change": "Keep the MCP servers in `~/.codex/config.toml` fixed while "
                                "a session runs.",
             "client-upgrade": "Update Codex between sessions, not before resuming a long one "
@@ -139,6 +148,7 @@ def _fix(kind: str, family: str | None) -> str:
         }[kind]
     if family == "cline":
         return {
+            "settings-change": "Keep the model's settings fixed for the task.",
             "model-change": "Use one model for the task: Cline's Plan and Act modes can each "
                             "have their own model (turn off \"use different models for Plan "
                             "and Act modes\"), and each switch re-writes the prompt.",
@@ -156,6 +166,8 @@ def _fix(kind: str, family: str | None) -> str:
         }[kind]
     return {
         "model-change": "Keep one model per session (route sub-tasks to their own session).",
+        "settings-change": "Keep the reasoning effort fixed for a session (send the same "
+                           "`reasoning.effort` on every request of it).",
         "tool-set-change": "Keep the tool list fixed for a session (register every tool up "
                            "front; disable instead of removing).",
         "client-upgrade": "Upgrade the client between sessions, not in the middle of one.",

@@ -78,7 +78,10 @@ Guarantees:
   boundary); ``model-change`` when a call's model differs from the previous call's (the
   line is the ``turn_context`` that named it); ``client-upgrade`` when a later
   ``session_meta`` of the same session (a resume) names another `cli_version` (later
-  calls carry the new one); ``history-rewrite`` when a call's input lacks reasoning
+  calls carry the new one); ``settings-change`` when the reasoning effort (the
+  ``turn_context``'s `effort`) differs from the previous call's -- OpenAI's prompt
+  header holds it, and its cache diagnostics name ``reasoning_effort_changed`` a miss
+  reason; ``history-rewrite`` when a call's input lacks reasoning
   items the previous call sent (a new user turn: the API dropped them; the line is the
   user message).
 * Sessions: `session_key` is the first ``session_meta`` `id` (``codex.session_meta``),
@@ -216,6 +219,9 @@ class _State:
     shell_calls: set[str] = field(default_factory=set)  # call ids whose output Codex re-renders
     events: list[SessionEvent] = field(default_factory=list)  # recorded since the last call
     model_at: tuple[Any, int] | None = None  # (time, line) of the turn_context naming the model
+    effort: str | None = None  # the latest turn_context's reasoning effort
+    effort_at: tuple[Any, int] | None = None  # (time, line) of the turn_context naming it
+    last_effort: str | None = None  # the previous call's reasoning effort
     boundary_at: tuple[Any, int] | None = None  # (time, line) of the last user turn boundary
     last_model: str | None = None  # the previous call's model
     sent_reasoning: set[int] = field(default_factory=set)  # indices in items of the reasoning
@@ -247,6 +253,11 @@ class _State:
             if model != self.model:
                 self.model_at = (when, line)
             self.model = model
+        effort = to_text(payload.get("effort"))
+        if effort:
+            if effort != self.effort:
+                self.effort_at = (when, line)
+            self.effort = effort
         self.turn = {k: payload[k] for k in _TURN_KEYS if payload.get(k) is not None}
 
     def read_item(self, item: dict[str, Any], when: Any = None, line: int = 0) -> None:
@@ -365,6 +376,7 @@ def _call(state: _State, rec: dict[str, Any], payload: dict[str, Any], line: int
     state.compaction = None
     state.events = []
     state.last_model = request.model or state.last_model
+    state.last_effort = state.effort or state.last_effort
     key_counts = total if total is not None else counts
     key = (f"codex:{key_counts}:{last}" if total is not None
            else f"codex:{request.session_key}:{rec.get('timestamp')}:{counts}")
@@ -389,6 +401,13 @@ def _request(state: _State, rec: dict[str, Any], payload: dict[str, Any],
                                                                        line)
         state.events.append(SessionEvent("model-change", f"{state.last_model} -> {model}",
                                          parse_time(when), at))
+    if state.last_effort is not None and state.effort is not None \
+            and state.effort != state.last_effort:
+        when, at = state.effort_at if state.effort_at is not None else (rec.get("timestamp"),
+                                                                         line)
+        state.events.append(SessionEvent(
+            "settings-change", f"reasoning effort {state.last_effort} -> {state.effort}",
+            parse_time(when), at))
     approximate = ["tools"]
     if state.instructions is None:
         approximate.append("instructions")
