@@ -136,8 +136,9 @@ class TestScenarios:
         doc = report(log)
         assert doc["summary"]["engine"] == "anthropic"
         # the fixture's 4th call came after 4 hours: the 5-minute entry had expired, and
-        # the warm read would have been the previous prompt (23,000) minus 2 tokens.
-        assert kinds(doc)["ttl-expiry"]["lost_tokens"] == 23000 - 2
+        # the warm read would have been what the 3rd call left in the cache, its read +
+        # write (21,498 + 1,499): its 3 uncached input tokens were never written
+        assert kinds(doc)["ttl-expiry"]["lost_tokens"] == 21498 + 1499
 
     def test_an_openai_log_missing_intact_prefixes_is_provider_miss(self, tmp_path: Path):
         log = write_session(tmp_path / "p.jsonl", usage=lambda turn: {
