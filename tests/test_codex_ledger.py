@@ -49,6 +49,9 @@ class TestLedger:
         assert "Codex session" in found["model-change"]["fix"]
         assert found["ttl-expiry"]["lost_tokens"] == 22_912  # one expiry, not three
         assert found["provider-miss"]["lost_tokens"] == 128
+        # Codex builds the requests: no prompt_cache_key advice, Codex's own levers
+        assert "Codex sends the conversation id" in found["provider-miss"]["fix"]
+        assert "`/compact`" in found["compaction"]["fix"]
 
     def test_a_pause_the_cache_outlived_is_no_expiry(self) -> None:
         openai = hosted_rules("openai", "gpt-5-codex")

@@ -15,7 +15,12 @@ from collections.abc import Iterator, Sequence
 from prefixscope.analyses.simulate import SimulateReport
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
-from prefixscope.findings.finders.recorded import CLAUDE_CODE, client_family, provider_said
+from prefixscope.findings.finders.recorded import (
+    CLAUDE_CODE,
+    CODEX,
+    client_family,
+    provider_said,
+)
 from prefixscope.findings.ledger import LedgerEntry
 from prefixscope.findings.model import Finding
 from prefixscope.findings.names import short_names
@@ -302,6 +307,10 @@ def _compaction_fix(family: str | None) -> str:
     if family == "cline":
         return ("Each condensation re-sends the task as a summary: start a new task at a "
                 "natural break instead, or use a model with a larger context window.")
+    if family == CODEX:
+        return ("Each compaction replaces the history, so only the instructions and tools "
+                "stay cached: `/compact` at a natural break (before auto-compaction fires "
+                "mid-task), or start a new session (`/new`) between unrelated tasks.")
     return ("Compaction rewrites the history: keep the system prompt and tools "
             "byte-identical across it so they stay cached, and compact later (a "
             "larger threshold) if the context allows.")
@@ -313,6 +322,12 @@ def _provider_fix(engine: str | None, family: str | None = None) -> str:
                 "before these requests: nothing in your setup explains them. If they recur, "
                 "report the request ids to Anthropic; a Claude Code release that writes "
                 "`diagnostics.cache_miss_reason` gives the provider's own reason.")
+    if family == CODEX:
+        return ("Codex sends the conversation id as `prompt_cache_key` itself and the rollout "
+                "records no change before these requests: nothing in your setup explains "
+                "them (OpenAI's cache is best effort: routing, overflow). Codex's own "
+                "compaction (`/compact`) and fewer model or effort switches are the levers "
+                "you have.")
     if engine == "openai":
         return ("Send a stable `prompt_cache_key` per session so requests reach the same cache "
                 "machine, and keep the request rate per key under ~15 per minute.")
