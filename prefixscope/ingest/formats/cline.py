@@ -339,36 +339,31 @@ def _load_list(path: Path | None) -> list[Any] | None:
 
 def _model_usage(path: Path | None) -> list[tuple[int, str]]:
     """(ts, model id) of ``task_metadata.json`` `model_usage`, in time order."""
-    if path is None:
-        return []
-    try:
-        meta = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return []
-    rows = meta.get("model_usage") if isinstance(meta, dict) else None
-    out = []
-    for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, dict) and to_int(row.get("ts")) is not None \
-                and to_text(row.get("model_id")):
-            out.append((to_int(row["ts"]) or 0, str(to_text(row["model_id"]))))
-    return sorted(out)
+    return _metadata_series(path, "model_usage", "model_id")
 
 
 def _versions(path: Path | None) -> list[tuple[int, str]]:
     """(ts, extension version) of ``task_metadata.json`` `environment_history`, in time
     order (Cline writes an entry when a task starts or resumes)."""
+    return _metadata_series(path, "environment_history", "cline_version")
+
+
+def _metadata_series(path: Path | None, rows_key: str, value_key: str
+                     ) -> list[tuple[int, str]]:
+    """(ts, value) of the rows under `rows_key` of ``task_metadata.json`` that carry both,
+    in time order; nothing when the file is missing or unreadable."""
     if path is None:
         return []
     try:
         meta = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return []
-    rows = meta.get("environment_history") if isinstance(meta, dict) else None
+    rows = meta.get(rows_key) if isinstance(meta, dict) else None
     out = []
     for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict) and to_int(row.get("ts")) is not None \
-                and to_text(row.get("cline_version")):
-            out.append((to_int(row["ts"]) or 0, str(to_text(row["cline_version"]))))
+                and to_text(row.get(value_key)):
+            out.append((to_int(row["ts"]) or 0, str(to_text(row[value_key]))))
     return sorted(out)
 
 
