@@ -207,3 +207,29 @@ class TestTokenCountBeforeOutput:
             ("history-rewrite", "a user turn began: the Responses API dropped 3 reasoning "
              "items of the turns before it", 20)]
         assert [c.source_line for c in calls] == [5, 9, 13, 17, 21]
+
+
+def test_a_remote_compaction_is_recorded_once(tmp_path: Path) -> None:
+    # newer Codex: a compacted line with the replacement history (an encrypted compaction
+    # item and the user message kept), then its context_compacted event
+    lines = [
+        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta",
+         "payload": {"id": "s1", "cli_version": "0.80.0"}},
+        {"timestamp": "2026-01-01T00:00:01Z", "type": "compacted",
+         "payload": {"message": "", "replacement_history": [
+             {"type": "message", "role": "user",
+              "content": [{"type": "input_text", "text": "hi"}]},
+             {"type": "compaction", "encrypted_content": "gAAA"},
+             {"type": "ghost_snapshot", "ghost_commit": {"id": "x"}}]}},
+        {"timestamp": "2026-01-01T00:00:01Z", "type": "event_msg",
+         "payload": {"type": "context_compacted"}},
+        {"timestamp": "2026-01-01T00:00:02Z", "type": "event_msg",
+         "payload": {"type": "token_count", "info": {"last_token_usage": {
+             "input_tokens": 10, "cached_input_tokens": 0, "output_tokens": 1}}}},
+    ]
+    path = tmp_path / "rollout-2026-01-01T00-00-00-s1.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (call,) = _read(path)
+    # the ghost snapshot is not history: 2 items
+    assert [(e.kind, e.detail, e.source_line) for e in call.events] == [
+        ("compaction", "compacted (remote: replacement_history of 2 items)", 2)]
