@@ -230,7 +230,8 @@ class TestClaudeCodeLedger:
         # tools_changed (agree); call 7: provider / messages_changed (disagree)
         # tokens: the verdicts say 6,000 + 1,000 + 998 missed; the ledger lost break 6,000 +
         # break 1,000 + provider 997 on the same calls (call 6 left 9,997 in the cache)
-        assert report["ledger"]["provider_verdicts"] == {
+        assert {k: v for k, v in report["ledger"]["provider_verdicts"].items()
+                if k != "per_call"} == {
             "calls": 3, "compared": 3, "agree": 2,
             "provider_missed_tokens": 7_998, "lost_tokens": 7_997,
             "matrix": {"break:model-change": {"model_changed": 1},
@@ -268,7 +269,7 @@ class TestClineLedger:
         assert "Plan and Act" in found["model-change"]["fix"]
         assert report["ledger"]["provider_verdicts"] == {
             "calls": 0, "compared": 0, "agree": 0, "provider_missed_tokens": 0,
-            "lost_tokens": 0, "matrix": {}}
+            "lost_tokens": 0, "matrix": {}, "per_call": []}
 
 
 def test_real_claude_code_files_change_only_where_they_record_events() -> None:

@@ -21,7 +21,7 @@ from prefixscope.findings.breakdown import Breakdown
 from prefixscope.findings.calls import Call, Calls
 from prefixscope.findings.ledger import Basis, Ledger, Money
 from prefixscope.findings.model import ReplayBasis, Report
-from prefixscope.findings.verdicts import reconcile
+from prefixscope.findings.verdicts import VerdictCall, reconcile
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult
 from prefixscope.store.store import UsageSummary
@@ -51,6 +51,7 @@ from prefixscope.views.jsonshapes import (
     SimulateJson,
     SimulateRequestJson,
     UsageSummaryJson,
+    VerdictCallJson,
 )
 
 
@@ -261,7 +262,9 @@ def report_json(report: Report) -> ReportJson:
                     "replay": _replay_basis_json(s.replay),
                     "money": _money_json(s.money)},
         "ledger": _ledger_json(report.ledger, report.evidence.verdicts
-                               if report.evidence is not None else {}),
+                               if report.evidence is not None else {},
+                               report.evidence.diff.pairs if report.evidence is not None
+                               and report.evidence.diff is not None else ()),
         "what_if": [{"name": w.name, "detail": w.detail, "gain_tokens": w.gain_tokens,
                      "hit_rate_predicted": w.hit_rate_predicted,
                      "saved_usd": _usd(w.saved_usd), "cost_usd": _usd(w.cost_usd),
@@ -359,11 +362,11 @@ def _money_json(m: Money | None) -> MoneyJson | None:
             "lost_usd_by_cause": {c: _usd(v) or 0.0 for c, v in m.lost_usd_by_cause.items()}}
 
 
-def _ledger_json(ledger: Ledger | None,
-                 verdicts: Mapping[str, tuple[str, int | None]]) -> LedgerJson | None:
+def _ledger_json(ledger: Ledger | None, verdicts: Mapping[str, tuple[str, int | None]],
+                 pairs: Sequence[PairDiff]) -> LedgerJson | None:
     if ledger is None:
         return None
-    agreed = reconcile(ledger, verdicts)
+    agreed = reconcile(ledger, verdicts, pairs)
     by_cause: dict[str, object] = {}
     for cause, tokens in ledger.by_cause.items():
         if cause == "break":
@@ -382,7 +385,18 @@ def _ledger_json(ledger: Ledger | None,
                                   "provider_missed_tokens": agreed.provider_missed_tokens,
                                   "lost_tokens": agreed.lost_tokens,
                                   "matrix": {ours: dict(theirs)
-                                             for ours, theirs in agreed.matrix.items()}}}
+                                             for ours, theirs in agreed.matrix.items()},
+                                  "per_call": [_verdict_call_json(c)
+                                               for c in agreed.per_call]}}
+
+
+def _verdict_call_json(c: VerdictCall) -> VerdictCallJson:
+    return {"id": c.id, "session": c.session, "reason": c.reason,
+            "provider_missed_tokens": c.provider_missed_tokens, "cause": c.cause,
+            "kind": c.kind, "segment": c.segment, "lost_tokens": c.lost_tokens,
+            "cause_tokens": c.cause_tokens,
+            "first_divergence_token": c.first_divergence_token,
+            "divergence_segment": c.divergence_segment, "agrees": c.agrees}
 
 
 def jsonable(value: Any) -> Any:

@@ -499,6 +499,23 @@ class MoneyJson(TypedDict):
     lost_usd_by_cause: dict[str, float]
 
 
+class VerdictCallJson(TypedDict):
+    """One call that carries a verdict: the provider's side beside prefixscope's."""
+
+    id: str
+    session: str | None
+    reason: str  # the provider's reason
+    provider_missed_tokens: int | None  # the verdict's cache_missed_input_tokens
+    cause: str  # prefixscope's: the call's largest loss (break:<kind>), none
+    kind: str | None  # the break's kind, when it broke
+    segment: str | None  # the part the ledger blames, else where the diff located a change
+    lost_tokens: int  # the ledger's lost tokens of the call
+    cause_tokens: int  # of them, the cause's
+    first_divergence_token: int | None  # the diff's first divergent token (rendered tokens)
+    divergence_segment: str | None  # the segment that token lies in
+    agrees: bool | None  # None: the reason says nothing prefixscope can compare
+
+
 class ProviderVerdictsJson(TypedDict):
     """prefixscope's cause x the provider's own cache-miss reason, over the calls that
     carry one (Claude Code's ``diagnostics.cache_miss_reason``)."""
@@ -509,6 +526,7 @@ class ProviderVerdictsJson(TypedDict):
     provider_missed_tokens: int  # the verdicts' cache_missed_input_tokens, summed
     lost_tokens: int  # the ledger's lost tokens of the same calls
     matrix: dict[str, dict[str, int]]  # our cause -> provider reason -> calls
+    per_call: list[VerdictCallJson]  # each call that carries one
 
 
 class LedgerJson(TypedDict):
