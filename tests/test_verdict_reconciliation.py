@@ -69,11 +69,11 @@ class TestPerCall:
              "cause": "break:history-rewrite", "kind": "history-rewrite",
              "segment": "messages", "lost_tokens": 10, "cause_tokens": 10,
              "first_divergence_token": 6900, "divergence_segment": "messages[0]",
-             "agrees": True},
+             "agrees": True, "diffed": True},
             {"reason": "tools_changed", "provider_missed_tokens": 6946,
              "cause": "provider", "kind": None, "segment": None, "lost_tokens": 6938,
              "cause_tokens": 6938, "first_divergence_token": None,
-             "divergence_segment": None, "agrees": False},
+             "divergence_segment": None, "agrees": False, "diffed": True},
         ]
         ids = [c["id"] for c in verdicts["per_call"]]
         assert len(set(ids)) == 2 and all(c["session"] == "sess-refined-1"
@@ -98,3 +98,66 @@ class TestPerCall:
             ("tools_changed", 1000, "break:tool-set-change", 1000, None, True),
             ("messages_changed", 998, "provider", 997, None, False),
         ]
+
+
+def _disagreements(report: dict) -> list[dict]:
+    return [f for f in report["findings"] if f["kind"] == "verdict-disagreement"]
+
+
+class TestDisagreementFinding:
+    def test_bodies_show_the_prefix_intact(self) -> None:
+        # R3: tools_changed (6,946) against provider (6,938); R2 agrees: no finding of its own
+        report = _report(REFINED)
+        [found] = _disagreements(report)
+        rid = report["ledger"]["provider_verdicts"]["per_call"][1]["id"]
+        # a lens: it shows the provider miss's tokens and claims none; severity by the
+        # disputed 6,946 (>= 1,024 a request: above the floor) of 20,812 prompt tokens
+        assert (found["lost_tokens"], found["severity"]) == (0, "high")
+        assert found["title"] == (
+            "the provider says tools_changed where prefixscope finds provider on 1 request: "
+            "its verdicts count 6,946 missed tokens, the ledger 6,938 lost")
+        assert found["evidence"] == {
+            "requests": 1, "sessions": 1, "provider_reason": "tools_changed",
+            "provider_missed_tokens": 6946, "cause": "provider", "kind": None,
+            "cause_tokens": 6938, "lost_tokens": 6938, "segments": {}, "diffed": 1,
+            "located": 0, "disputed_tokens": 6946, "example_requests": [rid],
+            "examples": [{"id": rid, "provider_missed_tokens": 6946, "cause_tokens": 6938,
+                          "segment": None, "first_divergence_token": None,
+                          "divergence_segment": None, "diffed": True}],
+            "attributed_to": ["provider"], "shows_tokens": 6938,
+            "shows_tokens_by_cause": {"provider": 6938}}
+        assert "rebuilt both bodies and found the prompt extending its predecessor" in \
+            found["fix"]
+        assert "same cache key" in found["fix"]
+
+    def test_no_bodies_the_verdict_is_the_stronger_and_under_the_floor_low(self) -> None:
+        # Claude Code call 7: messages_changed (998) against provider (997): 998 < 1,024
+        [found] = _disagreements(_report(CC))
+        assert (found["severity"], found["evidence"]["provider_reason"],
+                found["evidence"]["cause"], found["evidence"]["disputed_tokens"],
+                found["evidence"]["diffed"]) == ("low", "messages_changed", "provider", 998, 0)
+        assert "log holds no bodies" in found["fix"]
+        assert "Capture the request bodies" in found["fix"]
+
+    def test_a_setting_prefixscope_does_not_compare(self) -> None:
+        # OpenAI O4: reasoning_effort_changed (2,176) against provider (2,176): 2,176 of
+        # 11,252 prompt tokens (19%), above the floor: high
+        report = _report(FIXTURES / "raw" / "verdicts_openai_responses.jsonl")
+        [found] = _disagreements(report)
+        assert report["summary"]["prompt_tokens"] == 2214 + 2232 + 2250 + 2269 + 2287
+        assert (found["severity"], found["evidence"]["provider_reason"],
+                found["evidence"]["provider_missed_tokens"],
+                found["evidence"]["shows_tokens"]) == (
+            "high", "reasoning_effort_changed", 2176, 2176)
+        assert found["fix"].startswith("The provider's evidence is the stronger here")
+
+    def test_agreeing_verdicts_make_no_finding(self) -> None:
+        assert _disagreements(_report(FIXTURES / "raw" / "verdicts_anthropic.jsonl")) == []
+
+    def test_terminal_shows_the_lens(self) -> None:
+        result = runner.invoke(app, ["report", str(REFINED)])
+        assert result.exit_code == 0, result.output
+        out = " ".join(result.output.split())
+        assert ("lens verdict-disagreement · shows 6,938 missed tokens of provider "
+                "the provider says tools_changed where prefixscope finds provider on 1 "
+                "request") in out

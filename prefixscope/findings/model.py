@@ -19,12 +19,12 @@ KINDS = (
     "compaction",
     "eviction-pressure", "ttl-expiry", "provider-miss", "pinned-constant",
     "below-minimum", "unexplained-miss", "usage-semantics", "l2-write-only", "engine-log",
-    "low-hit-rate-dimension", "truncated-bodies", "bad-records",
+    "low-hit-rate-dimension", "truncated-bodies", "bad-records", "verdict-disagreement",
 )
 # Kinds that look at the misses from another angle (a pinned constant, a part of the
 # traffic): they name the ledger causes they show (`evidence["attributed_to"]`) and claim
 # no tokens of their own.
-LENS_KINDS = frozenset({"pinned-constant", "low-hit-rate-dimension"})
+LENS_KINDS = frozenset({"pinned-constant", "low-hit-rate-dimension", "verdict-disagreement"})
 SEVERITIES = ("high", "medium", "low", "info")
 # The reading order's groups, in the order every view lists them (`reading_group`): the
 # causes (a cost or a severity of their own), the lenses (they show causes' tokens and

@@ -73,6 +73,7 @@ class VerdictCall:
     first_divergence_token: int | None  # the diff's first divergent token (rendered tokens)
     divergence_segment: str | None  # the segment that token lies in (as logged)
     agrees: bool | None  # None: the reason says nothing (`unavailable`, unknown)
+    diffed: bool = False  # both bodies rebuilt and diffed with the session predecessor's
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +130,7 @@ def reconcile(ledger: Ledger | None,
             e.id, e.session, reason, missed, ours, e.break_kind,
             e.break_segment or (div.segment if div is not None else None), lost,
             e.causes.get(top, 0), div.token if div is not None else None,
-            div.segment if div is not None else None, agrees(ours, reason)))
+            div.segment if div is not None else None, agrees(ours, reason), pair is not None))
     matrix: dict[str, dict[str, int]] = {}
     for (ours, theirs), n in sorted(pairs_seen.items()):
         matrix.setdefault(ours, {})[theirs] = n

@@ -396,7 +396,8 @@ def _verdict_call_json(c: VerdictCall) -> VerdictCallJson:
             "kind": c.kind, "segment": c.segment, "lost_tokens": c.lost_tokens,
             "cause_tokens": c.cause_tokens,
             "first_divergence_token": c.first_divergence_token,
-            "divergence_segment": c.divergence_segment, "agrees": c.agrees}
+            "divergence_segment": c.divergence_segment, "agrees": c.agrees,
+            "diffed": c.diffed}
 
 
 def jsonable(value: Any) -> Any:

@@ -514,6 +514,7 @@ class VerdictCallJson(TypedDict):
     first_divergence_token: int | None  # the diff's first divergent token (rendered tokens)
     divergence_segment: str | None  # the segment that token lies in
     agrees: bool | None  # None: the reason says nothing prefixscope can compare
+    diffed: bool  # both bodies rebuilt and diffed with the session predecessor's
 
 
 class ProviderVerdictsJson(TypedDict):

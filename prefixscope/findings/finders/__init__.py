@@ -11,6 +11,7 @@ from prefixscope.findings.finders import (
     breakage,
     constants,
     data,
+    disagreement,
     engine,
     recorded,
     replay,
@@ -30,4 +31,5 @@ FINDERS: tuple[Finder, ...] = (
     usage.find,  # usage numbers that mean something else than they seem (usage lint)
     engine.find,  # what the engine's own log says (engine-log)
     data.find,  # records that could not be read, bodies cut by the logger
+    disagreement.find,  # the provider's verdict and prefixscope's cause disagree
 )
