@@ -161,3 +161,31 @@ class TestDisagreementFinding:
         assert ("lens verdict-disagreement · shows 6,938 missed tokens of provider "
                 "the provider says tools_changed where prefixscope finds provider on 1 "
                 "request") in out
+
+
+class TestAgreementPrinted:
+    def test_every_miss_carries_a_verdict(self, tmp_path) -> None:
+        # R2 and R3 are the calls that lost tokens, and both carry a verdict: 1 of 2 agree
+        said = ("provider verdicts: 2 calls carry one; prefixscope's cause agrees on 1 of 2 "
+                "that name a change; they count 7,000 missed tokens, the ledger 6,948 lost; "
+                "agreement 50%, every call that lost tokens carrying one")
+        result = runner.invoke(app, ["report", str(REFINED)])
+        assert result.exit_code == 0, result.output
+        assert said in " ".join(result.output.split())
+        md = tmp_path / "report.md"
+        result = runner.invoke(app, ["report", str(REFINED), "--md", str(md)])
+        assert result.exit_code == 0, result.output
+        assert said in md.read_text()
+        html = tmp_path / "report.html"
+        result = runner.invoke(app, ["report", str(REFINED), "--html", str(html)])
+        assert result.exit_code == 0, result.output
+        assert "agreement 50%, every call that lost tokens carrying one" in html.read_text()
+
+    def test_verdicts_on_some_misses(self) -> None:
+        # the Claude Code transcript: six calls lost tokens (compaction, model change,
+        # client upgrade, tool-set delta, provider, the shorter prompt's unexplained); three
+        # carry a verdict, two agree
+        result = runner.invoke(app, ["report", str(CC)])
+        assert result.exit_code == 0, result.output
+        assert ("the ledger 7,997 lost; agreement 67%, verdicts on 3 of 6 calls that lost "
+                "tokens") in " ".join(result.output.split())

@@ -119,6 +119,9 @@ def _ledger(report: Report) -> list[str]:
     if ledger is None or line is None:
         return []
     out = ["<h2>Where the missed tokens went</h2>", f"<p>{esc(line)}.</p>"]
+    verdicts = wording.verdicts_line(report)
+    if verdicts is not None:
+        out.append(f"<p>{esc(verdicts)}.</p>")
     if not ledger.missed_tokens:
         return out
     parts = sorted(((c, n) for c, n in ledger.by_cause.items() if n), key=lambda kv: -kv[1])

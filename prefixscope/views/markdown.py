@@ -94,8 +94,8 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
     for line in (*wording.replay_lines(s), wording.approximate_line(report)):
         if line:
             lines += [f"> {md_text(line)}", ""]
-    for line in (wording.ledger_line(report.ledger), wording.money_line(s),
-                 *wording.what_if_lines(report)):
+    for line in (wording.ledger_line(report.ledger), wording.verdicts_line(report),
+                 wording.money_line(s), *wording.what_if_lines(report)):
         if line:
             lines += [md_text(line), ""]
     if report.breakdown is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prefixscope.findings.ledger import CAUSES, NOT_LOSSES, Ledger
+from prefixscope.findings.ledger import CAUSES, LOSSES, NOT_LOSSES, Ledger
 from prefixscope.findings.model import (
     LENS_KINDS,
     READING_GROUPS,
@@ -153,7 +153,24 @@ def verdicts_line(report: Report) -> str | None:
     return (f"provider verdicts: {plural(agreed.calls, 'call')} carry one; prefixscope's "
             f"cause agrees on {agreed.agree:,} of {agreed.compared:,} that name a change; "
             f"they count {agreed.provider_missed_tokens:,} missed tokens, the ledger "
-            f"{agreed.lost_tokens:,} lost (cause x reason: --json ledger.provider_verdicts)")
+            f"{agreed.lost_tokens:,} lost{_agreement(report)} (cause x reason: --json "
+            "ledger.provider_verdicts)")
+
+
+def _agreement(report: Report) -> str:
+    """Agreement as a number: the share of the compared verdicts prefixscope's cause agrees
+    with, said over every miss when every call of the basis that lost tokens carries a
+    verdict, else over how many of them do."""
+    assert report.evidence is not None
+    agreed = reconcile(report.ledger, report.evidence.verdicts)
+    if not agreed.compared or report.ledger is None:
+        return ""
+    lost = [e.id for e in report.ledger.entries if any(e.causes.get(c) for c in LOSSES)]
+    carried = sum(i in report.evidence.verdicts for i in lost)
+    said = f"; agreement {agreed.agree / agreed.compared:.0%}"
+    if carried == len(lost):
+        return said + ", every call that lost tokens carrying one"
+    return said + f", verdicts on {carried:,} of {plural(len(lost), 'call')} that lost tokens"
 
 
 def money_line(s: Summary) -> str | None:
