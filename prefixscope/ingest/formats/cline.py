@@ -67,7 +67,23 @@ Guarantees:
   after its ``api_req_started`` and before any of its answer (that request's), or on
   demand between requests (the next request's).
 * `api_conversation_history.json` and `task_metadata.json` next to a `ui_messages.json`
-  are its companions (read with it, not alone). Reported as skips: elements that are not
+  are its companions (read with it, not alone).
+* An ``api_conversation_history.json`` alone (a task shared without its UI log) is read
+  when its assistant messages carry the `metrics` newer Cline versions write with them
+  (`addToApiConversationHistory({role: "assistant", content, modelInfo, metrics: {tokens:
+  {prompt, completion, cached}, cost}, ts})`, `prompt` = the call's `inputTokens`,
+  `cached` = `cacheWriteTokens + cacheReadTokens`: the same counts `ClineApiReqInfo`
+  holds, reads and writes summed). One request per such assistant message (record key
+  ``cline:<task id>:history:<index>``): `prompt_tokens` = `prompt` + `cached` (as
+  `tokensIn` + `cacheReads` + `cacheWrites` above), `output_tokens` = `completion`; when
+  `cached` is 0 the call read and wrote nothing (`cached_tokens` = `cache_write_tokens`
+  = 0), else the reads and writes cannot be told apart (both None, the sum kept as
+  `metadata.cache_reads_and_writes`; semantics ``cline-history``). Model from
+  `modelInfo.modelId` (a change between calls is a ``model-change``), timestamp the
+  `ts` of the user message it answers, body the history before it (``approximate``
+  ``system``, ``tools`` and ``history-truncation``: a range Cline dropped is recorded
+  only in the UI log). A history without `metrics` is one skip saying where the usage
+  is (``ui_messages.json`` of the task folder). Reported as skips: elements that are not
   UI messages, and an ``api_req_started`` whose `text` is not a JSON object.
 """
 
@@ -103,10 +119,17 @@ _META_KEYS = ("apiProtocol", "cancelReason", "streamingFailedMessage")
 
 def sniff(probe: Probe) -> bool:
     """A JSON array whose first element is a UI message: `ts` and `type` ``say`` / ``ask``
-    with its `say` / `ask` kind."""
+    with its `say` / `ask` kind; or an API history (`{role, content, ts}` first) read
+    alone."""
     if probe.kind != "json" or not isinstance(probe.document, list):
         return False
-    return is_ui_message(probe.first)
+    return is_ui_message(probe.first) or is_history_message(probe.first)
+
+
+def is_history_message(rec: Any) -> bool:
+    """A message of Cline's API history: Anthropic `{role, content}` with Cline's `ts`."""
+    return (isinstance(rec, dict) and rec.get("role") in ("user", "assistant")
+            and "content" in rec and to_int(rec.get("ts")) is not None)
 
 
 def is_ui_message(rec: Any) -> bool:
@@ -122,6 +145,9 @@ def is_companion(path: Path) -> bool:
 
 
 def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
+    if not is_ui_message(probe.first) and is_history_message(probe.first):
+        yield from _parse_history(source, probe)
+        return
     history = _load_list(source.sibling(API_HISTORY))
     model_usage = _model_usage(source.sibling(TASK_METADATA))
     versions = _versions(source.sibling(TASK_METADATA))
@@ -183,6 +209,75 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
             record = Record(replace(record.request, events=tuple(events), metadata=metadata),
                             record.key)
         yield record
+
+
+def _parse_history(source: Source, probe: Probe) -> Iterator[Record | Skip]:
+    """An ``api_conversation_history.json`` read alone: one request per assistant message
+    with `metrics.tokens`."""
+    task, client = _place(source)
+    history: list[Any] = []
+    places: list[int] = []
+    for place, rec in iter_json_records(source, probe):
+        history.append(None if isinstance(rec, BadRecord) else rec)
+        places.append(place)
+        if isinstance(rec, BadRecord):
+            yield Skip(place, str(rec))
+    calls = [i for i, m in enumerate(history)
+             if _role(m, "assistant") and isinstance(as_object(m.get("metrics")).get("tokens"),
+                                                     dict)]
+    if not calls:
+        yield Skip(None, "Cline API history without per-call usage: no assistant message "
+                         "carries metrics.tokens (Cline writes them from version 3.x on); "
+                         "the usage is in ui_messages.json: ingest the whole task folder "
+                         "(globalStorage/saoudrizwan.claude-dev/tasks/<task id>/)")
+        return
+    before: str | None = None
+    for index in calls:
+        rec = history[index]
+        model_info = as_object(rec.get("modelInfo"))
+        model = to_text(model_info.get("modelId"))
+        asked = history[index - 1] if index and _role(history[index - 1], "user") else rec
+        when = parse_time(to_int(asked.get("ts")))
+        events: tuple[SessionEvent, ...] = ()
+        if before and model and model != before:
+            events = (SessionEvent("model-change", f"{before} -> {model}", when,
+                                    places[index]),)
+        before = model or before
+        messages = [_message(m) for m in history[:index]]
+        body = None
+        metadata: dict[str, Any] = {}
+        if messages and all(m is not None for m in messages):
+            body = {"model": model, "messages": messages}
+            metadata["approximate"] = [*APPROXIMATE, "history-truncation"]
+        for key, name in (("providerId", "provider"), ("mode", "mode")):
+            if model_info.get(key) is not None:
+                metadata[name] = model_info[key]
+        usage, cached = _history_usage(rec["metrics"])
+        if cached:
+            metadata["cache_reads_and_writes"] = cached
+        cost = to_float(as_object(rec.get("metrics")).get("cost"))
+        if cost is not None:
+            metadata["cost"] = cost
+        request = Request(
+            id="", source_format="", source_file="", source_line=places[index],
+            timestamp=when, endpoint="anthropic-messages", model=model,
+            session_key=task, session_key_source="cline.task-dir" if task else None,
+            client=client, body=body, output=_message(rec), usage=usage,
+            metadata=metadata, events=events)
+        yield Record(request=request, key=f"cline:{task}:history:{index}")
+
+
+def _history_usage(metrics: dict[str, Any]) -> tuple[Usage, int | None]:
+    """(usage, cache reads + writes) of a history message's `metrics.tokens`."""
+    tokens = as_object(metrics.get("tokens"))
+    prompt, completion, cached = (to_int(tokens.get(k)) for k in ("prompt", "completion",
+                                                                  "cached"))
+    if prompt is None and completion is None:
+        return Usage(), cached
+    total = None if prompt is None else prompt + (cached or 0)
+    known = 0 if cached == 0 else None  # nothing read or written; else the two are summed
+    return Usage(prompt_tokens=total, cached_tokens=known, cache_write_tokens=known,
+                 output_tokens=completion, semantics="cline-history"), cached
 
 
 # Roo Code's context management messages (`ClineSay`): a condensation into a summary, a
