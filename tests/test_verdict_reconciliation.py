@@ -3,24 +3,26 @@ one listed beside prefixscope's cause, with the change located where both bodies
 and a finding for every disagreement.
 
 tests/fixtures/raw/verdicts_refined.jsonl is a hand-built Anthropic capture of one session
-(Sonnet 4.5: a warm read ends 2 tokens short, a shortfall under 64 is rounding; the system
-block carries a ``cache_control`` breakpoint; prompt = input + read + write):
+(Sonnet 4.5: a warm read ends 2 tokens short, never past what the predecessor read plus
+wrote; a shortfall under 64 is rounding; prompt = input + read + write). The first user
+message is a 60-frame traceback; the usage is chosen equal to the rendered prompts' token
+counts (8,420 / 8,431 / 8,441, `prefixscope diff --all`), so the diff's positions are the
+log's:
 
-  R1 6,904 = 10 + 6,894 written: cold 6,904
-  R2 6,948 = 10 + 6,894 read + 44 written, 30 s later; the client rewrote the first user
-     message ("the divide test fails" -> "the modulo test fails"); verdict messages_changed,
-     54 missed (its 10 + 44 uncached). The read stopped at the system's breakpoint (6,894);
-     of R1's 6,904 the 10 after it were sent again after the change: break
-     history-rewrite 10 (segment messages), new 6,948 - 6,904 = 44. The diff puts the first
-     divergent token in messages[0] (token 6,900 of the rendered prompt: the tools and
-     system R1 wrote, then the first message up to "divide"). Agrees.
-  R3 6,960 = 10 + 6,950 written, nothing read 30 s later, its body extends R2's (tools,
-     system, messages byte-identical); verdict tools_changed, 6,946 missed. prefixscope: the
-     live prefix R2 left in the cache is what R2 read plus wrote (6,894 + 44 = 6,938): all
-     of it missed within the TTL, provider 6,938; rounding 6,948 - 6,938 = 10; new 12.
+  R1 8,420 = 10 + 8,410 written: cold 8,420
+  R2 8,431 = 10 + 6,900 read + 1,521 written, 30 s later; the client rewrote the first
+     word of the first user message ("the divide test fails" -> "the modulo test fails"):
+     the diff's first divergent token is 6,900, in messages[0], and the read stops there.
+     Verdict messages_changed, 1,531 missed (8,431 - 6,900). Of R1's 8,420 the 1,520 after
+     token 6,900 were sent again after the change: break history-rewrite 1,520 (segment
+     messages), new 8,431 - 8,420 = 11. Agrees.
+  R3 8,441 = 10 + 8,431 written, nothing read 30 s later, its body extends R2's (tools,
+     system, messages byte-identical); verdict tools_changed, 8,421 missed. prefixscope: the
+     live prefix R2 left is what it read plus wrote (6,900 + 1,521 = 8,421): all of it
+     missed within the TTL, provider 8,421; rounding 8,431 - 8,421 = 10; new 10.
      Disagrees: the provider says the tools changed, the bodies show them unchanged.
 
-Totals: missed 13,918 = cold 6,904 + new 56 + rounding 10 + break 10 + provider 6,938.
+Totals: missed 18,392 = cold 8,420 + new 21 + rounding 10 + break 1,520 + provider 8,421.
 """
 
 from __future__ import annotations
@@ -52,10 +54,10 @@ class TestPerCall:
     def test_ledger_by_hand(self) -> None:
         ledger = _report(REFINED)["ledger"]
         by = ledger["by_cause"]
-        assert ledger["missed_tokens"] == 13_918
-        assert (by["cold"], by["new"], by["rounding"], by["provider"]) == (6904, 56, 10, 6938)
-        assert by["break"] == {"tokens": 10, "by_kind": {"history-rewrite": 10},
-                               "by_segment": {"messages": 10}}
+        assert ledger["missed_tokens"] == 18_392
+        assert (by["cold"], by["new"], by["rounding"], by["provider"]) == (8420, 21, 10, 8421)
+        assert by["break"] == {"tokens": 1520, "by_kind": {"history-rewrite": 1520},
+                               "by_segment": {"messages": 1520}}
 
     def test_messages_changed_refined_to_the_token_and_segment(self) -> None:
         report = _report(REFINED)
@@ -63,16 +65,16 @@ class TestPerCall:
         assert {k: verdicts[k] for k in ("calls", "compared", "agree",
                                          "provider_missed_tokens", "lost_tokens")} == {
             "calls": 2, "compared": 2, "agree": 1,
-            "provider_missed_tokens": 54 + 6946, "lost_tokens": 10 + 6938}
+            "provider_missed_tokens": 1531 + 8421, "lost_tokens": 1520 + 8421}
         assert _calls(report) == [
-            {"reason": "messages_changed", "provider_missed_tokens": 54,
+            {"reason": "messages_changed", "provider_missed_tokens": 1531,
              "cause": "break:history-rewrite", "kind": "history-rewrite",
-             "segment": "messages", "lost_tokens": 10, "cause_tokens": 10,
+             "segment": "messages", "lost_tokens": 1520, "cause_tokens": 1520,
              "first_divergence_token": 6900, "divergence_segment": "messages[0]",
              "agrees": True, "diffed": True},
-            {"reason": "tools_changed", "provider_missed_tokens": 6946,
-             "cause": "provider", "kind": None, "segment": None, "lost_tokens": 6938,
-             "cause_tokens": 6938, "first_divergence_token": None,
+            {"reason": "tools_changed", "provider_missed_tokens": 8421,
+             "cause": "provider", "kind": None, "segment": None, "lost_tokens": 8421,
+             "cause_tokens": 8421, "first_divergence_token": None,
              "divergence_segment": None, "agrees": False, "diffed": True},
         ]
         ids = [c["id"] for c in verdicts["per_call"]]
@@ -106,26 +108,26 @@ def _disagreements(report: dict) -> list[dict]:
 
 class TestDisagreementFinding:
     def test_bodies_show_the_prefix_intact(self) -> None:
-        # R3: tools_changed (6,946) against provider (6,938); R2 agrees: no finding of its own
+        # R3: tools_changed (8,421) against provider (8,421); R2 agrees: no finding of its own
         report = _report(REFINED)
         [found] = _disagreements(report)
         rid = report["ledger"]["provider_verdicts"]["per_call"][1]["id"]
         # a lens: it shows the provider miss's tokens and claims none; severity by the
-        # disputed 6,946 (>= 1,024 a request: above the floor) of 20,812 prompt tokens
+        # disputed 8,421 (>= 1,024 a request: above the floor) of 25,292 prompt tokens (33%)
         assert (found["lost_tokens"], found["severity"]) == (0, "high")
         assert found["title"] == (
             "the provider says tools_changed where prefixscope finds provider on 1 request: "
-            "its verdicts count 6,946 missed tokens, the ledger 6,938 lost")
+            "its verdicts count 8,421 missed tokens, the ledger 8,421 lost")
         assert found["evidence"] == {
             "requests": 1, "sessions": 1, "provider_reason": "tools_changed",
-            "provider_missed_tokens": 6946, "cause": "provider", "kind": None,
-            "cause_tokens": 6938, "lost_tokens": 6938, "segments": {}, "diffed": 1,
-            "located": 0, "disputed_tokens": 6946, "example_requests": [rid],
-            "examples": [{"id": rid, "provider_missed_tokens": 6946, "cause_tokens": 6938,
+            "provider_missed_tokens": 8421, "cause": "provider", "kind": None,
+            "cause_tokens": 8421, "lost_tokens": 8421, "segments": {}, "diffed": 1,
+            "located": 0, "disputed_tokens": 8421, "example_requests": [rid],
+            "examples": [{"id": rid, "provider_missed_tokens": 8421, "cause_tokens": 8421,
                           "segment": None, "first_divergence_token": None,
                           "divergence_segment": None, "diffed": True}],
-            "attributed_to": ["provider"], "shows_tokens": 6938,
-            "shows_tokens_by_cause": {"provider": 6938}}
+            "attributed_to": ["provider"], "shows_tokens": 8421,
+            "shows_tokens_by_cause": {"provider": 8421}}
         assert "rebuilt both bodies and found the prompt extending its predecessor" in \
             found["fix"]
         assert "same cache key" in found["fix"]
@@ -158,7 +160,7 @@ class TestDisagreementFinding:
         result = runner.invoke(app, ["report", str(REFINED)])
         assert result.exit_code == 0, result.output
         out = " ".join(result.output.split())
-        assert ("lens verdict-disagreement · shows 6,938 missed tokens of provider "
+        assert ("lens verdict-disagreement · shows 8,421 missed tokens of provider "
                 "the provider says tools_changed where prefixscope finds provider on 1 "
                 "request") in out
 
@@ -167,7 +169,7 @@ class TestAgreementPrinted:
     def test_every_miss_carries_a_verdict(self, tmp_path) -> None:
         # R2 and R3 are the calls that lost tokens, and both carry a verdict: 1 of 2 agree
         said = ("provider verdicts: 2 calls carry one; prefixscope's cause agrees on 1 of 2 "
-                "that name a change; they count 7,000 missed tokens, the ledger 6,948 lost; "
+                "that name a change; they count 9,952 missed tokens, the ledger 9,941 lost; "
                 "agreement 50%, every call that lost tokens carrying one")
         result = runner.invoke(app, ["report", str(REFINED)])
         assert result.exit_code == 0, result.output
