@@ -57,6 +57,17 @@ Guarantees:
 * Sessions: `session_key` is `sessionId` (``gemini-cli.sessionId``; else the file name,
   ``gemini-cli.file``); a sub-agent (`kind: "subagent"`, under
   ``chats/<parent id>/``) has `parent_key` = the parent directory's name.
+* Session events (`model.SessionEvent`, kept with the next call first logged after them):
+  a ``compaction`` when Gemini CLI compressed the chat. Compression replaces the history
+  (`GeminiChat.setHistory` -> `updateMessagesFromHistory`): a `{"$set": {"messages": ...}}`
+  that drops recorded turns and adds turns never seen before (the summary Gemini CLI
+  wrote, with no model or tokens); the UI then records an ``info`` message ``Context
+  compressed from X% to Y%.`` (automatic compression, `useGeminiStream`
+  `handleChatCompressionEvent`; ``/compress`` shows ``Chat history compressed from N to
+  M tokens.``). Either is the compaction; both before one call are one. A `$set` that
+  only drops turns (a cancelled request rolled back) or only changes their content
+  (tool output masking) is none. A call whose `model` differs from the previous call's
+  is a ``model-change``.
 * Reported as skips: invalid JSON, lines that are not objects or are none of the record
   kinds above. Messages are gathered until the end of the file (a message's later lines
   complete it); a file cut short keeps what was read, the cut is one skip.
@@ -74,7 +85,7 @@ from prefixscope.ingest.normalize.fields import parse_time, to_int, to_text
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.source import READ_ERRORS, Probe, Source
-from prefixscope.model import Record, Request, Skip, Usage
+from prefixscope.model import Record, Request, SessionEvent, Skip, Usage
 
 NAME = "gemini-cli"
 DESCRIPTION = ("Gemini CLI chat recordings (~/.gemini/tmp/*/chats/session-*.jsonl / .json): "
@@ -83,6 +94,8 @@ DESCRIPTION = ("Gemini CLI chat recordings (~/.gemini/tmp/*/chats/session-*.json
 APPROXIMATE = ("system", "tools", "protocol")
 _SENT_TYPES = frozenset({"user", "gemini"})  # info / error / warning are shown, never sent
 _TOKEN_KEYS = ("input", "output", "cached", "thoughts", "tool", "total")
+# the info messages Gemini CLI records after compressing the chat (automatic, /compress)
+_COMPRESSED_INFO = ("Context compressed from", "Chat history compressed from")
 
 
 def sniff(probe: Probe) -> bool:
@@ -106,6 +119,7 @@ class _Call:
     position: int | None
     message: dict[str, Any]
     history: list[dict[str, Any]]
+    events: list[SessionEvent] = field(default_factory=list)  # recorded before it
 
 
 @dataclass
@@ -114,6 +128,13 @@ class _State:
     meta: dict[str, Any] = field(default_factory=dict)
     conversation: list[dict[str, Any]] = field(default_factory=list)
     calls: dict[str, _Call] = field(default_factory=dict)
+    pending: list[SessionEvent] = field(default_factory=list)  # since the last new call
+    seen: set[str] = field(default_factory=set)  # every message id read
+
+    def compacted(self, detail: str, when: Any, line: int) -> None:
+        """A compression recorded since the last call (its `$set` and its info: one)."""
+        if not any(e.kind == "compaction" for e in self.pending):
+            self.pending.append(SessionEvent("compaction", detail, parse_time(when), line))
 
     def read_metadata(self, rec: dict[str, Any], line: int) -> None:
         if self.session is None:
@@ -123,6 +144,15 @@ class _State:
                 self.meta[key] = rec[key]
         messages = rec.get("messages")
         if isinstance(messages, list):  # the legacy document, or `$set` after a history sync
+            ids = {m["id"] for m in messages if isinstance(m, dict)
+                   and isinstance(m.get("id"), str)}
+            kept = [m for m in self.conversation if m.get("type") in _SENT_TYPES]
+            dropped = sum(1 for m in kept if m.get("id") not in ids)
+            added = len(ids - self.seen)
+            if dropped and added:
+                self.compacted(f"history replaced: {len(kept)} -> {len(ids)} messages "
+                               f"({dropped} dropped, {added} new)",
+                               rec.get("lastUpdated"), line)
             self.conversation = []
             for position, message in enumerate(messages):
                 self.read_message(message, line, position)
@@ -131,6 +161,11 @@ class _State:
         if not isinstance(message, dict) or not isinstance(message.get("id"), str):
             return
         mid = message["id"]
+        content = message.get("content")
+        if message.get("type") == "info" and mid not in self.seen and isinstance(content, str) \
+                and content.startswith(_COMPRESSED_INFO):
+            self.compacted(content, message.get("timestamp"), line)
+        self.seen.add(mid)
         index = next((i for i, m in enumerate(self.conversation) if m.get("id") == mid), None)
         if index is None:
             index = len(self.conversation)
@@ -141,7 +176,9 @@ class _State:
             return
         call = self.calls.get(mid)
         if call is None:
-            self.calls[mid] = _Call(line, position, message, list(self.conversation[:index]))
+            self.calls[mid] = _Call(line, position, message, list(self.conversation[:index]),
+                                    self.pending)
+            self.pending = []
             return
         if not isinstance(message.get("tokens"), dict) \
                 and isinstance(call.message.get("tokens"), dict):
@@ -169,6 +206,14 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     if session is None:
         session, session_source = _file_stem(source), "gemini-cli.file"
     parent = _parent(source) if state.meta.get("kind") == "subagent" else None
+    before: str | None = None
+    for call in state.calls.values():
+        model = to_text(call.message.get("model"))
+        if before and model and model != before:
+            call.events.append(SessionEvent("model-change", f"{before} -> {model}",
+                                            parse_time(call.message.get("timestamp")),
+                                            call.line))
+        before = model or before
     for mid, call in state.calls.items():
         yield _record(mid, call, state.meta, session, session_source if session else None,
                       parent)
@@ -234,6 +279,7 @@ def _record(mid: str, call: _Call, meta: dict[str, Any], session: str | None,
         usage=usage,
         metadata=metadata,
         source_position=call.position,
+        events=tuple(call.events),
     )
     return Record(request=request, key=f"gemini-cli:{session}:{mid}")
 
