@@ -30,6 +30,7 @@ import numpy as np
 from prefixscope.analyses.bucket import group_block_sizes
 from prefixscope.analyses.causes import CAUSES, Cause, DivergenceSite, classify
 from prefixscope.analyses.pool import worker_pool
+from prefixscope.analyses.simulate.prepare import breakpoint_ends
 from prefixscope.model import Request
 from prefixscope.model.redaction import active
 from prefixscope.parallel import Batch, Pool, effective_workers, runs
@@ -73,6 +74,9 @@ class PairDiff:
     approximate: bool = False  # counted with a stand-in tokenizer: counts are estimates
     block_size_source: str = "flag"  # "flag" | "inferred" (for B's group) | "default"
     observed_cached: int | None = None  # B's cached tokens as its log reports them
+    # A's ``cache_control`` breakpoints (an Anthropic body's marks): the token end of each
+    # marked block in A's rendered prompt, in order -- where A wrote cache entries
+    breakpoints_a: tuple[int, ...] = ()
 
     @property
     def shortfall(self) -> int | None:
@@ -151,6 +155,8 @@ def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: i
         lost_tokens=lost, cause=cause.cause, detail=cause.detail,
         approximate=ta.prompt.approximate or tb.prompt.approximate,
         block_size_source=block_size_source, observed_cached=b.usage.cached_tokens,
+        breakpoints_a=breakpoint_ends(ta, a.body)
+        if a.endpoint == "anthropic-messages" and isinstance(a.body, dict) else (),
     )
 
 

@@ -53,6 +53,7 @@ RESULT_SCHEMA = pa.schema([
     ("approximate", pa.bool_()),
     ("block_size_source", pa.string()),
     ("observed_cached", pa.int64()),
+    ("breakpoints_a", pa.list_(pa.int64())),
     # first_divergence, flattened; all null when the pair has none
     *[(f"div_{name}", pa.int64() if name in _INT_FIELDS else pa.string())
       for name in _DIVERGENCE],
@@ -141,6 +142,7 @@ def report_from_tables(tables: Iterable[pa.Table], options: RenderOptions,
 def _pair_diff(row: dict[str, Any]) -> PairDiff:
     divergence = None if row["div_token"] is None else Divergence(
         **{name: row[f"div_{name}"] for name in _DIVERGENCE})
-    return PairDiff(first_divergence=divergence,
-                    **{name: row[name] for name in PairDiff.__slots__
-                       if name != "first_divergence"})
+    fields: dict[str, Any] = {name: row[name] for name in PairDiff.__slots__
+                              if name != "first_divergence"}
+    fields["breakpoints_a"] = tuple(row["breakpoints_a"] or ())  # a list in the table
+    return PairDiff(first_divergence=divergence, **fields)

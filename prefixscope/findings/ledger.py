@@ -10,7 +10,10 @@ two rendered prompts, mapped to the log's token count; ``S`` when they do not di
 the log has no bodies) and ``X`` what the engine could have served of ``D`` by its rules
 (whole blocks, and never the last token, for a self-hosted engine; a hosted API's unit and
 minimum cacheable length; Anthropic's automatic breakpoint reading 2 tokens short, and
-never past what the predecessor read plus wrote: its uncached tail was never written)::
+never past what the predecessor read plus wrote: its uncached tail was never written;
+with bodies, the end of the predecessor's last ``cache_control`` breakpoint at or before
+``D``, since Anthropic reads only at breakpoints an earlier request wrote: ``[X, D)`` is
+then the change's ``break``)::
 
     0 ........ C ........ X ........ D ........ S ........ P
     | cached   | shortfall | rounding | break    | new      |
@@ -18,7 +21,8 @@ never past what the predecessor read plus wrote: its uncached tail was never wri
 * ``[S, P)`` is ``new``: appended since the previous turn (not a loss);
 * ``[D, S)`` is ``break``: sent before, but after the prefix changed (with the diff's
   kind and the segment it blames), or ``compaction`` when the change is a compaction;
-* ``[X, D)`` is ``rounding`` (a partial block, the provider's unit) or ``below-minimum``
+* ``[X, D)`` is ``break`` on Anthropic with a located change (`_breakpoint_reach`),
+  else ``rounding`` (a partial block, the provider's unit) or ``below-minimum``
   (``D`` is shorter than the minimum cacheable prefix or than one block, so ``X = 0``);
 * ``[C, X)``, the shortfall, is ``ttl`` (a hosted API and a pause longer than its
   retention), ``eviction`` (as much as a replay at the fitted capacity loses and an
@@ -403,6 +407,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
             shrank = prompt < before
             divergence = shared
             kind = break_kind(pair) if pair is not None else None
+            anchor = None  # X by the predecessor's breakpoints (a located Anthropic change)
             if recorded is not None:  # the log's own record of the change decides
                 kind = KIND_OF_EVENT[recorded]
                 segment = "tools" if kind == "tool-set-change" else None
@@ -422,15 +427,22 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
                 elif pair.first_divergence is not None:
                     divergence = min(shared, _to_log(pair.first_divergence.token,
                                                      pair.tokens_b, prompt, source))
+                    anchor = _breakpoint_reach(pair, rules, source, prompt, divergence)
             expected = rules.expected(divergence, prompt, divergence >= before)
             below = expected == 0 and divergence > 0 and rules.minimum > 0
+            if anchor is not None:
+                # Anthropic reads only an entry an earlier request wrote at a breakpoint:
+                # what lies between the last one before D and D is the change's loss
+                expected = min(expected, anchor) if anchor >= rules.minimum else 0
+                below = False
             written = _written_reach(prev, rules, source)
             if written is not None and written < expected:
                 # the predecessor's tokens after its last breakpoint were never written:
                 # no cache holds them ([written, D) is rounding, not a shortfall)
                 expected = written
             intervals = [
-                (expected, divergence, "below-minimum" if below else "rounding"),
+                (expected, divergence, "break" if anchor is not None
+                 else "below-minimum" if below else "rounding"),
                 (divergence, shared, "break"),
                 (shared, prompt, "new"),
             ]
@@ -474,6 +486,28 @@ def _predecessor_tokens(prev: UsageRecord, rep: ReplayedRequest | None,
             return None
         return round(before.sim.prompt_tokens * prompt / rep.sim.prompt_tokens)
     return before.sim.prompt_tokens
+
+
+def _breakpoint_reach(pair: PairDiff, rules: Rules, source: str, prompt: int,
+                      divergence: int) -> int | None:
+    """X of a hosted Anthropic request whose body the diff located a change in (`D`,
+    `divergence`, in the log's tokens): the end of the predecessor's last ``cache_control``
+    breakpoint at or before `D` (the token end of a marked block in its rendered prompt,
+    compared with `D` there: the two prompts are the same tokens before it; an entry the
+    predecessor wrote or refreshed), 0 when there is none. Anthropic serves nothing else:
+    it reads only at breakpoints an earlier request wrote, so ``[X, D)`` is the change's
+    loss, not the provider's. (What the predecessor itself read is not taken: it is a
+    position in the log's count, and compared with `D` mapped by the lengths it lands on
+    the wrong side of `D` when the change is at that very entry's end.) None where this
+    does not apply (another engine, a basis not read from the log's usage, a predecessor
+    without ``cache_control`` marks)."""
+    div = pair.first_divergence
+    if (rules.engine != "anthropic" or source != "observed" or div is None
+            or not pair.breakpoints_a):
+        return None
+    ends = [_to_log(end, pair.tokens_b, prompt, source)
+            for end in pair.breakpoints_a if end <= div.token]
+    return min(divergence, max(ends, default=0))
 
 
 def _written_reach(prev: UsageRecord, rules: Rules, source: str) -> int | None:

@@ -559,6 +559,13 @@ def _anthropic_blocks(tok: Tokens, body: dict[str, object]
     return tuple(blocks), tuple(sorted(breakpoints.items()))
 
 
+def breakpoint_ends(tok: Tokens, body: dict[str, object]) -> tuple[int, ...]:
+    """The token end of each block of a rendered Anthropic request its ``cache_control``
+    marks set a breakpoint on (`_anthropic_blocks`), in order: where it writes entries."""
+    blocks, breakpoints = _anthropic_blocks(tok, body)
+    return tuple(sorted({blocks[i][1] for i, _ in breakpoints}))
+
+
 def _cache_control(body: dict[str, object], key: str) -> float | None:
     node: object = body
     for name, index in re.findall(r"(\w+)(?:\[(\d+)\])?", key):
