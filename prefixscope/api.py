@@ -351,7 +351,9 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
         capacity: the replay's cache size: tokens, ``"N blocks"``, ``"2M"``, or bytes
             (``"8GiB"``) with `bytes_per_token` (None: fitted to the observed cache).
         bytes_per_token: KV bytes per token, for a capacity in bytes.
-        engine_logs: vLLM / SGLang logs or /metrics dumps to read too.
+        engine_logs: vLLM / SGLang logs or /metrics dumps to read too; when none is given
+            and `store` is a temporary one (``ps.ingest(paths, store=None)``), those among
+            its paths (as ``prefixscope report LOGS`` reads them).
         fail_under: gate: the hit rate (observed, else predicted) must be at least this.
         max_volatile_before: gate: no consecutive turns may diverge before this token.
         baseline: gate: a ``--write-baseline`` file no scenario's stable prefix may fall
@@ -418,6 +420,13 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
     with _store_of(store) as handle, _reading(handle, scoped) as st:
         # the command's LOGS: their bad records are findings (not a store named by path)
         ingested = handle.ingest_result if handle.temporary else None
+        if not options.engine_logs and ingested is not None and ingested.engine_logs:
+            # the engine logs among the paths given for this temporary store (ingest
+            # passes them over): read them as `prefixscope report LOGS` does
+            from dataclasses import replace
+
+            options = replace(options, engine_logs=tuple(
+                Path(p) for p in ingested.engine_logs))
         try:
             with _stage_runner(runner) as stages:
                 evidence = gather(st, options, progress, ingest=ingested, workers=workers,

@@ -528,3 +528,22 @@ def test_a_notebook_session_on_the_real_data(tmp_path: Path) -> None:
     table = "\n".join(findings_table(r))
     assert table in r._repr_html_()
     store.close()
+
+
+def test_the_library_reads_the_engine_logs_among_the_ingested_paths(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    """`ps.report(ps.ingest(DIR, store=None))` is `prefixscope report DIR`, a vLLM log in
+    DIR included (the ingest passes the log over; the report reads it)."""
+    (tmp_path / "logs").mkdir()
+    for name in ("vllm-offload.log", "bifrost-mcp-keyorder.jsonl"):
+        (tmp_path / "logs" / name).write_bytes((ROOT / "sample_logs" / name).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    printed = runner.invoke(app, ["report", "logs", "--json"])
+    assert printed.exit_code == 0, printed.output
+    with ps.ingest(["logs"], store=None) as st:
+        assert st.ingest_result.engine_logs == ("logs/vllm-offload.log",)
+        library = ps.report(st)
+    kinds = [f.kind for f in library.findings]
+    assert "l2-write-only" in kinds and "engine-log" in kinds
+    assert json.loads(printed.stdout) == json.loads(
+        json.dumps(library.to_dict(), ensure_ascii=False, default=str))
