@@ -359,7 +359,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
         store, options, records, diff, notes, plans, passed, replay_workers,
         _what_ifs(store, runner, replay_workers), setup.links, ready)
     step("ledger")
-    inclusive = cache_inclusive_input(records, replays)
+    inclusive = cache_inclusive_input(records, replays, store.lacking_parts())
     if inclusive:
         notes.append(f"{len(inclusive):,} Anthropic-protocol calls report input_tokens that "
                      "already include their cache reads: the ledger counts their prompt as "
@@ -393,18 +393,30 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
 _MIN_READ_SHARE = 0.2
 
 
-def cache_inclusive_input(records: Sequence[UsageRecord], replays: Sequence[Replay]
+# Parts of a prompt a rebuilt body can lack (`metadata.approximate`) that sit outside its
+# messages: a rendered prompt without them is shorter than what was sent by their length.
+_UNRENDERED_PARTS = frozenset({"system", "tools"})
+
+
+def cache_inclusive_input(records: Sequence[UsageRecord], replays: Sequence[Replay],
+                          lacking: Mapping[str, Sequence[str]] | None = None
                           ) -> tuple[str, ...]:
     """Anthropic-protocol calls (with bodies) whose uncached input as parsed (prompt − reads
     − writes, Anthropic's convention) is the whole rendered prompt while they also report
     cache reads: their input_tokens included the reads -- the cache-inclusive
-    input_tokens a converting gateway answers with, whether or not the log names one."""
+    input_tokens a converting gateway answers with, whether or not the log names one.
+    A call whose rebuild lacks its system prompt or tools (`lacking`: request id -> the
+    parts ingest says its log lacks) is not read so: its rendered prompt is the messages
+    alone, which a small uncached input can match while the reads and writes are that
+    system prompt and tools (a Cline task's second call: 10 uncached tokens, 8,972 read)."""
     rendered = {r.id: r.prompt_tokens for replay in replays for r in replay.report.per_request}
+    lacking = lacking or {}
     hit = []
     for r in records:
         length = rendered.get(r.id)
         if (r.endpoint != "anthropic-messages" or not r.has_body or r.duplicate_of
-                or not length or r.prompt_tokens is None or not r.cached_tokens):
+                or not length or r.prompt_tokens is None or not r.cached_tokens
+                or _UNRENDERED_PARTS.intersection(lacking.get(r.id, ()))):
             continue
         uncached = r.prompt_tokens - r.cached_tokens - (r.cache_write_tokens or 0)
         if r.cached_tokens >= _MIN_READ_SHARE * length and \

@@ -58,7 +58,11 @@ Guarantees:
   `conversationHistoryDeletedRange` in force when it was written, and truncates the
   history while setting a request up, after its ``api_req_started`` message: a range that
   changes to a new one is a ``truncation`` of the latest request started before the
-  message that first shows it (that request was sent without the range). A call whose
+  message that first shows it (that request was sent without the range). A condense --
+  Cline's auto-compact (a ``say: "tool"`` ``summarizeTask``, `SummarizeTaskHandler`) or
+  ``/smol`` (``ask: "condense"``, `CondenseHandler`) -- sets the range while the
+  summarizing request's answer is handled: the range it sets is a ``compaction`` of the
+  request after it (the first sent without the history). A call whose
   model differs from the previous call's is a ``model-change``; one whose extension
   version (the latest ``task_metadata.json`` `environment_history` entry at or before it,
   kept as `metadata.version`) differs is a ``client-upgrade``. Roo Code (and Kilo Code)
@@ -156,6 +160,7 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
     truncated: dict[int, list[SessionEvent]] = {}  # index in `started` -> its truncations
     in_force: tuple[int, ...] | None = None
     answered = False  # a message other than context management since the last request began
+    condensed: str | None = None  # a condense the latest request's answer asked for
     for place, rec in iter_json_records(source, probe):
         if isinstance(rec, BadRecord):
             yield Skip(place, str(rec))
@@ -165,13 +170,23 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
             continue
         deleted = _range(rec.get("conversationHistoryDeletedRange"))
         if deleted is not None and deleted != in_force:
-            # set while the latest request was set up (its own message shows the old one)
-            owner = len(started) - 1 if started else 0
             was = "none" if in_force is None else list(in_force)
-            truncated.setdefault(owner, []).append(SessionEvent(
-                "truncation", f"conversationHistoryDeletedRange {was} -> {list(deleted)}",
-                parse_time(rec.get("ts")), place))
+            change = f"conversationHistoryDeletedRange {was} -> {list(deleted)}"
+            if condensed is not None:
+                # a condense: its tool handler dropped the history while the latest
+                # request's answer was handled; the next request is the first sent without
+                # it (this message may be that request's own api_req_started)
+                truncated.setdefault(len(started), []).append(SessionEvent(
+                    "compaction", f"{condensed}: {change}", parse_time(rec.get("ts")), place))
+                condensed = None
+            else:
+                # set while the latest request was set up (its own message shows the old one)
+                owner = len(started) - 1 if started else 0
+                truncated.setdefault(owner, []).append(SessionEvent(
+                    "truncation", change, parse_time(rec.get("ts")), place))
             in_force = deleted
+        if rec.get("partial") is not True:
+            condensed = _condense(rec) or condensed
         say = rec.get("say")
         if say in _CONTEXT_SAYS and rec.get("partial") is not True:
             # Roo Code / Kilo Code: condensed or truncated while the latest request was set
@@ -183,6 +198,7 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
         if say != "api_req_started":
             continue
         answered = False
+        condensed = None  # a condense the user answered with feedback dropped nothing
         info = _info(rec.get("text"))
         if info is None:
             yield Skip(place, "api_req_started whose text is not a ClineApiReqInfo JSON object")
@@ -283,6 +299,23 @@ def _history_usage(metrics: dict[str, Any]) -> tuple[Usage, int | None]:
 # Roo Code's context management messages (`ClineSay`): a condensation into a summary, a
 # sliding-window truncation (Kilo Code has the same).
 _CONTEXT_SAYS = ("condense_context", "sliding_window_truncation")
+
+
+def _condense(rec: dict[str, Any]) -> str | None:
+    """What a UI message says of a Cline condense, else None: the ``summarize_task`` tool
+    (auto-compact; a ``say: "tool"`` whose text is ``{"tool": "summarizeTask", ...}``,
+    `SummarizeTaskHandler`) or ``/smol``'s ``ask: "condense"`` (`CondenseHandler`). Either
+    handler then sets `conversationHistoryDeletedRange` to everything after the first
+    user / assistant pair (keep ``none``; ``lastTwo`` when the summary is already the last
+    message), so the request after it sends the first pair and the summary exchange."""
+    if rec.get("ask") == "condense":
+        return "condense (/smol)"
+    if rec.get("say") == "tool" and isinstance(rec.get("text"), str) \
+            and "summarizeTask" in rec["text"]:
+        tool = _info(rec["text"])
+        if tool is not None and tool.get("tool") == "summarizeTask":
+            return "summarize_task (auto-compact)"
+    return None
 
 
 def _context_event(rec: dict[str, Any], place: int) -> SessionEvent:
