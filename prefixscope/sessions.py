@@ -12,10 +12,15 @@ time, then file, line and position inside the line). Rules, in order:
    last `RECENT` requests, the one sharing the longest history prefix with it (the
    latest on ties): ``extends`` when that is its whole history, else the session's
    latest request when it has the same system + tools fingerprint and a longer history
-   (``compaction``; no marker needed: the id says it is the same conversation), else
-   that closest request (its history was rewritten) or, when none shares any history,
-   the session's latest request (``explicit``). Side requests with other histories are
-   passed over.
+   (``compaction``; no marker needed: the id says it is the same conversation), else,
+   when it shares no history with any of them and its history holds a compaction marker
+   (`keys.compaction_marker`: a summary that opens the history anew, as long as the
+   history it replaced or not), a ``compaction`` of the session's latest request with the
+   same system + tools (else its latest), else that closest request (its history was
+   rewritten) or, when none shares any history, the session's latest request
+   (``explicit``). The turns after a compaction keep its summary at their head: they
+   share it, so they extend (or rewrite) and are never read as compactions again. Side
+   requests with other histories are passed over.
 2. **Explicit parent** (`parent_key`, e.g. Bailian ``parent_chat_id``): the request
    joins its parent's session with the parent as predecessor.
 3. **Shared history** (no id): within the same (source, user, client, model) and no more
@@ -263,6 +268,16 @@ def _closest(row: _Row, recent: Any) -> _Row | None:
     return best
 
 
+def _marked_predecessor(row: _Row, recent: Any, latest: _Row) -> _Row:
+    """What a marked request of an explicit session compacted: the session's latest request
+    with the same system + tools (a side request with other ones is passed over), else its
+    latest request."""
+    for cand in recent:  # most recent first
+        if row.fingerprint is not None and cand.fingerprint == row.fingerprint:
+            return cand
+    return latest
+
+
 def _sharing(row: _Row, scope: Any, state: _State, gap_s: float) -> tuple[_Row | None, int]:
     """(predecessor, shared history length) without an explicit id: the earlier request
     within the gap sharing the longest history prefix with row (at least its first
@@ -293,7 +308,13 @@ def _place(row: _Row, scope: Any, state: _State, gap_s: float,
         prev = _compacted_from(row, scope, state.tails, float("inf"))
         if prev is not None:
             return session, prev, "compaction", True
-        prev = closest or state.tails[scope].get(session)
+        latest = state.tails[scope].get(session)
+        if closest is None and row.marker is not None and latest is not None:
+            # a history that opens anew with a summary: a compaction however many messages
+            # it keeps (the turns after it share that summary, so never land here)
+            return session, _marked_predecessor(row, state.recent.get(scope, ()),
+                                                latest), "compaction", True
+        prev = closest or latest
         return session, prev, "explicit" if prev else "start", False
     if row.parent_key:
         parent = state.by_native.get((row.source_format, row.parent_key))

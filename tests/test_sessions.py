@@ -164,6 +164,41 @@ class TestExplicitSessions:
         assert links["m2"].prev_id == "m1" and links["m2"].link == "extends"
         assert links["s1"].session == "S"
 
+    def test_a_summary_as_long_as_the_history_it_replaced_is_a_compaction(self):
+        """With a session id, a request whose first message is a compaction summary that
+        no earlier request of the session sent compacted the session's latest request,
+        even when it holds as many messages (a /compact one turn into a session, or right
+        after another compaction); the turns after it keep that summary at their head and
+        extend it, and a rewrite of one of them stays a rewrite."""
+        text = ("This session is being continued from a previous conversation that ran out "
+                "of context. The conversation is summarized below: earlier work.")
+        first = conversation(2)  # u0 a0 u1: 3 messages
+        summary = [{"role": "user", "content": text},
+                   {"role": "assistant", "content": "ok"},
+                   {"role": "user", "content": "go on"}]  # 3 messages too
+        later = [*summary, {"role": "assistant", "content": "done"},
+                 {"role": "user", "content": "long tool output"}]
+        rewritten = [*summary, {"role": "assistant", "content": "done"},
+                     {"role": "user", "content": "[Old tool result content cleared]"},
+                     {"role": "assistant", "content": "next"}, {"role": "user", "content": "x"}]
+        again = [{"role": "user", "content": text + " And more work."},
+                 {"role": "assistant", "content": "ok"}, {"role": "user", "content": "on"}]
+        links = thread([make_request(rid, body=anthropic_body(msgs), session_key="S",
+                                     minutes=n)
+                        for n, (rid, msgs) in enumerate([
+                            ("r1", first), ("c1", summary), ("r2", later),
+                            ("r3", rewritten), ("c2", again)])])
+        assert (links["c1"].prev_id, links["c1"].link, links["c1"].compaction) == (
+            "r1", "compaction", True)
+        assert (links["r2"].prev_id, links["r2"].link, links["r2"].compaction) == (
+            "c1", "extends", False)
+        # keeps the summary at its head: a rewrite of r2's history, not another compaction
+        assert (links["r3"].prev_id, links["r3"].link, links["r3"].compaction) == (
+            "r2", "explicit", False)
+        # a new summary (a compaction right after another): shares nothing with r3
+        assert (links["c2"].prev_id, links["c2"].link, links["c2"].compaction) == (
+            "r3", "compaction", True)
+
     def test_parent_key_joins_parent_session(self):
         links = thread([
             make_request("p", native_id="10", source_format="block-trace", minutes=0),
