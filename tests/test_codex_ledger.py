@@ -63,7 +63,8 @@ class TestLedger:
         # under half of X read after the pause: expired (what other traffic kept warm)
         assert openai.expired(2405, 10_687, 21_376)
         assert not openai.expired(2405, 10_688, 21_376)
-        assert not openai.expired(600, 0, 22_912)  # a pause of exactly 10 minutes is kept
+        # within the documented 5-10 minutes the half rule decides; 5 minutes is kept
+        assert openai.expired(600, 0, 22_912) and not openai.expired(300, 0, 22_912)
         # Anthropic's TTL is fixed: past it, any shortfall is an expiry
         assert hosted_rules("anthropic", "claude-sonnet-4-5").expired(301, 20_000, 21_000)
 

@@ -12,8 +12,8 @@ Sources (developers.openai.com/api/docs/guides/prompt-caching and the cookbook
   age limit on a prefix in use (a Codex session read at 100k tokens for hours keeps its
   cache): the replay expires a prefix after 10 minutes unused (the top of the usual
   range) and never for its age; ``"24h"`` (extended) up to 24 hours. The ledger reads a
-  pause beyond 10 minutes as an expiry only when the read after it shows one
-  (`findings.ledger.Rules.ttl_range`).
+  pause beyond 5 minutes as an expiry only when the read after it shows one
+  (`findings.ledger.Rules.expired`).
 * Output tokens are cached too: TraceLab's ``cached_tokens`` sometimes exceed the
   previous request's input, so pass the request's `sequence` (prompt + output)
   at release.

@@ -111,6 +111,9 @@ _EVENT_ORDER = ("compaction", "model-change", "settings-change", "client-upgrade
 # the previous prompt (2 in TraceLab's Claude Code sample, 1-5 seen). A shortfall below
 # this many tokens is that distance, not a provider miss.
 ANTHROPIC_UNIT = 64
+# The low end of OpenAI's documented in-memory retention ("5-10 minutes of inactivity, up
+# to 1 hour"; the engine replays its top, `engines.openai.RETENTION`).
+OPENAI_IDLE_LOW = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,20 +128,37 @@ class Rules:
     read_lag: int = 0  # tokens short of the previous prompt a warm read ends
     tolerance: int = 1  # a shortfall below this is rounding
     # The retention is a range, not a TTL (OpenAI's in-memory cache: "5-10 minutes of
-    # inactivity, up to 1 hour" off-peak): a pause longer than `ttl` expired the prefix only
-    # when the read after it shows so (`expired`).
+    # inactivity, up to 1 hour" off-peak): `ttl` is its top, `ttl_low` its low end; a pause
+    # past either expired the prefix only when the read after it shows so (`expired`).
     ttl_range: bool = False
+    ttl_low: float | None = None
 
-    def expired(self, gap: float | None, cached: int, expected: int) -> bool:
+    def expired(self, gap: float | None, cached: int, expected: int,
+                warm: int | None = None) -> bool:
         """A pause of `gap` seconds before a read of `cached` tokens, where the predecessor
-        allowed `expected`, expired the cache. A fixed TTL: any pause longer than it. A
-        retention range (`ttl_range`): a pause longer than its low end, after which the
-        cache read less than half of what the predecessor allowed -- an expiry takes a
-        session's whole prefix at once (every entry of it was last used by the same call),
-        so a read of most of it after the pause says the prefix outlived the pause."""
-        if self.ttl is None or gap is None or gap <= self.ttl:
+        allowed `expected`, expired the cache. A fixed TTL: any pause longer than it.
+
+        A retention range (`ttl_range`): an idle expiry takes the session's own entries at
+        once (every one of them was last used by the predecessor's call); what survives it
+        is what other traffic kept warm (a system prompt and tools other sessions send).
+        Past the range's top (`ttl`: no documented retention covers the pause) the pause
+        expired the prefix unless the read shows the session's own prefix outlived it
+        (the "up to 1 hour" off-peak). With `warm`, what other traffic kept warm (the
+        replay of every session's requests at the documented retention, in the log's
+        tokens): a read within one `unit` of it is an expiry, a read beyond it reached
+        tokens only this session had sent (and a `warm` covering `expected` says other
+        traffic kept the whole prefix: no expiry explains a shortfall). Without it, a read
+        of less than half of `expected` is an expiry. Within the range (past `ttl_low`, at
+        most `ttl`), where the prefix may or may not be kept, the half rule alone decides."""
+        if self.ttl is None or gap is None:
             return False
-        return not self.ttl_range or 2 * cached < expected
+        if not self.ttl_range:
+            return gap > self.ttl
+        if gap > self.ttl:
+            if warm is not None:
+                return warm < expected and cached <= warm + self.unit
+            return 2 * cached < expected
+        return self.ttl_low is not None and gap > self.ttl_low and 2 * cached < expected
 
     def expected(self, divergence: int, prompt: int, whole_predecessor: bool) -> int:
         """X: the cached tokens these rules allow when the first `divergence` tokens are
@@ -290,8 +310,10 @@ def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False,
         return Rules(engine, True, 1, min_cacheable(model), ttl, ANTHROPIC_READ_LAG,
                      ANTHROPIC_UNIT)
     minimum = int(getattr(spec.factory(), "min_tokens", 0) or 0)
+    low = OPENAI_IDLE_LOW if engine == "openai" and not extended else None
     return Rules(engine, True, spec.block_size, minimum, ttl, 0,
-                 max(spec.block_size, ANTHROPIC_UNIT), ttl_range=engine == "openai")
+                 max(spec.block_size, ANTHROPIC_UNIT), ttl_range=engine == "openai",
+                 ttl_low=low)
 
 
 def self_hosted_rules(engine: str | None, unit: int | None) -> Rules:
@@ -535,7 +557,7 @@ def _shortfall(tokens: int, rules: Rules, gap: float | None, rep: ReplayedReques
     """[C, X): what the predecessor allowed and the cache did not give (`shrank`: the
     prompt is shorter than the predecessor's, so not an intact prefix extended)."""
     if rules.hosted:
-        if rules.expired(gap, cached, expected):
+        if rules.expired(gap, cached, expected, _kept_warm(rules, rep, prompt)):
             return {"ttl": tokens}
         if tokens < rules.tolerance:
             return {"rounding": tokens}
@@ -549,6 +571,15 @@ def _shortfall(tokens: int, rules: Rules, gap: float | None, rep: ReplayedReques
         evicted = min(tokens, round(lost * prompt / rep.sim.prompt_tokens))
         return {"eviction": evicted, "unexplained": tokens - evicted}
     return {"unexplained": tokens}
+
+
+def _kept_warm(rules: Rules, rep: ReplayedRequest | None, prompt: int) -> int | None:
+    """What the replay of the log at the engine's documented retention serves this request
+    (every session's traffic, so after a pause past the retention what other sessions kept
+    warm), in the log's tokens; None without a replay by the same engine."""
+    if rep is None or rep.engine != rules.engine or not rep.sim.prompt_tokens:
+        return None
+    return round(rep.sim.predicted * prompt / rep.sim.prompt_tokens)
 
 
 def _money(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice], source: str,
