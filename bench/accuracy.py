@@ -63,7 +63,11 @@ Four corpora (``--formats``): ``claude-code`` (above), ``raw-anthropic`` (the sa
 bodies written as raw Messages captures; the changes are in the bodies, nothing recorded),
 ``openai-vllm`` (OpenAI chat captures of a self-hosted vLLM: block 16, an LRU capacity;
 eviction follows from the concurrent sessions) and ``openai-hosted`` (OpenAI chat
-captures of OpenAI's cache: 128-token steps from 1,024 tokens, 10 minutes idle).
+captures of OpenAI's cache: 128-token steps from 1,024 tokens, 10 minutes idle). Two
+agent-log corpora come from bench/accuracy_agents.py (``AGENT_FORMATS``): ``codex`` (Codex
+CLI rollouts: OpenAI's cache, the reasoning each user turn drops, resumes by another
+release, compactions, model and effort changes) and ``cline`` (Cline task folders:
+Anthropic's cache at Cline's breakpoints, its truncations and condenses, model switches).
 
 Run: ``python bench/accuracy.py [--seed 1] [--sessions 40] [--out DIR] [--check]``.
 Documented in docs/accuracy.md.
@@ -73,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shutil
@@ -105,7 +110,8 @@ LABEL = {"append": "none", "cold": "cold", "ttl": "ttl", "compaction": "compacti
          "provider": "provider", "eviction": "eviction",
          **{k: f"break:{k}" for k in (
              "model-change", "client-upgrade", "tool-set-change", "history-rewrite",
-             "volatile-prefix-segment", "json-key-order", "tool-order")}}
+             "volatile-prefix-segment", "json-key-order", "tool-order",
+             "settings-change", "truncation")}}
 # the provider's verdict on a call that lost tokens (Claude Code >= 2.1.150 writes it)
 VERDICT = {"model-change": "model_changed", "tool-set-change": "tools_changed",
            "client-upgrade": "system_changed", "compaction": "messages_changed",
@@ -617,8 +623,21 @@ FORMATS = {
 }
 
 
+# The agent-log corpora (Codex rollouts, Cline task folders): bench/accuracy_agents.py
+AGENT_FORMATS = ("codex", "cline")
+
+
+def agents() -> Any:
+    """bench/accuracy_agents.py, imported when one of its corpora is asked for."""
+    import accuracy_agents
+
+    return accuracy_agents
+
+
 def generate(seed: int, sessions: int, fmt: str = "claude-code",
              capacity_tokens: int = 400_000) -> list[Call]:
+    if fmt in AGENT_FORMATS:
+        return agents().GENERATORS[fmt](seed, sessions)
     rng = random.Random(f"{seed}:{fmt}")
     calls: list[Call] = []
     for n in range(sessions):
@@ -985,8 +1004,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="where the corpus and its answer key go (default: a "
                              "temporary directory, removed)")
-    parser.add_argument("--formats", default=",".join(FORMATS),
-                        help=f"comma-separated, of {', '.join(FORMATS)}")
+    parser.add_argument("--formats", default=",".join((*FORMATS, *AGENT_FORMATS)),
+                        help=f"comma-separated, of {', '.join((*FORMATS, *AGENT_FORMATS))}")
     parser.add_argument("--capacity-tokens", type=int, default=400_000,
                         help="the self-hosted engine's cache size in the openai-vllm corpus")
     parser.add_argument("--generate-only", action="store_true",
@@ -1017,18 +1036,19 @@ def run(args: argparse.Namespace, out: Path) -> int:
 
 def run_format(args: argparse.Namespace, out: Path, fmt: str) -> int:
     calls = generate(args.seed, args.sessions, fmt, args.capacity_tokens)
-    paths = WRITERS[fmt](calls, out)
+    paths = (agents().WRITERS[fmt] if fmt in AGENT_FORMATS else WRITERS[fmt])(calls, out)
     key = answer_key(calls, fmt)
     (out / f"answer_key.{fmt}.json").write_text(json.dumps(
         {"seed": args.seed, "sessions": args.sessions, "format": fmt, "calls": key},
         indent=1))
     injected = Counter(c.kind for c in calls)
     print(f"\n{fmt} corpus: seed {args.seed}, {args.sessions} sessions, {len(calls)} calls "
-          f"in {len(paths)} files under {paths[0].parent}; injected "
+          f"in {len(paths)} files under {os.path.commonpath([p.parent for p in paths])}; "
+          "injected "
           + ", ".join(f"{k} {v}" for k, v in sorted(injected.items())))
     if args.generate_only:
         return 0
-    folder = paths[0].parent
+    folder = Path(os.path.commonpath([p.parent for p in paths]))  # every file of the corpus
     report = run_json(["report"], [folder])
     calls_json = run_json(["calls"], [folder])
     result = score(key, calls_json)

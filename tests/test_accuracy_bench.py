@@ -169,3 +169,187 @@ def test_a_small_run_end_to_end(tmp_path: Path) -> None:
         assert result["calls"] > 20
     cc = json.loads((tmp_path / "score.claude-code.json").read_text())
     assert acc.check(cc, 0.99, 0.01) == []
+
+
+# ------------------------------------------------------------------ the agent-log corpora
+
+import accuracy_agents as agents  # noqa: E402
+
+
+def codex_call(session: str, index: int, time: float, kind: str, tokens: list[str],
+               effort: str = "medium") -> agents.AgentCall:
+    return agents.AgentCall(session, index, time, kind, agents.CODEX_MODELS[0], "0.63.0",
+                            acc.OPENAI_TTL, [], tokens=tokens, effort=effort)
+
+
+def seq(name: str, n: int) -> list[str]:
+    return [f"{name}{i}" for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def codex_calls() -> dict[str, agents.AgentCall]:
+    """Session a's tokens a0, a1, ...; the drop of a3 and the effort of a4, a5 by hand."""
+    a = seq("a", 3000)
+    made = {
+        "a0": codex_call("a", 0, 0, "cold", a[:2000]),
+        # another session sharing a's first 1,200 tokens (the instructions and tools)
+        "b0": codex_call("b", 0, 30, "cold", a[:1200] + seq("b", 800)),
+        "a1": codex_call("a", 1, 60, "append", a[:2600]),
+        "a2": codex_call("a", 2, 760, "ttl", a[:3000]),
+        # a new user turn dropped reasoning that sat at token 1,500
+        "a3": codex_call("a", 3, 770, "history-rewrite", a[:1500] + seq("c", 1500)),
+        "a4": codex_call("a", 4, 780, "settings-change", a[:1500] + seq("c", 1600),
+                         effort="high"),
+        "a5": codex_call("a", 5, 790, "provider", a[:1500] + seq("c", 2000),
+                         effort="high"),
+    }
+    agents.simulate_codex(list(made.values()), random.Random(0))
+    return made
+
+
+class TestCodexKeyByHand:
+    """OpenAI's cache as the Codex corpus models it: 128-token steps from 1,024 tokens, a
+    step kept while used within 10 minutes, one cache per model and reasoning effort."""
+
+    def test_usage_and_key(self, codex_calls: dict[str, agents.AgentCall]) -> None:
+        got = {k: (c.prompt, c.read, c.kind, c.true_tokens) for k, c in codex_calls.items()}
+        # a0 cold: nothing cached
+        assert got["a0"] == (2_000, 0, "cold", 2_000)
+        # b0: a0's first 9 steps (1,152 tokens, >= 1,024) are its own first 1,200 tokens'
+        assert got["b0"] == (2_000, 1_152, "cold", 848)
+        # a1 extends a0 60 s later: a0's 15 full steps, 1,920; nothing lost
+        assert got["a1"] == (2_600, 1_920, "append", 0)
+        # a2 700 s after a1 (b0's steps were used at 30 s): nothing live; the key is what
+        # the warm prefix would have served, floor(2,600 / 128) * 128
+        assert got["a2"] == (3_000, 0, "ttl", 2_560)
+        # a3 10 s later: the steps before the drop at 1,500 are a2's: 11 steps, 1,408; a
+        # recorded change: min(3,000, 3,000) - 1,408
+        assert got["a3"] == (3_000, 1_408, "history-rewrite", 1_592)
+        # a4 another effort: another cache, empty: min(3,100, 3,000) - 0
+        assert got["a4"] == (3_100, 0, "settings-change", 3_000)
+
+    def test_a_provider_miss_serves_fewer_steps(
+            self, codex_calls: dict[str, agents.AgentCall]) -> None:
+        a5 = codex_calls["a5"]
+        # a4 (effort high) used 24 steps at 780 s: the provider serves none, or 8 to 22
+        assert a5.prompt == 3_500
+        assert a5.read == 0 or 1_024 <= a5.read <= 22 * 128 and a5.read % 128 == 0
+        assert a5.true_tokens == 3_072 - a5.read
+
+    def test_the_server_drops_the_reasoning_of_earlier_turns(self) -> None:
+        def user(text: str) -> agents.Item:
+            return agents.make_item(agents.message_item("user", text))
+        env = user(agents.ENVIRONMENT)
+        r1 = agents.make_item({"type": "reasoning", "summary": [], "content": None,
+                               "encrypted_content": "x1"}, hidden=300)
+        call = agents.make_item({"type": "function_call", "name": "shell",
+                                 "arguments": "{}", "call_id": "c1"})
+        out = agents.make_item({"type": "function_call_output", "call_id": "c1",
+                                "output": "ok"})
+        r2 = agents.make_item({"type": "reasoning", "summary": [], "content": None,
+                               "encrypted_content": "x2"}, hidden=50)
+        items = [env, user("fix it"), r1, call, out]
+        assert agents.sent_items(items) == items  # within the turn: r1 is read
+        later = [*items, r2, user("now lint")]
+        assert agents.sent_items(later) == [env, items[1], call, out, later[-1]]
+        assert len(r1.tokens) == 300 and not env.boundary and items[1].boundary
+
+    def test_rollout_lines(self, tmp_path: Path) -> None:
+        calls = agents.generate_codex(5, 2)
+        paths = agents.write_codex(calls, tmp_path)
+        lines = [json.loads(x) for x in paths[0].read_text().splitlines()]
+        assert lines[0]["type"] == "session_meta"
+        assert lines[0]["payload"]["cli_version"] in agents.CODEX_VERSIONS
+        mine = sorted((c for c in calls if c.session == lines[0]["payload"]["id"]),
+                      key=lambda c: c.index)
+        counts = [x["payload"]["info"] for x in lines if x["type"] == "event_msg"
+                  and x["payload"]["type"] == "token_count"]
+        assert [(i["last_token_usage"]["input_tokens"],
+                 i["last_token_usage"]["cached_input_tokens"]) for i in counts] == [
+            (c.prompt, c.read) for c in mine]
+        # the totals are the running sums of the calls' counts
+        assert counts[-1]["total_token_usage"]["input_tokens"] == sum(c.prompt for c in mine)
+        contexts = [x["payload"] for x in lines if x["type"] == "turn_context"]
+        assert {c["model"] for c in contexts} <= set(agents.CODEX_MODELS)
+
+
+@pytest.fixture(scope="module")
+def cline_calls() -> dict[str, agents.AgentCall]:
+    """One task: system 8,000 tokens; messages m0 300 (user), m1 100, m2 200, m3 100, m4
+    400; the notice-bearing m1 150."""
+    system = chunk("cline-sys", 8_000, "system")
+    m = [chunk(f"cm{i}", n) for i, n in enumerate((300, 100, 200, 100, 400))]
+    notice = chunk("cm1-notice", 150)
+
+    def call(index: int, time: float, kind: str, sent: list[acc.Chunk]
+             ) -> agents.AgentCall:
+        return agents.AgentCall("t", index, time, kind, SONNET, "3.51.0", acc.FIVE_MIN,
+                                [system, *sent])
+
+    made = {
+        "c0": call(0, 0, "cold", m[:1]),
+        "c1": call(1, 60, "append", m[:3]),
+        "c2": call(2, 460, "ttl", m[:5]),
+        "c3": call(3, 470, "truncation", [m[0], notice, m[4]]),
+        "c4": call(4, 480, "model-change", [m[0], notice, m[4]]),
+    }
+    made["c4"].model = OPUS
+    agents.simulate_cline(list(made.values()), random.Random(0))
+    return made
+
+
+class TestClineKeyByHand:
+    """Anthropic's cache at Cline's breakpoints (the system prompt's end, the last two user
+    messages'; the last entry `CLINE_LAG` = 4 short), 5 minutes from the last write or
+    read."""
+
+    def test_usage_and_key(self, cline_calls: dict[str, agents.AgentCall]) -> None:
+        got = {k: (c.prompt, c.read, c.write, c.true_tokens) for k, c in cline_calls.items()}
+        # c0: nothing cached; writes all but the 4 tail tokens (entries 8,000 and 8,296)
+        assert got["c0"] == (8_300, 0, 8_296, 8_300)
+        # c1 within 5 min: reads c0's last entry, 8,300 - 4; nothing lost
+        assert got["c1"] == (8_600, 8_296, 300, 0)
+        # c2 400 s after c1 (entries refreshed to 360 s): nothing; key 8,600 - 4
+        assert got["c2"] == (9_100, 0, 9_096, 8_596)
+        # c3 truncated ([2, 3] dropped, the notice on m1): c2's system entry (8,000) only;
+        # a recorded change: min(8,850, 9,100) - 8,000
+        assert got["c3"] == (8_850, 8_000, 846, 850)
+        # c4 another model: its own cache, empty: min(8,850, 8,850) - 0
+        assert got["c4"] == (8_850, 0, 8_846, 8_850)
+
+    def test_truncation_range_is_clines(self) -> None:
+        roles = ["user" if i % 2 == 0 else "assistant" for i in range(11)]
+        # 11 messages, none dropped yet: half of the 9 after the first pair, even: 4 -> [2, 5]
+        assert agents.truncation_range(11, None, "half", roles) == (2, 5)
+        # then from 6: (11 - 6) // 4 * 2 = 2 -> [2, 7]
+        assert agents.truncation_range(11, (2, 5), "half", roles) == (2, 7)
+        # keep none over 5 messages: 3 from index 2 end on a user message: [2, 3]
+        assert agents.truncation_range(5, None, "none", roles) == (2, 3)
+
+    def test_task_files(self, tmp_path: Path) -> None:
+        calls = agents.generate_cline(5, 2)
+        paths = agents.write_cline_tasks(calls, tmp_path)
+        task = paths[0].parent
+        ui = json.loads((task / "ui_messages.json").read_text())
+        started = [json.loads(m["text"]) for m in ui if m.get("say") == "api_req_started"]
+        mine = sorted((c for c in calls if c.session == task.name), key=lambda c: c.index)
+        # prompt = tokensIn + cacheWrites + cacheReads (Cline's convention)
+        assert [(s["tokensIn"] + s["cacheWrites"] + s["cacheReads"], s["cacheReads"])
+                for s in started] == [(c.prompt, c.read) for c in mine]
+        history = json.loads((task / "api_conversation_history.json").read_text())
+        assert [m["role"] for m in history] == ["user", "assistant"] * len(mine)
+        meta = json.loads((task / "task_metadata.json").read_text())
+        assert meta["model_usage"][0]["model_id"] == mine[0].model
+
+
+def test_the_agent_generators_never_import_prefixscope(tmp_path: Path) -> None:
+    code = ("import sys; sys.path.insert(0, 'bench'); import accuracy as a; "
+            "from pathlib import Path; "
+            f"[a.agents().WRITERS[f](a.generate(3, 2, f), Path({str(tmp_path)!r})) "
+            "for f in a.AGENT_FORMATS]; "
+            "assert not [m for m in sys.modules if m.startswith('prefixscope')], 'imported'")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "codex" / "sessions").is_dir()
+    assert (tmp_path / "cline" / "Code").is_dir()
