@@ -209,6 +209,59 @@ class TestSpliceEqualsTheWholeRender:
         if not any(module._scan_body(b)[0] or module._scan_body(b)[1] for b in bodies):
             assert any(taken)
 
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(listed=st.lists(st.one_of(messages(), messages(), messages(), st.just("odd")),
+                           min_size=2, max_size=7), data=st.data())
+    def test_an_appended_openai_turn_converts_only_its_new_messages(self, name, listed, data):
+        """The OpenAI Chat view of a body as logged (passthrough): the template input of an
+        appended turn is its head's (the tools and the leading system/developer messages,
+        `render._lead`) plus the previous turn's messages after its head plus its new
+        messages' (`render._appended_input`), whatever the new messages are (late system
+        messages, tool calls, a non-dict), the head equal each turn or changed (a
+        gateway-converted system prompt whose billing header has a new hash each turn,
+        tools that come and go), under each what-if; each turn still equals its whole
+        render."""
+        import importlib
+
+        module = importlib.import_module("prefixscope.prompt.render")
+        taken: list[bool] = []
+        real = module._appended_input
+        head: list[dict[str, Any]] = [
+            {"role": data.draw(st.sampled_from(["system", "developer"])),
+             "content": data.draw(st.one_of(texts, st.just([{"type": "text", "text": "a"},
+                                                            {"type": "text", "text": "b"}])))}
+            for _ in range(data.draw(st.integers(0, 2)))]
+        body: dict[str, Any] = {"model": "m", "messages": [*head, *listed]}
+        if data.draw(st.booleans()):
+            body["tools"] = [{"type": "function", "function": {
+                "name": "bash", "description": data.draw(texts),
+                "parameters": {"type": "object", "properties": {"z": {}, "a": {}}}}}]
+        what_if = data.draw(st.sampled_from([(), ("strip-billing-header",),
+                                             ("sort-json-keys",), ("drop:cch=\\w+;",)]))
+        volatile = data.draw(st.booleans())
+        bodies = []
+        for k in range(1, len(listed) + 1):
+            changed = {**body, "messages": [*head, *listed[:k]]}
+            if volatile:  # new-api joins the billing block into the leading system message
+                lead = {"role": "system", "content": "x-anthropic-billing-header: "
+                        f"cc_version=2.1.{k}; cch={k * 7919:05x};" + "Be brief. " * (k % 2)}
+                changed["messages"] = [lead, *changed["messages"][1:]] if head else \
+                    [lead, *changed["messages"]]
+                if k % 3 == 2:
+                    changed.pop("tools", None)
+            bodies.append(changed)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(module, "_appended_input",
+                          lambda *a: taken.append((out := real(*a)) is not None) or out)
+            _turns_of(bodies, RenderOptions(tokenizer=name, what_if=what_if), "openai-chat")
+        # (a text holding the marks' own characters or a lone surrogate renders whole, and
+        # a turn whose head has more system messages than the last one's is not appended)
+        leads = [module._lead(b, "openai-chat", "passthrough") for b in bodies]
+        if not any(module._scan_body(b)[0] or module._scan_body(b)[1] for b in bodies) and \
+                any(a == b for a, b in zip(leads, leads[1:], strict=False)):
+            assert any(taken)
+
     def test_every_bundled_template_has_a_splice_rule(self):
         assert set(SPLICES) == set(BUNDLED)
 
@@ -269,6 +322,53 @@ class TestSpliceEqualsTheWholeRender:
             got, turn = render_turn(request, options, turn)
             assert got == want
             assert turn is not None and turn.head_end == len(head)
+            assert got.text.startswith(head)
+        assert len(calls) == 1
+
+    @pytest.mark.parametrize("name", sorted(HEADS))
+    def test_a_converted_system_message_that_changes_every_turn_is_spliced(self, name,
+                                                                          monkeypatch):
+        """The gateway-converted shape (issue 37): an OpenAI Chat body whose leading system
+        message carries a billing header with a new hash each turn (a new length every
+        other turn). Each turn is the new head's render, the previous turn's messages and
+        the new ones' (`render._splice_head` over the OpenAI Chat view), never a whole
+        render after the first, and equal to the whole render; its head ends where the
+        render of the tools and the system message alone ends, less G."""
+        import importlib
+
+        module = importlib.import_module("prefixscope.prompt.render")
+        options = RenderOptions(tokenizer=name)
+        listed: list[dict[str, Any]] = []
+        bodies = []
+        tools = [{"type": "function", "function": {"description": "run a command",
+                                                    "name": "Bash",
+                                                    "parameters": {"type": "object"}}}]
+        for k in range(5):
+            listed = [*listed, {"role": "user", "content": [{"type": "text",
+                                                             "text": f"question {k}"}]},
+                      {"role": "assistant", "content": None, "tool_calls": [
+                          {"id": f"t{k}", "type": "function",
+                           "function": {"name": "Bash", "arguments": '{"command":"ls"}'}}]},
+                      {"role": "tool", "content": f"out {k}", "name": "",
+                       "tool_call_id": f"t{k}"}]
+            system = {"role": "system", "content": "x-anthropic-billing-header: cc_version="
+                      f"2.1.{k}; cch={k * 7919:05x};" + "Be brief. " * (k % 2 + 1)}
+            bodies.append({"model": "claude-sonnet-4-5", "messages": [system, *listed],
+                           "tools": tools})
+        requests = [make_request(b, endpoint="openai-chat", id=f"r{k}")
+                    for k, b in enumerate(bodies)]
+        expected = [render(r, options) for r in requests]
+        heads = [render(make_request({**b, "messages": b["messages"][:1]},
+                                     endpoint="openai-chat"), options).text[:-len(HEADS[name])]
+                 for b in bodies]
+        calls = []
+        real = module._whole
+        monkeypatch.setattr(module, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+        turn = None
+        for request, want, head in zip(requests, expected, heads, strict=True):
+            got, turn = render_turn(request, options, turn)
+            assert got == want
+            assert turn is not None and turn.head_end == len(head) and turn.lead == 1
             assert got.text.startswith(head)
         assert len(calls) == 1
 

@@ -208,11 +208,11 @@ def _mark_openai(body: dict[str, Any], m: Marker) -> dict[str, Any]:
     if isinstance(body.get("tools"), list):
         out["tools"] = _mark_tools(body["tools"], m)
     if isinstance(body.get("messages"), list):
-        out["messages"] = _mark_messages(body["messages"], m, _mark_openai_message)
+        out["messages"] = _mark_messages(body["messages"], m, mark_openai_message)
     return out
 
 
-def _mark_openai_message(message: Any, path: str, m: Marker) -> Any:
+def mark_openai_message(message: Any, path: str, m: Marker) -> Any:
     if not isinstance(message, dict):
         return message
     kind = _openai_kind(message)
@@ -317,6 +317,6 @@ def _mark_responses_item(item: Any, path: str, m: Marker) -> Any:
             copy["output"] = _mark_parts(item["output"], child_path(path, "output"),
                                          "tool_result", m)
         return copy
-    return _mark_openai_message(item, path, m)
+    return mark_openai_message(item, path, m)
 
 

@@ -31,9 +31,8 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
 import xxhash
 
@@ -41,7 +40,7 @@ from prefixscope.model import Request
 from prefixscope.prompt import serving
 from prefixscope.prompt.gateways import PROFILES, get_profile, to_upstream
 from prefixscope.prompt.jsontext import dumps
-from prefixscope.prompt.marking import mark_anthropic_message, mark_body
+from prefixscope.prompt.marking import mark_anthropic_message, mark_body, mark_openai_message
 from prefixscope.prompt.marks import (
     TEMPLATE,
     Marker,
@@ -68,7 +67,10 @@ from prefixscope.prompt.whatif import (
     parse_what_ifs,
     sorted_schema,
 )
-from prefixscope.tokenizers import Tokenizer, choose_tokenizer, load_tokenizer
+from prefixscope.tokenizers import choose_tokenizer, load_tokenizer
+
+if TYPE_CHECKING:
+    from prefixscope.tokenizers import Tokenizer
 
 RENDER_VERSION = "r1"
 KNOWN_ENDPOINTS = ("anthropic-messages", "openai-chat", "openai-responses")
@@ -236,6 +238,12 @@ class Turn:
     # (bodies are never written, `Store.iter_requests`' shared parts)
     logged: list[Any] | None = None
     kept: int = 0  # how many leading characters of `prompt.text` are the previous turn's
+    # How many leading messages of an OpenAI Chat body belong to its head, not its history
+    # (`_lead`): `items`, `count` and `logged` are of the messages after them.
+    lead: int = 0
+    # The template input's tools, where the conversion maps each message on its own and
+    # keeps the tools (the OpenAI Chat view): a next body with the same rest reuses them.
+    tool_input: list[dict[str, Any]] | None = None
 
 
 def render_turn(request: Request, options: RenderOptions | None = None,
@@ -273,8 +281,10 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     renderer = renderer_id(tok, profile, options.what_if)
 
     listed = _history(body, endpoint)
+    mapped = _maps_messages(endpoint, proxy, profile)
+    lead = _lead(body, endpoint, profile) if listed is not None else 0
     # the body's JSON in two parts (the rest, the history): scanned, and compared below
-    parts = _raw_parts(body, listed, previous) if listed is not None else None
+    parts = _raw_parts(body, listed, previous, lead) if listed is not None else None
     reserved, surrogates = _scan_body(body, parts, previous)
     rule = _splice_rule(tok) if not (reserved or surrogates) else None
     key = (renderer, endpoint, proxy)
@@ -284,7 +294,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     raw = parts if history is not None and (keep or seed) else None
     # `grown`: the previous turn, when this body's history continues its history (the
     # rest of the body, its system prompt say, may differ); `seed`: ... and the rest is equal.
-    grown = seed if seed is not None and raw is not None and \
+    grown = seed if seed is not None and raw is not None and seed.lead == lead and \
         _continues(seed.items, seed.count, raw[1]) else None
     if seed is not None and (raw is None or not _extends(seed, raw)):
         seed = None
@@ -293,7 +303,6 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     # is equal marked text. A body that extends the previous one is marked in the same
     # order up to the end of that history, so the seeded table gives every path the id and
     # the kind it would get unseeded, and stale paths are never used: the Prompt is the same.
-    mapped = _maps_messages(endpoint, proxy)
     appended = (_appended_input(grown, seed is not None, body, endpoint, profile, proxy, plan,
                                 tok) if grown is not None else None)
     head = 0
@@ -303,7 +312,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
         marker = _seeded(seed) if seed is not None else Marker(enabled=not reserved)
         messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
         if keep and rule is not None and mapped:
-            head = len(_template_input(endpoint, {**body, "messages": []}, profile, proxy,
+            head = len(_template_input(endpoint, _head_body(body, lead), profile, proxy,
                                        plan, tok, Marker(enabled=False))[0])
     conversation = tools_json = None
     if rule is not None and (keep or seed is not None) and not mapped:
@@ -347,20 +356,45 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     turn = None
     if keep and raw is not None and attribution == "exact" and history is not None and (
             mapped or (conversation is not None and tools_json is not None)):
-        turn = Turn(key, history, raw[0], raw[1][:-1], len(body[history]),
+        logged = body[history][lead:] if lead else body[history]
+        turn = Turn(key, history, raw[0], raw[1][:-1], len(logged),
                     (tuple(marker.paths), tuple(marker.kinds)),
                     b"" if mapped or conversation is None else conversation[:-1],
                     len(messages), tools_json or b"", prompt,
                     messages if mapped else None, marker if mapped else None, head,
-                    head_end if mapped else None, body[history], kept)
+                    head_end if mapped else None, logged, kept, lead,
+                    tools if mapped else None)
     return prompt, turn
 
 
-def _maps_messages(endpoint: str, proxy: bool) -> bool:
+def _maps_messages(endpoint: str, proxy: bool, profile: str) -> bool:
     """Does the conversion of this endpoint and view map each logged message on its own
     (so a body with messages appended has its template input extended)? The Anthropic
-    proxy view: see `_appended_input`."""
-    return endpoint == "anthropic-messages" and proxy
+    proxy view, and an OpenAI Chat body as logged (the passthrough profile): see
+    `_appended_input`."""
+    return (endpoint == "anthropic-messages" and proxy) or \
+        (endpoint == "openai-chat" and profile == "passthrough")
+
+
+def _lead(body: dict[str, Any], endpoint: str, profile: str) -> int:
+    """How many of an OpenAI Chat body's messages, as logged (passthrough), are its head:
+    the system and developer messages it starts with (a gateway that converted an
+    Anthropic request put its system prompt there, billing header and all). 0 elsewhere:
+    the Anthropic body's head is outside its messages."""
+    if endpoint != "openai-chat" or profile != "passthrough":
+        return 0
+    listed = body.get("messages")
+    n = 0
+    while isinstance(listed, list) and n < len(listed) and isinstance(listed[n], dict) and \
+            isinstance(listed[n].get("role"), str) and listed[n]["role"] in SYSTEM_ROLES:
+        n += 1
+    return n
+
+
+def _head_body(body: dict[str, Any], lead: int) -> dict[str, Any]:
+    """The body without its history: its messages cut to the `lead` that are its head."""
+    listed = body.get("messages")
+    return {**body, "messages": listed[:lead] if lead and isinstance(listed, list) else []}
 
 
 def _seeded(seed: Turn, registry: Marker | None = None) -> Marker:
@@ -376,7 +410,8 @@ def _seeded(seed: Turn, registry: Marker | None = None) -> Marker:
 
 def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint: str,
                     profile: str, proxy: bool, plan: WhatIfPlan, tok: Tokenizer
-                    ) -> tuple[Marker, list[dict[str, Any]], None, int] | None:
+                    ) -> tuple[Marker, list[dict[str, Any]], list[dict[str, Any]] | None,
+                               int] | None:
     """(marker, template messages, tools, how many of them the head is) of a body whose
     history continues `grown`'s (`_continues`, checked by the caller), converting only its
     new messages, and, unless `same_rest`, the body without its history; None where the
@@ -398,26 +433,47 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
     type: equal for the shared history), and the `Prompt` names paths, never ids. Objects:
     the previous turn's template input was registered in its marker, whose registry is
     shared here (it keeps its objects alive, so no id of a dead object is reused), so the
-    chat template finds them as the whole walk finds its own. tests/test_splice.py holds
-    every turn equal to its whole render."""
-    if not _maps_messages(endpoint, proxy) or grown.messages is None or grown.marker is None:
+    chat template finds them as the whole walk finds its own.
+
+    The OpenAI Chat view of a body as logged (passthrough), its head the tools and its
+    `lead` leading system/developer messages (`_lead`), its history the messages after
+    them: `_mark_openai` marks ``tools``, then each message by itself under
+    ``messages[i]`` (`mark_openai_message`); the what-if edits are made message by message
+    (`whatif._edit_system`: a system/developer message's content, whatever its place) and
+    sort the tools' schemas; `passthrough.chat_view` keeps each dict message as it is, in
+    order; `serving.conversation` maps each message on its own and `serving.tool_dicts`
+    reads the tools alone. So the whole body's template input is the head's (the body with
+    its messages cut to the lead: the same marking, edits and conversion), the previous
+    one's messages after its head, then the new messages marked, edited and converted one
+    by one; the tools are the head's (reused with an equal rest, whose JSON holds the
+    tools and the lead). Paths and objects as above. tests/test_splice.py holds every
+    turn equal to its whole render."""
+    if not _maps_messages(endpoint, proxy, profile) or grown.messages is None or \
+            grown.marker is None:
         return None
     logged = body["messages"]
     marker = _seeded(grown, grown.marker)
+    tools: list[dict[str, Any]] | None = None
     if same_rest:
-        head = grown.messages[:grown.head]
+        head, tools = grown.messages[:grown.head], grown.tool_input
     else:  # the rest first, as the whole walk marks it
-        head, _ = _template_input(endpoint, {**body, "messages": []}, profile, proxy, plan,
-                                  tok, marker)
+        head, tools = _template_input(endpoint, _head_body(body, grown.lead), profile, proxy,
+                                      plan, tok, marker)
+    start = grown.lead + grown.count
     with marks_active(True):
-        marked = [mark_anthropic_message(m, f"messages[{i}]", marker)
-                  for i, m in enumerate(logged[grown.count:], start=grown.count)]
         view: list[dict[str, Any]] = []
-        for message in marked:
-            if isinstance(message, dict):
-                view.extend(proxy_message(message, marker))
+        if proxy:
+            for i, m in enumerate(logged[start:], start=start):
+                message = mark_anthropic_message(m, f"messages[{i}]", marker)
+                if isinstance(message, dict):
+                    view.extend(proxy_message(message, marker))
+        else:
+            marked = {"messages": [mark_openai_message(m, f"messages[{i}]", marker)
+                                   for i, m in enumerate(logged[start:], start=start)]}
+            edited = apply_text_edits(endpoint, marked, plan, marker)["messages"]
+            view = [m for m in edited if isinstance(m, dict)]
         new = serving.conversation(view, marker, serving.content_format(tok.chat_template))
-    return marker, [*head, *grown.messages[grown.head:], *new], None, len(head)
+    return marker, [*head, *grown.messages[grown.head:], *new], tools, len(head)
 
 
 def _whole(tok: Tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
@@ -482,16 +538,23 @@ def _json(value: Any) -> bytes | None:
         return None
 
 
-def _raw_parts(body: dict[str, Any], history: str, previous: Turn | None = None
-               ) -> tuple[bytes, bytes] | None:
+def _raw_parts(body: dict[str, Any], history: str, previous: Turn | None = None,
+               lead: int = 0) -> tuple[bytes, bytes] | None:
     """(JSON of the body without `history`, JSON of `history`): key order kept, so equal
     bytes are equal input to marking. `previous`: a turn whose history's items, these very
     objects, start this one's: their JSON is taken from it, only the new items dumped
-    (a JSON array is its items' texts joined by commas)."""
+    (a JSON array is its items' texts joined by commas). `lead`: the history's first
+    `lead` items belong to the head (`_lead`): their JSON follows the rest's (a JSON
+    object's text is self-delimiting, so equal bytes are an equal rest and equal items),
+    and the history is the items after them."""
     rest = _json({k: v for k, v in body.items() if k != history})
     listed = body[history]
+    if lead:
+        head = _json(listed[:lead])
+        rest = None if rest is None or head is None else rest + head
+        listed = listed[lead:]
     logged = previous.logged if previous is not None and previous.history == history \
-        else None
+        and previous.lead == lead else None
     if logged is not None and _starts_with(listed, logged):
         assert previous is not None
         new = _json(listed[len(logged):])
@@ -788,6 +851,8 @@ def align_runs(src: str, runs: tuple[tuple[int, int, int], ...], dst: str
     Lines are matched first (difflib), then characters inside changed line blocks;
     unmatched characters of `dst` belong to the template.
     """
+    import numpy as np  # (not at import: `prefixscope --help` imports this module)
+
     owner = np.full(len(src), TEMPLATE, dtype=np.int64)
     for start, end, pid in runs:
         owner[start:end] = pid

@@ -148,7 +148,7 @@ class _WhatIf:
                 not what_if_changes(request, self.before, self.transforms, self.scan,
                                     preparer.links.prev(request.id)):
             self._flush()
-            preparer.reused(request, ids, mine)
+            preparer.reused(request, ids, mine, mine.head)
             self._forget(request.id)
         elif mine is not None and ids is not None and not preparer.by_blocks and \
                 (swapped := head_swapped(request, self.before, self.after, ids,
@@ -334,13 +334,16 @@ class Preparer:
         self._add(request, tok.ids, tok.prompt.approximate, blocks, breakpoints,
                   _output_ids(request, self.options), head)
 
-    def reused(self, request: Request, ids: np.ndarray, entry: _Prepared) -> None:
+    def reused(self, request: Request, ids: np.ndarray, entry: _Prepared,
+               head: int | None = None) -> None:
         """A request `renders` says is rendered, whose prompt is the one `entry` (its entry
         prepared under other render options) was made from, whole token ids `ids`: the
         entry `rendered` would add for it, from `entry`'s prompt-derived fields (what-if
-        replays: `prepare_what_if`)."""
+        replays: `prepare_what_if`). `head`: how many of `ids` spell its head, where that
+        is known (`entry.head` when the prompt is `entry`'s own: the what-if provably
+        changes neither the body's render nor, so, its head's)."""
         self._add(request, ids, entry.approximate, entry.blocks, entry.breakpoints,
-                  entry.output_ids)
+                  entry.output_ids, head)
 
     def _add(self, request: Request, full: np.ndarray, approximate: bool,
              blocks: tuple[tuple[str, int], ...] | None,
