@@ -35,8 +35,8 @@ class TestLedger:
         by = ledger["by_cause"]
         assert {k: v for k, v in by.items() if k != "break"} == {
             "cold": 20_000, "new": 7_500, "rounding": 244, "compaction": 6_000,
-            "ttl": 22_912, "below-minimum": 0, "eviction": 0, "provider": 128,
-            "unexplained": 0}
+            "not-requested": 0, "ttl": 22_912, "below-minimum": 0, "eviction": 0,
+            "provider": 128, "unexplained": 0}
         assert by["break"]["tokens"] == 41_532
         assert by["break"]["by_kind"] == {"model-change": 24_000, "history-rewrite": 17_532}
         assert ledger["missed_tokens"] == 143_500 - 45_184 == 98_316

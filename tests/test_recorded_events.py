@@ -197,7 +197,8 @@ class TestClaudeCodeLedger:
                                            "tool-set-change": 1_000},
                                "by_segment": {"(not located)": 10_500, "tools": 1_000}}
         assert {c: v for c, v in by.items() if c != "break"} == {
-            "cold": 20_000, "new": 9_000, "rounding": 5, "compaction": 2_000, "ttl": 0,
+            "cold": 20_000, "new": 9_000, "rounding": 5, "compaction": 2_000,
+            "not-requested": 0, "ttl": 0,
             "below-minimum": 0, "eviction": 0, "provider": 997, "unexplained": 1_500}
 
     def test_findings_carry_fixes_a_claude_code_user_can_apply(self, report: dict) -> None:
@@ -262,7 +263,8 @@ class TestClineLedger:
         by = ledger["by_cause"]
         assert by["break"]["by_kind"] == {"model-change": 10_000, "truncation": 1_904}
         assert {c: v for c, v in by.items() if c != "break"} == {
-            "cold": 10_004, "new": 7_004, "rounding": 4, "compaction": 0, "ttl": 0,
+            "cold": 10_004, "new": 7_004, "rounding": 4, "compaction": 0,
+            "not-requested": 0, "ttl": 0,
             "below-minimum": 0, "eviction": 0, "provider": 0, "unexplained": 0}
         found = {f["kind"]: f for f in report["findings"]}
         assert "context window" in found["truncation"]["fix"]

@@ -163,7 +163,10 @@ def _entry(model: str, day: date | None) -> tuple[str, str, Any] | None:
     from genai_prices import Usage, calc_price
 
     when = datetime(day.year, day.month, day.day, 12) if day is not None else None
-    for name in dict.fromkeys((model, model.rsplit("/", 1)[-1])):
+    # NOTE: some clients log a model id with underscores (Cline through an OpenAI-compatible
+    # provider: ``claude_4_5_opus``), which the data knows with hyphens
+    base = model.rsplit("/", 1)[-1]
+    for name in dict.fromkeys((model, base, base.replace("_", "-"))):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -73,10 +73,15 @@ def write_ttl(written: int | None, written_1h: int | None,
 
 
 def min_cacheable(model: str | None) -> int:
-    """The minimum cacheable prefix of `model` (`DEFAULT_MIN_CACHEABLE` when unknown)."""
+    """The minimum cacheable prefix of `model` (`DEFAULT_MIN_CACHEABLE` when unknown).
+    A name spelled with underscores or dots, version first (Cline through an
+    OpenAI-compatible provider logs ``claude_4_5_opus``), is read as Anthropic's
+    ``claude-opus-4-5``."""
     if model:
+        plain = re.sub(r"[_.]", "-", model.lower())
+        plain = re.sub(r"(\d+)-(\d+)-(opus|sonnet|haiku)", r"\3-\1-\2", plain)
         for pattern, tokens in MIN_CACHEABLE:
-            if re.search(pattern, model):
+            if re.search(pattern, model) or re.search(pattern, plain):
                 return tokens
     return DEFAULT_MIN_CACHEABLE
 

@@ -27,7 +27,10 @@ then the change's ``break``)::
 * ``[C, X)``, the shortfall, is ``ttl`` (a hosted API and a pause longer than its
   retention), ``eviction`` (as much as a replay at the fitted capacity loses and an
   unlimited one keeps), ``provider`` (a hosted API missed a live prefix by at least one
-  cache unit; less is ``rounding``), else ``unexplained``.
+  cache unit; less is ``rounding``), else ``unexplained``; in a session where caching
+  was never requested (every call 0 read and 0 written on a hosted Anthropic model:
+  `findings.unrequested`) it is ``not-requested``, and the predecessor's unwritten tail
+  is not taken off ``X``: had it been asked, the cache would have held it.
 
 What the log itself records between a request and its session predecessor
 (`model.SessionEvent`, read at ingest: a compaction boundary, a truncation, another
@@ -70,10 +73,11 @@ from prefixscope.analyses.simulate import ANTHROPIC_READ_LAG, RequestSim
 from prefixscope.engines import ENGINES
 from prefixscope.engines.anthropic import TTL_1H, min_cacheable, write_ttl
 from prefixscope.engines.openai import RETENTION as OPENAI_RETENTION
+from prefixscope.findings.unrequested import unrequested_sessions
 from prefixscope.model import UsageRecord
 
-CAUSES = ("cold", "new", "rounding", "break", "compaction", "ttl", "below-minimum",
-          "eviction", "provider", "unexplained")
+CAUSES = ("cold", "new", "rounding", "break", "compaction", "not-requested", "ttl",
+          "below-minimum", "eviction", "provider", "unexplained")
 NOT_LOSSES = frozenset({"cold", "new", "rounding"})  # the unavoidable part of a miss
 LOSSES = tuple(c for c in CAUSES if c not in NOT_LOSSES)
 
@@ -358,6 +362,9 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
         source, basis_ids, reason = "none", set(), "no cache field and no replay"
     pair_of = {p.b: p for p in pairs}
     default = Rules(None, False, 1, 0, None)
+    unrequested = unrequested_sessions(kept, {
+        r.id: rules_of[r.id].minimum for r in kept
+        if r.id in rules_of and rules_of[r.id].engine == "anthropic"})
     entries: list[LedgerEntry] = []
     for r in kept:
         if r.id not in basis_ids:
@@ -367,7 +374,7 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
         entries.append(_entry(r, prompt, cached, prev, pair_of.get(r.id), replayed, source,
                               rules_of.get(r.id, default), prices.get(r.id),
                               recorded_event(events.get(r.id, ())),
-                              r.id not in not_rebuilt))
+                              r.id not in not_rebuilt, r.session in unrequested))
     outside = [r for r in kept if r.id not in basis_ids]
     basis = Basis(source, len(entries), sum(e.prompt_tokens for e in entries),
                   sum(e.cached_tokens for e in entries), len(outside),
@@ -399,7 +406,7 @@ def _sizes(r: UsageRecord, rep: ReplayedRequest | None, source: str) -> tuple[in
 def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
            pair: PairDiff | None, replayed: Mapping[str, ReplayedRequest], source: str,
            rules: Rules, price: CallPrice | None, recorded: str | None = None,
-           rebuilt: bool = True) -> LedgerEntry:
+           rebuilt: bool = True, unrequested: bool = False) -> LedgerEntry:
     rep = replayed.get(r.id)
     domain = rep.domain if rep is not None else None
     gap = (r.timestamp - prev.timestamp).total_seconds() \
@@ -457,7 +464,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
                 # what lies between the last one before D and D is the change's loss
                 expected = min(expected, anchor) if anchor >= rules.minimum else 0
                 below = False
-            written = _written_reach(prev, rules, source)
+            written = None if unrequested else _written_reach(prev, rules, source)
             if written is not None and written < expected:
                 # the predecessor's tokens after its last breakpoint were never written:
                 # no cache holds them ([written, D) is rounding, not a shortfall)
@@ -469,7 +476,11 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
                 (shared, prompt, "new"),
             ]
             shortfall = max(0, expected - cached)
-            if shortfall:
+            if shortfall and unrequested:
+                # caching was never requested: the cache would have served what the
+                # predecessor sent (`findings.unrequested`), whatever the pause
+                causes["not-requested"] += shortfall
+            elif shortfall:
                 for cause, n in _shortfall(shortfall, rules, gap, rep, prompt,
                                            shrank, cached, expected).items():
                     causes[cause] += n

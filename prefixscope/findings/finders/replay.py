@@ -1,5 +1,6 @@
 """Misses with an intact prefix, and the misses nothing explains: the ledger's ``ttl``,
-``eviction``, ``provider``, ``compaction``, ``below-minimum`` and ``unexplained`` causes.
+``eviction``, ``provider``, ``compaction``, ``below-minimum`` and ``unexplained`` causes,
+and ``not-requested`` (a session that never asked Anthropic to cache).
 
 Each finding's tokens are its cause's in the ledger (`findings.ledger`), which attributes
 every missed token once; breakage (``break``) is the breakage finder's, by its kind and
@@ -13,6 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 
 from prefixscope.analyses.simulate import SimulateReport
+from prefixscope.engines.anthropic import TTL_5M, min_cacheable
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
 from prefixscope.findings.finders.recorded import (
@@ -35,6 +37,7 @@ def find(ev: Evidence) -> Iterator[Finding]:
     ledger = ev.ledger
     if ledger is None:
         return
+    yield from _not_requested(ev)
     by_cause: dict[str, list[LedgerEntry]] = defaultdict(list)
     for e in ledger.entries:
         for cause in e.causes:
@@ -71,6 +74,74 @@ def find(ev: Evidence) -> Iterator[Finding]:
             continue
         yield _finding(cause, hit, _evidence(cause, hit, sim), sim.engine if sim else None,
                        ev)
+
+
+def _not_requested(ev: Evidence) -> Iterator[Finding]:
+    """The ledger's ``not-requested`` tokens: sessions on a hosted Anthropic model that
+    read and wrote nothing in every call (`findings.unrequested`), with what caching would
+    have saved at list prices."""
+    ledger = ev.ledger
+    hit = [e for e in ledger.entries if e.causes.get("not-requested")] if ledger else []
+    if ledger is None or not hit:
+        return
+    sessions = {e.session for e in hit}
+    calls = [e for e in ledger.entries if e.session in sessions]
+    model_of = {r.id: r.model for r in ev.records}
+    above = [e for e in calls if e.prompt_tokens >= min_cacheable(model_of.get(e.id))]
+    models = sorted({m for e in calls if (m := model_of.get(e.id))})
+    minimums = sorted({min_cacheable(m) for m in models} or {min_cacheable(None)})
+    tokens = _tokens(hit, "not-requested")
+    # Had caching been asked, each call would have read what the ledger books here
+    # (unless a pause outlived the 5-minute TTL) and written the rest of its prompt once.
+    late = sum(e.causes["not-requested"] for e in hit
+               if e.gap_seconds is not None and e.gap_seconds > TTL_5M)
+    total = 0.0
+    for e in calls:
+        price = ledger.prices.get(e.id)
+        if price is None:
+            break
+        read = e.causes.get("not-requested", 0)
+        if e.gap_seconds is not None and e.gap_seconds > TTL_5M:
+            read = 0
+        rates = price.rates
+        total += (read * (rates.input - rates.cache_read)
+                  - (e.prompt_tokens - read) * (rates.cache_write_5m - rates.input)) / 1e6
+    saved = total if all(e.id in ledger.prices for e in calls) else None
+    evidence = _evidence("not-requested", hit, None)
+    evidence.update(sessions=len(sessions), calls=len(calls), calls_above_minimum=len(above),
+                    minimum_tokens=minimums, models=models, cache_read_tokens=0,
+                    cache_write_tokens=0, after_pause_tokens=late,
+                    would_save_usd=round(saved, 6) if saved is not None else None)
+    floor = "–".join(f"{m:,}" for m in (minimums[0], minimums[-1])[:len(set(minimums))])
+    title = (f"caching not requested: 0 tokens written in {len(above):,} calls above the "
+             f"minimum ({floor} tokens) on {', '.join(models) or 'a Claude model'}, 0 read; "
+             f"the cache would have served {tokens:,} prompt tokens")
+    if saved is not None:
+        title += f", saving ${saved:,.2f} net of the write premium at list prices"
+    if late:
+        title += (f" ({late:,} of them after pauses longer than the 5-minute TTL, which only "
+                  "the 1-hour TTL would have kept: not in the saving)")
+    yield finding("caching-not-requested", title, tokens, evidence,
+                  _not_requested_fix(_family(hit, ev)), lost_usd=_usd(hit, "not-requested"))
+
+
+def _not_requested_fix(family: str | None) -> str:
+    why = ("Anthropic caches only what a request marks with `cache_control`, and none of "
+           "these calls read or wrote a token: ")
+    if family == "cline":
+        return why + ("Cline places the breakpoints only through its Anthropic-family API "
+                      "providers (Anthropic, Vertex, Bedrock, OpenRouter). Pick one of them "
+                      "for the Claude model in Cline's API Provider setting instead of "
+                      "OpenAI Compatible, or route through a proxy that passes "
+                      "`cache_control` on to Anthropic.")
+    if family == CLAUDE_CODE:
+        return why + ("Claude Code places its own breakpoints unless prompt caching is "
+                      "turned off (`DISABLE_PROMPT_CACHING`): unset it, and check that no "
+                      "gateway between Claude Code and Anthropic strips `cache_control`.")
+    return why + ("add a `cache_control: {\"type\": \"ephemeral\"}` breakpoint at the end "
+                  "of the stable prefix (the tools and system prompt) and on the last "
+                  "message, so each turn reads the one before; if the requests pass a "
+                  "gateway or proxy, make it pass `cache_control` through.")
 
 
 def _tokens(entries: Sequence[LedgerEntry], cause: str) -> int:
