@@ -17,21 +17,42 @@ Example::
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from prefixscope.engines.anthropic import AnthropicEngine
-from prefixscope.engines.base import Admission, Engine, Lookup, Units, block_keys
-from prefixscope.engines.blocktrace import BlocktraceEngine
-from prefixscope.engines.deepseek import DeepseekEngine
-from prefixscope.engines.lmcache import LmcacheEngine
-from prefixscope.engines.openai import OpenaiEngine
-from prefixscope.engines.sglang import SglangEngine
-from prefixscope.engines.sweep import BlocktraceSweep, Sweep, VllmSweep
-from prefixscope.engines.vllm import VllmEngine, VllmUnlimitedEngine
 from prefixscope.tokenizers import CLAUDE_MODELS, DEEPSEEK_MODELS, OPENAI_MODELS
+
+if TYPE_CHECKING:
+    from prefixscope.engines.base import Admission, Engine, Lookup, Units, block_keys
+    from prefixscope.engines.sweep import Sweep
+
+# The registry is read where no engine runs (`prefixscope --help` lists the engines' names
+# and defaults): each engine module is imported, and numpy with it, by the first call of
+# its factory, and the base module's names by the first `from prefixscope.engines import`.
+_BASE_NAMES = ("Admission", "Engine", "Lookup", "Units", "block_keys")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BASE_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.base"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Lazy:
+    """A class of an engine module, called (`Lazy("vllm", "VllmEngine")(block_size=16)`)
+    as the class is, its module imported by the first call; picklable, as a spec's
+    factory travels to worker processes."""
+
+    module: str  # the module's name in this package
+    name: str  # the class's name in it
+
+    def __call__(self, **params: Any) -> Any:
+        return getattr(importlib.import_module(f"{__name__}.{self.module}"),
+                       self.name)(**params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +60,7 @@ class EngineSpec:
     """One cache model as the registry holds it."""
 
     name: str
-    factory: Callable[..., Engine]  # keyword arguments only
+    factory: Callable[..., Engine]  # keyword arguments only (a class, or a `Lazy` one)
     about: str  # what it models, in a few words (help text)
     block_parameter: str | None = None  # the factory's keyword for the block size, if any
     block_size: int = 1  # its default (1: token-granular, or no blocks)
@@ -71,23 +92,30 @@ def register(spec: EngineSpec) -> EngineSpec:
 
 
 for _spec in (
-    EngineSpec("vllm", VllmEngine, "vLLM 0.33 APC: chained full blocks, physical block "
-               "pool, LRU", "block_size", 16, cache_output=True,
-               unlimited=VllmUnlimitedEngine, sweep=VllmSweep),
-    EngineSpec("sglang", SglangEngine, "SGLang 0.5.10 RadixCache: radix tree of pages, LRU "
-               "leaves", "page_size", 1, cache_output=True),
-    EngineSpec("lmcache", LmcacheEngine, "LMCache 0.5.6 local CPU: 256-token chunks, LRU",
-               "chunk_size", 256),
-    EngineSpec("blocktrace", BlocktraceEngine, "Mooncake trace convention: 512-token ids, "
-               "LRU", "block_size", 512, replays="traces", sweep=BlocktraceSweep),
-    EngineSpec("anthropic", AnthropicEngine, "cache_control breakpoints, 20-block lookback, "
-               "5m/1h TTL", ttl_parameter="ttl", ttl_seconds=300.0, hosted=True,
+    EngineSpec("vllm", Lazy("vllm", "VllmEngine"),
+               "vLLM 0.33 APC: chained full blocks, physical block pool, LRU",
+               "block_size", 16, cache_output=True,
+               unlimited=Lazy("vllm", "VllmUnlimitedEngine"),
+               sweep=Lazy("sweep", "VllmSweep")),
+    EngineSpec("sglang", Lazy("sglang", "SglangEngine"),
+               "SGLang 0.5.10 RadixCache: radix tree of pages, LRU leaves",
+               "page_size", 1, cache_output=True),
+    EngineSpec("lmcache", Lazy("lmcache", "LmcacheEngine"),
+               "LMCache 0.5.6 local CPU: 256-token chunks, LRU", "chunk_size", 256),
+    EngineSpec("blocktrace", Lazy("blocktrace", "BlocktraceEngine"),
+               "Mooncake trace convention: 512-token ids, LRU", "block_size", 512,
+               replays="traces", sweep=Lazy("sweep", "BlocktraceSweep")),
+    EngineSpec("anthropic", Lazy("anthropic", "AnthropicEngine"),
+               "cache_control breakpoints, 20-block lookback, 5m/1h TTL",
+               ttl_parameter="ttl", ttl_seconds=300.0, hosted=True,
                replays="segments", models=CLAUDE_MODELS),
-    EngineSpec("openai", OpenaiEngine, "automatic from 1,024 tokens, 128-token steps, "
-               "retention", "step", 128, ttl_parameter="idle_ttl", ttl_seconds=600.0,
+    EngineSpec("openai", Lazy("openai", "OpenaiEngine"),
+               "automatic from 1,024 tokens, 128-token steps, retention",
+               "step", 128, ttl_parameter="idle_ttl", ttl_seconds=600.0,
                hosted=True, models=OPENAI_MODELS, cache_output=True),
-    EngineSpec("deepseek", DeepseekEngine, "persisted prefix units (input end, output end, "
-               "common)", ttl_parameter="ttl", hosted=True, models=DEEPSEEK_MODELS),
+    EngineSpec("deepseek", Lazy("deepseek", "DeepseekEngine"),
+               "persisted prefix units (input end, output end, common)",
+               ttl_parameter="ttl", hosted=True, models=DEEPSEEK_MODELS),
 ):
     register(_spec)
 
@@ -105,5 +133,5 @@ def get_engine(name: str, **params: Any) -> Engine:
     return spec.factory(**params)
 
 
-__all__ = ["ENGINES", "Admission", "Engine", "EngineSpec", "Lookup", "Units", "block_keys",
-           "get_engine", "register"]
+__all__ = ["ENGINES", "Admission", "Engine", "EngineSpec", "Lazy", "Lookup", "Units",
+           "block_keys", "get_engine", "register"]

@@ -24,8 +24,20 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from prefixscope.tokenizers.base import AddedToken, Encoded, Tokenizer, TokenizerError
+if TYPE_CHECKING:
+    from prefixscope.tokenizers.base import AddedToken, Encoded, Tokenizer, TokenizerError
+
+# `base` (numpy) is imported by the first use of its names here, not by this package: the
+# command line's help reads `BUNDLED` and the model families alone.
+_BASE_NAMES = ("AddedToken", "Encoded", "Tokenizer", "TokenizerError")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BASE_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.base"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 DEFAULT_TOKENIZER = "deepseek-v4"
 AUTO = "auto"  # choose by the request's model family
@@ -108,6 +120,7 @@ def load_tokenizer(spec: str | None = None) -> Tokenizer:
 
 @cache
 def _load(spec: str) -> Tokenizer:
+    from prefixscope.tokenizers.base import TokenizerError
     from prefixscope.tokenizers.directory import hf_cache_dir, load_directory
 
     if spec in _BUNDLED_MODULES:
