@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
-           "SimulateReport", "Store", "__version__", "calls", "diff", "ingest", "open", "redact",
-           "render", "report", "simulate"]
+           "SimulateReport", "Store", "__version__", "calls", "diff", "export_bundle", "ingest",
+           "open", "redact", "render", "report", "simulate"]
 
 
 class _Package(types.ModuleType):

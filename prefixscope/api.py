@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from prefixscope.analyses.onepass import StageRunner
+    from prefixscope.findings.evidence import Evidence, ReportOptions
     from prefixscope.prompt import RenderOptions
     from prefixscope.store import Store as _CoreStore
     from prefixscope.store.scope import Scope
@@ -50,8 +51,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
-           "SimulateReport", "Store", "calls", "diff", "ingest", "open", "redact", "render",
-           "report", "simulate"]
+           "SimulateReport", "Store", "calls", "diff", "export_bundle", "ingest", "open",
+           "redact", "render", "report", "simulate"]
 
 # The result types live with their views (`views.results`, `views.ingested`); imported
 # on first use.
@@ -427,10 +428,14 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
 
             options = replace(options, engine_logs=tuple(
                 Path(p) for p in ingested.engine_logs))
+        bundle = _bundle_of(st)
         try:
-            with _stage_runner(runner) as stages:
-                evidence = gather(st, options, progress, ingest=ingested, workers=workers,
-                                  runner=stages)
+            if bundle is not None:  # a share-safe bundle: its evidence, the ledger redone
+                evidence = _bundle_evidence(bundle, options, scoped is not None)
+            else:
+                with _stage_runner(runner) as stages:
+                    evidence = gather(st, options, progress, ingest=ingested,
+                                      workers=workers, runner=stages)
         except (RenderError, TokenizerError, ValueError, WorkerError, DistributedError) as exc:
             raise Error(str(exc).splitlines()[0]) from None
         except OSError as exc:
@@ -441,6 +446,101 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
             raise Error(str(exc), usage=True) from None
     # Masked once, before any view: every file a view writes is as masked as the terminal.
     return _masked(Report._of(result))
+
+
+def _bundle_of(st: _CoreStore) -> Path | None:
+    """The bundle directory the store was ingested from (None: other logs)."""
+    from prefixscope.findings.bundle import bundle_directory
+
+    if st.source_formats() != ["bundle"]:
+        return None
+    return bundle_directory(st.source_files())
+
+
+def _bundle_evidence(directory: Path, options: ReportOptions, scoped: bool) -> Evidence:
+    """The evidence of the report a bundle was exported from, its ledger recomputed from its
+    own parts and priced as `options` asks (docs/bundle.md).
+
+    Raises:
+        Error: an option that needs the prompts (they are not in a bundle), a bad bundle.
+    """
+    from prefixscope.findings.bundle import BundleError, read_bundle
+    from prefixscope.findings.evidence import ReportOptions, relabel
+    from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
+    from prefixscope.prompt import RenderOptions
+
+    default = ReportOptions()
+    needs_text = [name for name, given in (
+        ("--engine", options.engine != default.engine),
+        ("--block-size", options.block_size is not None),
+        ("--capacity", options.capacity_tokens is not None),
+        ("--engine-log", bool(options.engine_logs)),
+        ("--gateway / --tokenizer", options.render != RenderOptions()),
+        ("--since / --until / --project", scoped),
+        ("--what-if " + ", ".join(w for w in options.what_if if w not in TTL_WHAT_IFS),
+         any(w not in TTL_WHAT_IFS for w in options.what_if))) if given]
+    if needs_text:
+        raise Error(f"{directory} is a bundle: its prompts were replayed where it was "
+                    f"exported; {needs_text[0]} needs them (pass it to export --bundle "
+                    "there)", usage=True)
+    try:
+        evidence = read_bundle(directory)
+    except BundleError as exc:
+        raise Error(str(exc)) from None
+    return relabel(evidence, options)
+
+
+def export_bundle(store: Store | str | PathLike[str], directory: str | PathLike[str], *,
+                  gateway: str = "auto", tokenizer: str = "auto", workers: int | None = None,
+                  progress: Callable[[str], None] | None = None) -> Path:
+    """Write a share-safe bundle of the store into `directory` (``prefixscope export
+    --bundle``): every request's time, session, model, backend, usage, its rendered
+    prompt's segments as keyed hashes with their token spans, the ledger's causes, and the
+    report's evidence without text, so that ``report(ingest(directory))`` gives the
+    report of `store` again, excerpts aside (docs/bundle.md).
+
+    Args:
+        store: a `Store`, or the path of a store file.
+        directory: where to write requests.jsonl and evidence.json (created if missing).
+        gateway, tokenizer: how to rebuild the prompts (``prefixscope render``).
+        workers: processes diffing whole sessions, as for `report`.
+        progress: called with each step's name.
+
+    Returns:
+        The directory written.
+
+    Raises:
+        Error: a bad option, unreadable input, or a directory that cannot be written.
+    """
+    from prefixscope.findings.bundle import write_bundle
+    from prefixscope.findings.evidence import ReportOptions, gather
+    from prefixscope.parallel import WorkerError
+    from prefixscope.prompt import RenderError, RenderOptions
+    from prefixscope.tokenizers import TokenizerError
+
+    target = Path(directory)
+    if target.exists() and not target.is_dir():
+        raise Error(f"--bundle {target} is a file: give a directory", usage=True)
+    render_options = _checked(RenderOptions(gateway=gateway, tokenizer=tokenizer))
+    options = ReportOptions(render=render_options)
+    with _store_of(store) as handle, _reading(handle, None) as st:
+        if _bundle_of(st) is not None:
+            raise Error("the store holds a bundle already: export its source logs")
+        ingested = handle.ingest_result if handle.temporary else None
+        if ingested is not None and ingested.engine_logs:  # as report reads them
+            from dataclasses import replace
+
+            options = replace(options, engine_logs=tuple(Path(p) for p in ingested.engine_logs))
+        try:
+            evidence = gather(st, options, progress, ingest=ingested, workers=workers)
+            if progress is not None:
+                progress("bundle")
+            write_bundle(evidence, st.iter_requests(copies=True), target, render_options)
+        except (RenderError, TokenizerError, ValueError, WorkerError) as exc:
+            raise Error(str(exc).splitlines()[0]) from None
+        except OSError as exc:
+            raise Error(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
+    return target
 
 
 def calls(store: Store | str | PathLike[str], *, session: str | None = None,

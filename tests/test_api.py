@@ -36,8 +36,8 @@ runner = CliRunner()
 # The public surface. A change here is a change of the library's contract: edit this,
 # docs/api.md and the CHANGELOG of the release together.
 NAMES = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
-         "SimulateReport", "Store", "calls", "diff", "ingest", "open", "redact", "render",
-         "report", "simulate"]
+         "SimulateReport", "Store", "calls", "diff", "export_bundle", "ingest", "open", "redact",
+         "render", "report", "simulate"]
 SIGNATURES = {  # parameters and defaults (annotations aside)
     "calls": "(store, *, session=None, engine='auto', block_size=None, capacity=None, "
              "bytes_per_token=None, gateway='auto', tokenizer='auto', workers=None, "
@@ -48,6 +48,8 @@ SIGNATURES = {  # parameters and defaults (annotations aside)
     "ingest": "(paths, store='prefixscope.duckdb', *, format='auto', strict=False, "
               "session_gap=60.0, session_key=(), max_line_bytes=268435456, skip_missing=False, "
               "progress=None)",
+    "export_bundle": "(store, directory, *, gateway='auto', tokenizer='auto', workers=None, "
+                     "progress=None)",
     "open": "(path='prefixscope.duckdb')",
     "redact": "(patterns=(), *, defaults=True)",
     "render": "(store, request, *, gateway='auto', tokenizer='auto', what_if=())",

@@ -148,6 +148,11 @@ class Evidence:
     # not rebuild (`findings.rebuild`)
     rendered: Mapping[str, int] = field(default_factory=dict)
     not_rebuilt: frozenset[str] = frozenset()
+    # what the ledger reads besides: each log file's (engine, block size) as the replay
+    # chose them, and the requests that asked for OpenAI's 24-hour retention (a bundle
+    # rebuilds the ledger from these: `findings.bundle`)
+    chosen: Mapping[str, tuple[str | None, int | None]] = field(default_factory=dict)
+    extended: frozenset[str] = frozenset()
 
 
 def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
@@ -373,8 +378,9 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
                                (sim for replay in replays for sim in replay.report.per_request),
                                records)
     unrebuilt = not_rebuilt(records, rendered, store.lacking_parts())
+    extended = store.extended_retention()
     ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options, events,
-                     unrebuilt, store.extended_retention())
+                     unrebuilt, extended)
     ttl = ttl_what_ifs(ledger, records, ledger.prices)
     if ledger.money is not None and ledger.money.unknown_models:
         shown = ", ".join(ledger.money.unknown_models[:5])
@@ -385,7 +391,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
                     ingest, tuple(store.truncated_ids()), replays, tuple(notes), ledger,
                     inclusive, ttl, options.what_if, events, store.provider_verdicts(),
-                    rendered, unrebuilt)
+                    rendered, unrebuilt, chosen, extended)
 
 
 # Cache reads at least this share of the rendered prompt make the two readings of
@@ -778,3 +784,15 @@ def _curve(capacity: int | None, prompt_tokens: int) -> tuple[int | None, ...]:
     base = capacity or max(1, prompt_tokens // 10)
     points = sorted({max(1, int(base * f)) for f in (0.25, 0.5, 1, 2, 4, 8)})
     return (*points, None)
+
+
+def relabel(ev: Evidence, options: ReportOptions) -> Evidence:
+    """`ev` with its ledger, prices and TTL what-ifs computed again from its own parts
+    (the pairs' divergences, the replays, the usage, the recorded events), priced as
+    `options` asks: a bundle's evidence, whose text-dependent parts were found where the
+    prompts are (`findings.bundle`)."""
+    ledger = _ledger(ev.records, ev.diff, ev.replays, ev.simulate, ev.bucket, dict(ev.chosen),
+                     options, ev.events, ev.not_rebuilt, ev.extended)
+    ttl = ttl_what_ifs(ledger, ev.records, ledger.prices)
+    return replace(ev, ledger=ledger, ttl_what_ifs=ttl,
+                   requested_what_if=options.what_if or ev.requested_what_if)

@@ -683,6 +683,11 @@ class Store:
         return [str(r[0]) for r in self.run(
             "SELECT DISTINCT source_file FROM requests WHERE duplicate_of IS NULL ORDER BY 1")]
 
+    def source_formats(self) -> list[str]:
+        """The ingest formats of the stored requests, in name order."""
+        return [str(r[0]) for r in self.run(
+            "SELECT DISTINCT source_format FROM requests ORDER BY 1")]
+
     def session_of(self) -> dict[str, str]:
         """request id -> session id, for every threaded request."""
         return dict(self.run("SELECT request_id, session FROM sessions"))

@@ -31,6 +31,7 @@ from types import ModuleType
 
 # Module names under prefixscope.ingest.formats, in detection order.
 _MODULES = (
+    "bundle",
     "blocktrace",
     "lmcache_lookup",
     "tracelab",
