@@ -11,7 +11,13 @@ outputs) and writes them as
   response}`` per line (what `prefixscope.ingest.formats.raw` reads), and
 * ``langfuse``: a Langfuse batch export (camelCase observation rows as JSON lines,
   ``input`` the same Anthropic body; ``sessionId`` where the raw form has the session
-  header, else one trace per session).
+  header, else one trace per session), and
+* ``openai``: raw OpenAI Chat captures of the same traffic as the upstream of a
+  converting gateway logs it (new-api's ``ClaudeToOpenAIRequest``: the system blocks
+  joined into one leading system message -- the billing header and all --, tools as
+  functions, tool_use as assistant ``tool_calls``, tool_result as ``tool`` messages),
+  OpenAI usage (``prompt_tokens_details.cached_tokens``): the gateway-converted shape of
+  issue 37.
 
 Shape of every session (the same at every size, so seconds per GB are comparable
 across sizes; a bigger corpus has more sessions, not longer ones): ``--turns``
@@ -340,6 +346,51 @@ def langfuse_line(s: Session, body: dict[str, Any], usage: dict[str, int]) -> by
     return dumps(row)
 
 
+def openai_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The Anthropic body as new-api's ClaudeToOpenAIRequest sends it upstream."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "".join(b["text"] for b in body["system"])}]
+    for message in body["messages"]:
+        texts = [{"type": "text", "text": b["text"]} for b in message["content"]
+                 if b["type"] == "text"]
+        calls = [{"id": b["id"], "type": "function", "function": {
+            "name": b["name"], "arguments": json.dumps(b["input"], sort_keys=True,
+                                                       separators=(",", ":"))}}
+                 for b in message["content"] if b["type"] == "tool_use"]
+        for block in message["content"]:
+            if block["type"] == "tool_result":
+                messages.append({"role": "tool", "content": block["content"], "name": "",
+                                 "tool_call_id": block["tool_use_id"]})
+        if calls:
+            messages.append({"role": message["role"], "content": None, "tool_calls": calls})
+        elif texts:
+            messages.append({"role": message["role"], "content": texts})
+    tools = [{"type": "function", "function": {
+        "description": t["description"], "name": t["name"],
+        "parameters": json.loads(json.dumps(t["input_schema"], sort_keys=True))}}
+        for t in body["tools"]]
+    return {"model": body["model"], "messages": messages, "max_tokens": body["max_tokens"],
+            "stream": False, "tools": tools}
+
+
+def openai_line(s: Session, body: dict[str, Any], usage: dict[str, int]) -> bytes:
+    headers = {"content-type": "application/json", "user-agent": "new-api/0.9"}
+    if s.explicit:
+        headers["x-session-id"] = s.session_id
+    prompt = usage["input_tokens"] + usage["cache_read_input_tokens"]
+    response = {"id": "chatcmpl-" + hashlib.sha256(f"{s.session_id}/{s.turn}".encode()
+                                                   ).hexdigest()[:24],
+                "object": "chat.completion", "model": MODEL,
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                    "role": "assistant", "content": "Running the next step."}}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": usage["output_tokens"],
+                          "total_tokens": prompt + usage["output_tokens"],
+                          "prompt_tokens_details": {
+                              "cached_tokens": usage["cache_read_input_tokens"]}}}
+    return dumps({"timestamp": _ts(s.when), "url": "http://gateway:3000/v1/chat/completions",
+                  "headers": headers, "request": openai_body(body), "response": response})
+
+
 def generate(out: Path, size_gb: float, form: str, *, seed: int = 11, turns: int = 50,
              max_tokens: int = 150_000, min_tokens: int = 20_000,
              sessions: int | None = None) -> tuple[int, int, int]:
@@ -347,7 +398,7 @@ def generate(out: Path, size_gb: float, form: str, *, seed: int = 11, turns: int
     material = load_material()
     chosen = sessions_for(size_gb, turns=turns, max_tokens=max_tokens, min_tokens=min_tokens,
                           sessions=sessions, seed=seed, material=material)
-    line = raw_line if form == "raw" else langfuse_line
+    line = {"raw": raw_line, "langfuse": langfuse_line, "openai": openai_line}[form]
     count = written = 0
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "wb") as fh:
@@ -362,7 +413,7 @@ def generate(out: Path, size_gb: float, form: str, *, seed: int = 11, turns: int
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=float, default=0.25, help="target size in GB (GiB)")
-    ap.add_argument("--form", choices=("raw", "langfuse"), default="raw")
+    ap.add_argument("--form", choices=("raw", "langfuse", "openai"), default="raw")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--turns", type=int, default=50)
