@@ -53,6 +53,22 @@ SLACK_HOOK = "https://hooks.slack" + ".com/services/" + "T0A1B2C3D/B0A1B2C3D/" +
 STRIPE = "sk" + "_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
 HUGGING_FACE = "hf" + "_" + "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh"  # 34 letters
 GITLAB = "gl" + "pat-" + "Zq7x-Zq7x_Zq7xZq7xZq7"  # 21 after the prefix
+# issue 39's shapes (gitleaks: npm-access-token, pypi-upload-token, sendgrid-api-token,
+# vault-service-token, databricks-api-token, twilio-api-key, digitalocean-pat,
+# telegram-bot-api-token; an Azure storage connection string's AccountKey)
+NPM = "np" + "m_" + "a1B2c3D4e5" * 3 + "F6g7H8"  # 36 letters and digits
+PYPI = "py" + "pi-" + "AgEIcHlwaS5vcmc" + "CJDk2MGQtNz" * 6  # the macaroon, then 66
+SENDGRID = ("S" + "G." + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7O" + "."
+            + "Pq8Rs9Tu0Vw1Xy2Za3Bc4De5Fg6Hi7Jk8Lm9No0Pq1R")
+AZURE_KEY = "Zq7xY2" * 14 + "ab" + "=="  # 86 of base64's alphabet and "=="
+AZURE = ("DefaultEndpointsProtocol=https;AccountName=acct;Account" + "Key=" + AZURE_KEY
+         + ";EndpointSuffix=core.windows.net")
+VAULT = "hv" + "s." + "CAESI" + "Zq7x_Y2-" * 12  # 101 after the prefix
+DATABRICKS = "da" + "pi" + "0123456789abcdef" * 2
+TWILIO = "S" + "K" + "0123456789abcdef" * 2
+TWILIO_SID = "A" + "C" + "fedcba9876543210" * 2
+DIGITALOCEAN = "do" + "p_v1_" + "0123456789abcdef" * 4
+TELEGRAM_ID, TELEGRAM_KEY = "123456789", "A" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv_W"  # 35
 
 
 @pytest.fixture(autouse=True)
@@ -104,6 +120,17 @@ MASKED = [
      '{"password": "' + bullets("plainword") + '"}'),
     ("a token after _ in a file name", "log_" + GITHUB + ".jsonl",
      "log_ghp_" + bullets(GITHUB[4:]) + ".jsonl"),
+    ("npm token", NPM, "npm_" + bullets(NPM[4:])),
+    ("pypi upload token", PYPI, "pypi-" + bullets(PYPI[5:])),
+    ("sendgrid key", SENDGRID, "SG." + bullets(SENDGRID[3:])),
+    ("azure storage account key", AZURE, AZURE.replace(AZURE_KEY, bullets(AZURE_KEY))),
+    ("vault service token", VAULT, "hvs." + bullets(VAULT[4:])),
+    ("databricks token", DATABRICKS, "dapi" + bullets(DATABRICKS[4:])),
+    ("twilio api key", TWILIO, "SK" + bullets(TWILIO[2:])),
+    ("twilio account sid", TWILIO_SID, "AC" + bullets(TWILIO_SID[2:])),
+    ("digitalocean token", DIGITALOCEAN, "dop_v1_" + bullets(DIGITALOCEAN[7:])),
+    ("telegram bot token", f"{TELEGRAM_ID}:{TELEGRAM_KEY}",
+     f"{TELEGRAM_ID}:" + bullets(TELEGRAM_KEY)),
 ]
 
 UNTOUCHED = [
@@ -122,6 +149,17 @@ UNTOUCHED = [
     "password: required for every login",  # prose
     "sk_live_short and hf_tooShort and glpat-short",
     "AKIA is a prefix; " + "Q" * 40 + " is 40 letters with no key id before it",
+    # issue 39's shapes, each one character short or in a longer word
+    NPM[:-1] + " and " + "x" + NPM,
+    "py" + "pi-" + "AgEIcHlwaS5vcmc" + "CJDk2MGQ" * 6 + "x",  # 49 after the macaroon
+    SENDGRID[:-1] + " ",
+    "AccountKey=" + AZURE_KEY[:-3] + "==",
+    VAULT[:90] + " and hvs.short",
+    DATABRICKS[:-1] + " and dapi" + "g" * 32,
+    TWILIO[:-1] + " and SKU" + "0123456789abcdef" * 2 + " and " + "x" + TWILIO,
+    DIGITALOCEAN[:-1],
+    f"{TELEGRAM_ID}:{TELEGRAM_KEY[:-1]} and 1234:{TELEGRAM_KEY} and {TELEGRAM_ID}:B"
+    + TELEGRAM_KEY[1:],
 ]
 
 

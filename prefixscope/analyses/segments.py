@@ -232,8 +232,8 @@ def preview(value: Any, limit: int = PREVIEW_CHARS, redact: bool = True,
         first = next((i for i, (a, b) in enumerate(zip(text, other_text, strict=False))
                       if a != b),
                      min(len(text), len(other_text)))
-        focus = len(_redact(text[:first])) if redact else first
-    if redact:
+        focus = len(_redact(text[:first])) if redact and active().defaults else first
+    if redact and active().defaults:  # --no-default-redaction turns this off too
         text = _redact(text)
     # The run's secret masking before the cut (same length: `focus` holds), so a cut
     # never shows part of a key, with or without --show-text.

@@ -319,7 +319,7 @@ def _parse_iso(text: str) -> datetime | None:
 # ------------------------------------------------------------------ vLLM lines
 
 _FLOAT = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf)"
-_ENGINE = re.compile(r"(?:Engine (\d+)|(\d+) Engines Aggregated): ")
+_ENGINE = re.compile(r"(?:Engine (\d++)|(?<!\d)(\d++) Engines Aggregated): ")
 _PARTS = {
     "prompt_throughput": re.compile(r"Avg prompt throughput: " + _FLOAT + r" tokens/s"),
     "generation_throughput": re.compile(r"Avg generation throughput: " + _FLOAT + r" tokens/s"),
@@ -342,8 +342,14 @@ _TRANSFER = re.compile(r"KV Transfer metrics: (.*)$")
 _PAIR = re.compile(r"(?:^|, |\{|')([^=,{}']+?)(?:=|': )" + _FLOAT + r"(?=,|\}|$)")
 
 _VERSION = re.compile(r"vLLM API server version (\S+)")
-_ENGINE_VERSION = re.compile(r"Initializing a V\d LLM engine \((v[^)]+)\) with config: (.*)$")
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
+# A line is hostile text too (one 2.3 MB ``non-default args`` line took 111 s when each
+# marker in it started a scan to its end): a pattern that reads to the end of the line
+# reads from the line's first marker only (``^(?>.*?MARKER)``, atomic: that marker, no
+# other), and a repetition a later part can fail after is bounded, so every pattern here
+# runs in linear time (tests/test_linear_time.py).
+_ENGINE_VERSION = re.compile(r"^(?>.*?Initializing a V\d LLM engine \()(v[^)]++)\) "
+                             r"with config: (.*)$")
+_NON_DEFAULT = re.compile(r"^(?>.*?non-default args: (?=\{))(\{.*\})\s*$")
 _HYBRID_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
 _KV_CACHE_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _KV_GROUPS = re.compile(r"kv cache group sizes \(([\d, ]*)\)")
@@ -373,8 +379,8 @@ _EXTRA_CONFIG = re.compile(r"""kv_connector_extra_config['"]?\s*[=:]\s*\{[^{}]*\
 _OFFLOAD_SIZE = re.compile(r"""['"]kv_offloading_size['"]\s*:\s*([\d.]+)""")
 _OFFLOAD_BACKEND = re.compile(r"""['"]kv_offloading_backend['"]\s*:\s*['"](\w+)['"]""")
 _PREFIX_CACHING = re.compile(r"""['"]?enable_prefix_caching['"]?\s*[=:]\s*(True|False|None)""")
-_SPEC_METHOD = re.compile(r"""speculative_config['"]?\s*[=:]\s*[^,]*?['"]?method['"]?\s*[=:]\s*"""
-                          r"""['"]([\w-]+)['"]""")
+_SPEC_METHOD = re.compile(r"""speculative_config['"]?\s*[=:]\s*[^,]{0,200}?"""
+                          r"""['"]?method['"]?\s*[=:]\s*['"]([\w-]+)['"]""")
 _SPEC_NONE = re.compile(r"speculative_config=None")
 _MODEL = re.compile(r"""(?:^|[\s{,(])['"]?model['"]?\s*[=:]\s*['"]([^'"]+)['"]""")
 _HASH_ALGO = re.compile(r"""prefix_caching_hash_algo['"]?\s*[=:]\s*['"](\w+)['"]""")
@@ -524,7 +530,7 @@ _SG_FIELDS = {
     "queued": re.compile(r"#queue-req: (\d+)"),
 }
 _SG_USAGE = re.compile(r"(?<![\w-])(?:full )?token usage: " + _FLOAT)
-_SG_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)\s*$")
+_SG_ARGS = re.compile(r"^(?>.*?server_args=ServerArgs\()(.*)\)\s*$")
 _SG_PAGE = re.compile(r"(?:^|, )page_size=(\d+)")
 _SG_MODEL = re.compile(r"(?:^|, )model_path='([^']+)'")
 _SG_RADIX_OFF = re.compile(r"(?:^|, )disable_radix_cache=(True|False)")

@@ -13,18 +13,33 @@ cut a masked text anywhere without showing part of a secret. A built-in rule kee
 short non-secret prefix naming the kind of secret (``sk-ant-•••``, ``Authorization:
 Bearer •••``).
 
-The built-in patterns follow gitleaks' rules (config/gitleaks.toml, gitleaks/gitleaks
-at b58d3f1: anthropic-api-key, openai-api-key, gcp-api-key, github-pat / -oauth /
+The built-in patterns follow gitleaks' rules (config/gitleaks.toml, gitleaks/gitleaks at
+b58d3f1: anthropic-api-key, openai-api-key, gcp-api-key, github-pat / -oauth /
 -app-token / -fine-grained-pat, slack-*-token, slack-webhook-url, aws-access-token,
 stripe-access-token, huggingface-access-token / -organization-api-token, gitlab-pat /
--pat-routable, private-key, jwt). The password and AWS-secret pairs take the shape of its
-generic-api-key rule (a key name, ``=`` or ``:``, a value) and a password in a URL that
-of its sidekiq-sensitive-url (``scheme://user:password@host``), for any host. Lengths are
-loosened where a gateway's keys are shorter than the vendor's (new-api and LiteLLM issue
-``sk-`` keys of their own). Every rule is anchored on a vendor prefix, a header or key
-name, or a URL's ``user:password@``, so hex request ids, content hashes and nonces such
-as Claude Code's ``cch=`` are never masked. A vendor prefix counts after ``_`` too
-(gitleaks' ``\b`` does not see the token in ``log_ghp_…``, a file name).
+-pat-routable, private-key, jwt, npm-access-token, pypi-upload-token,
+sendgrid-api-token, vault-service-token / -batch-token, databricks-api-token,
+twilio-api-key (and the account SID ``AC`` beside it), digitalocean-pat / -access-token
+/ -refresh-token, telegram-bot-api-token without its keyword; an Azure storage
+``AccountKey=`` is the connection string's 88-character base64 key). The password and
+AWS-secret pairs take the shape of its generic-api-key rule (a key name, ``=`` or ``:``,
+a value) and a password in a URL that of its sidekiq-sensitive-url
+(``scheme://user:password@host``), for any host. Lengths are loosened where a gateway's
+keys are shorter than the vendor's (new-api and LiteLLM issue ``sk-`` keys of their
+own). Every rule is anchored on a vendor prefix, a header or key name, or a URL's
+``user:password@``, so hex request ids, content hashes and nonces such as Claude Code's
+``cch=`` are never masked. A vendor prefix counts after ``_`` too (gitleaks' ``\b`` does
+not see the token in ``log_ghp_…``, a file name).
+
+Every pattern runs in time linear in the text, since a log may be written to hang it
+(``"sk-" * 20000`` took 7 s when a look-ahead scanned to the end of the run from each
+``sk-`` in it): a repetition that can scan far is possessive (``*+``) and taken whole; a
+look-ahead that scans a run is made only where the run starts, or reads at most 256
+characters (a header's or password's digit or symbol: no credential is 256 letters); a
+key's digit is looked for in its run taken whole, which, without one, is the group
+``skip`` and left as it is (a later ``sk-`` in the same run has no digit either).
+tests/test_linear_time.py holds each pattern to a size doubling check on adversarial
+texts and to the old patterns' masks.
 """
 
 from __future__ import annotations
@@ -100,7 +115,10 @@ def _rule(name: str, regex: str, anchors: tuple[str, ...] = (),
 
 # Header values: the scheme word stays visible (what kind of credential), the value goes.
 # (at least one digit or symbol: "Authorization: required" is prose, not a credential).
-_HEADER_VALUE = r"""(?=[^\s"',;\\•]*[0-9+/=_.~-])[^\s"',;\\•]{8,}"""
+# The digit or symbol within the value's first 256 characters: a look-ahead from each
+# header name in a run of them would otherwise scan the rest of the run (linear time; a
+# credential is never 256 letters).
+_HEADER_VALUE = r"""(?=[^\s"',;\\•0-9+/=_.~-]{0,255}+[0-9+/=_.~-])[^\s"',;\\•]{8,}+"""
 # A vendor prefix starts a token when no letter or digit is before it (``\b`` would not
 # see one after ``_``, as in a file name ``log_ghp_…``).
 _START = r"(?<![A-Za-z0-9])"
@@ -111,17 +129,22 @@ _AWS_SECRET = r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
 _PASSWORD_KEY = r"(?<![A-Za-z0-9])(?i:password|passwd)"
 # A password's value: after "=" or in quotes, any; after a bare ":", one with a digit or
 # a symbol ("password: required" is prose).
-_PASSWORD_VALUE = r"""[^\s"'`,;&\\•]{3,}"""
+_PASSWORD_VALUE = r"""[^\s"'`,;&\\•]{3,}+"""
+# After a bare ":": a digit or symbol within the first 256 characters (as `_HEADER_VALUE`).
+_PASSWORD_PROSE = (r"""(?=[^\s"',;\\•0-9+/=_.~!#$%^*-]{0,255}+[0-9+/=_.~!#$%^*-])"""
+                   + _PASSWORD_VALUE)
 SECRET_PATTERNS: tuple[Rule, ...] = (
     _rule("private-key",  # gitleaks private-key; the END line stays; unterminated: the body
           r"(?P<keep>-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
-          r"(?:[\s\S]{64,}?(?=-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
-          r"|(?:[A-Za-z0-9+/=\s]|\\[nr])+)", ("-----BEGIN",)),
-    _rule("anthropic-api-key", rf"(?P<keep>{_START}sk-ant-)[a-z]+\d\d-[A-Za-z0-9_-]{{20,}}",
+          r"(?:(?:(?!-----(?:BEGIN|END)[ A-Z0-9_-]{0,100}PRIVATE KEY)[\s\S]){64,}+"
+          r"(?=-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
+          r"|(?:[A-Za-z0-9+/=\s]|\\[nr])++)", ("-----BEGIN",)),
+    _rule("anthropic-api-key", rf"(?P<keep>{_START}sk-ant-)[a-z]++\d\d-[A-Za-z0-9_-]{{20,}}+",
           ("sk-ant-",)),
     _rule("openai-api-key",  # and the sk- keys of new-api, one-api, LiteLLM
           rf"(?P<keep>{_START}sk-(?:proj-|svcacct-|admin-)?)"
-          r"(?=[A-Za-z0-9_-]*\d)(?!ant-)[A-Za-z0-9_-]{20,}", ("sk-",)),
+          r"(?!ant-)(?=[A-Za-z0-9_-]{20})"
+          r"(?:[A-Za-z_-]*+\d[A-Za-z0-9_-]*+|(?P<skip>[A-Za-z_-]++))", ("sk-",)),
     _rule("stripe-access-token", rf"(?P<keep>{_START}(?:sk|rk)_(?:test|live|prod)_)"
                                  rf"[A-Za-z0-9]{{10,99}}{_END}",
           tuple(f"{k}_{env}_" for k in ("sk", "rk") for env in ("test", "live", "prod"))),
@@ -136,8 +159,28 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
     _rule("slack-webhook-url", r"(?P<keep>(?:https?://)?hooks\.slack\.com/"
                                r"(?:services|workflows|triggers)/)[A-Za-z0-9+/]{43,200}",
           ("hooks.slack.com/",)),
-    _rule("slack-token", rf"(?P<keep>{_START}xox[abposer]-)[0-9A-Za-z-]{{10,}}"
-                         rf"|(?P<keep2>{_START}xapp-)\d-[A-Za-z0-9-]{{10,}}", ("xox", "xapp-")),
+    _rule("slack-token", rf"(?P<keep>{_START}xox[abposer]-)[0-9A-Za-z-]{{10,}}+"
+                         rf"|(?P<keep2>{_START}xapp-)\d-[A-Za-z0-9-]{{10,}}+", ("xox", "xapp-")),
+    _rule("npm-access-token", rf"(?P<keep>{_START}npm_)[A-Za-z0-9]{{36}}{_END}", ("npm_",)),
+    _rule("pypi-upload-token", rf"(?P<keep>{_START}pypi-)AgEIcHlwaS5vcmc[\w-]{{50,1000}}+",
+          ("pypi-AgEIcHlwaS5vcmc",)),
+    _rule("sendgrid-api-token", rf"(?P<keep>{_START}SG\.)[A-Za-z0-9=_.-]{{66}}"
+                                r"(?![A-Za-z0-9=_-])", ("SG.",)),
+    # an Azure storage connection string's key: 64 bytes in base64
+    _rule("azure-storage-account-key", r"(?P<keep>(?<![A-Za-z0-9])(?i:accountkey)\s*=\s*)"
+                                       r"[A-Za-z0-9+/]{86}==", folded=("accountkey",)),
+    _rule("vault-token", rf"(?P<keep>{_START}hvs\.)[\w-]{{90,120}}+(?![\w-])"
+                         rf"|(?P<keep2>{_START}hvb\.)[\w-]{{138,300}}+(?![\w-])",
+          ("hvs.", "hvb.")),
+    _rule("databricks-api-token", rf"(?P<keep>{_START}dapi)[a-f0-9]{{32}}(?:-\d)?{_END}",
+          ("dapi",)),
+    _rule("twilio-api-key", rf"(?P<keep>{_START}(?:SK|AC))[0-9a-fA-F]{{32}}{_END}",
+          ("SK", "AC")),
+    _rule("digitalocean-token", rf"(?P<keep>{_START}do[opr]_v1_)[a-f0-9]{{64}}{_END}",
+          ("_v1_",)),
+    # the bot's id and ":" stay; the 35 characters from "A" are the secret
+    _rule("telegram-bot-api-token", r"(?P<keep>(?<![0-9])[0-9]{5,16}:)A[A-Za-z0-9_-]{34}"
+                                    r"(?![A-Za-z0-9_-])", (":A",)),
     # Before the access key id: the id, and what is between, stay as the id's rule leaves
     # them; the 40 characters after it (within 200) are the secret the id comes with.
     _rule("aws-secret-access-key",
@@ -148,16 +191,15 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
     _rule("aws-access-key-id", rf"(?P<keep>{_START}(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA))"
                                rf"[A-Z2-7]{{16}}{_END}",
           ("A3T", "AKIA", "ASIA", "ABIA", "ACCA")),
-    _rule("jwt", rf"(?P<keep>{_START}ey)[A-Za-z0-9]{{17,}}\.ey[A-Za-z0-9/\\_-]{{17,}}\."
-                 r"(?:[A-Za-z0-9/\\_-]{10,}={0,2})?", (".ey",)),
+    _rule("jwt", rf"(?P<keep>{_START}ey)[A-Za-z0-9]{{17,}}+\.ey[A-Za-z0-9/\\_-]{{17,}}+\."
+                 r"(?:[A-Za-z0-9/\\_-]{10,}+={0,2})?", (".ey",)),
     # user:password@host: the password goes, the scheme, user and host stay.
     _rule("url-password", r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,100}:)"
                           r"[^\s/@\"'<>•]{1,200}(?=@[A-Za-z0-9\[])", ("://",)),
     _rule("password-assignment",
           rf"(?P<keep>{_PASSWORD_KEY}(?:[\"']?\s*=\s*[\"']?|[\"']?\s*:\s*[\"']))"
           + _PASSWORD_VALUE
-          + rf"|(?P<keep2>{_PASSWORD_KEY}\s*:\s*)(?=[^\s\"',;\\•]*[0-9+/=_.~!#$%^*-])"
-          + _PASSWORD_VALUE, folded=("passw",)),
+          + rf"|(?P<keep2>{_PASSWORD_KEY}\s*:\s*)" + _PASSWORD_PROSE, folded=("passw",)),
     # After the keyed rules, so "Bearer sk-ant-•••" keeps the kind of key it held.
     _rule("authorization-header",
           r"(?i)(?P<keep>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
@@ -166,7 +208,7 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
     _rule("api-key-header",
           r"(?i)(?P<keep>\b(?:x-api-key|api-key|x-goog-api-key|x-auth-token)[\"']?\s*[:=]\s*"
           r"[\"']?)" + _HEADER_VALUE, folded=("api-key", "x-auth-token")),
-    _rule("bearer-token", r"(?P<keep>\b[Bb]earer\s+)[A-Za-z0-9._~+/-]{20,}=*",
+    _rule("bearer-token", r"(?P<keep>\b[Bb]earer\s+)[A-Za-z0-9._~+/-]{20,}+=*",
           ("earer",)),
 )
 
@@ -183,9 +225,15 @@ _CREDENTIAL_KEY = re.compile(
 
 # Short previews (segments) mask more than secrets: any long opaque token (keys, base64;
 # letters and digits mixed), hex runs with a digit (nonces, hashes) and e-mail addresses.
+# A token and an address are looked for only where their run of characters starts (the
+# look-behinds), so each run is scanned a fixed number of times: linear time. A token
+# starting inside a run could only be shorter, with fewer digits and letters, so none is
+# lost; an address keeps the run's leading ``.+-`` (``lead``), where ``\b`` began it.
 OPAQUE = re.compile(
-    r"(?=[A-Za-z0-9+/_=-]*\d)(?=[A-Za-z0-9+/_=-]*[A-Za-z])[A-Za-z0-9+/_=-]{24,}"
-    r"|\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{5,}\b|\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+    r"(?<![A-Za-z0-9+/_=-])(?=[A-Za-z0-9+/_=-]{24})(?=[A-Za-z+/_=-]*+\d)"
+    r"(?=[0-9+/_=-]*+[A-Za-z])[A-Za-z0-9+/_=-]++"
+    r"|\b(?=[a-fA-F]*+\d)[0-9a-fA-F]{5,}+\b"
+    r"|(?<![\w.+-])(?P<lead>[.+-]*+)\b[\w.+-]*+@[\w-]++\.[\w.]+\b")
 
 # rich's styling in a captured terminal rendering (SGR and other CSI sequences, OSC 8
 # hyperlinks); log text itself reaches the terminal with its control characters shown
@@ -200,6 +248,8 @@ class RedactionError(ValueError):
 def _masked(match: re.Match[str]) -> str:
     text = match.group()
     groups = match.re.groupindex
+    if "skip" in groups and match.group("skip") is not None:
+        return text  # a run taken whole that is not a secret (no digit or symbol)
     keep = next((len(match.group(g) or "") for g in ("keep", "keep2") if g in groups
                  and match.group(g)), 0)
     return text[:keep] + re.sub(r"[^\r\n]", MASK, text[keep:])
@@ -210,6 +260,12 @@ class Redactor:
     """The masking rules of one run: built-in secret patterns and the user's own."""
 
     rules: tuple[Rule, ...] = SECRET_PATTERNS
+
+    @property
+    def defaults(self) -> bool:
+        """Whether the built-in masking is on (``--no-default-redaction`` turns it off,
+        the secret patterns and a preview's masking of opaque tokens alike)."""
+        return any(rule.builtin for rule in self.rules)
 
     def text(self, s: str) -> str:
         """`s` with every match of every rule masked (same length, newlines kept)."""
@@ -393,4 +449,9 @@ def activate(r: Redactor) -> None:
 def opaque_masked(text: str) -> str:
     """A short preview's text with opaque tokens, nonces and e-mail addresses as ``•``
     (at most 8 per token: a preview is short)."""
-    return OPAQUE.sub(lambda m: MASK * min(len(m.group()), 8), text)
+    return OPAQUE.sub(_opaque, text)
+
+
+def _opaque(match: re.Match[str]) -> str:
+    lead = match.group("lead") or ""
+    return lead + MASK * min(len(match.group()) - len(lead), 8)
