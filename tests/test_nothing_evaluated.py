@@ -167,6 +167,9 @@ def test_attribute_escapes_on_the_conversation_render_as_nothing(template):
     from prefixscope.prompt.template import compile_template, render_plain
 
     env = compile_template(template).environment
-    assert type(env).__name__ == "ImmutableSandboxedEnvironment"
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    # transformers' sandbox (the budget's subclass only adds checks to its hooks)
+    assert isinstance(env, ImmutableSandboxedEnvironment)
     out = render_plain(template, [{"role": "user", "content": "hi"}], None, {})
     assert out == ""

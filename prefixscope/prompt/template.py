@@ -50,7 +50,8 @@ def _template_failures() -> tuple[type[Exception], ...]:
     errors from filters applied to the wrong type."""
     from jinja2 import TemplateError
 
-    return (TemplateError, TypeError, ValueError, LookupError, AttributeError)
+    return (TemplateError, TypeError, ValueError, LookupError, AttributeError,
+            ArithmeticError)
 
 
 @cache
@@ -82,11 +83,13 @@ def _compiled_marked(source: str) -> jinja2.Template:
 def render_marked(source: str, messages: list[dict[str, Any]], tools: list[Any] | None,
                   marker: Marker, template_vars: dict[str, Any]) -> str:
     """Render with marks (``add_generation_prompt=True``, as a serving engine does)."""
+    from prefixscope.tokenizers.jinja_env import render
+
     token = _CURRENT.set(marker)
     try:
-        return _compiled_marked(source).render(
-            messages=messages, tools=tools, documents=None, add_generation_prompt=True,
-            **template_vars)
+        return render(_compiled_marked(source), source,
+                      messages=messages, tools=tools, documents=None,
+                      add_generation_prompt=True, **template_vars)
     except RenderError:
         raise
     except _template_failures() as exc:
@@ -105,9 +108,11 @@ def render_plain(source: str, messages: list[dict[str, Any]], tools: list[Any] |
             if not isinstance(message, dict):
                 raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic "
                                 f"models, but got {message!r}.")
-        return compile_template(source).render(
-            messages=_alias_reasoning(chat), tools=_plain_data(tools), documents=None,
-            add_generation_prompt=True, **_plain_data(template_vars))
+        from prefixscope.tokenizers.jinja_env import render
+
+        return render(compile_template(source), source,
+                      messages=_alias_reasoning(chat), tools=_plain_data(tools), documents=None,
+                      add_generation_prompt=True, **_plain_data(template_vars))
     except RenderError:
         raise
     except _template_failures() as exc:

@@ -53,14 +53,18 @@ def _read_json(spec: str, file: Path) -> Any:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TokenizerError(f"{spec}: {file.name} is not readable JSON: "
                              f"{first_line(exc)}") from None
+    except RecursionError:  # the decoder recurses once per level
+        raise TokenizerError(f"{spec}: {file.name} is not readable JSON: nested deeper than "
+                             "Python's JSON decoder goes (a config is a few levels)") from None
 
 
 def _check_template(spec: str, template: str) -> None:
     """Compile the chat template now, so a syntax error is one error, not one per request."""
     from jinja2 import TemplateError
 
-    from prefixscope.tokenizers.jinja_env import compile_chat_template
+    from prefixscope.tokenizers.jinja_env import compile_chat_template, name
 
+    name(template, spec)  # a budget it runs past is named by the directory
     try:
         compile_chat_template(template)
     except TemplateError as exc:
