@@ -147,6 +147,21 @@ class TestStandInTokenizer:
             said = result.stdout + result.stderr
             assert "stand-in tokenizer" in said and "proxy" not in said
 
+    def test_a_claude_log_is_not_told_to_pass_a_tokenizer_anthropic_does_not_publish(
+            self) -> None:
+        task = str(ROOT / "tests" / "fixtures" / "cline-history-nocache" / "tasks"
+                   / "1777100000000")
+        said = runner.invoke(app, ["report", task]).stdout
+        [line] = [s for s in said.splitlines() if s.startswith("approximate:")]
+        assert line == (
+            "approximate: 3 of 3 diffed pairs and 4 of 4 replayed requests counted with "
+            "deepseek-v4 standing in for Claude's tokenizer, which Anthropic does not publish "
+            "(no --tokenizer can make them exact): their token positions and predicted cached "
+            "tokens are estimates; the hit rates and the ledger count the log's own usage")
+        # a model whose own tokenizer exists is still told how to get it
+        other = runner.invoke(app, ["report", self.LANGFUSE]).stdout
+        assert "pass --tokenizer for exact ones" in other
+
     def test_no_page_or_message_says_proxy_tokenizer(self) -> None:
         files = [*(ROOT / "prefixscope").rglob("*.py"), *(ROOT / "docs").rglob("*.md"),
                  ROOT / "README.md"]

@@ -88,6 +88,12 @@ _FAMILIES: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
 )
 
 
+def no_public_tokenizer(model: str | None) -> bool:
+    """`model` is one whose tokenizer its maker does not publish (Claude's): it is always
+    counted with a stand-in, and no --tokenizer can make the count exact."""
+    return bool(model) and CLAUDE_MODELS.search(model or "") is not None
+
+
 def choose_tokenizer(spec: str, model: str | None) -> TokenizerChoice:
     """The tokenizer for a request of `model`: `spec` itself unless it is ``auto``.
 

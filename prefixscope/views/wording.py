@@ -7,6 +7,7 @@ Each function returns plain text (no markup); views escape it their own way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from prefixscope.findings.ledger import CAUSES, LOSSES, NOT_LOSSES, Ledger
 from prefixscope.findings.model import (
@@ -19,10 +20,18 @@ from prefixscope.findings.model import (
     reading_group,
 )
 from prefixscope.findings.verdicts import reconcile
+from prefixscope.tokenizers import DEFAULT_TOKENIZER, no_public_tokenizer
+
+if TYPE_CHECKING:
+    from prefixscope.findings.evidence import Evidence
 
 # The one name a person reads for a tokenizer that counts in the model's stead (a hosted
 # model's own is not public, or not available offline): every view says it this way.
 STAND_IN = "stand-in tokenizer"
+# What a person can do about a stand-in: a model whose tokenizer can be had locally takes
+# --tokenizer; Claude's cannot (Anthropic publishes none), so no option makes it exact.
+CLAUDE_NOT_PUBLIC = ("not for a Claude model: Anthropic publishes no tokenizer, so its "
+                     "counts stay estimates")
 # The three hit rates every report view and `simulate` print side by side, in one line.
 RATES_LEGEND = ("observed: the cache the log reports; predicted: a replay of the same "
                 "prompts through the engine's cache model (its block size, capacity and "
@@ -123,9 +132,34 @@ def approximate_line(report: Report) -> str | None:
                      f"{plural(ev.simulate.requests, 'replayed request')}")
     if not parts:
         return None
-    return ("approximate: " + " and ".join(parts) + f" counted with a {STAND_IN} (the "
-            "model's own is not available offline): their token positions and predicted "
-            "cached tokens are estimates; pass --tokenizer for exact ones")
+    counted = "approximate: " + " and ".join(parts) + " counted with "
+    estimates = "their token positions and predicted cached tokens are estimates"
+    claude = _claude_share(ev, {r.id: r.model for r in ev.records})
+    if claude == "all":
+        usage = ("; the hit rates and the ledger count the log's own usage"
+                 if report.ledger is not None and report.ledger.basis.source == "observed"
+                 else "")
+        return (f"{counted}{DEFAULT_TOKENIZER} standing in for Claude's tokenizer, which "
+                "Anthropic does not publish (no --tokenizer can make them exact): "
+                f"{estimates}{usage}")
+    own = f"{counted}a {STAND_IN} (the model's own is not available offline): {estimates}"
+    if claude == "some":
+        return (f"{own}; pass --tokenizer for exact ones, except for the Claude models "
+                "(Anthropic publishes no tokenizer: theirs stay estimates)")
+    return f"{own}; pass --tokenizer for exact ones"
+
+
+def _claude_share(ev: Evidence, models: dict[str, str | None]) -> str:
+    """Of the requests counted with a stand-in, whose model is Claude's: "all", "some" or
+    "none" (a Claude model's tokenizer is never available, so each is a stand-in)."""
+    pairs = [p.b for p in ev.diff.pairs if p.approximate] if ev.diff is not None else []
+    counted = len(pairs) + (ev.simulate.approximate_requests if ev.simulate else 0)
+    claude = sum(no_public_tokenizer(models.get(i)) for i in pairs)
+    if ev.simulate is not None and ev.simulate.approximate_requests:
+        claude += min(ev.simulate.approximate_requests,
+                      sum(no_public_tokenizer(models.get(s.id))
+                          for s in ev.simulate.per_request))
+    return "all" if counted and claude == counted else "some" if claude else "none"
 
 
 def ledger_line(ledger: Ledger | None) -> str | None:

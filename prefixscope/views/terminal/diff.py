@@ -112,7 +112,7 @@ def summary_screen(report: DiffReport, worst: int, screen: Screen) -> Screen:
     if approximate:
         screen.warn(f"{approximate:,} pair(s) counted with a {wording.STAND_IN} (the model's "
                     "own is not available offline): their token numbers are estimates; pass "
-                    "--tokenizer")
+                    f"--tokenizer ({wording.CLAUDE_NOT_PUBLIC})")
     for reason, n in t.skipped_reasons.items():
         screen.warn(f"{n} pair(s) not diffed: {reason}")
     return screen

@@ -117,11 +117,16 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
         screen.print(curve)
     for reason, n in report.skipped.items():
         screen.warn(f"{n:,} request(s) not replayed: {reason}")
-    if report.approximate_requests:
+    if report.approximate_requests and report.engine == "anthropic":
+        screen.warn(f"{report.approximate_requests:,} request(s) rendered with a "
+                    f"{wording.STAND_IN} for Claude's, which Anthropic does not publish (no "
+                    "--tokenizer can make them exact): predicted and ideal are in its "
+                    "tokens, observed is the log's usage")
+    elif report.approximate_requests:
         screen.warn(f"{report.approximate_requests:,} request(s) rendered with a "
                     f"{wording.STAND_IN} (their model's own is not available offline): "
                     "predicted and ideal are in its tokens, the log's in the model's; pass "
-                    "--tokenizer")
+                    f"--tokenizer ({wording.CLAUDE_NOT_PUBLIC})")
     if report.observed_above_ideal:
         screen.warn(f"the log reports {report.observed_above_ideal:,} cached tokens beyond the "
                     "ideal ceiling: reuse the model cannot see (another session's prefix, "
