@@ -611,6 +611,15 @@ class TestRenderBadOptions:
         assert one_error_line(result).startswith(
             f"error: {spec}: tokenizer_config.json is not readable JSON: ")
 
+    def test_tokenizer_config_nested_100000_deep_is_one_line(self):
+        """Issue 39: it was "internal error: RecursionError ... (a bug: ...)"."""
+        spec = tokenizer_dir("deepconfig", template=None, config="[" * 100_000 + "]" * 100_000)
+        result = run("render", BODY_FILE, "--tokenizer", spec)
+        assert result.exit_code == 1
+        assert one_error_line(result) == (
+            f"error: {spec}: tokenizer_config.json is not readable JSON: nested deeper than "
+            "Python's JSON decoder goes (a config is a few levels)")
+
     def test_chat_template_syntax_error(self):
         spec = tokenizer_dir("badsyntax", template="{% for m in messages %}{{ m.content")
         result = run("render", BODY_FILE, "--tokenizer", spec)
