@@ -105,6 +105,49 @@ def test_a_tool_added_after_the_breakpoint_is_the_breaks_from_that_breakpoint(
     assert sum(second["causes"].values()) == second["missed_tokens"] == len_b
 
 
+def _date_bodies() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A (as `_bodies`, its system prompt holding a date) and B: the date changed, one
+    more turn. D is in the system prompt, after the marked tool and the unmarked one."""
+    a, _ = _bodies()
+    day = "Today's date is 2026-08-0{}. "
+    a["system"][0]["text"] = _words(300, "alpha") + day.format(1) + _words(300, "alpha")
+    b = json.loads(json.dumps(a))
+    b["system"][0]["text"] = _words(300, "alpha") + day.format(2) + _words(300, "alpha")
+    b["messages"][0]["content"][0].pop("cache_control")
+    b["messages"] += [{"role": "assistant", "content": "ok ok"},
+                      {"role": "user", "content": [
+                          {"type": "text", "text": _words(50, "zeta"), "cache_control": CC}]}]
+    return a, b
+
+
+def test_a_read_nearest_the_last_breakpoint_is_that_entry_in_the_logs_count(
+        tmp_path: Path) -> None:
+    """The provider counts 300 tokens fewer than prefixscope's tokenizer, all in the marked
+    tool (its own tokenizer): its read after the date change is the marked tool's entry,
+    at marked_end - 300 in its count. Scaled by the prompts' lengths the marked end lands
+    about 145 tokens past that read, which was booked provider; an Anthropic read ends
+    only where a request wrote a breakpoint, and this read is nearer the predecessor's
+    last breakpoint before D than the prompt's start (no other breakpoint lies before D),
+    so it is that entry: X = the read, and everything from it to A's end is the date's
+    break (docs/accuracy.md, the residue of miss 1)."""
+    a, b = _date_bodies()
+    len_a, len_b, d, marked_end = _oracle(a, b)
+    log_a, log_b, read = len_a - 300, len_b - 300, marked_end - 300
+    assert 1_024 <= read < marked_end < d < len_a < len_b
+    # by the lengths, the marked end maps at least 64 tokens (Anthropic's unit) past the read
+    assert round(marked_end * log_b / len_b) - read >= 64
+    log = tmp_path / "captures.jsonl"
+    log.write_text("\n".join([
+        _capture(0, a, "2026-08-01T12:00:00Z", 0, log_a - 2, log_a),
+        _capture(1, b, "2026-08-01T12:01:00Z", read, log_b - 2 - read, log_b)]) + "\n")
+    result = CliRunner().invoke(app, ["calls", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    second = [c for s in json.loads(result.stdout)["sessions"] for c in s["calls"]][1]
+    assert second["causes"] == {"break": log_a - read, "new": log_b - log_a}
+    assert (second["break_kind"], second["break_segment"]) == (
+        "volatile-prefix-segment", "system[0]")
+
+
 def test_the_breakpoints_survive_the_distributed_stages_table() -> None:
     import pyarrow as pa
 

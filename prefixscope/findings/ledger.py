@@ -456,7 +456,8 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
                 elif pair.first_divergence is not None:
                     divergence = min(shared, _to_log(pair.first_divergence.token,
                                                      pair.tokens_b, prompt, source))
-                    anchor = _breakpoint_reach(pair, rules, source, prompt, divergence)
+                    anchor = _breakpoint_reach(pair, rules, source, prompt, divergence,
+                                               cached)
             expected = rules.expected(divergence, prompt, divergence >= before)
             below = expected == 0 and divergence > 0 and rules.minimum > 0
             if anchor is not None:
@@ -522,7 +523,7 @@ def _predecessor_tokens(prev: UsageRecord, rep: ReplayedRequest | None,
 
 
 def _breakpoint_reach(pair: PairDiff, rules: Rules, source: str, prompt: int,
-                      divergence: int) -> int | None:
+                      divergence: int, cached: int = 0) -> int | None:
     """X of a hosted Anthropic request whose body the diff located a change in (`D`,
     `divergence`, in the log's tokens): the end of the predecessor's last ``cache_control``
     breakpoint at or before `D` (the token end of a marked block in its rendered prompt,
@@ -533,14 +534,25 @@ def _breakpoint_reach(pair: PairDiff, rules: Rules, source: str, prompt: int,
     position in the log's count, and compared with `D` mapped by the lengths it lands on
     the wrong side of `D` when the change is at that very entry's end.) None where this
     does not apply (another engine, a basis not read from the log's usage, a predecessor
-    without ``cache_control`` marks)."""
+    without ``cache_control`` marks).
+
+    The lengths map a rendered end to the log's count only as well as the two tokenizers
+    agree along the prompt; the read (`cached`) is exact. An Anthropic read ends only where
+    a request wrote a breakpoint, so a read short of that end and nearer it than the
+    predecessor's breakpoint before it (or the prompt's start) is that entry, at its place
+    in the log's own count: X is the read. A read nearer an earlier breakpoint (or none)
+    is a shorter entry served, and X stays the mapped end."""
     div = pair.first_divergence
     if (rules.engine != "anthropic" or source != "observed" or div is None
             or not pair.breakpoints_a):
         return None
-    ends = [_to_log(end, pair.tokens_b, prompt, source)
-            for end in pair.breakpoints_a if end <= div.token]
-    return min(divergence, max(ends, default=0))
+    ends = sorted(_to_log(end, pair.tokens_b, prompt, source)
+                  for end in pair.breakpoints_a if end <= div.token)
+    reach = min(divergence, ends[-1]) if ends else 0
+    if 0 < cached < reach and all(reach - cached < abs(cached - end)
+                                  for end in [0, *ends[:-1]]):
+        return cached
+    return reach
 
 
 def _written_reach(prev: UsageRecord, rules: Rules, source: str) -> int | None:
