@@ -117,17 +117,25 @@ def _sql(query: str) -> list[dict[str, Any]]:
 
 
 class TestNumbers:
-    def test_impossible_counters_are_unreported_and_the_call_kept(self) -> None:
+    def test_impossible_counters_are_unreported_or_skip_the_call(self) -> None:
         """Regression: a 1e29 input count (orjson reads it as a float) crashed the store
-        write with OverflowError; negative counts were stored as counts."""
+        write with OverflowError; negative counts were stored as counts. A count over any
+        context window (10M tokens) skips the call with the count named (issue 39)."""
         _, out = ingest(HOSTILE / "numbers.jsonl")
-        assert out["ingested"] == 7 and out["skipped"] == 0
+        assert out["ingested"] == 5 and out["skipped"] == 2
         rows = {r["line"]: r for r in _sql(
             "select source_line as line, prompt_tokens as p, cached_tokens as c, "
             "output_tokens as o from requests")}
-        # line 2: input -5, read -100, output -1; line 4: 1e29 / 2^63 / 2^64; line 6: ±1e308
-        for line in (2, 4, 6):
-            assert (rows[line]["p"], rows[line]["c"], rows[line]["o"]) == (None, None, None)
+        # line 2: input -5, read -100, output -1: unreported, the call kept
+        assert (rows[2]["p"], rows[2]["c"], rows[2]["o"]) == (None, None, None)
+        # line 4: 1e29 / 2^63 / 2^64; line 6: input 1e308 (output -1e308 is unreported)
+        assert sorted(rows) == [1, 2, 3, 5, 7]
+        reasons = {e["line"]: e["reason"] for e in out["errors"]}
+        # Anthropic's prompt = input + cache read (1e29 as orjson reads it, 2^64)
+        assert reasons[4].startswith("token counts no context window holds (prompt_tokens="
+                                     f"{int(1e29) + 2**64:,}, cached_tokens={2**64:,}, "
+                                     f"output_tokens={2**63:,}; the bound is 10,000,000")
+        assert reasons[6].startswith("token counts no context window holds (prompt_tokens=")
         # line 1 (made by cc_line(1)): 4 uncached + 100 written + 2001 read, 7 out
         assert (rows[1]["p"], rows[1]["c"], rows[1]["o"]) == (2105, 2001, 7)
 

@@ -262,6 +262,31 @@ class TestDoubleCounted:
                                "12,000 prompt tokens twice")
 
 
+class TestImpossibleCount:
+    def test_a_store_written_before_the_bound_has_its_impossible_counts_named(self, tmp_path):
+        """An earlier version stored counts up to 2^40 (issue 39: one made a hit rate 0%):
+        written here as that version did, past `Usage`, which drops them now."""
+        tmp_path.mkdir(exist_ok=True)
+        with Store.open(tmp_path / "s.duckdb") as st:
+            st.add([req("a", 0, 1_000, 500), req("b", 1, 2_000, 1_000),
+                    req("c", 2, 1_200, 600)])
+            st.run("UPDATE requests SET prompt_tokens = 1099511627776 WHERE id = 'b'")
+            st.run("UPDATE requests SET cache_write_tokens = 10000001 WHERE id = 'c'")
+            (issue,) = only(lint_usage(st), "impossible-count")
+        assert (issue.requests, issue.tokens) == (2, 1_099_511_627_776 + 1_200)
+        assert issue.examples == ("b", "c")  # the largest count first
+        assert issue.evidence == {"bound": 10_000_000, "largest": 1_099_511_627_776,
+                                  "fields": ["cache_write_tokens", "prompt_tokens"]}
+        assert issue.title == (
+            "2 requests report more tokens than any context window holds (over 10,000,000 in "
+            "cache_write_tokens, prompt_tokens; the largest 1,099,511,627,776): a damaged "
+            "counter in every total that sums them")
+
+    def test_ten_million_is_possible(self, tmp_path):
+        assert not only(lint(tmp_path, [req("a", 0, 10_000_000, 9_000_000)]),
+                        "impossible-count")
+
+
 def test_every_issue_kind_is_known_and_json_able(tmp_path):
     rows = [req("l1", 0, 100, 150), req("n", 1, 1000, None),
             req("c", 2, 100, 150, fmt="new-api")]

@@ -17,7 +17,9 @@ tokens at stake, example ids and the fix (docs/usage-lint.md explains each check
   requests;
 * ``weighted-vs-mean`` -- the per-request mean hit rate more than 10 points from the
   token-weighted one;
-* ``double-counted`` -- calls two sources logged (the store's ``duplicate_of``).
+* ``double-counted`` -- calls two sources logged (the store's ``duplicate_of``);
+* ``impossible-count`` -- counts over what any context window holds
+  (`MAX_CONTEXT_TOKENS`): ingest skips such a call now, a store written before did not.
 
 Per-source checks read every row of their source (each source's view stays whole);
 the two cross-source checks count every call once.
@@ -30,11 +32,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from prefixscope.analyses.bucket import BLOCK_SIZES, MEAN_GAP_NOTE
+from prefixscope.model.records import MAX_CONTEXT_TOKENS
 from prefixscope.store import Store
 from prefixscope.store.store import UsageFacts
 
 KINDS = ("cached-exceeds-prompt", "unaligned-cached", "input-includes-cache-reads",
-         "missing-vs-zero", "weighted-vs-mean", "double-counted")
+         "missing-vs-zero", "weighted-vs-mean", "double-counted", "impossible-count")
 MAX_EXAMPLES = 5
 
 # Conventions of an Anthropic upstream: its cached counts are exact token counts (no
@@ -91,6 +94,7 @@ def lint_usage(store: Store, block_size: int | None = None) -> UsageLint:
     issues += _per_source(sources, _missing_vs_zero)
     issues += _per_source(sources, _weighted_vs_mean)
     issues += _optional(_double_counted(rows))
+    issues += _optional(_impossible_count(rows))
     return UsageLint(issues=tuple(issues), checked_requests=len(rows), block_size=block_size)
 
 
@@ -315,4 +319,31 @@ def _double_counted(rows: Sequence[UsageFacts]) -> UsageIssue | None:
              "it keeps (duplicate_of) and its totals count the kept copy only; in your own "
              "SQL over the store add `WHERE duplicate_of IS NULL`, and do not add up the "
              "gateway's and the tracer's dashboards."),
+    )
+
+
+_COUNTS = ("prompt_tokens", "cached_tokens", "cache_write_tokens")
+
+
+def _impossible_count(rows: Sequence[UsageFacts]) -> UsageIssue | None:
+    """Stored counts over `MAX_CONTEXT_TOKENS`: no call holds them (a damaged counter)."""
+    over = [r for r in rows
+            if any((getattr(r, name) or 0) > MAX_CONTEXT_TOKENS for name in _COUNTS)]
+    if not over:
+        return None
+    over.sort(key=lambda r: -max(getattr(r, name) or 0 for name in _COUNTS))
+    largest = max(getattr(over[0], name) or 0 for name in _COUNTS)
+    fields = sorted({name for r in over for name in _COUNTS
+                     if (getattr(r, name) or 0) > MAX_CONTEXT_TOKENS})
+    return UsageIssue(
+        kind="impossible-count",
+        title=(f"{_n(len(over), 'request')} report more tokens than any context window "
+               f"holds (over {MAX_CONTEXT_TOKENS:,} in {', '.join(fields)}; the largest "
+               f"{largest:,}): a damaged counter in every total that sums them"),
+        requests=len(over), tokens=_prompt(over), examples=_examples(over),
+        evidence={"bound": MAX_CONTEXT_TOKENS, "largest": largest, "fields": fields},
+        fix=("Ingest the log again with this version (into a new store): a call reporting "
+             "such a count is one counted skip naming it, left out of every total; or correct "
+             "the source's counter. Until then every hit rate, spend and gate over this "
+             "store includes it: the examples are the requests with the largest counts."),
     )

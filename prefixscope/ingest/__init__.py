@@ -39,6 +39,7 @@ import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -48,6 +49,8 @@ from prefixscope.ingest.engine_logs import EngineKind, engine_log_kind
 from prefixscope.ingest.formats import all_formats, format_names, get_format
 from prefixscope.ingest.source import READ_ERRORS, Probe, Source, probe
 from prefixscope.model import Record, Request, Skip
+from prefixscope.model.hashing import unwritable
+from prefixscope.model.records import MAX_CONTEXT_TOKENS
 
 MAX_LISTED_ERRORS = 100
 # A store write holds at most BATCH requests or BATCH_BYTES of request bodies (as JSON),
@@ -254,6 +257,10 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
             yield item
             continue
         assert isinstance(item, Record)
+        why = unusable(item.request)
+        if why:
+            yield Skip(item.request.source_line, why)
+            continue
         key_hash = xxhash.xxh3_128_intdigest(item.key.encode())
         occurrence = seen[key_hash]
         seen[key_hash] += 1
@@ -265,6 +272,36 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
         yield replace(item.request, id=record_id(module.NAME, item.key, occurrence),
                       source_format=module.NAME, source_file=source.name,
                       source_position=position)
+
+
+# A model call is made between these (naive UTC): an earlier or later date is a zero or
+# placeholder date ("0001-01-01"), or a number read in the wrong unit, and analyses that
+# step back from it (a session gap, a cache lifetime) would leave the calendar.
+EARLIEST = datetime(1970, 1, 1)
+LATEST = datetime(2101, 1, 1)
+
+
+def unusable(request: Request) -> str:
+    """Why ingest skips `request` ("" to keep it), one line: its time is outside 1970-2100;
+    it reports a token count no context window holds (`MAX_CONTEXT_TOKENS`, named in
+    ``usage.impossible``): one such count made a hit rate 0% and the spend $11 million;
+    or a body, response or metadata is nested deeper than the store's JSON writer goes
+    (the readers skip such records; a format can nest what it read a few levels more)."""
+    when = [request.timestamp, *(e.timestamp for e in request.events)]
+    for ts in when:
+        if ts is not None and not EARLIEST <= ts < LATEST:
+            what = "its time" if ts is request.timestamp else "a session event it carries"
+            return (f"{what}, {ts.isoformat()}, is outside 1970-2100 (a placeholder date, "
+                    "or a number in the wrong unit): not when a model call was made")
+    if request.usage.impossible:
+        return (f"token counts no context window holds ({', '.join(request.usage.impossible)}"
+                f"; the bound is {MAX_CONTEXT_TOKENS:,}, the largest published window): a "
+                "damaged counter, so the call is left out of every total")
+    for part in (request.body, request.output, request.metadata):
+        why = unwritable(part) if part else ""
+        if why:
+            return why
+    return ""
 
 
 class UnreadableFile(ValueError):

@@ -8,19 +8,27 @@ must bump the tag. Chained hashes (`chain_hashes`) use xxh3-64 seeded with the
 parent, as vLLM chains block hashes on their parent block, so "B extends A" is a
 single comparison of the chain value at A's length.
 
+Depth: orjson writes at most `MAX_JSON_DEPTH` nested containers (254; one more raises
+``TypeError: Recursion limit reached``) while it reads up to 1024, so a value read from
+a log can be one prefixscope cannot hash or store. `unwritable` says so, with the depth, in
+C time for the values that fit: ingest skips such a record (one counted skip with the
+reason) before anything serializes it, instead of one record stopping the run.
+
 `strip_cache_control` removes Anthropic/OpenAI-style ``cache_control`` markers,
 which change between turns without changing the prompt the model sees.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 import xxhash
 
 HASH_VERSION = "x3"
+# The most nested containers (objects and arrays) orjson serializes: 255 raise.
+MAX_JSON_DEPTH = 254
 
 
 def _canonical_bytes(value: Any) -> bytes:
@@ -40,6 +48,46 @@ def content_hash(value: Any) -> str:
 def exact_json(value: Any) -> str:
     """Serialize `value` keeping its key order (what was logged, byte for byte in structure)."""
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+
+
+def json_depth(value: Any, stop: int | None = None) -> int:
+    """Nested containers (dicts, lists, tuples) in `value` (a scalar is 0, ``[]`` is 1,
+    ``[[1]]`` is 2), walked without recursion and without copying; with `stop`, the walk
+    ends as soon as it passes that depth (and returns ``stop + 1``)."""
+    deepest = 0
+    stack: list[Iterator[Any]] = [iter((value,))]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, dict):
+                stack.append(iter(item.values()))
+            elif isinstance(item, (list, tuple)):
+                stack.append(iter(item))
+            else:
+                continue
+            if len(stack) - 1 > deepest:
+                deepest = len(stack) - 1
+                if stop is not None and deepest > stop:
+                    return deepest
+            break
+        else:
+            stack.pop()
+    return deepest
+
+
+def unwritable(value: Any) -> str:
+    """Why `value` cannot be serialized as `exact_json` writes it ("" when it can): nested
+    deeper than `MAX_JSON_DEPTH` (the depth said), or an integer beyond 64 bits (which
+    Python's json reads and orjson does not write). Serializing is the fast test (C, the
+    text dropped at once: a walk in Python is 10x slower on a wide value); only a value
+    that fails it is walked."""
+    try:
+        orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str)
+    except TypeError as exc:
+        if "Recursion limit" in str(exc):
+            return (f"JSON nested {json_depth(value):,} levels deep: prefixscope hashes and "
+                    f"stores at most {MAX_JSON_DEPTH} (orjson's writer limit)")
+        return f"a value prefixscope cannot serialize: {exc}"
+    return ""
 
 
 def exact_hash(text: str) -> str:

@@ -8,7 +8,9 @@ never care where a request came from. The rules that make them comparable:
   convention). Sources that report Anthropic-style uncached `input_tokens` are
   converted by the parser; the source's own convention is kept in `semantics`.
 * A value the source did not report is `None`, never 0; so is a token count no call can
-  have (negative, or over `MAX_TOKENS`: a damaged or hostile log), which `Usage` drops.
+  have (negative, or over `MAX_CONTEXT_TOKENS`: a damaged or hostile log), which `Usage`
+  drops; a count over the bound is named in `Usage.impossible`, and ingest skips such a
+  call with the reason (counted), so no total holds it.
 * `Request.body` is the request as sent, in the protocol named by `endpoint`
   (`anthropic-messages`, `openai-chat`, `openai-responses`). Sources that log a
   looser shape (Langfuse, OTel, trajectories) are mapped to `openai-chat` by their
@@ -25,9 +27,11 @@ from typing import Any, Literal
 
 Endpoint = Literal["anthropic-messages", "openai-chat", "openai-responses", "unknown"]
 ENDPOINTS: tuple[str, ...] = ("anthropic-messages", "openai-chat", "openai-responses", "unknown")
-# No call reads or writes a trillion tokens: a larger count is a damaged counter, and the
-# sums of several such counts still fit the store's 64-bit columns.
-MAX_TOKENS = 1 << 40
+# No call reads or writes more tokens than a context window holds. The largest published
+# window is 10M tokens (Meta's Llama 4 Scout; Gemini 1.5 Pro: 2M; Claude, GPT-4.1: 1M), so
+# a larger count (a prompt, a cache read or write, an output) is a damaged counter, not a
+# call; the sums of any number of calls under it fit the store's 64-bit columns.
+MAX_CONTEXT_TOKENS = 10_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +47,21 @@ class Usage:
     # ``cache_creation.ephemeral_1h_input_tokens``; priced at 2x base input, 5-minute
     # writes at 1.25x). None: the source does not split its writes by TTL.
     cache_write_1h_tokens: int | None = None
+    # The counts dropped for being more than any context window holds (over
+    # MAX_CONTEXT_TOKENS), as "name=value": set by the constructor, never given.
+    impossible: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        impossible = list(self.impossible)
         for name in ("prompt_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
                      "cache_write_1h_tokens"):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, int) and 0 <= value <= MAX_TOKENS):
-                object.__setattr__(self, name, None)  # not a count: unreported
+            if value is None or (isinstance(value, int) and 0 <= value <= MAX_CONTEXT_TOKENS):
+                continue
+            if isinstance(value, int) and value > MAX_CONTEXT_TOKENS:
+                impossible.append(f"{name}={value:,}")
+            object.__setattr__(self, name, None)  # not a count: unreported
+        object.__setattr__(self, "impossible", tuple(impossible))
 
     @property
     def reported(self) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from prefixscope.ingest.readers import BadRecord, bounded_lines
+from prefixscope.model.hashing import MAX_JSON_DEPTH, unwritable
 
 if TYPE_CHECKING:
     from prefixscope.ingest.source import Probe, Source
@@ -127,16 +128,21 @@ def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]
     """Yield (place, record) for a JSON array / object / JSON-lines source.
 
     A JSON-lines line that does not parse yields (line, BadRecord(reason)) so the
-    caller can report it and go on.
+    caller can report it and go on; so does a record prefixscope could not store
+    (nested deeper than `MAX_JSON_DEPTH`: orjson reads 1024 levels and writes 254), which
+    would otherwise stop its file or the whole ingest where it is hashed or written.
     """
     if probe_.kind == "json":
         doc = probe_.document
         if doc is None:
             doc = orjson.loads(source.read_bytes())
         if isinstance(doc, list):
-            yield from enumerate(doc, start=1)
+            for place, element in enumerate(doc, start=1):
+                why = unwritable(element)
+                yield place, BadRecord(why) if why else element
         else:
-            yield 1, doc
+            why = unwritable(doc)
+            yield 1, BadRecord(why) if why else doc
         return
     for lineno, line in json_lines(source):
         if line is None:
@@ -144,6 +150,11 @@ def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]
                                     f"({source.max_line_bytes:,} bytes)")
             continue
         try:
-            yield lineno, orjson.loads(line)
+            value = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             yield lineno, BadRecord(f"invalid JSON: {exc}")
+            continue
+        # a line with fewer brackets cannot be nested too deep: counting them is C time
+        why = (unwritable(value)
+               if line.count(b"[") + line.count(b"{") > MAX_JSON_DEPTH else "")
+        yield lineno, BadRecord(why) if why else value
