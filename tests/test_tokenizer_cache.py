@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import subprocess
 import sys
 import unicodedata
@@ -166,6 +167,53 @@ class TestDamage:
         tok = qwen.load("qwen2.5")
         assert tok.encode("<|im_start|>hi").ids.tolist() == [151644, 6023]
         assert blocker.read_text() == "a file where the cache directory should be"
+
+
+class TestVerified:
+    """Issue 39: a FIFO planted under a cache name hung `render`; a well-formed file with
+    edited values was used as it was (token spans 0-12 became 0-40)."""
+
+    def test_edited_values_in_a_well_formed_file_are_refused_and_rebuilt(self):
+        cold = qwen.load("qwen2.5")
+        (entry,) = cached_files("tiktoken")
+        good = entry.read_bytes()
+        with np.load(entry, allow_pickle=False) as data:
+            planted = {name: data[name] for name in data.files}
+        planted["ranks"] = planted["ranks"][::-1].copy()  # every token another's rank
+        np.savez(entry, **planted)  # the arrays the good file held, its key and digest kept
+        assert set(arrays(entry)) == set(arrays_of(good))
+        same_ids(qwen.load("qwen2.5"), cold)
+        assert arrays(entry) == arrays_of(good)  # rebuilt
+
+    def test_a_file_copied_from_another_key_is_refused_and_rebuilt(self):
+        qwen.load("qwen2.5")
+        (theirs,) = cached_files("tiktoken")
+        cold = qwen.load("qwen3.6")
+        (ours,) = set(cached_files("tiktoken")) - {theirs}
+        good = ours.read_bytes()
+        ours.write_bytes(theirs.read_bytes())  # well formed, every array, another source's
+        same_ids(qwen.load("qwen3.6"), cold)
+        assert ours.read_bytes() == good  # rebuilt
+
+    def test_a_fifo_under_the_cache_name_is_passed_over_not_waited_on(self, tmp_path):
+        cache = tmp_path / "fifo-cache"
+        code = ("import sys\n"
+                "from prefixscope.tokenizers import load_tokenizer\n"
+                "print(load_tokenizer('qwen2.5').encode(sys.argv[1]).ids.tolist())\n")
+        env = {"PATH": "/usr/bin:/bin", "PREFIXSCOPE_CACHE_DIR": str(cache),
+               "PYTHONPATH": str(ROOT)}
+
+        def run() -> str:
+            done = subprocess.run([sys.executable, "-c", code, TEXTS[1]], env=env, timeout=300,
+                                  capture_output=True, text=True, check=True)
+            return done.stdout
+
+        want = run()  # a cold load fills the cache: its file name is the one to plant
+        (entry,) = (cache / "tokenizers").iterdir()
+        entry.unlink()
+        os.mkfifo(entry)
+        assert run() == want  # a blocking open would wait for a writer: the timeout fails
+        assert entry.is_file() and not entry.is_fifo()  # the rebuilt data replaced it
 
 
 def test_concurrent_cold_loads_agree_and_leave_one_clean_file(tmp_path):
