@@ -239,11 +239,16 @@ def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
 
     Args:
         paths: log files, directories (recursive), globs, or ``"-"`` for stdin.
-        store: the store file to add to (created when missing); None: a temporary store,
-            deleted when closed (what a command given LOGS analyses).
+        store: the store file to add to. When missing it is built beside its name and put
+            there whole when the ingest ends, unless another process created it meanwhile
+            (an `Error`; that store is left as it is) or every record and file was
+            skipped (none is made). ``:memory:`` is refused: it would keep nothing.
+            None: a temporary store, deleted when closed (what a command given LOGS
+            analyses).
         format: a format name to force instead of detecting each file's.
         strict: any skipped record or file fails the ingest and nothing is stored (a
-            store file this ingest created is removed, as after an interrupt).
+            store file this ingest would have created is not made, as after an
+            interrupt).
         session_gap: the longest pause between two turns of one threaded session, in
             minutes.
         session_key: ``header:NAME``, ``body:dotted.path`` or ``meta:dotted.path`` rules
@@ -284,19 +289,26 @@ def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise Error(f"no such file or directory: {missing[0]}{more}; nothing was read "
                     "(--skip-missing reads the paths that exist)", usage=True)
-    import tempfile
+    from prefixscope.store.files import NewStore, temporary_folder
 
     tmp: tempfile.TemporaryDirectory[str] | None = None
-    if store is None:
-        tmp = tempfile.TemporaryDirectory(prefix="prefixscope-")
-        file = os.path.join(tmp.name, "store.duckdb")
-    else:
-        file = os.fspath(store)
-    # an ingest that raises (Ctrl-C, a strict rejection) leaves no new store file behind
-    created = tmp is None and not os.path.exists(file)
+    new: NewStore | None = None  # a store file this ingest creates: built beside its name
     try:
+        if store is None:
+            tmp = temporary_folder()
+            file = os.path.join(tmp.name, "store.duckdb")
+        else:
+            file = os.fspath(store)
+            if file.startswith(":memory:"):
+                raise Error(f"--store {file} would keep nothing: name a store file, or give "
+                            "the logs to the command that reads them (`prefixscope report "
+                            "LOGS`)", usage=True)
+            if not os.path.lexists(file) or (os.path.isfile(file)
+                                             and os.path.getsize(file) == 0):
+                new = NewStore(file)
         try:
-            core = CoreStore.open(file)
+            core = CoreStore.open(new.file if new else file,
+                                  label=file if new else None)
         except StoreError as exc:
             raise Error(str(exc)) from None
         if tmp is not None:
@@ -309,25 +321,33 @@ def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
             raise Error(str(exc)) from None
         finally:
             core.close()
-    except BaseException:
+        done = _masked(IngestResult._of(result))
+        if done.failed:
+            first = ""
+            if done.errors:
+                err = done.errors[0]
+                place = err.file if err.line is None else f"{err.file}:{err.line}"
+                first = f" (the first: {place}: {err.reason})"
+            raise Error(f"--strict: {done.skipped} record(s)/file(s) skipped{first}; "
+                        "nothing was stored", result=done)
+        if new is not None:
+            # a new store that would hold nothing because everything was skipped is not made
+            if done.skipped and not done.ingested + done.already_present:
+                new.discard()
+            else:
+                new.place()
+    except StoreError as exc:  # created by another process meanwhile; a full disk at close
         if tmp is not None:
             tmp.cleanup()
-        if created:
-            _remove_store(file)
+        if new is not None:
+            new.discard()
+        raise Error(str(exc)) from None
+    except BaseException:  # Ctrl-C, SIGTERM, a strict rejection: nothing new left behind
+        if tmp is not None:
+            tmp.cleanup()
+        if new is not None:
+            new.discard()
         raise
-    done = _masked(IngestResult._of(result))
-    if done.failed:
-        if tmp is not None:
-            tmp.cleanup()
-        if created:
-            _remove_store(file)
-        first = ""
-        if done.errors:
-            err = done.errors[0]
-            place = err.file if err.line is None else f"{err.file}:{err.line}"
-            first = f" (the first: {place}: {err.reason})"
-        raise Error(f"--strict: {done.skipped} record(s)/file(s) skipped{first}; "
-                    "nothing was stored", result=done)
     return Store._at(file, label=_TEMPORARY if tmp is not None else None, tmp=tmp,
                      ingest_result=done)
 
@@ -970,13 +990,12 @@ def _reading(handle: Store, scope: Scope | None, *, writable: bool = False
         if writable:  # the next read opens it read-only, as other processes can share it
             handle._close_connection()
         return
-    import tempfile
-
     from prefixscope.store import Store as CoreStore
+    from prefixscope.store.files import temporary_folder
     from prefixscope.store.load import relink
 
     source = handle._open()
-    with tempfile.TemporaryDirectory(prefix="prefixscope-") as tmp:
+    with temporary_folder() as tmp:
         st = CoreStore.open(Path(tmp) / "store.duckdb")
         try:
             source.copy_into(st)
@@ -995,14 +1014,6 @@ def _reading(handle: Store, scope: Scope | None, *, writable: bool = False
             yield st
         finally:
             st.close()
-
-
-def _remove_store(file: str | PathLike[str]) -> None:
-    """A store file (and DuckDB's write-ahead log) an ingest created and left empty."""
-    path = Path(file)
-    for leftover in (path, path.with_name(path.name + ".wal")):
-        if leftover.is_file():  # (none, or under a file: nothing was created)
-            leftover.unlink()
 
 
 def _note(message: str) -> None:

@@ -13,7 +13,9 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad command line (Click's own code)
     GATE_FAILED = 3  # `report`'s CI gate: a threshold was breached
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+    TERMINATED = 143  # SIGTERM (128 + SIGTERM): cleaned up (temporary stores removed)
 
 
 EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 bad input or --strict rejection; 2 usage error; "
-                   "3 report's gate failed; 130 interrupted (Ctrl-C).")
+                   "3 report's gate failed; 130 interrupted (Ctrl-C); 143 terminated "
+                   "(SIGTERM).")

@@ -56,7 +56,7 @@ def export(
                            f"{', '.join(t + '.parquet' for t in TABLES)} into it)",
                            ExitCode.USAGE)
     try:
-        with Store.open(store or DEFAULT_STORE, read_only=True) as st:
+        with Store.open(store or DEFAULT_STORE, read_only=True, writes_into=parquet) as st:
             written = export_parquet(st, parquet)
     except StoreError as exc:
         raise console.fail(str(exc)) from None

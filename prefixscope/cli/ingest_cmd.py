@@ -100,7 +100,7 @@ def ingest(
     failure = None
     try:
         with console.byte_progress(console.show_progress(json_out, quiet), "ingest") as progress:
-            # the library removes a store it created when it raises (--strict, Ctrl-C)
+            # a store the library would create is made only when the run stores something
             st = api.ingest(paths, **({"store": store} if store is not None else {}),
                             format=fmt, strict=strict, session_gap=session_gap,
                             session_key=session_key or (), max_line_bytes=max_line_bytes,
@@ -113,8 +113,6 @@ def ingest(
         failure, result = exc, cast("IngestResult", exc.result)
     assert result is not None
     rejected = result.skipped and not result.ingested + result.already_present
-    if rejected and created and failure is None:
-        api._remove_store(path)
     if json_out:
         console.print_json(ingest_json(result))
     else:

@@ -52,18 +52,37 @@ for module in (report_cmd, calls_cmd, ingest_cmd, diff_cmd, segments_cmd, bucket
     module.register(app)
 
 
+_terminated = False  # SIGTERM arrived: the interrupt unwinding the command is its
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM unwinds the command as Ctrl-C does (temporary stores are removed, a new
+    store is not left half made), then exits 143."""
+    global _terminated
+    _terminated = True
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """Entry point: a bug gets one line on stderr, not a traceback (PREFIXSCOPE_DEBUG=1);
-    Ctrl-C one line saying what was written, and exit 130."""
+    Ctrl-C one line saying what was written, and exit 130; SIGTERM the same, exit 143."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    stopped = ExitCode.INTERRUPTED
     try:
         app(standalone_mode=True)
     except SystemExit as exit:
         if exit.code == ExitCode.INTERRUPTED:  # Typer's own answer to KeyboardInterrupt
             _interrupted()
+            if _terminated:
+                raise SystemExit(int(ExitCode.TERMINATED)) from None
         raise
     except KeyboardInterrupt:  # before or after Typer's own handler
         _interrupted()
-        raise SystemExit(int(ExitCode.INTERRUPTED)) from None
+        if _terminated:
+            stopped = ExitCode.TERMINATED
+        raise SystemExit(int(stopped)) from None
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         if os.environ.get("PREFIXSCOPE_DEBUG"):
             raise

@@ -108,7 +108,7 @@ def missing_paths(paths: Iterable[str]) -> list[str]:
     for given in paths:
         if given == "-":
             continue
-        if glob.has_magic(given):
+        if is_glob(given):
             if not glob.glob(given, recursive=True):
                 out.append(given)
         elif not os.path.lexists(given):
@@ -130,11 +130,15 @@ def expand_paths(paths: Iterable[str], tally: Tally,
         if given == "-":
             yield Source.from_stdin()
             continue
-        matches = sorted(glob.glob(given, recursive=True)) if glob.has_magic(given) else [given]
+        matches = sorted(glob.glob(given, recursive=True)) if is_glob(given) else [given]
         if not matches:
             tally.error(given, None, "no such file or directory (glob matched nothing)")
             continue
         for match in matches:
+            shown = undecodable_name(match)
+            if shown:
+                tally.error(shown, None, NOT_UTF8)
+                continue
             path = Path(match)
             if path.is_dir():
                 yield from _walk(path, companions, tally)
@@ -144,6 +148,27 @@ def expand_paths(paths: Iterable[str], tally: Tally,
                 tally.error(match, None, why)
             else:
                 yield Source.from_path(path)
+
+
+def is_glob(given: str) -> bool:
+    """`given` is a pattern to expand: it has ``*``, ``?`` or ``[`` and names no file or
+    directory itself (a file literally named ``[abc].jsonl`` is that file)."""
+    return glob.has_magic(given) and not os.path.lexists(given)
+
+
+# the reason a file whose name is not UTF-8 is skipped: the store, JSON and every view
+# hold names as text
+NOT_UTF8 = "the file name is not valid UTF-8 (shown with \\x escapes): rename it to read it"
+
+
+def undecodable_name(name: str) -> str:
+    """`name` with the bytes that are not UTF-8 shown as ``\\xNN`` when it has any (the
+    file system gave them as surrogate escapes), else ""."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return ""
 
 
 def not_a_regular_file(path: Path) -> str:
@@ -188,6 +213,10 @@ def _walk(directory: Path, companions: list[Callable[[Path], bool]],
         dirs[:] = sorted(d for d in visible if d not in linked)
         for name in sorted(files + linked):
             file = Path(root) / name
+            shown = undecodable_name(str(file))
+            if shown:  # one counted skip, not a crash that loses the other files
+                tally.error(shown, None, NOT_UTF8)
+                continue
             if _is_documentation(file):
                 tally.ignored.append(str(file))
                 passed_over += 1

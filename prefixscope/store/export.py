@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ from prefixscope.model import Request, Usage
 from prefixscope.model.atomic import atomic_path
 from prefixscope.store.store import Store, StoreError
 
-TABLES = ("requests", "bodies", "parts", "sessions", "turns")
+TABLES = ("requests", "bodies", "parts", "sessions", "session_events", "turns")
 # Not a table of the store: every consecutive pair `diff --all` diffs, with both requests
 # whole (the distributed runner's input, one row per pair; see docs/scale.md).
 PAIRS = "pairs"
@@ -23,7 +24,8 @@ _PAIRS_PER_QUERY = 64  # pairs whose requests are loaded (and written) together
 
 def export_parquet(store: Store, directory: Path) -> list[Path]:
     """Write <table>.parquet for every table and the turns view; returns the files written.
-    Each file is written whole or not at all (`model.atomic`).
+    Each file is written whole or not at all (`model.atomic`). `store` must be opened
+    with ``writes_into=directory``: no other directory is open to its connection.
 
     Raises:
         StoreError: the directory cannot be created, or writing failed (one line).
@@ -37,7 +39,7 @@ def export_parquet(store: Store, directory: Path) -> list[Path]:
         target = directory / f"{table}.parquet"
         try:
             with atomic_path(target) as tmp:
-                quoted = str(tmp).replace("'", "''")
+                quoted = os.path.abspath(tmp).replace("'", "''")
                 store.con.execute(f"COPY (SELECT * FROM {table}) TO '{quoted}' "
                                   "(FORMAT PARQUET, COMPRESSION ZSTD)")
         except OSError as exc:

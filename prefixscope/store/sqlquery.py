@@ -6,8 +6,10 @@ far beyond the store (``COPY … TO`` and ``EXPORT DATABASE`` write any file,
 ``INSTALL``/``LOAD`` download code, ``SET`` changes all of that back). DuckDB's own
 switches close it: ``enable_external_access = false`` (no file system or network
 access but the database already open; extensions cannot load) and then
-``lock_configuration = true`` (no statement can change a setting again). They are set
-on the connection before the query runs; DuckDB's refusal is the one-line error.
+``lock_configuration = true`` (no statement can change a setting again). `Store.open`
+sets them on every store connection, for every command, before anything of the file is
+read (a store's own views and macros are refused there too); DuckDB's refusal is the
+one-line error.
 """
 
 from __future__ import annotations
@@ -53,8 +55,6 @@ def run_readonly(store: Store, query: str) -> QueryResult:
         if any(s.type == duckdb.StatementType.LOAD for s in statements):
             raise SqlError("SQL: INSTALL/LOAD are not allowed: prefixscope works offline "
                            "and DuckDB would download the extension")
-        store.con.execute("SET enable_external_access = false")
-        store.con.execute("SET lock_configuration = true")
         rel = store.con.execute(query)
         columns = [d[0] for d in rel.description] if rel is not None and rel.description else []
         rows = rel.fetchall() if columns else []

@@ -48,6 +48,7 @@ import orjson
 from prefixscope.model import Request, SessionEvent, Usage, UsageRecord
 from prefixscope.model.hashing import exact_hash, exact_json
 from prefixscope.model.keys import compaction_marker, fingerprint, prefix_chain
+from prefixscope.store import catalog
 from prefixscope.store.parts import Layout, join_body, layout_hashes, layout_json, split_body
 from prefixscope.store.schema import (
     COLUMNS,
@@ -234,28 +235,74 @@ class Store:
         self.con = con
         self.path = path  # what messages name (a temporary store says "the given logs")
         self.file = path  # the file itself, for worker processes to open
+        self.named = path  # the file a full disk's message names (a new store's final name)
         self.read_only = read_only
 
     @classmethod
-    def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False) -> Store:
-        """Open (or, writable, create) a store file.
+    def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False,
+             label: str | None = None, writes_into: Path | None = None) -> Store:
+        """Open (or, writable, create) a store file, as data only: its catalog must be what
+        prefixscope's migrations write (`store.catalog`), and the connection reaches no
+        file but the store (DuckDB's ``enable_external_access = false``, then
+        ``lock_configuration = true``), for every command.
+
+        Args:
+            path: the file (a name, never a DuckDB URI: ``:memory:`` or ``md:`` is a file).
+            read_only: open it read-only (several processes may read it).
+            label: the store's name in messages (default: `path`), e.g. the final name of
+                a new store built beside it (`store.files.NewStore`).
+            writes_into: a directory the connection may write files into (``export``).
 
         Raises:
             StoreError: the path is not a usable prefixscope store (one line, for a person).
         """
         path = str(path)
+        name = path if label is None else label
         _check_store_file(Path(path), read_only)
-        try:
-            con = duckdb.connect(path, read_only=read_only, config=_OFFLINE)
+        try:  # an absolute path: DuckDB reads ":memory:", "md:…" as databases, not files
+            con = duckdb.connect(os.path.abspath(path), read_only=read_only, config=_OFFLINE)
         except duckdb.Error as exc:
-            raise StoreError(_connect_error(path, exc)) from None
-        store = cls(con, path, read_only=read_only)
+            raise StoreError(_disk_full(exc, os.path.abspath(name))
+                             or _connect_error(name, exc)) from None
+        store = cls(con, name, read_only=read_only)
         store.file = os.path.abspath(path)  # workers may start in another directory
-        if read_only:
-            store._check_version()
-        else:
-            store._migrate()
+        store.named = os.path.abspath(name)
+        try:
+            store._seal(writes_into)
+            if read_only:
+                store._check_version()
+            else:
+                store._migrate()
+            if not store.run("SELECT system.main.current_setting('lock_configuration')"
+                             )[0][0]:
+                store.run("SET lock_configuration = true")  # no statement reopens access
+        except BaseException as exc:
+            with suppress(duckdb.Error):
+                con.close()
+            full = _disk_full(exc, store.named)
+            if full is not None:
+                raise StoreError(full) from None
+            raise
         return store
+
+    def _seal(self, writes_into: Path | None) -> None:
+        """No file or network access but the store (and `writes_into`), before anything of
+        the file is read: a view or macro it holds cannot reach further. DuckDB shares one
+        database (and its settings) between the connections of a process to a file: a
+        second connection finds it sealed and locked already."""
+        setting = "SELECT system.main.current_setting(?)"
+        allowed = list(self.run(setting, ["allowed_directories"])[0][0] or [])
+        wanted = [] if writes_into is None else [os.path.join(os.path.abspath(writes_into), "")]
+        if self.run(setting, ["lock_configuration"])[0][0]:
+            if self.run(setting, ["enable_external_access"])[0][0] or \
+                    any(d not in allowed for d in wanted):
+                raise StoreError(f"{self.path} is open already in this process with other "
+                                 "settings: close it first")
+            return
+        if wanted:
+            listed = ", ".join("'" + d.replace("'", "''") + "'" for d in allowed + wanted)
+            self.run(f"SET allowed_directories = [{listed}]")
+        self.run("SET enable_external_access = false")
 
     def __enter__(self) -> Store:
         return self
@@ -264,7 +311,18 @@ class Store:
         self.close()
 
     def close(self) -> None:
-        self.con.close()
+        """Close the connection (DuckDB checkpoints a written store here).
+
+        Raises:
+            StoreError: the checkpoint found the disk full (one line).
+        """
+        try:
+            self.con.close()
+        except duckdb.Error as exc:
+            full = _disk_full(exc, self.named)
+            if full is not None:
+                raise StoreError(full) from None
+            raise
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Execute and fetch everything (DuckDB refuses new work while a result is pending)."""
@@ -273,12 +331,37 @@ class Store:
     # -- schema -----------------------------------------------------------------
 
     def _version(self) -> int:
-        tables = {r[0] for r in self.run("SELECT table_name FROM information_schema.tables")}
-        if "schema_version" not in tables:
-            if tables - {"schema_version"}:
-                raise StoreError(f"{self.path} is a DuckDB file but not a prefixscope store")
-            return 0
-        return int(self.run("SELECT max(version) FROM schema_version")[0][0] or 0)
+        """The schema version the file's catalog is (`store.catalog`), agreeing with its
+        ``schema_version`` table; 0 for an empty file.
+
+        Raises:
+            StoreError: not a prefixscope store, one of a newer prefixscope, or a file whose
+                catalog holds what prefixscope does not write (a view for a table, a macro).
+        """
+        found = catalog.read(self.con)
+        version = catalog.version_of(found)
+        if version is None:
+            if not catalog.has_version_table(found):
+                if not any(item[2] == "schema_version" for item in found):
+                    raise StoreError(f"{self.path} is a DuckDB file but not a prefixscope "
+                                     "store")
+            elif not catalog.holds_code(found):  # the table is ours, max() DuckDB's
+                newer = int(self.run("SELECT max(version) FROM schema_version")[0][0] or 0)
+                if newer > SCHEMA_VERSION:
+                    raise StoreError(f"{self.path} has schema v{newer}; this prefixscope "
+                                     f"knows v{SCHEMA_VERSION}: upgrade prefixscope")
+            raise StoreError(f"{self.path} is not a store prefixscope wrote: it "
+                             f"{catalog.difference(found)}; not opened")
+        if version:
+            stored = int(self.run("SELECT max(version) FROM schema_version")[0][0] or 0)
+            if stored > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has schema v{stored}; this prefixscope "
+                                 f"knows v{SCHEMA_VERSION}: upgrade prefixscope")
+            if stored != version:
+                raise StoreError(f"{self.path} is not a store prefixscope wrote: its "
+                                 f"schema_version says v{stored}, its tables are "
+                                 f"v{version}'s; not opened")
+        return version
 
     def _check_version(self) -> None:
         version = self._version()
@@ -320,7 +403,7 @@ class Store:
         except BaseException as exc:
             with suppress(duckdb.Error):  # a damaged file can refuse the rollback too:
                 self.run("ROLLBACK")      # the error that got here is the one to report
-            full = _disk_full(exc, self.file)
+            full = _disk_full(exc, self.named)
             if full is not None:
                 raise StoreError(full) from None
             raise

@@ -47,13 +47,27 @@ _KEY, _DIGEST = "_key", "_digest"
 
 
 def cache_dir() -> Path:
-    """The user's prefixscope cache directory (not created here)."""
+    """The user's prefixscope cache directory (not created here).
+
+    Raises:
+        TokenizerError: ``$PREFIXSCOPE_CACHE_DIR`` or ``$XDG_CACHE_HOME`` starts with a
+            ``~user`` that names no user, or no home directory can be found (one line).
+    """
     explicit = os.environ.get("PREFIXSCOPE_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg and Path(xdg).is_absolute() else (
-        Path.home() / ".cache")
+    try:
+        if explicit:
+            return Path(explicit).expanduser()
+        base = Path(xdg).expanduser() if xdg and Path(xdg).is_absolute() else (
+            Path.home() / ".cache")
+    except RuntimeError as exc:  # Path.expanduser / Path.home: no such user or home
+        from prefixscope.tokenizers.base import TokenizerError
+
+        name, value = (("PREFIXSCOPE_CACHE_DIR", explicit) if explicit
+                       else ("XDG_CACHE_HOME", xdg) if xdg else ("HOME", ""))
+        raise TokenizerError(f"the cache directory cannot be found: {name}={value!r}: "
+                             f"{str(exc).rstrip('.').lower()} (set {name} to a folder, "
+                             "e.g. PREFIXSCOPE_CACHE_DIR=/tmp/prefixscope-cache)") from None
     return base / "prefixscope"
 
 

@@ -2,18 +2,21 @@
 
 new-api (``one-api.db``), LiteLLM copies and Bifrost (``logs.db``) store request logs
 in a SQLite file, so the file itself is an input. Every access goes through a
-read-only URI connection: ingesting a live gateway's database never writes to it.
+read-only URI connection (the path percent-encoded: a name is a name, never URI
+syntax): ingesting a live gateway's database never writes to it.
 A gzip-compressed database or stdin is read through `Source.local_path`'s
 temporary copy.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 if TYPE_CHECKING:
     from prefixscope.ingest.source import Source
@@ -21,10 +24,17 @@ if TYPE_CHECKING:
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def read_only_uri(path: Path) -> str:
+    """The URI that opens the file at `path` read-only: every byte of the name
+    percent-encoded but the slashes, so ``?``, ``#`` or ``%2e%2e%2f`` in a file name stay
+    part of the name (``file:gw?.db?mode=ro`` opened a new, empty ``gw`` read-write)."""
+    return "file://" + quote(os.fsencode(os.path.abspath(path)), safe="/") + "?mode=ro"
+
+
 @contextmanager
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection to the SQLite file at `path`, closed on exit."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = sqlite3.connect(read_only_uri(path), uri=True)
     try:
         yield con
     finally:
