@@ -24,6 +24,7 @@ from rich.markup import escape
 
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.model.redaction import active
+from prefixscope.views.invisible import escaped, json_escaped
 from prefixscope.views.terminal import Screen, one_line
 
 # Piped output is not cut to 80 columns: tables are data there.
@@ -39,7 +40,8 @@ def redacted(value: Any) -> Any:
 
 def print_json(data: Any) -> None:
     """The JSON document, alone, on stdout (values masked: it stays valid JSON)."""
-    sys.stdout.write(json.dumps(redacted(data), ensure_ascii=False, indent=2, default=str))
+    sys.stdout.write(json_escaped(json.dumps(redacted(data), ensure_ascii=False, indent=2,
+                                             default=str)))
     sys.stdout.write("\n")
 
 
@@ -111,13 +113,11 @@ def show(view: Screen, quiet: int = 0) -> None:
 
 
 def print_out(*objects: Any, **kwargs: Any) -> None:
-    """`rich.Console.print` on stdout, its rendering masked before it is written."""
-    if not active().rules:
-        out.print(*objects, **kwargs)
-        return
+    """`rich.Console.print` on stdout, its rendering masked before it is written, and any
+    invisible or reordering character a view let through shown as ``\\uNNNN``."""
     with out.capture() as captured:
         out.print(*objects, **kwargs)
-    out.file.write(active().styled(captured.get()))
+    out.file.write(escaped(active().styled(captured.get())))
     out.file.flush()
 
 

@@ -176,6 +176,7 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
 
     from prefixscope.findings.gate import baseline_document
     from prefixscope.model.atomic import write_atomic
+    from prefixscope.views.invisible import json_escaped
 
     outputs: list[tuple[Path, str]] = []
     if html_out is not None:
@@ -191,13 +192,13 @@ def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
 
         outputs.append((junit_out, report_junit(result)))
     if write_baseline is not None:
-        outputs.append((write_baseline, json.dumps(baseline_document(result.scenarios, about),
-                                                   indent=2, ensure_ascii=False) + "\n"))
+        outputs.append((write_baseline, json_escaped(json.dumps(
+            baseline_document(result.scenarios, about), indent=2, ensure_ascii=False)) + "\n"))
     if json_file is not None:
         from prefixscope.views.json import report_json
 
-        outputs.append((json_file, json.dumps(report_json(result), indent=2,
-                                              ensure_ascii=False) + "\n"))
+        outputs.append((json_file, json_escaped(json.dumps(report_json(result), indent=2,
+                                                           ensure_ascii=False)) + "\n"))
     for path, text in outputs:
         try:
             write_atomic(path, text)

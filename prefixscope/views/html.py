@@ -5,6 +5,8 @@ Safe to open whatever the logs held: every piece of text goes through `html.esca
 (quotes included), the plots are pixels (log text drawn, never markup), and a Content
 Security Policy forbids scripts and every load but the inline images -- so a `<script>`
 planted in a prompt can neither run nor reach the network, even were an escape missed.
+Characters that draw nothing or reorder the line around them (bidi controls, zero-width
+characters: `views.invisible`) are shown as ``\\uNNNN``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from prefixscope.findings.model import LENS_KINDS, Finding, Report
 from prefixscope.views import plots, wording
+from prefixscope.views.invisible import escaped
 from prefixscope.views.json import jsonable
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; " \
@@ -49,8 +52,8 @@ margin-right:.4em;vertical-align:middle}.caveat{color:#8a5a00}.legend{color:#555
 
 
 def esc(value: object) -> str:
-    """Any value as inert HTML text."""
-    return html.escape(str(value), quote=True)
+    """Any value as inert HTML text (invisible and reordering characters shown)."""
+    return html.escape(escaped(str(value)), quote=True)
 
 
 def _pct(value: float | None) -> str:

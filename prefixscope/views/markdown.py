@@ -7,14 +7,23 @@ link, an image, emphasis, a table row or raw HTML to the comment. Inside a code 
 (`` `cache_control` ``, written by a fix) nothing is escaped -- CommonMark shows a code
 span's text as it is, so an escape there would be printed -- but a pipe in a table cell,
 which GitHub's tables split on even inside code.
+
+A PR comment acts on more than markup: GitHub links an ``@user`` or ``@org/team`` and
+notifies them, and turns a bare URL, ``www.`` address or e-mail address into a link. An
+escape does not stop either (both act on the rendered text), so each of these in log text
+is put in a code span, where GitHub does neither. Characters that draw nothing or reorder
+the line (bidi controls, zero-width characters: `views.invisible`) are shown as
+``\\uNNNN``, in code spans too.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from prefixscope.findings.model import LENS_KINDS, Finding, Report
 from prefixscope.views import wording
+from prefixscope.views.invisible import escaped as _shown
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TICKS = re.compile("`+")
@@ -25,19 +34,31 @@ _INLINE = re.compile(r"[\\`*\[\]|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 # What opens a block at the start of a line: a heading, a quote, a list item, a
 # setext underline; an ordered list item's number ("1." / "1)").
 _BLOCK = re.compile(r"^(?:[#>+=-]|\d{1,9}(?=[.)]))")
+# What GitHub turns into a mention or a link in a comment's text (an e-mail address, a
+# mention, a URL, a www. address), each from where its run of characters starts and taken
+# whole (possessive): linear time on any text.
+_LIVE = re.compile(
+    r"(?<![\w.+-])[\w.+-]++@[\w-]++(?:\.[\w-]++)++"
+    r"|(?<![\w@/`])@[A-Za-z0-9][\w-]*+(?:/[\w.-]++)?"
+    r"|(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^\s<>`|]*+"
+    r"|(?<![\w.-])www\.[^\s<>`|]*+", re.IGNORECASE)
 
 
 def md_text(text: str, *, cell: bool = False) -> str:
     """`text` inert in Markdown (and in the HTML a Markdown renderer lets through), its
     code spans kept as code; `cell`: for a table cell (a pipe escaped in code spans too)."""
-    flat = _CONTROL.sub(" ", " ".join(text.split()))
+    flat = _shown(_CONTROL.sub(" ", " ".join(text.split())))
     out = []
     for code, part in _spans(flat):
         if code:
             out.append(part.replace("|", "\\|") if cell else part)
-        else:
-            part = part.replace("&", "&amp;").replace("<", "&lt;")
-            out.append(_INLINE.sub(lambda m: "\\" + m.group(), part))
+            continue
+        at = 0
+        for live in _LIVE.finditer(part):
+            out.append(_inert(part[at:live.start()]))
+            out.append(md_code(live.group()))
+            at = live.end()
+        out.append(_inert(part[at:]))
     escaped = "".join(out)
     m = _BLOCK.match(escaped)
     if m is None:
@@ -46,18 +67,30 @@ def md_text(text: str, *, cell: bool = False) -> str:
     return escaped[:at] + "\\" + escaped[at:]
 
 
+def _inert(part: str) -> str:
+    """Text outside code spans, its markup escaped."""
+    part = part.replace("&", "&amp;").replace("<", "&lt;")
+    return _INLINE.sub(lambda m: "\\" + m.group(), part)
+
+
 def _spans(text: str) -> list[tuple[bool, str]]:
     """`text` cut into (is a code span, the part), as CommonMark reads it: a run of n
     backticks opens a code span closed by the next run of exactly n backticks; a run
     no such run follows is literal backticks."""
     runs = list(_TICKS.finditer(text))
+    # each length's runs in order: the closing run is found by bisection, not by a scan
+    # of every later run (a hostile text of many unmatched runs would be quadratic)
+    by_length: dict[int, list[int]] = {}
+    for at, run in enumerate(runs):
+        by_length.setdefault(len(run.group()), []).append(at)
     parts: list[tuple[bool, str]] = []
     plain = 0  # where the text not yet in a code span starts
     i = 0
     while i < len(runs):
         opening = runs[i]
-        closing = next((j for j in range(i + 1, len(runs))
-                        if len(runs[j].group()) == len(opening.group())), None)
+        same = by_length[len(opening.group())]
+        after = bisect.bisect_right(same, i)
+        closing = same[after] if after < len(same) else None
         if closing is None:
             i += 1
             continue
@@ -152,7 +185,7 @@ def md_code(text: str) -> str:
     """`text` as one code span showing it as it is: fenced by more backticks than any run
     of them it holds, padded with a space where it starts or ends with one (CommonMark
     strips a space from each side)."""
-    flat = _CONTROL.sub(" ", text.replace("\n", " "))
+    flat = _shown(_CONTROL.sub(" ", text.replace("\n", " ")))
     fence = "`" * (max((len(m.group()) for m in _TICKS.finditer(flat)), default=0) + 1)
     pad = " " if flat[:1] in ("`", " ") or flat[-1:] in ("`", " ") else ""
     return f"{fence}{pad}{flat}{pad}{fence}"

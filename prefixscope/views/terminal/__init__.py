@@ -12,16 +12,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from prefixscope.views.invisible import escaped
+
 # C0 and C1 control characters but newline and tab: a log's ESC sequences, bells and
 # carriage returns would otherwise act on the reader's terminal.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-# Characters a terminal draws as nothing, or that reorder what is drawn: the bidi
-# embeddings, overrides and isolates of Trojan Source (CVE-2021-42574: U+202A-U+202E,
-# U+2066-U+2069, and the marks U+200E, U+200F, U+061C), zero-width characters (U+200B-
-# U+200D, U+2060-U+2064, U+FEFF) and the Unicode line and paragraph separators. A tool
-# name or an excerpt holding one is shown with it escaped, so what is read is what is there.
-_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069"
-                        "\ufeff]")
+# Characters a terminal draws as nothing, or that reorder what is drawn (`views.invisible`):
+# a tool name or an excerpt holding one is shown with it escaped, so what is read is what
+# is there.
 
 
 @dataclass
@@ -82,7 +80,7 @@ def visible(text: str) -> str:
     """`text` with control characters shown as ``\\xNN`` instead of acting on a terminal, and
     invisible or reordering ones (bidi controls, zero-width characters) as ``\\uNNNN``."""
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return escaped(text)
 
 
 def one_line(text: str) -> str:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from rich.console import JustifyMethod
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from prefixscope.analyses.render import RenderResult
 from prefixscope.views import wording
-from prefixscope.views.terminal import Screen, visible
+from prefixscope.views.terminal import Screen, shown, visible
 
 _PALETTE = ("cyan", "green", "magenta", "yellow", "blue", "red", "bright_cyan",
             "bright_green", "bright_magenta")
@@ -44,15 +43,15 @@ def render_screen(result: RenderResult, show_text: bool, screen: Screen) -> Scre
     for col, justify in columns:
         table.add_column(col, justify=justify, overflow="fold")
     for row in result.segments:
-        table.add_row(escape(row.segment), row.kind, f"{row.char_end - row.char_start:,}",
+        table.add_row(shown(row.segment), row.kind, f"{row.char_end - row.char_start:,}",
                       f"{row.token_end - row.token_start:,}",
                       f"{row.token_start:,}–{row.token_end:,}",
                       style="dim" if row.segment == "template" else None)
     screen.print(table)
     screen.print(
-        f"[bold]{result.tokens:,} tokens[/] · gateway {escape(result.gateway)} "
-        f"({result.gateway_source}) · tokenizer {escape(result.tokenizer)}"
-        + (f" · what-if {escape(', '.join(result.what_if))}" if result.what_if else "")
+        f"[bold]{result.tokens:,} tokens[/] · gateway {shown(result.gateway)} "
+        f"({result.gateway_source}) · tokenizer {shown(result.tokenizer)}"
+        + (f" · what-if {shown(', '.join(result.what_if))}" if result.what_if else "")
         + (f" · [yellow]approximate ({wording.STAND_IN})[/]"
            if result.approximate else ""))
     for note in result.notes:
