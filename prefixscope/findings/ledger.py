@@ -599,10 +599,25 @@ def _shortfall(tokens: int, rules: Rules, gap: float | None, rep: ReplayedReques
 def _kept_warm(rules: Rules, rep: ReplayedRequest | None, prompt: int) -> int | None:
     """What the replay of the log at the engine's documented retention serves this request
     (every session's traffic, so after a pause past the retention what other sessions kept
-    warm), in the log's tokens; None without a replay by the same engine."""
+    warm), in the log's tokens; None without a replay by the same engine.
+
+    A rendered prompt at least as long as the logged one is the same prompt in a stand-in
+    tokenizer's count: the warm prefix scales with the lengths. A shorter one lacks part
+    of the prompt (`metadata.approximate`): a Codex rollout holds no tool list, a Cline or
+    gateway body no system prompt or tools -- parts that precede the messages, so inside
+    the prefix other sessions share. Those tokens are added to the warm prefix rather
+    than spread over the prompt by scaling (which put a Codex release's shared 3,456-token
+    prefix at 2,586, and every expiry that read it down as a provider miss), when some of
+    the rendered prefix is warm; when none is, the prompt's start was cold and nothing
+    after it is warm either. Lacked tokens after the warm prefix's end (a turn's encrypted
+    reasoning) overstate it by at most their number, which moves the verdict only for a
+    read within them of the warm prefix."""
     if rep is None or rep.engine != rules.engine or not rep.sim.prompt_tokens:
         return None
-    return round(rep.sim.predicted * prompt / rep.sim.prompt_tokens)
+    rendered, predicted = rep.sim.prompt_tokens, rep.sim.predicted
+    if rendered < prompt:
+        return min(prompt, predicted + prompt - rendered) if predicted else 0
+    return round(predicted * prompt / rendered)
 
 
 def _money(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice], source: str,
