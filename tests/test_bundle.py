@@ -4,6 +4,7 @@ the names a prompt chose in segment paths aside (docs/bundle.md)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator
@@ -89,7 +90,9 @@ def _mapped(value: Any, name: Any) -> Any:
 
 
 def _masked(document: Any) -> Any:
-    """The report document with every finding's excerpt emptied (a bundle has no text)."""
+    """A copy of the report document with every finding's excerpt emptied (a bundle has no
+    text)."""
+    document = copy.deepcopy(document)
     for finding in document["findings"]:
         if "excerpt" in finding["evidence"]:
             finding["evidence"]["excerpt"] = None
@@ -178,39 +181,42 @@ class TestRealLogs:
                 line["input_length"] for line in lines)
 
 
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """sample_logs/'s store, its report, and bundles of it under three keys (KEY, 0s, 1s)
+    with the report on the KEY one."""
+    base = tmp_path_factory.mktemp("samples")
+    store = base / "s.duckdb"
+    ps.ingest(ROOT / "sample_logs", store)
+    bundles = {}
+    with api._store_of(store) as handle, api._reading(handle, None) as st:
+        evidence = gather(st, ReportOptions(), workers=1)
+        for key in (KEY, bytes(32), bytes([1] * 32)):
+            bundles[key] = base / f"b{key[0]}{key[-1]}"
+            write_bundle(evidence, st.iter_requests(copies=True), bundles[key],
+                         RenderOptions(), key=key)
+    return {"store": store, "bundles": bundles,
+            "logs": ps.report(store, workers=1).to_dict(),
+            "shared": ps.report(ps.ingest(bundles[KEY], store=None)).to_dict()}
+
+
 class TestSampleLogs:
     """sample_logs/ holds tool schemas whose parameter names appear in segment paths."""
 
-    def _reports(self, tmp_path: Path, key: bytes) -> tuple[Any, Any, Path]:
-        store = tmp_path / "s.duckdb"
-        ps.ingest(ROOT / "sample_logs", store)
-        bundle = tmp_path / f"b{key[0]}"
-        with api._store_of(store) as handle, api._reading(handle, None) as st:
-            evidence = gather(st, ReportOptions(), workers=1)
-            write_bundle(evidence, st.iter_requests(copies=True), bundle, RenderOptions(),
-                         key=key)
-        logs = ps.report(store, workers=1).to_dict()
-        shared = ps.report(ps.ingest(bundle, store=None)).to_dict()
-        return logs, shared, bundle
-
-    def test_names_in_segment_paths_are_keyed_the_rest_equal(self, tmp_path: Path) -> None:
-        logs, shared, _ = self._reports(tmp_path, KEY)
-        named = _Hasher(KEY).paths
-        text = json.dumps(logs)
-        assert "properties.limit" in text  # a tool parameter's name in the logs' report
+    def test_names_in_segment_paths_are_keyed_the_rest_equal(self, samples: Any) -> None:
+        logs, shared = samples["logs"], samples["shared"]
+        assert "properties.limit" in json.dumps(logs)  # a tool parameter's name
         assert "properties.limit" not in json.dumps(shared)
-        assert _masked(shared) == _masked(_mapped(logs, named))
+        assert _masked(shared) == _masked(_mapped(logs, _Hasher(KEY).paths))
 
-    def test_a_billing_header_change_keeps_its_finding(self, tmp_path: Path) -> None:
-        logs, shared, _ = self._reports(tmp_path, KEY)
-        volatile = [f for f in shared["findings"] if f["kind"] == "volatile-prefix-segment"]
+    def test_a_billing_header_change_keeps_its_finding(self, samples: Any) -> None:
+        volatile = [f for f in samples["shared"]["findings"]
+                    if f["kind"] == "volatile-prefix-segment"]
         assert volatile[0]["title"].startswith("Claude Code's billing header")
         assert volatile[0]["evidence"]["excerpt"] == BILLING_MARK
 
-    def test_each_bundle_has_its_own_key(self, tmp_path: Path) -> None:
-        _, _, one = self._reports(tmp_path, bytes(32))
-        _, _, two = self._reports(tmp_path, bytes([1] * 32))
-        first, second = _lines(one), _lines(two)
+    def test_each_bundle_has_its_own_key(self, samples: Any) -> None:
+        first, second = (_lines(samples["bundles"][k]) for k in (bytes(32), bytes([1] * 32)))
         # the same structure (equal blocks numbered alike) ...
         assert [x["hash_ids"] for x in first] == [x["hash_ids"] for x in second]
         # ... and no segment hash of one bundle in the other
@@ -219,6 +225,14 @@ class TestSampleLogs:
                                   for lines in (first, second))
         assert len(one_hashes) > 100
         assert one_hashes.isdisjoint(two_hashes)
+
+    def test_a_price_option_reprices_the_bundle_as_the_logs(self, samples: Any) -> None:
+        logs = ps.report(samples["store"], workers=1, price_per_mtok=0.4).to_dict()
+        shared = ps.report(ps.ingest(samples["bundles"][KEY], store=None),
+                           price_per_mtok=0.4).to_dict()
+        assert logs["ledger"]["lost_usd"] != samples["logs"]["ledger"]["lost_usd"]
+        assert shared["ledger"]["lost_usd"] == logs["ledger"]["lost_usd"]
+        assert _masked(shared) == _masked(_mapped(logs, _Hasher(KEY).paths))
 
 
 class TestCodec:
@@ -257,11 +271,39 @@ class TestCommandLine:
         assert result.exit_code == 2
         assert "is a bundle" in result.stderr and "--engine" in result.stderr
 
-    def test_a_price_option_reprices_the_bundle_as_the_logs(
-            self, real_bundle: tuple[Path, Path]) -> None:
-        store, bundle = real_bundle
-        args = ("--json", "--price-per-mtok", "0.4")
-        logs = json.loads(_invoke("report", "--store", str(store), *args).stdout)
-        shared = json.loads(_invoke("report", str(bundle), *args).stdout)
-        assert shared["ledger"]["lost_usd"] == logs["ledger"]["lost_usd"]
-        assert _masked(shared) == _masked(logs)
+
+class TestDamage:
+    def test_a_damaged_evidence_file_is_one_line(self, real_bundle: tuple[Path, Path],
+                                                 tmp_path: Path) -> None:
+        _, bundle = real_bundle
+        damaged = tmp_path / "damaged"
+        damaged.mkdir()
+        (damaged / "requests.jsonl").write_bytes((bundle / "requests.jsonl").read_bytes())
+        (damaged / "evidence.json").write_text('{"bundle": {"version": 1}, "evidence": '
+                                               '{"$dc": "os:system", "f": {}}}')
+        result = _invoke("report", str(damaged))
+        assert result.exit_code == 1
+        assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+        assert "'os:system', not a class of this prefixscope's" in result.stderr
+        (damaged / "evidence.json").write_text('{"bundle": {"version": 99}}')
+        result = _invoke("report", str(damaged))
+        assert result.exit_code == 1
+        assert "is bundle version 99; this prefixscope reads version 1" in result.stderr
+
+    def test_a_bad_line_is_one_counted_skip(self, real_bundle: tuple[Path, Path],
+                                            tmp_path: Path) -> None:
+        _, bundle = real_bundle
+        lines = (bundle / "requests.jsonl").read_bytes().splitlines()
+        bad = json.loads(lines[1])
+        bad["hash_ids"] = ["x"]
+        target = tmp_path / "requests.jsonl"
+        target.write_bytes(b"\n".join([lines[0], json.dumps(bad).encode(), *lines[2:]]) + b"\n")
+        result = _invoke("ingest", str(target), "--store", str(tmp_path / "s.duckdb"),
+                         "--json")
+        assert result.exit_code == 0, result.output
+        done = json.loads(result.stdout)
+        assert done["by_format"] == {"bundle": len(lines) - 1}
+        assert done["skipped"] == 1
+        assert done["errors"][0]["line"] == 2
+        assert "`hash_ids` is not a list of non-negative 64-bit integers" in \
+            done["errors"][0]["reason"]
