@@ -139,6 +139,49 @@ def test_the_loser_of_a_placement_removes_its_build_and_never_the_store(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.duckdb"]
 
 
+def _build_with_a_log_left(new: NewStore) -> None:
+    """A built store whose last write is still in DuckDB's write-ahead log, as a close
+    that found no room for the checkpoint leaves it."""
+    Store.open(new.file).close()
+    con = duckdb.connect(str(new.file))
+    con.execute("PRAGMA disable_checkpoint_on_shutdown")
+    con.execute("INSERT INTO schema_version (version) VALUES (0)")
+    con.close()
+    assert Path(f"{new.file}.wal").exists()
+
+
+def test_a_write_ahead_log_left_by_the_build_is_merged_before_the_store_is_placed(
+        tmp_path: Path) -> None:
+    new = NewStore(tmp_path / "s.duckdb")
+    _build_with_a_log_left(new)
+    new.place()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.duckdb"]
+    with Store.open(tmp_path / "s.duckdb", read_only=True) as st:
+        assert st.run("SELECT count(*) FROM schema_version WHERE version = 0") == [(1,)]
+
+
+def test_a_log_that_cannot_be_merged_for_lack_of_room_is_the_documented_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    new = NewStore(tmp_path / "s.duckdb")
+    _build_with_a_log_left(new)
+    run_sql = Store.run
+
+    def full(self: Store, query: str, params: Any = ()) -> Any:
+        if query == "CHECKPOINT":
+            raise duckdb.IOException(f'IO Error: Could not write file "{new.file}": No space '
+                                     "left on device")
+        return run_sql(self, query, params)
+
+    monkeypatch.setattr(Store, "run", full)
+    with pytest.raises(StoreError) as raised:
+        new.place()
+    assert re.fullmatch(
+        rf"cannot write the store {re.escape(str(tmp_path / 's.duckdb'))}: no space left on "
+        r"device on the disk mounted at .+, [\d,]+ bytes free; this run stored nothing "
+        r"\(free some space, or give --store a file on another disk\)", str(raised.value))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_new_store_is_absent_until_it_is_whole(tmp_path: Path) -> None:
     """While the ingest runs, the name holds nothing (a reader is told "no store"), the
     build sits beside it under a hidden name; after, the name holds the store alone."""
