@@ -102,6 +102,32 @@ def anthropic_messages(draw: Any) -> dict[str, Any]:
 
 
 @st.composite
+def responses_items(draw: Any) -> Any:
+    """One Responses API input item of every kind `responses_to_chat` treats differently."""
+    kind = draw(st.sampled_from(["function_call", "custom_tool_call", "local_shell_call",
+                                 "function_call_output", "custom_tool_call_output",
+                                 "message", "reasoning", "odd"]))
+    call_id = draw(st.sampled_from(["c0", "c1", ""]))
+    if kind == "function_call":
+        return {"type": kind, "call_id": call_id, "name": "shell",
+                "arguments": json.dumps({"cmd": draw(texts)})}
+    if kind == "custom_tool_call":
+        return {"type": kind, "call_id": call_id, "name": "apply_patch", "input": draw(texts)}
+    if kind == "local_shell_call":
+        return {"type": kind, "call_id": call_id, "action": {"command": [draw(texts)]}}
+    if kind.endswith("_output"):
+        return {"type": kind, "call_id": call_id, "output": draw(texts)}
+    if kind == "message":
+        role = draw(st.sampled_from(["user", "assistant", "developer", "system"]))
+        return {"type": "message", "role": role, "content": [
+            {"type": "input_text" if role != "assistant" else "output_text",
+             "text": draw(texts)}]}
+    if kind == "reasoning":
+        return {"type": "reasoning", "summary": [], "encrypted_content": "gAAA"}
+    return draw(texts)
+
+
+@st.composite
 def sessions(draw: Any) -> tuple[dict[str, Any], list[int]]:
     """(the last request's body, the message counts of the session's requests in order):
     each request is the first k messages, k growing."""
@@ -261,6 +287,43 @@ class TestSpliceEqualsTheWholeRender:
         if not any(module._scan_body(b)[0] or module._scan_body(b)[1] for b in bodies) and \
                 any(a == b for a, b in zip(leads, leads[1:], strict=False)):
             assert any(taken)
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(items=st.lists(responses_items(), min_size=2, max_size=8), data=st.data())
+    def test_an_appended_responses_turn_converts_only_its_new_items(self, name, items, data):
+        """A Responses API body as logged (a Codex rollout's calls): the Chat view of an
+        appended turn is the previous one's plus its new items' (`render._appended_input`),
+        unless the new items open with a call that joins the previous last message's
+        grouped calls (`protocols.responses_to_chat`; then it is converted whole), for
+        every item kind (calls of each type, outputs, messages of each role, reasoning, a
+        non-dict), instructions equal or changed each turn, under each what-if; each turn
+        equals its whole render."""
+        import importlib
+
+        module = importlib.import_module("prefixscope.prompt.render")
+        taken: list[bool] = []
+        real = module._appended_input
+        body: dict[str, Any] = {"model": "gpt-5.1-codex", "input": items}
+        if data.draw(st.booleans()):
+            body["instructions"] = data.draw(texts)
+        if data.draw(st.booleans()):
+            body["tools"] = [{"type": "function", "name": "shell", "description": data.draw(
+                texts), "parameters": {"type": "object", "properties": {"z": {}, "a": {}}}}]
+        what_if = data.draw(st.sampled_from([(), ("strip-billing-header",),
+                                             ("sort-json-keys",), ("drop:a",)]))
+        volatile = data.draw(st.booleans())
+        bodies = []
+        for k in range(1, len(items) + 1):
+            changed = {**body, "input": items[:k]}
+            if volatile:
+                changed["instructions"] = f"x-anthropic-billing-header: cch={k:05x};"
+            bodies.append(changed)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(module, "_appended_input",
+                          lambda *a: taken.append((out := real(*a)) is not None) or out)
+            _turns_of(bodies, RenderOptions(tokenizer=name, what_if=what_if),
+                      "openai-responses")
 
     def test_every_bundled_template_has_a_splice_rule(self):
         assert set(SPLICES) == set(BUNDLED)

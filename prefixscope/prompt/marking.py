@@ -286,11 +286,11 @@ def _mark_responses(body: dict[str, Any], m: Marker) -> dict[str, Any]:
     elif isinstance(items, list):
         out["input"] = m.register([], m.path_id("input", "message"))
         for i, item in enumerate(items):
-            out["input"].append(_mark_responses_item(item, f"input[{i}]", m))
+            out["input"].append(mark_responses_item(item, f"input[{i}]", m))
     return out
 
 
-def _mark_responses_item(item: Any, path: str, m: Marker) -> Any:
+def mark_responses_item(item: Any, path: str, m: Marker) -> Any:
     if not isinstance(item, dict):
         return item
     itype = item.get("type")

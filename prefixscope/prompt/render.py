@@ -40,7 +40,12 @@ from prefixscope.model import Request
 from prefixscope.prompt import serving
 from prefixscope.prompt.gateways import PROFILES, get_profile, to_upstream
 from prefixscope.prompt.jsontext import dumps
-from prefixscope.prompt.marking import mark_anthropic_message, mark_body, mark_openai_message
+from prefixscope.prompt.marking import (
+    mark_anthropic_message,
+    mark_body,
+    mark_openai_message,
+    mark_responses_item,
+)
 from prefixscope.prompt.marks import (
     TEMPLATE,
     Marker,
@@ -49,7 +54,7 @@ from prefixscope.prompt.marks import (
     marks_active,
     strip_marks,
 )
-from prefixscope.prompt.protocols import anthropic_proxy_view, proxy_message
+from prefixscope.prompt.protocols import anthropic_proxy_view, proxy_message, responses_to_chat
 from prefixscope.prompt.splice import HEADS, SPLICES, SpliceRule, heads_split
 from prefixscope.prompt.template import render_marked, render_plain
 from prefixscope.prompt.values import (
@@ -312,8 +317,8 @@ def render_turn(request: Request, options: RenderOptions | None = None,
         marker = _seeded(seed) if seed is not None else Marker(enabled=not reserved)
         messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
         if keep and rule is not None and mapped:
-            head = len(_template_input(endpoint, _head_body(body, lead), profile, proxy,
-                                       plan, tok, Marker(enabled=False))[0])
+            head = len(_template_input(endpoint, _head_body(body, lead, listed or "messages"),
+                                       profile, proxy, plan, tok, Marker(enabled=False))[0])
     conversation = tools_json = None
     if rule is not None and (keep or seed is not None) and not mapped:
         conversation, tools_json = _json(messages), _json(tools)
@@ -373,7 +378,7 @@ def _maps_messages(endpoint: str, proxy: bool, profile: str) -> bool:
     proxy view, and an OpenAI Chat body as logged (the passthrough profile): see
     `_appended_input`."""
     return (endpoint == "anthropic-messages" and proxy) or \
-        (endpoint == "openai-chat" and profile == "passthrough")
+        (endpoint in ("openai-chat", "openai-responses") and profile == "passthrough")
 
 
 def _lead(body: dict[str, Any], endpoint: str, profile: str) -> int:
@@ -391,10 +396,43 @@ def _lead(body: dict[str, Any], endpoint: str, profile: str) -> int:
     return n
 
 
-def _head_body(body: dict[str, Any], lead: int) -> dict[str, Any]:
-    """The body without its history: its messages cut to the `lead` that are its head."""
-    listed = body.get("messages")
-    return {**body, "messages": listed[:lead] if lead and isinstance(listed, list) else []}
+def _head_body(body: dict[str, Any], lead: int, history: str = "messages") -> dict[str, Any]:
+    """The body without its history: its `history` list cut to the `lead` that are its
+    head."""
+    listed = body.get(history)
+    return {**body, history: listed[:lead] if lead and isinstance(listed, list) else []}
+
+
+_CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
+
+
+def _skipped(items: list[Any], start: int) -> int:
+    """How many items from `start` on make no message (reasoning, compaction, non-dicts):
+    the first new item that makes one is at ``start + _skipped(...)``."""
+    n = 0
+    for item in items[start:]:
+        if isinstance(item, dict) and (item.get("type") in _CALL_ITEMS or item.get("type") in (
+                "function_call_output", "custom_tool_call_output") or
+                (item.get("type") in (None, "message") and "role" in item)):
+            break
+        n += 1
+    return n
+
+
+def _ends_in_calls(items: list[Any]) -> bool:
+    """Does the Chat view of these Responses input items end with an assistant message of
+    grouped calls (`protocols.responses_to_chat`), which a call item after them joins?
+    Its last item that makes a message decides: a call item makes or joins one."""
+    for item in reversed(items):
+        if not isinstance(item, dict):
+            continue
+        itype = item.get("type")
+        if itype in _CALL_ITEMS:
+            return True
+        if itype in ("function_call_output", "custom_tool_call_output") or \
+                (itype in (None, "message") and "role" in item):
+            return False
+    return False
 
 
 def _seeded(seed: Turn, registry: Marker | None = None) -> Marker:
@@ -451,15 +489,20 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
     if not _maps_messages(endpoint, proxy, profile) or grown.messages is None or \
             grown.marker is None:
         return None
-    logged = body["messages"]
+    logged = body[grown.history]
+    start = grown.lead + grown.count
+    responses = endpoint == "openai-responses"
+    if responses and grown.logged is not None and _ends_in_calls(grown.logged) and \
+            any(isinstance(i, dict) and i.get("type") in _CALL_ITEMS for i in
+                logged[start:start + 1 + _skipped(logged, start)]):
+        return None  # the new calls join the previous last message: convert whole
     marker = _seeded(grown, grown.marker)
     tools: list[dict[str, Any]] | None = None
     if same_rest:
         head, tools = grown.messages[:grown.head], grown.tool_input
     else:  # the rest first, as the whole walk marks it
-        head, tools = _template_input(endpoint, _head_body(body, grown.lead), profile, proxy,
-                                      plan, tok, marker)
-    start = grown.lead + grown.count
+        head, tools = _template_input(endpoint, _head_body(body, grown.lead, grown.history),
+                                      profile, proxy, plan, tok, marker)
     with marks_active(True):
         view: list[dict[str, Any]] = []
         if proxy:
@@ -467,6 +510,11 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
                 message = mark_anthropic_message(m, f"messages[{i}]", marker)
                 if isinstance(message, dict):
                     view.extend(proxy_message(message, marker))
+        elif responses:
+            items = {"input": [mark_responses_item(m, f"input[{i}]", marker)
+                               for i, m in enumerate(logged[start:], start=start)]}
+            view = responses_to_chat(apply_text_edits(endpoint, items, plan, marker),
+                                     marker)[0]
         else:
             marked = {"messages": [mark_openai_message(m, f"messages[{i}]", marker)
                                    for i, m in enumerate(logged[start:], start=start)]}
