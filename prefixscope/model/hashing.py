@@ -21,6 +21,7 @@ which change between turns without changing the prompt the model sees.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -112,22 +113,59 @@ def chain_hashes(items: Iterable[Any]) -> list[int]:
 
 
 def strip_cache_control(value: Any) -> Any:
-    """Return `value` with every ``cache_control`` key removed (recursively)."""
+    """Return `value` with every ``cache_control`` key removed (recursively).
+
+    Copy on write: a container holding no ``cache_control`` is returned itself, not
+    copied (a prompt of 10^5 content blocks was copied whole for every prefix hash), and
+    a changed one is copied with its unchanged children shared. Treat the result as
+    read-only, as the input."""
     if isinstance(value, dict):
-        return {k: strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+        out: dict[Any, Any] | None = None
+        for i, (k, v) in enumerate(value.items()):
+            new = None if k == "cache_control" else strip_cache_control(v)
+            if out is None and (k == "cache_control" or new is not v):
+                out = dict(islice(value.items(), i))  # the unchanged keys before this one
+            if out is not None and k != "cache_control":
+                out[k] = new
+        return value if out is None else out
     if isinstance(value, list):
-        return [strip_cache_control(v) for v in value]
+        items: list[Any] | None = None
+        for i, v in enumerate(value):
+            new = strip_cache_control(v)
+            if items is None and new is not v:
+                items = value[:i]
+            if items is not None:
+                items.append(new)
+        return value if items is None else items
     return value
 
 
 def fold_whitespace(value: Any) -> Any:
-    """`value` with every string's whitespace runs folded to one space and ends stripped."""
+    """`value` with every string's whitespace runs folded to one space and ends stripped.
+
+    Copy on write, as `strip_cache_control`: what folding leaves equal is returned itself
+    (a prompt of 10^5 content blocks was copied whole for each segment hash)."""
     if isinstance(value, str):
         # str.split() splits at the characters re's \s matches (both Py_UNICODE_ISSPACE;
         # tests/test_hashing.py checks every code point), ~3x faster than the regex
-        return " ".join(value.split())
+        folded = " ".join(value.split())
+        return value if folded == value else folded
     if isinstance(value, dict):
-        return {k: fold_whitespace(v) for k, v in value.items()}
+        out: dict[Any, Any] | None = None
+        for i, (k, v) in enumerate(value.items()):
+            new = fold_whitespace(v)
+            if out is None and new is not v:
+                out = dict(islice(value.items(), i))
+            if out is not None:
+                out[k] = new
+        return value if out is None else out
     if isinstance(value, list):
-        return [fold_whitespace(v) for v in value]
+        items: list[Any] | None = None
+        for i, v in enumerate(value):
+            new = fold_whitespace(v)
+            if items is None and new is not v:
+                items = value[:i]
+            if items is not None:
+                items.append(new)
+        return value if items is None else items
     return value

@@ -26,6 +26,11 @@ UTF8_BOM = b"\xef\xbb\xbf"
 JSONL_PROBE_LINES = 20
 
 _NOT_JSON = object()
+# A head line longer than this is kept for detection as a sample (`detection_sample`): the
+# parsed records of the first lines live as long as the file is read, beside the parser's
+# own copy, and a line of 10^5 one-letter content blocks parses to 11x its bytes.
+SAMPLE_LINE_BYTES = 1 << 20
+SAMPLE_ITEMS = 64
 # What a gzip cut short raises part-way (as `source.DECOMPRESS_ERRORS`, which imports this).
 _CUT = (EOFError, zlib.error, gzip.BadGzipFile)
 
@@ -58,6 +63,26 @@ def _head_lines(source: Source) -> Generator[tuple[int, bytes | None], None, Non
         return
 
 
+def detection_sample(value: Any, keep: int = SAMPLE_ITEMS) -> Any:
+    """`value` with every list cut to its first `keep` items, at every level (objects and
+    strings as they are, shared): what a sniffer looks at (keys, types, the first
+    elements) without holding a huge record. Lists past 64 levels are shared, not cut."""
+    def cut(item: Any, depth: int) -> Any:
+        if depth > 64:
+            return item
+        if isinstance(item, list):
+            return [cut(x, depth + 1) for x in item[:keep]]
+        if isinstance(item, dict):
+            return {k: cut(v, depth + 1) for k, v in item.items()}
+        return item
+    return cut(value, 0)
+
+
+def _kept(line: bytes, value: Any) -> Any:
+    """What detection keeps of a parsed head line: all of it, or a sample of a long one."""
+    return value if len(line) <= SAMPLE_LINE_BYTES else detection_sample(value)
+
+
 def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[bool, Any]:
     """(found, value) of the first JSON-lines record (a line up to
     ``source.max_line_bytes``).
@@ -73,7 +98,7 @@ def first_json_line(source: Source, *, containers_only: bool = False) -> tuple[b
         except orjson.JSONDecodeError:
             value = _NOT_JSON
         if isinstance(value, dict | list):
-            return True, value
+            return True, _kept(line, value)  # type: ignore[arg-type]
         if seen == 1 and value is not _NOT_JSON and not containers_only:
             return True, value
         if seen >= JSONL_PROBE_LINES:
@@ -116,7 +141,7 @@ def head_json_records(source: Source, limit: int = JSONL_PROBE_LINES) -> list[An
     for seen, (_, line) in enumerate(_head_lines(source), start=1):
         try:
             if line is not None:
-                values.append(orjson.loads(line))
+                values.append(_kept(line, orjson.loads(line)))
         except orjson.JSONDecodeError:
             pass
         if seen >= limit:
