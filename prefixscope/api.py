@@ -602,7 +602,8 @@ def calls(store: Store | str | PathLike[str], *, session: str | None = None,
     try:
         # the report is masked: its session ids are compared with the filter masked alike
         found = per_call(result.ledger, result.evidence.records,
-                         None if session is None else active().text(session))
+                         None if session is None else active().text(session),
+                         result.evidence.events, result.evidence.verdicts)
     except NoSuchSession as exc:
         raise Error(str(exc)) from None
     return Calls._of(found)

@@ -247,3 +247,55 @@ def test_the_calls_of_the_real_logs_are_reports_ledger(tmp_path: Path) -> None:
     assert out["by_cause"] == tokens(ledger["by_cause"])
     assert out["requests"] == ledger["basis"]["requests"]
     assert out["outside_requests"] == ledger["basis"]["outside_requests"]
+
+
+class TestWhatTheLogSaysOfEachCall:
+    """Each call carries the session events recorded before it and the provider's verdict
+    on its miss, read from the lines of tests/fixtures/claude-code/recorded_events.jsonl
+    (a hand-built Claude Code session: its line 5 is a compact_boundary, line 9 the first
+    call on claude-opus-4-5 with a ``model_changed`` verdict of 6,000 tokens, line 11 the
+    first on version 2.1.101, line 12 a deferred_tools_delta attachment, lines 14 and 16
+    verdicts ``tools_changed`` 1,000 and ``messages_changed`` 998)."""
+
+    LOG = ROOT / "tests" / "fixtures" / "claude-code" / "recorded_events.jsonl"
+
+    def test_the_json_lists_each_calls_events_and_verdict(self) -> None:
+        out = run_json("calls", str(self.LOG))
+        [session] = out["sessions"]
+        said = [([(e["kind"], e["line"]) for e in c["events"]], c["recorded"], c["verdict"])
+                for c in session["calls"]]
+        assert said == [
+            ([], None, None),
+            ([], None, None),
+            ([("compaction", 5)], "compaction", None),
+            ([("model-change", 9)], "model-change",
+             {"reason": "model_changed", "missed_tokens": 6_000}),
+            ([("client-upgrade", 11)], "client-upgrade", None),
+            ([("tool-set", 12)], "tool-set", {"reason": "tools_changed", "missed_tokens": 1_000}),
+            ([], None, {"reason": "messages_changed", "missed_tokens": 998}),
+            ([], None, None)]
+        model = session["calls"][3]["events"][0]
+        assert model["detail"] == "claude-sonnet-4-5-20250929 -> claude-opus-4-5-20251101"
+
+    def test_the_library_frame_has_them_as_columns(self) -> None:
+        import prefixscope as ps
+
+        frame = ps.calls(ps.ingest(str(self.LOG), store=None)).to_polars("calls")
+        assert frame["recorded"].to_list()[2:6] == [
+            "compaction", "model-change", "client-upgrade", "tool-set"]
+        assert frame["verdict"].to_list() == [
+            None, None, None, "model_changed", None, "tools_changed", "messages_changed", None]
+        assert frame["verdict_missed_tokens"].to_list()[3] == 6_000
+        assert frame["events"].to_list()[4] == "client-upgrade: 2.1.92 -> 2.1.101"
+
+    def test_the_terminal_says_them_beside_the_cause(self) -> None:
+        result = runner.invoke(app, ["calls", str(self.LOG)], terminal_width=250)
+        assert result.exit_code == 0, result.output
+        assert "the log says" in result.stdout
+        assert "client-upgrade (decided): 2.1.92 -> 2.1.101" in result.stdout
+        assert "provider: messages_changed, 998 missed" in result.stdout
+
+    def test_a_log_that_records_nothing_keeps_the_usual_table(self, captures: Path) -> None:
+        result = runner.invoke(app, ["calls", str(captures)], terminal_width=250)
+        assert result.exit_code == 0, result.output
+        assert "the log says" not in result.stdout

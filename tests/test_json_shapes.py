@@ -395,6 +395,9 @@ def test_calls_shape():
     out = check(run_json("calls", SAMPLE))
     assert any(c["break_kind"] for s in out["sessions"] for c in s["calls"])
     check(run_json("calls", SAMPLE, "--session", out["sessions"][0]["session"][:6]))
+    # recorded session events and provider verdicts
+    check(run_json("calls", str(ROOT / "tests" / "fixtures" / "claude-code"
+                                / "recorded_events.jsonl")))
     check.all_exercised()
 
 

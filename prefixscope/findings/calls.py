@@ -9,6 +9,13 @@ its prompt tokens (in), cached tokens (read), cache writes where the log reports
 are the ledger's own entries, not recomputed: the missed tokens of every line sum to the
 report's ``ledger.missed_tokens``, and each line's causes to its missed tokens.
 Requests outside the basis (their log reports no cache) have no line; they are counted.
+
+Beside the numbers, each call carries what the log itself says of it: the session events
+recorded before it (the store's ``session_events``: a compaction, a truncation, another
+model, a new client version, a tool-set delta), the one of them that decided its cause in
+the ledger, and the provider's own verdict on its miss where the log kept one
+(``diagnostics.cache_miss_reason``, ``prompt_cache_diagnostics``) -- the evidence the
+ledger read, so a person can check a call's cause against it.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from prefixscope.findings.ledger import CAUSES, Ledger
-from prefixscope.model import UsageRecord
+from prefixscope.model import SessionEvent, UsageRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +43,10 @@ class Call:
     break_kind: str | None = None  # the break's kind, when part of it is a break
     break_segment: str | None = None  # the part of the request that break blames
     gap_seconds: float | None = None  # since the session's previous request
+    events: tuple[SessionEvent, ...] = ()  # what the log records before it, in log order
+    recorded: str | None = None  # the one of `events` (a kind) that decided its cause
+    verdict: str | None = None  # the provider's own reason for its miss, where logged
+    verdict_missed_tokens: int | None = None  # the tokens the provider says it missed
 
     @property
     def missed_tokens(self) -> int:
@@ -129,23 +140,31 @@ class NoSuchSession(LookupError):
 
 
 def per_call(ledger: Ledger, records: Sequence[UsageRecord],
-             session: str | None = None) -> Calls:
+             session: str | None = None,
+             events: Mapping[str, Sequence[SessionEvent]] | None = None,
+             verdicts: Mapping[str, tuple[str, int | None]] | None = None) -> Calls:
     """The ledger's entries as calls grouped by session (module docstring).
 
     `records`: the log's requests (time, model and cache writes are read from them);
-    `session`: only the session of this id, else every session whose id starts with it.
+    `session`: only the session of this id, else every session whose id starts with it;
+    `events`: request id -> the session events recorded before it; `verdicts`: request id
+    -> the provider's (reason, missed tokens) -- both as the report's evidence holds them.
 
     Raises:
         NoSuchSession: `session` matches no session of the basis.
     """
     by_id = {r.id: r for r in records}
+    events, verdicts = events or {}, verdicts or {}
     grouped: dict[str | None, list[Call]] = {}
     for e in ledger.entries:
         r = by_id.get(e.id)
+        said = verdicts.get(e.id)
         call = Call(e.id, e.session, r.timestamp if r else None, r.model if r else None,
                     e.prompt_tokens, e.cached_tokens, r.cache_write_tokens if r else None,
                     {c: e.causes[c] for c in CAUSES if e.causes.get(c)},
-                    e.break_kind, e.break_segment, e.gap_seconds)
+                    e.break_kind, e.break_segment, e.gap_seconds,
+                    tuple(events.get(e.id, ())), e.recorded,
+                    said[0] if said else None, said[1] if said else None)
         grouped.setdefault(e.session, []).append(call)
     names: list[str | None] = list(grouped)
     if session is not None:

@@ -227,7 +227,8 @@ def simulate_what_if_frame(report: SimulateReport) -> pl.DataFrame:
 def calls_frame(calls: Calls) -> pl.DataFrame:
     """One row per call shown, sessions in order and each session's calls in time order:
     in / read / write / missed and a column per ledger cause (they sum to
-    ``missed_tokens``)."""
+    ``missed_tokens``), the session events recorded before it (``kind: detail``, joined
+    by ``; ``), the one that decided its cause, and the provider's verdict."""
     return _frame([{
         "session": s.session, "id": c.id, "timestamp": c.timestamp, "model": c.model,
         "prompt_tokens": c.prompt_tokens, "cached_tokens": c.cached_tokens,
@@ -235,11 +236,16 @@ def calls_frame(calls: Calls) -> pl.DataFrame:
         "cause": c.cause, **{cause: c.causes.get(cause, 0) for cause in CAUSES},
         "break_kind": c.break_kind, "break_segment": c.break_segment,
         "gap_seconds": c.gap_seconds,
+        "events": "; ".join(f"{e.kind}: {e.detail}" for e in c.events) or None,
+        "recorded": c.recorded, "verdict": c.verdict,
+        "verdict_missed_tokens": c.verdict_missed_tokens,
     } for s in calls.sessions for c in s.calls], {
         "session": "Utf8", "id": "Utf8", "timestamp": "Datetime", "model": "Utf8",
         "prompt_tokens": "Int64", "cached_tokens": "Int64", "cache_write_tokens": "Int64",
         "missed_tokens": "Int64", "cause": "Utf8", **dict.fromkeys(CAUSES, "Int64"),
-        "break_kind": "Utf8", "break_segment": "Utf8", "gap_seconds": "Float64"})
+        "break_kind": "Utf8", "break_segment": "Utf8", "gap_seconds": "Float64",
+        "events": "Utf8", "recorded": "Utf8", "verdict": "Utf8",
+        "verdict_missed_tokens": "Int64"})
 
 
 def segments_frame(result: RenderResult) -> pl.DataFrame:

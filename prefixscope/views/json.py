@@ -309,7 +309,13 @@ def _call_json(c: Call) -> CallJson:
             "cached_tokens": c.cached_tokens, "cache_write_tokens": c.cache_write_tokens,
             "missed_tokens": c.missed_tokens, "cause": c.cause, "causes": dict(c.causes),
             "break_kind": c.break_kind, "break_segment": c.break_segment,
-            "gap_seconds": None if c.gap_seconds is None else float(c.gap_seconds)}
+            "gap_seconds": None if c.gap_seconds is None else float(c.gap_seconds),
+            "events": [{"kind": e.kind, "detail": e.detail,
+                        "time": e.timestamp.isoformat() if e.timestamp else None,
+                        "line": e.source_line} for e in c.events],
+            "recorded": c.recorded,
+            "verdict": None if c.verdict is None else {
+                "reason": c.verdict, "missed_tokens": c.verdict_missed_tokens}}
 
 
 def breakdown_json(b: Breakdown | None) -> BreakdownJson | None:

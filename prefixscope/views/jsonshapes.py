@@ -405,6 +405,22 @@ class SimulateJson(TypedDict):
 # ------------------------------------------------------------------ calls
 
 
+class CallEventJson(TypedDict):
+    """A session event the log records before a call."""
+
+    kind: str  # one of model.EVENT_KINDS
+    detail: str  # what changed, for a person
+    time: str | None  # ISO 8601, UTC
+    line: int | None  # the log line (or element) that records it
+
+
+class CallVerdictJson(TypedDict):
+    """The provider's own verdict on a call's miss, as the log kept it."""
+
+    reason: str
+    missed_tokens: int | None
+
+
 class CallJson(TypedDict):
     """One request of the ledger's basis."""
 
@@ -420,6 +436,9 @@ class CallJson(TypedDict):
     break_kind: str | None
     break_segment: str | None
     gap_seconds: float | None
+    events: list[CallEventJson]
+    recorded: str | None
+    verdict: CallVerdictJson | None
 
 
 class SessionCallsJson(TypedDict):

@@ -50,13 +50,31 @@ def _table(s: SessionCalls) -> Table:
     for name in ("in", "read", "write", "missed"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("cause")
+    said = any(c.events or c.verdict for c in s.calls)
+    if said:  # only where the log recorded something: the usual table stays as it was
+        table.add_column("the log says")
     for c in s.calls:
-        table.add_row(_when(c.timestamp) if c.timestamp else "-",
-                      escape(visible(c.model)) if c.model else "-",
-                      f"{c.prompt_tokens:,}", f"{c.cached_tokens:,}",
-                      "-" if c.cache_write_tokens is None else f"{c.cache_write_tokens:,}",
-                      f"{c.missed_tokens:,}", _cause(c))
+        row = [_when(c.timestamp) if c.timestamp else "-",
+               escape(visible(c.model)) if c.model else "-",
+               f"{c.prompt_tokens:,}", f"{c.cached_tokens:,}",
+               "-" if c.cache_write_tokens is None else f"{c.cache_write_tokens:,}",
+               f"{c.missed_tokens:,}", _cause(c)]
+        table.add_row(*row, *([_log_says(c)] if said else []))
     return table
+
+
+def _log_says(c: Call) -> str:
+    """The session events recorded before the call (the one that decided its cause marked
+    ``decided``) and the provider's own verdict on its miss."""
+    parts = []
+    for e in c.events:
+        mark = " (decided)" if e.kind == c.recorded else ""
+        parts.append(f"{escape(e.kind)}{mark}: {escape(visible(e.detail))}")
+    if c.verdict is not None:
+        missed = ("" if c.verdict_missed_tokens is None
+                  else f", {c.verdict_missed_tokens:,} missed")
+        parts.append(f"provider: {escape(visible(c.verdict))}{missed}")
+    return " · ".join(parts) or "-"
 
 
 def _cause(c: Call) -> str:
