@@ -48,6 +48,13 @@ class TestBudget:
         assert failure(source) == FAILED + "the chat template of DIR ran past its budget " \
                                            "of 0.05 s"
 
+    def test_loops_over_strings_stop_too(self) -> None:
+        # no range, no call, attribute or item lookup: only the loops themselves
+        source = ('{% set s = "ab" * 400000 %}{% for a in s %}{% for b in s %}{% endfor %}'
+                  "{% endfor %}")
+        assert failure(source) == FAILED + "the chat template of DIR ran past its budget " \
+                                           "of 0.05 s"
+
     def test_a_huge_power_is_refused_before_it_is_computed(self) -> None:
         assert failure("{{ (3 ** 50000) % 7 }}") == FAILED + (
             "the chat template of DIR computes a power of over 65,536 bits")

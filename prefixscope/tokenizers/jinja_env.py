@@ -20,15 +20,15 @@ tokenizer is loaded (one error for a broken template, not one per request); `pro
 renders with it. Requires Jinja2 >= 3.1.6, as transformers does (older versions have
 known sandbox escapes).
 
-A sandbox keeps a template from Python, not from hanging the run: nested ``range(100000)``
-loops ran over 60 s, ``3 ** 1000000000`` over 90 s, and a string doubled in a loop ended
-in a MemoryError. So a render here has a budget (`render`): `RENDER_SECONDS` in all,
-checked at every call, attribute and item lookup the sandbox sees, every
-`CHECK_EVERY`-th number a ``range`` yields and every piece of output; no power with more
-than `MAX_POWER_BITS` bits; no string or list a template builds (``*``, ``+``, ``~``) and
-no output longer than `MAX_TEXT`; running out of memory or recursion is the template's
-failure too. Each is a `BudgetError` (a ``TemplateError``): one line naming the template
-(`name`), never an internal error.
+A sandbox keeps a template from Python, not from hanging the run: nested
+``range(100000)`` loops ran over 60 s, ``3 ** 1000000000`` over 90 s, and a string
+doubled in a loop ended in a MemoryError. So a render here has a budget (`render`):
+`RENDER_SECONDS` in all, checked at every call, attribute and item lookup the sandbox
+sees, every `CHECK_EVERY`-th item a ``{% for %}`` loop or a ``range`` yields and every
+piece of output; no power with more than `MAX_POWER_BITS` bits; no string or list a
+template builds (``*``, ``+``, ``~``) and no output longer than `MAX_TEXT`; running out
+of memory or recursion is the template's failure too. Each is a `BudgetError` (a
+``TemplateError``): one line naming the template (`name`), never an internal error.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ from jinja2.utils import concat
 RENDER_SECONDS = 10.0  # one render of one conversation (a real one takes milliseconds)
 MAX_TEXT = 64 * 1024 * 1024  # characters (items) of a string (list) a template builds
 MAX_POWER_BITS = 65_536  # of ``a ** b``: far past any number a prompt prints
-CHECK_EVERY = 1024  # numbers a ``range`` yields between two looks at the clock
+CHECK_EVERY = 1024  # items a loop or a ``range`` yields between two looks at the clock
+_BUDGET_FILTER = "_prefixscope_budget"  # a template naming it gets its items back
 
 
 class BudgetError(SecurityError):
@@ -178,11 +179,32 @@ class _BudgetCodeGenerator(CodeGenerator):
         self.write("))")
 
 
+def _budget_iter(values: Any) -> Iterator[Any]:
+    """What a ``{% for %}`` loops over, with a look at the clock at its start and every
+    `CHECK_EVERY` items (nested loops over strings or lists make no call the sandbox
+    sees)."""
+    _check_clock()
+    for i, value in enumerate(values, 1):
+        if i % CHECK_EVERY == 0:
+            _check_clock()
+        yield value
+
+
 class _BudgetSandbox(ImmutableSandboxedEnvironment):
     """transformers' sandbox with the render budget checked at every hook it has."""
 
     code_generator_class = _BudgetCodeGenerator
     intercepted_binops = frozenset({"**", "*", "+"})
+
+    def _parse(self, source: str, name: str | None,
+               filename: str | None) -> jinja2.nodes.Template:
+        """The template's tree with every ``{% for %}``'s iterable passed through
+        `_budget_iter` (a filter of this environment's own)."""
+        tree = super()._parse(source, name, filename)
+        for loop in tree.find_all(jinja2.nodes.For):
+            loop.iter = jinja2.nodes.Filter(loop.iter, _BUDGET_FILTER, [], [], None, None,
+                                            lineno=loop.iter.lineno)
+        return tree
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _check_clock()
@@ -298,6 +320,7 @@ def chat_template_environment() -> ImmutableSandboxedEnvironment:
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = _TemplateNamespace
     env.globals["range"] = _BudgetRange
+    env.filters[_BUDGET_FILTER] = _budget_iter
     return env
 
 
