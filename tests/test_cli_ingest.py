@@ -124,8 +124,25 @@ class TestSqlAndExport:
         assert invoke("export", "--parquet", "out", "--store", "s.duckdb").exit_code == 0
         turns = pl.read_parquet("out/turns.parquet")
         assert turns.height == 3 and turns["session"].n_unique() == 1
-        assert {"requests.parquet", "bodies.parquet", "sessions.parquet"} <= \
-            {p.name for p in Path("out").iterdir()}
+        assert {"requests.parquet", "bodies.parquet", "sessions.parquet",
+                "session_events.parquet"} <= {p.name for p in Path("out").iterdir()}
+
+    def test_export_parquet_writes_the_session_events(self):
+        import polars as pl
+
+        # the hand-built Claude Code session records a compact_boundary on its line 5, a
+        # switch to claude-opus-4-5 on line 9, version 2.1.101 from line 11 and a
+        # deferred_tools_delta attachment on line 12
+        log = FIXTURES / "claude-code" / "recorded_events.jsonl"
+        invoke("ingest", str(log), "--store", "s.duckdb")
+        assert invoke("export", "--parquet", "out", "--store", "s.duckdb").exit_code == 0
+        events = pl.read_parquet("out/session_events.parquet").sort("source_line")
+        assert events.select("kind", "source_line").rows() == [
+            ("compaction", 5), ("model-change", 9), ("client-upgrade", 11), ("tool-set", 12)]
+        assert events["detail"].to_list()[2] == "2.1.92 -> 2.1.101"
+        # each event names the first call after it, one of the exported requests
+        requests = pl.read_parquet("out/requests.parquet")
+        assert set(events["request_id"]) <= set(requests["id"])
 
 
 def test_a_strict_rejection_says_nothing_was_stored(tmp_path):

@@ -32,8 +32,8 @@ def export(
     tokenizer: Tokenizer = "auto",
     quiet: Quiet = 0,
 ) -> None:
-    """Export requests, bodies, parts, sessions and the turns view as Parquet files, or a
-    share-safe bundle of the store (hashes, usage and causes; no text).
+    """Export requests, bodies, parts, sessions, session events and the turns view as
+    Parquet files, or a share-safe bundle of the store (hashes, usage and causes; no text).
 
     Example:
         prefixscope export --parquet out/ && duckdb -c "from 'out/turns.parquet'"
