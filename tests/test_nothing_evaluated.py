@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -42,8 +43,9 @@ _FORBIDDEN_FROM = {"yaml": {"load", "unsafe_load", "full_load", "Loader", "Unsaf
 
 
 def _own_submodule(func: ast.Attribute, call: ast.Call) -> bool:
-    """``importlib.import_module(f"{__name__}.{name}")``: a registry loading one of its own
-    modules (the names come from its ``_MODULES`` tuple, never from input)."""
+    """``importlib.import_module(f"{__name__}.{name}")`` or ``f"{__name__}.base"``: a
+    package loading one of its own modules on first use (the names come from its own
+    tables or the source, never from input)."""
     if func.attr != "import_module" or not call.args:
         return False
     arg = call.args[0]
@@ -51,7 +53,10 @@ def _own_submodule(func: ast.Attribute, call: ast.Call) -> bool:
             and isinstance(arg.values[0], ast.FormattedValue)
             and isinstance(arg.values[0].value, ast.Name)
             and arg.values[0].value.id == "__name__"
-            and isinstance(arg.values[1], ast.Constant) and arg.values[1].value == ".")
+            and isinstance(arg.values[1], ast.Constant)
+            and (arg.values[1].value == "."
+                 or (len(arg.values) == 2
+                     and re.fullmatch(r"\.[a-z_]+", str(arg.values[1].value)) is not None)))
 
 
 def violations(tree: ast.AST) -> list[tuple[int, str]]:
