@@ -249,10 +249,12 @@ def test_a_claude_code_call_after_an_idle_gap_is_ttl(tmp_path: Path) -> None:
     assert prompts == [20000, 21500, 23000, 24800, 26000]  # input + cache read + write
     assert report.agreement == 1.0
     after_gap = report.per_request[3]
-    # The 5-minute entry expired: nothing read; the ideal reads the previous prompt - 2.
-    assert (after_gap.observed, after_gap.predicted, after_gap.ideal) == (0, 0, 23000 - 2)
-    assert after_gap.misses["ttl"] == 23000 - 2
-    assert report.misses["ttl"] == 23000 - 2 and report.misses["provider"] == 0
+    # The 5-minute entry expired: nothing read; the ideal reads what the previous call
+    # left, its read + write (21,498 + 1,499: its 3 input tokens were never written), as
+    # report's ledger caps it (docs/simulate.md)
+    assert (after_gap.observed, after_gap.predicted, after_gap.ideal) == (0, 0, 22_997)
+    assert after_gap.misses["ttl"] == 22_997
+    assert report.misses["ttl"] == 22_997 and report.misses["provider"] == 0
 
 
 def test_nothing_to_replay_is_an_error_not_an_empty_report(tmp_path: Path) -> None:
@@ -403,7 +405,8 @@ def test_fit_finds_a_hosted_engines_retention(tmp_path: Path) -> None:
     assert report.fit is not None
     assert (report.fit.ttl_seconds, report.fit.agreement) == (300.0, 1.0)
     longer = simulate_store(store, SimulateOptions(engine="anthropic", ttl_seconds=3600))
-    assert longer.per_request[2].predicted == totals[1] - 2  # an hour keeps it alive
+    # an hour keeps it alive: call 2 left its read + write, 21,000 less its 3 input tokens
+    assert longer.per_request[2].predicted == totals[1] - 3
 
 
 class TestRememberedReplays:

@@ -93,7 +93,8 @@ def links_of(links: Links, request_ids: Iterable[str]) -> Links:
     ids = set(request_ids)
     return Links({r: s for r, s in links.session_of.items() if r in ids},
                  {r: p for r, p in links.prev_of.items() if r in ids},
-                 Counter({r: n for r, n in links.successors.items() if r in ids}))
+                 Counter({r: n for r, n in links.successors.items() if r in ids}),
+                 frozenset(r for r in links.changed if r in ids))
 
 
 @dataclass(slots=True)

@@ -75,8 +75,10 @@ def _classify(p: _Prepared, predicted: int, ideal: int, prev_tokens: int | None,
     else:
         # What the predecessor already sent, as whole units this prompt could reuse.
         sent = (min(prev_tokens or 0, max(n - 1, 0)) // block_size) * block_size
-        # A replay from usage assumes the session append-only: it cannot see a break.
-        broken = 0 if p.segments is not None else max(0, sent - max(ideal, got))
+        # A replay from usage assumes the session append-only: it cannot see a break,
+        # unless the log records the change (`_Prepared.changed`).
+        broken = 0 if p.segments is not None and not p.changed else \
+            max(0, sent - max(ideal, got))
         add("break", min(broken, beyond))
         add("new", beyond - min(broken, beyond))
     add("ttl" if hosted else "eviction", ideal - max(predicted, got))

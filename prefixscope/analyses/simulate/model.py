@@ -195,6 +195,9 @@ class _Prepared:
     # From usage alone, Anthropic: the TTL of the entry the request leaves, as its usage
     # shows it (`engines.anthropic.write_ttl`; None: the log does not say, the engine's own)
     write_ttl: float | None = None
+    # From usage alone: the log records a change before it (`Links.changed`): a new chain,
+    # and what the predecessor sent is `break`, not `new`
+    changed: bool = False
 
     @property
     def n_tokens(self) -> int:

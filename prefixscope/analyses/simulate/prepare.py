@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from prefixscope.analyses.simulate.model import (
+    ANTHROPIC_READ_LAG,
     DEFAULT_TRACE_BLOCK,
     TRACE_ENGINES,
     SimulateOptions,
@@ -264,6 +265,12 @@ class _FullIds:
         return ids
 
 
+# The session events (`model.EVENT_KINDS`) that change the prompt's prefix without
+# compacting it: the ledger's recorded `break` kinds.
+RECORDED_CHANGES = frozenset({"model-change", "settings-change", "client-upgrade",
+                              "tool-set", "truncation", "history-rewrite"})
+
+
 @dataclass(frozen=True, slots=True)
 class Links:
     """How the requests to prepare are threaded: each one's session, predecessor (and
@@ -272,6 +279,11 @@ class Links:
     session_of: dict[str, str]
     prev_of: dict[str, tuple[str | None, bool]]
     successors: Counter[str]
+    # Requests after a change the log records other than a compaction (another model or
+    # reasoning effort, a client upgrade, a tool-set delta, a truncation, a history
+    # rewrite: `session_events`, as report's ledger reads them): a replay from usage does
+    # not serve them the predecessor's prefix, and their misses of it are `break`.
+    changed: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, store: Store) -> Links:
@@ -286,7 +298,9 @@ class Links:
         for rid, events in store.session_events().items():
             if any(e.kind == "compaction" for e in events):
                 prev_of[rid] = (prev_of.get(rid, (None, False))[0], True)
-        return cls(store.session_of(), prev_of, Counter(a for a, _, _, _ in pairs))
+        changed = frozenset(rid for rid, events in store.session_events().items()
+                            if any(e.kind in RECORDED_CHANGES for e in events))
+        return cls(store.session_of(), prev_of, Counter(a for a, _, _, _ in pairs), changed)
 
     def prev(self, request_id: str) -> str | None:
         return self.prev_of.get(request_id, (None, False))[0]
@@ -379,12 +393,14 @@ class Preparer:
                 trace_engine=TRACE_ENGINES.get(request.source_format, "blocktrace")))
         elif request.usage.prompt_tokens and (self.by_blocks or self.spec.hosted):
             n = request.usage.prompt_tokens or 0
-            before = self._chains.get(prev) if prev is not None and not compacted else None
+            changed = request.id in self.links.changed
+            before = self._chains.get(prev) if prev is not None and not compacted \
+                and not changed else None
             if before is not None and before[-1][1] <= n:
                 segments = (*before, (request.id, n))
             else:
                 segments = ((request.id, n),)
-            self._chains[request.id] = segments
+            self._chains[request.id] = _written(segments, request)
             ttl = self._ttls[request.id] = write_ttl(
                 request.usage.cache_write_tokens, request.usage.cache_write_1h_tokens,
                 self._ttls.get(prev) if prev is not None else None)
@@ -392,7 +408,7 @@ class Preparer:
                 request.id, session, prev, compacted, _seconds(request.timestamp),
                 request.usage.cached_tokens, None, None, None, 0, 0, segments, request.model,
                 logged_prompt=request.usage.prompt_tokens, namespace=_namespace(request),
-                write_ttl=ttl))
+                write_ttl=ttl, changed=changed))
         else:
             reason = ("no prompt in the log (no body, no block ids): a hosted engine "
                       "replays such logs from their usage" if request.usage.prompt_tokens
@@ -413,6 +429,23 @@ class Preparer:
     def live_after(self, request_id: str) -> bool:
         """Will a later request still read this one's prompt?"""
         return request_id in self._successors
+
+
+def _written(segments: tuple[tuple[str, int], ...], request: Request
+             ) -> tuple[tuple[str, int], ...]:
+    """`segments` as a later request of the session extends them: the last (this
+    request's) ends where its usage shows its cache write ended, read + write, when the
+    log reports both (Anthropic's uncached ``input_tokens`` after the last breakpoint were
+    never written), so a read from it reaches ``min(end - ANTHROPIC_READ_LAG, read +
+    write)`` -- the cap report's ledger puts on what the predecessor left
+    (docs/simulate.md). Kept no shorter than the segment before it."""
+    usage = request.usage
+    if usage.cached_tokens is None or usage.cache_write_tokens is None:
+        return segments
+    key, end = segments[-1]
+    floor = segments[-2][1] if len(segments) > 1 else 0
+    reach = usage.cached_tokens + usage.cache_write_tokens + ANTHROPIC_READ_LAG
+    return (*segments[:-1], (key, max(floor, min(end, reach))))
 
 
 def _namespace(request: Request) -> str | None:
