@@ -312,8 +312,9 @@ class TestMarkdownRenders:
         ("set `cache_control: {\"type\": \"ephemeral\"}` (once)", "cache_control: "
          "{&quot;type&quot;: &quot;ephemeral&quot;}", "set cache_control: {\"type\": "
          "\"ephemeral\"} (once)"),
-        # markup outside code is shown as typed
-        ("a *b* _c_ [d](http://e) <f> & ~g~ \\h", None, "a *b* _c_ [d](http://e) <f> & ~g~ "
+        # markup outside code is shown as typed; a URL's run of characters is a code span,
+        # which GitHub never links (issue 39: no live links from log text in a PR comment)
+        ("a *b* _c_ [d](http://e) <f> & ~g~ \\h", "http://e)", "a *b* _c_ [d](http://e) <f> & ~g~ "
          "\\h"),
         # a double-backtick span may hold a backtick; a lone backtick is a backtick
         ("``a`b`` and a lone `", "a`b", "a`b and a lone `"),
