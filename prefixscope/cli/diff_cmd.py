@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -17,6 +16,7 @@ from prefixscope.cli.options import (
     JsonOut,
     Project,
     Quiet,
+    Runner,
     Since,
     SkipMissing,
     StoreOpt,
@@ -26,14 +26,6 @@ from prefixscope.cli.options import (
     Workers,
     defaults,
 )
-
-
-class Runner(StrEnum):
-    """Where `diff --all` runs."""
-
-    local = "local"
-    ray = "ray"
-
 
 API = defaults(api.diff)  # the library's defaults, read by the options below
 RUNNER = Runner(API["runner"])

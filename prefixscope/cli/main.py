@@ -94,12 +94,12 @@ def main() -> None:
         damaged = str(exc) if isinstance(exc, StoreError) else unreadable_store(exc)
         if damaged is not None:
             sys.stderr.write(f"error: {damaged}\n")
-            raise SystemExit(1) from None
+            raise SystemExit(int(ExitCode.ERROR)) from None
 
         sys.stderr.write(f"error: internal error: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''} "
                          "(a bug: rerun with PREFIXSCOPE_DEBUG=1 and report it)\n")
-        raise SystemExit(1) from None
+        raise SystemExit(int(ExitCode.ERROR)) from None
 
 
 def _interrupted() -> None:

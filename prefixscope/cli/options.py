@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -25,6 +26,13 @@ def defaults(function: Callable[..., object]) -> dict[str, Any]:
     """option -> the library's default of `function` (`prefixscope.api`): the one
     definition the command's options read too."""
     return {name: p.default for name, p in inspect.signature(function).parameters.items()}
+
+
+class Runner(StrEnum):
+    """Where `report`'s per-session stage and `diff --all` run."""
+
+    local = "local"
+    ray = "ray"
 
 
 Logs = Annotated[

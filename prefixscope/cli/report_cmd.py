@@ -10,7 +10,6 @@ import typer
 
 from prefixscope import api
 from prefixscope.cli import console
-from prefixscope.cli.diff_cmd import Runner
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.manual import ENGINE, GATE, INPUTS, MODEL, OUTPUT, Command
 from prefixscope.cli.options import (
@@ -22,6 +21,7 @@ from prefixscope.cli.options import (
     Logs,
     Project,
     Quiet,
+    Runner,
     Since,
     SkipMissing,
     StoreOpt,
@@ -30,11 +30,21 @@ from prefixscope.cli.options import (
     Workers,
     defaults,
 )
+from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
+from prefixscope.prompt.whatif import WHAT_IFS
 
 if TYPE_CHECKING:
     from prefixscope.findings.model import Report
 
-_STEPS = 7  # gather's steps: usage, bucket, diff, segments, replay, engine logs, usage lint
+# gather's steps, at most: engine logs, usage, bucket, diff, segments, usage lint, replay,
+# ledger (findings/evidence.py `gather`; diff runs in one of two places, once)
+_STEPS = 8
+# what --what-if prices: the TTL what-ifs (findings.ttl_choice) and the render transforms
+_TTL_HELP = {"ttl-1h": "1-hour cache writes", "keep-warm": "pings through pauses"}
+_WHAT_IF_HELP = ("What-ifs to price, comma-separated or repeated: "
+                 + ", ".join(f"{name} ({_TTL_HELP[name]})" for name in TTL_WHAT_IFS)
+                 + ", and the render transforms ("
+                 + ", ".join(WHAT_IFS).replace("<regex>", "REGEX") + ").")
 
 API = defaults(api.report)  # the library's defaults, read by the options below
 RUNNER = Runner(API["runner"])
@@ -106,9 +116,7 @@ def report(
         show_default=False)] = None,
     what_if: Annotated[list[str] | None, typer.Option(
         "--what-if", "-w", metavar="NAME,...", rich_help_panel=MODEL,
-        help="What-ifs to price, comma-separated or repeated: ttl-1h (1-hour cache writes), "
-             "keep-warm (pings through pauses), and the render transforms "
-             "(strip-billing-header, sort-json-keys, no-hoist, drop:REGEX).",
+        help=_WHAT_IF_HELP,
         show_default=False)] = None,
     gateway: Gateway = API["gateway"],
     tokenizer: Tokenizer = API["tokenizer"],

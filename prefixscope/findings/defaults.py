@@ -29,6 +29,7 @@ from prefixscope.findings.evidence import (
     TRACE_FORMATS,
     aligned_block_size,
     auto_engine,
+    has_unit,
     model_family_engine,
 )
 from prefixscope.model import UsageRecord
@@ -83,9 +84,9 @@ def choose_engine(records: Sequence[UsageRecord], requested: str, block_size: in
     else:
         engine, why = requested, "as asked"
         unit = block_size
-        if unit is None and not ENGINES[engine].hosted and _has_unit(engine):
+        if unit is None and not ENGINES[engine].hosted and has_unit(engine):
             unit = aligned_block_size([r.cached_tokens for r in kept if r.cached_tokens])
-    if not _has_unit(engine):
+    if not has_unit(engine):
         source = NO_UNIT
     elif block_size is not None:
         source = "given"
@@ -140,7 +141,7 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
                                "unlimited (fitted to the log's cached tokens)")
             if fitted.capacity_tokens != options.capacity_tokens:
                 changes["capacity_tokens"] = fitted.capacity_tokens
-        if _has_unit(options.engine) and unit_source != "given" and fitted.unit != first.unit:
+        if has_unit(options.engine) and unit_source != "given" and fitted.unit != first.unit:
             changes["unit"] = fitted.unit
             unit_source = "fitted to the log's cached tokens"
         if fitted.ttl_seconds is not None and options.ttl_seconds is None:
@@ -155,7 +156,3 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
     if fitted is not None:
         report = replace(report, fit=fitted)
     return replace(report, unit_source=unit_source, capacity_source=capacity_source)
-
-
-def _has_unit(engine: str) -> bool:
-    return ENGINES[engine].block_parameter is not None

@@ -548,7 +548,7 @@ def _plan_domains(store: Store, options: ReportOptions, records: Sequence[UsageR
             plans.setdefault(f"{engine} API", (engine, None, []))[2].append(file)
         else:
             unit = block if block is not None else engine_log_block
-            plans[file] = (engine, unit if _has_unit(engine) else None, [file])
+            plans[file] = (engine, unit if has_unit(engine) else None, [file])
     return plans, chosen, list(reasons)
 
 
@@ -774,7 +774,8 @@ def _what_if_input(store: Store, links: Links, prepared: Sequence[Any], run: Wha
     return made
 
 
-def _has_unit(engine: str) -> bool:
+def has_unit(engine: str) -> bool:
+    """The engine's cache unit is a parameter (a block size) to give, infer or fit."""
     return ENGINES[engine].block_parameter is not None
 
 
