@@ -100,10 +100,12 @@ def test_a_pause_past_ten_minutes_read_to_what_others_kept_warm_is_an_expiry(
 def test_the_retention_range_by_hand() -> None:
     openai = hosted_rules("openai", MODEL)
     assert (openai.ttl_low, openai.ttl) == (300, 600)
-    # past 10 minutes: a read within one step of what other traffic kept warm expired
+    # past 10 minutes: a read no more than what other traffic kept warm, or nearer it than
+    # X, expired (midway: (2,944 + 4,096) / 2 = 3,520); nearer X, the prefix outlived it
     assert openai.expired(900, 2_944, 4_096, warm=2_944)
-    assert openai.expired(900, 2_944 + 128, 4_096, warm=2_944)
-    assert not openai.expired(900, 2_944 + 129, 4_096, warm=2_944)
+    assert openai.expired(900, 0, 4_096, warm=2_944)
+    assert openai.expired(900, 3_519, 4_096, warm=2_944)
+    assert not openai.expired(900, 3_520, 4_096, warm=2_944)
     # other traffic kept the whole prefix warm: no expiry explains a shortfall
     assert not openai.expired(900, 0, 4_096, warm=4_096)
     # without a replay, the half rule: under half of X read

@@ -57,3 +57,49 @@ def test_a_shared_prefix_the_log_lacks_part_of_is_still_what_others_kept_warm(
         {"ttl": 1_152, "new": 500, "rounding": 4},
         {"rounding": 120, "new": 500},
         {"provider": 128, "rounding": 108, "new": 500}]
+
+
+# The tokens the provider counts of session A's own text fewer than the rendering does
+# (framing and tokenizer): the logged prompt less the rendered one then falls short of the
+# lacked tools by this much, and the warm prefix mapped by that difference with it.
+FRAMING = 500
+
+
+def _framed_capture(tmp_path: Path) -> Path:
+    own = ["beta " * 3000, "gamma " * 495, "delta " * 495, "eps " * 495]
+    lines = [_line("A", 1, 0, own[:1], 6_100 + TOOLS - FRAMING, 0),
+             _line("A", 2, 900, own[:2], 6_600 + TOOLS - FRAMING, 2_944 + TOOLS),
+             _line("A", 3, 3_300, own[:3], 7_100 + TOOLS - FRAMING, 7_040),
+             _line("A", 4, 5_700, own[:4], 7_600 + TOOLS - FRAMING, 7_424)]
+    lines += [_line(f"B{k}", 1, 1 + 300 * k, [f"question {k} " * 20], 3_050 + TOOLS,
+                    2_944 + TOOLS if k else 0) for k in range(20)]
+    lines.sort(key=lambda x: x["timestamp"])
+    path = tmp_path / "openai-capture.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_a_read_of_what_others_kept_warm_past_its_mapped_end_is_still_an_expiry(
+        tmp_path: Path) -> None:
+    """The Codex corpus's five misses left after 587d2f6 (docs/accuracy.md), by hand.
+
+    Session A's prompts render 6,100 / 6,600 / 7,100 / 7,600 tokens; the provider counts
+    1,024 tokens of tools more and 500 of A's own text fewer. B keeps the system prompt
+    and tools warm: 2,944 rendered, 3,968 in the provider's count.
+
+    * A1 (cold): prompt 6,624.
+    * A2, 900 s later: prompt 7,124, read 3,968 (what B kept warm). The warm prefix mapped
+      to the log's tokens is 2,944 + (7,124 - 6,600) = 3,468, and the read is 500 past
+      it: more than a step, so it was booked provider. It is 2,560 short of X =
+      floor(6,624 / 128) * 128 = 6,528, nearer the warm prefix: an expiry. ttl
+      [3,968, 6,528) = 2,560, rounding [6,528, 6,624) = 96, new 500.
+    * A3, 2,400 s later: read 7,040 = X = floor(7,124 / 128) * 128 (the prefix outlived
+      the pause): rounding 84, new 500.
+    * A4, 2,400 s later: read 7,424, X = floor(7,624 / 128) * 128 = 7,552; nearer X than
+      the warm prefix (A's own tokens were read): provider 128, rounding 72, new 500.
+    """
+    assert _session_a(_framed_capture(tmp_path)) == [
+        {"cold": 6_624},
+        {"ttl": 2_560, "new": 500, "rounding": 96},
+        {"rounding": 84, "new": 500},
+        {"provider": 128, "rounding": 72, "new": 500}]

@@ -149,19 +149,23 @@ class Rules:
         expired the prefix unless the read shows the session's own prefix outlived it
         (the "up to 1 hour" off-peak). With `warm`, what other traffic kept warm (the
         replay of every session's requests at the documented retention, in the log's
-        tokens): a read within one `unit` of it is an expiry, a read beyond it reached
-        tokens only this session had sent (and a `warm` covering `expected` says other
-        traffic kept the whole prefix: no expiry explains a shortfall). Without it, a read
-        of less than half of `expected` is an expiry. Within the range (past `ttl_low`, at
-        most `ttl`), where the prefix may or may not be kept, the half rule alone decides."""
+        tokens; 0 without a replay) and `expected` are what each reading predicts the
+        call reads: an expiry `warm`, an outlived prefix `expected`. The read decides by
+        which it is nearer: no more than `warm`, or nearer it than `expected`, is an
+        expiry (past `warm` by less than the rest: its mapping to the log's tokens is off
+        by the rendering's framing and tokenizer, which a log lacking the tools makes
+        hundreds of tokens, docs/accuracy.md), nearer `expected` reached tokens only this
+        session had sent; a `warm` covering `expected` says other traffic kept the whole
+        prefix: no expiry explains a shortfall. Without a replay this is the half rule:
+        less than half of `expected` read. Within the range (past `ttl_low`, at most
+        `ttl`), where the prefix may or may not be kept, the half rule alone decides."""
         if self.ttl is None or gap is None:
             return False
         if not self.ttl_range:
             return gap > self.ttl
         if gap > self.ttl:
-            if warm is not None:
-                return warm < expected and cached <= warm + self.unit
-            return 2 * cached < expected
+            warm = warm or 0
+            return warm < expected and (cached <= warm or cached - warm < expected - cached)
         return self.ttl_low is not None and gap > self.ttl_low and 2 * cached < expected
 
     def expected(self, divergence: int, prompt: int, whole_predecessor: bool) -> int:
