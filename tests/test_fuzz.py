@@ -329,3 +329,17 @@ def test_otel_an_operation_name_that_is_a_list_is_no_model_call() -> None:
     assert text.count(old) >= 1
     damaged = text.replace(old, new, 1)
     assert _count("otel", damaged, path.name)[0] == whole[0] - 1
+
+
+def test_a_codex_call_named_by_a_list_is_read_not_a_crash() -> None:
+    """Hypothesis found it (CI, 2026-12-05): a function_call whose ``name`` is a list made
+    the shell-output check hash the list (TypeError) and lost the whole rollout."""
+    path = FIXTURES / TEMPLATES["codex"]
+    lines = [x for x in map(_loads, path.read_bytes().splitlines()) if x is not None]
+    calls = [x for x in lines if isinstance(x, dict) and isinstance(x.get("payload"), dict)
+             and x["payload"].get("type") == "function_call"]
+    assert calls, "the fixture holds a function_call"
+    calls[0]["payload"]["name"] = []
+    blob = b"".join(_dumps(x) + b"\n" for x in lines)
+    items = _parse("codex", blob, path.name)
+    assert items and all(isinstance(item, Record | Skip) for item in items)

@@ -284,7 +284,8 @@ class _State:
         if kind == "custom_tool_call" and item.get("name") == "apply_patch":
             self.freeform_patch = True
             self.shell_calls.add(str(call_id))
-        elif (kind == "function_call" and item.get("name") in _RESERIALIZED_CALLS) \
+        elif (kind == "function_call" and isinstance(item.get("name"), str)
+              and item["name"] in _RESERIALIZED_CALLS) \
                 or kind == "local_shell_call":
             self.shell_calls.add(str(call_id if call_id is not None else item.get("id")))
         elif kind in ("function_call_output", "custom_tool_call_output") \
