@@ -102,10 +102,10 @@ def text_hash64(text: str | bytes, seed: int = 0) -> int:
     return xxhash.xxh3_64_intdigest(data, seed=seed)
 
 
-def chain_hashes(items: Iterable[Any]) -> list[int]:
-    """Prefix-chained xxh3-64 over canonical items: h[i] depends on items[0..i]."""
+def chain_hashes(items: Iterable[Any], parent: int = 0) -> list[int]:
+    """Prefix-chained xxh3-64 over canonical items: h[i] depends on items[0..i]. `parent`:
+    the hash of the items before these (0: none), to continue a chain."""
     out: list[int] = []
-    parent = 0
     for item in items:
         parent = xxhash.xxh3_64_intdigest(_canonical_bytes(item), seed=parent)
         out.append(parent)

@@ -21,7 +21,9 @@ the store keeps per request:
 
 from __future__ import annotations
 
+import operator
 import re
+import threading
 from typing import Any
 
 from prefixscope.model import Request
@@ -87,7 +89,33 @@ def prefix_chain(request: Request) -> tuple[list[int] | None, int | None]:
     if request.body is None:
         return None, None
     _, _, history = split_body(request.endpoint, request.body)
-    return chain_hashes(strip_cache_control(history)), len(history)
+    return _chain(history), len(history)
+
+
+# The last history `prefix_chain` and `compaction_marker` read, per thread, with what they
+# found: an agent's log gives each call the previous call's history objects and new ones
+# (a Codex rollout's 351 calls held 125,000 items), so only the new items are read.
+_LAST = threading.local()
+
+
+def _shares(history: list[Any], known: list[Any]) -> bool:
+    """Does `history` start with `known`'s items, these very objects? Bodies are never
+    written, so equal objects give equal hashes and texts (and `known`, held here, keeps
+    them alive: no id is reused)."""
+    return len(history) >= len(known) and all(map(operator.is_, history, known))
+
+
+def _chain(history: list[Any]) -> list[int]:
+    """``chain_hashes(strip_cache_control(history))``: both map item by item, so the hashes
+    of a history starting with the last one's objects are its hashes, continued."""
+    last = getattr(_LAST, "chain", None)
+    if last is not None and last[0] and _shares(history, last[0]):
+        known, hashes = last
+        out = [*hashes, *chain_hashes(strip_cache_control(history[len(known):]), hashes[-1])]
+    else:
+        out = chain_hashes(strip_cache_control(history))
+    _LAST.chain = (history, tuple(out))
+    return out
 
 
 def fingerprint(request: Request) -> str | None:
@@ -137,6 +165,14 @@ def compaction_marker(request: Request) -> str | None:
     if request.body is None:
         return None
     _, _, history = split_body(request.endpoint, request.body)
+    last = getattr(_LAST, "unmarked", None)  # a history holding no marker, last read
+    start = len(last) if last is not None and _shares(history, last) else 0
+    found = _marker(history[start:])
+    _LAST.unmarked = history if found is None else None
+    return found
+
+
+def _marker(history: list[Any]) -> str | None:
     for item in history:
         if not isinstance(item, dict):
             continue
