@@ -76,9 +76,21 @@ class OpenaiEngine(BaseEngine):
                                and (self.max_age is None or now - entry[1] <= self.max_age))
 
     def _matched(self, keys: list[int], now: float | None) -> int:
+        """How many of `keys`, from the first, are alive (`_alive` of each, inlined: a
+        replay asks this of every block of every prompt)."""
+        entries = self._entries
         n = 0
+        if now is None:
+            for key in keys:
+                if key not in entries:
+                    break
+                n += 1
+            return n
+        idle, age = self.idle_ttl, self.max_age
         for key in keys:
-            if not self._alive(key, now):
+            entry = entries.get(key)
+            if entry is None or not (now - entry[0] <= idle
+                                     and (age is None or now - entry[1] <= age)):
                 break
             n += 1
         return n
@@ -109,9 +121,12 @@ class OpenaiEngine(BaseEngine):
             keys = sequence.keys[: (sequence.n_tokens - 1) // self.unit].tolist()
         t = 0.0 if now is None else now
         entries = self._entries
-        for key in keys:
+        idle, age = self.idle_ttl, self.max_age
+        for key in keys:  # `_alive(key, now)` of an entry, inlined
             old = entries.get(key)
-            written = old[1] if old is not None and self._alive(key, now) else t
+            written = old[1] if old is not None and (
+                now is None or (now - old[0] <= idle
+                                and (age is None or now - old[1] <= age))) else t
             entries[key] = (t, written)
 
     def __len__(self) -> int:
