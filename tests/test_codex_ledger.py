@@ -35,7 +35,7 @@ class TestLedger:
         by = ledger["by_cause"]
         assert {k: v for k, v in by.items() if k != "break"} == {
             "cold": 20_000, "new": 7_500, "rounding": 244, "compaction": 6_000,
-            "not-requested": 0, "ttl": 22_912, "below-minimum": 0, "eviction": 0,
+            "not-requested": 0, "routing": 0, "ttl": 22_912, "below-minimum": 0, "eviction": 0,
             "provider": 128, "unexplained": 0}
         assert by["break"]["tokens"] == 41_532
         assert by["break"]["by_kind"] == {"model-change": 24_000, "history-rewrite": 17_532}

@@ -198,7 +198,7 @@ class TestClaudeCodeLedger:
                                "by_segment": {"(not located)": 10_500, "tools": 1_000}}
         assert {c: v for c, v in by.items() if c != "break"} == {
             "cold": 20_000, "new": 9_000, "rounding": 5, "compaction": 2_000,
-            "not-requested": 0, "ttl": 0,
+            "not-requested": 0, "routing": 0, "ttl": 0,
             "below-minimum": 0, "eviction": 0, "provider": 997, "unexplained": 1_500}
 
     def test_findings_carry_fixes_a_claude_code_user_can_apply(self, report: dict) -> None:
@@ -264,7 +264,7 @@ class TestClineLedger:
         assert by["break"]["by_kind"] == {"model-change": 10_000, "truncation": 1_904}
         assert {c: v for c, v in by.items() if c != "break"} == {
             "cold": 10_004, "new": 7_004, "rounding": 4, "compaction": 0,
-            "not-requested": 0, "ttl": 0,
+            "not-requested": 0, "routing": 0, "ttl": 0,
             "below-minimum": 0, "eviction": 0, "provider": 0, "unexplained": 0}
         found = {f["kind"]: f for f in report["findings"]}
         assert "context window" in found["truncation"]["fix"]

@@ -24,13 +24,15 @@ then the change's ``break``)::
 * ``[X, D)`` is ``break`` on Anthropic with a located change (`_breakpoint_reach`),
   else ``rounding`` (a partial block, the provider's unit) or ``below-minimum``
   (``D`` is shorter than the minimum cacheable prefix or than one block, so ``X = 0``);
-* ``[C, X)``, the shortfall, is ``ttl`` (a hosted API and a pause longer than its
-  retention), ``eviction`` (as much as a replay at the fitted capacity loses and an
-  unlimited one keeps), ``provider`` (a hosted API missed a live prefix by at least one
-  cache unit; less is ``rounding``), else ``unexplained``; in a session where caching
-  was never requested (every call 0 read and 0 written on a hosted Anthropic model:
-  `findings.unrequested`) it is ``not-requested``, and the predecessor's unwritten tail
-  is not taken off ``X``: had it been asked, the cache would have held it.
+* ``[C, X)``, the shortfall, is ``routing`` (another backend served the call than its
+  predecessor, for the same model: `hop`; a cache is per backend), ``ttl`` (a hosted API
+  and a pause longer than its retention), ``eviction`` (as much as a replay at the fitted
+  capacity loses and an unlimited one keeps), ``provider`` (a hosted API missed a live
+  prefix by at least one cache unit; less is ``rounding``), else ``unexplained``; in a
+  session where caching was never requested (every call 0 read and 0 written on a hosted
+  Anthropic model: `findings.unrequested`) it is ``not-requested``, and the
+  predecessor's unwritten tail is not taken off ``X``: had it been asked, the cache would
+  have held it.
 
 What the log itself records between a request and its session predecessor
 (`model.SessionEvent`, read at ingest: a compaction boundary, a truncation, another
@@ -51,7 +53,8 @@ Claude Code); a request after a compaction link is ``compaction`` (so is a compa
 request that continues a session it could not be paired with: docs/store.md#sessions).
 Precedence where two could apply (docs/report.md): the positions decide, and a break
 before a pause wins (nothing after the divergence could have hit, whatever the pause); a
-shortfall is ttl before below-minimum before eviction before provider before unexplained.
+shortfall is not-requested before routing before ttl before below-minimum before eviction
+before provider before unexplained, and a recorded change decides before routing.
 
 The basis is the requests whose log reports both prompt and cached tokens
 (``observed``); a log that reports no cache at all is read on the replay's predicted
@@ -76,8 +79,8 @@ from prefixscope.engines.openai import RETENTION as OPENAI_RETENTION
 from prefixscope.findings.unrequested import unrequested_sessions
 from prefixscope.model import UsageRecord
 
-CAUSES = ("cold", "new", "rounding", "break", "compaction", "not-requested", "ttl",
-          "below-minimum", "eviction", "provider", "unexplained")
+CAUSES = ("cold", "new", "rounding", "break", "compaction", "not-requested", "routing",
+          "ttl", "below-minimum", "eviction", "provider", "unexplained")
 NOT_LOSSES = frozenset({"cold", "new", "rounding"})  # the unavoidable part of a miss
 LOSSES = tuple(c for c in CAUSES if c not in NOT_LOSSES)
 
@@ -198,6 +201,9 @@ class LedgerEntry:
     engine: str | None = None  # whose rules the request was read by
     recorded: str | None = None  # the session event the log recorded that decided its cause
     shrank: bool = False  # its prompt is shorter than its session predecessor's
+    # (predecessor's backend, this one's) when another backend served it than its
+    # predecessor, with the same model (`hop`)
+    hop: tuple[str, str] | None = None
 
     @property
     def missed_tokens(self) -> int:
@@ -420,6 +426,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
     expected = None
     shrank = False
     missed = prompt - cached
+    hopped = hop(prev, r)
     if prev is None and not r.compaction and recorded != "compaction":
         causes["cold"] = missed
         recorded = None
@@ -485,6 +492,10 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
                 # caching was never requested: the cache would have served what the
                 # predecessor sent (`findings.unrequested`), whatever the pause
                 causes["not-requested"] += shortfall
+            elif shortfall and hopped is not None and recorded is None:
+                # another backend served it: its cache never held what the predecessor
+                # sent there, whatever the pause (less than a cache unit is rounding)
+                causes["rounding" if shortfall < rules.tolerance else "routing"] += shortfall
             elif shortfall:
                 for cause, n in _shortfall(shortfall, rules, gap, rep, prompt,
                                            shrank, cached, expected).items():
@@ -507,7 +518,19 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
         if price is not None else {}
     return LedgerEntry(r.id, r.session, prompt, cached, {c: n for c, n in causes.items() if n},
                        kind, segment, gap, expected, domain, lost, rules.engine, recorded,
-                       shrank)
+                       shrank, hopped if causes.get("routing") else None)
+
+
+def hop(prev: UsageRecord | None, r: UsageRecord) -> tuple[str, str] | None:
+    """(the predecessor's backend, `r`'s) when the log names both and they differ for the
+    same model: a hosted engine keeps a cache per backend (a provider behind OpenRouter, a
+    LiteLLM deployment, a new-api channel, a router's replica), so `r` could not read what
+    its predecessor left. Another model is a `model-change`, not a hop: its cache is its
+    own on any backend."""
+    if (prev is None or r.backend is None or prev.backend is None
+            or r.backend == prev.backend or r.model != prev.model):
+        return None
+    return prev.backend, r.backend
 
 
 def _predecessor_tokens(prev: UsageRecord, rep: ReplayedRequest | None,

@@ -16,7 +16,7 @@ KINDS = (
     "volatile-prefix-segment", "json-key-order", "tool-order", "tool-set-change",
     "history-rewrite", "template-divergence", "model-change", "settings-change",
     "client-upgrade", "truncation",
-    "compaction", "caching-not-requested",
+    "compaction", "caching-not-requested", "backend-hop",
     "eviction-pressure", "ttl-expiry", "provider-miss", "pinned-constant",
     "below-minimum", "unexplained-miss", "usage-semantics", "l2-write-only", "engine-log",
     "low-hit-rate-dimension", "truncated-bodies", "bad-records", "verdict-disagreement",

@@ -38,7 +38,7 @@ AGREES: Mapping[str, frozenset[str]] = {
     "system_changed": frozenset({"break:client-upgrade", "break:volatile-prefix-segment",
                                  "break:template-divergence"}),
     "messages_changed": frozenset({"compaction", "break:truncation", "break:history-rewrite"}),
-    "previous_message_not_found": frozenset({"ttl", "eviction"}),
+    "previous_message_not_found": frozenset({"ttl", "eviction", "routing"}),
     # OpenAI Responses' prompt_cache_diagnostics (raw captures): the instructions are part
     # of the input, so a changed input is a changed system prompt or history
     "input_changed": frozenset({"compaction", "break:truncation", "break:history-rewrite",

@@ -176,3 +176,6 @@ class UsageRecord:
     prev_id: str | None = None  # the session's previous request (session threading)
     compaction: bool = False  # the link from prev_id is a compaction
     project: str | None = None  # the agent's working directory (Claude Code / Codex `cwd`)
+    # the backend that served it, where the log says: LiteLLM's deployment (``model_id``,
+    # ``api_base``), a gateway's channel or provider, a raw capture's host (`Store.usage_records`)
+    backend: str | None = None

@@ -667,7 +667,8 @@ class Store:
             "session, prompt_tokens, cached_tokens, has_body, duplicate_of, source_file, "
             "cache_write_tokens, cache_write_1h_tokens, output_tokens, prev_id, "
             "coalesce(compaction, false), coalesce(json_extract_string(metadata, '$.cwd'), "
-            "json_extract_string(metadata, '$.project')) "
+            "json_extract_string(metadata, '$.project')), "
+            f"coalesce({_BACKEND_SQL}, channel) "
             "FROM turns "
             f"ORDER BY {time_order()}")
         return [UsageRecord(*row) for row in rows]
@@ -992,6 +993,15 @@ class _SharedParts:
         named = dict.fromkeys(h for row in rows for h in layout_hashes(row["body_layout"]))
         self.values = {h: self.values[h] for h in named if h in self.values}
         return self.store.parts_text([h for h in named if h not in self.values])
+
+
+# Where a log names the backend that served a call, first found first (the order of
+# `findings.bundle.backend`, so that a bundle's ``backend`` reads back the same): a
+# provider (OpenRouter's, Cline's ``providerId``), LiteLLM's deployment (``model_id``,
+# ``api_base``), a deployment name; else the request's channel.
+BACKEND_KEYS = ("provider", "model_id", "api_base", "deployment")
+_BACKEND_SQL = ", ".join(f"nullif(json_extract_string(metadata, '$.{k}'), '')"
+                         for k in BACKEND_KEYS)
 
 
 def request_from_row(row: dict[str, Any], parts: Mapping[str, str] | None = None,

@@ -15,6 +15,7 @@ from prefixscope.findings.finders import (
     engine,
     recorded,
     replay,
+    routing,
     split,
     usage,
 )
@@ -26,6 +27,7 @@ FINDERS: tuple[Finder, ...] = (
     breakage.find,  # where consecutive turns diverge (diff causes)
     recorded.find,  # changes the log records (model, client version, tools, truncation)
     replay.find,  # eviction, TTL, provider misses, compaction (the cache replay)
+    routing.find,  # a session's calls served by different backends (gateway routing)
     constants.find,  # cached values pinned at a constant (bucket spikes)
     split.find,  # a part of the traffic that caches far worse (bucket by dimension)
     usage.find,  # usage numbers that mean something else than they seem (usage lint)

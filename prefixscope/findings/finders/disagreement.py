@@ -26,7 +26,7 @@ from prefixscope.findings.verdicts import VerdictCall, reconcile
 KIND = "verdict-disagreement"
 # prefixscope's causes that name no change: the prefix was intact (or nothing was lost)
 _NO_CHANGE = frozenset({"none", "ttl", "eviction", "provider", "unexplained",
-                        "below-minimum"})
+                        "below-minimum", "routing"})
 # the provider's reasons that name a request setting prefixscope does not compare
 _SETTINGS = frozenset({"prompt_cache_key_changed", "service_tier_changed",
                        "text_format_changed", "reasoning_effort_changed",
