@@ -25,19 +25,26 @@ if TYPE_CHECKING:
         Report,
         SimulateReport,
         Store,
+        bucket,
         calls,
         diff,
+        engine_log,
+        export,
+        export_bundle,
         ingest,
         open,
         redact,
         render,
         report,
+        segments,
         simulate,
+        sql,
     )
 
 __all__ = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
-           "SimulateReport", "Store", "__version__", "calls", "diff", "export_bundle", "ingest",
-           "open", "redact", "render", "report", "simulate"]
+           "SimulateReport", "Store", "__version__", "bucket", "calls", "diff", "engine_log",
+           "export", "export_bundle", "ingest", "open", "redact", "render", "report",
+           "segments", "simulate", "sql"]
 
 
 class _Package(types.ModuleType):

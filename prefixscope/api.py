@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     import polars as pl
 
+    from prefixscope.analyses.engine_log import EngineLogAnalysis
     from prefixscope.analyses.onepass import StageRunner
     from prefixscope.findings.evidence import Evidence, ReportOptions
     from prefixscope.prompt import RenderOptions
@@ -43,16 +44,20 @@ if TYPE_CHECKING:
     from prefixscope.store.scope import Scope
     from prefixscope.views.ingested import IngestResult
     from prefixscope.views.results import (
+        BucketResult,
         Calls,
         DiffReport,
         RenderResult,
         Report,
+        SegmentsResult,
         SimulateReport,
+        SqlResult,
     )
 
 __all__ = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
-           "SimulateReport", "Store", "calls", "diff", "export_bundle", "ingest", "open",
-           "redact", "render", "report", "simulate"]
+           "SimulateReport", "Store", "bucket", "calls", "diff", "engine_log", "export",
+           "export_bundle", "ingest", "open", "redact", "render", "report", "segments",
+           "simulate", "sql"]
 
 # The result types live with their views (`views.results`, `views.ingested`); imported
 # on first use.
@@ -852,6 +857,212 @@ def render(store: Store | str | PathLike[str] | None, request: str, *, gateway: 
         raise Error(str(exc).splitlines()[0]) from None
     return _masked(RenderResult._of(result))  # secrets masked before any view cuts text
 
+
+# -- the investigations: bucket, segments, engine-log, sql, export -----------------------
+
+
+def bucket(store: Store | str | PathLike[str], *, by: str | Sequence[str] | None = None,
+           bins: int = 20, block_size: int | None = None, price_per_mtok: float | None = None,
+           explain: bool = True, gateway: str = "auto", tokenizer: str = "auto",
+           what_if: str | Sequence[str] = (), since: str | None = None,
+           until: str | None = None, project: str | None = None) -> BucketResult:
+    """Token-weighted hit rate per group, the cached-token histogram, spikes at exact
+    constants, the block size and the template boundary each constant is: what
+    ``prefixscope bucket`` prints (docs/investigate.md).
+
+    Args:
+        store: a `Store`, or the path of a store file.
+        by: group by these dimensions (``"endpoint"``, ``["endpoint", "day"]``); with
+            them, also the report's ledger by the same dimensions (``spend``).
+        bins: histogram bins.
+        block_size: the engine's block size (None: inferred from the cached tokens).
+        price_per_mtok: dollars per million uncached prompt tokens of a self-hosted engine.
+        explain: render requests to explain the spikes.
+        gateway, tokenizer, what_if: how to rebuild the prompts (``prefixscope render``).
+        since, until, project: only these requests.
+
+    Raises:
+        Error: a bad option (``usage``), unreadable input, or an empty scope.
+    """
+    from prefixscope.analyses.bucket import bucket_store
+    from prefixscope.prompt import RenderOptions
+    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.results import BucketResult
+
+    dims = _dimensions(by)
+    asked = _what_ifs(what_if)
+    options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=asked)
+    with _store_of(store) as handle:
+        try:
+            with _reading(handle, _scope(since, until, project)) as st:
+                found = bucket_store(st, dims, bins=bins, block_size=block_size,
+                                     options=options, explain=explain)
+            # ccusage's view, usage and dollars by the same dimensions: the report's own
+            # ledger (prompts diffed, every missed token attributed), so both commands
+            # name the same cause for the same loss
+            spend = None if not dims else report(
+                handle, by=dims, block_size=block_size, price_per_mtok=price_per_mtok,
+                gateway=gateway, tokenizer=tokenizer, what_if=asked, since=since,
+                until=until, project=project).breakdown
+        except ValueError as exc:
+            raise Error(str(exc), usage=True) from None
+        except TokenizerError as exc:
+            raise Error(str(exc)) from None
+    # masked once, before any view or plot cuts text
+    return _masked(BucketResult(found, spend, dims))
+
+
+def segments(store: Store | str | PathLike[str], *, by: str | Sequence[str] | None = None,
+             tokens: bool = True, show_text: bool = False, gateway: str = "auto",
+             tokenizer: str = "auto", what_if: str | Sequence[str] = (),
+             workers: int | None = None, since: str | None = None, until: str | None = None,
+             project: str | None = None,
+             progress: Callable[[int, int], None] | None = None) -> SegmentsResult:
+    """Census of every request segment: how often it changes between turns and how many
+    tokens a change there invalidates (``prefixscope segments``, docs/segments.md).
+
+    Args:
+        store: a `Store`, or the path of a store file.
+        by: one census per group of these dimensions.
+        tokens: render and tokenize the requests (False: change rates only).
+        show_text: longer previews of each segment's text (masked all the same).
+        gateway, tokenizer, what_if: how to rebuild the prompts (``prefixscope render``).
+        workers: processes (None: the machine's cores on a large store; 1: this process).
+        since, until, project: only these requests.
+        progress: called with (sessions done, sessions in all).
+
+    Raises:
+        Error: a bad option (``usage``), unreadable input, or an empty scope.
+    """
+    from prefixscope.analyses.segments import segments_store
+    from prefixscope.parallel import WorkerError
+    from prefixscope.prompt import RenderOptions
+    from prefixscope.tokenizers import TokenizerError
+    from prefixscope.views.results import SegmentsResult
+
+    dims = _dimensions(by)
+    options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=_what_ifs(what_if))
+    scoped = _scope(since, until, project)
+    with _store_of(store) as handle, _reading(handle, scoped) as st:
+        try:
+            found = segments_store(st, dims, options=options, with_tokens=tokens,
+                                   show_text=show_text, progress=progress, workers=workers)
+        except ValueError as exc:
+            raise Error(str(exc), usage=True) from None
+        except (TokenizerError, WorkerError) as exc:
+            raise Error(str(exc)) from None
+    # masked once, before any view cuts text
+    return _masked(SegmentsResult(tuple(found), dims))
+
+
+def engine_log(paths: str | PathLike[str] | Sequence[str | PathLike[str]]
+               ) -> EngineLogAnalysis:
+    """What vLLM / SGLang server logs and Prometheus /metrics dumps say about the cache:
+    the hit-rate series, the configuration, offload stores vs loads, and findings
+    (``prefixscope engine-log``, docs/engine-log.md).
+
+    Args:
+        paths: engine logs, /metrics dumps, or directories (walked; other files passed
+            over); gzip is read transparently.
+
+    Raises:
+        Error: a path that does not exist (``usage``), a file named that is not an engine
+            log or cannot be read, or no engine log among `paths`.
+    """
+    from prefixscope.analyses.engine_log import analyze_engine_logs, classify_engine_paths
+    from prefixscope.ingest import missing_paths
+
+    names = _strings(paths)
+    missing = missing_paths(names)
+    if missing:  # a typo'd path is a usage error, as for every command that reads logs
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise Error(f"no such file or directory: {missing[0]}{more}", usage=True)
+    files, problems = classify_engine_paths(names)
+    if problems:
+        place, reason = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise Error(f"{place}: {reason}{more}")
+    if not files:
+        raise Error(f"no vLLM / SGLang server log or Prometheus dump in {', '.join(names)}")
+    try:
+        analysis = analyze_engine_logs(files)
+    except (OSError, ValueError) as exc:
+        raise Error(str(exc)) from None
+    return _masked(analysis)
+
+
+def sql(store: Store | str | PathLike[str], query: str) -> SqlResult:
+    """Run read-only SQL (DuckDB's dialect) on the store: the rows of the last statement
+    (``prefixscope sql``, docs/store.md). Tables: requests, bodies, parts, sessions,
+    session_events; view: turns.
+
+    Raises:
+        Error: no usable store, or the query cannot run (``usage``: not a read, or a
+            syntax error; else the database's one line).
+    """
+    from prefixscope.store.sqlquery import SqlError, run_readonly
+    from prefixscope.views import sqlrows
+    from prefixscope.views.results import SqlResult
+
+    with _store_of(store) as handle:
+        try:
+            result = run_readonly(handle._open(), query)
+        except SqlError as exc:
+            raise Error(str(exc), usage=exc.usage) from None
+    # the values asked for (BLOBs as the text every format shows), secrets masked; a
+    # column's name is query text and can hold one too (`select 1 as "sk-..."`)
+    rows = _masked(sqlrows.plain_values(result.rows))
+    columns, renamed = sqlrows.unique_columns(_masked(list(result.columns)))
+    return SqlResult(tuple(columns), tuple(rows), result.statements, tuple(renamed))
+
+
+def export(store: Store | str | PathLike[str], *, parquet: str | PathLike[str] | None = None,
+           bundle: str | PathLike[str] | None = None, gateway: str = "auto",
+           tokenizer: str = "auto", workers: int | None = None,
+           progress: Callable[[str], None] | None = None) -> tuple[Path, ...]:
+    """Write the store for other tools (``prefixscope export``, docs/store.md): with
+    `parquet`, its tables (requests, bodies, parts, sessions, session_events) and the
+    turns view as ``<table>.parquet`` files in that directory, each whole or not at all;
+    with `bundle`, a share-safe bundle there (`export_bundle`, docs/bundle.md).
+
+    Args:
+        store: a `Store`, or the path of a store file.
+        parquet, bundle: the directory to write into; exactly one of them.
+        gateway, tokenizer, workers, progress: the bundle's, as `export_bundle` takes them.
+
+    Returns:
+        The files written.
+
+    Raises:
+        Error: neither or both directories, a directory that is a file (``usage``), no
+            usable store, or as `export_bundle`.
+    """
+    from prefixscope.findings.bundle import EVIDENCE_FILE, REQUESTS_FILE
+    from prefixscope.store import Store as CoreStore
+    from prefixscope.store import StoreError
+    from prefixscope.store.export import TABLES, export_parquet
+
+    if (parquet is None) == (bundle is None):
+        raise Error("give one of --parquet DIR or --bundle DIR", usage=True)
+    file = Path(store.path if isinstance(store, Store) else store)
+    if bundle is not None:
+        if not file.is_file():
+            raise Error(f"no store at {file}: run prefixscope ingest first (or --store)")
+        written = export_bundle(store, bundle, gateway=gateway, tokenizer=tokenizer,
+                                workers=workers, progress=progress)
+        return (written / REQUESTS_FILE, written / EVIDENCE_FILE)
+    assert parquet is not None
+    target = Path(parquet)
+    if target.exists() and not target.is_dir():
+        raise Error(f"--parquet {target} is a file: give a directory (export writes "
+                    f"{', '.join(t + '.parquet' for t in TABLES)} into it)", usage=True)
+    if isinstance(store, Store):  # its connection reopens when next read: DuckDB opens a
+        store._close_connection()  # file once per process, and this one may write files
+    try:
+        with CoreStore.open(file, read_only=True, writes_into=target) as st:
+            return tuple(export_parquet(st, target))
+    except StoreError as exc:
+        raise Error(str(exc)) from None
 
 def redact(patterns: str | Sequence[str] = (), *, defaults: bool = True) -> None:
     """Mask every match of these regular expressions in everything the library returns

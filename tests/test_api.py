@@ -36,9 +36,20 @@ runner = CliRunner()
 # The public surface. A change here is a change of the library's contract: edit this,
 # docs/api.md and the CHANGELOG of the release together.
 NAMES = ["Calls", "DiffReport", "Error", "IngestResult", "RenderResult", "Report",
-         "SimulateReport", "Store", "calls", "diff", "export_bundle", "ingest", "open", "redact",
-         "render", "report", "simulate"]
+         "SimulateReport", "Store", "bucket", "calls", "diff", "engine_log", "export",
+         "export_bundle", "ingest", "open", "redact", "render", "report", "segments", "simulate",
+         "sql"]
 SIGNATURES = {  # parameters and defaults (annotations aside)
+    "bucket": "(store, *, by=None, bins=20, block_size=None, price_per_mtok=None, "
+              "explain=True, gateway='auto', tokenizer='auto', what_if=(), since=None, "
+              "until=None, project=None)",
+    "segments": "(store, *, by=None, tokens=True, show_text=False, gateway='auto', "
+                "tokenizer='auto', what_if=(), workers=None, since=None, until=None, "
+                "project=None, progress=None)",
+    "engine_log": "(paths)",
+    "sql": "(store, query)",
+    "export": "(store, *, parquet=None, bundle=None, gateway='auto', tokenizer='auto', "
+              "workers=None, progress=None)",
     "calls": "(store, *, session=None, engine='auto', block_size=None, capacity=None, "
              "bytes_per_token=None, gateway='auto', tokenizer='auto', workers=None, "
              "since=None, until=None, project=None, progress=None)",
@@ -202,7 +213,7 @@ class TestSurface:
 
 class TestOneCodePath:
     @pytest.mark.parametrize("command", ["ingest", "report", "calls", "diff", "simulate",
-                                         "render"])
+                                         "render", "bucket", "segments", "export"])
     def test_the_command_line_reads_its_defaults_from_the_library(self, command: str) -> None:
         import typer.main
 
@@ -225,7 +236,37 @@ class TestOneCodePath:
         assert inspect.signature(api.open).parameters["path"].default == DEFAULT_STORE
         assert inspect.signature(api.ingest).parameters["store"].default == DEFAULT_STORE
         assert len(shared) >= {"ingest": 4, "report": 17, "calls": 11, "diff": 13,
-                               "simulate": 18, "render": 3}[command]
+                               "simulate": 18, "render": 3, "bucket": 10, "segments": 9,
+                               "export": 4}[command]
+
+    def test_bucket_segments_sql_and_engine_log_are_the_documents_printed(
+            self, store: Any) -> None:
+        engine_log = REAL / "engine_logs" / "vllm-43295-kv-pressure.log"
+        query = "select id, prompt_tokens from requests order by id"
+        for args, result in (
+                (["bucket", "--by", "model", "--store", store.path],
+                 ps.bucket(store, by="model").to_dict()),
+                (["segments", "--store", store.path], ps.segments(store).to_dict()),
+                (["sql", query, "--store", store.path], ps.sql(store, query).to_dict()),
+                (["engine-log", str(engine_log)], None)):
+            printed = runner.invoke(app, [*args, "--json"])
+            assert printed.exit_code == 0, printed.stderr
+            if result is None:  # engine-log: the analysis through the JSON view
+                from prefixscope.views.json import engine_log_json
+
+                result = json.loads(json.dumps(engine_log_json(ps.engine_log(engine_log)),
+                                               default=str))
+            assert result == json.loads(printed.stdout), args
+
+    def test_export_writes_the_files_the_command_names(self, store: Any,
+                                                       tmp_path: Path) -> None:
+        written = ps.export(store, parquet=tmp_path / "pq")
+        assert sorted(p.name for p in written) == sorted(
+            p.name for p in (tmp_path / "pq").iterdir())
+        assert pl.read_parquet(tmp_path / "pq" / "requests.parquet").height == \
+            store.requests().height == 3
+        with pytest.raises(ps.Error, match="give one of --parquet DIR or --bundle DIR"):
+            ps.export(store)
 
     def test_a_report_is_the_document_the_command_prints(self, store: Any) -> None:
         printed = runner.invoke(app, ["report", "--store", store.path, "--json"])

@@ -40,29 +40,15 @@ def engine_log(
 
     More: docs/engine-log.md.
     """
-    from prefixscope.analyses.engine_log import analyze_engine_logs, classify_engine_paths
-    from prefixscope.cli.exitcodes import ExitCode
-    from prefixscope.ingest import missing_paths
+    from prefixscope import api
     from prefixscope.views.json import engine_log_json
     from prefixscope.views.terminal.engine_log import engine_log_screen
 
-    missing = missing_paths(paths)
-    if missing:  # a typo'd path is a usage error, as for every command that reads logs
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise console.fail(f"no such file or directory: {missing[0]}{more}", ExitCode.USAGE)
-    files, problems = classify_engine_paths(paths)
-    if problems:
-        place, reason = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise console.fail(f"{place}: {reason}{more}")
-    if not files:
-        raise console.fail(f"no vLLM / SGLang server log or Prometheus dump in "
-                           f"{', '.join(paths)}")
     try:
-        analysis = analyze_engine_logs(files)
-    except (OSError, ValueError) as exc:
-        raise console.fail(str(exc)) from None
+        analysis = api.engine_log(paths)
+    except api.Error as exc:
+        raise console.api_error(exc) from None
     if json_out:
-        console.print_json(engine_log_json(console.redacted(analysis)))
+        console.print_json(engine_log_json(analysis))
     else:
-        console.show(engine_log_screen(console.redacted(analysis), console.screen()), quiet)
+        console.show(engine_log_screen(analysis, console.screen()), quiet)

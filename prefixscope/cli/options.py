@@ -6,20 +6,16 @@ import inspect
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from prefixscope.analyses.dimensions import DIMENSIONS
-from prefixscope.cli import console
 from prefixscope.cli.manual import ENGINE, INPUTS, MODEL, OUTPUT, SCOPE
 from prefixscope.engines import ENGINES
 from prefixscope.prompt.gateways import PROFILES
 from prefixscope.prompt.whatif import WHAT_IFS
 from prefixscope.tokenizers import BUNDLED
-
-if TYPE_CHECKING:
-    from prefixscope.store.scope import Scope
 
 
 def defaults(function: Callable[..., object]) -> dict[str, Any]:
@@ -133,28 +129,3 @@ Project = Annotated[str | None, typer.Option(
     help="Only requests of this project: the agent's working directory (Claude Code / Codex "
          "`cwd`), whole or its last path components.", show_default=False)]
 
-
-def scope(since: str | None, until: str | None, project: str | None) -> Scope | None:
-    """The --since / --until / --project scope (None: the whole store); a bad date is a
-    usage error (as the library says it)."""
-    from prefixscope import api
-
-    try:
-        return api._scope(since, until, project)
-    except api.Error as exc:
-        raise console.api_error(exc) from None
-
-
-def dimensions(by: str | None) -> tuple[str, ...]:
-    """"endpoint, day" -> ("endpoint", "day"), as the library reads `by`."""
-    from prefixscope import api
-
-    return api._dimensions(by)
-
-
-def what_if_tuple(values: list[str] | None) -> tuple[str, ...]:
-    """--what-if a,b --what-if c -> ("a", "b", "c"); a drop:<regex> keeps its commas (as
-    the library reads `what_if`)."""
-    from prefixscope import api
-
-    return api._what_ifs(values or ())

@@ -30,7 +30,7 @@ from prefixscope.cli.options import (
     Workers,
     defaults,
 )
-from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
+from prefixscope.model.whatifs import TTL_WHAT_IFS
 from prefixscope.prompt.whatif import WHAT_IFS
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
+from prefixscope import api
 from prefixscope.cli import console
-from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.manual import MODEL, OUTPUT, Command
 from prefixscope.cli.options import (
     By,
@@ -23,10 +23,10 @@ from prefixscope.cli.options import (
     Until,
     WhatIf,
     Workers,
-    dimensions,
-    scope,
-    what_if_tuple,
+    defaults,
 )
+
+API = defaults(api.segments)  # the library's defaults, read by the options below
 
 
 def register(app: typer.Typer) -> None:
@@ -40,8 +40,8 @@ def segments(
     since: Since = None,
     until: Until = None,
     project: Project = None,
-    gateway: Gateway = "auto",
-    tokenizer: Tokenizer = "auto",
+    gateway: Gateway = API["gateway"],
+    tokenizer: Tokenizer = API["tokenizer"],
     what_if: WhatIf = None,
     no_tokens: Annotated[bool, typer.Option(
         "--no-tokens", rich_help_panel=MODEL,
@@ -63,29 +63,20 @@ def segments(
 
     More: docs/segments.md.
     """
-    from prefixscope.analyses.segments import segments_store
-    from prefixscope.cli.storeopen import open_store
-    from prefixscope.parallel import WorkerError
-    from prefixscope.prompt import RenderOptions
-    from prefixscope.tokenizers import TokenizerError
-    from prefixscope.views.json import segments_json
+    from prefixscope.cli.storeopen import input_store
     from prefixscope.views.terminal.segments import segments_screen
 
-    dims = dimensions(by)
-    options = RenderOptions(gateway=gateway, tokenizer=tokenizer, what_if=what_if_tuple(what_if))
-    with open_store(logs, store, quiet=quiet, json_mode=json_out, skip_missing=skip_missing,
-                    scope=scope(since, until, project)) as st, \
+    with input_store(logs, store, quiet=quiet, json_mode=json_out,
+                     skip_missing=skip_missing) as handle, console.api_notes(quiet), \
             console.counter(json_out, quiet, "segments") as progress:
         try:
-            reports = segments_store(st, dims, options=options, with_tokens=not no_tokens,
-                                     show_text=show_text, progress=progress,
-                                     workers=workers)
-        except ValueError as exc:
-            raise console.fail(str(exc), ExitCode.USAGE) from None
-        except (TokenizerError, WorkerError) as exc:
-            raise console.fail(str(exc)) from None
-    reports = console.redacted(reports)  # secrets masked before any view cuts text
+            result = api.segments(handle, by=by, tokens=not no_tokens, show_text=show_text,
+                                  gateway=gateway, tokenizer=tokenizer,
+                                  what_if=what_if or (), workers=workers, since=since,
+                                  until=until, project=project, progress=progress)
+        except api.Error as exc:
+            raise console.api_error(exc) from None
     if json_out:
-        console.print_json(segments_json(reports, dims))
+        console.print_json(result.to_dict())
     else:
-        console.show(segments_screen(reports, top, console.screen()), quiet)
+        console.show(segments_screen(list(result.reports), top, console.screen()), quiet)

@@ -41,37 +41,30 @@ def sql(
 
     More: docs/store.md.
     """
+    from prefixscope import api
     from prefixscope.cli.exitcodes import ExitCode
-    from prefixscope.cli.storeopen import open_store
-    from prefixscope.store import DEFAULT_STORE, Store, StoreError
-    from prefixscope.store.sqlquery import SqlError, run_readonly
+    from prefixscope.cli.storeopen import input_store
     from prefixscope.views import sqlrows
+    from prefixscope.views.terminal.sqltable import rows_table
 
     if json_out and csv_out:
         raise console.fail("--json and --csv cannot be combined: pick one", ExitCode.USAGE)
-    try:
-        with (open_store(logs, None, quiet=quiet, json_mode=json_out or csv_out,
-                         skip_missing=skip_missing) if logs
-              else Store.open(store or DEFAULT_STORE, read_only=True)) as st:
-            result = run_readonly(st, query)
-    except StoreError as exc:
-        raise console.fail(str(exc)) from None
-    except SqlError as exc:
-        raise console.fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR) from None
+    with input_store(logs, store, quiet=quiet, json_mode=json_out or csv_out,
+                     skip_missing=skip_missing) as handle:
+        try:
+            result = api.sql(handle, query)
+        except api.Error as exc:
+            raise console.api_error(exc) from None
     if result.statements > 1:
         console.warn(f"{result.statements} statements: only the last one's rows are shown",
                      quiet)
-    # the values asked for (BLOBs as the text every format shows), secrets masked; a
-    # column's name is query text and can hold one too (`select 1 as "sk-…"`)
-    rows = console.redacted(sqlrows.plain_values(result.rows))
-    columns, renamed = sqlrows.unique_columns(console.redacted(list(result.columns)))
-    if renamed:
+    if result.renamed:
         console.warn("duplicate column names renamed: "
-                     + ", ".join(f"{a} -> {b}" for a, b in renamed))
+                     + ", ".join(f"{a} -> {b}" for a, b in result.renamed))
     if json_out:
-        console.print_json(sqlrows.rows_json(columns, rows))
+        console.print_json(result.to_dict())
     elif csv_out:
-        console.write_raw(sqlrows.rows_csv(columns, rows))
+        console.write_raw(sqlrows.rows_csv(result.columns, result.rows))
     else:
-        console.print_out(sqlrows.rows_table(columns, rows, max_width))
-        console.note(f"{len(rows)} row(s)", quiet)
+        console.print_out(rows_table(result.columns, result.rows, max_width))
+        console.note(f"{len(result.rows)} row(s)", quiet)

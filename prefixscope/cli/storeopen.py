@@ -4,7 +4,7 @@
 hand to `prefixscope.api`, opened (LOGS ingested) when the API first reads it: after the
 API has checked the options, so a bad option fails before any log is read. What ingesting
 LOGS skipped is warned about here; an analysis of LOGS without a request fails here.
-They use the library's private hooks for it (`Store._at`, `Store._deferred`, `_reading`):
+They use the library's private hooks for it (`Store._at`, `Store._deferred`):
 the command line is the one caller that opens a store later than it names it.
 """
 
@@ -19,9 +19,6 @@ from prefixscope.cli import console
 
 if TYPE_CHECKING:
     from prefixscope import api
-    from prefixscope.store import Store
-    from prefixscope.store.load import IngestResult
-    from prefixscope.store.scope import Scope
 
 _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary store
 
@@ -34,7 +31,6 @@ def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
     without a request are an error unless `allow_empty`. Closed (a temporary store deleted)
     on leaving."""
     from prefixscope import api
-    from prefixscope.store import DEFAULT_STORE
 
     if logs:
         def ingested() -> api.Store:
@@ -54,7 +50,7 @@ def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
 
         handle = api.Store._deferred(ingested)
     else:
-        handle = api.Store._at(store or Path(DEFAULT_STORE))
+        handle = api.Store._at(store or _default_store())
     try:
         yield handle
     finally:
@@ -65,9 +61,8 @@ def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
 def maybe_input_store(store: Path | None) -> Iterator[api.Store | None]:
     """The store when one is named or the default exists; else nothing (files only)."""
     from prefixscope import api
-    from prefixscope.store import DEFAULT_STORE
 
-    path = store or Path(DEFAULT_STORE)
+    path = store or _default_store()
     if store is None and not path.exists():
         yield None
         return
@@ -78,7 +73,7 @@ def maybe_input_store(store: Path | None) -> Iterator[api.Store | None]:
         handle.close()
 
 
-def _warn_skips(result: IngestResult, quiet: int) -> None:
+def _warn_skips(result: api.IngestResult, quiet: int) -> None:
     for e in result.errors[:_SHOWN_SKIPS]:
         place = f"{e.file}:{e.line}" if e.line is not None else e.file
         console.warn(f"skipped {place}: {e.reason}", quiet)
@@ -87,20 +82,9 @@ def _warn_skips(result: IngestResult, quiet: int) -> None:
                      "reading the logs (`prefixscope ingest --json` lists them)", quiet)
 
 
-@contextmanager
-def open_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
-               json_mode: bool = False, scope: Scope | None = None,
-               skip_missing: bool = False) -> Iterator[Store]:
-    """The store `bucket` and `segments` read (commands the library has no function for
-    yet): `input_store`'s, or with `scope` (--since / --until / --project) a temporary
-    copy of its requests alone, sessions threaded again, as the library scopes one."""
+def _default_store() -> Path:
+    """The store a command reads without --store: the library's (`api.open`'s default)."""
     from prefixscope import api
+    from prefixscope.cli.options import defaults
 
-    with input_store(logs, store, quiet=quiet, json_mode=json_mode,
-                     skip_missing=skip_missing) as handle, \
-            console.api_notes(quiet):
-        try:
-            with api._reading(handle, scope) as st:
-                yield st
-        except api.Error as exc:  # the store cannot be opened, or the scope is empty
-            raise console.api_error(exc) from None
+    return Path(defaults(api.open)["path"])

@@ -34,8 +34,8 @@ from prefixscope.analyses.prices import MTOK, CallPrice
 from prefixscope.engines.anthropic import TTL_1H, TTL_5M
 from prefixscope.findings.ledger import Ledger, LedgerEntry, read_ttls
 from prefixscope.model import UsageRecord
+from prefixscope.model.whatifs import TTL_WHAT_IFS as TTL_WHAT_IFS  # where it is defined
 
-TTL_WHAT_IFS = ("ttl-1h", "keep-warm")
 PING_MARGIN = 30.0  # keep-warm pings this many seconds inside the TTL
 PING_EVERY = TTL_5M - PING_MARGIN  # seconds between keep-warm pings: inside the 5-minute TTL
 

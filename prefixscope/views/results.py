@@ -31,6 +31,10 @@ from prefixscope.views.html import findings_table
 if TYPE_CHECKING:
     import polars as pl
 
+    from prefixscope.analyses.bucket import BucketReport
+    from prefixscope.analyses.segments import SegmentsReport
+    from prefixscope.findings.breakdown import Breakdown
+
 T = TypeVar("T")
 
 
@@ -233,3 +237,52 @@ class Calls(_calls.Calls):
     def __repr__(self) -> str:
         return (f"<prefixscope.Calls: {self.requests:,} calls in {len(self.sessions):,} "
                 f"sessions, {self.missed_tokens:,} missed tokens>")
+
+
+@dataclass(frozen=True, slots=True)
+class BucketResult:
+    """What ``prefixscope bucket`` shows (`prefixscope.bucket`): the hit rate, histogram,
+    spikes and constants per group (`report`), and with `by` the report's ledger by the
+    same dimensions (`spend`: usage, dollars and the top loss per group)."""
+
+    report: BucketReport
+    spend: Breakdown | None
+    by: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``bucket --json`` document (docs/json.md)."""
+        from prefixscope.views.json import bucket_json
+
+        return dict(bucket_json(self.report, self.spend))
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentsResult:
+    """What ``prefixscope segments`` shows (`prefixscope.segments`): one census of the
+    request segments, or one per group of `by`."""
+
+    reports: tuple[SegmentsReport, ...]
+    by: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``segments --json`` document (docs/json.md)."""
+        from prefixscope.views.json import segments_json
+
+        return dict(segments_json(list(self.reports), self.by))
+
+
+@dataclass(frozen=True, slots=True)
+class SqlResult:
+    """The rows of a query's last statement (`prefixscope.sql`): BLOBs as text, column
+    names made unique (`renamed`: each (old, new)), secrets masked."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    statements: int  # statements in the query (rows are the last one's)
+    renamed: tuple[tuple[str, str], ...]
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        """The ``sql --json`` document: one object per row."""
+        from prefixscope.views.sqlrows import rows_json
+
+        return rows_json(self.columns, self.rows)

@@ -1,7 +1,8 @@
-"""Rows of an ad-hoc SQL query as a terminal table, CSV or strict JSON.
+"""Rows of an ad-hoc SQL query as plain values, CSV or strict JSON (the terminal table:
+`views.terminal.sqltable`, apart so that the library, which reads the rows, imports no
+rich).
 
-The values are the store's, so log text: a table cell is shown as every log text is on
-a terminal (`views.terminal.shown`), and a CSV cell a spreadsheet would run as a formula
+The values are the store's, so log text: a CSV cell a spreadsheet would run as a formula
 is neutralised (`csv_cell`).
 """
 
@@ -13,10 +14,6 @@ import json
 import math
 from collections.abc import Sequence
 from typing import Any
-
-from rich.table import Table
-
-from prefixscope.views.terminal import shown
 
 # OWASP's CSV-injection rule: a cell starting with one of these is a formula to
 # Excel / LibreOffice / Google Sheets (tab and carriage return as well: spreadsheets
@@ -99,18 +96,3 @@ def rows_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     writer.writerow([csv_cell(c) for c in columns])
     writer.writerows([csv_cell(v) for v in row] for row in rows)
     return buffer.getvalue()
-
-
-def rows_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], max_width: int) -> Table:
-    table = Table(show_edge=False, pad_edge=False)
-    for c in columns:
-        table.add_column(shown(c), overflow="fold")
-    for row in rows:
-        cells = []
-        for v in row:
-            text = cell_text(v)
-            if max_width and len(text) > max_width:
-                text = text[: max_width - 1] + "…"
-            cells.append(shown(text))
-        table.add_row(*cells)
-    return table

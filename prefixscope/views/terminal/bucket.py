@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from prefixscope.analyses.bucket import BucketReport, HistogramBin
-from prefixscope.views.terminal import Screen, count, percent, shown
+from prefixscope.views.terminal import Screen, breakdown_table, count, percent, shown
+
+if TYPE_CHECKING:
+    from prefixscope.findings.breakdown import Breakdown
 
 
-def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
-    """The summary table, then per group its histogram, spikes and notes."""
+def bucket_screen(report: BucketReport, screen: Screen, spend: Breakdown | None = None,
+                  by: Sequence[str] = ()) -> Screen:
+    """The summary table, then per group its histogram, spikes and notes; with `spend`
+    (the report's ledger by the dimensions `by`), its usage and dollars table."""
     t = report.totals
     bs = f"block size {report.block_size} ({report.block_size_source})" if report.block_size \
         else "block size unknown"
@@ -62,6 +68,11 @@ def bucket_screen(report: BucketReport, screen: Screen) -> Screen:
     if t.without_usage:
         screen.note(f"{t.without_usage:,} request(s) report no prompt or no cached tokens and "
                     "are not counted")
+    if spend is not None and spend.rows:
+        screen.print()
+        screen.print(breakdown_table(spend, "usage and dollars by " + ", ".join(by)))
+        screen.print("[dim]lost $ and top loss: the report's ledger (`prefixscope report "
+                     "--by " + ",".join(by) + "` shows the same)[/]")
     return screen
 
 
