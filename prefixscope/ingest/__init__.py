@@ -318,9 +318,11 @@ def unusable(request: Request) -> str:
     (the readers skip such records; a format can nest what it read a few levels more)."""
     when = [request.timestamp, *(e.timestamp for e in request.events)]
     for ts in when:
+        if ts is None:
+            continue
         # a reader may give an aware time (LMCache's Unix seconds, tz=UTC): compared in UTC
-        naive = ts.astimezone(UTC).replace(tzinfo=None) if ts and ts.tzinfo else ts
-        if naive is not None and not EARLIEST <= naive < LATEST:
+        naive = ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
+        if not EARLIEST <= naive < LATEST:
             what = "its time" if ts is request.timestamp else "a session event it carries"
             return (f"{what}, {ts.isoformat()}, is outside 1970-2100 (a placeholder date, "
                     "or a number in the wrong unit): not when a model call was made")
