@@ -34,7 +34,7 @@ from prefixscope.model.whatifs import TTL_WHAT_IFS
 from prefixscope.prompt.whatif import WHAT_IFS
 
 if TYPE_CHECKING:
-    from prefixscope.findings.model import Report
+    from prefixscope.views.results import Report
 
 # gather's steps, at most: engine logs, usage, bucket, diff, segments, usage lint, replay,
 # ledger (findings/evidence.py `gather`; diff runs in one of two places, once)
