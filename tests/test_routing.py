@@ -201,3 +201,21 @@ class TestTheFixNamesTheGatewaysKnob:
     ])
     def test_each_gateway(self, gateway: str | None, knob: str) -> None:
         assert knob in fix(gateway)
+
+
+class TestEveryViewKnowsTheCause:
+    def test_the_html_report_draws_routing(self, tmp_path: Path) -> None:
+        log = _log(tmp_path / "spend.jsonl", {"hop": HOP_SESSION})
+        out = tmp_path / "report.html"
+        result = runner.invoke(app, ["report", str(log), "--html", str(out)],
+                               catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        assert 'title="routing 26,998"' in out.read_text()
+
+    def test_every_loss_cause_has_a_color_and_words(self) -> None:
+        from prefixscope.findings.finders.constants import _CAUSE_WORDS
+        from prefixscope.findings.ledger import CAUSES, LOSSES
+        from prefixscope.views.html import _CAUSE_COLORS
+
+        assert set(CAUSES) <= set(_CAUSE_COLORS)
+        assert set(LOSSES) <= set(_CAUSE_WORDS)

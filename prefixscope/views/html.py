@@ -110,7 +110,8 @@ def _summary(report: Report) -> list[str]:
 # One color per ledger cause (the unavoidable ones grey), for the stacked bar.
 _CAUSE_COLORS = {
     "cold": "#c7c7c7", "new": "#dedede", "rounding": "#ededed", "break": "#c44e52",
-    "compaction": "#8172b3", "ttl": "#dd8452", "below-minimum": "#937860",
+    "compaction": "#8172b3", "not-requested": "#ccb974", "routing": "#64b5cd",
+    "ttl": "#dd8452", "below-minimum": "#937860",
     "eviction": "#4c72b0", "provider": "#da8bc3", "unexplained": "#55a868",
 }
 

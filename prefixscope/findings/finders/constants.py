@@ -25,6 +25,8 @@ _CAUSE_WORDS = {
     "ttl": "the rest expired in a pause longer than the cache's retention",
     "eviction": "the rest was evicted (the cache is too small for the traffic)",
     "compaction": "the rest was replaced by a compaction summary",
+    "not-requested": "caching was never requested for the rest",
+    "routing": "the rest was cached on another backend than the one that served the call",
     "provider": "the provider did not serve the rest, although it was live",
     "below-minimum": "the rest is below the minimum cacheable length",
     "unexplained": "nothing in the log explains why the rest missed",
