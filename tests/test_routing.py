@@ -219,3 +219,19 @@ class TestEveryViewKnowsTheCause:
 
         assert set(CAUSES) <= set(_CAUSE_COLORS)
         assert set(LOSSES) <= set(_CAUSE_WORDS)
+
+
+def test_a_share_safe_bundle_replays_the_same_routing(tmp_path: Path, hop_doc) -> None:
+    # the bundle keeps each call's backend (findings.bundle.backend: LiteLLM's model_id),
+    # read back as the channel: the same hops, the same ledger
+    log = _log(tmp_path / "spend.jsonl", {"hop": HOP_SESSION, "one": ONE_BACKEND})
+    store = str(tmp_path / "st.duckdb")
+    for args in (["ingest", str(log), "--store", store],
+                 ["export", "--bundle", str(tmp_path / "b"), "--store", store]):
+        result = runner.invoke(app, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    doc = _report(tmp_path / "b")
+    assert doc["ledger"]["by_cause"] == hop_doc["ledger"]["by_cause"]
+    [f] = [f for f in doc["findings"] if f["kind"] == "backend-hop"]
+    assert f["evidence"]["hops"] == {"dep-a -> dep-b": {"requests": 1, "tokens": 23_996},
+                                     "dep-b -> dep-a": {"requests": 1, "tokens": 3_002}}
