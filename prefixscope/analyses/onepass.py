@@ -94,7 +94,8 @@ def links_of(links: Links, request_ids: Iterable[str]) -> Links:
     return Links({r: s for r, s in links.session_of.items() if r in ids},
                  {r: p for r, p in links.prev_of.items() if r in ids},
                  Counter({r: n for r, n in links.successors.items() if r in ids}),
-                 frozenset(r for r in links.changed if r in ids))
+                 frozenset(r for r in links.changed if r in ids),
+                 frozenset(r for r in links.rewritten if r in ids))
 
 
 @dataclass(slots=True)

@@ -269,6 +269,10 @@ class _FullIds:
 # compacting it: the ledger's recorded `break` kinds.
 RECORDED_CHANGES = frozenset({"model-change", "settings-change", "client-upgrade",
                               "tool-set", "truncation", "history-rewrite"})
+# Of them, those that change the prompt's text. Another model sends the same conversation:
+# its prompt still extends the session's, and the model's own cache namespace
+# (`_namespace`) is what keeps the two models' entries apart -- so the chain goes on.
+TEXT_CHANGES = RECORDED_CHANGES - {"model-change"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +288,9 @@ class Links:
     # rewrite: `session_events`, as report's ledger reads them): a replay from usage does
     # not serve them the predecessor's prefix, and their misses of it are `break`.
     changed: frozenset[str] = frozenset()
+    # Of `changed`, the requests after a change of the prompt's text (`TEXT_CHANGES`):
+    # their prompt starts a new chain; after another model alone the chain goes on.
+    rewritten: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, store: Store) -> Links:
@@ -295,12 +302,16 @@ class Links:
         prev_of.update((rid, (None, True)) for rid in store.continuations())
         # a compaction the log records before a request (`session_events`: the ledger's
         # `compaction`) is a compaction link for the replay's miss classes too
-        for rid, events in store.session_events().items():
+        events_of = store.session_events()
+        for rid, events in events_of.items():
             if any(e.kind == "compaction" for e in events):
                 prev_of[rid] = (prev_of.get(rid, (None, False))[0], True)
-        changed = frozenset(rid for rid, events in store.session_events().items()
+        changed = frozenset(rid for rid, events in events_of.items()
                             if any(e.kind in RECORDED_CHANGES for e in events))
-        return cls(store.session_of(), prev_of, Counter(a for a, _, _, _ in pairs), changed)
+        rewritten = frozenset(rid for rid, events in events_of.items()
+                              if any(e.kind in TEXT_CHANGES for e in events))
+        return cls(store.session_of(), prev_of, Counter(a for a, _, _, _ in pairs), changed,
+                   rewritten)
 
     def prev(self, request_id: str) -> str | None:
         return self.prev_of.get(request_id, (None, False))[0]
@@ -395,7 +406,7 @@ class Preparer:
             n = request.usage.prompt_tokens or 0
             changed = request.id in self.links.changed
             before = self._chains.get(prev) if prev is not None and not compacted \
-                and not changed else None
+                and request.id not in self.links.rewritten else None
             if before is not None and before[-1][1] <= n:
                 segments = (*before, (request.id, n))
             else:
