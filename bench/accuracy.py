@@ -164,6 +164,17 @@ class HostedCache:
             entry[1] = max(entry[1], now + entry[2])
         return best, best_key
 
+    def serve(self, model: str, chunks: list[Chunk], now: float, provider_miss: bool,
+              rng: random.Random) -> int:
+        """The tokens the provider reads for this prompt: the longest live entry (refreshed),
+        or, for an injected provider miss, less than it holds -- a shorter live entry (the
+        tools, the system prompt, an earlier turn's) or nothing, without a refresh."""
+        hit, _ = self.lookup(model, chunks, now, refresh=False)
+        if provider_miss:
+            return rng.choice([0] + [n for n in self.live(model, chunks, now) if n < hit - 64])
+        hit, _ = self.lookup(model, chunks, now)
+        return hit
+
     def live(self, model: str, chunks: list[Chunk], now: float) -> list[int]:
         """The lengths of every live entry that is a prefix of the prompt."""
         ids = tuple(c.cid for c in chunks)
@@ -438,15 +449,7 @@ def simulate(calls: list[Call], rng: random.Random) -> None:
     for call in sorted(calls, key=lambda c: (c.time, c.session)):
         chunks = call.chunks
         call.prompt = sum(c.tokens for c in chunks)
-        hit, _ = cache.lookup(call.model, chunks, call.time, refresh=False)
-        if call.kind == "provider":
-            # the provider serves less than it holds: a shorter live entry (the tools, the
-            # system prompt, an earlier turn's), or nothing
-            shorter = [0] + [n for n in cache.live(call.model, chunks, call.time)
-                             if n < hit - 64]
-            hit = rng.choice(shorter)
-        else:
-            hit, _ = cache.lookup(call.model, chunks, call.time)
+        hit = cache.serve(call.model, chunks, call.time, call.kind == "provider", rng)
         call.read = hit
         call.write = call.prompt - LAG - hit
         cache.write(call.model, chunks, [1, 2, len(chunks)], call.time, call.ttl)

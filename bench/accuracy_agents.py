@@ -558,13 +558,7 @@ def simulate_cline(calls: list[AgentCall], rng: random.Random) -> None:
     for call in sorted(calls, key=lambda c: (c.time, c.session)):
         chunks = call.chunks
         call.prompt = sum(c.tokens for c in chunks)
-        hit, _ = cache.lookup(call.model, chunks, call.time, refresh=False)
-        if call.kind == "provider":
-            shorter = [0] + [n for n in cache.live(call.model, chunks, call.time)
-                             if n < hit - 64]
-            hit = rng.choice(shorter)
-        else:
-            hit, _ = cache.lookup(call.model, chunks, call.time)
+        hit = cache.serve(call.model, chunks, call.time, call.kind == "provider", rng)
         call.read = hit
         call.write = call.prompt - CLINE_LAG - hit
         marks = sorted({1, len(chunks) - 2, len(chunks)} - {0, -1})
