@@ -18,7 +18,6 @@ import gzip
 import io
 import os
 import sqlite3
-import stat
 import sys
 import tempfile
 import zlib
@@ -39,6 +38,7 @@ from prefixscope.ingest.readers.json import (
     is_json_lines,
 )
 from prefixscope.ingest.readers.sqlite import SQLITE_MAGIC, read_tables
+from prefixscope.model.regular import open_regular
 
 DUCKDB_MAGIC = b"DUCK"  # at bytes 8..12 of a DuckDB database file
 GZIP_MAGIC = b"\x1f\x8b"
@@ -177,22 +177,6 @@ class Source:
             except OSError:
                 pass
         self._tmp.clear()
-
-
-def open_regular(path: Path) -> BinaryIO:
-    """`path` opened for reading if it is a regular file (after symbolic links): a FIFO
-    put in a file's place after the directory walk looked must not block the run, nor a
-    device stream forever. Raises OSError (``not a regular file``) otherwise."""
-    # O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting;
-    # on a regular file it changes nothing.
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path}: not a regular file")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 @dataclass

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import duckdb
 
+from prefixscope.model.regular import open_regular
 from prefixscope.store.store import Store, StoreError, _disk_full
 
 TEMPORARY_PREFIX = "prefixscope-"
@@ -84,17 +85,10 @@ def _read_small(path: Path) -> str | None:
     """A small regular file's text, None for anything else (a FIFO planted there must not
     block the run)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        with open_regular(path, follow_symlinks=False) as fh:
+            return fh.read(256).decode("ascii", "replace")
     except OSError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, 256).decode("ascii", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 # -- temporary stores ------------------------------------------------------------------

@@ -31,13 +31,14 @@ Rules that make the cache safe to share and to lose:
 from __future__ import annotations
 
 import os
-import stat
 import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import xxhash
+
+from prefixscope.model.regular import open_regular
 
 # Bump when the arrays written for a kind change meaning (2: the key and digest inside).
 FORMAT = "2"
@@ -100,25 +101,12 @@ def load_arrays(kind: str, key: str, names: tuple[str, ...]) -> dict[str, np.nda
     """
     path = _path(kind, key)
     try:
-        # non-blocking: opening a FIFO for reading would wait for a writer forever
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb") as fh:
-            fd = -1  # the file object closes it
-            with np.load(fh, allow_pickle=False) as data:
-                if not all(name in data.files for name in (*names, _KEY, _DIGEST)):
-                    return None
-                arrays = {name: data[name] for name in data.files}
+        with open_regular(path) as fh, np.load(fh, allow_pickle=False) as data:
+            if not all(name in data.files for name in (*names, _KEY, _DIGEST)):
+                return None
+            arrays = {name: data[name] for name in data.files}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None
-    finally:
-        if fd >= 0:
-            os.close(fd)
     stored_key, digest = _text(arrays.pop(_KEY)), _text(arrays.pop(_DIGEST))
     if stored_key != path.stem or digest != _digest(path.stem, arrays):
         return None
