@@ -138,6 +138,14 @@ class TestClaudeCodeFields:
         assert _counts(r.usage) == (12, 0, None, 7)
 
 
+    def test_last_message_tells_a_user_turn_from_the_tool_loop(self, streamed) -> None:
+        # msg_01A follows "Please refactor parse()" (a streamed line of it after the
+        # tool_result does not change what it sent), msg_01B the tool_result; the
+        # sidechain's call has no user line of its own conversation before it
+        got = {r.native_id: r.metadata.get("last_message") for r in streamed[0]}
+        assert got == {"msg_01A": "user", "msg_01B": "tool_result", "msg_01C": None}
+
+
 class TestClaudeCodeBadInput:
     def test_bad_lines_reported_with_reasons(self) -> None:
         requests, skips = read_requests(CC / "bad_lines.jsonl")

@@ -59,6 +59,9 @@ Guarantees:
   when its `version` (the Claude Code release) does; ``compaction`` on every call of a
   compaction's summarizer file (``subagents/agent-acompact-*.jsonl``: the conversation
   sent to be summarized, whose missed tokens are the compaction's).
+* What the call sent last (metadata ``last_message``): ``tool_result`` when the
+  conversation's user line before it holds a ``tool_result`` block (the agent's tool
+  loop), ``user`` for a human's message (a new turn); absent when no user line precedes it.
 * The provider's own verdict on a miss (Claude Code >= 2.1.150 writes the API's
   ``message.diagnostics.cache_miss_reason: {"type": ..., "cache_missed_input_tokens":
   ...}``) is kept in metadata as ``cache_miss_reason`` (its type) and
@@ -170,6 +173,7 @@ class _Copy:
     content: list[Any] = field(default_factory=list)
     lines: int = 1
     verdict: dict[str, Any] | None = None  # message.diagnostics.cache_miss_reason
+    last_message: str | None = None  # `_user_kind` of the conversation's last user line
 
     def add(self, message: dict[str, Any], usage: dict[str, Any]) -> None:
         self.lines += 1
@@ -353,9 +357,12 @@ def _read_calls(source: Source, probe: Probe, calls: dict[str, dict[str | None, 
                 noted: list[_Noted]) -> Iterator[Skip]:
     """Every line into `calls` (message id -> requestId -> copy) and the session events of
     the other lines into `noted`; the skips as they come."""
+    last_user: dict[tuple[str | None, str | None], str] = {}  # conversation -> its last
     for place, rec in iter_json_records(source, probe):
         kind = _classify_line(rec)
         if kind is None:
+            if isinstance(rec, dict) and rec.get("type") == "user":
+                last_user[_line_session(rec)] = _user_kind(rec)
             event = _note(rec, place) if isinstance(rec, dict) else None
             if event is not None:
                 noted.append(_Noted(_line_session(rec), event))
@@ -369,9 +376,21 @@ def _read_calls(source: Source, probe: Probe, calls: dict[str, dict[str | None, 
         copy = copies.get(request_id)
         if copy is None:
             copies[request_id] = _Copy(place, rec, message, usage, _content_blocks(message),
-                                       verdict=_verdict(message))
+                                       verdict=_verdict(message),
+                                       last_message=last_user.get(_line_session(rec)))
         else:
             copy.add(message, usage)
+
+
+def _user_kind(rec: dict[str, Any]) -> str:
+    """What a user line sends as the call's last message: ``tool_result`` (a tool's output:
+    the agent's tool loop) or ``user`` (a human's message)."""
+    message = rec.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result"
+                                         for b in content):
+        return "tool_result"
+    return "user"
 
 
 def _classify_line(rec: Any) -> tuple[dict[str, Any], dict[str, Any]] | str | None:
@@ -466,6 +485,8 @@ def _record(message_id: str, call: _Copy, copies: int, place: _FilePlace,
             metadata[key] = value
     if call.lines > 1:
         metadata["streamed_lines"] = call.lines
+    if call.last_message is not None:
+        metadata["last_message"] = call.last_message
     if copies > 1:
         metadata["copies"] = copies  # the same message id under other requestIds (replays)
     if call.verdict is not None:
