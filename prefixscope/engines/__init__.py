@@ -4,8 +4,12 @@ Each engine follows one real implementation's rules, cited in its module docstri
 (sources in shared/reference/cache-semantics.md), behind the interface of `base.Engine`.
 Its spec says everything the rest of prefixscope asks about it -- simulate (what it
 replays, its block and TTL keywords and defaults, its lean unlimited variant, its
-one-pass capacity sweep), report (hosted or self-hosted, which models it serves) and the
-command line's help -- so a new engine is one module plus one `register` call.
+one-pass capacity sweep), report (hosted or self-hosted, which models it serves, and the
+rules the missed-token ledger reads a request by: unit, minimum cacheable length,
+retention and the longer TTLs a request can choose, whether a read may cover the whole
+prompt or only reaches breakpoints, and the words its findings' advice uses) and the
+command line's help -- so a new engine is one module plus one `register` call, and no
+module outside this package names one (`choose` picks the engine a log is replayed with).
 
 Example::
 
@@ -43,12 +47,13 @@ def __getattr__(name: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Lazy:
-    """A class of an engine module, called (`Lazy("vllm", "VllmEngine")(block_size=16)`)
-    as the class is, its module imported by the first call; picklable, as a spec's
-    factory travels to worker processes."""
+    """A class (or function) of an engine module, called
+    (`Lazy("vllm", "VllmEngine")(block_size=16)`) as it is, with keyword arguments, its
+    module imported by the first call; picklable, as a spec's factory travels to worker
+    processes."""
 
     module: str  # the module's name in this package
-    name: str  # the class's name in it
+    name: str  # the class's (function's) name in it
 
     def __call__(self, **params: Any) -> Any:
         return getattr(importlib.import_module(f"{__name__}.{self.module}"),
@@ -56,8 +61,23 @@ class Lazy:
 
 
 @dataclass(frozen=True, slots=True)
+class LongTtl:
+    """A longer TTL a request can write its cache entries with, at a higher write price
+    (Anthropic: ``"ttl": "1h"`` at 2x the input price instead of 5 minutes at 1.25x; the
+    prices themselves come from the price table, `analyses.prices`)."""
+
+    seconds: float
+    mark: str  # how a request asks for it, as the advice quotes it
+
+
+@dataclass(frozen=True, slots=True)
 class EngineSpec:
-    """One cache model as the registry holds it."""
+    """One cache model as the registry holds it.
+
+    The fields after `sweep` are a hosted engine's rules as the missed-token ledger and
+    the findings read them (`findings.ledger.hosted_rules`): a self-hosted engine's are
+    its block size alone (whole blocks, never the last token, no expiry).
+    """
 
     name: str
     factory: Callable[..., Engine]  # keyword arguments only (a class, or a `Lazy` one)
@@ -72,6 +92,52 @@ class EngineSpec:
     cache_output: bool = False  # the factory takes `cache_output`
     unlimited: Callable[..., Engine] | None = None  # same answers without a capacity, leaner
     sweep: Callable[..., Sweep] | None = None  # every capacity in one pass (engines.sweep)
+    # The shortest prefix it caches, in tokens (its factory's default) -- or, by model,
+    # `min_tokens_of(model=...)` (Anthropic's table: 1,024-4,096 tokens by model).
+    min_tokens: int = 0
+    min_tokens_of: Callable[..., int] | None = None
+    # A read may cover the whole prompt (a breakpoint at its end; DeepSeek's persisted
+    # units); else the last prompt token is always computed, as a server must to produce
+    # logits (a hit is at most `(prompt - 1)` rounded down to the unit).
+    reads_last_token: bool = False
+    # Tokens short of the previous prompt a warm read ends (Anthropic's automatic
+    # breakpoint: 2, `analyses.simulate.ANTHROPIC_READ_LAG`).
+    read_lag: int = 0
+    # A longer TTL a request can choose per write (`LongTtl`): the ledger reads a session
+    # whose writes chose it by it, and report prices choosing it (`findings.ttl_choice`).
+    long_ttl: LongTtl | None = None
+    # The retention a request can ask for by option (OpenAI's ``prompt_cache_retention:
+    # "24h"``: `engines.openai.RETENTION`), seconds: the ledger reads its successor by it.
+    extended_ttl_seconds: float | None = None
+    # The low end of a retention that is a range, not a TTL (OpenAI's in-memory cache:
+    # "5-10 minutes of inactivity, up to 1 hour"): `ttl_seconds` is its top; a pause
+    # within or past it expired the prefix only when the read after it shows so
+    # (`findings.ledger.Rules.expired`). None: `ttl_seconds` is a fixed TTL.
+    ttl_low_seconds: float | None = None
+    # Its default retention in words, as a ttl-expiry finding says it (None: "its TTL").
+    retention_words: str | None = None
+    # The advice of a provider-miss finding: what the client can change so the provider's
+    # cache finds the prefix (None: the generic advice, keep a session on one endpoint).
+    provider_fix: str | None = None
+
+    @property
+    def has_unit(self) -> bool:
+        """Its cache unit is a parameter (a block size) to give, infer or fit."""
+        return self.block_parameter is not None
+
+    @property
+    def reads_at_breakpoints(self) -> bool:
+        """It caches only where a request marks a breakpoint (``cache_control``), and
+        reads only an entry an earlier request wrote at one: what it replays is segments
+        between breakpoints. The ledger places its reads at the predecessor's
+        breakpoints, and a session that marks none never asked for caching."""
+        return self.replays == "segments"
+
+    def minimum(self, model: str | None) -> int:
+        """The shortest prefix it caches for `model`."""
+        if self.min_tokens_of is not None:
+            return int(self.min_tokens_of(model=model))
+        return self.min_tokens
 
     def block_kwargs(self, block_size: int | None) -> dict[str, int]:
         """The factory keyword setting `block_size` (None: the default)."""
@@ -108,14 +174,26 @@ for _spec in (
     EngineSpec("anthropic", Lazy("anthropic", "AnthropicEngine"),
                "cache_control breakpoints, 20-block lookback, 5m/1h TTL",
                ttl_parameter="ttl", ttl_seconds=300.0, hosted=True,
-               replays="segments", models=CLAUDE_MODELS),
+               replays="segments", models=CLAUDE_MODELS,
+               min_tokens_of=Lazy("anthropic", "min_cacheable"), reads_last_token=True,
+               read_lag=2, long_ttl=LongTtl(
+                   3600.0, "`cache_control: {\"type\": \"ephemeral\", \"ttl\": \"1h\"}`"),
+               retention_words="5 minutes by default",
+               provider_fix="Put an explicit `cache_control` breakpoint at the end of the "
+               "stable prefix (and at most 20 blocks back from each later breakpoint)."),
     EngineSpec("openai", Lazy("openai", "OpenaiEngine"),
                "automatic from 1,024 tokens, 128-token steps, retention",
                "step", 128, ttl_parameter="idle_ttl", ttl_seconds=600.0,
-               hosted=True, models=OPENAI_MODELS, cache_output=True),
+               hosted=True, models=OPENAI_MODELS, cache_output=True, min_tokens=1024,
+               extended_ttl_seconds=86_400.0, ttl_low_seconds=300.0,
+               retention_words="5–10 minutes idle",
+               provider_fix="Send a stable `prompt_cache_key` per session so requests reach "
+               "the same cache machine, and keep the request rate per key under ~15 per "
+               "minute."),
     EngineSpec("deepseek", Lazy("deepseek", "DeepseekEngine"),
                "persisted prefix units (input end, output end, common)",
-               ttl_parameter="ttl", hosted=True, models=DEEPSEEK_MODELS),
+               ttl_parameter="ttl", hosted=True, models=DEEPSEEK_MODELS,
+               reads_last_token=True),
 ):
     register(_spec)
 
@@ -133,5 +211,5 @@ def get_engine(name: str, **params: Any) -> Engine:
     return spec.factory(**params)
 
 
-__all__ = ["ENGINES", "Admission", "Engine", "EngineSpec", "Lazy", "Lookup", "Units",
+__all__ = ["ENGINES", "Admission", "Engine", "EngineSpec", "Lazy", "LongTtl", "Lookup", "Units",
            "block_keys", "get_engine", "register"]

@@ -66,9 +66,10 @@ from prefixscope.engines import ENGINES
 from prefixscope.findings.breakdown import usage_ledger
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
 from prefixscope.findings.rebuild import not_rebuilt, rendered_tokens
-from prefixscope.findings.ttl_choice import TTL_WHAT_IFS, TtlWhatIf, ttl_what_ifs
+from prefixscope.findings.ttl_choice import TtlWhatIf, ttl_what_ifs
 from prefixscope.model import SessionEvent, UsageRecord
 from prefixscope.model.redaction import active
+from prefixscope.model.whatifs import LEDGER_WHAT_IFS
 from prefixscope.parallel import Pool, effective_workers, release_freed_memory
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
@@ -599,7 +600,7 @@ def _what_if_of(diff: DiffReport | None, options: ReportOptions) -> dict[str, st
     what_if_of = {cause: transform for cause, transform in WHAT_IF_FOR_CAUSE.items()
                   if diff is not None and diff.totals.by_cause.get(cause)}
     for transform in options.what_if:  # asked for: priced whatever the diff found
-        if transform not in TTL_WHAT_IFS:
+        if transform not in LEDGER_WHAT_IFS:  # (the ledger prices those)
             what_if_of[f"--what-if {transform}"] = transform
     return what_if_of
 
@@ -652,9 +653,10 @@ def _ready_input(ready: dict[str, list[Any]], otherwise: WhatIfInput | None, sto
 
 
 def unmarked_cache_reads(engine: str, prepared: Sequence[Any]) -> bool:
-    """Anthropic bodies with no ``cache_control`` anywhere whose usage still reports cache
-    reads: the opt-in cache cannot have served them as logged."""
-    if engine != "anthropic":
+    """Bodies with no ``cache_control`` anywhere whose usage still reports cache reads, for
+    an engine that caches only at breakpoints (`EngineSpec.reads_at_breakpoints`:
+    Anthropic's): the opt-in cache cannot have served them as logged."""
+    if not ENGINES[engine].reads_at_breakpoints:
         return False
     bodies = [p for p in prepared if p.blocks is not None]
     return bool(bodies) and not any(p.breakpoints for p in bodies) and any(
@@ -682,7 +684,7 @@ def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
                   ) -> SimulateReport | None:
     if unmarked_cache_reads(sim.engine, prepared):
         sim = replace(sim, automatic_breakpoints=True)
-        notes.append("replayed with anthropic's automatic breakpoints: the logged bodies carry "
+        notes.append(f"replayed with {sim.engine}'s automatic breakpoints: the logged bodies carry "
                      "no cache_control mark, yet their usage reports cache reads -- the "
                      "client's marks were not logged (Claude Code puts one on the last "
                      "message), or the upstream caches automatically")

@@ -72,10 +72,9 @@ from dataclasses import dataclass, field
 from prefixscope.analyses.bucket import top_level_element
 from prefixscope.analyses.diff import PairDiff
 from prefixscope.analyses.prices import CallPrice
-from prefixscope.analyses.simulate import ANTHROPIC_READ_LAG, RequestSim
+from prefixscope.analyses.simulate import RequestSim
 from prefixscope.engines import ENGINES
-from prefixscope.engines.anthropic import TTL_1H, min_cacheable, write_ttl
-from prefixscope.engines.openai import RETENTION as OPENAI_RETENTION
+from prefixscope.engines.anthropic import TTL_1H, write_ttl
 from prefixscope.findings.unrequested import unrequested_sessions
 from prefixscope.model import UsageRecord
 
@@ -116,11 +115,9 @@ _EVENT_ORDER = ("compaction", "model-change", "settings-change", "client-upgrade
                 "truncation", "history-rewrite")
 # Anthropic caches at breakpoints, not in blocks: a warm turn reads a few tokens short of
 # the previous prompt (2 in TraceLab's Claude Code sample, 1-5 seen). A shortfall below
-# this many tokens is that distance, not a provider miss.
+# this many tokens (or one unit of a hosted API's steps) is that distance, not a provider
+# miss.
 ANTHROPIC_UNIT = 64
-# The low end of OpenAI's documented in-memory retention ("5-10 minutes of inactivity, up
-# to 1 hour"; the engine replays its top, `engines.openai.RETENTION`).
-OPENAI_IDLE_LOW = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +136,12 @@ class Rules:
     # past either expired the prefix only when the read after it shows so (`expired`).
     ttl_range: bool = False
     ttl_low: float | None = None
+    # A hosted read may cover the whole prompt (`EngineSpec.reads_last_token`); a
+    # self-hosted engine always computes the last token.
+    reads_last_token: bool = False
+    # It reads only at breakpoints an earlier request wrote, and caches only what a
+    # request marks (`EngineSpec.reads_at_breakpoints`).
+    at_breakpoints: bool = False
 
     def expired(self, gap: float | None, cached: int, expected: int,
                 warm: int | None = None) -> bool:
@@ -176,7 +179,7 @@ class Rules:
         the predecessor's (`whole_predecessor`: it sent no more than those)."""
         if self.hosted:
             reach = divergence - (self.read_lag if whole_predecessor else 0)
-            reach = min(reach, prompt - 1) if self.engine == "openai" else reach
+            reach = reach if self.reads_last_token else min(reach, prompt - 1)
             x = (max(0, reach) // self.unit) * self.unit
         else:
             x = (max(0, min(divergence, prompt - 1)) // self.unit) * self.unit
@@ -204,6 +207,9 @@ class LedgerEntry:
     # (predecessor's backend, this one's) when another backend served it than its
     # predecessor, with the same model (`hop`)
     hop: tuple[str, str] | None = None
+    # the retention it was read by (`Rules.ttl`: a range's top; None: no expiry), which
+    # `findings.pinning` holds a pinned hop's pause against
+    ttl_seconds: float | None = None
 
     @property
     def missed_tokens(self) -> int:
@@ -313,21 +319,24 @@ def _in_history(pair: PairDiff) -> bool:
 
 def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False,
                  extended: bool = False) -> Rules:
-    """A hosted API's rules, from its registry entry (block size, retention) and its engine
-    model (the minimum cacheable length). `extended`: OpenAI's predecessor asked for
-    ``prompt_cache_retention: "24h"`` (its prefix lasts up to a day)."""
+    """A hosted API's rules, from its registry entry (`EngineSpec`: unit, minimum
+    cacheable length for `model`, retention, read lag). `ttl_1h`: the predecessor's writes
+    chose the engine's longer TTL (`EngineSpec.long_ttl`: Anthropic's 1 hour);
+    `extended`: the predecessor asked for the engine's extended retention
+    (`EngineSpec.extended_ttl_seconds`: OpenAI's ``prompt_cache_retention: "24h"``, its
+    prefix lasts up to a day)."""
     spec = ENGINES[engine]
-    ttl = TTL_1H if ttl_1h and engine == "anthropic" else spec.ttl_seconds
-    if extended and engine == "openai":
-        ttl = OPENAI_RETENTION["24h"][0]
-    if engine == "anthropic":
-        return Rules(engine, True, 1, min_cacheable(model), ttl, ANTHROPIC_READ_LAG,
-                     ANTHROPIC_UNIT)
-    minimum = int(getattr(spec.factory(), "min_tokens", 0) or 0)
-    low = OPENAI_IDLE_LOW if engine == "openai" and not extended else None
-    return Rules(engine, True, spec.block_size, minimum, ttl, 0,
-                 max(spec.block_size, ANTHROPIC_UNIT), ttl_range=engine == "openai",
-                 ttl_low=low)
+    ttl = spec.ttl_seconds
+    if ttl_1h and spec.long_ttl is not None:
+        ttl = spec.long_ttl.seconds
+    if extended and spec.extended_ttl_seconds is not None:
+        ttl = spec.extended_ttl_seconds
+    return Rules(engine, True, spec.block_size, spec.minimum(model), ttl, spec.read_lag,
+                 max(spec.block_size, ANTHROPIC_UNIT),
+                 ttl_range=spec.ttl_low_seconds is not None,
+                 ttl_low=None if extended else spec.ttl_low_seconds,
+                 reads_last_token=spec.reads_last_token,
+                 at_breakpoints=spec.reads_at_breakpoints)
 
 
 def self_hosted_rules(engine: str | None, unit: int | None) -> Rules:
@@ -374,7 +383,7 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
     default = Rules(None, False, 1, 0, None)
     unrequested = unrequested_sessions(kept, {
         r.id: rules_of[r.id].minimum for r in kept
-        if r.id in rules_of and rules_of[r.id].engine == "anthropic"})
+        if r.id in rules_of and rules_of[r.id].at_breakpoints})
     entries: list[LedgerEntry] = []
     for r in kept:
         if r.id not in basis_ids:
@@ -518,7 +527,7 @@ def _entry(r: UsageRecord, prompt: int, cached: int, prev: UsageRecord | None,
         if price is not None else {}
     return LedgerEntry(r.id, r.session, prompt, cached, {c: n for c, n in causes.items() if n},
                        kind, segment, gap, expected, domain, lost, rules.engine, recorded,
-                       shrank, hopped if causes.get("routing") else None)
+                       shrank, hopped if causes.get("routing") else None, rules.ttl)
 
 
 def hop(prev: UsageRecord | None, r: UsageRecord) -> tuple[str, str] | None:
@@ -570,7 +579,7 @@ def _breakpoint_reach(pair: PairDiff, rules: Rules, source: str, prompt: int,
     in the log's own count: X is the read. A read nearer an earlier breakpoint (or none)
     is a shorter entry served, and X stays the mapped end."""
     div = pair.first_divergence
-    if (rules.engine != "anthropic" or source != "observed" or div is None
+    if (not rules.at_breakpoints or source != "observed" or div is None
             or not pair.breakpoints_a):
         return None
     ends = sorted(_to_log(end, pair.tokens_b, prompt, source)
@@ -587,7 +596,7 @@ def _written_reach(prev: UsageRecord, rules: Rules, source: str) -> int | None:
     call: what it read plus what it wrote (its prompt less its uncached ``input_tokens``,
     the tokens after its last breakpoint, which no call wrote). None where the log does not
     say (no write count, or a basis not read from the log's usage)."""
-    if (source != "observed" or rules.engine != "anthropic" or prev.cached_tokens is None
+    if (source != "observed" or not rules.at_breakpoints or prev.cached_tokens is None
             or prev.cache_write_tokens is None):
         return None
     return prev.cached_tokens + prev.cache_write_tokens
@@ -692,7 +701,7 @@ def unmodelled_hosted_rules(family: str) -> Rules:
     """A hosted API whose cache prefixscope has no model of (Gemini's implicit caching,
     xAI): a shortfall of a live prefix is the provider's; no retention or minimum is
     assumed."""
-    return Rules(family, True, 1, 0, None, 0, ANTHROPIC_UNIT)
+    return Rules(family, True, 1, 0, None, 0, ANTHROPIC_UNIT, reads_last_token=True)
 
 
 def rules_for(records: Sequence[UsageRecord], replayed: Mapping[str, ReplayedRequest],

@@ -22,6 +22,9 @@ prices (`analyses.prices`):
 
 A session whose writes already use the 1-hour TTL has no 5-minute write to change:
 ``ttl-1h`` says so and prices nothing.
+
+The calls priced are those read by the rules of an engine whose writes choose a longer TTL
+(`engines.EngineSpec.long_ttl`: Anthropic's); its TTLs come from its registry entry.
 """
 
 from __future__ import annotations
@@ -31,13 +34,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from prefixscope.analyses.prices import MTOK, CallPrice
-from prefixscope.engines.anthropic import TTL_1H, TTL_5M
+from prefixscope.engines import ENGINES, EngineSpec
 from prefixscope.findings.ledger import Ledger, LedgerEntry, read_ttls
 from prefixscope.model import UsageRecord
 from prefixscope.model.whatifs import TTL_WHAT_IFS as TTL_WHAT_IFS  # where it is defined
 
 PING_MARGIN = 30.0  # keep-warm pings this many seconds inside the TTL
-PING_EVERY = TTL_5M - PING_MARGIN  # seconds between keep-warm pings: inside the 5-minute TTL
+
+
+def _choosing(engine: str | None) -> EngineSpec | None:
+    """`engine`'s registry entry when its writes choose a longer TTL (`long_ttl`)."""
+    spec = ENGINES.get(engine or "")
+    return spec if spec is not None and spec.long_ttl is not None else None
+
+
+def _ttls(engine: str | None) -> tuple[float, float]:
+    """(default, longer) TTL of an engine whose writes choose one (`_choosing`)."""
+    spec = _choosing(engine)
+    assert spec is not None and spec.long_ttl is not None and spec.ttl_seconds is not None
+    return spec.ttl_seconds, spec.long_ttl.seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +76,10 @@ class TtlWhatIf:
 
 def ttl_what_ifs(ledger: Ledger, records: Sequence[UsageRecord],
                  prices: Mapping[str, CallPrice]) -> tuple[TtlWhatIf, ...]:
-    """Both what-ifs over the Anthropic calls of `ledger` (empty: no priced TTL loss)."""
+    """Both what-ifs over the calls of `ledger` read by an engine whose writes choose a
+    longer TTL (empty: no priced TTL loss)."""
     expired = [e for e in ledger.entries
-               if e.causes.get("ttl") and e.engine == "anthropic" and e.id in prices]
+               if e.causes.get("ttl") and _choosing(e.engine) and e.id in prices]
     if not expired:
         return ()
     return (_one_hour(ledger, records, prices),
@@ -72,9 +88,10 @@ def ttl_what_ifs(ledger: Ledger, records: Sequence[UsageRecord],
 
 def _one_hour(ledger: Ledger, records: Sequence[UsageRecord],
               prices: Mapping[str, CallPrice]) -> TtlWhatIf:
-    in_basis = {e.id for e in ledger.entries if e.engine == "anthropic"}
-    kept = [e for e in ledger.entries if e.causes.get("ttl") and e.engine == "anthropic"
-            and e.id in prices and e.gap_seconds is not None and e.gap_seconds <= TTL_1H]
+    in_basis = {e.id for e in ledger.entries if _choosing(e.engine)}
+    kept = [e for e in ledger.entries if e.causes.get("ttl") and _choosing(e.engine)
+            and e.id in prices and e.gap_seconds is not None
+            and e.gap_seconds <= _ttls(e.engine)[1]]
     avoided_of = {e.id: e.causes["ttl"] for e in kept}
     cost = written = weighted = 0.0
     avoided = 0
@@ -122,7 +139,8 @@ def _keep_warm(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
     for e in expired:
         if e.gap_seconds is None:
             continue
-        interval = ttls.get(e.id, TTL_5M) - PING_MARGIN  # inside the TTL the log shows
+        # inside the TTL the log shows (else the engine's default)
+        interval = ttls.get(e.id, _ttls(e.engine)[0]) - PING_MARGIN
         pings = max(0, math.ceil(e.gap_seconds / interval) - 1)
         price = prices[e.id]
         ping_cost = pings * (e.expected_tokens or 0) * price.read_rate
@@ -139,7 +157,7 @@ def _keep_warm(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
             bridged += 1
             every.add(interval)
     if bridged or not paused:
-        minutes = _minutes(every)
+        minutes = _minutes(every or {_ttls(expired[0].engine)[0] - PING_MARGIN})
         detail = (f"pinging every {minutes} minutes through the {bridged} of "
                   f"{_n(len(expired), 'pause')} where it pays would cost {_usd(cost)} in "
                   f"cache reads and keep {tokens:,} expired tokens ({_usd(saved)}): net "
@@ -153,8 +171,20 @@ def _keep_warm(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
 
 
 def _minutes(intervals: set[float]) -> str:
-    """The ping intervals in minutes (`PING_EVERY` when there is none)."""
-    return " or ".join(f"{s / 60:.1f}" for s in sorted(intervals or {PING_EVERY}))
+    """The ping intervals in minutes."""
+    return " or ".join(f"{s / 60:.1f}" for s in sorted(intervals))
+
+
+def _span(seconds: float) -> str:
+    """A TTL in words: "5 minutes", "1 hour"."""
+    value, unit = (seconds / 3600, "hour") if seconds >= 3600 else (seconds / 60, "minute")
+    return f"{value:g} {unit}" + ("" if value == 1 else "s")
+
+
+def _adjective(seconds: float) -> str:
+    """A TTL as an adjective: "5-minute", "1-hour"."""
+    value, unit = (seconds / 3600, "hour") if seconds >= 3600 else (seconds / 60, "minute")
+    return f"{value:g}-{unit}"
 
 
 def _usd(value: float) -> str:
@@ -176,20 +206,19 @@ def ttl_shown(entries: Sequence[LedgerEntry], records: Sequence[UsageRecord]
 
 
 def retention_words(engine: str | None, shown: set[float | None]) -> str:
-    """The retention an expiry was read by, in words: for Anthropic the TTL the log's
-    writes show (`ttl_shown`), else the provider's default."""
-    if engine == "anthropic":
-        if shown == {TTL_1H}:
-            return "1 hour: the log's writes use the 1-hour TTL"
-        if shown == {TTL_5M}:
-            return "5 minutes: the log's writes use the 5-minute TTL"
-        if TTL_1H in shown:
-            return "5 minutes, 1 hour after the log's 1-hour writes"
-    return {"anthropic": "5 minutes by default", "openai": "5–10 minutes idle"}.get(
-        engine or "", "its TTL")
-
-
-_MARK_1H = "`cache_control: {\"type\": \"ephemeral\", \"ttl\": \"1h\"}`"
+    """The retention an expiry was read by, in words: for an engine whose writes choose a
+    TTL the one the log's writes show (`ttl_shown`), else the provider's default
+    (`EngineSpec.retention_words`)."""
+    spec = ENGINES.get(engine or "")
+    if _choosing(engine):
+        default, long = _ttls(engine)
+        if shown == {long}:
+            return f"{_span(long)}: the log's writes use the {_adjective(long)} TTL"
+        if shown == {default}:
+            return f"{_span(default)}: the log's writes use the {_adjective(default)} TTL"
+        if long in shown:
+            return f"{_span(default)}, {_span(long)} after the log's {_adjective(long)} writes"
+    return spec.retention_words or "its TTL" if spec is not None else "its TTL"
 
 
 def ttl_fix(engine: str | None, what_ifs: Sequence[TtlWhatIf],
@@ -198,19 +227,23 @@ def ttl_fix(engine: str | None, what_ifs: Sequence[TtlWhatIf],
     1-hour TTL only where it pays and the log does not use it already, keep-warm pings
     where they pay more, else keeping a session's turns within the TTL or accepting the
     expiries (docs/report.md#money). `shown`: `ttl_shown` of the finding's requests."""
-    if engine != "anthropic":
+    spec = _choosing(engine)
+    if spec is None or spec.long_ttl is None:
         return ("Keep requests of a session within the provider's retention, or use its "
                 "extended retention where offered.")
-    one_hour = shown == {TTL_1H}
-    window = "the hour" if one_hour else "5 minutes"
+    default, long = _ttls(engine)
+    one_hour = shown == {long}
+    longer, mark = _adjective(long), spec.long_ttl.mark
+    the_long = "the hour" if long == 3600 else _span(long)
+    window = the_long if one_hour else _span(default)
     if not what_ifs:  # not priced (a model without list prices)
         if one_hour:
-            return ("The log's writes already use the 1-hour TTL and these pauses ran past "
-                    "it: keep a session's turns within the hour, or keep the session warm "
-                    "with a cheap request before the hour runs out.")
-        return (f"Mark the stable prefix with the 1-hour TTL ({_MARK_1H}) where pauses "
-                "exceed 5 minutes, or keep the session warm with a cheap request before the "
-                "TTL runs out.")
+            return (f"The log's writes already use the {longer} TTL and these pauses ran past "
+                    f"it: keep a session's turns within {the_long}, or keep the session warm "
+                    f"with a cheap request before {the_long} runs out.")
+        return (f"Mark the stable prefix with the {longer} TTL ({mark}) where pauses "
+                f"exceed {_span(default)}, or keep the session warm with a cheap request "
+                "before the TTL runs out.")
     by_name = {w.name: w for w in what_ifs}
     hour = by_name.get("ttl-1h")
     if one_hour or (hour is not None and hour.in_use):
@@ -218,24 +251,24 @@ def ttl_fix(engine: str | None, what_ifs: Sequence[TtlWhatIf],
     warm = by_name.get("keep-warm")
     warm_net = warm.net_usd if warm is not None and warm.requests else 0.0
     if hour is not None and hour.net_usd > 0 and hour.net_usd >= warm_net:
-        return (f"Mark the stable prefix with the 1-hour TTL ({_MARK_1H}): on this log it "
+        return (f"Mark the stable prefix with the {longer} TTL ({mark}): on this log it "
                 f"pays (net {_usd(hour.net_usd)}"
                 + (f"; keep-warm pings: net {_usd(warm_net)})." if warm_net > 0 else ")."))
     if warm_net > 0:
-        every = "59.5" if one_hour else "4.5"
+        every = _minutes({(long if one_hour else default) - PING_MARGIN})
         fix = ("Keep the session warm through its long pauses: a cheap request (a keep-alive "
                f"ping) every {every} minutes through the pauses where it pays (net "
                f"{_usd(warm_net)})")
         if hour is not None:
-            fix += (f"; the 1-hour TTL {'pays less' if hour.net_usd > 0 else 'does not pay'}"
+            fix += (f"; the {longer} TTL {'pays less' if hour.net_usd > 0 else 'does not pay'}"
                     f" on this log (net {_usd(hour.net_usd)})")
         return fix + "."
     if hour is not None:
-        verdict = (f"Neither the 1-hour TTL (net {_usd(hour.net_usd)}) nor keep-warm pings "
+        verdict = (f"Neither the {longer} TTL (net {_usd(hour.net_usd)}) nor keep-warm pings "
                    "pay on this log")
     elif one_hour:
-        verdict = ("The log's writes already use the 1-hour TTL, and keep-warm pings do not "
-                   "pay on this log")
+        verdict = (f"The log's writes already use the {longer} TTL, and keep-warm pings do "
+                   "not pay on this log")
     else:
         verdict = "Keep-warm pings do not pay on this log"
     return (f"{verdict}: keep a session's turns within {window} of each other where you "

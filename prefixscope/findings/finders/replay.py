@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 
 from prefixscope.analyses.simulate import SimulateReport
-from prefixscope.engines.anthropic import TTL_5M, min_cacheable
+from prefixscope.engines import ENGINES
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
 from prefixscope.findings.finders.recorded import (
@@ -87,21 +87,24 @@ def _not_requested(ev: Evidence) -> Iterator[Finding]:
     sessions = {e.session for e in hit}
     calls = [e for e in ledger.entries if e.session in sessions]
     model_of = {r.id: r.model for r in ev.records}
-    above = [e for e in calls if e.prompt_tokens >= min_cacheable(model_of.get(e.id))]
+    # the opt-in cache's rules (`EngineSpec.reads_at_breakpoints`): its minimum, its TTL
+    spec = ENGINES[str(hit[0].engine)]
+    ttl = spec.ttl_seconds
+    above = [e for e in calls if e.prompt_tokens >= spec.minimum(model_of.get(e.id))]
     models = sorted({m for e in calls if (m := model_of.get(e.id))})
-    minimums = sorted({min_cacheable(m) for m in models} or {min_cacheable(None)})
+    minimums = sorted({spec.minimum(m) for m in models} or {spec.minimum(None)})
     tokens = _tokens(hit, "not-requested")
     # Had caching been asked, each call would have read what the ledger books here
-    # (unless a pause outlived the 5-minute TTL) and written the rest of its prompt once.
+    # (unless a pause outlived the default TTL) and written the rest of its prompt once.
     late = sum(e.causes["not-requested"] for e in hit
-               if e.gap_seconds is not None and e.gap_seconds > TTL_5M)
+               if e.gap_seconds is not None and ttl is not None and e.gap_seconds > ttl)
     total = 0.0
     for e in calls:
         price = ledger.prices.get(e.id)
         if price is None:
             break
         read = e.causes.get("not-requested", 0)
-        if e.gap_seconds is not None and e.gap_seconds > TTL_5M:
+        if e.gap_seconds is not None and ttl is not None and e.gap_seconds > ttl:
             read = 0
         rates = price.rates
         total += (read * (rates.input - rates.cache_read)
@@ -188,10 +191,13 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
                  f"after a pause of {_minutes(gaps[0])}" if _minutes(min(gaps)) ==
                  _minutes(max(gaps)) else
                  f"after pauses of {_minutes(min(gaps))}–{_minutes(max(gaps))}")
-        shown = ttl_shown(entries, ev.records) if engine == "anthropic" else set()
+        # an engine whose writes choose a TTL: the TTLs the log's writes show, the choice
+        spec = ENGINES.get(engine or "")
+        chooses = spec is not None and spec.long_ttl is not None
+        shown = ttl_shown(entries, ev.records) if chooses else set()
         if shown - {None}:  # the TTLs the log's writes show
             evidence["ttl_seconds"] = sorted(t for t in shown if t is not None)
-        what_ifs = ev.ttl_what_ifs if engine == "anthropic" else ()
+        what_ifs = ev.ttl_what_ifs if chooses else ()
         fix = ttl_fix(engine, what_ifs, shown)
         if what_ifs:
             priced = sorted(what_ifs, key=lambda w: -w.net_usd)
@@ -399,10 +405,7 @@ def _provider_fix(engine: str | None, family: str | None = None) -> str:
                 "them (OpenAI's cache is best effort: routing, overflow). Codex's own "
                 "compaction (`/compact`) and fewer model or effort switches are the levers "
                 "you have.")
-    if engine == "openai":
-        return ("Send a stable `prompt_cache_key` per session so requests reach the same cache "
-                "machine, and keep the request rate per key under ~15 per minute.")
-    if engine == "anthropic":
-        return ("Put an explicit `cache_control` breakpoint at the end of the stable prefix "
-                "(and at most 20 blocks back from each later breakpoint).")
+    spec = ENGINES.get(engine or "")
+    if spec is not None and spec.provider_fix is not None:
+        return spec.provider_fix
     return "Keep requests of a session on one provider endpoint; caching is best effort."
