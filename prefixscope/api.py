@@ -408,7 +408,7 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
     from prefixscope.findings.build import build_report
     from prefixscope.findings.evidence import ReportOptions, gather
     from prefixscope.findings.gate import BaselineError, GateOptions, read_baseline
-    from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
+    from prefixscope.model.whatifs import LEDGER_WHAT_IFS
     from prefixscope.parallel import WorkerError
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.prompt.whatif import WHAT_IFS as RENDER_WHAT_IFS
@@ -422,11 +422,11 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
         raise Error(f"unknown runner {runner!r} (known: local, ray)", usage=True)
     asked = _what_ifs(what_if)
     for name in asked:
-        if name not in TTL_WHAT_IFS and name not in RENDER_WHAT_IFS \
+        if name not in LEDGER_WHAT_IFS and name not in RENDER_WHAT_IFS \
                 and not name.startswith("drop:"):
             raise Error(f"unknown what-if {name!r} (known: "
-                        f"{', '.join((*TTL_WHAT_IFS, *RENDER_WHAT_IFS))})", usage=True)
-    _checked(RenderOptions(what_if=tuple(w for w in asked if w not in TTL_WHAT_IFS)))
+                        f"{', '.join((*LEDGER_WHAT_IFS, *RENDER_WHAT_IFS))})", usage=True)
+    _checked(RenderOptions(what_if=tuple(w for w in asked if w not in LEDGER_WHAT_IFS)))
     render_options = _checked(RenderOptions(gateway=gateway, tokenizer=tokenizer))
     saved = None
     if baseline is not None:
@@ -491,7 +491,7 @@ def _bundle_evidence(directory: Path, options: ReportOptions, scoped: bool) -> E
     """
     from prefixscope.findings.bundle import BundleError, read_bundle
     from prefixscope.findings.evidence import ReportOptions, relabel
-    from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
+    from prefixscope.model.whatifs import LEDGER_WHAT_IFS
     from prefixscope.prompt import RenderOptions
 
     default = ReportOptions()
@@ -502,8 +502,8 @@ def _bundle_evidence(directory: Path, options: ReportOptions, scoped: bool) -> E
         ("--engine-log", bool(options.engine_logs)),
         ("--gateway / --tokenizer", options.render != RenderOptions()),
         ("--since / --until / --project", scoped),
-        ("--what-if " + ", ".join(w for w in options.what_if if w not in TTL_WHAT_IFS),
-         any(w not in TTL_WHAT_IFS for w in options.what_if))) if given]
+        ("--what-if " + ", ".join(w for w in options.what_if if w not in LEDGER_WHAT_IFS),
+         any(w not in LEDGER_WHAT_IFS for w in options.what_if))) if given]
     if needs_text:
         raise Error(f"{directory} is a bundle: its prompts were replayed where it was "
                     f"exported; {needs_text[0]} needs them (pass it to export --bundle "

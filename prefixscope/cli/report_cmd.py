@@ -30,7 +30,7 @@ from prefixscope.cli.options import (
     Workers,
     defaults,
 )
-from prefixscope.model.whatifs import TTL_WHAT_IFS
+from prefixscope.model.whatifs import LEDGER_WHAT_IFS
 from prefixscope.prompt.whatif import WHAT_IFS
 
 if TYPE_CHECKING:
@@ -39,10 +39,13 @@ if TYPE_CHECKING:
 # gather's steps, at most: engine logs, usage, bucket, diff, segments, usage lint, replay,
 # ledger (findings/evidence.py `gather`; diff runs in one of two places, once)
 _STEPS = 8
-# what --what-if prices: the TTL what-ifs (findings.ttl_choice) and the render transforms
-_TTL_HELP = {"ttl-1h": "1-hour cache writes", "keep-warm": "pings through pauses"}
+# what --what-if prices: the ledger's what-ifs (findings.ttl_choice, findings.pinning) and
+# the render transforms
+_LEDGER_HELP = {"ttl-1h": "1-hour cache writes", "keep-warm": "pings through pauses",
+                "pin-backend": "each session on one backend",
+                "policy": "the cheapest choice per kind of request"}
 _WHAT_IF_HELP = ("What-ifs to price, comma-separated or repeated: "
-                 + ", ".join(f"{name} ({_TTL_HELP[name]})" for name in TTL_WHAT_IFS)
+                 + ", ".join(f"{name} ({_LEDGER_HELP[name]})" for name in LEDGER_WHAT_IFS)
                  + ", and the render transforms ("
                  + ", ".join(WHAT_IFS).replace("<regex>", "REGEX") + ").")
 

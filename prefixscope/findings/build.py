@@ -19,7 +19,9 @@ from prefixscope.findings.model import (
     WhatIfLine,
     reading_order,
 )
+from prefixscope.findings.pinning import pin_backend, pin_line
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
+from prefixscope.model.whatifs import PIN_BACKEND
 
 HIGH_SHARE = 0.05  # a finding costing this share of all prompt tokens is high severity
 MEDIUM_SHARE = 0.01
@@ -152,13 +154,18 @@ def build_report(ev: Evidence, gate: GateOptions | None = None,
 
 def priced_what_ifs(ev: Evidence) -> tuple[WhatIfLine, ...]:
     """The what-ifs asked for (--what-if), each priced: a render transform by the replay's
-    gain, a TTL choice in dollars; the TTL choices also when a hosted prefix expired."""
-    asked = ev.requested_what_if or tuple(w.name for w in ev.ttl_what_ifs)
+    gain, a TTL choice in dollars; the TTL choices also when a hosted prefix expired, and
+    pinning each session to one backend (`findings.pinning`) when a session hopped."""
+    pinned = pin_backend(ev.ledger, ev.records) if ev.ledger is not None else None
+    asked = ev.requested_what_if or (*(w.name for w in ev.ttl_what_ifs),
+                                     *((PIN_BACKEND,) if pinned and pinned.hopped else ()))
     ttl = {w.name: w for w in ev.ttl_what_ifs}
     replayed = {w.transform: w for w in ev.simulate.what_if} if ev.simulate else {}
     out = []
     for name in dict.fromkeys(asked):
-        if name in TTL_WHAT_IFS:
+        if name == PIN_BACKEND:
+            out.append(pin_line(pinned))
+        elif name in TTL_WHAT_IFS:
             w = ttl.get(name)
             out.append(WhatIfLine(name, w.detail, saved_usd=w.saved_usd, cost_usd=w.cost_usd,
                                   net_usd=w.net_usd) if w is not None else WhatIfLine(

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding
 from prefixscope.findings.model import Finding
+from prefixscope.findings.pinning import pin_backend, pin_line
 from prefixscope.model import UsageRecord
 
 KIND = "backend-hop"
@@ -56,7 +57,13 @@ def find(ev: Evidence) -> Iterator[Finding]:
              f"{count(len(entries), 'request')} ({top}"
              f"{', …' if len(hops) > 1 else ''}): each backend keeps its own cache, so "
              f"{tokens:,} tokens its predecessor had cached were written again{money}")
-    yield finding(KIND, title, tokens, evidence, fix(gateway), lost_usd=usd)
+    remedy = fix(gateway)
+    pinned = pin_backend(ev.ledger, ev.records)
+    line = pin_line(pinned)
+    remedy += f" Priced on this log (`--what-if pin-backend`): {line.detail}."
+    if line.net_usd is not None:
+        evidence["what_if"] = {line.name: round(line.net_usd, 6)}
+    yield finding(KIND, title, tokens, evidence, remedy, lost_usd=usd)
 
 
 def gateway_of(records: Sequence[UsageRecord]) -> str | None:
