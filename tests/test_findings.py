@@ -17,8 +17,9 @@ from prefixscope.analyses.bucket import (
 )
 from prefixscope.analyses.diff import CauseTotal, DiffReport, DiffTotals, Divergence, PairDiff
 from prefixscope.analyses.simulate import CurvePoint, RequestSim, SimulateReport, WhatIfResult
+from prefixscope.engines.choose import choose_engine, model_family_engine
 from prefixscope.findings.build import build_report, reading_order
-from prefixscope.findings.evidence import Evidence, choose_engine, model_family_engine
+from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders import breakage, constants, replay, split
 from prefixscope.findings.gate import (
     BaselineError,
@@ -368,24 +369,25 @@ class TestRanking:
 class TestEngineChoice:
     def test_aligned_cached_values_mean_a_self_hosted_engine(self):
         records = (record("a", "s", 100, 64, model="claude-sonnet-4-5"),)
-        assert choose_engine("auto", records, 64)[0] == "vllm"
+        assert choose_engine(records, "auto", 64).engine == "vllm"
 
     def test_otherwise_the_models_family_picks_the_hosted_api(self):
         records = (record("a", "s", 100, 7, model="gpt-4.1"),
                    record("b", "s", 100, 7, model="claude-opus-4"),
                    record("c", "s", 100, 7, model="claude-opus-4"))
         assert model_family_engine(records) == "anthropic"
-        assert choose_engine("auto", records, None)[0] == "anthropic"
-        assert choose_engine("auto", records[:1], 128)[0] == "openai"
-        assert choose_engine("sglang", records, None) == ("sglang", "as asked")
+        assert choose_engine(records, "auto", None).engine == "anthropic"
+        assert choose_engine(records[:1], "auto", 128).engine == "openai"
+        chosen = choose_engine(records, "sglang", None)
+        assert (chosen.engine, chosen.why) == ("sglang", "as asked")
 
     def test_a_hosted_family_without_a_cache_model_is_not_replayed_unless_asked(self):
         records = (record("a", "s", 100, 7, model="gemini-3-flash"),)
-        engine, why = choose_engine("auto", records, None)
-        assert engine is None and "gemini" in why
-        assert choose_engine("openai", records, None)[0] == "openai"
+        chosen = choose_engine(records, "auto", None)
+        assert chosen.engine is None and "gemini" in chosen.why
+        assert choose_engine(records, "openai", None).engine == "openai"
         gemma = (record("a", "s", 100, 64, model="gemma-3-27b"),)  # open weights, self-hosted
-        assert choose_engine("auto", gemma, 64)[0] == "vllm"
+        assert choose_engine(gemma, "auto", 64).engine == "vllm"
 
 
 class TestGate:

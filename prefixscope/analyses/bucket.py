@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefixscope.analyses.dimensions import check_dimensions, group_key
+from prefixscope.engines.choose import BLOCK_SIZES as BLOCK_SIZES  # (read from here too)
 from prefixscope.model import UsageRecord
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
 from prefixscope.tokens import Tokens, tokens, tokens_many
 
-BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 SPIKE_MIN_SHARE = 0.05
 SPIKE_MIN_REQUESTS = 5
 # Block inference: a value must be seen this often to count (when enough such values exist),

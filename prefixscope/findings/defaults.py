@@ -1,9 +1,9 @@
 """The one set of defaults behind ``--engine``, ``--block-size`` and ``--capacity``.
 
 `simulate` replays a store the way `report` replays each of its cache domains
-(`evidence._replay_domain`): the engine chosen from the log (`evidence.choose_engine`),
-the block size given, else inferred from the cached values a self-hosted engine reported
-(`evidence.aligned_block_size`), else the engine's own; the capacity given, else
+(`evidence._replay_domain`): the engine chosen from the log (`engines.choose`, which
+report asks per log file), the block size given, else inferred from the cached values a
+self-hosted engine reported, else the engine's own; the capacity given, else
 unlimited -- unless a self-hosted engine got less cache than an unlimited one predicts,
 when the capacity is fitted to the observed cached tokens and the log replayed at the
 fit. Each choice carries the words the output says it in, so a reader always knows
@@ -13,7 +13,7 @@ which numbers were asked for and which the log decided.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from prefixscope.analyses.simulate import (
     SimulateOptions,
@@ -24,77 +24,16 @@ from prefixscope.analyses.simulate import (
     replay_prepared,
 )
 from prefixscope.engines import ENGINES
-from prefixscope.findings.evidence import (
-    AUTO,
-    TRACE_FORMATS,
-    aligned_block_size,
-    auto_engine,
-    has_unit,
-    model_family_engine,
+
+# the engine choice is `engines.choose`'s (simulate's callers read it from here)
+from prefixscope.engines.choose import (
+    NO_UNIT,
+    USAGE_ONLY,
+    EngineChoice,
+    choose_engine,
+    usage_only_fix,
 )
-from prefixscope.model import UsageRecord
 from prefixscope.store import Store
-
-
-@dataclass(frozen=True, slots=True)
-class EngineChoice:
-    """The cache model a replay uses, and why."""
-
-    engine: str | None  # None: no engine can replay this log; `why` names the fix
-    unit: int | None  # None: the engine's own default
-    why: str  # why this engine ("as asked", or auto's reason)
-    # "given", "inferred from the cached values", "the engine's default" or NO_UNIT
-    unit_source: str
-
-
-USAGE_ONLY = "a usage-only log (no bodies, no block ids)"
-NO_UNIT = "no block size"  # the unit source of an engine that has none (Anthropic, DeepSeek)
-
-
-def usage_only_fix(records: Sequence[UsageRecord]) -> str:
-    """The engine option that replays a log of usage alone: its models' hosted API."""
-    family = model_family_engine([r for r in records if r.duplicate_of is None])
-    if family is not None:
-        return f"`--engine {family}` (its models' hosted API)"
-    return "a hosted engine: `--engine anthropic`, `openai` or `deepseek`"
-
-
-def choose_engine(records: Sequence[UsageRecord], requested: str, block_size: int | None,
-                  *, with_bodies: bool) -> EngineChoice:
-    """The engine and unit `simulate` replays `records` with (see the module docstring).
-
-    A log of usage alone (no bodies, no block-hash ids) has nothing a self-hosted engine
-    could rebuild: auto replays it from its usage with its models' hosted API, or says
-    which engine to pass.
-    """
-    kept = [r for r in records if r.duplicate_of is None]
-    traces = any(r.source_format in TRACE_FORMATS for r in kept)
-    if requested == AUTO:
-        engine, unit, why = auto_engine(records, block_size)
-        if engine is not None and not ENGINES[engine].hosted and not with_bodies \
-                and not traces:
-            family = model_family_engine(kept)
-            if family is None:
-                return EngineChoice(None, None, f"{USAGE_ONLY}: replay it with "
-                                    f"{usage_only_fix(records)}", "")
-            engine, unit = family, block_size
-            why = f"{USAGE_ONLY}: replaying with `--engine {family}`, its models' hosted API"
-        if engine is None:
-            return EngineChoice(None, None, why, "")
-    else:
-        engine, why = requested, "as asked"
-        unit = block_size
-        if unit is None and not ENGINES[engine].hosted and has_unit(engine):
-            unit = aligned_block_size([r.cached_tokens for r in kept if r.cached_tokens])
-    if not has_unit(engine):
-        source = NO_UNIT
-    elif block_size is not None:
-        source = "given"
-    elif unit is not None:
-        source = "inferred from the cached values"
-    else:
-        source = "the engine's default"
-    return EngineChoice(engine, unit, why, source)
 
 
 def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source: str,
@@ -141,7 +80,8 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
                                "unlimited (fitted to the log's cached tokens)")
             if fitted.capacity_tokens != options.capacity_tokens:
                 changes["capacity_tokens"] = fitted.capacity_tokens
-        if has_unit(options.engine) and unit_source != "given" and fitted.unit != first.unit:
+        if (ENGINES[options.engine].has_unit and unit_source != "given"
+                and fitted.unit != first.unit):
             changes["unit"] = fitted.unit
             unit_source = "fitted to the log's cached tokens"
         if fitted.ttl_seconds is not None and options.ttl_seconds is None:
@@ -156,3 +96,7 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
     if fitted is not None:
         report = replace(report, fit=fitted)
     return replace(report, unit_source=unit_source, capacity_source=capacity_source)
+
+
+__all__ = ["NO_UNIT", "USAGE_ONLY", "EngineChoice", "choose_engine", "replay_with_defaults",
+           "usage_only_fix"]

@@ -11,19 +11,12 @@ the log) leaves its field None and says why in `notes`.
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from prefixscope.analyses.bucket import (
-    BLOCK_SIZES,
-    BucketReport,
-    BucketTotals,
-    bucket_store,
-)
+from prefixscope.analyses.bucket import BucketReport, BucketTotals, bucket_store
 from prefixscope.analyses.diff import (
     AUTO_MIN_PAIRS,
     DiffReport,
@@ -63,6 +56,12 @@ from prefixscope.analyses.simulate import (
 from prefixscope.analyses.simulate.prepare import Links, prepare_what_if
 from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.engines import ENGINES
+from prefixscope.engines.choose import (
+    AUTO,
+    choose_engine,
+    model_family_engine,
+    unmodelled_family,
+)
 from prefixscope.findings.breakdown import usage_ledger
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
 from prefixscope.findings.rebuild import not_rebuilt, rendered_tokens
@@ -78,12 +77,6 @@ from prefixscope.tokenizers import TokenizerError
 
 # Dimensions a hit rate is split by to find the part of the traffic that caches badly.
 SPLIT_DIMENSIONS = ("source", "endpoint", "model", "client", "channel")
-AUTO = "auto"
-# ingest's names of block-hash traces: Mooncake / Bailian, LMCache lookup-hash logs
-TRACE_FORMATS = ("block-trace", "lmcache-lookup")
-# Hosted model families whose provider cache prefixscope does not model (Google's implicit
-# caching, xAI): replayed only with an explicit --engine.
-_UNMODELLED = re.compile(r"gemini|grok", re.I)
 # What-ifs the report prices, by the diff cause that calls for them.
 WHAT_IF_FOR_CAUSE = {"volatile-value": "strip-billing-header", "json-key-order": "sort-json-keys"}
 
@@ -154,82 +147,6 @@ class Evidence:
     # rebuilds the ledger from these: `findings.bundle`)
     chosen: Mapping[str, tuple[str | None, int | None]] = field(default_factory=dict)
     extended: frozenset[str] = frozenset()
-
-
-def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
-    """The hosted engine serving most of the requests' models (None: no family matches)."""
-    votes: Counter[str] = Counter()
-    families = [(spec.models, name) for name, spec in ENGINES.items() if spec.models]
-    for record in records:
-        for pattern, engine in families:
-            if record.model and pattern.search(record.model):
-                votes[engine] += 1
-                break
-    return votes.most_common(1)[0][0] if votes else None
-
-
-def _unmodelled_family(records: Sequence[UsageRecord]) -> str | None:
-    """A hosted family without a cache model that most requests' models belong to."""
-    votes: Counter[str] = Counter()
-    for record in records:
-        if record.model:
-            match = _UNMODELLED.search(record.model)
-            votes[match.group(0).lower() if match else ""] += 1
-    top = votes.most_common(1)
-    return top[0][0] if top and top[0][0] else None
-
-
-def aligned_block_size(cached_values: Sequence[int]) -> int | None:
-    """The block size the cached values say a self-hosted engine has: the largest candidate
-    dividing at least 90% of them (each value as often as it was seen). Stricter than
-    bucket's inference, which may read a block size off a single repeated value (an upper
-    bound that is useful to explain a spike, not evidence of blocks): a hosted API's
-    token-exact reads must not look like a server's blocks."""
-    values = [v for v in cached_values if v > 0]
-    if not values:
-        return None
-    fits = [bs for bs in BLOCK_SIZES if sum(v % bs == 0 for v in values) >= 0.9 * len(values)]
-    return max(fits) if fits else None
-
-
-def choose_engine(requested: str, records: Sequence[UsageRecord], block_size: int | None,
-                  forced: bool = False) -> tuple[str | None, str]:
-    """(engine, why) for replaying `records` (one cache domain): `requested` unless "auto".
-
-    Auto: cached values aligned to a block size (`block_size`, inferred from them, or
-    `forced` by --block-size) mean a self-hosted engine (vLLM, with that block), unless the
-    models are OpenAI's (128-token steps look like blocks); otherwise the hosted engine of
-    the models' family; otherwise vLLM when the log has prompts to render, else nothing
-    (usage alone cannot be replayed without a hosted engine's rules).
-    """
-    if requested != AUTO:
-        return requested, "as asked"
-    if any(r.source_format in TRACE_FORMATS for r in records):
-        return "vllm", "block-hash traces replay through their own block ids"
-    family = model_family_engine(records)
-    if block_size is not None and family != "openai":
-        return "vllm", (f"cached values are multiples of {block_size} tokens: a self-hosted "
-                        "engine's blocks" if not forced else "--block-size given")
-    unmodelled = _unmodelled_family(records)
-    if unmodelled is not None:
-        return None, (f"the models are {unmodelled}, a hosted API whose cache prefixscope has "
-                      "no model of")
-    if family is not None:
-        return family, f"the models are {family}'s"
-    if any(r.has_body for r in records):
-        return "vllm", "no model family recognised; prompts are in the log"
-    return None, "no prompts in the log and no hosted model family recognised"
-
-
-def auto_engine(records: Sequence[UsageRecord], block_size: int | None = None
-                ) -> tuple[str | None, int | None, str]:
-    """(engine, block size, why) `--engine auto` replays a whole store with, as report
-    chooses per log file (`choose_engine`): the block size given, else the one the cached
-    values are aligned to."""
-    kept = [r for r in records if r.duplicate_of is None]
-    block = block_size or aligned_block_size([r.cached_tokens for r in kept if r.cached_tokens])
-    engine, why = choose_engine(AUTO, kept, block, block_size is not None)
-    return engine, (block if engine == "vllm" else block_size), why
 
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
@@ -468,7 +385,7 @@ def _ledger(records: Sequence[UsageRecord], diff: DiffReport | None,
     block_of_source = {str(g.key.get("source")): g.block_size for g in bucket.groups}
     engine_of = {r.id: chosen.get(r.source_file, (None, None))[0] for r in records}
     family = {r.id: model_family_engine([r]) for r in records}
-    unmodelled = {r.id: _unmodelled_family([r]) for r in records}
+    unmodelled = {r.id: unmodelled_family([r]) for r in records}
     rules = rules_for(records, replayed, block_of_source, engine_of, family, unmodelled,
                       extended)
     # A self-hosted engine has no list price (a gateway may name it after a hosted model):
@@ -492,19 +409,16 @@ def event_kinds(events: Mapping[str, Sequence[SessionEvent]]) -> dict[str, list[
 def file_engines(records: Sequence[UsageRecord], files: Sequence[str], requested: str = AUTO,
                  block_size: int | None = None
                  ) -> dict[str, tuple[str | None, int | None, str]]:
-    """Each log file's (engine, block size, why): `choose_engine` over its requests, the
-    block size given or the one its cached values are aligned to."""
+    """Each log file's (engine, block size, why): `engines.choose.choose_engine` over its
+    requests, the block size given or the one its cached values are aligned to."""
     by_file: dict[str, list[UsageRecord]] = {}
     for r in records:
         if r.duplicate_of is None:
             by_file.setdefault(r.source_file, []).append(r)
     out = {}
     for file in files:
-        recs = by_file.get(file, [])
-        block = block_size or aligned_block_size(
-            [r.cached_tokens for r in recs if r.cached_tokens])
-        engine, why = choose_engine(requested, recs, block, block_size is not None)
-        out[file] = (engine, block, why)
+        choice = choose_engine(by_file.get(file, []), requested, block_size)
+        out[file] = (choice.engine, choice.block, choice.why)
     return out
 
 
@@ -517,7 +431,7 @@ def ledger_from_usage(records: Sequence[UsageRecord], files: Sequence[str],
     engine_of_file = {f: e for f, (e, _, _) in file_engines(records, files).items()}
     return usage_ledger(records, engine_of_file, block_of_source,
                         {r.id: model_family_engine([r]) for r in records},
-                        {r.id: _unmodelled_family([r]) for r in records}, price_per_mtok,
+                        {r.id: unmodelled_family([r]) for r in records}, price_per_mtok,
                         event_kinds(events or {}))
 
 
@@ -549,7 +463,7 @@ def _plan_domains(store: Store, options: ReportOptions, records: Sequence[UsageR
             plans.setdefault(f"{engine} API", (engine, None, []))[2].append(file)
         else:
             unit = block if block is not None else engine_log_block
-            plans[file] = (engine, unit if has_unit(engine) else None, [file])
+            plans[file] = (engine, unit if ENGINES[engine].has_unit else None, [file])
     return plans, chosen, list(reasons)
 
 
@@ -774,11 +688,6 @@ def _what_if_input(store: Store, links: Links, prepared: Sequence[Any], run: Wha
     def made(changed: SimulateOptions, transform: str) -> Sequence[Any]:
         return what_if_pass(store, links, changed, prepared, transform, run, parts)
     return made
-
-
-def has_unit(engine: str) -> bool:
-    """The engine's cache unit is a parameter (a block size) to give, infer or fit."""
-    return ENGINES[engine].block_parameter is not None
 
 
 def _curve(capacity: int | None, prompt_tokens: int) -> tuple[int | None, ...]:
