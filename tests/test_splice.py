@@ -8,6 +8,7 @@ tokenizer's own encode of the whole text (tokenizers / tiktoken)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from prefixscope.tokens.turns import Turns
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+_RENDER = importlib.import_module("prefixscope.prompt.render")
 CACHES = {name: PieceCache(load_tokenizer(name)) for name in BUNDLED}
 IDS = ["c0", "c1", "c2", "", 7]  # call ids: repeated, empty (falsy), not a string
 
@@ -324,6 +326,79 @@ class TestSpliceEqualsTheWholeRender:
                           lambda *a: taken.append((out := real(*a)) is not None) or out)
             _turns_of(bodies, RenderOptions(tokenizer=name, what_if=what_if),
                       "openai-responses")
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(items=st.lists(responses_items(), min_size=2, max_size=9), data=st.data())
+    def test_a_responses_turn_that_drops_items_is_spliced_and_equal(self, name, items, data):
+        """A Responses API body whose history is the previous one's with items left out
+        (a Codex rollout's new user turn: the API drops earlier turns' reasoning), these
+        very item objects, then new ones: from the previous turn with the dropped items
+        taken out (`render._without_dropped`) when every one left out makes no message
+        (reasoning, a non-dict), else whole -- either way each turn equals its whole
+        render and tokens, for every item kind, instructions equal or changed, under each
+        what-if. Items stay dropped once dropped, as the API does, or come back."""
+        body: dict[str, Any] = {"model": "gpt-5.1-codex"}
+        if data.draw(st.booleans()):
+            body["instructions"] = data.draw(texts)
+        if data.draw(st.booleans()):
+            body["tools"] = [{"type": "function", "name": "shell", "description": data.draw(
+                texts), "parameters": {"type": "object", "properties": {"z": {}, "a": {}}}}]
+        what_if = data.draw(st.sampled_from([(), ("strip-billing-header",),
+                                             ("sort-json-keys",), ("drop:a",)]))
+        volatile = data.draw(st.booleans())
+        any_item = data.draw(st.integers(0, 3)) == 0  # also drop items that make messages
+        dropped: set[int] = set()
+        bodies = []
+        for k in range(1, len(items) + 1):
+            if data.draw(st.booleans()):
+                if data.draw(st.integers(0, 5)) == 0:
+                    dropped = set()  # items come back: no drop, no continuation
+                droppable = [i for i in range(k) if any_item or not
+                             _RENDER._makes_message(items[i])]
+                dropped |= set(data.draw(st.lists(st.sampled_from(droppable), max_size=3))
+                               if droppable else [])
+            changed = {**body, "input": [item for i, item in enumerate(items[:k])
+                                         if i not in dropped]}
+            if volatile:
+                changed["instructions"] = f"x-anthropic-billing-header: cch={k:05x};"
+            bodies.append(changed)
+        _turns_of(bodies, RenderOptions(tokenizer=name, what_if=what_if), "openai-responses")
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    def test_a_new_user_turn_that_drops_reasoning_is_not_rendered_whole(self, name,
+                                                                      monkeypatch):
+        """A Codex-like session: calls, their outputs and reasoning, then a new user turn
+        whose history lacks the earlier reasoning. After the first turn no turn is
+        rendered whole, and every turn is its whole render (text and segments, whose
+        paths ``input[i]`` moved)."""
+        options = RenderOptions(tokenizer=name)
+        history: list[Any] = []
+        bodies = []
+        for k in range(4):
+            history = [item for item in history if item.get("type") != "reasoning"]
+            history.append({"type": "message", "role": "user",
+                            "content": [{"type": "input_text", "text": f"question {k}"}]})
+            for j in range(2):
+                history += [{"type": "reasoning", "summary": [], "encrypted_content": "gAAA"},
+                            {"type": "function_call", "call_id": f"c{k}{j}", "name": "shell",
+                             "arguments": json.dumps({"cmd": f"ls {k}{j}"})}]
+                bodies.append({"model": "gpt-5.1-codex", "instructions": "Be brief.",
+                               "input": list(history)})
+                history.append({"type": "function_call_output", "call_id": f"c{k}{j}",
+                                "output": f"out {k}{j}"})
+        requests = [make_request(b, endpoint="openai-responses", id=f"r{i}")
+                    for i, b in enumerate(bodies)]
+        expected = [render(r, options) for r in requests]
+        calls = []
+        real = _RENDER._whole
+        monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+        turn = None
+        for request, want in zip(requests, expected, strict=True):
+            got, turn = render_turn(request, options, turn)
+            assert got == want
+        assert len(calls) == 1
+        assert any(s.path == "input[2]" for s in expected[-1].segments)
 
     def test_every_bundled_template_has_a_splice_rule(self):
         assert set(SPLICES) == set(BUNDLED)

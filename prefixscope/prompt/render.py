@@ -25,6 +25,7 @@ over by aligning the two texts (``attribution="aligned"``).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import operator
 import re
@@ -288,6 +289,10 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     listed = _history(body, endpoint)
     mapped = _maps_messages(endpoint, proxy, profile)
     lead = _lead(body, endpoint, profile) if listed is not None else 0
+    if previous is not None and listed == "input" and previous.logged is not None and \
+            previous.history == "input" and not _starts_with(body["input"], previous.logged):
+        # a new user turn: the API dropped earlier turns' reasoning from the history
+        previous = _without_dropped(previous, body["input"]) or previous
     # the body's JSON in two parts (the rest, the history): scanned, and compared below
     parts = _raw_parts(body, listed, previous, lead) if listed is not None else None
     reserved, surrogates = _scan_body(body, parts, previous)
@@ -444,6 +449,106 @@ def _seeded(seed: Turn, registry: Marker | None = None) -> Marker:
         marker._objects, marker._alive = registry._objects, registry._alive
         marker._origins, marker._leaves = registry._origins, registry._leaves
     return marker
+
+
+_ITEM_PATH_RE = re.compile(r"input\[(\d+)\]")
+
+
+def _makes_message(item: Any) -> bool:
+    """Does this Responses input item make or join a message of the Chat view
+    (`protocols.responses_to_chat`)? A call, a call's output, or a message with a role."""
+    if not isinstance(item, dict):
+        return False
+    itype = item.get("type")
+    return itype in _CALL_ITEMS or itype in ("function_call_output",
+                                            "custom_tool_call_output") or \
+        (itype in (None, "message") and "role" in item)
+
+
+def _without_dropped(previous: Turn, listed: list[Any]) -> Turn | None:
+    """The `Turn` the previous Responses body would have left with the items that make no
+    message (`_makes_message`: reasoning, compaction, non-dicts) that this body's history
+    `listed` leaves out removed from its history, when `listed` starts with the previous
+    history's other items, these very objects, in order; None otherwise, or when nothing
+    was left out. A Codex rollout's new user turn is such a body: the API drops the
+    reasoning of earlier turns, so the history is no continuation (paths ``input[i]``
+    move) and was rendered whole; from this `Turn` it is an appended one
+    (`_appended_input`, `_splice`).
+
+    Why the result is a `Turn` of the body A' = the previous body A with its history cut
+    to the kept items K (listed[:|K|]), as `render_turn` of A' seeded alike would leave it:
+
+    * text: the Chat view of A' is the view of A. `responses_to_chat` maps the
+      instructions and then each item in order; an item that makes no message appends
+      nothing and leaves the last message as it was, so a call after it joins the same
+      grouped calls (the grouping reads the last message only). The what-if edits edit
+      each system/developer item by itself (`whatif._edit_system`) and the instructions;
+      an edited dropped item still makes no message. Marking copies each item by itself
+      under its own path (`marking.mark_responses_item`: kinds follow from the item's
+      type and role, never its index). So A' converts to the same template input as A,
+      object for object, except that an object of kept item i stands for the path
+      ``input[r(i)]`` (r(i) its place in K) where A's stood for ``input[i]``: the same
+      marks with other path names, the same text (a template reads text, and a mark
+      names an id, whose path the table gives).
+    * the table: each path ``input[i]...`` of a kept item becomes ``input[r(i)]...``,
+      with the kind it had (the kind marking gives the same object there, as above);
+      every other ``input[j]...`` (a dropped item's, or one no kept item has) gets a name
+      no marking makes (it starts with a NUL, a path starts with a body key's name), so a
+      path that marking A' or a later body meets gets the id of the same object's path
+      or a new one, never a stale one. r is injective on the kept items: the table's
+      paths stay distinct. The registry (`Turn.marker`) is shared as it is: it maps
+      objects to ids, and ids to paths is the table.
+    * the segments: A's with each path renamed so (a dropped item owns no character --
+      checked: a segment naming one gives None). Injective renaming keeps two
+      neighbouring segments' paths unequal, so they join as one walk over A' joins them.
+    * the JSON of the history: K's items dumped (`items`, `count`, `logged` = K); the
+      rest is A's. Every string of K was in A's history, found clean by `_scan_body`.
+
+    Then `render_turn` takes this body as A' with items appended, whose proof
+    (`_appended_input`, `_splice`) gives the whole render of this body.
+    tests/test_splice.py holds every turn of sessions that drop items equal to its
+    whole render."""
+    logged = previous.logged
+    if logged is None or previous.history != "input" or previous.lead or \
+            previous.messages is None or previous.marker is None:
+        return None
+    place: dict[int, int] = {}  # index in `logged` -> index in `listed`, for a kept item
+    n = len(listed)
+    for i, item in enumerate(logged):
+        if len(place) < n and item is listed[len(place)]:
+            place[i] = len(place)
+        elif _makes_message(item):
+            return None
+    if len(place) == len(logged):
+        return None
+    paths, kinds = previous.table
+    renamed: list[str] = []
+    for path in paths:
+        if path.startswith("input["):
+            found = _ITEM_PATH_RE.match(path)
+            if found is None:
+                return None
+            at = place.get(int(found.group(1)))
+            renamed.append(f"input[{at}]{path[found.end():]}" if at is not None
+                           else "\x00" + path)
+        else:
+            renamed.append(path)
+    names = dict(zip(paths, renamed, strict=True))
+    segments = []
+    for segment in previous.prompt.segments:
+        name = names.get(segment.path, segment.path)
+        if name.startswith("\x00"):
+            return None
+        segments.append(segment if name == segment.path else
+                        Segment(name, segment.kind, segment.char_start, segment.char_end))
+    kept = listed[:len(place)]
+    items = _json(kept)
+    if items is None:
+        return None
+    return dataclasses.replace(
+        previous, items=items[:-1], count=len(kept), logged=kept,
+        table=(tuple(renamed), kinds),
+        prompt=dataclasses.replace(previous.prompt, segments=tuple(segments)))
 
 
 def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint: str,
