@@ -5,7 +5,10 @@ CLI's 'N blocks' are the engine's blocks; a logged model name (a LoRA adapter) a
 
 from __future__ import annotations
 
+import ast
 import json
+import re
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from prefixscope.analyses.simulate import SimulateOptions, simulate_store
 from prefixscope.cli.main import app
 from prefixscope.engines import ENGINES, EngineSpec, register
 from prefixscope.engines.base import Admission, BaseEngine, Lookup, Units
+from prefixscope.engines.openai import OpenaiEngine
 from prefixscope.findings.evidence import ReportOptions, gather
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
@@ -143,3 +147,57 @@ def test_a_hosted_api_caches_each_models_prompts_apart(tmp_path: Path) -> None:
     by_id = {r.prompt_tokens: r.ideal for r in report.per_request}
     assert by_id[5200] == 0
     assert by_id[5400] > 0
+
+
+def _acme_session(path: Path) -> Path:
+    """Usage alone, one Claude Code session on the model ``acme-large``: a cold call of
+    3,050 tokens; 60 s later 3,250 tokens, 3,008 of them read; 200 s later 3,400 tokens,
+    none read."""
+    lines = []
+    for n, (at, prompt, read) in enumerate(((0, 3050, 0), (60, 3250, 3008),
+                                            (260, 3400, 0))):
+        lines.append({
+            "type": "assistant", "timestamp": f"2026-05-04T09:{at // 60:02d}:{at % 60:02d}Z",
+            "sessionId": "sess-1", "uuid": f"u{n}", "parentUuid": f"u{n - 1}" if n else None,
+            "requestId": f"req_{n}",
+            "message": {"id": f"msg_{n}", "role": "assistant", "model": "acme-large",
+                        "content": [{"type": "text", "text": "ok"}],
+                        "usage": {"input_tokens": prompt - read, "output_tokens": 10,
+                                  "cache_read_input_tokens": read,
+                                  "cache_creation_input_tokens": 0}}})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_a_hosted_engine_registered_in_one_line_runs_through_report_by_its_own_rules(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider whose cache reads in 64-token steps from 512 tokens and keeps a prefix
+    120 seconds: the ledger allows the second call 3,008 tokens (3,050 in 64-token steps,
+    where OpenAI's 128 would allow 2,944 and Anthropic's token-exact reads 3,048), and reads
+    the 200-second pause before the third as an expiry (OpenAI's 5-10 minutes, Anthropic's
+    5, would not expire it: a provider miss)."""
+    monkeypatch.setitem(ENGINES, "acme", ENGINES["openai"])  # removed after the test
+    register(EngineSpec("acme", partial(OpenaiEngine, min_tokens=512), "test", "step", 64, ttl_parameter="idle_ttl", ttl_seconds=120.0, hosted=True, models=re.compile(r"^acme-"), min_tokens=512))  # noqa: E501
+    log = _acme_session(tmp_path / "session.jsonl")
+    result = runner.invoke(app, ["report", str(log), "--json"])
+    assert result.exit_code in (0, 2), result.output
+    out = json.loads(result.stdout)
+    assert {k: v for k, v in out["ledger"]["by_cause"].items() if k != "break" and v} == {
+        "cold": 3050, "rounding": 42 + 50, "new": 200 + 150, "ttl": 3200}
+    (expired,) = out["findings"]
+    assert (expired["kind"], expired["lost_tokens"]) == ("ttl-expiry", 3200)
+    assert (expired["evidence"]["rules"], expired["evidence"]["unit"]) == ("acme", 64)
+    assert expired["title"].endswith("longer than the cache's retention (2 minutes)")
+
+
+FINDINGS = sorted((Path(__file__).parent.parent / "prefixscope" / "findings").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", FINDINGS, ids=lambda p: p.name)
+def test_no_findings_module_names_an_engine(path: Path) -> None:
+    """An engine's rules are its registry entry's (`EngineSpec`), read by the findings: no
+    string of a findings module is an engine's name, so a new engine is one `register`
+    call, never a findings edit."""
+    named = [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Constant) and node.value in ENGINES]
+    assert named == []

@@ -208,7 +208,7 @@ def ttl_shown(entries: Sequence[LedgerEntry], records: Sequence[UsageRecord]
 def retention_words(engine: str | None, shown: set[float | None]) -> str:
     """The retention an expiry was read by, in words: for an engine whose writes choose a
     TTL the one the log's writes show (`ttl_shown`), else the provider's default
-    (`EngineSpec.retention_words`)."""
+    (`EngineSpec.retention_words`, else its TTL in minutes or hours)."""
     spec = ENGINES.get(engine or "")
     if _choosing(engine):
         default, long = _ttls(engine)
@@ -218,7 +218,9 @@ def retention_words(engine: str | None, shown: set[float | None]) -> str:
             return f"{_span(default)}: the log's writes use the {_adjective(default)} TTL"
         if long in shown:
             return f"{_span(default)}, {_span(long)} after the log's {_adjective(long)} writes"
-    return spec.retention_words or "its TTL" if spec is not None else "its TTL"
+    if spec is None or (spec.retention_words is None and spec.ttl_seconds is None):
+        return "its TTL"
+    return spec.retention_words or _span(spec.ttl_seconds or 0)
 
 
 def ttl_fix(engine: str | None, what_ifs: Sequence[TtlWhatIf],
