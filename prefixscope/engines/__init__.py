@@ -101,7 +101,8 @@ class EngineSpec:
     # logits (a hit is at most `(prompt - 1)` rounded down to the unit).
     reads_last_token: bool = False
     # Tokens short of the previous prompt a warm read ends (Anthropic's automatic
-    # breakpoint: 2, `analyses.simulate.ANTHROPIC_READ_LAG`).
+    # breakpoint: 2 in 7 of 9 adjacent pairs of TraceLab's claude-opus sample,
+    # cache-semantics.md A.4; the replay reads it as `analyses.simulate.ANTHROPIC_READ_LAG`).
     read_lag: int = 0
     # A longer TTL a request can choose per write (`LongTtl`): the ledger reads a session
     # whose writes chose it by it, and report prices choosing it (`findings.ttl_choice`).

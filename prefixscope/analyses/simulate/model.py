@@ -14,8 +14,9 @@ from prefixscope.prompt import RenderOptions
 MISS_CLASSES = ("new", "cold", "break", "eviction", "ttl", "compaction", "provider",
                 "unexplained")
 # A warm Claude Code turn reads exactly the previous request's input minus 2 tokens (7 of 9
-# adjacent pairs of TraceLab's claude-opus sample; cache-semantics.md A.4).
-ANTHROPIC_READ_LAG = 2
+# adjacent pairs of TraceLab's claude-opus sample; cache-semantics.md A.4): the engine's
+# registry entry holds it, which the ledger reads too.
+ANTHROPIC_READ_LAG = ENGINES["anthropic"].read_lag
 DEFAULT_TRACE_BLOCK = 512  # Mooncake's hash_ids block (the trace may say otherwise)
 # Block-hash trace formats whose ids follow an engine's own rules, not Mooncake's.
 TRACE_ENGINES = {"lmcache-lookup": "lmcache"}

@@ -151,7 +151,7 @@ def _engine(options: SimulateOptions, unlimited: bool) -> Engine:
     spec = ENGINES[options.engine]
     if spec.cache_output:
         kwargs["cache_output"] = options.cache_output
-    if options.automatic_breakpoints and options.engine == "anthropic":
+    if options.automatic_breakpoints and spec.reads_at_breakpoints:
         kwargs["automatic"] = True
     if options.ttl_seconds is not None:
         if spec.ttl_parameter is None:
