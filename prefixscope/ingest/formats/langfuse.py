@@ -38,6 +38,11 @@ Guarantees:
   cache reads and writes, counted once, whatever convention wrote the row.
 * Session: ``sessionId`` (observation, then trace) else the ``traceId`` (one agent
   turn), with ``session_key_source`` naming which.
+* Backend: a generation LiteLLM's Langfuse callback logged names the deployment that
+  served it (``metadata.hidden_params.model_id``, and its ``api_base``), kept as
+  ``metadata.model_id`` / ``api_base``: the ledger's backend, before the provider name
+  (``channel``: ``ls_provider``, ``gen_ai.system``), so a session the router spread over
+  deployments hops between them.
 """
 
 from __future__ import annotations
@@ -339,6 +344,12 @@ def _request(row: Mapping[str, Any], obs_id: str, place: int,
                                            "parent_span_id")),
         "sdk": _sdk_name(row, meta_source),
         "threadId": _text(_meta_value(meta_source, "thread_id")),
+        # the deployment that served it, where LiteLLM's Langfuse callback logged it (its
+        # StandardLoggingPayload's hidden_params, and the call's api_base): the ledger's
+        # backend (`Store.usage_records`)
+        "model_id": _text(_meta_value(meta_source, "hidden_params", "model_id")),
+        "api_base": _text(first_present(_meta_value(meta_source, "hidden_params", "api_base"),
+                                        _meta_value(meta_source, "api_base"))),
         "body_from": body.body_from,
         "body_note": body.note,
         "truncation": body.truncation,

@@ -25,6 +25,12 @@ Guarantees:
   route (`other.request_path`), `gateway` the conversion chain
   (`other.request_conversion`, e.g. ``anthropic-to-openai``). No session id
   exists (§2.5): sessions are threaded heuristically later.
+* The backend that served the call: its channel (`channel_id`, the one that finally
+  served it after any retry), and on a multi-key channel the key
+  (`other.admin_info.is_multi_key` + `multi_key_index`, admin-visible; a direct relay
+  logs `other.multi_key_index`): each key is an account of its own upstream, with a
+  cache of its own, so ``metadata.deployment`` is ``"<channel> key <index>"``, the
+  ledger's backend (`Store.usage_records`) before the channel.
 """
 
 from __future__ import annotations
@@ -109,6 +115,11 @@ def _parse_row(place: int, row: Any, table: str) -> Record | Skip | None:
     in_table = "" if table == "logs" else f"{table}:"
     key = f"request_id:{request_id}" if request_id else f"log:{in_table}{log_id}"
     metadata = _metadata(row, other, table)
+    channel = to_text(row.get("channel_id") if row.get("channel_id") is not None
+                      else row.get("channel"))
+    channel_key = _multi_key(channel, other)
+    if channel_key is not None:
+        metadata["deployment"] = channel_key
     if other_error:
         metadata["other_error"] = other_error
     request = Request(
@@ -118,8 +129,7 @@ def _parse_row(place: int, row: Any, table: str) -> Record | Skip | None:
         model=to_text(row.get("model_name")),
         user=to_text(row.get("username")) or to_text(row.get("user_id")),
         client=to_text(row.get("token_name")),
-        channel=to_text(row.get("channel_id") if row.get("channel_id") is not None
-                      else row.get("channel")),
+        channel=channel,
         gateway=gateway_from_conversion(other.get("request_conversion")),
         native_id=request_id or f"log:{log_id}",
         usage=newapi_usage(row, other, convention_known=other_error is None),
@@ -148,6 +158,17 @@ def newapi_usage(row: dict[str, Any], other: dict[str, Any], *,
     semantics = "new-api:openai" if convention_known else "new-api:unknown"
     return Usage(prompt_tokens=logged_prompt, cached_tokens=read, cache_write_tokens=write,
                  output_tokens=output, semantics=semantics)
+
+
+def _multi_key(channel: str | None, other: dict[str, Any]) -> str | None:
+    """The key of a multi-key channel that served the call (``"<channel> key <index>"``;
+    None: one key, or not logged)."""
+    admin = loads_deep(other.get("admin_info"))
+    admin = admin if isinstance(admin, dict) else {}
+    index = to_int(admin.get("multi_key_index"))
+    if index is None or to_bool(admin.get("is_multi_key")) is not True:
+        index = to_int(other.get("multi_key_index"))  # a direct relay's
+    return f"{channel} key {index}" if channel is not None and index is not None else None
 
 
 def _parse_other(value: Any) -> tuple[dict[str, Any], str | None]:

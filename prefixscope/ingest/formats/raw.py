@@ -41,6 +41,12 @@ The provider's own verdict on the cache, where the response carries one (Anthrop
 ``cache_missed_tokens``), ``cache_comparison_reusable_tokens`` (OpenAI's
 ``comparison_reusable_tokens``) and ``cache_diagnostics`` (``anthropic`` / ``openai``).
 
+The backend that served a call, where the response names it (OpenRouter's top-level
+``provider``, in a JSON completion or on its stream's chunks: `normalize.streams`), is kept
+as ``metadata.provider``: the ledger's backend (`Store.usage_records`), so a session that
+OpenRouter spread over providers hops between them, where the capture's host alone
+(``openrouter.ai``, the ``channel``) would name one backend.
+
 Records that are by definition not model calls (``count_tokens``, ``GET /v1/models``
 in an ``--include-all-requests`` capture) are passed over without a skip.
 """
@@ -415,6 +421,7 @@ def _metadata(capture: _Capture, reply: Reply, billing: dict[str, str]) -> dict[
         "prompt_cache_key": prompt_cache_key(body),
         "prompt_cache_retention": _retention(body),
         "headers": loggable_headers(capture.headers) or None,
+        "provider": reply.provider,  # the backend that served it: OpenRouter's provider
     }
     verdict = reply.verdict or {}
     candidates.update({  # the provider's own verdict, read as Claude Code's transcripts are

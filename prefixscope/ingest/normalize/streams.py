@@ -27,6 +27,12 @@ The provider's own verdict on the cache, where the response carries one (`Reply.
   "input_changed" | "service_tier_changed", "cache_missed_tokens": N,
   "comparison_reusable_tokens": N}``; the other types (``cache_hit``,
   ``comparison_response_not_found``, ``unavailable``) are the reason themselves.
+
+The backend that served the call, where the response names one (`Reply.provider`):
+OpenRouter's Chat completion (and each chunk of its stream) carries a top-level
+``provider``, the upstream provider it routed the call to (``"Anthropic"``, ``"Amazon
+Bedrock"``, ``"Google"``); each keeps a cache of its own (docs/report.md, sessions that hop
+between backends).
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ class Reply:
     bad_events: int = 0
     protocol: str | None = None  # the endpoint protocol the response is written in
     verdict: dict[str, Any] | None = None  # the provider's cache diagnosis (module docstring)
+    provider: str | None = None  # the backend that served it (OpenRouter's ``provider``)
 
 
 def decode_response(response: Any) -> Reply:
@@ -114,7 +121,7 @@ def _reply_from_json(resp: dict[str, Any]) -> Reply:
     if "choices" in resp:
         return Reply(usage=usage_openai_chat(resp.get("usage")), native_id=native_id,
                       output=dig(resp, "choices", 0, "message"), created=resp.get("created"),
-                      protocol="openai-chat")
+                      protocol="openai-chat", provider=_provider(resp))
     if resp.get("object") == "response" or isinstance(resp.get("output"), list):
         return Reply(usage=usage_openai_responses(resp.get("usage")), native_id=native_id,
                       output=resp.get("output"), created=resp.get("created_at"),
@@ -262,13 +269,14 @@ def _apply_anthropic_delta(blocks: dict[int, dict[str, Any]], partial_json: dict
 def _chat_stream(events: list[dict[str, Any]]) -> Reply:
     """Usage = the last chunk carrying ``usage``; the message is rebuilt from choice 0's deltas."""
     usage = None
-    native_id = created = None
+    native_id = created = provider = None
     text: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     for chunk in events:
         native_id = native_id or str_or_none(chunk.get("id"))
         created = created or chunk.get("created")
+        provider = provider or _provider(chunk)
         if isinstance(chunk.get("usage"), dict):
             usage = chunk["usage"]
         for choice in chunk.get("choices") or []:
@@ -287,7 +295,14 @@ def _chat_stream(events: list[dict[str, Any]]) -> Reply:
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     return Reply(usage=usage_openai_chat(usage) if usage else Usage(), native_id=native_id,
-                  created=created, output=message, streamed=True, protocol="openai-chat")
+                  created=created, output=message, streamed=True, protocol="openai-chat",
+                  provider=provider)
+
+
+def _provider(resp: dict[str, Any]) -> str | None:
+    """The upstream provider a router names at the top of its response (OpenRouter's)."""
+    value = resp.get("provider")
+    return value.strip() or None if isinstance(value, str) else None
 
 
 def _apply_tool_call_delta(calls: dict[int, dict[str, Any]], delta: Any) -> None:
