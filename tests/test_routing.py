@@ -197,6 +197,7 @@ class TestTheFixNamesTheGatewaysKnob:
         ("openrouter", "allow_fallbacks: false"),
         ("litellm", "optional_pre_call_checks"),
         ("new-api", "channel_affinity_setting"),
+        ("new-api", 'multi_key_mode: "affinity"'),
         (None, "consistent hash"),
     ])
     def test_each_gateway(self, gateway: str | None, knob: str) -> None:

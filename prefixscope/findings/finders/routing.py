@@ -91,7 +91,9 @@ def fix(gateway: str | None) -> str:
                    "instead of shuffling across the model group's deployments.",
         "new-api": "Turn on channel affinity (`channel_affinity_setting`: a rule keyed on "
                    "the session id or `prompt_cache_key` keeps a session on the channel that "
-                   "served it) instead of weighted-random channel selection.",
+                   "served it) instead of weighted-random channel selection; on a multi-key "
+                   "channel (each key an account with a cache of its own), "
+                   "`multi_key_mode: \"affinity\"` instead of random or polling keys.",
         "bifrost": "Keep a session on one provider: a fallback or weighted key selection "
                    "moves it to a cold cache; pin the provider per session.",
         "cline": "Use one API provider for the task: the same model through another provider "
