@@ -226,3 +226,25 @@ def test_a_shortfall_on_the_predecessors_backend_is_not_pinnings_to_recover() ->
     assert pin.tokens == 9_998 + 2_000
     [s] = pin.sessions
     assert (s.backend, s.served) == ("dep-a", 3)
+
+
+class TestSimulateSaysWhereItIsPriced:
+    """simulate replays render transforms; the ledger's what-ifs are report's. Before,
+    simulate took any name and printed an empty line for it ("what-if pin-backend: ideal
+    -, predicted -, -241,296 cached tokens" on sample_logs/)."""
+
+    def _simulate(self, tmp_path: Path, what_if: str):
+        log = _log(tmp_path / "alt.jsonl", {"alt": ALTERNATING})
+        return runner.invoke(app, ["simulate", str(log), "--what-if", what_if])
+
+    def test_pin_backend_points_to_report(self, tmp_path: Path) -> None:
+        result = self._simulate(tmp_path, "pin-backend")
+        assert result.exit_code == 2
+        assert ("--what-if pin-backend is priced by report from the ledger (each call's "
+                "usage, pause and backend), not replayed by simulate: prefixscope report "
+                "LOGS --what-if pin-backend") in result.output
+
+    def test_an_unknown_what_if_is_a_usage_error(self, tmp_path: Path) -> None:
+        result = self._simulate(tmp_path, "pin-everything")
+        assert result.exit_code == 2
+        assert "unknown what-if 'pin-everything'" in result.output

@@ -1,7 +1,7 @@
 """The one set of defaults behind ``--engine``, ``--block-size`` and ``--capacity``.
 
 `simulate` replays a store the way `report` replays each of its cache domains
-(`evidence._replay_domain`): the engine chosen from the log (`engines.choose`, which
+(`domains._replay_domain`): the engine chosen from the log (`engines.choose`, which
 report asks per log file), the block size given, else inferred from the cached values a
 self-hosted engine reported, else the engine's own; the capacity given, else
 unlimited -- unless a self-hosted engine got less cache than an unlimited one predicts,
@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from prefixscope.analyses.simulate import (
+    SimulateError,
     SimulateOptions,
     SimulateReport,
     engine_block_size,
@@ -33,6 +34,9 @@ from prefixscope.engines.choose import (
     choose_engine,
     usage_only_fix,
 )
+from prefixscope.model.whatifs import LEDGER_WHAT_IFS
+from prefixscope.prompt import RenderError
+from prefixscope.prompt.whatif import parse_what_ifs
 from prefixscope.store import Store
 
 
@@ -56,6 +60,7 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
         RenderError, TokenizerError: a bad render option.
     """
     engine_block_size(options.engine, options.unit)  # a bad engine or unit fails before any render
+    _check_what_ifs(what_if)
     prepared, skipped = prepare(store, options, progress=progress)
     first = replay_prepared(store, prepared, skipped, options, workers=workers)
     if not first.requests:
@@ -96,6 +101,26 @@ def replay_with_defaults(store: Store, options: SimulateOptions, *, unit_source:
     if fitted is not None:
         report = replace(report, fit=fitted)
     return replace(report, unit_source=unit_source, capacity_source=capacity_source)
+
+
+def _check_what_ifs(names: Sequence[str]) -> None:
+    """Each what-if is a render transform this replay can apply: a what-if the ledger
+    prices (`model.whatifs.LEDGER_WHAT_IFS`: the TTL choices, pinning each session to one
+    backend) is report's, and an unknown name is an error, not an empty line.
+
+    Raises:
+        SimulateError: one line, naming the command that prices it.
+    """
+    for name in names:
+        if name in LEDGER_WHAT_IFS:
+            raise SimulateError(
+                f"--what-if {name} is priced by report from the ledger (each call's usage, "
+                f"pause and backend), not replayed by simulate: prefixscope report LOGS "
+                f"--what-if {name}")
+    try:
+        parse_what_ifs(tuple(names))
+    except RenderError as exc:
+        raise SimulateError(str(exc).splitlines()[0]) from None
 
 
 __all__ = ["NO_UNIT", "USAGE_ONLY", "EngineChoice", "choose_engine", "replay_with_defaults",
