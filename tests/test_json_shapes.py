@@ -414,8 +414,11 @@ def test_report_shape(tmp_path):
     base.write_text('{"prefixscope_baseline": 1, "scenarios": {"gone": 5}}')
     check(report(str(ROOT / "sample_logs"), "--fail-under", "0.5", "--max-volatile-before",
                  "10", "--baseline", str(base)))
-    check(report(str(ROOT / "tests" / "fixtures" / "claude-code" / "idle_gap_session.jsonl"),
-                 "--fail-under", "0.99"))
+    out = check(report(str(ROOT / "tests" / "fixtures" / "claude-code"
+                           / "idle_gap_session.jsonl"), "--fail-under", "0.99",
+                       "--what-if", "policy"))
+    (policy,) = [w["policy"] for w in out["what_if"] if w["name"] == "policy"]
+    assert policy["parts"][0]["options"] and policy["parts"][0]["turns"]
 def test_engine_log_shape(tmp_path):
     from test_engine_log import gen
 

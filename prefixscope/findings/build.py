@@ -20,8 +20,9 @@ from prefixscope.findings.model import (
     reading_order,
 )
 from prefixscope.findings.pinning import pin_backend, pin_line
+from prefixscope.findings.policy import policy_line
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
-from prefixscope.model.whatifs import PIN_BACKEND
+from prefixscope.model.whatifs import PIN_BACKEND, POLICY
 
 HIGH_SHARE = 0.05  # a finding costing this share of all prompt tokens is high severity
 MEDIUM_SHARE = 0.01
@@ -165,6 +166,8 @@ def priced_what_ifs(ev: Evidence) -> tuple[WhatIfLine, ...]:
     for name in dict.fromkeys(asked):
         if name == PIN_BACKEND:
             out.append(pin_line(pinned))
+        elif name == POLICY:
+            out.append(policy_line(ev.policy))
         elif name in TTL_WHAT_IFS:
             w = ttl.get(name)
             out.append(WhatIfLine(name, w.detail, saved_usd=w.saved_usd, cost_usd=w.cost_usd,

@@ -64,14 +64,16 @@ from prefixscope.engines.choose import (
 )
 from prefixscope.findings.breakdown import usage_ledger
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
+from prefixscope.findings.policy import Policy, price_policy, request_kinds
 from prefixscope.findings.rebuild import not_rebuilt, rendered_tokens
 from prefixscope.findings.ttl_choice import TtlWhatIf, ttl_what_ifs
 from prefixscope.model import SessionEvent, UsageRecord
 from prefixscope.model.redaction import active
-from prefixscope.model.whatifs import LEDGER_WHAT_IFS
+from prefixscope.model.whatifs import LEDGER_WHAT_IFS, POLICY
 from prefixscope.parallel import Pool, effective_workers, release_freed_memory
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store
+from prefixscope.store.kinds import bodies_without_last_message, request_roles
 from prefixscope.store.store import UsageSummary
 from prefixscope.tokenizers import TokenizerError
 
@@ -147,6 +149,7 @@ class Evidence:
     # rebuilds the ledger from these: `findings.bundle`)
     chosen: Mapping[str, tuple[str | None, int | None]] = field(default_factory=dict)
     extended: frozenset[str] = frozenset()
+    policy: Policy | None = None  # --what-if policy: the choice per kind of request
 
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
@@ -300,6 +303,9 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     ledger = _ledger(records, diff, replays, simulate, bucket, chosen, options, events,
                      unrebuilt, extended)
     ttl = ttl_what_ifs(ledger, records, ledger.prices)
+    policy = price_policy(ledger, records, request_kinds(
+        request_roles(store), bodies_without_last_message(store))) \
+        if POLICY in options.what_if else None
     if ledger.money is not None and ledger.money.unknown_models:
         shown = ", ".join(ledger.money.unknown_models[:5])
         notes.append(f"no price for {len(ledger.money.unknown_models)} model(s) ({shown}): "
@@ -309,7 +315,7 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
                     what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
                     ingest, tuple(store.truncated_ids()), replays, tuple(notes), ledger,
                     inclusive, ttl, options.what_if, events, store.provider_verdicts(),
-                    rendered, unrebuilt, chosen, extended)
+                    rendered, unrebuilt, chosen, extended, policy=policy)
 
 
 # Cache reads at least this share of the rendered prompt make the two readings of

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from prefixscope.findings.breakdown import Breakdown
     from prefixscope.findings.evidence import Evidence
     from prefixscope.findings.ledger import Basis, Ledger, Money
+    from prefixscope.findings.policy import Policy
 
 # Every kind a finder may produce (docs/report.md explains each and its fix).
 KINDS = (
@@ -162,6 +163,7 @@ class WhatIfLine:
     saved_usd: float | None = None  # a TTL choice: the expired tokens it keeps, in dollars
     cost_usd: float | None = None
     net_usd: float | None = None
+    policy: Policy | None = None  # --what-if policy: the choice per kind of request
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,12 +82,14 @@ def ttl_what_ifs(ledger: Ledger, records: Sequence[UsageRecord],
                if e.causes.get("ttl") and _choosing(e.engine) and e.id in prices]
     if not expired:
         return ()
-    return (_one_hour(ledger, records, prices),
-            _keep_warm(expired, prices, read_ttls(records)))
+    return (one_hour(ledger, records, prices),
+            keep_warm(expired, prices, read_ttls(records)))
 
 
-def _one_hour(ledger: Ledger, records: Sequence[UsageRecord],
-              prices: Mapping[str, CallPrice]) -> TtlWhatIf:
+def one_hour(ledger: Ledger, records: Sequence[UsageRecord],
+             prices: Mapping[str, CallPrice]) -> TtlWhatIf:
+    """``ttl-1h`` over `ledger`'s calls: a ledger of some calls alone prices those (their
+    writes and their expiries; `findings.policy` prices each kind of request so)."""
     in_basis = {e.id for e in ledger.entries if _choosing(e.engine)}
     kept = [e for e in ledger.entries if e.causes.get("ttl") and _choosing(e.engine)
             and e.id in prices and e.gap_seconds is not None
@@ -127,8 +129,10 @@ def _one_hour(ledger: Ledger, records: Sequence[UsageRecord],
     return TtlWhatIf("ttl-1h", len(kept), tokens, saved, cost, detail, reused, even)
 
 
-def _keep_warm(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
-               ttls: Mapping[str, float]) -> TtlWhatIf:
+def keep_warm(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
+              ttls: Mapping[str, float]) -> TtlWhatIf:
+    """``keep-warm`` through the pauses of `expired` (each decided alone), pinged inside
+    the TTL `ttls` shows for each (`read_ttls`), else the engine's default."""
     saved = cost = 0.0
     tokens = bridged = 0
     every: set[float] = set()

@@ -21,6 +21,7 @@ from prefixscope.findings.breakdown import Breakdown
 from prefixscope.findings.calls import Call, Calls
 from prefixscope.findings.ledger import Basis, Ledger, Money
 from prefixscope.findings.model import ReplayBasis, Report
+from prefixscope.findings.policy import Policy
 from prefixscope.findings.verdicts import VerdictCall, reconcile
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult
@@ -41,6 +42,7 @@ from prefixscope.views.jsonshapes import (
     LedgerJson,
     MissesJson,
     MoneyJson,
+    PolicyJson,
     RenderJson,
     ReplayBasisJson,
     ReportJson,
@@ -268,7 +270,8 @@ def report_json(report: Report) -> ReportJson:
         "what_if": [{"name": w.name, "detail": w.detail, "gain_tokens": w.gain_tokens,
                      "hit_rate_predicted": w.hit_rate_predicted,
                      "saved_usd": _usd(w.saved_usd), "cost_usd": _usd(w.cost_usd),
-                     "net_usd": _usd(w.net_usd)} for w in report.what_ifs],
+                     "net_usd": _usd(w.net_usd), "policy": _policy_json(w.policy)}
+                    for w in report.what_ifs],
         "by": breakdown_json(report.breakdown),
         "findings": [{"kind": f.kind, "severity": f.severity, "title": f.title,
                       "segment": f.segment, "lost_tokens": f.lost_tokens,
@@ -327,6 +330,40 @@ def breakdown_json(b: Breakdown | None) -> BreakdownJson | None:
          "missed_tokens": r.missed_tokens, "lost_tokens": r.lost_tokens,
          "spend_usd": _usd(r.spend_usd), "lost_usd": _usd(r.lost_usd),
          "top_cause": r.top_cause} for r in b.rows]}
+
+
+def _policy_json(policy: Policy | None) -> PolicyJson | None:
+    if policy is None:
+        return None
+    return {"net_usd": _dollars(policy.net_usd), "pinning": policy.pinning,
+            "parts": [{"agent": p.agent, "project": p.project,
+                       "model": p.model, "requests": p.requests,
+                       "expired_requests": p.expired_requests, "ttl_tokens": p.ttl_tokens,
+                       "choice": p.choice, "pin_backend": p.pin,
+                       "net_usd": _dollars(p.net_usd),
+                       "options": [{"name": o.name, "saved_usd": _dollars(o.saved_usd),
+                                    "cost_usd": _dollars(o.cost_usd),
+                                    "net_usd": _dollars(o.net_usd),
+                                    "kept_requests": o.kept_requests,
+                                    "kept_tokens": o.kept_tokens, "pings": o.pings,
+                                    "ping_minutes": o.ping_minutes} for o in p.options],
+                       "turns": [{"turn": t.turn, "requests": t.requests,
+                                  "expired_requests": t.expired_requests,
+                                  "ttl_tokens": t.ttl_tokens,
+                                  "kept_requests": t.kept_requests,
+                                  "kept_tokens": t.kept_tokens,
+                                  "saved_usd": _dollars(t.saved_usd), "pings": t.pings,
+                                  "ping_usd": _dollars(t.ping_usd)} for t in p.turns],
+                       "routing_tokens": p.routing_tokens, "pin_usd": _usd(p.pin_usd),
+                       "reused_share": p.reused_share,
+                       "break_even_share": p.break_even_share,
+                       "payback_pause_minutes": p.payback_pause_minutes,
+                       "detail": p.detail} for p in policy.parts]}
+
+
+def _dollars(value: float) -> float:
+    """Dollars to the micro-dollar, always a float (an empty sum is the int 0)."""
+    return round(float(value), 6)
 
 
 def _usd(value: float | None) -> float | None:

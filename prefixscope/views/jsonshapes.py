@@ -560,6 +560,63 @@ class LedgerJson(TypedDict):
     provider_verdicts: ProviderVerdictsJson
 
 
+class PolicyOptionJson(TypedDict):
+    """One way of keeping a kind's expired prefixes, priced over its calls."""
+
+    name: str  # 5m | ttl-1h | keep-warm | ttl-1h+keep-warm
+    saved_usd: float
+    cost_usd: float
+    net_usd: float
+    kept_requests: int
+    kept_tokens: int
+    pings: int
+    ping_minutes: float | None
+
+
+class PolicyTurnJson(TypedDict):
+    """A kind's pauses before one turn kind's calls, under the kind's choice."""
+
+    turn: str  # user turn | tool loop | turn unknown
+    requests: int
+    expired_requests: int
+    ttl_tokens: int
+    kept_requests: int
+    kept_tokens: int
+    saved_usd: float
+    pings: int
+    ping_usd: float
+
+
+class PolicyPartJson(TypedDict):
+    """One kind of request: its options priced, the cheapest chosen."""
+
+    agent: str  # main | sub-agent | compaction
+    project: str | None
+    model: str | None
+    requests: int
+    expired_requests: int
+    ttl_tokens: int
+    choice: str
+    pin_backend: bool
+    net_usd: float
+    options: list[PolicyOptionJson]
+    turns: list[PolicyTurnJson]
+    routing_tokens: int
+    pin_usd: float | None
+    reused_share: float | None
+    break_even_share: float | None
+    payback_pause_minutes: float | None
+    detail: str
+
+
+class PolicyJson(TypedDict):
+    """`--what-if policy`: the kinds' choices; their nets sum to `net_usd`."""
+
+    net_usd: float
+    pinning: str
+    parts: list[PolicyPartJson]
+
+
 class ReportWhatIfJson(TypedDict):
     """A what-if priced over the log."""
 
@@ -570,6 +627,7 @@ class ReportWhatIfJson(TypedDict):
     saved_usd: float | None
     cost_usd: float | None
     net_usd: float | None
+    policy: PolicyJson | None
 
 
 class ReportSummaryJson(TypedDict):

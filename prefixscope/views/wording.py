@@ -234,7 +234,13 @@ def no_findings_line(report: Report) -> str:
 
 
 def what_if_lines(report: Report) -> list[str]:
-    return [f"what-if {w.name}: {w.detail}" for w in report.what_ifs]
+    """One line per what-if; the policy's kinds of request each on a line of its own."""
+    out = []
+    for w in report.what_ifs:
+        out.append(f"what-if {w.name}: {w.detail}")
+        if w.policy is not None:
+            out += [f"  policy · {part.detail}" for part in w.policy.parts]
+    return out
 
 
 # The reading order's groups (`findings.model.reading_group`), each under its own title in

@@ -1,0 +1,416 @@
+"""The cache policy, priced per kind of request (`report --what-if policy`, issue 40).
+
+One TTL choice for a whole log hides that a main agent and its sub-agents pause
+differently: a main agent waits on a human, a sub-agent runs tools back to back; Claude
+Code sets the TTL of each apart. The policy groups the ledger's calls by kind -- the agent
+(``main``, ``sub-agent``, ``compaction``: `store.kinds`), the project and the model -- and
+prices, for each kind alone, every way of keeping its expired prefixes with the TTL
+decision's own arithmetic (`findings.ttl_choice`, run over a ledger of the kind's calls):
+
+* ``5m``: the log as it is (net 0);
+* ``ttl-1h``: the kind's 5-minute writes written with the 1-hour TTL;
+* ``keep-warm``: pings 30 seconds inside the TTL through the pauses where they pay. A ping
+  refreshes the TTL, so the longest interval inside it sends the fewest pings: 4.5 minutes
+  under 5-minute writes, 59.5 under 1-hour ones -- the two intervals that matter;
+* ``ttl-1h+keep-warm``: 1-hour writes, and pings every 59.5 minutes through the pauses
+  past the hour where they pay (those prefixes are then read, not re-written: no premium).
+
+The highest net is the kind's choice. A kind is a session's kind: the write that must
+outlive a pause is the one before it, in the same session, so its TTL is the kind's. The
+turn is a property of a pause: before a ``user turn`` (the call's last message is a
+human's) the session waited on a person, before a ``tool loop`` call (a tool result) on a
+tool. Each kind's figures are split by the turn of its pauses (`TurnFigures`): which
+pauses the choice keeps and which it pings (pings are decided pause by pause, so a client
+that pings only while it waits on the user gets the user turns' figures).
+
+Where the log names the backend that served each call, pinning a session to one backend
+(``pin-backend``: a sticky route, `prompt_cache_key`) adds what `findings.pinning`'s
+replay of the kind's calls on one backend saves: the ``routing`` tokens of the hops the
+retention bridges, which no TTL choice touches (every missed token has one cause; a hop
+after a pause past the retention is in neither). Each kind's figures are over its own
+calls, so the kinds' nets add up to the policy's, and no token is priced twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from prefixscope.analyses.prices import CallPrice
+from prefixscope.engines import ENGINES
+from prefixscope.findings.ledger import Ledger, LedgerEntry, read_ttls
+from prefixscope.findings.model import WhatIfLine
+from prefixscope.findings.pinning import pin_backend
+from prefixscope.findings.ttl_choice import (
+    PING_MARGIN,
+    TtlWhatIf,
+    keep_warm,
+    one_hour,
+    ttl_what_ifs,
+)
+from prefixscope.model import Request, UsageRecord
+from prefixscope.model.whatifs import POLICY
+
+AS_LOGGED = "5m"
+HOUR_AND_PINGS = "ttl-1h+keep-warm"
+OPTIONS = (AS_LOGGED, "ttl-1h", "keep-warm", HOUR_AND_PINGS)
+TURNS = {"user": "user turn", "tool_result": "tool loop", None: "turn unknown"}
+NO_BACKEND = "not applicable: the log names no backend that served a call"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyOption:
+    """One way of keeping a kind's expired prefixes, priced over its calls."""
+
+    name: str  # one of OPTIONS
+    saved_usd: float  # what the expired prefixes it keeps were charged, less their reads
+    cost_usd: float  # the 1-hour write premium and the pings' cache reads
+    kept_requests: int  # the pauses whose prefix it keeps
+    kept_tokens: int  # their ttl tokens, read instead of re-written
+    pings: int = 0
+    ping_minutes: float | None = None  # the keep-warm interval
+
+    @property
+    def net_usd(self) -> float:
+        return self.saved_usd - self.cost_usd
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFigures:
+    """The pauses before one turn kind's calls, under the kind's choice."""
+
+    turn: str  # user turn | tool loop | turn unknown
+    requests: int
+    expired_requests: int
+    ttl_tokens: int
+    kept_requests: int  # the pauses the choice keeps (the hour or pings)
+    kept_tokens: int
+    saved_usd: float  # their ttl dollars
+    pings: int  # the pings sent through these pauses
+    ping_usd: float  # their cache reads
+
+    @property
+    def line(self) -> str:
+        text = (f"{self.turn}: {self.kept_requests:,} of "
+                f"{_n(self.expired_requests, 'expired pause')} kept ({self.kept_tokens:,} "
+                f"of {self.ttl_tokens:,} tokens, {_usd(self.saved_usd)})")
+        if self.pings:
+            text += f" with {_n(self.pings, 'ping')} ({_usd(self.ping_usd)})"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyPart:
+    """One kind of request: its options priced and the cheapest chosen."""
+
+    agent: str  # main | sub-agent | compaction
+    project: str | None
+    model: str | None
+    requests: int
+    expired_requests: int  # pauses the prefix expired in (priced calls)
+    ttl_tokens: int
+    options: tuple[PolicyOption, ...]  # OPTIONS priced (only "5m" without an expiry)
+    choice: str  # the option with the highest net (the first on a tie)
+    turns: tuple[TurnFigures, ...] = ()
+    routing_tokens: int = 0  # the routing tokens pinning recovers
+    pin_usd: float | None = None  # pinning's saving (`pin_backend`); None: no backends
+    reused_share: float | None = None  # ttl-1h: the 5-minute writes that were re-writes
+    break_even_share: float | None = None  # ttl-1h: the share at which it pays
+    payback_pause_minutes: float | None = None  # pings pay up to this pause (whole prefix)
+
+    @property
+    def chosen(self) -> PolicyOption:
+        return next(o for o in self.options if o.name == self.choice)
+
+    @property
+    def pin(self) -> bool:
+        return bool(self.pin_usd)
+
+    @property
+    def net_usd(self) -> float:
+        return self.chosen.net_usd + (self.pin_usd or 0.0)
+
+    @property
+    def label(self) -> str:
+        return " · ".join(x for x in (self.agent, self.project, self.model) if x)
+
+    @property
+    def detail(self) -> str:
+        """One line: the choice, its net, what proves it, its payback and break-even."""
+        what = self.choice + (" + pin-backend" if self.pin else "")
+        o = self.chosen
+        line = (f"{self.label}: {what}, net {_usd(self.net_usd)} over "
+                f"{_n(self.requests, 'call')} ({_n(self.expired_requests, 'expired pause')}, "
+                f"{self.ttl_tokens:,} ttl tokens)")
+        if o.kept_requests:
+            line += (f"; keeps {o.kept_tokens:,} tokens of {_n(o.kept_requests, 'pause')} "
+                     f"({_usd(o.saved_usd)}) for {_usd(o.cost_usd)}")
+        if o.pings:
+            line += f", {_n(o.pings, 'ping')} every {o.ping_minutes:.1f} min"
+        others = ", ".join(f"{x.name} {_usd(x.net_usd)}" for x in self.options
+                           if x.name != self.choice)
+        if others:
+            line += f" (others: {others})"
+        if self.payback_pause_minutes is not None:
+            line += (f"; pings pay for a pause up to {self.payback_pause_minutes:,.1f} min "
+                     "when its whole prefix expired")
+        if self.reused_share is not None and self.break_even_share is not None:
+            line += (f"; 1-hour writes pay above {self.break_even_share:.1%} re-writes, "
+                     f"this kind has {self.reused_share:.1%}")
+        if self.pin_usd is not None and self.routing_tokens:
+            line += f"; pinning keeps {self.routing_tokens:,} routing tokens"
+        if any(t.expired_requests for t in self.turns):
+            line += "; " + "; ".join(t.line for t in self.turns if t.expired_requests)
+        return line
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The cheapest combination per kind of request, over the log."""
+
+    parts: tuple[PolicyPart, ...]  # the most net first
+    pinning: str  # "applicable", or why not
+
+    @property
+    def net_usd(self) -> float:
+        return sum(p.net_usd for p in self.parts)
+
+    @property
+    def saved_usd(self) -> float:
+        return sum(p.chosen.saved_usd + (p.pin_usd or 0.0) for p in self.parts)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(p.chosen.cost_usd for p in self.parts)
+
+    @property
+    def detail(self) -> str:
+        changed = [p for p in self.parts if p.choice != AS_LOGGED or p.pin]
+        pinning = "" if self.pinning == "applicable" else f"; pinning {self.pinning}"
+        if not changed:
+            return (f"no kind of request gains from 1-hour writes, keep-warm pings or "
+                    f"pinning on this log ({len(self.parts):,} kinds){pinning}")
+        chosen = "; ".join(f"{p.label}: {p.choice}" + (" + pin-backend" if p.pin else "")
+                           + f" (net {_usd(p.net_usd)})" for p in changed)
+        return (f"net {_usd(self.net_usd)} over {len(self.parts):,} kinds of request: "
+                f"{chosen}{pinning}")
+
+
+def last_message_of(body: Mapping[str, Any] | None) -> str | None:
+    """What a request body sent last: ``tool_result`` (a tool's output: Anthropic's
+    tool_result block, OpenAI's ``tool`` message or Responses' ``*_call_output`` item,
+    Gemini's functionResponse) or ``user`` (a human's message); None when it says neither."""
+    if not isinstance(body, Mapping):
+        return None
+    for key in ("messages", "input", "contents"):
+        items = body.get(key)
+        if isinstance(items, list) and items and isinstance(items[-1], Mapping):
+            return _item_kind(items[-1])
+    return None
+
+
+def _item_kind(item: Mapping[str, Any]) -> str | None:
+    kind = str(item.get("type") or "")
+    if kind.endswith("_call_output") or item.get("role") in ("tool", "function"):
+        return "tool_result"
+    content = item.get("content", item.get("parts"))
+    if isinstance(content, list) and any(
+            isinstance(b, Mapping) and (b.get("type") == "tool_result"
+                                        or "functionResponse" in b) for b in content):
+        return "tool_result"
+    return "user" if item.get("role") == "user" else None
+
+
+def request_kinds(roles: Mapping[str, tuple[str, str | None]], bodies: Iterable[Request]
+                  ) -> dict[str, tuple[str, str]]:
+    """request id -> (agent, turn) from `store.kinds.request_roles`, a call's body telling
+    what it sent last where its reader did not (`bodies`)."""
+    last = {rid: sent for rid, (_, sent) in roles.items()}
+    for request in bodies:
+        last[request.id] = last.get(request.id) or last_message_of(request.body)
+    return {rid: (agent, TURNS.get(last.get(rid), TURNS[None]))
+            for rid, (agent, _) in roles.items()}
+
+
+def price_policy(ledger: Ledger, records: Sequence[UsageRecord],
+                 kinds: Mapping[str, tuple[str, str]]) -> Policy:
+    """Every kind of the ledger's calls priced alone (`kinds`: `request_kinds`; a call
+    absent from it is a main agent's, turn unknown)."""
+    record_of = {r.id: r for r in records}
+    backends = any(r.backend for r in records if r.duplicate_of is None)
+    groups: dict[tuple[str, str | None, str | None], list[LedgerEntry]] = {}
+    for e in ledger.entries:
+        r = record_of.get(e.id)
+        agent = kinds.get(e.id, ("main", ""))[0]
+        groups.setdefault((agent, r.project if r else None, r.model if r else None),
+                          []).append(e)
+    ttls = read_ttls(records)
+    turn_of = {e.id: kinds.get(e.id, ("", TURNS[None]))[1] for e in ledger.entries}
+    parts = [_part(key, entries, ledger, records, ttls, turn_of, backends)
+             for key, entries in groups.items()]
+    parts.sort(key=lambda p: (-p.net_usd, p.label))
+    return Policy(tuple(parts), "applicable" if backends else NO_BACKEND)
+
+
+def _part(key: tuple[str, str | None, str | None], entries: list[LedgerEntry],
+          ledger: Ledger, records: Sequence[UsageRecord], ttls: Mapping[str, float],
+          turn_of: Mapping[str, str], backends: bool) -> PolicyPart:
+    agent, project, model = key
+    prices = ledger.prices
+    kind = replace(ledger, entries=tuple(entries))  # the ledger of this kind's calls alone
+    expired = [e for e in entries if e.causes.get("ttl") and e.id in prices]
+    options = [PolicyOption(AS_LOGGED, 0.0, 0.0, 0, 0)]
+    hour: TtlWhatIf | None = None
+    kept: dict[str, set[str]] = {AS_LOGGED: set()}  # option -> the pauses it keeps
+    pinged: dict[str, dict[str, Pinged]] = {}  # option -> the pauses it pings
+    priced = {w.name: w for w in ttl_what_ifs(kind, records, prices)}
+    if priced:
+        hour, warm = priced["ttl-1h"], priced["keep-warm"]
+        long_ttl = _long_ttl(expired)
+        if not hour.in_use:
+            options.append(PolicyOption("ttl-1h", hour.saved_usd, hour.cost_usd,
+                                        hour.requests, hour.tokens))
+            kept["ttl-1h"] = {e.id for e in expired if e.gap_seconds is not None
+                              and e.gap_seconds <= long_ttl}
+        pinged["keep-warm"] = _pings(expired, prices, ttls)
+        options.append(_warm_option("keep-warm", warm, pinged["keep-warm"]))
+        kept["keep-warm"] = set(pinged["keep-warm"])
+        if not hour.in_use:
+            option, pinged[HOUR_AND_PINGS] = _hour_and_pings(kind, expired, records, prices,
+                                                             long_ttl)
+            options.append(option)
+            kept[HOUR_AND_PINGS] = kept["ttl-1h"] | set(pinged[HOUR_AND_PINGS])
+    pinned = pin_backend(kind, records) if backends else None
+    best = max(options, key=lambda o: o.net_usd)  # the first of the highest
+    at_hour = best.name == HOUR_AND_PINGS or (hour is not None and hour.in_use)
+    shares = hour is not None and not hour.in_use
+    return PolicyPart(
+        agent, project, model, len(entries), len(expired),
+        sum(e.causes["ttl"] for e in expired), tuple(options), best.name,
+        _turns(entries, expired, turn_of, kept.get(best.name, set()),
+               pinged.get(best.name, {})),
+        pinned.tokens if pinned is not None else 0,
+        (pinned.saved_usd or 0.0) if pinned is not None else None,
+        hour.reused_share if shares and hour is not None else None,
+        hour.break_even_share if shares and hour is not None else None,
+        _payback(expired, prices, ttls, _long_ttl(expired) if at_hour else None)
+        if priced else None)
+
+
+def _long_ttl(entries: Sequence[LedgerEntry]) -> float:
+    """The longer TTL the entries' engine writes with (Anthropic's hour)."""
+    for e in entries:
+        spec = ENGINES.get(e.engine or "")
+        if spec is not None and spec.long_ttl is not None:
+            return spec.long_ttl.seconds
+    return 3600.0
+
+
+def _default_ttl(e: LedgerEntry) -> float:
+    spec = ENGINES.get(e.engine or "")
+    return spec.ttl_seconds if spec is not None and spec.ttl_seconds else 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Pinged:
+    """A pause `keep_warm` pings."""
+
+    pings: int  # ``ceil(g / I) - 1``
+    cost_usd: float  # their cache reads, as `keep_warm` prices them
+    minutes: float  # ``I``: the interval
+
+
+def _pings(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
+           ttls: Mapping[str, float]) -> dict[str, Pinged]:
+    """The pauses `keep_warm` pings (it decides pause by pause: each priced alone)."""
+    out = {}
+    for e in expired:
+        one = keep_warm([e], prices, ttls)
+        if one.requests and e.gap_seconds is not None:
+            interval = ttls.get(e.id, _default_ttl(e)) - PING_MARGIN
+            out[e.id] = Pinged(max(0, math.ceil(e.gap_seconds / interval) - 1),
+                               one.cost_usd, interval / 60)
+    return out
+
+
+def _warm_option(name: str, warm: TtlWhatIf, pinged: Mapping[str, Pinged],
+                 hour: TtlWhatIf | None = None) -> PolicyOption:
+    """A keep-warm option (over 1-hour writes: `hour` priced with the pinged pauses kept)."""
+    every = min((p.minutes for p in pinged.values()), default=None)
+    pings = sum(p.pings for p in pinged.values())
+    if hour is None:
+        return PolicyOption(name, warm.saved_usd, warm.cost_usd, warm.requests, warm.tokens,
+                            pings, every)
+    return PolicyOption(name, hour.saved_usd, hour.cost_usd + warm.cost_usd, hour.requests,
+                        hour.tokens, pings, every)
+
+
+def _hour_and_pings(kind: Ledger, expired: Sequence[LedgerEntry],
+                    records: Sequence[UsageRecord], prices: Mapping[str, CallPrice],
+                    long_ttl: float) -> tuple[PolicyOption, dict[str, Pinged]]:
+    """1-hour writes, and pings every 59.5 minutes through the pauses past the hour where
+    they pay (`keep_warm` at the 1-hour TTL): `one_hour` over the kind with those pauses
+    kept as the hour keeps its own (read, not re-written, no premium)."""
+    past = [e for e in expired if e.gap_seconds is not None and e.gap_seconds > long_ttl]
+    at_hour = {e.id: long_ttl for e in past}
+    pinged = _pings(past, prices, at_hour)
+    held = replace(kind, entries=tuple(
+        replace(e, gap_seconds=long_ttl) if e.id in pinged else e for e in kind.entries))
+    hour = one_hour(held, records, prices)
+    if not pinged:
+        return PolicyOption(HOUR_AND_PINGS, hour.saved_usd, hour.cost_usd, hour.requests,
+                            hour.tokens), pinged
+    warm = keep_warm([e for e in past if e.id in pinged], prices, at_hour)
+    return _warm_option(HOUR_AND_PINGS, warm, pinged, hour), pinged
+
+
+def _turns(entries: Sequence[LedgerEntry], expired: Sequence[LedgerEntry],
+           turn_of: Mapping[str, str], kept: set[str],
+           pinged: Mapping[str, Pinged]) -> tuple[TurnFigures, ...]:
+    """The kind's pauses by the turn of the call after them, under its choice."""
+    out = []
+    for turn in dict.fromkeys(turn_of[e.id] for e in entries):
+        mine = [e for e in expired if turn_of[e.id] == turn]
+        held = [e for e in mine if e.id in kept]
+        out.append(TurnFigures(
+            turn, sum(turn_of[e.id] == turn for e in entries), len(mine),
+            sum(e.causes["ttl"] for e in mine), len(held),
+            sum(e.causes["ttl"] for e in held),
+            sum(e.lost_usd.get("ttl", 0.0) for e in held),
+            sum(pinged[e.id].pings for e in held if e.id in pinged),
+            sum(pinged[e.id].cost_usd for e in held if e.id in pinged)))
+    return tuple(out)
+
+
+def _payback(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
+             ttls: Mapping[str, float], ttl: float | None) -> float | None:
+    """The longest pause, in minutes, whose pings pay when its whole prefix expired: ``p``
+    pings of the prefix at the read price cost less than re-writing it at the 5-minute
+    write price while ``p < (w5m - read) / read``, and a pause takes ``ceil(g / I) - 1``
+    (``I``: 30 seconds inside the TTL; `ttl`: the 1-hour one)."""
+    for e in expired:
+        rates = prices[e.id].rates
+        if rates.cache_read > 0 and rates.cache_write_5m > rates.cache_read:
+            most = math.ceil((rates.cache_write_5m - rates.cache_read) / rates.cache_read) - 1
+            return (most + 1) * ((ttl or ttls.get(e.id, _default_ttl(e))) - PING_MARGIN) / 60
+    return None
+
+
+def _usd(value: float) -> str:
+    sign = "−" if value < 0 else ""
+    value = abs(value)
+    return sign + (f"${value:,.4f}" if value < 0.01 and value else f"${value:,.2f}")
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def policy_line(policy: Policy | None) -> WhatIfLine:
+    """The what-if's line in the report (`Report.what_ifs`, the JSON's ``what_if``)."""
+    if policy is None or not policy.parts:
+        return WhatIfLine(POLICY, "no call of the log is in the ledger: nothing to price")
+    return WhatIfLine(POLICY, policy.detail, saved_usd=policy.saved_usd,
+                      cost_usd=policy.cost_usd, net_usd=policy.net_usd, policy=policy)
