@@ -127,6 +127,12 @@ class TestTwoBackendsAlternating:
         assert pin["hit_rate_predicted"] == pytest.approx(35_994 / 52_000)
         assert "hit rate 42.3% → 69.2%" in pin["detail"]
 
+    def test_the_usage_replay_of_one_cache_predicts_the_same_rate(self, alternating) -> None:
+        # an independent model: the hosted replay of the log's usage keeps one cache per
+        # session whatever backend the log names -- the pinned session
+        assert alternating["summary"]["hit_rate_predicted"] == pytest.approx(
+            _pin(alternating)["hit_rate_predicted"])
+
     def test_the_detail_says_which_backend_and_how_many_calls_move(self, alternating) -> None:
         # two calls each: the tie goes to the first, dep-a; dep-b's two calls move
         assert _pin(alternating)["detail"].startswith(
