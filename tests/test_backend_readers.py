@@ -8,7 +8,9 @@ ledger (``routing``, tests/test_routing.py):
   (``other.admin_info.is_multi_key`` + ``multi_key_index``; a direct relay's
   ``other.multi_key_index``): each key is an account of its own upstream;
 * Langfuse generations LiteLLM's callback logged: the deployment in
-  ``metadata.hidden_params.model_id`` (and ``api_base``).
+  ``metadata.hidden_params.model_id`` (and ``api_base``);
+* Bifrost: the provider key its weighted key selection chose (``selected_key_name``,
+  else ``selected_key_id``).
 
 Each sample is small and shaped as the product writes it (OpenRouter's response fields,
 new-api's ``GenerateTextOtherInfo`` keys, LiteLLM's ``StandardLoggingPayload``
@@ -231,6 +233,32 @@ class TestLangfuseFromLiteLLM:
         requests, _ = read_requests(path)
         assert "model_id" not in requests[0].metadata
         assert "api_base" not in requests[0].metadata
+
+
+def _bifrost_row(i: int, key_name: str | None, key_id: str | None) -> dict:
+    """A Bifrost `logs` row (formats.md §8): its provider and the key it selected."""
+    return {"id": f"b7e-{i}", "timestamp": f"2026-12-05 08:0{i}:00+00:00",
+            "object_type": "chat.completion", "provider": "anthropic",
+            "model": "claude-sonnet-4-5", "status": "success", "stream": 1,
+            "input_history": json.dumps(_messages(min(i, 2))), "raw_request": "",
+            "selected_key_id": key_id, "selected_key_name": key_name,
+            "prompt_tokens": 51_478, "completion_tokens": 412, "total_tokens": 51_890,
+            "cached_read_tokens": 48_211, "created_at": f"2026-12-05 08:0{i}:01+00:00"}
+
+
+def test_bifrost_names_the_provider_key_it_selected(tmp_path: Path) -> None:
+    # weighted key selection: each key an account with a cache of its own
+    from builders import make_bifrost_db
+
+    db = make_bifrost_db(tmp_path / "logs.db", [
+        _bifrost_row(0, "primary", "key-1"), _bifrost_row(1, "secondary", "key-2"),
+        _bifrost_row(2, None, "key-2"), _bifrost_row(3, None, None)])
+    requests, skips = read_requests(db)
+    assert skips == []
+    assert [r.metadata.get("deployment") for r in requests] == [
+        "anthropic key primary", "anthropic key secondary", "anthropic key key-2", None]
+    assert [backend(r) for r in requests] == [
+        "anthropic key primary", "anthropic key secondary", "anthropic key key-2", "anthropic"]
 
 
 def test_the_store_reads_them_as_the_ledgers_backend(tmp_path: Path) -> None:

@@ -30,6 +30,10 @@ Guarantees:
 * Rows that are not prompts (embeddings, speech, transcription, images, rerank,
   OCR, list-models, ...) are not reported. Failed calls stay requests with
   `metadata["status"]` (their usage is usually empty).
+* Backend: the provider (`channel`), and the provider key Bifrost selected for the call
+  (`selected_key_name`, else `selected_key_id`: its weighted key selection spreads calls
+  over keys, each an account with a cache of its own) as ``metadata.deployment``
+  ``"<provider> key <name>"``, the ledger's backend (`Store.usage_records`).
 """
 
 from __future__ import annotations
@@ -136,7 +140,8 @@ def _parse_row(place: int, row: Any, ids: set[str], parents: set[str]) -> Record
                                                        ids, parents)
     metadata = {**body_notes, **_row_metadata(row, object_type, row_meta),
                 "prompt_cache_key": prompt_cache_key(body),
-                "headers": loggable_headers(headers) or None}
+                "headers": loggable_headers(headers) or None,
+                "deployment": _key_of(row)}
     request = Request(
         id="", source_format="", source_file="", source_line=place,
         timestamp=parse_time(row.get("timestamp")) or parse_time(row.get("created_at")),
@@ -154,6 +159,14 @@ def _parse_row(place: int, row: Any, ids: set[str], parents: set[str]) -> Record
         metadata={k: v for k, v in metadata.items() if v is not None},
     )
     return Record(request=request, key=f"id:{row_id}")
+
+
+def _key_of(row: dict[str, Any]) -> str | None:
+    """The provider key that served the call (``"<provider> key <name>"``; None: no key
+    logged, a keyless provider)."""
+    provider = to_text(row.get("provider"))
+    key = to_text(row.get("selected_key_name")) or to_text(row.get("selected_key_id"))
+    return f"{provider} key {key}" if provider and key else None
 
 
 def build_body(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str, dict[str, Any]]:
