@@ -192,6 +192,25 @@ class TestThePolicyIsItsParts:
             parts["main"]["ttl-1h"] + parts["sub-agent"]["ttl-1h"], abs=1e-6)
 
 
+def test_a_bundle_without_the_kinds_is_priced_as_one_kind(project: Path, tmp_path: Path):
+    # the bundle keeps no agent nor last message: the seven calls are one kind, whose
+    # options are the whole log's -- keep-warm 0.4749905 + 0.0099995 (its pauses decided
+    # one by one) beats the hour with pings past it: the premium on 327,004 - 181,994 =
+    # 145,010 tokens and one ping, 1.0464655 - 0.5437875 - 0.020999 = 0.481679
+    store = str(tmp_path / "st.duckdb")
+    for args in (["ingest", str(project), "--store", store, "-q"],
+                 ["export", "--bundle", str(tmp_path / "b"), "--store", store]):
+        result = runner.invoke(app, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    doc = report(str(tmp_path / "b"), "--what-if", "policy")
+    (line,) = [w for w in doc["what_if"] if w["name"] == "policy"]
+    (only,) = line["policy"]["parts"]
+    assert (only["agent"], only["requests"], only["choice"]) == ("main", 7, "keep-warm")
+    assert options(only)["ttl-1h+keep-warm"] == pytest.approx(0.481679, abs=1e-6)
+    assert line["net_usd"] == pytest.approx(0.48499, abs=1e-6)
+    assert "every call is priced as a main agent's" in line["detail"]
+
+
 def test_the_terminal_and_markdown_name_each_kind(project: Path, tmp_path: Path):
     md = tmp_path / "r.md"
     result = runner.invoke(app, ["report", str(project), "--what-if", "policy", "--md",

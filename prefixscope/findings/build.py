@@ -167,7 +167,7 @@ def priced_what_ifs(ev: Evidence) -> tuple[WhatIfLine, ...]:
         if name == PIN_BACKEND:
             out.append(pin_line(pinned))
         elif name == POLICY:
-            out.append(policy_line(ev.policy))
+            out.append(policy_line(ev.policy, ev.ledger, ev.records))
         elif name in TTL_WHAT_IFS:
             w = ttl.get(name)
             out.append(WhatIfLine(name, w.detail, saved_usd=w.saved_usd, cost_usd=w.cost_usd,

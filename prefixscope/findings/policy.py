@@ -172,6 +172,7 @@ class Policy:
 
     parts: tuple[PolicyPart, ...]  # the most net first
     pinning: str  # "applicable", or why not
+    kinds_known: bool = True  # False: priced without the calls' kinds (a bundle)
 
     @property
     def net_usd(self) -> float:
@@ -189,12 +190,15 @@ class Policy:
     def detail(self) -> str:
         changed = [p for p in self.parts if p.choice != AS_LOGGED or p.pin]
         pinning = "" if self.pinning == "applicable" else f"; pinning {self.pinning}"
+        if not self.kinds_known:
+            pinning += ("; the log does not say which agent made each call or what it sent "
+                        "last (a bundle): every call is priced as a main agent's")
         if not changed:
             return (f"no kind of request gains from 1-hour writes, keep-warm pings or "
-                    f"pinning on this log ({len(self.parts):,} kinds){pinning}")
+                    f"pinning on this log ({_n(len(self.parts), 'kind')}){pinning}")
         chosen = "; ".join(f"{p.label}: {p.choice}" + (" + pin-backend" if p.pin else "")
                            + f" (net {_usd(p.net_usd)})" for p in changed)
-        return (f"net {_usd(self.net_usd)} over {len(self.parts):,} kinds of request: "
+        return (f"net {_usd(self.net_usd)} over {_n(len(self.parts), 'kind')} of request: "
                 f"{chosen}{pinning}")
 
 
@@ -235,9 +239,11 @@ def request_kinds(roles: Mapping[str, tuple[str, str | None]], bodies: Iterable[
 
 
 def price_policy(ledger: Ledger, records: Sequence[UsageRecord],
-                 kinds: Mapping[str, tuple[str, str]]) -> Policy:
+                 kinds: Mapping[str, tuple[str, str]] | None) -> Policy:
     """Every kind of the ledger's calls priced alone (`kinds`: `request_kinds`; a call
-    absent from it is a main agent's, turn unknown)."""
+    absent from it is a main agent's, turn unknown; None: the kinds are not known)."""
+    known = kinds is not None
+    kinds = kinds or {}
     record_of = {r.id: r for r in records}
     backends = any(r.backend for r in records if r.duplicate_of is None)
     groups: dict[tuple[str, str | None, str | None], list[LedgerEntry]] = {}
@@ -251,7 +257,7 @@ def price_policy(ledger: Ledger, records: Sequence[UsageRecord],
     parts = [_part(key, entries, ledger, records, ttls, turn_of, backends)
              for key, entries in groups.items()]
     parts.sort(key=lambda p: (-p.net_usd, p.label))
-    return Policy(tuple(parts), "applicable" if backends else NO_BACKEND)
+    return Policy(tuple(parts), "applicable" if backends else NO_BACKEND, known)
 
 
 def _part(key: tuple[str, str | None, str | None], entries: list[LedgerEntry],
@@ -408,8 +414,13 @@ def _n(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def policy_line(policy: Policy | None) -> WhatIfLine:
-    """The what-if's line in the report (`Report.what_ifs`, the JSON's ``what_if``)."""
+def policy_line(policy: Policy | None, ledger: Ledger | None = None,
+                records: Sequence[UsageRecord] = ()) -> WhatIfLine:
+    """The what-if's line in the report (`Report.what_ifs`, the JSON's ``what_if``); without
+    a `policy` (evidence read back from a bundle, which does not carry the calls' kinds),
+    the one `ledger` gives with every call a main agent's."""
+    if policy is None and ledger is not None:
+        policy = price_policy(ledger, records, None)
     if policy is None or not policy.parts:
         return WhatIfLine(POLICY, "no call of the log is in the ledger: nothing to price")
     return WhatIfLine(POLICY, policy.detail, saved_usd=policy.saved_usd,
