@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FIXTURES
+from test_pin_backend import ALTERNATING, WRITE_LESS_READ, _log
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
-from prefixscope.findings.policy import last_message_of
+from prefixscope.findings.policy import last_message_of, request_kinds
+from prefixscope.store import Store
+from prefixscope.store.kinds import bodies_without_last_message, request_roles
 
 runner = CliRunner()
 W5, W1H, READ = 6.25, 10.0, 0.50  # Opus 4.5, dollars per million tokens
@@ -238,3 +242,55 @@ def test_the_terminal_and_markdown_name_each_kind(project: Path, tmp_path: Path)
 ])
 def test_a_body_tells_what_it_sent_last(body, sent):
     assert last_message_of(body) == sent
+
+
+def test_pinning_joins_the_choice_where_the_log_names_backends(tmp_path: Path):
+    # tests/test_pin_backend.py's session alternating between two LiteLLM deployments a
+    # minute apart: no pause expires anything (only 5m is priced), pinning recovers its
+    # 13,998 routing tokens, written at $3.75 and read at $0.30 instead: 0.0482931
+    doc = report(str(_log(tmp_path / "alt.jsonl", {"alt": ALTERNATING})), "--what-if",
+                 "policy,pin-backend")
+    got = {w["name"]: w for w in doc["what_if"]}
+    policy = got["policy"]["policy"]
+    assert policy["pinning"] == "applicable"
+    (only,) = policy["parts"]
+    assert [o["name"] for o in only["options"]] == ["5m"]
+    assert (only["choice"], only["pin_backend"], only["routing_tokens"]) == ("5m", True,
+                                                                           13_998)
+    assert only["pin_usd"] == pytest.approx(13_998 * WRITE_LESS_READ * M, abs=1e-6)
+    assert policy["net_usd"] == pytest.approx(only["pin_usd"], abs=1e-6)
+    assert got["policy"]["net_usd"] == pytest.approx(got["pin-backend"]["net_usd"], abs=1e-6)
+    assert "5m + pin-backend" in got["policy"]["detail"]
+
+
+def test_the_kinds_a_log_records(tmp_path: Path):
+    # a main conversation with a sidechain line, a compaction's summarizer file, and a raw
+    # capture whose bodies end in a human's message, then tool results
+    root = tmp_path / "projects" / "-work-app"
+    (root / "sess-2" / "subagents").mkdir(parents=True)
+    main = _lines([("2026-03-02T10:00:00Z", "user", 0, 5_000)], side=False)
+    side = _lines([("2026-03-02T10:01:00Z", "tool", 0, 6_000)], side=True)
+    (root / "sess-2.jsonl").write_text("\n".join(main + side).replace("sess-1", "sess-2")
+                                       + "\n")
+    (root / "sess-2" / "subagents" / "agent-acompact-1.jsonl").write_text("\n".join(
+        _lines([("2026-03-02T10:05:00Z", "user", 0, 7_000)], side=True)).replace(
+        "sess-1", "sess-2").replace("msg_s0", "msg_c0") + "\n")
+    store = str(tmp_path / "k.duckdb")
+    result = runner.invoke(app, ["ingest", str(root), str(FIXTURES / "raw"
+                                                          / "claude_code_capture.jsonl"),
+                                 "--store", store, "-q"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    st = Store.open(store, read_only=True)
+    try:
+        roles = request_roles(st)
+        kinds = request_kinds(roles, bodies_without_last_message(st))
+        natives = dict(st.run("SELECT id, native_id FROM requests"))
+    finally:
+        st.close()
+    by_native = {natives[rid]: kind for rid, kind in kinds.items()}
+    assert by_native["msg_m0"] == ("main", "user turn")
+    assert by_native["msg_s0"] == ("sub-agent", "tool loop")
+    assert by_native["msg_c0"] == ("compaction", "user turn")
+    raw = sorted(kind for native, kind in by_native.items()
+                 if native not in ("msg_m0", "msg_s0", "msg_c0"))
+    assert raw == [("main", "tool loop"), ("main", "tool loop"), ("main", "user turn")]
