@@ -162,8 +162,8 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
             pool = worker_pool(n)
             pending = start_pass(store, setup, pool, diff=True)
     try:
-        return _gather(store, options, step, ingest, notes, engine_log, usage, records,
-                       setup, pending, plans, replay_workers, pool, runner)
+        return _gather(_Started(store, options, step, ingest, runner, replay_workers, notes,
+                                engine_log, usage, records, plans, setup, pending, pool))
     finally:
         if pool is not None:
             pool.close(cancel=True)
@@ -189,11 +189,32 @@ def _pass_setup(store: Store, options: ReportOptions,
                      Links.of(store), pairs, redactor=active())
 
 
-def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
-            notes: list[str], engine_log: EngineLogAnalysis | None, usage: UsageSummary,
-            records: tuple[UsageRecord, ...], setup: PassSetup, pending: PendingPass | None,
-            plans: Plans, replay_workers: int = 1, pool: Pool | None = None,
-            runner: StageRunner | None = None) -> Evidence:
+@dataclass(frozen=True, slots=True)
+class _Started:
+    """One `gather` call as `_gather` goes on with it: what it was asked, what it read and
+    planned before the walk, and the walk it started in worker processes."""
+
+    store: Store
+    options: ReportOptions
+    step: Progress
+    ingest: Any  # ingest.IngestResult, when the report ingested the logs
+    runner: StageRunner | None  # the per-session stages' runner (Ray), else this process
+    replay_workers: int  # processes for the replays' independent runs
+    notes: list[str]  # said so far (each step adds its own)
+    engine_log: EngineLogAnalysis | None
+    usage: UsageSummary
+    records: tuple[UsageRecord, ...]
+    plans: Plans  # the cache domains (`domains.plan_domains`)
+    setup: PassSetup  # what the walk needs
+    pending: PendingPass | None = None  # the walk running in `pool`'s workers
+    pool: Pool | None = None
+
+
+def _gather(started: _Started) -> Evidence:
+    """Every step after the plan (module docstring), in order, over `started`."""
+    store, options, step, notes = started.store, started.options, started.step, started.notes
+    records, setup, pending, pool = started.records, started.setup, started.pending, started.pool
+    runner, plans = started.runner, started.plans
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
     # differ) and its spikes are explained against its own prompts.
@@ -236,9 +257,10 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
     if passed is None:  # no bodies: the replay's input from usage and traces alone
         passed = one_pass(store, setup, diff=False)
     step("replay")
+    workers = started.replay_workers
     simulate, what_if_of, replays, chosen = replay_domains(
-               store, options, records, diff, notes, plans, passed, replay_workers,
-               what_if_runner(store, runner, replay_workers), setup.links, ready)
+        store, options, records, diff, notes, plans, passed, workers,
+        what_if_runner(store, runner, workers), setup.links, ready)
     step("ledger")
     inclusive = cache_inclusive_input(records, replays, store.lacking_parts())
     if inclusive:
@@ -266,9 +288,10 @@ def _gather(store: Store, options: ReportOptions, step: Progress, ingest: Any,
         notes.append(f"no price for {len(ledger.money.unknown_models)} model(s) ({shown}): "
                      "their calls are not in the dollar figures (self-hosted: "
                      "--price-per-mtok)")
-    return Evidence(usage, records, bucket, tuple(by_dimension), diff, segments, simulate,
-                    what_if_of, tuple(store.session_origins()), usage_lint, engine_log,
-                    ingest, tuple(store.truncated_ids()), replays, tuple(notes), ledger,
+    return Evidence(started.usage, records, bucket, tuple(by_dimension), diff, segments,
+                    simulate, what_if_of, tuple(store.session_origins()), usage_lint,
+                    started.engine_log, started.ingest, tuple(store.truncated_ids()), replays,
+                    tuple(notes), ledger,
                     inclusive, ttl, options.what_if, events, store.provider_verdicts(),
                     rendered, unrebuilt, chosen, extended, policy=policy)
 
