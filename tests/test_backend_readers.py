@@ -10,7 +10,9 @@ ledger (``routing``, tests/test_routing.py):
 * Langfuse generations LiteLLM's callback logged: the deployment in
   ``metadata.hidden_params.model_id`` (and ``api_base``);
 * Bifrost: the provider key its weighted key selection chose (``selected_key_name``,
-  else ``selected_key_id``).
+  else ``selected_key_id``);
+* OpenRouter's generation records (``GET /api/v1/generation``, saved one per call):
+  ``provider_name``.
 
 Each sample is small and shaped as the product writes it (OpenRouter's response fields,
 new-api's ``GenerateTextOtherInfo`` keys, LiteLLM's ``StandardLoggingPayload``
@@ -233,6 +235,101 @@ class TestLangfuseFromLiteLLM:
         requests, _ = read_requests(path)
         assert "model_id" not in requests[0].metadata
         assert "api_base" not in requests[0].metadata
+
+
+def _generation_record(i: int, provider: str, prompt: int, cached: int) -> dict:
+    """An OpenRouter generation record (GET /api/v1/generation's ``data``)."""
+    return {"id": f"gen-17649216{i:02d}-aB3dE5fG7hJ9kL1m", "upstream_id": f"msg_01X{i}",
+            "total_cost": 0.0123, "cache_discount": 0.0054 if cached else None,
+            "upstream_inference_cost": None,
+            "created_at": f"2026-12-05T08:0{i}:00.000000+00:00",
+            "model": "anthropic/claude-sonnet-4.5", "app_id": 2872617, "streamed": True,
+            "cancelled": False, "provider_name": provider, "latency": 1016,
+            "moderation_latency": None, "generation_time": 2940, "finish_reason": "stop",
+            "native_finish_reason": "end_turn", "tokens_prompt": prompt - 700,
+            "tokens_completion": 116, "native_tokens_prompt": prompt,
+            "native_tokens_completion": 98, "native_tokens_completion_images": None,
+            "native_tokens_reasoning": 0, "native_tokens_cached": cached,
+            "num_media_prompt": None, "num_input_audio_prompt": None,
+            "num_media_completion": None, "num_search_results": None,
+            "origin": "https://reviewer.example/", "usage": 0.0123, "is_byok": False,
+            "external_user": "alice", "api_type": "completions"}
+
+
+# Claude Sonnet 4.5 through OpenRouter, a minute apart: Anthropic served the first call,
+# Amazon Bedrock the next two (prompt tokens, cached tokens)
+GENERATIONS = (("Anthropic", 20_000, 0), ("Amazon Bedrock", 24_000, 0),
+               ("Amazon Bedrock", 26_000, 23_998))
+
+
+def _generations(path: Path) -> Path:
+    rows = [{"data": _generation_record(i, *g)} for i, g in enumerate(GENERATIONS)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+class TestOpenRouterGenerationRecords:
+    def test_only_this_format_claims_them(self, tmp_path: Path) -> None:
+        from prefixscope.ingest.formats import all_formats
+        from prefixscope.ingest.source import Source, probe
+
+        pr = probe(Source.from_path(_generations(tmp_path / "gens.jsonl")))
+        assert [m.NAME for m in all_formats() if m.sniff(pr)] == ["openrouter"]
+
+    def test_provider_usage_and_who(self, tmp_path: Path) -> None:
+        requests, skips = read_requests(_generations(tmp_path / "gens.jsonl"))
+        assert skips == []
+        assert [backend(r) for r in requests] == ["Anthropic", "Amazon Bedrock",
+                                                  "Amazon Bedrock"]
+        assert [(r.usage.prompt_tokens, r.usage.cached_tokens, r.usage.cache_write_tokens,
+                 r.usage.output_tokens) for r in requests] == [
+            (20_000, 0, None, 98), (24_000, 0, None, 98), (26_000, 23_998, None, 98)]
+        first = requests[0]
+        assert (first.native_id, first.model, first.user, first.client, first.channel) == (
+            "gen-1764921600-aB3dE5fG7hJ9kL1m", "anthropic/claude-sonnet-4.5", "alice",
+            "2872617", "openrouter")
+        assert first.metadata["tokens_prompt"] == 19_300  # OpenRouter's normalized count
+
+    def test_a_page_and_bare_records_read_the_same(self, tmp_path: Path) -> None:
+        page = tmp_path / "page.json"
+        page.write_text(json.dumps({"data": [_generation_record(i, *g)
+                                             for i, g in enumerate(GENERATIONS)]}))
+        bare = tmp_path / "bare.jsonl"
+        bare.write_text("".join(json.dumps(_generation_record(i, *g)) + "\n"
+                                for i, g in enumerate(GENERATIONS)))
+        for path in (page, bare):
+            requests, skips = read_requests(path)
+            assert skips == []
+            assert [r.metadata["provider"] for r in requests] == [
+                "Anthropic", "Amazon Bedrock", "Amazon Bedrock"]
+
+    def test_a_record_without_id_is_a_skip(self, tmp_path: Path) -> None:
+        path = _generations(tmp_path / "gens.jsonl")
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        del rows[1]["data"]["id"]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        requests, skips = read_requests(path)
+        assert len(requests) == 2
+        assert [s.reason for s in skips] == ["generation record without `id`"]
+
+    def test_the_hop_is_routing_with_openrouters_knob(self, tmp_path: Path) -> None:
+        # threaded by growing prompt (one user, app, model); Anthropic's rules: call 2
+        # could have read 20,000 - 2 = 19,998 of call 1's prompt (no write count: no cap)
+        # and read 0 on Bedrock: routing 19,998. Call 3 read all 24,000 - 2 it could.
+        # Pinned, call 2 reads those 19,998 tokens it paid at the input price ($3 / MTok;
+        # the record has no write count): 19,998 x (3 - 0.30) / 1e6 dollars.
+        result = runner.invoke(app, ["report", str(_generations(tmp_path / "gens.jsonl")),
+                                     "--json"], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert doc["ledger"]["by_cause"]["routing"] == 19_998
+        [f] = [f for f in doc["findings"] if f["kind"] == "backend-hop"]
+        assert f["evidence"]["hops"] == {
+            "Anthropic -> Amazon Bedrock": {"requests": 1, "tokens": 19_998}}
+        assert f["evidence"]["gateway"] == "openrouter"
+        assert "allow_fallbacks: false" in f["fix"]
+        [pin] = [w for w in doc["what_if"] if w["name"] == "pin-backend"]
+        assert pin["saved_usd"] == pytest.approx(19_998 * 2.7 / 1e6, abs=1e-6)
 
 
 def _bifrost_row(i: int, key_name: str | None, key_id: str | None) -> dict:

@@ -35,6 +35,7 @@ _MODULES = (
     "blocktrace",
     "lmcache_lookup",
     "tracelab",
+    "openrouter",
     "otel",
     "langfuse",
     "newapi",
