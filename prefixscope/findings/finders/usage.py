@@ -37,7 +37,7 @@ def find(ev: Evidence) -> Iterator[Finding]:
 
 
 def _inclusive_by_render(ev: Evidence) -> Finding | None:
-    """The calls `evidence.cache_inclusive_input` found: input_tokens held the reads."""
+    """The calls `ledgering.cache_inclusive_input` found: input_tokens held the reads."""
     if not ev.inclusive_input:
         return None
     ids = set(ev.inclusive_input)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from prefixscope.analyses.simulate import MISS_CLASSES, SimulateReport
-from prefixscope.findings.defaults import NO_UNIT
+from prefixscope.engines.choose import NO_UNIT
 from prefixscope.views import wording
 from prefixscope.views.terminal import (
     Screen,
