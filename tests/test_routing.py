@@ -196,6 +196,8 @@ class TestTheFixNamesTheGatewaysKnob:
     @pytest.mark.parametrize(("gateway", "knob"), [
         ("openrouter", "allow_fallbacks: false"),
         ("litellm", "optional_pre_call_checks"),
+        ("litellm", '["session_affinity"]'),
+        ("bifrost", "x-bf-session-id"),
         ("new-api", "channel_affinity_setting"),
         ("new-api", 'multi_key_mode: "affinity"'),
         (None, "consistent hash"),

@@ -85,17 +85,23 @@ def fix(gateway: str | None) -> str:
                       "`provider.order` with `allow_fallbacks: false` (a fallback is a cold "
                       "cache).",
         "litellm": "Keep a session on the deployment that cached it: LiteLLM's router "
-                   "`optional_pre_call_checks: [\"prompt_caching\"]` (sends a cached "
-                   "prompt back to the deployment it was written on), or session affinity in "
-                   "the `routing_strategy` (a session id or `prompt_cache_key` as the key) "
-                   "instead of shuffling across the model group's deployments.",
+                   "`optional_pre_call_checks: [\"session_affinity\"]` (a session sent as "
+                   "`x-litellm-session-id` stays on its deployment; `deployment_affinity` "
+                   "pins per API key, `responses_api_deployment_check` a Responses chain) "
+                   "with `deployment_affinity_ttl_seconds` at least the cache's TTL, or "
+                   "`prompt_caching` (sends a cached prompt back to the deployment it was "
+                   "written on), instead of the `routing_strategy` shuffling a model group's "
+                   "deployments per call.",
         "new-api": "Turn on channel affinity (`channel_affinity_setting`: a rule keyed on "
                    "the session id or `prompt_cache_key` keeps a session on the channel that "
                    "served it) instead of weighted-random channel selection; on a multi-key "
                    "channel (each key an account with a cache of its own), "
                    "`multi_key_mode: \"affinity\"` instead of random or polling keys.",
-        "bifrost": "Keep a session on one provider: a fallback or weighted key selection "
-                   "moves it to a cold cache; pin the provider per session.",
+        "bifrost": "Keep a session on the provider and key that served it: Bifrost's "
+                   "session affinity does so for every request that carries a session id "
+                   "(`x-bf-session-id`, or the session header of Claude Code, Codex or "
+                   "OpenCode it adopts); without one, a fallback or weighted key selection "
+                   "moves the session to a cold cache.",
         "cline": "Use one API provider for the task: the same model through another provider "
                  "has another cache.",
     }
