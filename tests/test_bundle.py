@@ -18,7 +18,8 @@ from conftest import REAL, ROOT
 from typer.testing import CliRunner
 
 import prefixscope as ps
-from prefixscope import api
+from prefixscope.api.handle import store_of
+from prefixscope.api.scope import reading
 from prefixscope.cli.main import app
 from prefixscope.findings.bundle import (
     BILLING_MARK,
@@ -189,7 +190,7 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     store = base / "s.duckdb"
     ps.ingest(ROOT / "sample_logs", store)
     bundles = {}
-    with api._store_of(store) as handle, api._reading(handle, None) as st:
+    with store_of(store) as handle, reading(handle, None) as st:
         evidence = gather(st, ReportOptions(), workers=1)
         for key in (KEY, bytes(32), bytes([1] * 32)):
             bundles[key] = base / f"b{key[0]}{key[-1]}"

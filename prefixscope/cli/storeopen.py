@@ -4,8 +4,8 @@
 hand to `prefixscope.api`, opened (LOGS ingested) when the API first reads it: after the
 API has checked the options, so a bad option fails before any log is read. What ingesting
 LOGS skipped is warned about here; an analysis of LOGS without a request fails here.
-They use the library's private hooks for it (`Store._at`, `Store._deferred`):
-the command line is the one caller that opens a store later than it names it.
+They use `api.handle`'s `store_file` and `deferred_store` for it: the command line
+names a store before it may open it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
     without a request are an error unless `allow_empty`. Closed (a temporary store deleted)
     on leaving."""
     from prefixscope import api
+    from prefixscope.api.handle import deferred_store, store_file
 
     if logs:
         def ingested() -> api.Store:
@@ -48,9 +49,9 @@ def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                                       else ""))
             return st
 
-        handle = api.Store._deferred(ingested)
+        handle = deferred_store(ingested)
     else:
-        handle = api.Store._at(store or _default_store())
+        handle = store_file(store or _default_store())
     try:
         yield handle
     finally:
@@ -60,13 +61,13 @@ def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
 @contextmanager
 def maybe_input_store(store: Path | None) -> Iterator[api.Store | None]:
     """The store when one is named or the default exists; else nothing (files only)."""
-    from prefixscope import api
+    from prefixscope.api.handle import store_file
 
     path = store or _default_store()
     if store is None and not path.exists():
         yield None
         return
-    handle = api.Store._at(path)
+    handle = store_file(path)
     try:
         yield handle
     finally:
