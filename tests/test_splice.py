@@ -400,6 +400,147 @@ class TestSpliceEqualsTheWholeRender:
         assert len(calls) == 1
         assert any(s.path == "input[2]" for s in expected[-1].segments)
 
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(messages=st.lists(anthropic_messages(), min_size=2, max_size=7), data=st.data())
+    def test_an_appended_turn_through_new_apis_conversion_is_its_whole_render(self, name,
+                                                                             messages,
+                                                                             data):
+        """An Anthropic body through ``anthropic-to-openai`` (new-api's conversion): the
+        template input of an appended turn is its head's (system and tools) plus the
+        previous turn's messages plus its new messages' (`render._appended_input`), unless
+        a new block's id names a history's nameless tool result (`render._names_kept`: the
+        strategy's tool results name ``t1`` before or after a ``t1`` call), for every
+        block kind, the system equal or changed each turn (a billing header with a new
+        hash), tools that come and go, under each what-if; each turn equals its whole
+        render and tokens."""
+        body: dict[str, Any] = {"system": [{"type": "text", "text": data.draw(texts)}],
+                                "messages": messages}
+        if data.draw(st.booleans()):
+            body["tools"] = [{"name": "Bash", "description": data.draw(texts), "input_schema": {
+                "type": "object", "properties": {"z": {"type": "string"}, "a": {}}}}]
+        what_if = data.draw(st.sampled_from([(), ("strip-billing-header",),
+                                             ("sort-json-keys",), ("drop:a",)]))
+        bodies = [{**body, "messages": messages[:k]} for k in range(1, len(messages) + 1)]
+        if data.draw(st.booleans()):
+            for k, changed in enumerate(bodies):
+                changed["system"] = [{"type": "text", "text": "x-anthropic-billing-header: "
+                                      f"cc_version=2.1.{k}; cch={k:05x};"},
+                                     *body["system"][: k % 2 + 1]]
+                if k % 3 == 2:
+                    changed.pop("tools", None)
+        _turns_of(bodies, RenderOptions(tokenizer=name, gateway="anthropic-to-openai",
+                                        what_if=what_if), "anthropic-messages")
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    @SETTINGS
+    @given(listed=st.lists(st.one_of(messages(), messages(), st.just("odd")), min_size=2,
+                           max_size=7), data=st.data())
+    def test_an_appended_turn_with_hoisted_system_messages_is_its_whole_render(self, name,
+                                                                              listed, data):
+        """``hoist-system-messages`` over an OpenAI Chat body (late system and developer
+        messages anywhere, leading ones that change each turn or not) and over a
+        Responses body (developer and system items anywhere, instructions equal or
+        changed): an appended turn with no new system message is the previous hoisted
+        input plus its new messages, a new head is spliced where nothing is hoisted, else
+        whole (`render._appended_input`, `render._hoists`), under each what-if (no-hoist
+        too); each turn equals its whole render and tokens."""
+        what_if = data.draw(st.sampled_from([(), ("strip-billing-header",), ("no-hoist",),
+                                             ("sort-json-keys",), ("drop:cch=\\w+;",)]))
+        options = RenderOptions(tokenizer=name, gateway="hoist-system-messages",
+                                what_if=what_if)
+        volatile = data.draw(st.booleans())
+        if data.draw(st.booleans()):
+            items = data.draw(st.lists(responses_items(), min_size=2, max_size=7))
+            bodies = []
+            for k in range(1, len(items) + 1):
+                changed = {"model": "gpt-5.1-codex", "input": items[:k],
+                           "instructions": f"x-anthropic-billing-header: cch={k * volatile:05x};"}
+                bodies.append(changed)
+            _turns_of(bodies, options, "openai-responses")
+            return
+        head = [{"role": data.draw(st.sampled_from(["system", "developer"])),
+                 "content": data.draw(texts)} for _ in range(data.draw(st.integers(0, 2)))]
+        body: dict[str, Any] = {"model": "m"}
+        if data.draw(st.booleans()):
+            body["tools"] = [{"type": "function", "function": {
+                "name": "bash", "description": data.draw(texts),
+                "parameters": {"type": "object", "properties": {"z": {}, "a": {}}}}}]
+        bodies = []
+        for k in range(1, len(listed) + 1):
+            lead = [{"role": "system", "content": "x-anthropic-billing-header: "
+                     f"cch={k * 7919:05x};" + "Be brief. " * (k % 2)}] if volatile else []
+            bodies.append({**body, "messages": [*lead, *head, *listed[:k]]})
+        _turns_of(bodies, options, "openai-chat")
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    def test_a_new_call_that_names_an_earlier_tool_result_is_its_whole_render(self, name):
+        """new-api names a nameless tool result after the first block with its id anywhere
+        in the body: a call appended after it renames it (o200k-harmony prints the name of
+        a tool message no earlier call answers), so the turn is not spliced onto the
+        previous conversion (`render._names_kept`) and equals its whole render."""
+        options = RenderOptions(tokenizer=name, gateway="anthropic-to-openai")
+        first = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                               "content": "early output"}]}]
+        second = [*first, {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}]
+        turn = None
+        for listed in (first, second):
+            request = make_request({"system": "be brief", "messages": listed},
+                                   endpoint="anthropic-messages")
+            got, turn = render_turn(request, options, turn)
+            assert got == render(request, options)
+
+    @pytest.mark.parametrize("name", sorted(HEADS))
+    @pytest.mark.parametrize("gateway", ["anthropic-to-openai", "hoist-system-messages"])
+    def test_a_gateway_profiles_turns_are_spliced_not_rendered_whole(self, name, gateway,
+                                                                    monkeypatch):
+        """A Claude Code session through new-api's conversion (its system prompt with a new
+        billing hash each turn), and an OpenAI Chat session through the hoisting profile
+        (its leading system message so, and a late developer message in its history):
+        each turn equals its whole render; the first is rendered whole, and then only a
+        turn whose head changes while a late system message is hoisted into it."""
+        options = RenderOptions(tokenizer=name, gateway=gateway)
+        bodies = []
+        listed: list[dict[str, Any]] = []
+        for k in range(5):
+            billing = f"x-anthropic-billing-header: cch={k * 7919:05x};"
+            if gateway == "anthropic-to-openai":
+                listed = [*listed, {"role": "user", "content": f"question {k}"},
+                          {"role": "assistant", "content": [
+                              {"type": "text", "text": f"answer {k}"},
+                              {"type": "tool_use", "id": f"t{k}", "name": "Bash",
+                               "input": {"command": "ls"}}]},
+                          {"role": "user", "content": [
+                              {"type": "tool_result", "tool_use_id": f"t{k}",
+                               "content": f"out {k}"}]}]
+                bodies.append({"system": [{"type": "text", "text": billing},
+                                          {"type": "text", "text": "Be brief."}],
+                               "tools": [{"name": "Bash", "description": "run",
+                                          "input_schema": {"type": "object"}}],
+                               "messages": listed})
+            else:
+                listed = [*listed, {"role": "user", "content": f"question {k}"},
+                          {"role": "assistant", "content": f"answer {k}"}]
+                if k == 3:
+                    listed.append({"role": "developer", "content": "mind the tests"})
+                bodies.append({"model": "m", "messages": [
+                    {"role": "system", "content": billing if k < 2 else "fixed"}, *listed]})
+        endpoint = "anthropic-messages" if gateway == "anthropic-to-openai" else "openai-chat"
+        requests = [make_request(b, endpoint=endpoint, id=f"r{k}")
+                    for k, b in enumerate(bodies)]
+        expected = [render(r, options) for r in requests]
+        calls = []
+        real = _RENDER._whole
+        monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+        turn = None
+        for request, want in zip(requests, expected, strict=True):
+            got, turn = render_turn(request, options, turn)
+            assert got == want
+        # hoisting: r3 adds the late developer message (hoisted into the head: whole); r4
+        # appends to it with the head unchanged (spliced)
+        assert len(calls) == (1 if gateway == "anthropic-to-openai" else 2)
+
     def test_every_bundled_template_has_a_splice_rule(self):
         assert set(SPLICES) == set(BUNDLED)
 

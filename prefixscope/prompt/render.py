@@ -40,6 +40,7 @@ import xxhash
 from prefixscope.model import Request
 from prefixscope.prompt import serving
 from prefixscope.prompt.gateways import PROFILES, get_profile, to_upstream
+from prefixscope.prompt.gateways.anthropic_to_openai import claude_message
 from prefixscope.prompt.jsontext import dumps
 from prefixscope.prompt.marking import (
     mark_anthropic_message,
@@ -347,7 +348,8 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     else:
         text, segments, attribution = _whole(tok, messages, tools, marker, reserved, notes,
                                              endpoint, body, profile, proxy, plan)
-        if keep and rule is not None and attribution == "exact" and mapped:
+        if keep and rule is not None and attribution == "exact" and mapped and \
+                not _hoists(profile, plan, body, lead, listed):
             head_end = _head_end(tok, messages[:head], tools, marker, text)
     if surrogates and _SURROGATE_RE.search(text):
         text = _SURROGATE_RE.sub("\ufffd", text)
@@ -380,18 +382,34 @@ def render_turn(request: Request, options: RenderOptions | None = None,
 def _maps_messages(endpoint: str, proxy: bool, profile: str) -> bool:
     """Does the conversion of this endpoint and view map each logged message on its own
     (so a body with messages appended has its template input extended)? The Anthropic
-    proxy view, and an OpenAI Chat body as logged (the passthrough profile): see
-    `_appended_input`."""
-    return (endpoint == "anthropic-messages" and proxy) or \
-        (endpoint in ("openai-chat", "openai-responses") and profile == "passthrough")
+    proxy view, an Anthropic body through new-api's conversion (``anthropic-to-openai``),
+    and an OpenAI Chat or Responses body as logged or with late system messages hoisted
+    (``passthrough``, ``hoist-system-messages``): see `_appended_input` for when and why."""
+    if endpoint == "anthropic-messages":
+        return proxy or profile == "anthropic-to-openai"
+    return endpoint in ("openai-chat", "openai-responses") and \
+        profile in ("passthrough", "hoist-system-messages")
+
+
+def _hoists(profile: str, plan: WhatIfPlan, body: dict[str, Any], lead: int,
+            history: str | None) -> bool:
+    """May the ``hoist-system-messages`` profile move a message of this body: is there a
+    system or developer message in its history after its `lead` (`_lead`)? With none, the
+    profile's conversion is the passthrough one (`hoist_system_messages` returns the
+    messages as they are), so the body's head is the passthrough head."""
+    if profile != "hoist-system-messages" or plan.no_hoist:
+        return False
+    listed = body.get(history) if history is not None else None
+    return not isinstance(listed, list) or any(
+        isinstance(m, dict) and m.get("role") in SYSTEM_ROLES for m in listed[lead:])
 
 
 def _lead(body: dict[str, Any], endpoint: str, profile: str) -> int:
-    """How many of an OpenAI Chat body's messages, as logged (passthrough), are its head:
-    the system and developer messages it starts with (a gateway that converted an
-    Anthropic request put its system prompt there, billing header and all). 0 elsewhere:
-    the Anthropic body's head is outside its messages."""
-    if endpoint != "openai-chat" or profile != "passthrough":
+    """How many of an OpenAI Chat body's messages, as logged (passthrough, or hoisted), are
+    its head: the system and developer messages it starts with (a gateway that converted
+    an Anthropic request put its system prompt there, billing header and all). 0
+    elsewhere: the Anthropic body's head is outside its messages."""
+    if endpoint != "openai-chat" or profile not in ("passthrough", "hoist-system-messages"):
         return 0
     listed = body.get("messages")
     n = 0
@@ -485,7 +503,8 @@ def _without_dropped(previous: Turn, listed: list[Any]) -> Turn | None:
       each system/developer item by itself (`whatif._edit_system`) and the instructions;
       an edited dropped item still makes no message. Marking copies each item by itself
       under its own path (`marking.mark_responses_item`: kinds follow from the item's
-      type and role, never its index). So A' converts to the same template input as A,
+      type and role, never its index). A gateway profile that hoists system messages
+      reads the Chat view only. So A' converts to the same template input as A,
       object for object, except that an object of kept item i stands for the path
       ``input[r(i)]`` (r(i) its place in K) where A's stood for ``input[i]``: the same
       marks with other path names, the same text (a template reads text, and a mark
@@ -589,14 +608,43 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
     its messages cut to the lead: the same marking, edits and conversion), the previous
     one's messages after its head, then the new messages marked, edited and converted one
     by one; the tools are the head's (reused with an equal rest, whose JSON holds the
-    tools and the lead). Paths and objects as above. tests/test_splice.py holds every
-    turn equal to its whole render."""
+    tools and the lead). Paths and objects as above.
+
+    An Anthropic body through new-api's conversion (``anthropic-to-openai``,
+    `claude_to_openai`): marking and the what-if edits as for the proxy view (``system``
+    and the tools only); the conversion is a head made of the system and the tools alone
+    (the conversion of the body without messages) followed by `claude_message` of each
+    message in turn, which reads the body beyond its message in one place only: a
+    nameless ``tool_result`` is named by the first block anywhere in the messages whose
+    id is its ``tool_use_id``. Given the whole body as logged, the new messages' lookups
+    are the whole walk's (it reads block ids, which marking keeps as logged, and names
+    unmarked; a body holding the marks' characters is never spliced, `_scan_body`); the
+    history's lookups are unchanged when no new block has the id one of them looks up
+    (`_names_kept`, else None): the first block with an id the history holds is in the
+    history, and the new blocks come after it. Then `serving.conversation` as above.
+
+    ``hoist-system-messages`` (`hoist_system_messages` after the passthrough view, A the
+    previous chat view, N the new messages' view): with no system or developer message
+    in N (else None), the leading system messages of A + N are A's (N has none to add
+    unless A is all system messages, and then N's first is not one), its late ones A's,
+    and the rest A's rest followed by N; so the hoisted view is A's hoisted view followed
+    by N, unchanged objects, and with an equal rest the head is the previous one's. With
+    a new rest (a new head), the conversion is the passthrough one on both bodies when
+    no system or developer message follows the lead (`_hoists`: nothing is hoisted, the
+    messages come back as they are), and the passthrough proof holds; else None. The
+    no-hoist what-if is the passthrough view. tests/test_splice.py holds every turn
+    equal to its whole render, for each of these views."""
     if not _maps_messages(endpoint, proxy, profile) or grown.messages is None or \
             grown.marker is None:
         return None
     logged = body[grown.history]
     start = grown.lead + grown.count
     responses = endpoint == "openai-responses"
+    hoist = profile == "hoist-system-messages" and not plan.no_hoist
+    if hoist and not same_rest and _hoists(profile, plan, body, grown.lead, grown.history):
+        return None  # a new head, and a history whose system messages the head holds
+    if profile == "anthropic-to-openai" and not _names_kept(logged, start):
+        return None
     if responses and grown.logged is not None and _ends_in_calls(grown.logged) and \
             any(isinstance(i, dict) and i.get("type") in _CALL_ITEMS for i in
                 logged[start:start + 1 + _skipped(logged, start)]):
@@ -615,6 +663,11 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
                 message = mark_anthropic_message(m, f"messages[{i}]", marker)
                 if isinstance(message, dict):
                     view.extend(proxy_message(message, marker))
+        elif endpoint == "anthropic-messages":  # new-api's conversion
+            for i, m in enumerate(logged[start:], start=start):
+                message = mark_anthropic_message(m, f"messages[{i}]", marker)
+                if isinstance(message, dict):
+                    view.extend(claude_message(message, body, marker))
         elif responses:
             items = {"input": [mark_responses_item(m, f"input[{i}]", marker)
                                for i, m in enumerate(logged[start:], start=start)]}
@@ -625,8 +678,42 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
                                    for i, m in enumerate(logged[start:], start=start)]}
             edited = apply_text_edits(endpoint, marked, plan, marker)["messages"]
             view = [m for m in edited if isinstance(m, dict)]
+        if hoist and any(m.get("role") in SYSTEM_ROLES for m in view):
+            return None  # a late system message: hoisted into the head
         new = serving.conversation(view, marker, serving.content_format(tok.chat_template))
     return marker, [*head, *grown.messages[grown.head:], *new], tools, len(head)
+
+
+def _names_kept(logged: list[Any], start: int) -> bool:
+    """Does new-api's conversion of the history ``logged[:start]`` stay what it was when
+    the messages after `start` follow it? It reads the body beyond a message in one place:
+    a ``tool_result`` block without a name takes the name of the first block anywhere in
+    the messages whose ``id`` is its ``tool_use_id`` (`_tool_name_for`), so a new block
+    with that id could name a history's tool result that no history block named. True
+    when no new block's id is the ``tool_use_id`` of a nameless tool result of the
+    history (a sufficient condition; an id that cannot be hashed: False)."""
+    ids: set[Any] = set()
+    for message in logged[start:]:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and "id" in block:
+                try:
+                    ids.add(block["id"])
+                except TypeError:
+                    return False
+    if not ids:
+        return True
+    for message in logged[:start]:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result" and not (
+                    isinstance(block.get("name"), str) and block["name"]):
+                try:
+                    if (block.get("tool_use_id") or "") in ids:
+                        return False
+                except TypeError:
+                    continue  # an unhashable id equals no hashable one
+    return True
 
 
 def _whole(tok: Tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

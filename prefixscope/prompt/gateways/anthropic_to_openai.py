@@ -37,7 +37,7 @@ def claude_to_openai(marked: dict[str, Any], marker: Marker
         messages.append(_registered({"role": "system", "content": joined}, marker, system))
     for message in marked.get("messages") or []:
         if isinstance(message, dict):
-            messages.extend(_claude_message(message, marked, marker))
+            messages.extend(claude_message(message, marked, marker))
     return messages, tools or None  # an empty `tools` is omitted on the wire (omitempty)
 
 
@@ -83,8 +83,12 @@ def _go_roundtrip(value: Any, marker: Marker) -> Any:
     return copy(value, value)
 
 
-def _claude_message(message: dict[str, Any], body: dict[str, Any], marker: Marker
-                    ) -> list[dict[str, Any]]:
+def claude_message(message: dict[str, Any], body: dict[str, Any], marker: Marker
+                   ) -> list[dict[str, Any]]:
+    """The OpenAI Chat messages new-api makes of one marked Anthropic message. `body`: the
+    request whose messages a nameless ``tool_result`` looks its name up in (the marked
+    body, or the body as logged: the lookup reads block ids, kept as logged by marking,
+    and names without their marks)."""
     role = message.get("role")
     content = message.get("content")
     out: dict[str, Any] = _registered({"role": role}, marker, message)
