@@ -1,5 +1,5 @@
 """``simulate``: the requests replayed through a cache model, with the same engine, block and
-capacity defaults as ``report`` (`findings.defaults`)."""
+capacity defaults as ``report`` (`engines.choose`, `analyses.simulate.defaults`)."""
 
 from __future__ import annotations
 
@@ -69,13 +69,9 @@ def simulate(store: Store | str | PathLike[str], *, engine: str = "auto",
         SimulateOptions,
         stored_rows,
     )
+    from prefixscope.analyses.simulate.defaults import replay_with_defaults
     from prefixscope.engines import ENGINES
-    from prefixscope.findings.defaults import (
-        USAGE_ONLY,
-        choose_engine,
-        replay_with_defaults,
-        usage_only_fix,
-    )
+    from prefixscope.engines.choose import USAGE_ONLY, choose_engine, usage_only_fix
     from prefixscope.parallel import effective_workers
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.tokenizers import TokenizerError
@@ -90,8 +86,9 @@ def simulate(store: Store | str | PathLike[str], *, engine: str = "auto",
         # a temporary store (of logs, or a scope's copy) is gone after the call
         keep = save and not handle.temporary and scoped is None
         with reading(handle, scoped, writable=keep) as st:
-            # the one set of defaults (`findings.defaults`): the engine and block from the
-            # log, the capacity fitted when a self-hosted engine got less than unlimited
+            # the one set of defaults (`engines.choose`, `analyses.simulate.defaults`): the
+            # engine and block from the log, the capacity fitted when a self-hosted engine
+            # got less than unlimited
             records = st.usage_records()
             chosen = choose_engine(records, engine, block_size,
                                    with_bodies=bool(st.body_count()))

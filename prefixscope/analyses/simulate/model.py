@@ -143,7 +143,7 @@ class SimulateReport:
     approximate_requests: int = 0  # rendered with a stand-in tokenizer (counts estimated)
     observed_above_ideal: int = 0  # cached tokens the log reports beyond the model's ceiling
     # where the replay's parameters came from, in the words the output says them in
-    # (`findings.defaults`; "" when the caller chose them itself)
+    # (`analyses.simulate.defaults`; "" when the caller chose them itself)
     unit_source: str = ""  # the block size: given / inferred / fitted / the engine's default
     capacity_source: str = ""  # the capacity: given / fitted / why unlimited
 

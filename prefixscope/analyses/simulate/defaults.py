@@ -1,8 +1,8 @@
 """The one set of defaults behind ``--engine``, ``--block-size`` and ``--capacity``.
 
 `simulate` replays a store the way `report` replays each of its cache domains
-(`domains._replay_domain`): the engine chosen from the log (`engines.choose`, which
-report asks per log file), the block size given, else inferred from the cached values a
+(`findings.domains`): the engine chosen from the log (`engines.choose`, which report
+asks per log file), the block size given, else inferred from the cached values a
 self-hosted engine reported, else the engine's own; the capacity given, else
 unlimited -- unless a self-hosted engine got less cache than an unlimited one predicts,
 when the capacity is fitted to the observed cached tokens and the log replayed at the
@@ -25,15 +25,6 @@ from prefixscope.analyses.simulate import (
     replay_prepared,
 )
 from prefixscope.engines import ENGINES
-
-# the engine choice is `engines.choose`'s (simulate's callers read it from here)
-from prefixscope.engines.choose import (
-    NO_UNIT,
-    USAGE_ONLY,
-    EngineChoice,
-    choose_engine,
-    usage_only_fix,
-)
 from prefixscope.model.whatifs import LEDGER_WHAT_IFS
 from prefixscope.prompt import RenderError
 from prefixscope.prompt.whatif import parse_what_ifs
@@ -122,6 +113,3 @@ def _check_what_ifs(names: Sequence[str]) -> None:
     except RenderError as exc:
         raise SimulateError(str(exc).splitlines()[0]) from None
 
-
-__all__ = ["NO_UNIT", "USAGE_ONLY", "EngineChoice", "choose_engine", "replay_with_defaults",
-           "usage_only_fix"]
