@@ -198,6 +198,22 @@ class TestTheReplayRules:
         _, pin = _pinned(_records(ALTERNATING, gaps={1: 299}))
         assert (pin.tokens, pin.expired_requests) == (13_998, 0)
 
+    @pytest.mark.parametrize(("pause", "recovered"), [(480, 3_968), (1_200, 0)])
+    def test_openai_is_held_to_the_top_of_its_retention(self, pause, recovered) -> None:
+        # OpenAI's 128-token steps: X = floor(4,000 / 128) * 128 = 3,968, read 0 on the
+        # other backend. Its in-memory retention is "5-10 minutes": pinned, a prefix
+        # outlives an 8-minute pause (as its replay keeps it, 10 minutes) and not 20
+        records = [UsageRecord(f"o{i}", T0 + timedelta(seconds=pause * i), "openai-chat",
+                               "gpt-5", None, None, None, "litellm", "s", prompt, 0, False,
+                               prev_id="o0" if i else None, backend=backend)
+                   for i, (backend, prompt) in enumerate((("azure", 4_000),
+                                                          ("openai", 4_500)))]
+        ledger = build_ledger(records, (), {}, {r.id: hosted_rules("openai", r.model)
+                                                for r in records}, {})
+        pin = pin_backend(ledger, records)
+        assert ledger.by_cause["routing"] == 3_968
+        assert (pin.tokens, pin.expired_tokens) == (recovered, 3_968 - recovered)
+
     def test_the_session_is_pinned_to_the_backend_that_served_most_of_it(self) -> None:
         calls = (ALTERNATING[0], ALTERNATING[1], ("dep-b", 14_000, 11_998, 2_000))
         _, pin = _pinned(_records(calls))
