@@ -1054,7 +1054,7 @@ def _segments(runs: tuple[tuple[int, int, int], ...], marker: Marker,
     kept: tuple[Segment, ...] = ()
     spans: list[list[Any]] = []  # [path, kind, start, end], merged before any Segment is built
     if before:
-        cut = bisect_left([s.char_start for s in before], at)  # segments starting before `at`
+        cut = bisect_left(before, at, key=_char_start)  # segments starting before `at`
         if cut:
             kept, last = before[:cut - 1], before[cut - 1]
             spans.append([last.path, last.kind, last.char_start, min(last.char_end, at)])
