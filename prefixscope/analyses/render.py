@@ -4,8 +4,8 @@ The CLI only formats a `RenderResult`: the rendered text, the gateway profile an
 where it came from, the tokenizer, the token count, whether counts are approximate,
 one `SegmentRow` per segment span with its character and token spans (a
 segment's tokens are those whose first character lies in it), and the token ids with
-the offset each starts at. `RenderResult.to_json`
-is the documented JSON shape (docs/json.md, issue 3):
+the offset each starts at. Its JSON (`views.json.render_json`, what the library's
+``RenderResult.to_dict()`` returns) is the documented shape (docs/json.md, issue 3):
 ``{"request", "gateway", "tokenizer", "tokens", "approximate", "segments": [{"segment",
 "kind", "char_start", "char_end", "token_start", "token_end"}]}`` plus ``"text"``
 with ``show_text``.
