@@ -90,7 +90,7 @@ METHODS = {  # the public methods and properties of each type
     "Error": {},
 }
 TABLES = {"Report": ("findings", "causes", "entries", "breakdown", "gate", "scenarios",
-                     "what_ifs"),
+                     "what_ifs", "policy"),
           "DiffReport": ("pairs", "causes"),
           "SimulateReport": ("requests", "misses", "capacity_curve", "what_if"),
           "RenderResult": ("segments", "tokens"),
@@ -428,7 +428,7 @@ class TestResults:
             r.to_polars("ledger")
         assert raised.value.usage and str(raised.value) == (
             "no table 'ledger' (tables: findings, causes, entries, breakdown, gate, "
-            "scenarios, what_ifs)")
+            "scenarios, what_ifs, policy)")
 
     def test_a_notebook_shows_the_pages_findings_table(self, store: Any) -> None:
         r = ps.report(store)
@@ -508,7 +508,8 @@ def test_the_documented_columns_are_the_frames(captures: Path, tmp_path: Path) -
         frames["diff causes"] = diffed.to_polars("causes")
     assert documented("breakdown") == frames["breakdown"].columns[1:]
     for name in ("requests()", "sessions()", "findings", "entries", "gate", "scenarios",
-                 "what_ifs", "misses", "capacity_curve", "what_if", "segments", "tokens",
+                 "what_ifs", "policy", "misses", "capacity_curve", "what_if", "segments",
+                 "tokens",
                  "pairs", "calls"):
         assert documented(name) == frames[name].columns, name
     # two tables are named `causes` (the report's ledger, the diff's): each documented once

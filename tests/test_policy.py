@@ -15,6 +15,7 @@ from conftest import FIXTURES
 from test_pin_backend import ALTERNATING, WRITE_LESS_READ, _log
 from typer.testing import CliRunner
 
+import prefixscope as ps
 from prefixscope.cli.main import app
 from prefixscope.findings.policy import last_message_of, request_kinds
 from prefixscope.store import Store
@@ -194,6 +195,19 @@ class TestThePolicyIsItsParts:
         parts = {p["agent"]: options(p) for p in got["policy"]["policy"]["parts"]}
         assert got["ttl-1h"]["net_usd"] == pytest.approx(
             parts["main"]["ttl-1h"] + parts["sub-agent"]["ttl-1h"], abs=1e-6)
+
+
+def test_the_library_table_is_the_json(project: Path, tmp_path: Path):
+    with ps.ingest([project], store=tmp_path / "lib.duckdb") as st:
+        frame = ps.report(st, what_if="policy").to_polars("policy")
+        assert ps.report(st).to_polars("policy").height == 0  # not asked for
+    rows = {r["agent"]: r for r in frame.to_dicts()}
+    assert (rows["main"]["choice"], rows["sub-agent"]["choice"]) == ("keep-warm",
+                                                                     "ttl-1h+keep-warm")
+    assert rows["main"]["net_keep_warm"] == pytest.approx(0.4749905, abs=1e-6)
+    assert rows["sub-agent"]["net_ttl_1h"] == pytest.approx(-0.0887765, abs=1e-6)
+    assert rows["sub-agent"]["net_usd"] == pytest.approx(0.2892055, abs=1e-6)
+    assert rows["main"]["pin_usd"] is None and rows["main"]["pin_backend"] is False
 
 
 def test_a_bundle_without_the_kinds_is_priced_as_one_kind(project: Path, tmp_path: Path):

@@ -279,10 +279,37 @@ def tokens_frame(result: RenderResult) -> pl.DataFrame:
                "char_end": pl.Int64, "segment": pl.Utf8, "text": pl.Utf8})
 
 
+def policy_frame(report: Report) -> pl.DataFrame:
+    """`what_if=("policy",)`: one row per kind of request, its choice and each option's net
+    (null: not priced for the kind); empty when the policy was not asked for."""
+    rows = []
+    for w in report.what_ifs:
+        for p in w.policy.parts if w.policy is not None else ():
+            net = {o.name: _usd(o.net_usd) for o in p.options}
+            rows.append({"agent": p.agent, "project": p.project, "model": p.model,
+                         "requests": p.requests, "expired_requests": p.expired_requests,
+                         "ttl_tokens": p.ttl_tokens, "choice": p.choice,
+                         "pin_backend": p.pin, "net_usd": _usd(p.net_usd),
+                         "net_5m": net.get("5m"), "net_ttl_1h": net.get("ttl-1h"),
+                         "net_keep_warm": net.get("keep-warm"),
+                         "net_ttl_1h_keep_warm": net.get("ttl-1h+keep-warm"),
+                         "pin_usd": _usd(p.pin_usd),
+                         "payback_pause_minutes": p.payback_pause_minutes,
+                         "reused_share": p.reused_share,
+                         "break_even_share": p.break_even_share})
+    return _frame(rows, {"agent": "Utf8", "project": "Utf8", "model": "Utf8",
+                         "requests": "Int64", "expired_requests": "Int64",
+                         "ttl_tokens": "Int64", "choice": "Utf8", "pin_backend": "Boolean",
+                         "net_usd": "Float64", "net_5m": "Float64", "net_ttl_1h": "Float64",
+                         "net_keep_warm": "Float64", "net_ttl_1h_keep_warm": "Float64",
+                         "pin_usd": "Float64", "payback_pause_minutes": "Float64",
+                         "reused_share": "Float64", "break_even_share": "Float64"})
+
+
 REPORT_TABLES: dict[str, Callable[[Report], pl.DataFrame]] = {
     "findings": findings_frame, "causes": causes_frame, "entries": entries_frame,
     "breakdown": breakdown_frame, "gate": gate_frame, "scenarios": scenarios_frame,
-    "what_ifs": what_ifs_frame,
+    "what_ifs": what_ifs_frame, "policy": policy_frame,
 }
 DIFF_TABLES: dict[str, Callable[[DiffReport], pl.DataFrame]] = {
     "pairs": pairs_frame, "causes": diff_causes_frame,
