@@ -108,6 +108,8 @@ OPENAI_STEP = 128  # OpenAI caches prefixes of 1,024 tokens and more, in 128-tok
 OPENAI_MIN = 1024
 OPENAI_TTL = 600.0  # seconds idle
 BLOCK = 16  # the self-hosted engine's block (vLLM's default)
+# the self-hosted server's answer to every call, `done`: one Qwen token (10438)
+VLLM_ANSWER, VLLM_OUTPUT_TOKENS = "done", 1
 VERSIONS = ("2.1.150", "2.1.153", "2.1.160", "2.1.171")
 EPOCH = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -567,33 +569,61 @@ def block_hashes(tokens: list[Any]) -> list[int]:
 
 
 def simulate_self_hosted(calls: list[Call], capacity_tokens: int,
-                         tokenize: Callable[[list[Chunk]], list[Any]] = qwen_prompt) -> None:
-    """A vLLM prefix cache: full blocks, LRU eviction at `capacity_tokens`; beside it the same
+                         tokenize: Callable[[list[Chunk]], list[Any]] = qwen_prompt,
+                         output_tokens: int = VLLM_OUTPUT_TOKENS) -> None:
+    """A vLLM prefix cache of `capacity_tokens` // 16 physical blocks; beside it the same
     cache unlimited, which tells the blocks eviction lost from those a change lost. The
-    tokens are the served model's (`qwen_prompt`): the key's positions are the log's."""
-    lru: OrderedDict[int, None] = OrderedDict()
-    unlimited: set[int] = set()
+    tokens are the served model's (`qwen_prompt`): the key's positions are the log's.
+
+    vLLM v1's block pool (`vllm/v1/core/block_pool.py`): the free queue holds every block
+    no request uses, cached (a full block's hash) or not. A request takes its hit blocks
+    out of it and pops the rest of the blocks it computes from the front, evicting what
+    they held: the prompt's ``ceil(P / 16)``, and more while it answers (KV for
+    ``P + output - 1`` tokens: the last sampled token is never fed back). Every full block
+    is hashed and cached, those holding output too (chained on the prompt; never asked
+    for again here); a block recomputed while an equal one is cached is a second copy.
+    When the request finishes, `free_blocks` gets its blocks in reverse order: a partial
+    last block (no hash) goes to the front (reused first), the hashed ones to the back,
+    tail first, so a prompt's tail is evicted before its head. Requests run one at a
+    time. The answer is the log's (`VLLM_ANSWER`, one token), so the pool holds no output
+    block: the last block is the prompt's own, partial or full."""
     capacity = capacity_tokens // BLOCK
+    pool: OrderedDict[Any, None] = OrderedDict((("empty", -1, n), None)
+                                               for n in range(capacity))
+    unlimited: set[int] = set()
     previous: dict[str, tuple[Call, list[Any]]] = {}
-    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+    for serial, call in enumerate(sorted(calls, key=lambda c: (c.time, c.session))):
         tokens = tokenize(call.chunks)
         call.prompt = len(tokens)
         hashes = block_hashes(tokens)
         usable = (call.prompt - 1) // BLOCK  # the last token is always computed
         hit = 0
-        while hit < min(len(hashes), usable) and hashes[hit] in lru:
-            lru.move_to_end(hashes[hit])
+        while hit < min(len(hashes), usable) and hashes[hit] in pool:
             hit += 1
         free = 0
         while free < min(len(hashes), usable) and hashes[free] in unlimited:
             free += 1
-        # vLLM frees a finished request's blocks tail first (the head is the most recent)
-        for h in reversed(hashes):
-            lru[h] = None
-            lru.move_to_end(h)
-            unlimited.add(h)
-        while len(lru) > capacity:
-            lru.popitem(last=False)
+        computed = call.prompt + output_tokens - 1
+        for h in hashes[:hit]:
+            del pool[h]  # in use
+        need = max(-(-call.prompt // BLOCK), -(-computed // BLOCK)) - hit
+        if need > len(pool):
+            raise SystemExit(f"a {call.prompt:,}-token prompt does not fit a "
+                             f"{capacity_tokens:,}-token cache (--capacity-tokens)")
+        for _ in range(need):
+            pool.popitem(last=False)
+        # the request's blocks, head first: the prompt's full blocks (a recomputed one
+        # whose hash is cached is a copy no lookup finds first), the full blocks holding
+        # output, the partial last block
+        blocks: list[Any] = [("copy", serial, n) if n >= hit and h in pool else h
+                             for n, h in enumerate(hashes)]
+        blocks += [("output", serial, n) for n in range(len(hashes), computed // BLOCK)]
+        for block in reversed(blocks):
+            pool[block] = None  # hashed: to the back, tail first
+        if len(blocks) < hit + need:
+            pool[("empty", serial, 0)] = None
+            pool.move_to_end(("empty", serial, 0), last=False)  # no hash: to the front
+        unlimited.update(hashes)
         call.read, call.write = hit * BLOCK, 0
         ideal = free * BLOCK
         before = previous.get(call.session)
@@ -852,6 +882,7 @@ def write_openai_vllm(calls: list[Call], out: Path, hosted: bool = False) -> lis
     lines = []
     for call in sorted(calls, key=lambda c: (c.time, c.session)):
         system, tools, *messages = call.chunks
+        out = 60 if hosted else VLLM_OUTPUT_TOKENS  # vLLM's: the answer's own tokens
         headers = {"User-Agent": "OpenAI/Python 1.109.1", "Content-Type": "application/json"}
         if hosted:
             headers["x-litellm-session-id"] = call.session
@@ -871,8 +902,8 @@ def write_openai_vllm(calls: list[Call], out: Path, hosted: bool = False) -> lis
                 "choices": [{"index": 0, "message": {"role": "assistant",
                                                      "content": "done"},
                              "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": call.prompt, "completion_tokens": 60,
-                          "total_tokens": call.prompt + 60,
+                "usage": {"prompt_tokens": call.prompt, "completion_tokens": out,
+                          "total_tokens": call.prompt + out,
                           "prompt_tokens_details": {"cached_tokens": call.read}}}})
     path = folder / ("openai-capture.jsonl" if hosted else "vllm-capture.jsonl")
     path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))

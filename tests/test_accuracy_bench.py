@@ -97,24 +97,71 @@ class TestHostedKeyByHand:
         assert kinds.index("compact_boundary") < kinds.index("assistant", 7)
 
 
-def test_self_hosted_eviction_by_hand() -> None:
-    """Block 16, a 4-block cache: session x's 64-token prompt is evicted by y's before x
-    returns with 16 tokens more; the unlimited cache would have served all 4 of its blocks."""
-    def text(cid: str, n: int) -> acc.Chunk:
-        words = " ".join(f"{cid}w{i}" for i in range(n - 3))  # role + 2 delimiters
-        return acc.Chunk(cid, n, "messages", ({"role": "user", "content": [
-            {"type": "text", "text": words}]},))
-    system = acc.Chunk("s", 0, "system", ())
-    tools = acc.Chunk("t", 0, "tools", ())
+def text_chunk(cid: str, n: int) -> acc.Chunk:
+    """A message of `n` tokens in the corpus's word count (its role and two delimiters
+    are three of them)."""
+    words = " ".join(f"{cid}w{i}" for i in range(n - 3))
+    return acc.Chunk(cid, n, "messages", ({"role": "user", "content": [
+        {"type": "text", "text": words}]},))
+
+
+def pool_run(sizes: dict[str, int], blocks: int, output: int) -> list[tuple[int, int, str, int]]:
+    """Sessions x (x1, then x1 + x2), y and z (one call each), in the order x1, y1, z1, x2,
+    through a pool of `blocks` blocks, each call answering with `output` tokens."""
+    system, tools = acc.Chunk("s", 0, "system", ()), acc.Chunk("t", 0, "tools", ())
     acc._VTOKENS.update({"s": [], "t": []})
-    x1, y1, x2 = text("x1", 64), text("y1", 64), text("x2", 16)
-    calls = [acc.Call("x", 0, 0, "cold", acc.SELF_HOSTED_MODEL, "v", 0, [system, tools, x1]),
-             acc.Call("y", 0, 10, "cold", acc.SELF_HOSTED_MODEL, "v", 0, [system, tools, y1]),
-             acc.Call("x", 1, 20, "append", acc.SELF_HOSTED_MODEL, "v", 0,
-                      [system, tools, x1, x2])]
-    acc.simulate_self_hosted(calls, capacity_tokens=4 * acc.BLOCK, tokenize=acc.word_prompt)
-    assert [(c.prompt, c.read, c.kind, c.true_tokens) for c in calls] == [
-        (64, 0, "cold", 64), (64, 0, "cold", 64), (80, 0, "eviction", 64)]
+    c = {k: text_chunk(f"{k}n{n}b{blocks}o{output}", n) for k, n in sizes.items()}
+    calls = [acc.Call("x", 0, 0, "cold", acc.SELF_HOSTED_MODEL, "v", 0, [system, tools, c["x1"]]),
+             acc.Call("y", 0, 10, "cold", acc.SELF_HOSTED_MODEL, "v", 0, [system, tools, c["y1"]])]
+    if "z1" in c:
+        calls.append(acc.Call("z", 0, 15, "cold", acc.SELF_HOSTED_MODEL, "v", 0,
+                              [system, tools, c["z1"]]))
+    calls.append(acc.Call("x", 1, 20, "append", acc.SELF_HOSTED_MODEL, "v", 0,
+                          [system, tools, c["x1"], c["x2"]]))
+    acc.simulate_self_hosted(calls, capacity_tokens=blocks * acc.BLOCK,
+                             tokenize=acc.word_prompt, output_tokens=output)
+    return [(c.prompt, c.read, c.kind, c.true_tokens) for c in calls]
+
+
+def test_self_hosted_eviction_by_hand() -> None:
+    """Block 16, a pool of 5 blocks, one output token a call (KV for the prompt). x1 (72
+    tokens: 4 full blocks and a partial one) takes all 5; y1 (72 other tokens) needs 5 and
+    pops them all: x2 (x1 + 8 tokens) reads nothing, and the unlimited cache would have
+    served x1's 4 full blocks: eviction 64."""
+    assert pool_run({"x1": 72, "y1": 72, "x2": 8}, 5, 1) == [
+        (72, 0, "cold", 72), (72, 0, "cold", 72), (80, 0, "eviction", 64)]
+
+
+def test_self_hosted_pool_frees_tail_first() -> None:
+    """A pool of 6 blocks, one output token. x1 (64 tokens, 4 blocks) leaves [2 empty, b3, b2, b1,
+    b0] (front to back); y1 (48 tokens, 3 blocks) pops the 2 empty slots and x1's tail
+    block b3: x2 (x1 + 16 tokens) reads x1's first 3 blocks, 48 tokens; the unlimited
+    cache 64: eviction 16."""
+    assert pool_run({"x1": 64, "y1": 48, "x2": 16}, 6, 1) == [
+        (64, 0, "cold", 64), (48, 0, "cold", 48), (80, 48, "eviction", 16)]
+
+
+def test_self_hosted_partial_block_is_reused_first() -> None:
+    """A pool of 5 blocks, one output token. x1 (72 tokens) frees its partial block to the front
+    and its 4 full ones to the back: [p, b3, b2, b1, b0]; y1 (40 tokens, 3 blocks) pops p
+    (nothing evicted), b3 and b2: x2 (x1 + 8 tokens) reads b0 and b1, 32 tokens, of the
+    unlimited cache's 64: eviction 32. (Freed to the back, p would have cost x1's b1.)"""
+    assert pool_run({"x1": 72, "y1": 40, "x2": 8}, 5, 1) == [
+        (72, 0, "cold", 72), (40, 0, "cold", 40), (80, 32, "eviction", 32)]
+
+
+def test_self_hosted_output_blocks_take_slots() -> None:
+    """A pool of 6 blocks, 17 output tokens a call (KV for 16: the last sampled token is
+    never fed back). x1 (48 tokens + 16: 3 prompt blocks and 1 of output, hashed) leaves
+    [e, e, o3, b2, b1, b0]; y1 (32 + 16: 3 blocks) pops both empty slots and x1's output
+    block; z1 (16 + 16: 2 blocks) pops b2 and b1: x2 (x1 + 16 tokens) reads b0, 16
+    tokens, of the unlimited cache's 48: eviction 32. With one output token (KV for the
+    prompt only) nothing of x1 would have gone."""
+    assert pool_run({"x1": 48, "y1": 32, "z1": 16, "x2": 16}, 6, 17) == [
+        (48, 0, "cold", 48), (32, 0, "cold", 32), (16, 0, "cold", 16),
+        (64, 16, "eviction", 32)]
+    assert pool_run({"x1": 48, "y1": 32, "z1": 16, "x2": 16}, 6, 1)[-1] == (
+        64, 48, "append", 0)
 
 
 def test_self_hosted_tokens_are_qwens_turn_by_turn() -> None:
