@@ -58,6 +58,7 @@ from prefixscope.ingest.engine_logs import (
     PD_TRANSFER_CONNECTORS,
     ConfigFact,
     EngineLogFile,
+    EngineLogInput,
     EngineSkip,
     LmcachePoint,
     PrefillPoint,
@@ -243,11 +244,13 @@ class EngineLogAnalysis:
 # ------------------------------------------------------------------ finding files
 
 
-def classify_engine_paths(paths: Sequence[str]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """The engine files among `paths` (dirs walked, globs expanded like ingest), and
+def classify_engine_paths(paths: Sequence[str]
+                          ) -> tuple[list[EngineLogInput], list[tuple[str, str]]]:
+    """The engine files among `paths` (dirs walked, globs expanded like ingest), each with
+    its kind (each file sniffed once: `analyze_engine_logs` reads it as that kind), and
     (path, reason) for each path given by name that is not one or cannot be read."""
     tally = Tally()
-    found: list[Path] = []
+    found: list[EngineLogInput] = []
     problems: list[tuple[str, str]] = []
     given = set(paths)
     for source in expand_paths([p for p in paths if p != "-"], tally):
@@ -256,7 +259,7 @@ def classify_engine_paths(paths: Sequence[str]) -> tuple[list[Path], list[tuple[
         finally:
             source.close()
         if kind is not None and source.path is not None:
-            found.append(source.path)
+            found.append(EngineLogInput(source.path, kind))
         elif source.name in given:
             problems.append((source.name, "not a vLLM / SGLang server log or a Prometheus "
                                           "/metrics dump"))
@@ -269,24 +272,26 @@ def classify_engine_paths(paths: Sequence[str]) -> tuple[list[Path], list[tuple[
 def find_engine_logs(paths: Sequence[str]) -> list[Path]:
     """The files under `paths` (files, directories recursively, globs) whose content
     sniffs as a vLLM / SGLang server log or a Prometheus dump."""
-    return classify_engine_paths(paths)[0]
+    return [found.path for found in classify_engine_paths(paths)[0]]
 
 
 # ------------------------------------------------------------------ analysis
 
 
-def analyze_engine_logs(files: Sequence[Path]) -> EngineLogAnalysis:
-    """Read and analyze engine files (as `find_engine_logs` returns them).
+def analyze_engine_logs(files: Sequence[Path | EngineLogInput]) -> EngineLogAnalysis:
+    """Read and analyze engine files: paths (each sniffed for its kind) or files already
+    classified (an ingest's `engine_inputs`, `classify_engine_paths`: read as their kind).
 
     Raises:
         ValueError: a file is not an engine log (its name and why, one line).
         OSError: a file cannot be read.
     """
     parsed: list[EngineLogFile] = []
-    for path in files:
-        source = Source.from_path(Path(path))
+    for file in files:
+        path = file.path if isinstance(file, EngineLogInput) else Path(file)
+        source = Source.from_path(path)
         try:
-            kind = sniff_source(source)
+            kind = file.kind if isinstance(file, EngineLogInput) else sniff_source(source)
             if kind is None:
                 raise ValueError(f"{path}: not a vLLM / SGLang server log or a Prometheus "
                                  "/metrics dump")

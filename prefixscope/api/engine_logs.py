@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from os import PathLike
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prefixscope.api.masking import masked
@@ -13,6 +14,8 @@ from prefixscope.model.errors import Error
 
 if TYPE_CHECKING:
     from prefixscope.analyses.engine_log import EngineLogAnalysis
+    from prefixscope.ingest.engine_logs import EngineLogInput
+    from prefixscope.views.ingested import IngestResult
 
 
 def engine_log(paths: str | PathLike[str] | Sequence[str | PathLike[str]]
@@ -49,3 +52,22 @@ def engine_log(paths: str | PathLike[str] | Sequence[str | PathLike[str]]
     except (OSError, ValueError) as exc:
         raise Error(str(exc)) from None
     return masked(analysis)
+
+
+def report_engine_logs(given: Sequence[str | PathLike[str] | EngineLogInput],
+                       ingested: IngestResult | None) -> tuple[Path | EngineLogInput, ...]:
+    """The engine logs a report reads, each once: those the ingest of a temporary store
+    found among its paths (each read as the kind it sniffed as: no file is sniffed twice),
+    then those `given` (``--engine-log``), sniffed when read."""
+    found: list[Path | EngineLogInput] = list(ingested.engine_inputs if ingested else ())
+    known = {f.path for f in ingested.engine_inputs} if ingested else set()
+    for file in given:
+        if isinstance(file, str | PathLike):
+            path = Path(file)
+            if path not in known:
+                known.add(path)
+                found.append(path)
+        elif file.path not in known:
+            known.add(file.path)
+            found.append(file)
+    return tuple(found)

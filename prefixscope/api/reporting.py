@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prefixscope.api.capacity import capacity_tokens
+from prefixscope.api.engine_logs import report_engine_logs
 from prefixscope.api.handle import Store, store_of
 from prefixscope.api.masking import masked
 from prefixscope.api.options import checked, dimensions, what_ifs
@@ -43,9 +44,10 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
         capacity: the replay's cache size: tokens, ``"N blocks"``, ``"2M"``, or bytes
             (``"8GiB"``) with `bytes_per_token` (None: fitted to the observed cache).
         bytes_per_token: KV bytes per token, for a capacity in bytes.
-        engine_logs: vLLM / SGLang logs or /metrics dumps to read too; when none is given
-            and `store` is a temporary one (``ps.ingest(paths, store=None)``), those among
-            its paths (as ``prefixscope report LOGS`` reads them).
+        engine_logs: vLLM / SGLang logs or /metrics dumps to read too; when `store` is a
+            temporary one (``ps.ingest(paths, store=None)``), also those among its paths,
+            first, each read as the ingest classified it (as ``prefixscope report LOGS``
+            reads them).
         fail_under: gate: the hit rate (observed, else predicted) must be at least this.
         max_volatile_before: gate: no consecutive turns may diverge before this token.
         baseline: gate: a ``--write-baseline`` file no scenario's stable prefix may fall
@@ -105,20 +107,20 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
     options = ReportOptions(render=render_options, engine=engine, block_size=block_size,
                             capacity_tokens=capacity_tokens(capacity, block_size,
                                                              bytes_per_token),
-                            engine_logs=tuple(dict.fromkeys(Path(p) for p in engine_logs)),
+                            engine_logs=report_engine_logs(engine_logs, None),
                             price_per_mtok=price_per_mtok, what_if=asked)
     gate = GateOptions(fail_under, max_volatile_before, saved)
     scoped = scope_of_options(since, until, project)
     with store_of(store) as handle, reading(handle, scoped) as st:
         # the command's LOGS: their bad records are findings (not a store named by path)
         ingested = handle.ingest_result if handle.temporary else None
-        if not options.engine_logs and ingested is not None and ingested.engine_logs:
+        if ingested is not None and ingested.engine_inputs:
             # the engine logs among the paths given for this temporary store (ingest
-            # passes them over): read them as `prefixscope report LOGS` does
+            # passes them over): read as `prefixscope report LOGS` reads them
             from dataclasses import replace
 
-            options = replace(options, engine_logs=tuple(
-                Path(p) for p in ingested.engine_logs))
+            options = replace(options, engine_logs=report_engine_logs(
+                options.engine_logs, ingested))
         bundle = bundle_of(st)
         try:
             if bundle is not None:  # a share-safe bundle: its evidence, the ledger redone
@@ -218,10 +220,10 @@ def export_bundle(store: Store | str | PathLike[str], directory: str | PathLike[
         if bundle_of(st) is not None:
             raise Error("the store holds a bundle already: export its source logs")
         ingested = handle.ingest_result if handle.temporary else None
-        if ingested is not None and ingested.engine_logs:  # as report reads them
+        if ingested is not None and ingested.engine_inputs:  # as report reads them
             from dataclasses import replace
 
-            options = replace(options, engine_logs=tuple(Path(p) for p in ingested.engine_logs))
+            options = replace(options, engine_logs=report_engine_logs((), ingested))
         try:
             evidence = gather(st, options, progress, ingest=ingested, workers=workers)
             if progress is not None:

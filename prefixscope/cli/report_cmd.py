@@ -145,18 +145,18 @@ def report(
 
     More: docs/report.md, docs/ci.md.
     """
-    from prefixscope.analyses.engine_log import find_engine_logs
     from prefixscope.cli.storeopen import input_store
 
-    engine_files = [*(find_engine_logs(logs) if logs else []), *(engine_log or ())]
+    # the engine logs among LOGS: the ingest classifies each file once and hands them on
     try:
         with input_store(logs, store, quiet=quiet, json_mode=json_out,
-                         allow_empty=bool(engine_files), skip_missing=skip_missing) as st, \
+                         allow_empty=bool(engine_log), allow_engine_logs=True,
+                         skip_missing=skip_missing) as st, \
                 console.steps(json_out, quiet, "report", _STEPS) as progress, \
                 console.api_notes(quiet):
             result = api.report(
                 st, engine=engine, block_size=block_size, capacity=capacity,
-                bytes_per_token=bytes_per_token, engine_logs=engine_files,
+                bytes_per_token=bytes_per_token, engine_logs=engine_log or (),
                 fail_under=fail_under, max_volatile_before=max_volatile_before,
                 baseline=baseline, by=by, price_per_mtok=price_per_mtok,
                 what_if=what_if or (), gateway=gateway, tokenizer=tokenizer, workers=workers,

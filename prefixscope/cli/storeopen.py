@@ -26,10 +26,12 @@ _SHOWN_SKIPS = 3  # skip reasons printed when logs are ingested into a temporary
 @contextmanager
 def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
                 json_mode: bool = False, allow_empty: bool = False,
+                allow_engine_logs: bool = False,
                 skip_missing: bool = False) -> Iterator[api.Store]:
     """LOGS ingested into a temporary store, else --store (default prefixscope.duckdb); LOGS
-    without a request are an error unless `allow_empty`. Closed (a temporary store deleted)
-    on leaving."""
+    without a request are an error unless `allow_empty`, or `allow_engine_logs` and they
+    hold engine logs (the report reads those). Closed (a temporary store deleted) on
+    leaving."""
     from prefixscope import api
     from prefixscope.api.handle import deferred_store, store_file
 
@@ -42,7 +44,8 @@ def input_store(logs: list[str] | None, store: Path | None, *, quiet: int = 0,
             result = st.ingest_result
             assert result is not None
             _warn_skips(result, quiet)
-            if result.ingested == 0 and not result.already_present and not allow_empty:
+            if result.ingested == 0 and not result.already_present and not allow_empty \
+                    and not (allow_engine_logs and result.engine_inputs):
                 st.close()
                 raise console.fail("no requests found in the given logs"
                                    + (f" ({result.skipped} skipped)" if result.skipped

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from prefixscope.analyses.simulate import SimulateReport
 from prefixscope.engines.choose import AUTO
+from prefixscope.ingest.engine_logs import EngineLogInput
 from prefixscope.prompt import RenderOptions
 
 Progress = Callable[[str], None]
@@ -22,7 +23,9 @@ class ReportOptions:
     engine: str = AUTO  # a cache model name, or "auto" (chosen from the log)
     block_size: int | None = None  # None: inferred from the cached values
     capacity_tokens: int | None = None  # None: fitted when the log has cached tokens
-    engine_logs: tuple[Path, ...] = ()  # vLLM / SGLang logs and /metrics dumps
+    # vLLM / SGLang logs and /metrics dumps: paths (sniffed when read), or files an ingest
+    # classified (read as their kind)
+    engine_logs: tuple[Path | EngineLogInput, ...] = ()
     # Dollars per million uncached prompt tokens of a self-hosted engine (its compute);
     # None: hosted models at their list prices (genai-prices), self-hosted unpriced.
     price_per_mtok: float | None = None

@@ -45,7 +45,7 @@ from types import ModuleType
 
 import xxhash
 
-from prefixscope.ingest.engine_logs import EngineKind, engine_log_kind
+from prefixscope.ingest.engine_logs import EngineKind, EngineLogInput, engine_log_kind
 from prefixscope.ingest.formats import all_formats, format_names, get_format
 from prefixscope.ingest.source import READ_ERRORS, Probe, Source, probe
 from prefixscope.model import Record, Request, Skip
@@ -93,6 +93,9 @@ class Tally:
     unrecognized: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     engine_logs: list[str] = field(default_factory=list)  # read by `engine-log`, not here
+    # the engine logs among them that are files, with the kind they sniffed as: handed on
+    # to the report so that none is sniffed twice
+    engine_inputs: list[EngineLogInput] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
 
     def error(self, file: str, line: int | None, reason: str) -> None:

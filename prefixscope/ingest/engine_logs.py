@@ -76,11 +76,21 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 from prefixscope.ingest.source import DECODE_ERRORS, Source, probe
 
 EngineKind = Literal["vllm", "sglang", "prometheus"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLogInput:
+    """An engine file already classified (by the ingest that passed it over, or by
+    `engine-log`'s walk): read by the analysis as this kind, without sniffing it again."""
+
+    path: Path
+    kind: EngineKind
 
 # ------------------------------------------------------------------ values
 

@@ -34,6 +34,7 @@ from prefixscope.ingest import (
     resolved,
     unrecognized_reason,
 )
+from prefixscope.ingest.engine_logs import EngineLogInput
 from prefixscope.ingest.formats import get_format
 from prefixscope.ingest.normalize.sessions import SessionRule, apply_session_rules
 from prefixscope.ingest.source import DECODE_ERRORS, MAX_LINE_BYTES, Probe, Source
@@ -104,6 +105,9 @@ class IngestResult:
     summary: tuple[UsageSummary, ...] = ()  # the store after the run, per source format
     totals: UsageSummary | None = None  # the store after the run, every upstream call once
     failed: bool = False  # --strict and something was skipped: nothing was stored
+    # the engine logs that are files, each with the kind the ingest sniffed (`report` reads
+    # them without sniffing again); not in the --json document, whose engine_logs names them
+    engine_inputs: tuple[EngineLogInput, ...] = ()
 
 
 def relink(store: Store, session_gap_s: float = 3600.0) -> None:
@@ -183,6 +187,7 @@ def ingest_paths(
         files=tally.files, errors=tuple(tally.errors), unrecognized=tuple(tally.unrecognized),
         ignored=tuple(tally.ignored), empty=tuple(tally.empty),
         engine_logs=tuple(tally.engine_logs), failed=failed,
+        engine_inputs=tuple(tally.engine_inputs),
     )
 
 
@@ -220,8 +225,11 @@ def _ingest_one(source: Source, forced: ModuleType | None, batch: _Batch, tally:
     if module is None and is_json_schema(pr):
         tally.ignored.append(source.name)
         return
-    if module is None and engine_kind(pr) is not None:
+    kind = engine_kind(pr) if module is None else None
+    if kind is not None:
         tally.engine_logs.append(source.name)  # `engine-log` / `report` read it
+        if source.path is not None:  # classified once: the report reads it as this kind
+            tally.engine_inputs.append(EngineLogInput(source.path, kind))
         return
     if module is None:
         tally.unrecognized.append(source.name)
