@@ -230,11 +230,11 @@ def test_a_bundle_without_the_kinds_is_priced_as_one_kind(project: Path, tmp_pat
 
 
 def test_the_terminal_and_markdown_name_each_kind(project: Path, tmp_path: Path):
-    md = tmp_path / "r.md"
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
     result = runner.invoke(app, ["report", str(project), "--what-if", "policy", "--md",
-                                 str(md)])
+                                 str(md), "--html", str(page)])
     assert result.exit_code == 0, result.output
-    for text in (result.stdout, md.read_text()):
+    for text in (result.stdout, md.read_text(), page.read_text()):
         text = " ".join(text.replace("│", " ").split())
         assert "what-if policy: net $0.76 over 2 kinds of request" in text
         assert "policy · main · /work/app · claude-opus-4-5: keep-warm, net $0.47" in text
