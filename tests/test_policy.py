@@ -102,7 +102,7 @@ class TestTheMainAgentKeepsWarm:
         main = part(policy, "main")
         kept = 99_998 * (W5 - READ) * M  # 0.5749885
         assert options(main) == pytest.approx({
-            "5m": 0.0,
+            "as-logged": 0.0,
             # the hour keeps K; the premium on the other 102,004: 0.382515
             "ttl-1h": kept - 102_004 * (W1H - W5) * M,  # 0.1924735
             # ceil(600 / 270) - 1 = 2 pings reading 99,998 tokens: 0.099998
@@ -142,7 +142,7 @@ class TestTheSubAgentWritesForTheHour:
         sub = part(policy, "sub-agent")
         first, second = 39_998 * (W5 - READ) * M, 41_998 * (W5 - READ) * M
         assert options(sub) == pytest.approx({
-            "5m": 0.0,
+            "as-logged": 0.0,
             # the hour keeps the 50-minute pause only: 0.2299885 - 85,004 x 3.75e-6
             "ttl-1h": first - 85_004 * (W1H - W5) * M,  # -0.0887765
             # 11 pings (ceil(3000 / 270) - 1) through the 50 minutes pay (0.219989 <
@@ -268,13 +268,13 @@ def test_pinning_joins_the_choice_where_the_log_names_backends(tmp_path: Path):
     policy = got["policy"]["policy"]
     assert policy["pinning"] == "applicable"
     (only,) = policy["parts"]
-    assert [o["name"] for o in only["options"]] == ["5m"]
-    assert (only["choice"], only["pin_backend"], only["routing_tokens"]) == ("5m", True,
+    assert [o["name"] for o in only["options"]] == ["as-logged"]
+    assert (only["choice"], only["pin_backend"], only["routing_tokens"]) == ("as-logged", True,
                                                                            13_998)
     assert only["pin_usd"] == pytest.approx(13_998 * WRITE_LESS_READ * M, abs=1e-6)
     assert policy["net_usd"] == pytest.approx(only["pin_usd"], abs=1e-6)
     assert got["policy"]["net_usd"] == pytest.approx(got["pin-backend"]["net_usd"], abs=1e-6)
-    assert "5m + pin-backend" in got["policy"]["detail"]
+    assert "as-logged + pin-backend" in got["policy"]["detail"]
 
 
 def test_the_kinds_a_log_records(tmp_path: Path):

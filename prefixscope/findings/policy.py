@@ -7,7 +7,7 @@ Code sets the TTL of each apart. The policy groups the ledger's calls by kind --
 prices, for each kind alone, every way of keeping its expired prefixes with the TTL
 decision's own arithmetic (`findings.ttl_choice`, run over a ledger of the kind's calls):
 
-* ``5m``: the log as it is (net 0);
+* ``as-logged``: the log as it is, its writes at the TTL they used (net 0);
 * ``ttl-1h``: the kind's 5-minute writes written with the 1-hour TTL;
 * ``keep-warm``: pings 30 seconds inside the TTL through the pauses where they pay. A ping
   refreshes the TTL, so the longest interval inside it sends the fewest pings: 4.5 minutes
@@ -53,7 +53,7 @@ from prefixscope.findings.ttl_choice import (
 from prefixscope.model import Request, UsageRecord
 from prefixscope.model.whatifs import POLICY
 
-AS_LOGGED = "5m"
+AS_LOGGED = "as-logged"
 HOUR_AND_PINGS = "ttl-1h+keep-warm"
 OPTIONS = (AS_LOGGED, "ttl-1h", "keep-warm", HOUR_AND_PINGS)
 TURNS = {"user": "user turn", "tool_result": "tool loop", None: "turn unknown"}
@@ -111,7 +111,7 @@ class PolicyPart:
     requests: int
     expired_requests: int  # pauses the prefix expired in (priced calls)
     ttl_tokens: int
-    options: tuple[PolicyOption, ...]  # OPTIONS priced (only "5m" without an expiry)
+    options: tuple[PolicyOption, ...]  # OPTIONS priced (only "as-logged" without an expiry)
     choice: str  # the option with the highest net (the first on a tie)
     turns: tuple[TurnFigures, ...] = ()
     routing_tokens: int = 0  # the routing tokens pinning recovers

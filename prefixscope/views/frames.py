@@ -290,7 +290,7 @@ def policy_frame(report: Report) -> pl.DataFrame:
                          "requests": p.requests, "expired_requests": p.expired_requests,
                          "ttl_tokens": p.ttl_tokens, "choice": p.choice,
                          "pin_backend": p.pin, "net_usd": _usd(p.net_usd),
-                         "net_5m": net.get("5m"), "net_ttl_1h": net.get("ttl-1h"),
+                         "net_as_logged": net.get("as-logged"), "net_ttl_1h": net.get("ttl-1h"),
                          "net_keep_warm": net.get("keep-warm"),
                          "net_ttl_1h_keep_warm": net.get("ttl-1h+keep-warm"),
                          "pin_usd": _usd(p.pin_usd),
@@ -300,7 +300,7 @@ def policy_frame(report: Report) -> pl.DataFrame:
     return _frame(rows, {"agent": "Utf8", "project": "Utf8", "model": "Utf8",
                          "requests": "Int64", "expired_requests": "Int64",
                          "ttl_tokens": "Int64", "choice": "Utf8", "pin_backend": "Boolean",
-                         "net_usd": "Float64", "net_5m": "Float64", "net_ttl_1h": "Float64",
+                         "net_usd": "Float64", "net_as_logged": "Float64", "net_ttl_1h": "Float64",
                          "net_keep_warm": "Float64", "net_ttl_1h_keep_warm": "Float64",
                          "pin_usd": "Float64", "payback_pause_minutes": "Float64",
                          "reused_share": "Float64", "break_even_share": "Float64"})
