@@ -229,6 +229,34 @@ def test_a_bundle_without_the_kinds_is_priced_as_one_kind(project: Path, tmp_pat
     assert "every call is priced as a main agent's" in line["detail"]
 
 
+def test_a_kind_already_on_the_hour_is_priced_as_logged_or_pinged(tmp_path: Path):
+    # 100,000 tokens written for the hour at 10:00, the next call at 12:00 finds them
+    # expired and writes 101,000 again for the hour (99,998 ttl tokens, charged $10 less
+    # the $0.50 read: 0.949981); no 1-hour option to price, pings every 59.5 minutes:
+    # ceil(7200 / 3570) - 1 = 2 of them, 2 x 99,998 x $0.50 = 0.099998
+    root = tmp_path / "projects" / "-work-app"
+    root.mkdir(parents=True)
+    lines = _lines([("2026-03-02T10:00:00Z", "user", 0, 100_000),
+                    ("2026-03-02T12:00:00Z", "user", 0, 101_000)], side=False)
+    hour = [line.replace('"ephemeral_5m_input_tokens": 100000, "ephemeral_1h_input_tokens": 0',
+                         '"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 100000')
+            .replace('"ephemeral_5m_input_tokens": 101000, "ephemeral_1h_input_tokens": 0',
+                     '"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 101000')
+            for line in lines]
+    assert hour != lines
+    (root / "s.jsonl").write_text("\n".join(hour) + "\n")
+    doc = report(str(root), "--what-if", "policy")
+    (line,) = [w for w in doc["what_if"] if w["name"] == "policy"]
+    (only,) = line["policy"]["parts"]
+    assert options(only) == pytest.approx({
+        "as-logged": 0.0, "keep-warm": 99_998 * (W1H - READ) * M - 2 * 99_998 * READ * M},
+        abs=1e-6)  # 0.849983
+    assert only["choice"] == "keep-warm"
+    assert (only["reused_share"], only["break_even_share"]) == (None, None)
+    # re-written at $10: pings pay while p x 0.50 < 9.50, p <= 18: 19 x 59.5 minutes
+    assert only["payback_pause_minutes"] == pytest.approx(19 * 59.5)
+
+
 def test_the_terminal_and_markdown_name_each_kind(project: Path, tmp_path: Path):
     md, page = tmp_path / "r.md", tmp_path / "r.html"
     result = runner.invoke(app, ["report", str(project), "--what-if", "policy", "--md",

@@ -393,14 +393,18 @@ def _turns(entries: Sequence[LedgerEntry], expired: Sequence[LedgerEntry],
 def _payback(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
              ttls: Mapping[str, float], ttl: float | None) -> float | None:
     """The longest pause, in minutes, whose pings pay when its whole prefix expired: ``p``
-    pings of the prefix at the read price cost less than re-writing it at the 5-minute
-    write price while ``p < (w5m - read) / read``, and a pause takes ``ceil(g / I) - 1``
-    (``I``: 30 seconds inside the TTL; `ttl`: the 1-hour one)."""
+    pings of the prefix at the read price cost less than writing it again at the price it
+    was written at (5 minutes; the hour where the log's writes use it) while
+    ``p < (w - read) / read``, and a pause takes ``ceil(g / I) - 1`` (``I``: 30 seconds
+    inside the TTL the log shows; `ttl`: the 1-hour one a policy writes with)."""
+    long_ttl = _long_ttl(expired)
     for e in expired:
         rates = prices[e.id].rates
-        if rates.cache_read > 0 and rates.cache_write_5m > rates.cache_read:
-            most = math.ceil((rates.cache_write_5m - rates.cache_read) / rates.cache_read) - 1
-            return (most + 1) * ((ttl or ttls.get(e.id, _default_ttl(e))) - PING_MARGIN) / 60
+        shown = ttls.get(e.id, _default_ttl(e))
+        write = rates.cache_write_1h if shown == long_ttl else rates.cache_write_5m
+        if rates.cache_read > 0 and write > rates.cache_read:
+            most = math.ceil((write - rates.cache_read) / rates.cache_read) - 1
+            return (most + 1) * ((ttl or shown) - PING_MARGIN) / 60
     return None
 
 
