@@ -194,6 +194,15 @@ def deferred_store(make: Callable[[], Store]) -> Store:
     return Store._deferred(make)
 
 
+
+def damaged_store(exc: BaseException) -> str | None:
+    """The one line for an exception no function turned into an `Error` that says a store
+    file is damaged or the disk was full (what a front end prints instead of a stack
+    trace); None for any other exception (a bug)."""
+    from prefixscope.store import StoreError, unreadable_store
+
+    return str(exc) if isinstance(exc, StoreError) else unreadable_store(exc)
+
 @contextmanager
 def maybe_store(store: Store | str | PathLike[str] | None) -> Iterator[Store | None]:
     """`store_of` of `store`, or None when there is none (a request given as a file)."""

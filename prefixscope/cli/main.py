@@ -88,10 +88,10 @@ def main() -> None:
             raise
         import sys
 
-        from prefixscope.store import StoreError, unreadable_store
+        from prefixscope.api.handle import damaged_store
 
         # a store file DuckDB opened but cannot read, or a write the disk had no room for
-        damaged = str(exc) if isinstance(exc, StoreError) else unreadable_store(exc)
+        damaged = damaged_store(exc)
         if damaged is not None:
             sys.stderr.write(f"error: {damaged}\n")
             raise SystemExit(int(ExitCode.ERROR)) from None
