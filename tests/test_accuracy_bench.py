@@ -213,6 +213,27 @@ def test_litellm_rows_are_the_raw_anthropic_sessions(tmp_path: Path) -> None:
     assert row["call_type"] == "anthropic_messages"
 
 
+def test_litellm_openai_rows_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
+    """LiteLLM's rows of the OpenAI hosted sessions: OpenAI's prompt_tokens (cached
+    included), the cached tokens where LiteLLM puts them, the client's chat body."""
+    hosted, lite = acc.generate(5, 2, "openai-hosted"), acc.generate(5, 2, "litellm-openai")
+    assert acc.answer_key(hosted, "x") == acc.answer_key(lite, "x")
+    rows = [json.loads(x) for x in
+            acc.write_litellm_openai(lite, tmp_path)[0].read_text().splitlines()]
+    by_call = sorted(lite, key=lambda c: (c.time, c.session))
+    assert len(rows) == len(by_call)
+    for row, c in zip(rows, by_call, strict=True):
+        assert row["prompt_tokens"] == c.prompt
+        extra = row["metadata"]["additional_usage_values"]
+        assert extra["prompt_tokens_details"]["cached_tokens"] == c.read
+        assert (row["call_type"], row["custom_llm_provider"]) == ("acompletion", "openai")
+        assert row["session_id"] == c.session and row["startTime"] == acc.stamp(c.time)
+        system, tools, *messages = c.chunks
+        body = row["proxy_server_request"]
+        assert body["tools"] == acc.openai_tools(tools)
+        assert len(body["messages"]) == 1 + sum(len(m.payload) for m in messages)
+
+
 def test_langfuse_rows_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
     """The Langfuse corpus is the OpenAI hosted corpus's sessions, one GENERATION per call:
     Langfuse's buckets (input uncached, input_cached_tokens, total = both + output), the
