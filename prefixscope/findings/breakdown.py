@@ -1,22 +1,19 @@
 """ccusage-style views: the ledger by day, session, project or model -- tokens, hit rate,
 spend and lost dollars per row, the rows summing to the ledger's totals.
 
-`breakdown` groups a ledger's entries (the basis) by the `--by` dimensions. `bucket` has
-no diff or replay: `usage_ledger` reads the store's usage alone (each log file's engine
-chosen as report chooses it), so its lost dollars are the losses usage can show (an
-expired or missed live prefix, what the previous turn left and the cache did not give);
-a break is only visible to `report`, which diffs the prompts.
+`breakdown` groups a ledger's entries (the basis) by the `--by` dimensions: report's
+``--by``, and bucket's ``--by`` spend, which is the report's own ledger (prompts diffed,
+every missed token attributed), so both commands name the same cause for the same loss.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from prefixscope.analyses.dimensions import check_dimensions, dimension_value
-from prefixscope.analyses.prices import Pricer, price_all
-from prefixscope.findings.ledger import LOSSES, Ledger, LedgerEntry, build_ledger, rules_for
+from prefixscope.findings.ledger import LOSSES, Ledger, LedgerEntry
 from prefixscope.model import UsageRecord
 
 
@@ -78,16 +75,3 @@ def breakdown(ledger: Ledger, records: Sequence[UsageRecord], by: Sequence[str]
     else:
         rows.sort(key=lambda r: (-r.prompt_tokens, str(r.key)))
     return Breakdown(tuple(by), tuple(rows), ledger.basis.source)
-
-
-def usage_ledger(records: Sequence[UsageRecord], engine_of_file: dict[str, str | None],
-                 block_of_source: dict[str, int | None], family_of: dict[str, str | None],
-                 unmodelled_of: dict[str, str | None], price_per_mtok: float | None,
-                 events: Mapping[str, Sequence[str]] | None = None) -> Ledger:
-    """A ledger from usage alone (no diff, no replay), priced as report prices."""
-    engine_of = {r.id: engine_of_file.get(r.source_file) for r in records}
-    rules = rules_for(records, {}, block_of_source, engine_of, family_of, unmodelled_of)
-    pricer = Pricer(price_per_mtok)
-    prices = price_all(((r, not rules[r.id].hosted) for r in records), pricer)
-    return build_ledger(records, (), {}, rules, prices, "usage", sorted(pricer.unknown),
-                        events)

@@ -15,8 +15,6 @@ from prefixscope.engines.choose import (
     model_family_engine,
     unmodelled_family,
 )
-from prefixscope.findings.breakdown import usage_ledger
-from prefixscope.findings.domains import file_engines
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
 from prefixscope.findings.values import Replay, ReportOptions
 from prefixscope.model import SessionEvent, UsageRecord
@@ -94,19 +92,6 @@ def ledger_of(records: Sequence[UsageRecord], diff: DiffReport | None,
 def event_kinds(events: Mapping[str, Sequence[SessionEvent]]) -> dict[str, list[str]]:
     """request id -> the kinds of the session events recorded before it."""
     return {rid: [e.kind for e in recorded] for rid, recorded in events.items()}
-
-
-def ledger_from_usage(records: Sequence[UsageRecord], files: Sequence[str],
-                      block_of_source: dict[str, int | None],
-                      price_per_mtok: float | None = None,
-                      events: Mapping[str, Sequence[SessionEvent]] | None = None) -> Ledger:
-    """The ledger usage alone can give (no diff, no replay: `breakdown.usage_ledger`), each
-    file's engine chosen as report chooses it, with the session events the log recorded."""
-    engine_of_file = {f: e for f, (e, _, _) in file_engines(records, files).items()}
-    return usage_ledger(records, engine_of_file, block_of_source,
-                        {r.id: model_family_engine([r]) for r in records},
-                        {r.id: unmodelled_family([r]) for r in records}, price_per_mtok,
-                        event_kinds(events or {}))
 
 
 def _prices_version() -> str:
