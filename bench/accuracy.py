@@ -68,7 +68,8 @@ captures of OpenAI's cache: 128-token steps from 1,024 tokens, 10 minutes idle).
 gateway corpora write another corpus's sessions (``SESSIONS_OF``: the same calls, usage
 and key) as a gateway or tracer exports them: ``litellm`` (LiteLLM's spend logs of the
 raw Anthropic sessions), ``litellm-openai`` (of the OpenAI hosted ones) and ``langfuse``
-(Langfuse's observations export of the OpenAI hosted sessions). Two
+(Langfuse's observations export of the OpenAI hosted sessions) and ``otel`` (OpenTelemetry
+GenAI spans of them). Two
 agent-log corpora come from bench/accuracy_agents.py (``AGENT_FORMATS``): ``codex`` (Codex
 CLI rollouts: OpenAI's cache, the reasoning each user turn drops, resumes by another
 release, compactions, model and effort changes) and ``cline`` (Cline task folders:
@@ -725,7 +726,7 @@ FORMATS = {
 # Gateway corpora: the sessions of another corpus (the same seed gives the same calls, the
 # same usage and the same key), written as the gateway logs them
 SESSIONS_OF = {"litellm": "raw-anthropic", "litellm-openai": "openai-hosted",
-               "langfuse": "openai-hosted"}
+               "langfuse": "openai-hosted", "otel": "openai-hosted"}
 
 # The agent-log corpora (Codex rollouts, Cline task folders): bench/accuracy_agents.py
 AGENT_FORMATS = ("codex", "cline")
@@ -1039,6 +1040,64 @@ def write_litellm_openai(calls: list[Call], out: Path) -> list[Path]:
     return [path]
 
 
+def otel_attribute(key: str, value: Any) -> dict[str, Any]:
+    """One OTLP/JSON attribute (an int as a decimal string, as the JSON mapping writes it)."""
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def write_otel(calls: list[Call], out: Path) -> list[Path]:
+    """OpenTelemetry GenAI spans (semantic conventions 1.37: `gen_ai.system_instructions`,
+    `gen_ai.input.messages` with parts, `gen_ai.tool.definitions`) as an OpenAI
+    instrumentation with content capture exports them, written by a collector's file
+    exporter (one `{"resourceSpans": ...}` document a line, one span each): one `chat`
+    span per call, `gen_ai.usage.input_tokens` the whole prompt (cached included, as the
+    conventions say) and `gen_ai.usage.cache_read.input_tokens` the cached part, the
+    session in `gen_ai.conversation.id`, one trace per agent run."""
+    folder = out / "otel"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+        system, tools, *messages = call.chunks
+        # the time to the millisecond, as every other log here writes it (`stamp`)
+        at = datetime.fromisoformat(stamp(call.time).replace("Z", "+00:00"))
+        start = (int(at.timestamp()) * 1000 + at.microsecond // 1000) * 1_000_000
+        attrs = [
+            otel_attribute("gen_ai.operation.name", "chat"),
+            otel_attribute("gen_ai.provider.name", "openai"),
+            otel_attribute("gen_ai.request.model", call.model),
+            otel_attribute("gen_ai.response.model", call.model),
+            otel_attribute("gen_ai.response.id", f"chatcmpl-{request_id(call)}"),
+            otel_attribute("gen_ai.conversation.id", call.session),
+            otel_attribute("gen_ai.system_instructions", json.dumps(
+                [{"type": "text", "content": openai_messages(system)[0]["content"]}])),
+            otel_attribute("gen_ai.input.messages", json.dumps(
+                [{"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]}
+                 for c in messages for m in openai_messages(c)])),
+            otel_attribute("gen_ai.tool.definitions", json.dumps(
+                [{"type": "function", **t["function"]} for t in openai_tools(tools)])),
+            otel_attribute("gen_ai.output.messages", json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": "done"}],
+                  "finish_reason": "stop"}])),
+            otel_attribute("gen_ai.usage.input_tokens", call.prompt),
+            otel_attribute("gen_ai.usage.cache_read.input_tokens", call.read),
+            otel_attribute("gen_ai.usage.output_tokens", 60)]
+        lines.append({"resourceSpans": [{
+            "resource": {"attributes": [otel_attribute("service.name", "acc-agent")]},
+            "scopeSpans": [{
+                "scope": {"name": "opentelemetry.instrumentation.openai_v2"},
+                "spans": [{"traceId": call.session.replace("-", ""),
+                           "spanId": f"{call.session[:8]}{call.index:08x}",
+                           "name": f"chat {call.model}", "kind": 3,
+                           "startTimeUnixNano": str(start),
+                           "endTimeUnixNano": str(start + 2_100_000_000),
+                           "attributes": attrs, "status": {}}]}]}]})
+    path = folder / "otel-spans.jsonl"
+    path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    return [path]
+
+
 def write_langfuse(calls: list[Call], out: Path) -> list[Path]:
     """Langfuse's observations batch export (the UI's Export, JSON lines, camelCase) of
     agent runs calling OpenAI through Langfuse's OpenAI integration: one trace per run
@@ -1091,7 +1150,7 @@ WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropi
            "openai-vllm": write_openai_vllm,
            "openai-hosted": lambda calls, out: write_openai_vllm(calls, out, hosted=True),
            "litellm": write_litellm, "litellm-openai": write_litellm_openai,
-           "langfuse": write_langfuse}
+           "langfuse": write_langfuse, "otel": write_otel}
 
 
 def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:

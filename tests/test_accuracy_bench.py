@@ -257,6 +257,29 @@ def test_langfuse_rows_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
     assert len({r["traceId"] for r in rows}) == 2
 
 
+def test_otel_spans_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
+    """One GenAI chat span per call of the OpenAI hosted sessions: input tokens the whole
+    prompt (cached included), the cached part, the session, the time to the millisecond."""
+    hosted, spans = acc.generate(5, 2, "openai-hosted"), acc.generate(5, 2, "otel")
+    assert acc.answer_key(hosted, "x") == acc.answer_key(spans, "x")
+    docs = [json.loads(x) for x in acc.write_otel(spans, tmp_path)[0].read_text().splitlines()]
+    by_call = sorted(spans, key=lambda c: (c.time, c.session))
+    assert len(docs) == len(by_call)
+    for doc, c in zip(docs, by_call, strict=True):
+        span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+        attrs = {a["key"]: a["value"] for a in span["attributes"]}
+        assert attrs["gen_ai.usage.input_tokens"] == {"intValue": str(c.prompt)}
+        assert attrs["gen_ai.usage.cache_read.input_tokens"] == {"intValue": str(c.read)}
+        assert attrs["gen_ai.conversation.id"] == {"stringValue": c.session}
+        at = acc.EPOCH + acc.timedelta(seconds=c.time)
+        assert int(span["startTimeUnixNano"]) // 1_000_000 == int(at.timestamp() * 1000)
+        system, tools, *messages = c.chunks
+        inputs = json.loads(attrs["gen_ai.input.messages"]["stringValue"])
+        assert len(inputs) == sum(len(m.payload) for m in messages)
+        assert len(json.loads(attrs["gen_ai.tool.definitions"]["stringValue"])) == len(
+            tools.payload)
+
+
 def test_the_generator_never_imports_prefixscope(tmp_path: Path) -> None:
     code = ("import sys; sys.path.insert(0, 'bench'); import accuracy as a; "
             "c = a.generate(3, 2, 'raw-anthropic'); a.write_raw_anthropic(c, "
