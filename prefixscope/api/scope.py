@@ -28,7 +28,7 @@ def scope_of_options(since: str | None, until: str | None, project: str | None) 
 
 @contextmanager
 def reading(handle: Store, scope: Scope | None, *, writable: bool = False
-             ) -> Iterator[_CoreStore]:
+            ) -> Iterator[_CoreStore]:
     """The core store an analysis reads: `handle`'s, or a temporary copy of its requests
     within `scope`, sessions threaded again (the store itself is never changed)."""
     if scope is None:
@@ -44,9 +44,10 @@ def reading(handle: Store, scope: Scope | None, *, writable: bool = False
     with temporary_folder() as tmp:
         st = CoreStore.open(Path(tmp) / "store.duckdb")
         try:
-            source.copy_into(st)
-            before = st.count()
-            left = st.restrict(scope)
+            # only the requests within the scope are read and copied (the scope is the
+            # copy's query), then threaded into sessions again; workers open the copy's file
+            source.copy_into(st, scope)
+            before, left = source.count(), st.count()
             with st.transaction():
                 relink(st)
             note(f"{scope.describe()}: {left:,} of {before:,} requests")

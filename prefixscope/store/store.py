@@ -546,26 +546,30 @@ class Store:
                      "(SELECT unnest(?::VARCHAR[]))", [ids])
         return len(ids)
 
-    def restrict(self, scope: Scope) -> int:
-        """Delete every request outside `scope` (and bodies no request holds any more);
-        the caller threads sessions again. Returns the requests left."""
-        where, params = scope.where()
-        with self.transaction():
+    def copy_into(self, other: Store, scope: Scope | None = None) -> None:
+        """The requests of this store within `scope` (None: every one), the bodies they
+        hold, every part and their session events, into `other` (an empty store), through
+        Arrow: no file access beyond the two connections. The scope is each query's
+        condition: what lies outside it is never read. Sessions are not copied: the caller
+        threads the copied requests again (`store.load.relink`)."""
+        within = "true"
+        params: list[object] = []
+        if scope is not None:
+            where, params = scope.where()
             # a request whose time or project is unknown is outside a window on it
-            self.run(f"DELETE FROM requests WHERE NOT coalesce(({where}), false)", params)
-            self.run("DELETE FROM bodies WHERE hash NOT IN (SELECT body_hash FROM requests "
-                     "WHERE body_hash IS NOT NULL)")
-            self.run("DELETE FROM session_events WHERE request_id NOT IN "
-                     "(SELECT id FROM requests)")
-            self.run("DELETE FROM sessions")
-        return self.count()
-
-    def copy_into(self, other: Store) -> None:
-        """Every request, body and part of this store into `other` (an empty store), through
-        Arrow: no file access beyond the two connections."""
+            within = f"coalesce(({where}), false)"
+        chosen = f"SELECT {{}} FROM requests WHERE {within}"
+        queries: tuple[tuple[str, str, list[object]], ...] = (
+            ("requests", chosen.format("*"), params),
+            ("bodies", "SELECT * FROM bodies WHERE hash IN "
+                       f"({chosen.format('body_hash')})", params),
+            ("parts", "SELECT * FROM parts", []),
+            ("session_events", "SELECT * FROM session_events WHERE request_id IN "
+                               f"({chosen.format('id')})", params),
+        )
         with other.transaction():
-            for table in ("requests", "bodies", "parts", "session_events"):
-                rows = self.con.sql(f"SELECT * FROM {table}").to_arrow_table()
+            for table, query, values in queries:
+                rows = self.con.sql(query, params=values).to_arrow_table()
                 other.con.register("_copied", rows)
                 try:
                     other.run(f"INSERT INTO {table} BY NAME SELECT * FROM _copied")
