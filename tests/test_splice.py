@@ -541,60 +541,6 @@ class TestSpliceEqualsTheWholeRender:
         # appends to it with the head unchanged (spliced)
         assert len(calls) == (1 if gateway == "anthropic-to-openai" else 2)
 
-    @pytest.mark.parametrize("name", BUNDLED)
-    @SETTINGS
-    @given(session=sessions(), data=st.data())
-    def test_a_batch_is_tokenized_from_each_requests_session_predecessor(self, name,
-                                                                        session, data):
-        """`tokenize.tokens_many` renders and tokenizes each request of a batch from the
-        nearest earlier one with its session key: every result equals `tokens` of the
-        request alone (ids, starts, segment index, prompt), whatever the batch's order and
-        keys (one session, none, two) -- a later body that does not continue the earlier
-        one's history is rendered whole."""
-        from dataclasses import replace
-
-        from prefixscope.tokens.tokenize import tokens, tokens_many
-
-        body, cuts = session
-        order = data.draw(st.permutations(range(len(cuts))))
-        keys = data.draw(st.sampled_from([["s"], [None], ["s", "t", None]]))
-        requests = [replace(make_request({**body, "messages": body["messages"][:cuts[k]]},
-                                         endpoint="openai-chat", id=f"r{k}"),
-                            session_key=keys[k % len(keys)]) for k in order]
-        options = RenderOptions(tokenizer=name)
-        try:
-            alone = [tokens(r, options) for r in requests]
-        except RenderError:
-            with pytest.raises(RenderError):
-                tokens_many(requests, options)
-            return
-        for got, want in zip(tokens_many(requests, options), alone, strict=True):
-            assert got.prompt == want.prompt
-            assert np.array_equal(got.ids, want.ids)
-            assert np.array_equal(got.char_starts, want.char_starts)
-            assert np.array_equal(got.segment_index, want.segment_index)
-            assert got.logged_prompt_tokens == want.logged_prompt_tokens
-
-    def test_the_two_requests_of_a_diff_are_spliced(self, monkeypatch):
-        """A request and the same with a turn appended, tokenized as one batch (`diff`'s
-        two requests): the second goes through the chat template for its new messages only
-        (one whole render in all, the first), and equals its whole render."""
-        from prefixscope.tokens.tokenize import tokens, tokens_many
-
-        listed = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
-                  {"role": "assistant", "content": "hello"}]
-        a = make_request({"messages": listed}, endpoint="openai-chat", id="a")
-        b = make_request({"messages": [*listed, {"role": "user", "content": "and?"}]},
-                         endpoint="openai-chat", id="b")
-        options = RenderOptions(tokenizer="qwen2.5")
-        want = tokens(b, options)
-        calls = []
-        real = _RENDER._whole
-        monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
-        got = tokens_many([a, b], options)[1]
-        assert got.prompt == want.prompt and np.array_equal(got.ids, want.ids)
-        assert len(calls) == 1
-
     def test_every_bundled_template_has_a_splice_rule(self):
         assert set(SPLICES) == set(BUNDLED)
 

@@ -65,7 +65,7 @@ import numpy as np
 import xxhash
 
 from prefixscope.model import Request
-from prefixscope.prompt import Prompt, RenderError, RenderOptions, Segment, render
+from prefixscope.prompt import Prompt, RenderOptions, Segment, render
 from prefixscope.tokenizers import Encoded, Tokenizer, load_tokenizer
 from prefixscope.tokenizers.boundaries import chunk_safe_text
 
@@ -544,30 +544,21 @@ def tokens_many(requests: list[Request], options: RenderOptions | None = None, *
                 cache: PieceCache | None = None) -> list[Tokens]:
     """`tokens` of several requests; their new pieces are tokenized as one parallel batch.
 
-    Same results as calling `tokens` on each; faster on several cores. Raises like `tokens`
-    (the first request's error that fails, in order).
-
-    Each request is rendered and tokenized from the nearest earlier request of the batch
-    with its session key (`turns.Turns`): two requests of a diff, or a spike's sample of a
-    session's calls, whose later body continues the earlier one's history, go through the
-    chat template for the new messages only. `render_turn` gives the `Prompt` `render`
-    gives whatever the previous turn is (it proves the continuation from the bodies' JSON,
-    else renders whole), and `PieceCache.encode_many` the ids the tokenizer gives whatever
-    the base (tests/test_splice.py)."""
-    from prefixscope.tokens.turns import Turns  # (turns imports this module)
-
+    Same results as calling `tokens` on each; faster on several cores. Raises like `tokens`.
+    """
     options = options or RenderOptions()
-    previous: list[str | None] = []
-    latest: dict[str | None, str] = {}  # session key -> the last request id with it
-    for request in requests:
-        previous.append(latest.get(request.session_key))
-        latest[request.session_key] = request.id
-    out: list[Tokens] = []
-    for result in Turns(options, cache).tokens_many(requests, previous):
-        if isinstance(result, RenderError):
-            raise result
-        out.append(result)
-    return out
+    prompts = [render(request, options) for request in requests]
+    encoded: list[Encoded | None] = [None] * len(prompts)
+    by_tokenizer: dict[str, list[int]] = {}
+    for i, prompt in enumerate(prompts):  # with --tokenizer auto, models may differ
+        by_tokenizer.setdefault(prompt.tokenizer, []).append(i)
+    for spec, indexes in by_tokenizer.items():
+        group_cache = cache if cache is not None else piece_cache(load_tokenizer(spec))
+        for i, enc in zip(indexes, group_cache.encode_many([prompts[i].text for i in indexes]),
+                          strict=True):
+            encoded[i] = enc
+    return [_with_segments(p, enc, options, r.usage.prompt_tokens)
+            for r, p, enc in zip(requests, prompts, encoded, strict=True) if enc is not None]
 
 
 def _with_segments(prompt: Prompt, enc: Encoded, options: RenderOptions,
