@@ -107,3 +107,13 @@ def test_engine_log_of_a_folder_sniffs_each_file_once(logs: Path,
     result = runner.invoke(app, ["engine-log", str(logs), "--json"])
     assert result.exit_code == 0, result.output
     assert counts == {str(logs / REQUESTS.name): 1, str(logs / VLLM.name): 1}
+
+
+def test_an_engine_log_among_logs_named_again_is_read_once(logs: Path) -> None:
+    """Named again by its absolute path, the vLLM log is still one file: its 5 stats lines
+    (tests/data/real/README.md) counted once, not 10."""
+    with ps.ingest([str(logs)], store=None) as st:
+        library = ps.report(st, engine_logs=[(logs / VLLM.name).resolve()])
+    engine = library.evidence.engine_log if library.evidence is not None else None
+    assert engine is not None
+    assert (engine.files, len(engine.series)) == ((str(logs / VLLM.name),), 5)

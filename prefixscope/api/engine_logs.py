@@ -3,6 +3,7 @@ engine logs a report reads."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
@@ -56,18 +57,17 @@ def engine_log(paths: str | PathLike[str] | Sequence[str | PathLike[str]]
 
 def report_engine_logs(given: Sequence[str | PathLike[str] | EngineLogInput],
                        ingested: IngestResult | None) -> tuple[Path | EngineLogInput, ...]:
-    """The engine logs a report reads, each once: those the ingest of a temporary store
-    found among its paths (each read as the kind it sniffed as: no file is sniffed twice),
-    then those `given` (``--engine-log``), sniffed when read."""
-    found: list[Path | EngineLogInput] = list(ingested.engine_inputs if ingested else ())
-    known = {f.path for f in ingested.engine_inputs} if ingested else set()
-    for file in given:
-        if isinstance(file, str | PathLike):
-            path = Path(file)
-            if path not in known:
-                known.add(path)
-                found.append(path)
-        elif file.path not in known:
-            known.add(file.path)
-            found.append(file)
+    """The engine logs a report reads, each file once however it is spelled (``logs/a.log``
+    and its absolute path are one file): those the ingest of a temporary store found among
+    its paths (each read as the kind it sniffed as: no file is sniffed twice), then those
+    `given` (``--engine-log``), sniffed when read."""
+    found: list[Path | EngineLogInput] = []
+    known: set[str] = set()
+    for file in [*(ingested.engine_inputs if ingested else ()), *given]:
+        # a path given, or an ingest's EngineLogInput (read as its kind)
+        chosen = Path(file) if isinstance(file, str | PathLike) else file
+        path = chosen if isinstance(chosen, Path) else chosen.path
+        if os.path.realpath(path) not in known:
+            known.add(os.path.realpath(path))
+            found.append(chosen)
     return tuple(found)
