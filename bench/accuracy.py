@@ -125,7 +125,19 @@ LABEL = {"append": "none", "cold": "cold", "ttl": "ttl", "compaction": "compacti
 VERDICT = {"model-change": "model_changed", "tool-set-change": "tools_changed",
            "client-upgrade": "system_changed", "compaction": "messages_changed",
            "history-rewrite": "messages_changed", "ttl": "previous_message_not_found",
-           "provider": "unavailable"}
+           "provider": "unavailable",
+           # changes only a body shows (the raw captures): tools before system before messages
+           "volatile-prefix-segment": "system_changed", "json-key-order": "tools_changed",
+           "tool-order": "tools_changed"}
+
+
+def diagnostics(call: Call) -> dict[str, Any]:
+    """The response's `diagnostics` (Anthropic's cache-diagnosis beta, what Claude Code
+    copies into its transcripts) on a call of a verdict-writing session that lost tokens."""
+    if call.verdicts and call.kind in VERDICT and call.true_tokens > 0:
+        return {"diagnostics": {"cache_miss_reason": {
+            "type": VERDICT[call.kind], "cache_missed_input_tokens": call.true_tokens}}}
+    return {}
 NOT_LOSSES = ("new", "rounding")
 
 
@@ -809,10 +821,7 @@ def write_claude_code(calls: list[Call], out: Path) -> list[Path]:
                           "cache_creation": {"ephemeral_5m_input_tokens": five,
                                              "ephemeral_1h_input_tokens": call.write - five},
                           "output_tokens": 60, "service_tier": "standard"}}
-            if call.verdicts and call.kind in VERDICT and call.true_tokens > 0:
-                message["diagnostics"] = {"cache_miss_reason": {
-                    "type": VERDICT[call.kind],
-                    "cache_missed_input_tokens": call.true_tokens}}
+            message.update(diagnostics(call))
             uuid = f"{sid[:8]}-a{call.index}"
             lines.append({"parentUuid": parent, **base, "type": "assistant",
                           "message": message, "requestId": f"req_{sid[:8]}{call.index:04d}",
@@ -862,7 +871,7 @@ def write_raw_anthropic(calls: list[Call], out: Path, per_file: int = 10) -> lis
                 "response": {
                     "id": request_id(call), "type": "message", "role": "assistant",
                     "model": call.model, "content": [{"type": "text", "text": "done"}],
-                    "stop_reason": "end_turn", "stop_sequence": None,
+                    "stop_reason": "end_turn", "stop_sequence": None, **diagnostics(call),
                     "usage": {"input_tokens": LAG, "cache_creation_input_tokens": call.write,
                               "cache_read_input_tokens": call.read,
                               "cache_creation": {
@@ -972,7 +981,7 @@ def write_litellm(calls: list[Call], out: Path) -> list[Path]:
             "response": {"id": request_id(call), "type": "message", "role": "assistant",
                          "model": call.model, "content": [{"type": "text", "text": "done"}],
                          "stop_reason": "end_turn", "stop_sequence": None,
-                         "usage": anthropic_usage},
+                         "usage": anthropic_usage, **diagnostics(call)},
             "session_id": call.session, "status": "success",
             "proxy_server_request": {
                 "model": call.model, "max_tokens": 32000,

@@ -280,6 +280,29 @@ def test_otel_spans_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
             tools.payload)
 
 
+def test_raw_captures_carry_the_providers_verdict(tmp_path: Path) -> None:
+    """A verdict-writing session's response carries Anthropic's `diagnostics` on every call
+    that lost tokens (a body-only change named by the part it sits in: tools before
+    system), with the key's tokens; other calls and sessions carry none."""
+    calls = acc.generate(1, 12, "raw-anthropic")
+    rows = [json.loads(x) for path in acc.write_raw_anthropic(calls, tmp_path)
+            for x in path.read_text().splitlines()]
+    by_id = {r["response"]["id"]: r["response"] for r in rows}
+    expected = {"json-key-order": "tools_changed", "tool-order": "tools_changed",
+                "volatile-prefix-segment": "system_changed", "ttl": "previous_message_not_found",
+                "model-change": "model_changed", "history-rewrite": "messages_changed"}
+    seen = set()
+    for c in calls:
+        verdict = by_id[acc.request_id(c)].get("diagnostics")
+        if c.verdicts and c.kind in expected and c.true_tokens > 0:
+            assert verdict == {"cache_miss_reason": {
+                "type": expected[c.kind], "cache_missed_input_tokens": c.true_tokens}}
+            seen.add(c.kind)
+        elif c.kind in ("append", "cold") or not c.verdicts:
+            assert verdict is None
+    assert {"json-key-order", "volatile-prefix-segment"} <= seen
+
+
 def test_the_generator_never_imports_prefixscope(tmp_path: Path) -> None:
     code = ("import sys; sys.path.insert(0, 'bench'); import accuracy as a; "
             "c = a.generate(3, 2, 'raw-anthropic'); a.write_raw_anthropic(c, "
