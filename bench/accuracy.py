@@ -893,7 +893,7 @@ def write_openai_vllm(calls: list[Call], out: Path, hosted: bool = False) -> lis
     lines = []
     for call in sorted(calls, key=lambda c: (c.time, c.session)):
         system, tools, *messages = call.chunks
-        out = 60 if hosted else VLLM_OUTPUT_TOKENS  # vLLM's: the answer's own tokens
+        answered = 60 if hosted else VLLM_OUTPUT_TOKENS  # vLLM's: the answer's own tokens
         headers = {"User-Agent": "OpenAI/Python 1.109.1", "Content-Type": "application/json"}
         if hosted:
             headers["x-litellm-session-id"] = call.session
@@ -913,8 +913,8 @@ def write_openai_vllm(calls: list[Call], out: Path, hosted: bool = False) -> lis
                 "choices": [{"index": 0, "message": {"role": "assistant",
                                                      "content": "done"},
                              "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": call.prompt, "completion_tokens": out,
-                          "total_tokens": call.prompt + out,
+                "usage": {"prompt_tokens": call.prompt, "completion_tokens": answered,
+                          "total_tokens": call.prompt + answered,
                           "prompt_tokens_details": {"cached_tokens": call.read}}}})
     path = folder / ("openai-capture.jsonl" if hosted else "vllm-capture.jsonl")
     path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
@@ -1116,7 +1116,7 @@ def write_langfuse(calls: list[Call], out: Path) -> list[Path]:
     input + cached + output); the export has no `sessionId`, so the trace is the run."""
     folder = out / "langfuse"
     folder.mkdir(parents=True, exist_ok=True)
-    lines = []
+    lines: list[dict[str, Any]] = []
     for call in sorted(calls, key=lambda c: (c.time, c.session)):
         system, tools, *messages = call.chunks
         trace = call.session.replace("-", "")
