@@ -281,7 +281,8 @@ def _gather(started: _Started) -> Evidence:
                        unrebuilt, extended)
     ttl = ttl_what_ifs(ledger, records, ledger.prices)
     policy = price_policy(ledger, records, request_kinds(
-        request_roles(store), bodies_without_last_message(store))) \
+        request_roles(store), bodies_without_last_message(store)),
+        [rid for rid, parts in store.lacking_parts().items() if "system" in parts]) \
         if POLICY in options.what_if else None
     if ledger.money is not None and ledger.money.unknown_models:
         shown = ", ".join(ledger.money.unknown_models[:5])

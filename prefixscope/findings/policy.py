@@ -23,6 +23,20 @@ tool. Each kind's figures are split by the turn of its pauses (`TurnFigures`): w
 pauses the choice keeps and which it pings (pings are decided pause by pause, so a client
 that pings only while it waits on the user gets the user turns' figures).
 
+Moving the volatile part of the prefix after the last breakpoint (``move-volatile``: a
+timestamp, Claude Code's billing header ``cch=``, a system block that changes) is priced from
+the same ledger: its ``break`` tokens of kind ``volatile-prefix-segment`` (`MOVABLE`) are
+what the change made the call write again. Moved, the prefix before the breakpoint no longer
+changes, so a call whose pause was within the retention its ledger entry was read by reads
+them instead (what they were charged less a read: their ``break`` dollars), and one after a
+longer pause finds them expired -- they become ``ttl`` tokens, which the TTL options may then
+keep. Moving text adds no write: the moved text is sent after the breakpoint, uncached as
+before (its own few tokens are counted as recovered: the ledger does not know their
+length). So every TTL option is priced again over the *moved* ledger (`_moved`), plus what
+the move reads directly: ``move-volatile``, ``ttl-1h+move-volatile``, ... -- a token is
+either read by the move, or an expiry one TTL option keeps, never both. A kind whose calls
+carry no body cannot show a volatile part: it is "not measurable without bodies", not 0.
+
 Where the log names the backend that served each call, pinning a session to one backend
 (``pin-backend``: a sticky route, `prompt_cache_key`) adds what `findings.pinning`'s
 replay of the kind's calls on one backend saves: the ``routing`` tokens of the hops the
@@ -34,7 +48,7 @@ calls, so the kinds' nets add up to the policy's, and no token is priced twice.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -56,6 +70,16 @@ from prefixscope.model.whatifs import POLICY
 AS_LOGGED = "as-logged"
 HOUR_AND_PINGS = "ttl-1h+keep-warm"
 OPTIONS = (AS_LOGGED, "ttl-1h", "keep-warm", HOUR_AND_PINGS)
+MOVE = "move-volatile"  # the volatile part of the prefix moved after the last breakpoint
+MOVE_OPTIONS = (MOVE, *(f"{o}+{MOVE}" for o in OPTIONS[1:]))  # after OPTIONS: a tie keeps
+# The break kinds whose changed text a client can move after its last breakpoint (a header,
+# a timestamp, a system block); a history rewrite, a tool list or a model change cannot be.
+MOVABLE = frozenset({"volatile-prefix-segment"})
+MOVE_APPLICABLE = "applicable"
+NO_BODIES = ("not measurable without bodies: the log keeps no prompt of this kind's calls "
+             "(usage only), so no volatile part of it can be located")
+NOTHING_TO_MOVE = ("nothing to move: no volatile part of the prompts the log keeps broke "
+                   "this kind's prefix")
 TURNS = {"user": "user turn", "tool_result": "tool loop", None: "turn unknown"}
 NO_BACKEND = "not applicable: the log names no backend that served a call"
 
@@ -71,6 +95,11 @@ class PolicyOption:
     kept_tokens: int  # their ttl tokens, read instead of re-written
     pings: int = 0
     ping_minutes: float | None = None  # the keep-warm interval
+    # move-volatile: the break tokens the move itself turns into reads (their dollars are in
+    # saved_usd; an expiry it uncovers is in kept_tokens when the option keeps it)
+    moved_tokens: int = 0
+    moved_requests: int = 0
+    moved_usd: float = 0.0  # their break dollars (part of saved_usd)
 
     @property
     def net_usd(self) -> float:
@@ -90,6 +119,8 @@ class TurnFigures:
     saved_usd: float  # their ttl dollars
     pings: int  # the pings sent through these pauses
     ping_usd: float  # their cache reads
+    moved_tokens: int = 0  # the break tokens the choice's move reads in these calls
+    moved_usd: float = 0.0  # their break dollars
 
     @property
     def line(self) -> str:
@@ -98,6 +129,9 @@ class TurnFigures:
                 f"of {self.ttl_tokens:,} tokens, {_usd(self.saved_usd)})")
         if self.pings:
             text += f" with {_n(self.pings, 'ping')} ({_usd(self.ping_usd)})"
+        if self.moved_tokens:
+            text += (f", {self.moved_tokens:,} break tokens read after the move "
+                     f"({_usd(self.moved_usd)})")
         return text
 
 
@@ -119,6 +153,8 @@ class PolicyPart:
     reused_share: float | None = None  # ttl-1h: the 5-minute writes that were re-writes
     break_even_share: float | None = None  # ttl-1h: the share at which it pays
     payback_pause_minutes: float | None = None  # pings pay up to this pause (whole prefix)
+    volatile_tokens: int = 0  # the kind's break tokens a moved volatile part would not break
+    move: str = NOTHING_TO_MOVE  # MOVE_APPLICABLE (its options priced), or why not
 
     @property
     def chosen(self) -> PolicyOption:
@@ -146,9 +182,13 @@ class PolicyPart:
                 f"{self.ttl_tokens:,} ttl tokens)")
         if o.kept_requests:
             line += (f"; keeps {o.kept_tokens:,} tokens of {_n(o.kept_requests, 'pause')} "
-                     f"({_usd(o.saved_usd)}) for {_usd(o.cost_usd)}")
+                     f"({_usd(o.saved_usd - o.moved_usd)}) for {_usd(o.cost_usd)}")
         if o.pings:
             line += f", {_n(o.pings, 'ping')} every {o.ping_minutes:.1f} min"
+        if o.moved_tokens:
+            line += (f"; moving the volatile part after the last breakpoint reads "
+                     f"{o.moved_tokens:,} break tokens of {_n(o.moved_requests, 'call')} "
+                     f"({_usd(o.moved_usd)}) instead of writing them again (no write added)")
         others = ", ".join(f"{x.name} {_usd(x.net_usd)}" for x in self.options
                            if x.name != self.choice)
         if others:
@@ -161,6 +201,8 @@ class PolicyPart:
                      f"this kind has {self.reused_share:.1%}")
         if self.pin_usd is not None and self.routing_tokens:
             line += f"; pinning keeps {self.routing_tokens:,} routing tokens"
+        if self.move == NO_BODIES:
+            line += f"; {MOVE} not measurable without bodies"
         if any(t.expired_requests for t in self.turns):
             line += "; " + "; ".join(t.line for t in self.turns if t.expired_requests)
         return line
@@ -194,8 +236,9 @@ class Policy:
             pinning += ("; the log does not say which agent made each call or what it sent "
                         "last (a bundle): every call is priced as a main agent's")
         if not changed:
-            return (f"no kind of request gains from 1-hour writes, keep-warm pings or "
-                    f"pinning on this log ({_n(len(self.parts), 'kind')}){pinning}")
+            return ("no kind of request gains from 1-hour writes, keep-warm pings, moving "
+                    "the volatile part or pinning on this log "
+                    f"({_n(len(self.parts), 'kind')}){pinning}")
         chosen = "; ".join(f"{p.label}: {p.choice}" + (" + pin-backend" if p.pin else "")
                            + f" (net {_usd(p.net_usd)})" for p in changed)
         return (f"net {_usd(self.net_usd)} over {_n(len(self.parts), 'kind')} of request: "
@@ -239,13 +282,17 @@ def request_kinds(roles: Mapping[str, tuple[str, str | None]], bodies: Iterable[
 
 
 def price_policy(ledger: Ledger, records: Sequence[UsageRecord],
-                 kinds: Mapping[str, tuple[str, str]] | None) -> Policy:
+                 kinds: Mapping[str, tuple[str, str]] | None,
+                 unseen: Collection[str] = ()) -> Policy:
     """Every kind of the ledger's calls priced alone (`kinds`: `request_kinds`; a call
-    absent from it is a main agent's, turn unknown; None: the kinds are not known)."""
+    absent from it is a main agent's, turn unknown; None: the kinds are not known).
+    `unseen`: calls whose log lacks the system prompt although it keeps a body (a call
+    without a body is unseen too): no volatile part of theirs can be located."""
     known = kinds is not None
     kinds = kinds or {}
     record_of = {r.id: r for r in records}
     backends = any(r.backend for r in records if r.duplicate_of is None)
+    seen = {r.id for r in records if r.has_body} - set(unseen)
     groups: dict[tuple[str, str | None, str | None], list[LedgerEntry]] = {}
     for e in ledger.entries:
         r = record_of.get(e.id)
@@ -254,23 +301,32 @@ def price_policy(ledger: Ledger, records: Sequence[UsageRecord],
                           []).append(e)
     ttls = read_ttls(records)
     turn_of = {e.id: kinds.get(e.id, ("", TURNS[None]))[1] for e in ledger.entries}
-    parts = [_part(key, entries, ledger, records, ttls, turn_of, backends)
+    parts = [_part(key, entries, ledger, records, ttls, turn_of, backends, seen)
              for key, entries in groups.items()]
     parts.sort(key=lambda p: (-p.net_usd, p.label))
     return Policy(tuple(parts), "applicable" if backends else NO_BACKEND, known)
 
 
-def _part(key: tuple[str, str | None, str | None], entries: list[LedgerEntry],
-          ledger: Ledger, records: Sequence[UsageRecord], ttls: Mapping[str, float],
-          turn_of: Mapping[str, str], backends: bool) -> PolicyPart:
-    agent, project, model = key
-    prices = ledger.prices
-    kind = replace(ledger, entries=tuple(entries))  # the ledger of this kind's calls alone
-    expired = [e for e in entries if e.causes.get("ttl") and e.id in prices]
-    options = [PolicyOption(AS_LOGGED, 0.0, 0.0, 0, 0)]
+@dataclass(frozen=True, slots=True)
+class _Priced:
+    """The TTL options over one ledger of a kind's calls (the logged one, or the moved)."""
+
+    options: list[PolicyOption]  # without as-logged
+    kept: dict[str, set[str]]  # option -> the pauses it keeps
+    pinged: dict[str, dict[str, Pinged]]  # option -> the pauses it pings
+    hour: TtlWhatIf | None
+    expired: list[LedgerEntry]
+    entries: tuple[LedgerEntry, ...]
+
+
+def _ttl_options(kind: Ledger, records: Sequence[UsageRecord],
+                 prices: Mapping[str, CallPrice], ttls: Mapping[str, float]) -> _Priced:
+    """`ttl-1h`, `keep-warm` and `ttl-1h+keep-warm` over `kind` (none: nothing expired)."""
+    expired = [e for e in kind.entries if e.causes.get("ttl") and e.id in prices]
+    options: list[PolicyOption] = []
     hour: TtlWhatIf | None = None
-    kept: dict[str, set[str]] = {AS_LOGGED: set()}  # option -> the pauses it keeps
-    pinged: dict[str, dict[str, Pinged]] = {}  # option -> the pauses it pings
+    kept: dict[str, set[str]] = {}
+    pinged: dict[str, dict[str, Pinged]] = {}
     priced = {w.name: w for w in ttl_what_ifs(kind, records, prices)}
     if priced:
         hour, warm = priced["ttl-1h"], priced["keep-warm"]
@@ -288,21 +344,99 @@ def _part(key: tuple[str, str | None, str | None], entries: list[LedgerEntry],
                                                              long_ttl)
             options.append(option)
             kept[HOUR_AND_PINGS] = kept["ttl-1h"] | set(pinged[HOUR_AND_PINGS])
+    return _Priced(options, kept, pinged, hour, expired, kind.entries)
+
+
+def _part(key: tuple[str, str | None, str | None], entries: list[LedgerEntry],
+          ledger: Ledger, records: Sequence[UsageRecord], ttls: Mapping[str, float],
+          turn_of: Mapping[str, str], backends: bool, seen: set[str]) -> PolicyPart:
+    agent, project, model = key
+    prices = ledger.prices
+    kind = replace(ledger, entries=tuple(entries))  # the ledger of this kind's calls alone
+    logged = _ttl_options(kind, records, prices, ttls)
+    options = [PolicyOption(AS_LOGGED, 0.0, 0.0, 0, 0), *logged.options]
+    on: dict[str, _Priced] = {o.name: logged for o in options}  # option -> its ledger
+    kept = {AS_LOGGED: set[str](), **logged.kept}
+    pinged = dict(logged.pinged)
+    volatile = sum(_movable(e, prices) for e in entries)
+    move = (MOVE_APPLICABLE if volatile else NOTHING_TO_MOVE
+            if any(e.id in seen for e in entries) else NO_BODIES)
+    read_by_move: dict[str, int] = {}
+    if volatile:
+        moved_kind, moved_records, read_by_move = _moved(kind, records, prices)
+        moved = _ttl_options(moved_kind, moved_records, prices, ttls)
+        direct = sum(e.lost_usd.get("break", 0.0) for e in entries if e.id in read_by_move)
+        for o in (PolicyOption(AS_LOGGED, 0.0, 0.0, 0, 0), *moved.options):
+            name = MOVE if o.name == AS_LOGGED else f"{o.name}+{MOVE}"
+            options.append(replace(o, name=name, saved_usd=o.saved_usd + direct,
+                                   moved_tokens=sum(read_by_move.values()),
+                                   moved_requests=len(read_by_move), moved_usd=direct))
+            on[name] = moved
+            kept[name] = moved.kept.get(o.name, set())
+            pinged[name] = moved.pinged.get(o.name, {})
     pinned = pin_backend(kind, records) if backends else None
     best = max(options, key=lambda o: o.net_usd)  # the first of the highest
-    at_hour = best.name == HOUR_AND_PINGS or (hour is not None and hour.in_use)
+    chosen = on[best.name]
+    hour = chosen.hour
+    at_hour = best.name.startswith(HOUR_AND_PINGS) or (hour is not None and hour.in_use)
     shares = hour is not None and not hour.in_use
     return PolicyPart(
-        agent, project, model, len(entries), len(expired),
-        sum(e.causes["ttl"] for e in expired), tuple(options), best.name,
-        _turns(entries, expired, turn_of, kept.get(best.name, set()),
-               pinged.get(best.name, {})),
+        agent, project, model, len(entries), len(logged.expired),
+        sum(e.causes["ttl"] for e in logged.expired), tuple(options), best.name,
+        _turns(chosen.entries, chosen.expired, turn_of, kept.get(best.name, set()),
+               pinged.get(best.name, {}),
+               read_by_move if best.moved_tokens else {}, entries),
         pinned.tokens if pinned is not None else 0,
         (pinned.saved_usd or 0.0) if pinned is not None else None,
         hour.reused_share if shares and hour is not None else None,
         hour.break_even_share if shares and hour is not None else None,
-        _payback(expired, prices, ttls, _long_ttl(expired) if at_hour else None)
-        if priced else None)
+        _payback(chosen.expired, prices, ttls, _long_ttl(chosen.expired) if at_hour else None)
+        if chosen.hour is not None else None,
+        volatile, move)
+
+
+def _movable(e: LedgerEntry, prices: Mapping[str, CallPrice]) -> int:
+    """The break tokens of `e` a volatile part moved after the last breakpoint would not
+    break (priced calls: the options are in dollars)."""
+    return e.causes.get("break", 0) if e.break_kind in MOVABLE and e.id in prices else 0
+
+
+def _moved(kind: Ledger, records: Sequence[UsageRecord], prices: Mapping[str, CallPrice]
+           ) -> tuple[Ledger, list[UsageRecord], dict[str, int]]:
+    """`kind`'s ledger and records with the volatile part moved after the last breakpoint:
+    a movable break (`_movable`) is read when the pause before it was within the retention
+    its entry was read by (its call then writes that many fewer 5-minute tokens: no
+    write, no premium), else it is a `ttl` expiry of the prefix the predecessor left
+    (``X`` grows by it: a ping reads it). Also: request id -> the break tokens read."""
+    read: dict[str, int] = {}
+    entries = []
+    for e in kind.entries:
+        m = _movable(e, prices)
+        if not m:
+            entries.append(e)
+            continue
+        causes, lost = dict(e.causes), dict(e.lost_usd)
+        del causes["break"]
+        usd = lost.pop("break", 0.0)
+        within = (e.gap_seconds is None or e.ttl_seconds is None
+                  or e.gap_seconds <= e.ttl_seconds)
+        if within:
+            read[e.id] = m
+        else:
+            causes["ttl"] = causes.get("ttl", 0) + m
+            lost["ttl"] = lost.get("ttl", 0.0) + usd
+        entries.append(replace(e, causes=causes, lost_usd=lost, break_kind=None,
+                               break_segment=None, cached_tokens=e.cached_tokens
+                               + (m if within else 0),
+                               expected_tokens=(e.expected_tokens or 0) + m))
+    out = []
+    for r in records:
+        if r.id in read:
+            five = max(0, (r.cache_write_tokens or 0) - (r.cache_write_1h_tokens or 0))
+            r = replace(r, cache_write_tokens=(r.cache_write_tokens or 0)
+                        - min(five, read[r.id]))
+        out.append(r)
+    return replace(kind, entries=tuple(entries)), out, read
 
 
 def _long_ttl(entries: Sequence[LedgerEntry]) -> float:
@@ -374,19 +508,26 @@ def _hour_and_pings(kind: Ledger, expired: Sequence[LedgerEntry],
 
 def _turns(entries: Sequence[LedgerEntry], expired: Sequence[LedgerEntry],
            turn_of: Mapping[str, str], kept: set[str],
-           pinged: Mapping[str, Pinged]) -> tuple[TurnFigures, ...]:
-    """The kind's pauses by the turn of the call after them, under its choice."""
+           pinged: Mapping[str, Pinged], moved: Mapping[str, int],
+           logged: Sequence[LedgerEntry] = ()) -> tuple[TurnFigures, ...]:
+    """The kind's pauses by the turn of the call after them, under its choice (`entries`,
+    `expired`: of the ledger it is priced on, the moved one when it moves the volatile part;
+    `moved`: request id -> the break tokens the move reads; `logged`: their entries as
+    logged, whose break dollars those are)."""
+    usd = {e.id: e.lost_usd.get("break", 0.0) for e in logged if e.id in moved}
     out = []
     for turn in dict.fromkeys(turn_of[e.id] for e in entries):
         mine = [e for e in expired if turn_of[e.id] == turn]
         held = [e for e in mine if e.id in kept]
+        read = [e.id for e in entries if turn_of[e.id] == turn and e.id in moved]
         out.append(TurnFigures(
             turn, sum(turn_of[e.id] == turn for e in entries), len(mine),
             sum(e.causes["ttl"] for e in mine), len(held),
             sum(e.causes["ttl"] for e in held),
             sum(e.lost_usd.get("ttl", 0.0) for e in held),
             sum(pinged[e.id].pings for e in held if e.id in pinged),
-            sum(pinged[e.id].cost_usd for e in held if e.id in pinged)))
+            sum(pinged[e.id].cost_usd for e in held if e.id in pinged),
+            sum(moved[rid] for rid in read), sum(usd.get(rid, 0.0) for rid in read)))
     return tuple(out)
 
 

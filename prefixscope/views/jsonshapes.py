@@ -563,7 +563,7 @@ class LedgerJson(TypedDict):
 class PolicyOptionJson(TypedDict):
     """One way of keeping a kind's expired prefixes, priced over its calls."""
 
-    name: str  # 5m | ttl-1h | keep-warm | ttl-1h+keep-warm
+    name: str  # as-logged | ttl-1h | keep-warm | ttl-1h+keep-warm, each +move-volatile
     saved_usd: float
     cost_usd: float
     net_usd: float
@@ -571,6 +571,9 @@ class PolicyOptionJson(TypedDict):
     kept_tokens: int
     pings: int
     ping_minutes: float | None
+    moved_tokens: int  # the break tokens the move reads (0: the option does not move)
+    moved_requests: int
+    moved_usd: float  # their break dollars, part of saved_usd
 
 
 class PolicyTurnJson(TypedDict):
@@ -585,6 +588,8 @@ class PolicyTurnJson(TypedDict):
     saved_usd: float
     pings: int
     ping_usd: float
+    moved_tokens: int
+    moved_usd: float
 
 
 class PolicyPartJson(TypedDict):
@@ -606,6 +611,8 @@ class PolicyPartJson(TypedDict):
     reused_share: float | None
     break_even_share: float | None
     payback_pause_minutes: float | None
+    volatile_tokens: int  # the break tokens a moved volatile part would not break
+    move: str  # "applicable" (its options priced), or why not
     detail: str
 
 
