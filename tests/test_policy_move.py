@@ -21,8 +21,13 @@ from typing import Any
 
 import pytest
 from test_policy import _lines, options, part, report
+from typer.testing import CliRunner
 
+import prefixscope as ps
+from prefixscope.cli.main import app
 from prefixscope.tokenizers import load_tokenizer
+
+runner = CliRunner()
 
 W5, W1H, READ = 6.25, 10.0, 0.50  # Opus 4.5, dollars per million tokens
 M = 1e-6
@@ -192,3 +197,31 @@ def test_the_render_what_ifs_agree_within_the_stand_in_tokenizer(doc):
     assert 51_000 * 0.995 <= strip <= 51_000 - header
     assert abs(drop - 51_000) <= 51_000 * 0.005
     assert drop - strip >= header
+
+
+def test_the_terminal_markdown_and_html_say_the_move(log: Path, tmp_path: Path):
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    result = runner.invoke(app, ["report", str(log), "--what-if", "policy", "--md", str(md),
+                                 "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    for text in (result.stdout, md.read_text(), page.read_text()):
+        text = " ".join(text.replace("│", " ").split())
+        assert ("policy · main · claude-opus-4-5: keep-warm+move-volatile, net $0.54 over 5 "
+                "calls") in text
+        assert ("moving the volatile part after the last breakpoint reads 51,000 break "
+                "tokens of 1 call ($0.29) instead of writing them again (no write added)") in text
+        assert "move-volatile not measurable without bodies" in text
+
+
+def test_the_library_table_has_the_move(log: Path, tmp_path: Path):
+    with ps.ingest([log], store=tmp_path / "lib.duckdb") as st:
+        frame = ps.report(st, what_if="policy").to_polars("policy")
+    rows = {(r["agent"], r["model"]): r for r in frame.to_dicts()}
+    main = rows["main", "claude-opus-4-5"]
+    assert (main["choice"], main["move"], main["volatile_tokens"]) == (
+        "keep-warm+move-volatile", "applicable", 103_000)
+    assert main["net_move_volatile"] == pytest.approx(0.29325, abs=1e-6)
+    assert main["net_keep_warm_move_volatile"] == pytest.approx(0.54025, abs=1e-6)
+    assert main["net_ttl_1h"] is None  # nothing expired as logged
+    sub = rows["sub-agent", "claude-opus-4-5"]
+    assert sub["net_move_volatile"] is None and sub["move"].startswith("not measurable")

@@ -293,6 +293,12 @@ def policy_frame(report: Report) -> pl.DataFrame:
                          "net_as_logged": net.get("as-logged"), "net_ttl_1h": net.get("ttl-1h"),
                          "net_keep_warm": net.get("keep-warm"),
                          "net_ttl_1h_keep_warm": net.get("ttl-1h+keep-warm"),
+                         "volatile_tokens": p.volatile_tokens, "move": p.move,
+                         "net_move_volatile": net.get("move-volatile"),
+                         "net_ttl_1h_move_volatile": net.get("ttl-1h+move-volatile"),
+                         "net_keep_warm_move_volatile": net.get("keep-warm+move-volatile"),
+                         "net_ttl_1h_keep_warm_move_volatile": net.get(
+                             "ttl-1h+keep-warm+move-volatile"),
                          "pin_usd": _usd(p.pin_usd),
                          "payback_pause_minutes": p.payback_pause_minutes,
                          "reused_share": p.reused_share,
@@ -302,6 +308,11 @@ def policy_frame(report: Report) -> pl.DataFrame:
                          "ttl_tokens": "Int64", "choice": "Utf8", "pin_backend": "Boolean",
                          "net_usd": "Float64", "net_as_logged": "Float64", "net_ttl_1h": "Float64",
                          "net_keep_warm": "Float64", "net_ttl_1h_keep_warm": "Float64",
+                         "volatile_tokens": "Int64", "move": "Utf8",
+                         "net_move_volatile": "Float64",
+                         "net_ttl_1h_move_volatile": "Float64",
+                         "net_keep_warm_move_volatile": "Float64",
+                         "net_ttl_1h_keep_warm_move_volatile": "Float64",
                          "pin_usd": "Float64", "payback_pause_minutes": "Float64",
                          "reused_share": "Float64", "break_even_share": "Float64"})
 
