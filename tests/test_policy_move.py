@@ -225,3 +225,23 @@ def test_the_library_table_has_the_move(log: Path, tmp_path: Path):
     assert main["net_ttl_1h"] is None  # nothing expired as logged
     sub = rows["sub-agent", "claude-opus-4-5"]
     assert sub["net_move_volatile"] is None and sub["move"].startswith("not measurable")
+
+
+def test_a_bundle_prices_the_same_move(log: Path, tmp_path: Path):
+    # a bundle keeps no body but its ledger's causes and its diff's pairs: the move is priced
+    # as on the log (every kind a main agent's: the sub-agent's calls are the kind of
+    # /work/app, still not measurable -- no pair of theirs was diffed -- and the clean kind
+    # still has nothing to move)
+    store = str(tmp_path / "st.duckdb")
+    for args in (["ingest", str(log), "--store", store, "-q"],
+                 ["export", "--bundle", str(tmp_path / "b"), "--store", store]):
+        result = runner.invoke(app, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    (line,) = [w for w in report(str(tmp_path / "b"), "--what-if", "policy")["what_if"]
+               if w["name"] == "policy"]
+    parts = {(p["project"], p["model"]): p for p in line["policy"]["parts"]}
+    main = parts[None, "claude-opus-4-5"]
+    assert (main["choice"], main["move"]) == ("keep-warm+move-volatile", "applicable")
+    assert main["net_usd"] == pytest.approx(0.54025, abs=1e-6)
+    assert parts["/work/app", "claude-opus-4-5"]["move"].startswith("not measurable")
+    assert parts[None, "claude-sonnet-4-5"]["move"].startswith("nothing to move")

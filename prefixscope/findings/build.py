@@ -167,7 +167,8 @@ def priced_what_ifs(ev: Evidence) -> tuple[WhatIfLine, ...]:
         if name == PIN_BACKEND:
             out.append(pin_line(pinned))
         elif name == POLICY:
-            out.append(policy_line(ev.policy, ev.ledger, ev.records))
+            out.append(policy_line(ev.policy, ev.ledger, ev.records,
+                                   [p.b for p in ev.diff.pairs] if ev.diff else ()))
         elif name in TTL_WHAT_IFS:
             w = ttl.get(name)
             out.append(WhatIfLine(name, w.detail, saved_usd=w.saved_usd, cost_usd=w.cost_usd,

@@ -283,16 +283,17 @@ def request_kinds(roles: Mapping[str, tuple[str, str | None]], bodies: Iterable[
 
 def price_policy(ledger: Ledger, records: Sequence[UsageRecord],
                  kinds: Mapping[str, tuple[str, str]] | None,
-                 unseen: Collection[str] = ()) -> Policy:
+                 unseen: Collection[str] = (), diffed: Collection[str] = ()) -> Policy:
     """Every kind of the ledger's calls priced alone (`kinds`: `request_kinds`; a call
     absent from it is a main agent's, turn unknown; None: the kinds are not known).
-    `unseen`: calls whose log lacks the system prompt although it keeps a body (a call
-    without a body is unseen too): no volatile part of theirs can be located."""
+    A volatile part can be located in the calls with a body (`UsageRecord.has_body`) or
+    `diffed` against their predecessor (a bundle's calls carry no body, its diff's pairs
+    do), except `unseen`: calls whose log lacks the system prompt."""
     known = kinds is not None
     kinds = kinds or {}
     record_of = {r.id: r for r in records}
     backends = any(r.backend for r in records if r.duplicate_of is None)
-    seen = {r.id for r in records if r.has_body} - set(unseen)
+    seen = ({r.id for r in records if r.has_body} | set(diffed)) - set(unseen)
     groups: dict[tuple[str, str | None, str | None], list[LedgerEntry]] = {}
     for e in ledger.entries:
         r = record_of.get(e.id)
@@ -560,12 +561,14 @@ def _n(n: int, noun: str) -> str:
 
 
 def policy_line(policy: Policy | None, ledger: Ledger | None = None,
-                records: Sequence[UsageRecord] = ()) -> WhatIfLine:
+                records: Sequence[UsageRecord] = (), diffed: Collection[str] = ()
+                ) -> WhatIfLine:
     """The what-if's line in the report (`Report.what_ifs`, the JSON's ``what_if``); without
     a `policy` (evidence read back from a bundle, which does not carry the calls' kinds),
-    the one `ledger` gives with every call a main agent's."""
+    the one `ledger` gives with every call a main agent's (`diffed`: the calls its diff
+    compared with their predecessor's, whose volatile part it could locate)."""
     if policy is None and ledger is not None:
-        policy = price_policy(ledger, records, None)
+        policy = price_policy(ledger, records, None, diffed=diffed)
     if policy is None or not policy.parts:
         return WhatIfLine(POLICY, "no call of the log is in the ledger: nothing to price")
     return WhatIfLine(POLICY, policy.detail, saved_usd=policy.saved_usd,
