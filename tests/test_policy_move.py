@@ -245,3 +245,14 @@ def test_a_bundle_prices_the_same_move(log: Path, tmp_path: Path):
     assert main["net_usd"] == pytest.approx(0.54025, abs=1e-6)
     assert parts["/work/app", "claude-opus-4-5"]["move"].startswith("not measurable")
     assert parts[None, "claude-sonnet-4-5"]["move"].startswith("nothing to move")
+
+
+def test_a_model_without_list_prices_says_the_move_is_not_priced(tmp_path: Path):
+    (tmp_path / "main.jsonl").write_text(_captures("main-9", "claude-mystery-1", [
+        ("2026-03-02T10:00:00Z", "aaaaa", 0, 20_000),
+        ("2026-03-02T10:01:00Z", "bbbbb", 0, 21_000)]))
+    out = report(str(tmp_path), "--what-if", "policy")
+    assert out["ledger"]["by_cause"]["break"]["by_kind"] == {"volatile-prefix-segment": 20_000}
+    (line,) = [w for w in out["what_if"] if w["name"] == "policy"]
+    (only,) = line["policy"]["parts"]
+    assert only["move"].startswith("not priced") and only["choice"] == "as-logged"

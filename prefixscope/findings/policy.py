@@ -80,6 +80,8 @@ NO_BODIES = ("not measurable without bodies: the log keeps no prompt of this kin
              "(usage only), so no volatile part of it can be located")
 NOTHING_TO_MOVE = ("nothing to move: no volatile part of the prompts the log keeps broke "
                    "this kind's prefix")
+NOT_PRICED = ("not priced: a volatile part broke this kind's prefix, but its model has no "
+              "list price (self-hosted: --price-per-mtok)")
 TURNS = {"user": "user turn", "tool_result": "tool loop", None: "turn unknown"}
 NO_BACKEND = "not applicable: the log names no backend that served a call"
 
@@ -360,8 +362,9 @@ def _part(key: tuple[str, str | None, str | None], entries: list[LedgerEntry],
     kept = {AS_LOGGED: set[str](), **logged.kept}
     pinged = dict(logged.pinged)
     volatile = sum(_movable(e, prices) for e in entries)
-    move = (MOVE_APPLICABLE if volatile else NOTHING_TO_MOVE
-            if any(e.id in seen for e in entries) else NO_BODIES)
+    move = (MOVE_APPLICABLE if volatile else NOT_PRICED if any(
+        e.break_kind in MOVABLE and e.causes.get("break") for e in entries)
+        else NOTHING_TO_MOVE if any(e.id in seen for e in entries) else NO_BODIES)
     read_by_move: dict[str, int] = {}
     if volatile:
         moved_kind, moved_records, read_by_move = _moved(kind, records, prices)
@@ -432,8 +435,8 @@ def _moved(kind: Ledger, records: Sequence[UsageRecord], prices: Mapping[str, Ca
                                expected_tokens=(e.expected_tokens or 0) + m))
     out = []
     for r in records:
-        if r.id in read:
-            five = max(0, (r.cache_write_tokens or 0) - (r.cache_write_1h_tokens or 0))
+        five = max(0, (r.cache_write_tokens or 0) - (r.cache_write_1h_tokens or 0))
+        if r.id in read and five:
             r = replace(r, cache_write_tokens=(r.cache_write_tokens or 0)
                         - min(five, read[r.id]))
         out.append(r)
