@@ -4,8 +4,8 @@ The only module (with the command modules) that knows about rich. In ``--json``
 mode nothing but the JSON document reaches stdout. Progress bars appear only when
 stderr is a terminal and neither ``--json`` nor ``--quiet`` is set.
 
-Every sink here masks secrets with the run's redactor (`model.redaction.active`, set
-by ``--redact`` / ``--no-default-redaction``): JSON values, terminal renderings (after
+Every sink here masks secrets with the run's redactor (`api.masking`, set by
+``--redact`` / ``--no-default-redaction``): JSON values, terminal renderings (after
 rich lays them out, so whatever a view builds is covered), raw text, errors, warnings
 and notes. `redacted` does the same for a result before a view cuts or wraps its text.
 """
@@ -22,8 +22,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from prefixscope.api.masking import masked, masked_rendering, masked_text
 from prefixscope.cli.exitcodes import ExitCode
-from prefixscope.model.redaction import active
 from prefixscope.views.invisible import escaped, json_escaped
 from prefixscope.views.terminal import Screen, one_line
 
@@ -35,7 +35,7 @@ err = Console(stderr=True, highlight=False)
 
 def redacted(value: Any) -> Any:
     """`value` (a command's result, a row, a mapping) with its strings masked."""
-    return active().value(value)
+    return masked(value)
 
 
 def print_json(data: Any) -> None:
@@ -52,7 +52,7 @@ def stdout_is_terminal() -> bool:
 def write_raw(text: str) -> None:
     """`text` on stdout exactly (lone surrogates from a log written as U+FFFD), secrets
     masked (same length)."""
-    sys.stdout.write(active().text(text.encode("utf-8", "replace").decode("utf-8")))
+    sys.stdout.write(masked_text(text.encode("utf-8", "replace").decode("utf-8")))
     sys.stdout.flush()
 
 
@@ -62,7 +62,7 @@ def fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
     `message` is plain text (file names, SQL, log content): never read as rich markup, and
     shown on one line (`views.terminal.one_line`).
     """
-    err.print(f"[bold red]error:[/] {escape(one_line(active().text(message)))}", markup=True,
+    err.print(f"[bold red]error:[/] {escape(one_line(masked_text(message)))}", markup=True,
               soft_wrap=True)
     return typer.Exit(code=int(code))
 
@@ -71,7 +71,7 @@ def warn(message: str, quiet: int = 0) -> None:
     """A warning on stderr; `message` is plain text, never rich markup (nor a control
     sequence, nor a second line: a file name or a log line in it is shown with ``\\xNN``)."""
     if quiet < 2:
-        err.print(f"[yellow]warning:[/] {escape(one_line(active().text(message)))}", markup=True,
+        err.print(f"[yellow]warning:[/] {escape(one_line(masked_text(message)))}", markup=True,
                   soft_wrap=True)
 
 
@@ -94,7 +94,7 @@ def interrupted_line() -> str:
 def note(message: str, quiet: int = 0) -> None:
     """A note on stderr, plain text on one line (as `warn`)."""
     if quiet < 1:
-        err.print(one_line(active().text(message)), markup=False, soft_wrap=True)
+        err.print(one_line(masked_text(message)), markup=False, soft_wrap=True)
 
 
 def screen() -> Screen:
@@ -117,7 +117,7 @@ def print_out(*objects: Any, **kwargs: Any) -> None:
     invisible or reordering character a view let through shown as ``\\uNNNN``."""
     with out.capture() as captured:
         out.print(*objects, **kwargs)
-    out.file.write(escaped(active().styled(captured.get())))
+    out.file.write(escaped(masked_rendering(captured.get())))
     out.file.flush()
 
 
@@ -139,7 +139,7 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
         task = progress.add_task(description, total=None)
 
         def update(name: str, done: int, total: int, requests: int) -> None:
-            shown = escape(one_line(active().text(name))[-40:])  # a file name: log text
+            shown = escape(one_line(masked_text(name))[-40:])  # a file name: log text
             progress.update(task, completed=done, total=total or None,
                             description=f"{description} {shown} · {requests:,} requests")
 
@@ -208,6 +208,18 @@ def api_error(exc: Exception) -> typer.Exit:
     value, else 1."""
     usage = bool(getattr(exc, "usage", False))
     return fail(str(exc), ExitCode.USAGE if usage else ExitCode.ERROR)
+
+
+@contextmanager
+def api_errors() -> Iterator[None]:
+    """A `prefixscope.Error` raised in the block becomes this command's error
+    (`api_error`)."""
+    from prefixscope.api import Error
+
+    try:
+        yield
+    except Error as exc:
+        raise api_error(exc) from None
 
 
 @contextmanager

@@ -37,12 +37,12 @@ def format_list(width: int | None = None) -> str:
     import shutil
     import textwrap
 
-    from prefixscope.ingest.formats import all_formats
+    from prefixscope.api.names import ingest_formats
 
     columns = (width or shutil.get_terminal_size().columns) - 2
     lines = []
-    for m in all_formats():
-        lines += textwrap.wrap(f"{m.NAME:<15} {m.DESCRIPTION}", max(40, columns),
+    for name, description in ingest_formats():
+        lines += textwrap.wrap(f"{name:<15} {description}", max(40, columns),
                                initial_indent="  ", subsequent_indent=" " * 18)
     return "\n".join(lines)
 

@@ -10,12 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from prefixscope.analyses.dimensions import DIMENSIONS
+from prefixscope.api import names
 from prefixscope.cli.manual import ENGINE, INPUTS, MODEL, OUTPUT, SCOPE
-from prefixscope.engines import ENGINES
-from prefixscope.prompt.gateways import PROFILES
-from prefixscope.prompt.whatif import WHAT_IFS
-from prefixscope.tokenizers import BUNDLED
 
 
 def defaults(function: Callable[..., object]) -> dict[str, Any]:
@@ -60,22 +56,22 @@ SessionGap = Annotated[
 By = Annotated[
     str | None, typer.Option("--by", metavar="DIM,...", rich_help_panel=OUTPUT,
                              help="Group by dimensions, comma-separated: "
-                                  + ", ".join(DIMENSIONS) + ".", show_default=False)]
+                                  + ", ".join(names.BY_DIMENSIONS) + ".", show_default=False)]
 Gateway = Annotated[
     str, typer.Option("--gateway", "-g", metavar="PROFILE", rich_help_panel=MODEL,
                       help="Gateway profile: auto (the log's, else the endpoint default), "
-                           + ", ".join(PROFILES) + ".")]
+                           + ", ".join(names.GATEWAYS) + ".")]
 Tokenizer = Annotated[
     str, typer.Option("--tokenizer", "-t", metavar="NAME|DIR", rich_help_panel=MODEL,
                       help="auto (by each request's model family: deepseek*, qwen*, gpt-*/o*; "
                            "other models use a stand-in, marked approximate), a bundled name "
-                           f"({', '.join(BUNDLED)}), a local model directory, or a locally "
-                           "cached Hugging Face id.")]
+                           f"({', '.join(names.TOKENIZERS)}), a local model directory, or a "
+                           "locally cached Hugging Face id.")]
 WhatIf = Annotated[
     list[str] | None,
     typer.Option("--what-if", "-w", metavar="NAME,...", rich_help_panel=MODEL,
                  help="Render transforms, comma-separated or repeated: "
-                      + ", ".join(WHAT_IFS).replace("<regex>", "REGEX") + ".",
+                      + ", ".join(names.RENDER_WHAT_IFS).replace("<regex>", "REGEX") + ".",
                  show_default=False)]
 
 # --engine, --block-size and --capacity mean the same wherever they appear: the cache
@@ -85,7 +81,8 @@ Engine = Annotated[
                       help="Cache model: auto (from the log: cached values on block "
                            "multiples -> vllm at that block, else the models' hosted API, "
                            "else vllm when the log has prompts; simulate replays a log of "
-                           "usage alone with its models' hosted API), " + ", ".join(ENGINES)
+                           "usage alone with its models' hosted API), "
+                           + ", ".join(names.engines())
                            + ".")]
 BlockSize = Annotated[
     int | None, typer.Option("--block-size", "-b", metavar="N", min=1, rich_help_panel=ENGINE,

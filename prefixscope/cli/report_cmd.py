@@ -3,12 +3,14 @@ in the terminal, as JSON / Markdown / HTML / JUnit files, and as a CI gate (exit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from prefixscope import api
+from prefixscope.api import names
 from prefixscope.cli import console
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.cli.manual import ENGINE, GATE, INPUTS, MODEL, OUTPUT, Command
@@ -30,8 +32,6 @@ from prefixscope.cli.options import (
     Workers,
     defaults,
 )
-from prefixscope.model.whatifs import LEDGER_WHAT_IFS
-from prefixscope.prompt.whatif import WHAT_IFS
 
 if TYPE_CHECKING:
     from prefixscope.views.results import Report
@@ -45,9 +45,10 @@ _LEDGER_HELP = {"ttl-1h": "1-hour cache writes", "keep-warm": "pings through pau
                 "pin-backend": "each session on one backend",
                 "policy": "the cheapest choice per kind of request"}
 _WHAT_IF_HELP = ("What-ifs to price, comma-separated or repeated: "
-                 + ", ".join(f"{name} ({_LEDGER_HELP[name]})" for name in LEDGER_WHAT_IFS)
+                 + ", ".join(f"{name} ({_LEDGER_HELP[name]})"
+                             for name in names.LEDGER_PRICED_WHAT_IFS)
                  + ", and the render transforms ("
-                 + ", ".join(WHAT_IFS).replace("<regex>", "REGEX") + ").")
+                 + ", ".join(names.RENDER_WHAT_IFS).replace("<regex>", "REGEX") + ").")
 
 API = defaults(api.report)  # the library's defaults, read by the options below
 RUNNER = Runner(API["runner"])
@@ -148,28 +149,27 @@ def report(
     from prefixscope.cli.storeopen import input_store
 
     # the engine logs among LOGS: the ingest classifies each file once and hands them on
-    try:
-        with input_store(logs, store, quiet=quiet, json_mode=json_out,
-                         allow_empty=bool(engine_log), allow_engine_logs=True,
-                         skip_missing=skip_missing) as st, \
-                console.steps(json_out, quiet, "report", _STEPS) as progress, \
-                console.api_notes(quiet):
-            result = api.report(
-                st, engine=engine, block_size=block_size, capacity=capacity,
-                bytes_per_token=bytes_per_token, engine_logs=engine_log or (),
-                fail_under=fail_under, max_volatile_before=max_volatile_before,
-                baseline=baseline, by=by, price_per_mtok=price_per_mtok,
-                what_if=what_if or (), gateway=gateway, tokenizer=tokenizer, workers=workers,
-                runner=runner.value, since=since, until=until, project=project, progress=progress)
-    except api.Error as exc:
-        raise console.api_error(exc) from None
-    _write_outputs(result, html_out, md_out, json_file, junit_out, write_baseline,
+    with console.api_errors(), \
+            input_store(logs, store, quiet=quiet, json_mode=json_out,
+                        allow_empty=bool(engine_log), allow_engine_logs=True,
+                        skip_missing=skip_missing) as st, \
+            console.steps(json_out, quiet, "report", _STEPS) as progress, \
+            console.api_notes(quiet):
+        result = api.report(
+            st, engine=engine, block_size=block_size, capacity=capacity,
+            bytes_per_token=bytes_per_token, engine_logs=engine_log or (),
+            fail_under=fail_under, max_volatile_before=max_volatile_before,
+            baseline=baseline, by=by, price_per_mtok=price_per_mtok,
+            what_if=what_if or (), gateway=gateway, tokenizer=tokenizer, workers=workers,
+            runner=runner.value, since=since, until=until, project=project, progress=progress)
+    _write_outputs(result, ((html_out, _html), (md_out, _markdown), (junit_out, _junit),
+                            (write_baseline, _baseline), (json_file, _json)),
                    {"tokenizer": tokenizer, "gateway": gateway}, quiet, top)
     if json_out:
         from prefixscope.views.json import report_json
 
         console.print_json(report_json(result))
-    if not json_out:
+    else:
         from prefixscope.views.terminal.report import report_screen
 
         console.show(report_screen(result, console.screen(), top=top), quiet)
@@ -179,40 +179,60 @@ def report(
         raise typer.Exit(int(ExitCode.GATE_FAILED))
 
 
-def _write_outputs(result: Report, html_out: Path | None, md_out: Path | None,
-                   json_file: Path | None, junit_out: Path | None, write_baseline: Path | None,
+# What a file option writes: the result (with what the baseline says it was made with, and
+# --top) -> the file's text.
+_Text = Callable[["Report", dict[str, str], int], str]
+
+
+def _write_outputs(result: Report, files: tuple[tuple[Path | None, _Text], ...],
                    about: dict[str, str], quiet: int, top: int) -> None:
-    """Every file the options ask for."""
-    import json
+    """Every file the options ask for (its path, how its text is made), each made before
+    any is written, and each written whole or not at all."""
+    from prefixscope.api.files import write_text
 
-    from prefixscope.findings.gate import baseline_document
-    from prefixscope.model.atomic import write_atomic
-    from prefixscope.views.invisible import json_escaped
-
-    outputs: list[tuple[Path, str]] = []
-    if html_out is not None:
-        from prefixscope.views.html import report_html
-
-        outputs.append((html_out, report_html(result)))
-    if md_out is not None:
-        from prefixscope.views.markdown import report_markdown
-
-        outputs.append((md_out, report_markdown(result, top=top)))
-    if junit_out is not None:
-        from prefixscope.views.junit import report_junit
-
-        outputs.append((junit_out, report_junit(result)))
-    if write_baseline is not None:
-        outputs.append((write_baseline, json_escaped(json.dumps(
-            baseline_document(result.scenarios, about), indent=2, ensure_ascii=False)) + "\n"))
-    if json_file is not None:
-        from prefixscope.views.json import report_json
-
-        outputs.append((json_file, json_escaped(json.dumps(report_json(result), indent=2,
-                                                           ensure_ascii=False)) + "\n"))
-    for path, text in outputs:
+    texts = [(path, text(result, about, top)) for path, text in files if path is not None]
+    for path, content in texts:
         try:
-            write_atomic(path, text)
+            write_text(path, content)
         except OSError as exc:
             raise console.fail(f"cannot write {path}: {exc.strerror or exc}") from None
         console.wrote(path, quiet)
+
+
+def _html(result: Report, about: dict[str, str], top: int) -> str:
+    from prefixscope.views.html import report_html
+
+    return report_html(result)
+
+
+def _markdown(result: Report, about: dict[str, str], top: int) -> str:
+    from prefixscope.views.markdown import report_markdown
+
+    return report_markdown(result, top=top)
+
+
+def _junit(result: Report, about: dict[str, str], top: int) -> str:
+    from prefixscope.views.junit import report_junit
+
+    return report_junit(result)
+
+
+def _baseline(result: Report, about: dict[str, str], top: int) -> str:
+    from prefixscope.api.files import baseline
+
+    return _json_text(baseline(result, about))
+
+
+def _json(result: Report, about: dict[str, str], top: int) -> str:
+    from prefixscope.views.json import report_json
+
+    return _json_text(report_json(result))
+
+
+def _json_text(document: object) -> str:
+    """A JSON file's text: indented, non-ASCII as is, invisible characters escaped."""
+    import json
+
+    from prefixscope.views.invisible import json_escaped
+
+    return json_escaped(json.dumps(document, indent=2, ensure_ascii=False)) + "\n"
