@@ -178,6 +178,11 @@ class StoredPart:
     digest: str
 
 
+# What `Census._add` counts of one segment of a request: (path, kind, family, index in it,
+# its hashes, the value a sample keeps).
+_Entry = tuple[str, str, str, "int | None", "SegmentHashes", Any]
+
+
 class PartCensus:
     """Each stored part's segment hashes and whether it is a system or developer message,
     computed once per distinct part however many bodies hold it (a session resends its
@@ -354,10 +359,15 @@ class Census:
         self.pair_count: dict[str, int] = defaultdict(int)
         self.changes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.n_pairs = 0
+        # `add_stored`'s paths ``name[i]`` and samples, made once: an agent log's calls
+        # resend their history, so each call meets every path and part its last one did
+        self._paths: dict[str, list[str]] = {}
+        self._stored: dict[str, StoredPart] = {}
 
     def add(self, request: Request) -> None:
         """Census one request (ids are unique); count the pairs it completes."""
-        self._add(request, [(seg, segment_hashes(seg.value), seg.value)
+        self._add(request, [(seg.path, seg.kind, seg.family, seg.index,
+                             segment_hashes(seg.value), seg.value)
                             for seg in raw_segments(request)])
 
     def add_stored(self, request: Request, layout: Layout | None, parts: PartCensus) -> None:
@@ -369,34 +379,50 @@ class Census:
             self.add(request)
             return
         skeleton = raw_segments(request)
-        entries: list[tuple[RawSegment, SegmentHashes, Any]] = []
+        entries: list[_Entry] = []
+        known, stored = parts.known, self._stored
         for name, kind in _families(request.endpoint):
             if name in layout:
-                for i, digest in enumerate(layout[name]):
-                    hashes, system = parts.known[digest]
-                    message_kind = "system" if kind == "message" and system else kind
-                    entries.append((RawSegment(f"{name}[{i}]", message_kind, name, i, None),
-                                    hashes, StoredPart(digest)))
+                digests = layout[name]
+                paths = self._paths.setdefault(name, [])
+                for i in range(len(paths), len(digests)):
+                    paths.append(f"{name}[{i}]")
+                for i, digest in enumerate(digests):
+                    hashes, system = known[digest]
+                    sample = stored.get(digest)
+                    if sample is None:
+                        sample = stored[digest] = StoredPart(digest)
+                    entries.append((paths[i], "system" if kind == "message" and system
+                                    else kind, name, i, hashes, sample))
             else:
-                entries.extend((seg, segment_hashes(seg.value), seg.value) for seg in skeleton
-                               if seg.family == name)
+                entries.extend((seg.path, seg.kind, seg.family, seg.index,
+                                segment_hashes(seg.value), seg.value)
+                               for seg in skeleton if seg.family == name)
         self._add(request, entries)
 
-    def _add(self, request: Request, entries: list[tuple[RawSegment, SegmentHashes, Any]]
-             ) -> None:
+    def _add(self, request: Request, entries: list[_Entry]) -> None:
+        """Count each entry (path, kind, family, index, hashes, sample value) of one
+        request."""
         if not entries:
             return
         self.n_requests += 1
         per: dict[str, SegmentHashes] = {}
         lens: dict[str, int] = defaultdict(int)
-        for seg, h, value in entries:
-            per[seg.path] = h
-            self.kinds.setdefault(seg.path, seg.kind)
-            self.families.setdefault(seg.path, (seg.family, seg.index))
-            lens[seg.family] += 1
-            self.holders[seg.path] += 1
-            self.contents[seg.path][h.exact] += 1
-            self.sample.setdefault((seg.path, h.exact), value)
+        kinds, families, holders = self.kinds, self.families, self.holders
+        contents, samples = self.contents, self.sample
+        for path, kind, family, at, h, value in entries:
+            per[path] = h
+            if path not in kinds:
+                kinds[path] = kind
+            if path not in families:
+                families[path] = (family, at)
+            lens[family] += 1
+            holders[path] += 1
+            exact = h.exact
+            contents[path][exact] += 1
+            key = (path, exact)
+            if key not in samples:
+                samples[key] = value
         if self.positions is not None:
             pos = self.positions(request) or {}
             for path, (start, total) in pos.items():
