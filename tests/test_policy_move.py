@@ -151,9 +151,9 @@ class TestTheMainAgentMovesItsHeader:
         (turn,) = main["turns"]
         assert (turn["turn"], turn["moved_tokens"], turn["kept_tokens"]) == (
             "user turn", 51_000, 52_000)
-        assert "moving the volatile part after the last breakpoint reads 51,000 break " \
-               "tokens of 1 call ($0.29) instead of writing them again (no write added)" \
-               in main["detail"]
+        assert ("moving the volatile part after the last breakpoint reads 51,000 break tokens "
+                "of 1 call ($0.29) instead of paying for them again (moving adds no write)"
+                ) in main["detail"]
 
 
 class TestTheOtherKindsDoNotMove:
@@ -208,8 +208,9 @@ def test_the_terminal_markdown_and_html_say_the_move(log: Path, tmp_path: Path):
         text = " ".join(text.replace("│", " ").split())
         assert ("policy · main · claude-opus-4-5: keep-warm+move-volatile, net $0.54 over 5 "
                 "calls") in text
-        assert ("moving the volatile part after the last breakpoint reads 51,000 break "
-                "tokens of 1 call ($0.29) instead of writing them again (no write added)") in text
+        assert ("moving the volatile part after the last breakpoint reads 51,000 break tokens "
+                "of 1 call ($0.29) instead of paying for them again (moving adds no write)"
+                ) in text
         assert "move-volatile not measurable without bodies" in text
 
 
@@ -256,3 +257,19 @@ def test_a_model_without_list_prices_says_the_move_is_not_priced(tmp_path: Path)
     (line,) = [w for w in out["what_if"] if w["name"] == "policy"]
     (only,) = line["policy"]["parts"]
     assert only["move"].startswith("not priced") and only["choice"] == "as-logged"
+
+
+def test_a_self_hosted_kind_reads_every_volatile_break_at_the_users_rate():
+    # sample_logs' Langfuse Claude Code calls (model llm-prime, a self-hosted upstream;
+    # bodies): the billing header's fresh cch= breaks 54 calls, 91,960 volatile break tokens;
+    # a self-hosted cache has no TTL, so moved, every one is read: at --price-per-mtok 1
+    # (reads free) 91,960 x $1 / MTok = 0.09196
+    out = report(str(Path(__file__).parents[1] / "sample_logs"), "--what-if", "policy",
+                 "--price-per-mtok", "1")
+    assert out["ledger"]["by_cause"]["break"]["by_kind"]["volatile-prefix-segment"] == 91_960
+    (line,) = [w for w in out["what_if"] if w["name"] == "policy"]
+    (prime,) = [p for p in line["policy"]["parts"] if p["model"] == "llm-prime"]
+    assert (prime["choice"], prime["volatile_tokens"]) == ("move-volatile", 91_960)
+    (chosen,) = [o for o in prime["options"] if o["name"] == "move-volatile"]
+    assert (chosen["moved_tokens"], chosen["moved_requests"]) == (91_960, 54)
+    assert prime["net_usd"] == pytest.approx(0.09196, abs=1e-6)

@@ -190,7 +190,8 @@ class PolicyPart:
         if o.moved_tokens:
             line += (f"; moving the volatile part after the last breakpoint reads "
                      f"{o.moved_tokens:,} break tokens of {_n(o.moved_requests, 'call')} "
-                     f"({_usd(o.moved_usd)}) instead of writing them again (no write added)")
+                     f"({_usd(o.moved_usd)}) instead of paying for them again (moving adds "
+                     "no write)")
         others = ", ".join(f"{x.name} {_usd(x.net_usd)}" for x in self.options
                            if x.name != self.choice)
         if others:
