@@ -112,15 +112,18 @@ def ingest(
             raise console.api_error(exc) from None
         failure, result = exc, cast("IngestResult", exc.result)
     assert result is not None
-    rejected = result.skipped and not result.ingested + result.already_present
     if json_out:
         console.print_json(ingest_json(result))
     else:
         console.show(ingest_screen(result, str(path), console.screen()), quiet)
     if failure is not None:
         raise console.api_error(failure)
-    if rejected:
-        # Every record or file was rejected: that is bad input, not a successful run.
+    _fail_if_rejected(result, fmt, path, created)
+
+
+def _fail_if_rejected(result: IngestResult, fmt: str, path: Path, created: bool) -> None:
+    """Every record or file was rejected: that is bad input, not a successful run."""
+    if result.skipped and not result.ingested + result.already_present:
         hint = (f" with --format {fmt} (drop --format to detect each file's format)"
                 if fmt != "auto" else "")
         raise console.fail(f"no request read{hint}: {result.skipped:,} record(s)/file(s) "

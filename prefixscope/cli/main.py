@@ -86,20 +86,25 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         if os.environ.get("PREFIXSCOPE_DEBUG"):
             raise
-        import sys
-
-        from prefixscope.api.handle import damaged_store
-
-        # a store file DuckDB opened but cannot read, or a write the disk had no room for
-        damaged = damaged_store(exc)
-        if damaged is not None:
-            sys.stderr.write(f"error: {damaged}\n")
-            raise SystemExit(int(ExitCode.ERROR)) from None
-
-        sys.stderr.write(f"error: internal error: {type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''} "
-                         "(a bug: rerun with PREFIXSCOPE_DEBUG=1 and report it)\n")
+        _unexpected(exc)
         raise SystemExit(int(ExitCode.ERROR)) from None
+
+
+def _unexpected(exc: Exception) -> None:
+    """The one line an unexpected exception leaves on stderr: a damaged store or a full
+    disk said as such, else an internal error (a bug) and how to see its traceback."""
+    import sys
+
+    from prefixscope.api.handle import damaged_store
+
+    # a store file DuckDB opened but cannot read, or a write the disk had no room for
+    damaged = damaged_store(exc)
+    if damaged is not None:
+        sys.stderr.write(f"error: {damaged}\n")
+        return
+    sys.stderr.write(f"error: internal error: {type(exc).__name__}: "
+                     f"{str(exc).splitlines()[0] if str(exc) else ''} "
+                     "(a bug: rerun with PREFIXSCOPE_DEBUG=1 and report it)\n")
 
 
 def _interrupted() -> None:

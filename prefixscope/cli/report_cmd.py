@@ -173,6 +173,11 @@ def report(
         from prefixscope.views.terminal.report import report_screen
 
         console.show(report_screen(result, console.screen(), top=top), quiet)
+    _gate_exit(result, quiet)
+
+
+def _gate_exit(result: Report, quiet: int) -> None:
+    """A failed gate: its checks named on stderr, exit 3."""
     if not result.gate.passed:
         failed = [c.name for c in result.gate.checks if not c.passed]
         console.warn(f"gate failed: {', '.join(failed)}", quiet)
