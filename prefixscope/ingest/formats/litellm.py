@@ -35,6 +35,10 @@ Guarantees:
   rerank, files, batches, MCP tool calls, ...) are not model prompts and are not
   reported. LiteLLM response-cache hits (`cache_hit` "True", `_cache_hit` id
   suffix) are requests, flagged `metadata["litellm_cache_hit"]`.
+* The stored `response` keeps the provider's verdict on the cache where it asked for one
+  (an Anthropic message's ``diagnostics``, a Responses object's
+  ``prompt_cache_diagnostics``): it is read as a raw capture's is
+  (`normalize.streams.verdict_metadata`).
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from prefixscope.ingest.normalize.sessions import (
     session_from_body,
     session_from_headers,
 )
+from prefixscope.ingest.normalize.streams import decode_response, verdict_metadata
 from prefixscope.ingest.readers.tables import iter_table_rows, row_keys, unusable_row
 from prefixscope.ingest.source import Probe, Source
 from prefixscope.model import Record, Request, Skip, Usage
@@ -165,6 +170,11 @@ def _parse_row(place: int, row: Any, session_uses: Counter[str]) -> Record | Ski
     metadata.update(_row_metadata(row, row_meta, request_id))
     metadata["prompt_cache_key"] = prompt_cache_key(body)
     metadata["headers"] = loggable_headers(headers) or None
+    output = _output(row.get("response"))
+    # the provider's verdict, where the stored response kept it (an Anthropic message's
+    # ``diagnostics``, a Responses object's ``prompt_cache_diagnostics``)
+    metadata.update(verdict_metadata(decode_response(output).verdict
+                                     if isinstance(output, dict) else None))
     request = Request(
         id="", source_format="", source_file="", source_line=place,
         timestamp=parse_time(row.get("startTime")),
@@ -180,7 +190,7 @@ def _parse_row(place: int, row: Any, session_uses: Counter[str]) -> Record | Ski
         native_id=request_id,
         body=body,
         body_truncated=bool(metadata.get("truncated_fields")),
-        output=_output(row.get("response")),
+        output=output,
         usage=usage,
         metadata={k: v for k, v in metadata.items() if v is not None},
     )

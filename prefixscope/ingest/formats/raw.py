@@ -76,7 +76,7 @@ from prefixscope.ingest.normalize.sessions import (
     prompt_cache_key,
     wire_session,
 )
-from prefixscope.ingest.normalize.streams import Reply, decode_response
+from prefixscope.ingest.normalize.streams import Reply, decode_response, verdict_metadata
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.source import Probe, Source
@@ -423,11 +423,5 @@ def _metadata(capture: _Capture, reply: Reply, billing: dict[str, str]) -> dict[
         "headers": loggable_headers(capture.headers) or None,
         "provider": reply.provider,  # the backend that served it: OpenRouter's provider
     }
-    verdict = reply.verdict or {}
-    candidates.update({  # the provider's own verdict, read as Claude Code's transcripts are
-        "cache_miss_reason": verdict.get("reason"),
-        "cache_missed_input_tokens": verdict.get("missed_tokens"),
-        "cache_comparison_reusable_tokens": verdict.get("reusable_tokens"),
-        "cache_diagnostics": verdict.get("provider"),
-    })
+    candidates.update(verdict_metadata(reply.verdict))  # the provider's own verdict
     return {k: v for k, v in candidates.items() if v is not None}

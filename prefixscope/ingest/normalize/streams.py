@@ -217,6 +217,20 @@ def _anthropic_stream(events: list[dict[str, Any]]) -> Reply:
                   protocol="anthropic-messages", verdict=verdict)
 
 
+def verdict_metadata(verdict: dict[str, Any] | None) -> dict[str, Any]:
+    """A request's metadata keys for the provider's verdict (as Claude Code's transcripts are
+    read): ``cache_miss_reason``, ``cache_missed_input_tokens``,
+    ``cache_comparison_reusable_tokens``, ``cache_diagnostics`` (the provider); only those
+    present."""
+    if not verdict:
+        return {}
+    candidates = {"cache_miss_reason": verdict.get("reason"),
+                  "cache_missed_input_tokens": verdict.get("missed_tokens"),
+                  "cache_comparison_reusable_tokens": verdict.get("reusable_tokens"),
+                  "cache_diagnostics": verdict.get("provider")}
+    return {k: v for k, v in candidates.items() if v is not None}
+
+
 def anthropic_verdict(diagnostics: Any) -> dict[str, Any] | None:
     """Anthropic's ``diagnostics.cache_miss_reason`` as a verdict, else None."""
     reason = diagnostics.get("cache_miss_reason") if isinstance(diagnostics, dict) else None
