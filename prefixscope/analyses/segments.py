@@ -451,19 +451,23 @@ class Census:
     def _count(self, a_id: str, b_id: str) -> None:
         a, b = self.hashes[a_id], self.hashes[b_id]
         self.n_pairs += 1
+        families, pair_count = self.families, self.pair_count
         for path in a.keys() | b.keys():
-            fam, idx = self.families[path]
-            if fam in ("messages", "input") and idx is not None and (
-                    (path not in a and idx >= self.family_len[a_id].get(fam, 0))
-                    or (path not in b and idx >= self.family_len[b_id].get(fam, 0))):
-                # Appended history is growth; history cut from the end (compaction,
-                # rewind) is not a change of each dropped message either: the first
-                # changed message before the cut is where the prefix broke.
-                continue
-            self.pair_count[path] += 1
-            kind = change_kind(a.get(path), b.get(path))
-            if kind:
-                self.changes[path][kind] += 1
+            ha, hb = a.get(path), b.get(path)
+            if ha is None or hb is None:  # (the hashes held are never None)
+                fam, idx = families[path]
+                if fam in ("messages", "input") and idx is not None and (
+                        (path not in a and idx >= self.family_len[a_id].get(fam, 0))
+                        or (path not in b and idx >= self.family_len[b_id].get(fam, 0))):
+                    # Appended history is growth; history cut from the end (compaction,
+                    # rewind) is not a change of each dropped message either: the first
+                    # changed message before the cut is where the prefix broke.
+                    continue
+            pair_count[path] += 1
+            if ha is not hb:  # (one part's hashes are one object: unchanged)
+                kind = change_kind(ha, hb)
+                if kind:
+                    self.changes[path][kind] += 1
 
     def report(self, *, group: dict[str, Any] | None = None, show_text: bool = False,
                without_body: int = 0, store: Store | None = None) -> SegmentsReport:
