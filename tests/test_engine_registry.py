@@ -201,3 +201,55 @@ def test_no_findings_module_names_an_engine(path: Path) -> None:
     named = [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.Constant) and node.value in ENGINES]
     assert named == []
+
+
+def engine_modules() -> set[str]:
+    """The modules of the engines themselves: each spec's factory's (its `Lazy` module)
+    and every module of the package named like a registered engine."""
+    package = Path(__file__).parent.parent / "prefixscope" / "engines"
+    lazy = {getattr(spec.factory, "module", None) for spec in ENGINES.values()}
+    return {f"prefixscope.engines.{m}" for m in lazy | set(ENGINES)
+            if m is not None and (package / f"{m}.py").exists()}
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import of `path`, ``from package import module`` as the
+    module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.append((node.lineno, node.module))
+            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return found
+
+
+def test_the_engine_modules_are_known():
+    assert {"prefixscope.engines.anthropic", "prefixscope.engines.openai",
+            "prefixscope.engines.vllm"} <= engine_modules()
+
+
+@pytest.mark.parametrize("path", FINDINGS, ids=lambda p: p.name)
+def test_no_findings_module_imports_an_engine_module(path: Path) -> None:
+    """Nor does a findings module import one engine's module (its constants, its helpers):
+    what it needs of an engine is in the engine's `EngineSpec`."""
+    modules = engine_modules()
+    assert [(line, m) for line, m in imported(path) if m in modules] == []
+
+
+def test_the_ttl_a_write_leaves_is_the_engines_own():
+    """`EngineSpec.write_ttl` reads a call's usage by its engine's TTLs: Anthropic's 1-hour
+    writes leave an hour (3,600 s), split writes with none its 5 minutes (300 s), a call
+    that wrote nothing keeps what it read; an engine with no longer TTL says nothing of
+    its writes; one registered with a 2-hour TTL reads 7,200 s."""
+    anthropic, openai = ENGINES["anthropic"], ENGINES["openai"]
+    assert [anthropic.write_ttl(100, 50), anthropic.write_ttl(100, 0),
+            anthropic.write_ttl(100, None), anthropic.write_ttl(0, 0, 3600.0),
+            anthropic.write_ttl(0, None)] == [3600.0, 300.0, None, 3600.0, None]
+    assert [openai.write_ttl(100, 50), openai.write_ttl(0, None, 600.0)] == [None, 600.0]
+    from prefixscope.engines import LongTtl
+
+    acme = EngineSpec("acme-2h", OpenaiEngine, "test", ttl_seconds=120.0, hosted=True,
+                      long_ttl=LongTtl(7200.0, "ttl=2h"))
+    assert [acme.write_ttl(10, 10), acme.write_ttl(10, 0)] == [7200.0, 120.0]

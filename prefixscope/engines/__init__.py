@@ -120,6 +120,9 @@ class EngineSpec:
     # The advice of a provider-miss finding: what the client can change so the provider's
     # cache finds the prefix (None: the generic advice, keep a session on one endpoint).
     provider_fix: str | None = None
+    # Its models' maker publishes their tokenizer (False: Claude's, so every prompt of it
+    # is counted with a stand-in, and no --tokenizer makes the count exact).
+    tokenizer_published: bool = True
 
     @property
     def has_unit(self) -> bool:
@@ -133,6 +136,23 @@ class EngineSpec:
         between breakpoints. The ledger places its reads at the predecessor's
         breakpoints, and a session that marks none never asked for caching."""
         return self.replays == "segments"
+
+    def write_ttl(self, written: int | None, written_long: int | None,
+                  before: float | None = None) -> float | None:
+        """The TTL of the cache entry a call leaves, as its usage shows it: the long TTL
+        when it wrote entries with it (`UsageRecord.cache_write_1h_tokens`: Anthropic's
+        ``cache_creation.ephemeral_1h_input_tokens``), the default TTL when it wrote and
+        its usage splits its writes with none of the long ones; a call that wrote nothing
+        read and refreshed the entry it found, which keeps its TTL: `before`, its
+        predecessor's. None: the log does not say (writes not split by TTL, or an engine
+        with no longer TTL to choose) -- the default."""
+        if self.long_ttl is None:
+            return None if written else before
+        if written_long:
+            return self.long_ttl.seconds
+        if written:
+            return self.ttl_seconds if written_long is not None else None
+        return before
 
     def minimum(self, model: str | None) -> int:
         """The shortest prefix it caches for `model`."""
@@ -179,7 +199,7 @@ for _spec in (
                min_tokens_of=Lazy("anthropic", "min_cacheable"), reads_last_token=True,
                read_lag=2, long_ttl=LongTtl(
                    3600.0, "`cache_control: {\"type\": \"ephemeral\", \"ttl\": \"1h\"}`"),
-               retention_words="5 minutes by default",
+               retention_words="5 minutes by default", tokenizer_published=False,
                provider_fix="Put an explicit `cache_control` breakpoint at the end of the "
                "stable prefix (and at most 20 blocks back from each later breakpoint)."),
     EngineSpec("openai", Lazy("openai", "OpenaiEngine"),
@@ -199,6 +219,13 @@ for _spec in (
     register(_spec)
 
 
+def ttl_split_engine() -> EngineSpec | None:
+    """The engine whose usage splits a call's writes by TTL (the writes at its `long_ttl`
+    counted apart: `UsageRecord.cache_write_1h_tokens`), by which a log's TTLs are read;
+    None when no registered engine has a longer TTL to choose."""
+    return next((spec for spec in ENGINES.values() if spec.long_ttl is not None), None)
+
+
 def get_engine(name: str, **params: Any) -> Engine:
     """A new engine `name` built with `params` (each engine's keyword arguments).
 
@@ -213,4 +240,4 @@ def get_engine(name: str, **params: Any) -> Engine:
 
 
 __all__ = ["ENGINES", "Admission", "Engine", "EngineSpec", "Lazy", "LongTtl", "Lookup", "Units",
-           "block_keys", "get_engine", "register"]
+           "block_keys", "get_engine", "register", "ttl_split_engine"]

@@ -58,20 +58,6 @@ MIN_CACHEABLE: tuple[tuple[str, int], ...] = (
 DEFAULT_MIN_CACHEABLE = 1024
 
 
-def write_ttl(written: int | None, written_1h: int | None,
-              before: float | None = None) -> float | None:
-    """The TTL of the cache entry a call leaves, as its usage shows it: `TTL_1H` when it
-    wrote 1-hour entries (``cache_creation.ephemeral_1h_input_tokens``), `TTL_5M` when it
-    wrote and the log splits its writes with no 1-hour ones; a call that wrote nothing read
-    and refreshed the entry it found, which keeps its TTL: `before`, its predecessor's.
-    None: the log does not say (writes not split by TTL) -- the default, 5 minutes."""
-    if written_1h:
-        return TTL_1H
-    if written:
-        return TTL_5M if written_1h is not None else None
-    return before
-
-
 def min_cacheable(model: str | None) -> int:
     """The minimum cacheable prefix of `model` (`DEFAULT_MIN_CACHEABLE` when unknown).
     A name spelled with underscores or dots, version first (Cline through an

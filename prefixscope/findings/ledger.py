@@ -73,8 +73,7 @@ from prefixscope.analyses.bucket import top_level_element
 from prefixscope.analyses.diff import PairDiff
 from prefixscope.analyses.prices import CallPrice
 from prefixscope.analyses.simulate import RequestSim
-from prefixscope.engines import ENGINES
-from prefixscope.engines.anthropic import TTL_1H, write_ttl
+from prefixscope.engines import ENGINES, ttl_split_engine
 from prefixscope.findings.unrequested import unrequested_sessions
 from prefixscope.model import UsageRecord
 
@@ -674,22 +673,30 @@ def _money(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice], sour
 
 def read_ttls(records: Sequence[UsageRecord]) -> dict[str, float]:
     """request id -> the TTL of the entry its session predecessor left, where the log shows
-    it (`anthropic.write_ttl`: 1 hour after 1-hour writes, 5 minutes after split writes
-    with none; a predecessor that wrote nothing passes on the TTL of the entry it read).
-    `records` in time order; a request the log says nothing for is absent."""
+    it, by the rules of the engine whose usage splits writes by TTL (`ttl_split_engine`,
+    `EngineSpec.write_ttl`: its long TTL after long-TTL writes, its default after split
+    writes with none; a predecessor that wrote nothing passes on the TTL of the entry it
+    read). `records` in time order; a request the log says nothing for is absent."""
+    spec = ttl_split_engine()
     left: dict[str, float | None] = {}
     out: dict[str, float] = {}
+    if spec is None:
+        return out
     for r in records:
         before = left.get(r.prev_id) if r.prev_id is not None else None
         if before is not None:
             out[r.id] = before
-        left[r.id] = write_ttl(r.cache_write_tokens, r.cache_write_1h_tokens, before)
+        left[r.id] = spec.write_ttl(r.cache_write_tokens, r.cache_write_1h_tokens, before)
     return out
 
 
 def ttl_1h_predecessors(records: Sequence[UsageRecord]) -> set[str]:
-    """Ids of requests whose session predecessor left a 1-hour entry (`read_ttls`)."""
-    return {rid for rid, ttl in read_ttls(records).items() if ttl == TTL_1H}
+    """Ids of requests whose session predecessor left a long-TTL (1-hour) entry
+    (`read_ttls`)."""
+    spec = ttl_split_engine()
+    if spec is None or spec.long_ttl is None:
+        return set()
+    return {rid for rid, ttl in read_ttls(records).items() if ttl == spec.long_ttl.seconds}
 
 
 def _hosted(engine: str) -> bool:

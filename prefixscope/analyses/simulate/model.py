@@ -194,7 +194,7 @@ class _Prepared:
     # (`Turns.head_tokens`): a what-if that edits the head alone keeps the ids after them
     head: int | None = None
     # From usage alone, Anthropic: the TTL of the entry the request leaves, as its usage
-    # shows it (`engines.anthropic.write_ttl`; None: the log does not say, the engine's own)
+    # shows it (`EngineSpec.write_ttl`; None: the log does not say, the engine's own)
     write_ttl: float | None = None
     # From usage alone: the log records a change before it (`Links.changed`): a new chain,
     # and what the predecessor sent is `break`, not `new`

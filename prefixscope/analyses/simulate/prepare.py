@@ -21,7 +21,6 @@ from prefixscope.analyses.simulate.model import (
     render_batch,
     spec_of,
 )
-from prefixscope.engines.anthropic import write_ttl
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.prompt.render import BillingScan, head_text
@@ -412,7 +411,7 @@ class Preparer:
             else:
                 segments = ((request.id, n),)
             self._chains[request.id] = _written(segments, request)
-            ttl = self._ttls[request.id] = write_ttl(
+            ttl = self._ttls[request.id] = self.spec.write_ttl(
                 request.usage.cache_write_tokens, request.usage.cache_write_1h_tokens,
                 self._ttls.get(prev) if prev is not None else None)
             self.out.append(_Prepared(

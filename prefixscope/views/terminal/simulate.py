@@ -117,7 +117,7 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
         screen.print(curve)
     for reason, n in report.skipped.items():
         screen.warn(f"{n:,} request(s) not replayed: {reason}")
-    if report.approximate_requests and report.engine == "anthropic":
+    if report.approximate_requests and not _tokenizer_published(report.engine):
         screen.warn(f"{report.approximate_requests:,} request(s) rendered with a "
                     f"{wording.STAND_IN} for Claude's, which Anthropic does not publish (no "
                     "--tokenizer can make them exact): predicted and ideal are in its "
@@ -132,3 +132,11 @@ def simulate_screen(report: SimulateReport, screen: Screen, *, worst: int = 10) 
                     "ideal ceiling: reuse the model cannot see (another session's prefix, "
                     "cached outputs) or usage with other semantics")
     return screen
+
+
+def _tokenizer_published(engine: str) -> bool:
+    """The models `engine` serves have a published tokenizer (its `EngineSpec`)."""
+    from prefixscope.engines import ENGINES
+
+    spec = ENGINES.get(engine)
+    return spec is None or spec.tokenizer_published
