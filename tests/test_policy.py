@@ -336,3 +336,21 @@ def test_the_kinds_a_log_records(tmp_path: Path):
     raw = sorted(kind for native, kind in by_native.items()
                  if native not in ("msg_m0", "msg_s0", "msg_c0"))
     assert raw == [("main", "tool loop"), ("main", "tool loop"), ("main", "user turn")]
+
+
+def test_a_responses_chain_is_not_a_sub_agent(tmp_path: Path):
+    # previous_response_id is a raw capture's parent_key: the call continues a response of
+    # the same conversation, it is no sub-agent's (only the agents' own logs say that)
+    store = str(tmp_path / "r.duckdb")
+    result = runner.invoke(app, ["ingest", str(FIXTURES / "raw" / "session_ids.jsonl"),
+                                 "--store", store, "-q"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    st = Store.open(store, read_only=True)
+    try:
+        chained = {rid for (rid,) in st.run(
+            "SELECT id FROM requests WHERE parent_key IS NOT NULL")}
+        roles = request_roles(st)
+    finally:
+        st.close()
+    assert len(chained) == 2
+    assert {roles[rid][0] for rid in chained} == {"main"}

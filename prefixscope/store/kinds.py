@@ -23,7 +23,10 @@ def request_roles(store: Store) -> dict[str, tuple[str, str | None]]:
         "SELECT r.id, "
         "coalesce(r.session_key, '') LIKE '%/agent-acompact-%' OR EXISTS (SELECT 1 FROM "
         "session_events e WHERE e.request_id = r.id AND starts_with(e.detail, ?)), "
-        "r.parent_key IS NOT NULL OR "
+        # a parent names the session a sub-agent runs under only in the agents' own logs;
+        # elsewhere it chains a call to the response it continues (Responses'
+        # previous_response_id, a trace's parent chat, a gateway's parent row)
+        "(r.parent_key IS NOT NULL AND r.client IN ('claude-code', 'gemini-cli')) OR "
         "coalesce(json_extract_string(r.metadata, '$.isSidechain'), '') = 'true', "
         "json_extract_string(r.metadata, '$.last_message') "
         "FROM requests r WHERE r.duplicate_of IS NULL", [SUMMARIZER])
