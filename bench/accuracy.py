@@ -68,8 +68,10 @@ captures of OpenAI's cache: 128-token steps from 1,024 tokens, 10 minutes idle).
 gateway corpora write another corpus's sessions (``SESSIONS_OF``: the same calls, usage
 and key) as a gateway or tracer exports them: ``litellm`` (LiteLLM's spend logs of the
 raw Anthropic sessions), ``litellm-openai`` (of the OpenAI hosted ones) and ``langfuse``
-(Langfuse's observations export of the OpenAI hosted sessions) and ``otel`` (OpenTelemetry
-GenAI spans of them). Two
+(Langfuse's observations export of the OpenAI hosted sessions), ``otel`` (OpenTelemetry
+GenAI spans of them), ``bifrost`` (Bifrost's `/api/logs` page of them) and ``new-api``
+(new-api's `logs` rows of the raw Anthropic sessions: usage only, no body, no session id,
+so its key expects only what such a log can name, ``usage_only_key``). Two
 agent-log corpora come from bench/accuracy_agents.py (``AGENT_FORMATS``): ``codex`` (Codex
 CLI rollouts: OpenAI's cache, the reasoning each user turn drops, resumes by another
 release, compactions, model and effort changes) and ``cline`` (Cline task folders:
@@ -738,7 +740,8 @@ FORMATS = {
 # Gateway corpora: the sessions of another corpus (the same seed gives the same calls, the
 # same usage and the same key), written as the gateway logs them
 SESSIONS_OF = {"litellm": "raw-anthropic", "litellm-openai": "openai-hosted",
-               "langfuse": "openai-hosted", "otel": "openai-hosted"}
+               "langfuse": "openai-hosted", "otel": "openai-hosted",
+               "new-api": "raw-anthropic", "bifrost": "openai-hosted"}
 
 # The agent-log corpora (Codex rollouts, Cline task folders): bench/accuracy_agents.py
 AGENT_FORMATS = ("codex", "cline")
@@ -1151,6 +1154,102 @@ def write_langfuse(calls: list[Call], out: Path) -> list[Path]:
     return [path]
 
 
+def write_newapi(calls: list[Call], out: Path) -> list[Path]:
+    """new-api's `logs` table (`model/log.go`) as its MySQL recipe exports it (JSON lines,
+    one consume row, `type` 2, per call) of Claude Code sessions relayed to a Claude
+    channel on `/v1/messages` (no conversion: the final upstream is Claude Messages, so
+    `other.claude` is true and `prompt_tokens` is Anthropic's uncached `input_tokens`,
+    the read in `other.cache_tokens`, the write in `other.cache_creation_tokens` and its
+    `_5m` / `_1h` split, `GenerateClaudeOtherInfo`'s keys). new-api stores no request body
+    and no session id, and `created_at` is whole unix seconds: the corpus is usage only
+    (its key: `usage_only_key`). Each session is one developer's (`username` dev-NN, token
+    `claude-code`), as on a team gateway where everyone has an account."""
+    folder = out / "new-api"
+    folder.mkdir(parents=True, exist_ok=True)
+    order = list(dict.fromkeys(c.session for c in calls))
+    lines = []
+    for n, call in enumerate(sorted(calls, key=lambda c: (c.time, c.session)), start=1):
+        five = call.write if call.ttl == FIVE_MIN else 0
+        cost_in, w5, w1, cost_read, cost_out = LIST_PRICES[call.model]
+        spend = (LAG * cost_in + five * w5 + (call.write - five) * w1 + call.read * cost_read
+                 + 60 * cost_out) / 1e6
+        user = order.index(call.session) + 1
+        model_ratio = cost_in / 2  # new-api's ratio: $ per million input tokens / 2
+        other = {"admin_info": {"use_channel": ["3"]}, "cache_creation_ratio": 1.25,
+                 "cache_creation_ratio_1h": 2, "cache_creation_ratio_5m": 1.25,
+                 "cache_creation_tokens": call.write,
+                 "cache_creation_tokens_1h": call.write - five,
+                 "cache_creation_tokens_5m": five, "cache_ratio": 0.1,
+                 "cache_tokens": call.read, "claude": True, "completion_ratio": 5,
+                 "frt": 900, "group_ratio": 1, "model_price": -1,
+                 "model_ratio": model_ratio, "request_path": "/v1/messages",
+                 "user_group_ratio": -1}
+        lines.append({
+            "id": n, "user_id": user,
+            "created_at": int((EPOCH + timedelta(seconds=call.time)).timestamp()),
+            "type": 2, "username": f"dev-{user:02d}", "token_name": "claude-code",
+            "model_name": call.model, "quota": round(spend * 500_000),
+            "prompt_tokens": LAG, "completion_tokens": 60, "use_time": 3,
+            "is_stream": False, "channel_id": 3, "token_id": 100 + user,
+            "group": "default", "other": json.dumps(other, separators=(",", ":")),
+            "request_id": f"2026030209{n:09d}{call.session[:6]}"})
+    path = folder / "logs.jsonl"
+    path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    return [path]
+
+
+def write_bifrost(calls: list[Call], out: Path) -> list[Path]:
+    """Bifrost's `/api/logs` JSON (`{"logs": [...], "pagination", "stats"}`, the log
+    store's `logs` rows, GORM model `Log`, `object_type` as `object`) of agent runs
+    calling OpenAI through Bifrost's OpenAI-compatible route: `input_history` the chat
+    messages (system a message, as Bifrost's `ChatMessage` keeps them), `tools` and
+    `params` the rest of the body, `token_usage` Bifrost's `BifrostLLMUsage`
+    (`prompt_tokens` cache-inclusive, `prompt_tokens_details.cached_read_tokens`, as its
+    details map OpenAI's `cached_tokens`), the denormalized columns beside it. A run's
+    calls carry its first call's id as `parent_request_id` (the client's
+    `x-bf-parent-request-id` header: Bifrost's session unit)."""
+    folder = out / "bifrost"
+    folder.mkdir(parents=True, exist_ok=True)
+    first: dict[str, str] = {}
+    rows = []
+    for call in sorted(calls, key=lambda c: (c.time, c.session)):
+        system, tools, *messages = call.chunks
+        row_id = (f"{call.session[:8]}-{call.index:04x}-4000-8000-"
+                  f"{call.session[-12:]}")
+        parent = first.setdefault(call.session, row_id)
+        cost_in, cost_read, cost_out = OPENAI_LIST_PRICES[call.model]
+        cost = ((call.prompt - call.read) * cost_in + call.read * cost_read
+                + 60 * cost_out) / 1e6
+        when = stamp(call.time)
+        rows.append({
+            "id": row_id, "parent_request_id": None if parent == row_id else parent,
+            "timestamp": when, "object": "chat.completion", "provider": "openai",
+            "model": call.model, "number_of_retries": 0, "fallback_index": 0,
+            "selected_key_id": "key-1", "selected_key_name": "primary",
+            "virtual_key_id": "vk-1", "virtual_key_name": "agents",
+            "user_id": None, "team_id": None, "latency": 2400.0, "cost": round(cost, 8),
+            "status": "success", "stream": False, "raw_request": "", "raw_response": "",
+            "is_large_payload_request": False, "is_large_payload_response": False,
+            "created_at": when,
+            "input_history": [*openai_messages(system),
+                              *(m for c in messages for m in openai_messages(c))],
+            "output_message": {"role": "assistant", "content": "done"},
+            "params": {"tool_choice": "auto"},
+            "tools": openai_tools(tools),
+            "token_usage": {"prompt_tokens": call.prompt, "completion_tokens": 60,
+                            "total_tokens": call.prompt + 60,
+                            "prompt_tokens_details": {"cached_read_tokens": call.read}},
+            "prompt_tokens": call.prompt, "completion_tokens": 60,
+            "total_tokens": call.prompt + 60, "cached_read_tokens": call.read,
+            "stop_reason": "stop"})
+    rows.reverse()  # the log list is newest first
+    path = folder / "bifrost-logs.json"
+    path.write_text(json.dumps({"logs": rows, "pagination": {
+        "limit": len(rows), "offset": 0, "sort_by": "timestamp", "order": "desc",
+        "total_count": len(rows)}, "stats": {"total_requests": len(rows)}}))
+    return [path]
+
+
 def request_id(call: Call) -> str:
     return f"msg_{call.session[:8]}{call.index:04d}"
 
@@ -1159,10 +1258,57 @@ WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropi
            "openai-vllm": write_openai_vllm,
            "openai-hosted": lambda calls, out: write_openai_vllm(calls, out, hosted=True),
            "litellm": write_litellm, "litellm-openai": write_litellm_openai,
-           "langfuse": write_langfuse, "otel": write_otel}
+           "langfuse": write_langfuse, "otel": write_otel, "new-api": write_newapi,
+           "bifrost": write_bifrost}
+
+
+# Corpora whose log keeps usage only (no body, no session id, no record of a change):
+# their key expects only what such a log can name (`usage_only_key`)
+USAGE_ONLY = ("new-api",)
+
+
+def usage_only_key(key: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The key of a usage-only log without session ids (new-api's rows): such a log shows
+    a user's calls per model, their prompt sizes, reads, writes (1-hour ones apart) and
+    times. A call continues the user's last call on its model when its prompt is no
+    shorter; then a shortfall of that call's prefix (`P' - 2 - read`, Anthropic's last
+    breakpoint) is `ttl` after a pause past the session's TTL, else the provider's
+    (`provider`: nothing in the log says the client changed the prompt; the injected
+    body change or provider miss stays in `injected`, its true tokens kept when the
+    continued call is the session's previous one). A call with no such call to continue
+    (the session's first, a switch to a model the user had not used, a prompt shorter
+    than the last one on its model: a compaction, cleared tool results) is from the
+    log's view a conversation of its own, `cold`, `P - read`. Times are whole seconds,
+    as new-api's `created_at`."""
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    previous: dict[str, dict[str, Any]] = {}
+    out = []
+    for entry in key:
+        session, tokens = entry["session"], entry["tokens"]
+        thread = last.get((session, entry["model"]))
+        if thread is None or entry["prompt"] < thread["prompt"]:
+            cause, tokens = "cold", entry["prompt"] - entry["read"]
+        elif thread is previous[session] and entry["cause"] in ("none", "ttl"):
+            cause = entry["cause"]
+        else:
+            if thread is not previous[session]:  # back to a model used before
+                tokens = max(0, thread["prompt"] - LAG - entry["read"])
+            gap = (parse_time(entry["time"]) - parse_time(thread["time"])).total_seconds()
+            cause = ("none" if tokens == 0 else "ttl" if gap > entry["ttl_seconds"]
+                     else "provider")
+        last[(session, entry["model"])] = previous[session] = entry
+        losses = {cause: tokens} if tokens and cause != "none" else {}
+        out.append({**entry, "cause": cause, "tokens": tokens if cause != "none" else 0,
+                    "time": entry["time"][:19] + "Z", "losses": losses})
+    return out
 
 
 def answer_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:
+    key = true_key(calls, fmt)
+    return usage_only_key(key) if fmt in USAGE_ONLY else key
+
+
+def true_key(calls: list[Call], fmt: str) -> list[dict[str, Any]]:
     return [{"format": fmt, "session": c.session, "index": c.index,
              "request": request_id(c), "time": stamp(c.time),
              "injected": c.kind, "cause": LABEL[c.kind], "tokens": c.true_tokens,

@@ -257,6 +257,98 @@ def test_langfuse_rows_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
     assert len({r["traceId"] for r in rows}) == 2
 
 
+def test_newapi_rows_are_the_raw_anthropic_sessions(tmp_path: Path) -> None:
+    """The new-api corpus is the raw Anthropic sessions (same calls and usage), one consume
+    row per call as a Claude channel logs it: prompt_tokens Anthropic's uncached input (2),
+    the read and write (and its 5m / 1h split) in `other`, whole-second times, no body."""
+    raw, na = acc.generate(5, 2, "raw-anthropic"), acc.generate(5, 2, "new-api")
+    assert acc.true_key(raw, "x") == acc.true_key(na, "x")
+    rows = [json.loads(x) for x in acc.write_newapi(na, tmp_path)[0].read_text().splitlines()]
+    by_call = sorted(na, key=lambda c: (c.time, c.session))
+    assert len(rows) == len(by_call)
+    for row, c in zip(rows, by_call, strict=True):
+        other = json.loads(row["other"])
+        assert (row["type"], row["prompt_tokens"], row["completion_tokens"]) == (2, 2, 60)
+        assert 2 + other["cache_tokens"] + other["cache_creation_tokens"] == c.prompt
+        assert (other["cache_tokens"], other["cache_creation_tokens"]) == (c.read, c.write)
+        one_hour = c.write if c.ttl == acc.ONE_HOUR else 0
+        assert (other["cache_creation_tokens_1h"], other["cache_creation_tokens_5m"]) == (
+            one_hour, c.write - one_hour)
+        assert other["claude"] is True and other["request_path"] == "/v1/messages"
+        assert row["created_at"] == int((acc.EPOCH + acc.timedelta(seconds=c.time)).timestamp())
+        assert row["model_name"] == c.model
+        assert not {"request", "messages", "body", "session_id"} & set(row)
+    assert len({r["username"] for r in rows}) == 2
+
+
+def entry(session: str, index: int, time: str, cause: str, tokens: int, prompt: int,
+          read: int, model: str = "a") -> dict[str, object]:
+    return {"session": session, "index": index, "time": f"2026-03-02T09:{time}.500Z",
+            "cause": cause, "injected": cause, "tokens": tokens, "prompt": prompt,
+            "read": read, "model": model, "ttl_seconds": 300}
+
+
+def test_usage_only_key_by_hand() -> None:
+    """What a log without bodies or session ids can name, worked out by hand: a change in
+    a grown prompt is the provider's, a shrunk prompt and a first call on a model are
+    cold (P - read), a return to a model continues its last call (P' - 2 - read), ttl
+    past the TTL; times cut to the second."""
+    key = acc.usage_only_key([
+        entry("s", 0, "00:00", "cold", 1000, 1000, 0),
+        entry("s", 1, "01:00", "none", 0, 1200, 998),
+        entry("s", 2, "02:00", "break:tool-order", 700, 1300, 500),   # grew: provider
+        entry("s", 3, "03:00", "compaction", 900, 1100, 200),         # shrank: cold 900
+        entry("s", 4, "04:00", "break:model-change", 1150, 1150, 0, "b"),  # new model: cold
+        entry("s", 5, "06:00", "break:model-change", 1080, 1400, 20),  # back to a, 3 min
+        entry("s", 6, "12:00", "ttl", 1398, 1500, 0),                  # 6 min: ttl
+    ])
+    assert [(e["cause"], e["tokens"]) for e in key] == [
+        ("cold", 1000), ("none", 0), ("provider", 700), ("cold", 900), ("cold", 1150),
+        ("provider", 1100 - 2 - 20), ("ttl", 1398)]
+    assert key[5]["injected"] == "break:model-change"
+    assert key[0]["time"] == "2026-03-02T09:00:00Z"
+    assert key[2]["losses"] == {"provider": 700} and key[1]["losses"] == {}
+    # a return after the TTL with nothing read is ttl, one that read all is nothing
+    back = acc.usage_only_key([
+        entry("t", 0, "00:00", "cold", 500, 500, 0),
+        entry("t", 1, "01:00", "break:model-change", 600, 600, 0, "b"),
+        entry("t", 2, "07:00", "break:model-change", 600, 700, 0),
+        entry("t", 3, "08:00", "break:model-change", 0, 800, 798, "b")])
+    assert [(e["cause"], e["tokens"]) for e in back] == [
+        ("cold", 500), ("cold", 600), ("ttl", 498), ("none", 0)]
+
+
+def test_bifrost_rows_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
+    """Bifrost's log rows of the OpenAI hosted sessions: token_usage cache-inclusive with
+    cached_read_tokens, the chat messages as input_history, a session's calls under its
+    first call's id (parent_request_id)."""
+    hosted, bf = acc.generate(5, 2, "openai-hosted"), acc.generate(5, 2, "bifrost")
+    assert acc.answer_key(hosted, "x") == acc.answer_key(bf, "x")
+    page = json.loads(acc.write_bifrost(bf, tmp_path)[0].read_text())
+    rows = page["logs"][::-1]  # newest first
+    by_call = sorted(bf, key=lambda c: (c.time, c.session))
+    assert len(rows) == len(by_call) == page["pagination"]["total_count"]
+    heads: dict[str, str] = {}
+    for row, c in zip(rows, by_call, strict=True):
+        usage = row["token_usage"]
+        assert usage["prompt_tokens"] == c.prompt == row["prompt_tokens"]
+        assert usage["prompt_tokens_details"]["cached_read_tokens"] == c.read
+        assert row["cached_read_tokens"] == c.read
+        assert row["timestamp"] == acc.stamp(c.time)
+        assert (row["object"], row["provider"], row["model"]) == (
+            "chat.completion", "openai", c.model)
+        system, tools, *messages = c.chunks
+        assert row["tools"] == acc.openai_tools(tools)
+        assert row["input_history"][0]["role"] == "system"
+        assert len(row["input_history"]) == 1 + sum(len(m.payload) for m in messages)
+        if c.index == 0:
+            assert row["parent_request_id"] is None
+            heads[c.session] = row["id"]
+        else:
+            assert row["parent_request_id"] == heads[c.session]
+    assert len(heads) == 2
+
+
 def test_otel_spans_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
     """One GenAI chat span per call of the OpenAI hosted sessions: input tokens the whole
     prompt (cached included), the cached part, the session, the time to the millisecond."""
@@ -356,6 +448,18 @@ def test_a_small_run_end_to_end(tmp_path: Path) -> None:
     for fmt in ("claude-code", "litellm"):
         result = json.loads((tmp_path / f"score.{fmt}.json").read_text())
         assert acc.check(result, 0.99, 0.01) == []
+
+
+def test_the_gateway_tables_run_end_to_end(tmp_path: Path) -> None:
+    """new-api's usage-only rows and Bifrost's log page through the CLI: every call of the
+    key is found (new-api's by its whole-second time)."""
+    status = acc.main(["--seed", "7", "--sessions", "2", "--out", str(tmp_path),
+                       "--formats", "new-api,bifrost"])
+    assert status == 0
+    for fmt in ("new-api", "bifrost"):
+        result = json.loads((tmp_path / f"score.{fmt}.json").read_text())
+        assert result["unmatched"] == 0
+        assert result["calls"] > 20
 
 
 # ------------------------------------------------------------------ the agent-log corpora
