@@ -78,13 +78,11 @@ def bucket(
 
     with input_store(logs, store, quiet=quiet, json_mode=json_out,
                      skip_missing=skip_missing) as handle, console.api_notes(quiet):
-        try:
+        with console.api_errors():
             result = api.bucket(handle, by=by, bins=bins, block_size=block_size,
                                 price_per_mtok=price_per_mtok, explain=not no_explain,
                                 gateway=gateway, tokenizer=tokenizer, what_if=what_if or (),
                                 since=since, until=until, project=project)
-        except api.Error as exc:
-            raise console.api_error(exc) from None
     if plot is not None:
         _plot(result, plot, quiet)
     if json_out:

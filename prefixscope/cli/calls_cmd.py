@@ -75,7 +75,7 @@ def calls(
     """
     from prefixscope.cli.storeopen import input_store
 
-    try:
+    with console.api_errors():
         with input_store(logs, store, quiet=quiet, json_mode=json_out,
                          skip_missing=skip_missing) as st, \
                 console.steps(json_out, quiet, "calls", _STEPS) as progress, \
@@ -84,8 +84,6 @@ def calls(
                                capacity=capacity, bytes_per_token=bytes_per_token,
                                gateway=gateway, tokenizer=tokenizer, workers=workers,
                                since=since, until=until, project=project, progress=progress)
-    except api.Error as exc:
-        raise console.api_error(exc) from None
     if json_out:
         from prefixscope.views.json import calls_json
 

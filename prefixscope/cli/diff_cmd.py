@@ -99,7 +99,7 @@ def diff(
     common: dict[str, Any] = {"gateway": gateway, "tokenizer": tokenizer, "what_if": what_if or (),
               "block_size": block_size, "context": context, "runner": runner.value,
               "parquet_in": parquet_in, "parquet_out": parquet_out}
-    try:
+    with console.api_errors():
         if pairwise:
             with maybe_input_store(store) as st:
                 report = api.diff(st, *refs, **common)
@@ -110,8 +110,6 @@ def diff(
                     console.api_notes(quiet):
                 report = api.diff(st, session=session, workers=workers, since=since,
                                   until=until, project=project, progress=progress, **common)
-    except api.Error as exc:
-        raise console.api_error(exc) from None
     if json_out:
         console.print_json(diff_json(report))
     elif pairwise:

@@ -44,10 +44,8 @@ def engine_log(
     from prefixscope.views.json import engine_log_json
     from prefixscope.views.terminal.engine_log import engine_log_screen
 
-    try:
+    with console.api_errors():
         analysis = api.engine_log(paths)
-    except api.Error as exc:
-        raise console.api_error(exc) from None
     if json_out:
         console.print_json(engine_log_json(analysis))
     else:

@@ -43,11 +43,9 @@ def export(
     """
     from prefixscope import api
 
-    try:
+    with console.api_errors():
         with console.api_notes(quiet):
             written = api.export(store or Path(defaults(api.open)["path"]), parquet=parquet,
                                  bundle=bundle, gateway=gateway, tokenizer=tokenizer)
-    except api.Error as exc:
-        raise console.api_error(exc) from None
     for path in written:
         console.wrote(path, quiet)

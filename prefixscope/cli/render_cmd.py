@@ -66,12 +66,10 @@ def render(
         input_store(logs, None, quiet=quiet, json_mode=json_out, skip_missing=skip_missing)
         if logs
         else maybe_input_store(store))
-    try:
+    with console.api_errors():
         with where as st:
             result = api.render(st, request, gateway=gateway, tokenizer=tokenizer,
                                 what_if=what_if or ())
-    except api.Error as exc:
-        raise console.api_error(exc) from None
     if json_out:
         console.print_json(render_json(result, show_text=show_text))
         return

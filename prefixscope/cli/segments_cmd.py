@@ -69,13 +69,11 @@ def segments(
     with input_store(logs, store, quiet=quiet, json_mode=json_out,
                      skip_missing=skip_missing) as handle, console.api_notes(quiet), \
             console.counter(json_out, quiet, "segments") as progress:
-        try:
+        with console.api_errors():
             result = api.segments(handle, by=by, tokens=not no_tokens, show_text=show_text,
                                   gateway=gateway, tokenizer=tokenizer,
                                   what_if=what_if or (), workers=workers, since=since,
                                   until=until, project=project, progress=progress)
-        except api.Error as exc:
-            raise console.api_error(exc) from None
     if json_out:
         console.print_json(result.to_dict())
     else:

@@ -109,7 +109,7 @@ def simulate(
     from prefixscope.views.json import simulate_json
     from prefixscope.views.terminal.simulate import simulate_screen
 
-    try:
+    with console.api_errors():
         with input_store(logs, store, quiet=quiet, json_mode=json_out,
                          skip_missing=skip_missing) as st, \
                 console.counter(json_out, quiet, "simulate") as progress, \
@@ -121,8 +121,6 @@ def simulate(
                 capacities=[c for c in (curve or "").split(",") if c.strip()], save=save,
                 gateway=gateway, tokenizer=tokenizer, what_if=what_if or (), workers=workers,
                 since=since, until=until, project=project, progress=progress)
-    except api.Error as exc:
-        raise console.api_error(exc) from None
     if plot is not None:
         from prefixscope.views.plots import plot_capacity_curve
 

@@ -51,10 +51,8 @@ def sql(
         raise console.fail("--json and --csv cannot be combined: pick one", ExitCode.USAGE)
     with input_store(logs, store, quiet=quiet, json_mode=json_out or csv_out,
                      skip_missing=skip_missing) as handle:
-        try:
+        with console.api_errors():
             result = api.sql(handle, query)
-        except api.Error as exc:
-            raise console.api_error(exc) from None
     if result.statements > 1:
         console.warn(f"{result.statements} statements: only the last one's rows are shown",
                      quiet)
