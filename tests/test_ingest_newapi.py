@@ -171,6 +171,26 @@ class TestNewApiUsage:
         assert usage.cache_write_tokens == 192
         assert usage.prompt_tokens == 2 + 100 + 192
 
+    def test_claude_one_hour_writes_are_kept_apart(self, tmp_path: Path) -> None:
+        # the row the accuracy corpus found misread: every write a 1-hour one
+        other = {"claude": True, "cache_tokens": 8714, "cache_creation_tokens": 952,
+                 "cache_creation_tokens_5m": 0, "cache_creation_tokens_1h": 952}
+        row = newapi_consume_row(1, prompt_tokens=2, other=other)
+        usage = read_requests(_db(tmp_path, [row]))[0][0].usage
+        assert (usage.prompt_tokens, usage.cached_tokens, usage.cache_write_tokens,
+                usage.cache_write_1h_tokens) == (2 + 8714 + 952, 8714, 952, 952)
+
+    def test_a_split_of_five_minute_writes_says_none_were_for_the_hour(
+            self, tmp_path: Path) -> None:
+        other = {"claude": True, "cache_tokens": 10, "cache_creation_tokens": 300,
+                 "cache_creation_tokens_5m": 300}
+        row = newapi_consume_row(1, prompt_tokens=2, other=other)
+        assert read_requests(_db(tmp_path, [row]))[0][0].usage.cache_write_1h_tokens == 0
+
+    def test_no_split_is_no_ttl_said(self, mixed_db: Path) -> None:
+        usage = _by_native(read_requests(mixed_db)[0])["req-claude-1"].usage
+        assert usage.cache_write_1h_tokens is None
+
     def test_invalid_other_keeps_logged_tokens_unknown_convention(self, tmp_path: Path) -> None:
         row = newapi_consume_row(1, prompt_tokens=900, completion_tokens=10,
                                  other='{"cache_tokens": 12')

@@ -144,20 +144,26 @@ def newapi_usage(row: dict[str, Any], other: dict[str, Any], *,
     logged_prompt = to_int(row.get("prompt_tokens"))
     read = to_int(other.get("cache_tokens"))
     write = to_int(other.get("cache_creation_tokens"))
-    if write is None:
-        split = [to_int(other.get(k))
-                 for k in ("cache_creation_tokens_5m", "cache_creation_tokens_1h")]
-        if any(v is not None for v in split):
-            write = sum(v or 0 for v in split)
+    short, long = (to_int(other.get(k))
+                   for k in ("cache_creation_tokens_5m", "cache_creation_tokens_1h"))
+    if write is None and (short is not None or long is not None):
+        write = (short or 0) + (long or 0)
+    # the 1-hour part of the writes, where the row splits them by TTL (Anthropic's
+    # ephemeral_1h_input_tokens, as GenerateClaudeOtherInfo copies it, each part only when
+    # present: a split naming only 5-minute writes has none for the hour); a split that
+    # does not fit in the writes is not one
+    split = short is not None or long is not None
+    one_hour = (long or 0) if split and write is not None and (long or 0) <= write else None
     output = to_int(row.get("completion_tokens"))
     if to_bool(other.get("claude")) is True:
         # Claude-native upstream: the row holds the uncached input only.
         prompt = None if logged_prompt is None else logged_prompt + (read or 0) + (write or 0)
         return Usage(prompt_tokens=prompt, cached_tokens=read, cache_write_tokens=write,
-                     output_tokens=output, semantics="new-api:claude")
+                     output_tokens=output, semantics="new-api:claude",
+                     cache_write_1h_tokens=one_hour)
     semantics = "new-api:openai" if convention_known else "new-api:unknown"
     return Usage(prompt_tokens=logged_prompt, cached_tokens=read, cache_write_tokens=write,
-                 output_tokens=output, semantics=semantics)
+                 output_tokens=output, semantics=semantics, cache_write_1h_tokens=one_hour)
 
 
 def _multi_key(channel: str | None, other: dict[str, Any]) -> str | None:
