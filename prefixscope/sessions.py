@@ -48,8 +48,13 @@ time, then file, line and position inside the line). Rules, in order:
    session (``continuation``: no predecessor, ``compaction`` true); so does a marked
    request with no such session open (its predecessor is not in the log, or beyond the
    gap). Without a marker it starts a new session.
-5. **Growing prompt** (no bodies, e.g. new-api): within (user, client, model), the
-   open session whose last prompt is not larger than this one, within the gap.
+5. **Growing prompt** (no bodies, e.g. new-api): within (user, client, model), of the
+   open sessions whose last prompt is not larger than this one, within the gap, the one
+   with the largest last prompt -- unless the request read from the cache and its read
+   fits no story of that run (it neither reads that run's last prompt back, ending at
+   most `READ_REACH` tokens short of it, nor repeats that run's own read, a pinned
+   prefix): then the run whose last prompt it reads back (two open runs of one user and
+   model are told apart by it).
 6. Otherwise the request starts a session of its own.
 
 Threaded session ids are ``t-`` + the first request's id (stable across re-ingest).
@@ -66,6 +71,7 @@ if TYPE_CHECKING:  # only its type: the frame comes from the store
     import polars as pl
 
 RECENT = 16  # requests of a session (or of a first message) considered as a predecessor
+READ_REACH = 256  # a read this close below a prompt's end is that prompt read back (rule 5)
 LINK_KINDS = ("start", "explicit", "parent", "extends", "shared-prefix", "compaction",
               "continuation", "growing-prompt")
 
@@ -98,6 +104,7 @@ class _Row:
     fingerprint: str | None
     count: int | None
     prompt: int | None
+    cached: int | None = None  # the tokens it read from the cache (usage), None: unknown
     marker: str | None = None  # compaction marker its history holds (keys.compaction_marker)
     blocks: bool = False  # chain made of block hashes (a block trace), not messages
 
@@ -156,6 +163,7 @@ def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[Sessi
              group=(r["source_format"], r["user_id"], r["client"], r["model"]),
              chain=r["prefix_chain"], fingerprint=r["fingerprint"], count=r["message_count"],
              prompt=r["prompt_tokens"],
+             cached=r["cached_tokens"] if "cached_tokens" in names else None,
              marker=r["compaction_marker"] if "compaction_marker" in names else None,
              blocks=bool(r["chain_of_blocks"]) if "chain_of_blocks" in names else False)
         for n, r in enumerate(frame.iter_rows(named=True))
@@ -233,13 +241,30 @@ def _growing(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
              gap_s: float) -> _Row | None:
     if row.prompt is None:
         return None
-    best = None
-    for tail in _open_tails(row, scope, tails, gap_s):
-        if (tail.chain is None and tail.prompt is not None and tail.prompt <= row.prompt
-                and _within(tail.ts, row.ts, gap_s)):
-            if best is None or (tail.prompt > best.prompt):  # type: ignore[operator]
-                best = tail
-    return best
+    fits = [tail for tail in _open_tails(row, scope, tails, gap_s)
+            if tail.chain is None and tail.prompt is not None and tail.prompt <= row.prompt
+            and _within(tail.ts, row.ts, gap_s)]
+    if not fits:
+        return None
+    largest = fits[0]  # ties: the first seen
+    for tail in fits[1:]:
+        if tail.prompt > largest.prompt:  # type: ignore[operator]
+            largest = tail
+    read = row.cached or 0
+    if not read or read == largest.cached or _reads_back(read, largest):
+        return largest
+    # The read fits no story of the largest run (it neither reads that run's last prompt
+    # back nor repeats that run's own read, a pinned prefix): a run whose last prompt it
+    # reads back is the one it continues (two open runs of one user and model).
+    back = [tail for tail in fits if _reads_back(read, tail)]
+    return min(back, key=lambda t: t.prompt or 0) if back else largest
+
+
+def _reads_back(read: int, tail: _Row) -> bool:
+    """Whether a read of `read` tokens is `tail`'s prompt read back: it ends at most
+    `READ_REACH` tokens short of that prompt (Anthropic's lag, OpenAI's 128-token steps,
+    a block)."""
+    return tail.prompt is not None and 0 <= tail.prompt - read <= READ_REACH
 
 
 def _common_prefix(a: list[int] | None, b: list[int] | None) -> int:

@@ -219,6 +219,22 @@ class TestWithoutBodies:
         assert links["n3"].link == "growing-prompt"
         assert links["o1"].session != links["n1"].session
 
+    def test_the_read_tells_two_open_runs_apart(self):
+        # one user, one model, two conversations open at once (b starts smaller than a's
+        # last prompt, so it opens a run of its own); each call reads its predecessor's
+        # prompt less 2 tokens. b3 grew past a2, so both runs fit its prompt: its read of
+        # 1,198 is b2's 1,200 less 2, a prefix a2's run never sent
+        def r(rid, minutes, prompt, read):
+            return make_request(rid, minutes=minutes, user="alice", source_format="new-api",
+                                usage=Usage(prompt_tokens=prompt, cached_tokens=read))
+        links = thread([r("a1", 0, 5_000, 0), r("b1", 1, 1_000, 0), r("b2", 2, 1_200, 998),
+                        r("a2", 3, 5_500, 4_998), r("b3", 4, 6_000, 1_198),
+                        r("x1", 5, 7_000, 0)])
+        assert links["b1"].session != links["a1"].session
+        assert [links[k].prev_id for k in ("b2", "a2", "b3")] == ["b1", "a1", "b2"]
+        # nothing read: the largest run that fits, as before
+        assert links["x1"].prev_id == "b3"
+
     def test_block_traces_thread_by_full_block_prefix(self):
         def r(rid, minutes, hashes, tokens):
             return make_request(rid, minutes=minutes, source_format="block-trace",
