@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from prefixscope.analyses.bucket import BLOCK_SIZES, MEAN_GAP_NOTE
 from prefixscope.model.records import MAX_CONTEXT_TOKENS
+from prefixscope.model.words import plural
 from prefixscope.store import Store
 from prefixscope.store.store import UsageFacts
 
@@ -107,11 +108,6 @@ def _optional(issue: UsageIssue | None) -> list[UsageIssue]:
     return [] if issue is None else [issue]
 
 
-def _n(count: int, noun: str) -> str:
-    """'1 request', '3 requests'."""
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
-
-
 def _examples(rows: Iterable[UsageFacts]) -> tuple[str, ...]:
     return tuple(r.id for r in rows)[:MAX_EXAMPLES]
 
@@ -133,7 +129,7 @@ def _cached_exceeds_prompt(source: str, rows: list[UsageFacts]) -> UsageIssue | 
     prompt = _prompt(over)
     return UsageIssue(
         kind="cached-exceeds-prompt",
-        title=(f"{source}: {len(over)} of {_n(len(both), 'request')} reporting both show "
+        title=(f"{source}: {len(over)} of {plural(len(both), 'request')} reporting both show "
                "more cached than prompt "
                f"tokens ({cached:,} cached over {prompt:,} prompt): their prompt tokens "
                "exclude the cache"),
@@ -210,7 +206,7 @@ def _input_includes_cache_reads(rows: Sequence[UsageFacts]) -> UsageIssue | None
     named = ", ".join(sorted(gateways))
     return UsageIssue(
         kind="input-includes-cache-reads",
-        title=(f"{_n(len(hit), 'Anthropic-protocol call')} answered by a cache-inclusive "
+        title=(f"{plural(len(hit), 'Anthropic-protocol call')} answered by a cache-inclusive "
                f"upstream through a converting gateway ({named}): unless the gateway subtracts "
                f"them, the client's input_tokens include {reads:,} cache-read tokens, counted "
                "twice as context"),
@@ -309,7 +305,7 @@ def _double_counted(rows: Sequence[UsageFacts]) -> UsageIssue | None:
     named = ", ".join(f"{k} ({v})" for k, v in sorted(pairs.items()))
     return UsageIssue(
         kind="double-counted",
-        title=(f"{_n(len(copies), 'call')} logged twice (copy -> copy kept: {named}): summing "
+        title=(f"{plural(len(copies), 'call')} logged twice (copy -> copy kept: {named}): summing "
                f"the logs would count {prompt:,} prompt tokens twice"),
         requests=len(copies), tokens=prompt, examples=_examples(copies),
         evidence={"copies": len(copies), "prompt_tokens": prompt,
@@ -337,7 +333,7 @@ def _impossible_count(rows: Sequence[UsageFacts]) -> UsageIssue | None:
                      if (getattr(r, name) or 0) > MAX_CONTEXT_TOKENS})
     return UsageIssue(
         kind="impossible-count",
-        title=(f"{_n(len(over), 'request')} report more tokens than any context window "
+        title=(f"{plural(len(over), 'request')} report more tokens than any context window "
                f"holds (over {MAX_CONTEXT_TOKENS:,} in {', '.join(fields)}; the largest "
                f"{largest:,}): a damaged counter in every total that sums them"),
         requests=len(over), tokens=_prompt(over), examples=_examples(over),

@@ -40,6 +40,7 @@ from prefixscope.findings.ledger import Ledger, LedgerEntry
 from prefixscope.findings.model import WhatIfLine
 from prefixscope.model import UsageRecord
 from prefixscope.model.whatifs import PIN_BACKEND
+from prefixscope.model.words import plural
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,22 +148,18 @@ def pin_detail(pin: PinBackend) -> str:
     moved = sum(s.calls - s.served for s in pin.sessions)
     sessions = len(pin.sessions)
     whose = "its" if pin.requests == 1 else "their"
-    text = (f"pinning {_n(sessions, 'session')} to the backend that served most of "
-            f"{'its' if sessions == 1 else 'their'} calls ({_n(moved, 'call')} moved) lets "
-            f"{_n(pin.requests, 'call')} after a hop read what {whose} predecessor left: "
+    text = (f"pinning {plural(sessions, 'session')} to the backend that served most of "
+            f"{'its' if sessions == 1 else 'their'} calls ({plural(moved, 'call')} moved) lets "
+            f"{plural(pin.requests, 'call')} after a hop read what {whose} predecessor left: "
             f"{pin.tokens:,} tokens read instead of written again")
     if pin.saved_usd is not None:
         text += (f", saving {_usd(pin.saved_usd)} at list prices with no extra write "
                  f"(net {_usd(pin.net_usd or 0.0)})")
     text += f"; hit rate {_pct(pin.hit_rate_before)} → {_pct(pin.hit_rate_after)}"
     if pin.expired_requests:
-        text += (f"; {_n(pin.expired_requests, 'hop')} after a pause past the retention "
+        text += (f"; {plural(pin.expired_requests, 'hop')} after a pause past the retention "
                  f"({pin.expired_tokens:,} tokens) would have expired on one backend too")
     return text
-
-
-def _n(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _usd(value: float) -> str:

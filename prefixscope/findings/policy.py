@@ -66,6 +66,7 @@ from prefixscope.findings.ttl_choice import (
 )
 from prefixscope.model import Request, UsageRecord
 from prefixscope.model.whatifs import POLICY
+from prefixscope.model.words import plural, signed_usd
 
 AS_LOGGED = "as-logged"
 HOUR_AND_PINGS = "ttl-1h+keep-warm"
@@ -127,13 +128,13 @@ class TurnFigures:
     @property
     def line(self) -> str:
         text = (f"{self.turn}: {self.kept_requests:,} of "
-                f"{_n(self.expired_requests, 'expired pause')} kept ({self.kept_tokens:,} "
-                f"of {self.ttl_tokens:,} tokens, {_usd(self.saved_usd)})")
+                f"{plural(self.expired_requests, 'expired pause')} kept ({self.kept_tokens:,} "
+                f"of {self.ttl_tokens:,} tokens, {signed_usd(self.saved_usd)})")
         if self.pings:
-            text += f" with {_n(self.pings, 'ping')} ({_usd(self.ping_usd)})"
+            text += f" with {plural(self.pings, 'ping')} ({signed_usd(self.ping_usd)})"
         if self.moved_tokens:
             text += (f", {self.moved_tokens:,} break tokens read after the move "
-                     f"({_usd(self.moved_usd)})")
+                     f"({signed_usd(self.moved_usd)})")
         return text
 
 
@@ -179,20 +180,21 @@ class PolicyPart:
         """One line: the choice, its net, what proves it, its payback and break-even."""
         what = self.choice + (" + pin-backend" if self.pin else "")
         o = self.chosen
-        line = (f"{self.label}: {what}, net {_usd(self.net_usd)} over "
-                f"{_n(self.requests, 'call')} ({_n(self.expired_requests, 'expired pause')}, "
+        line = (f"{self.label}: {what}, net {signed_usd(self.net_usd)} over "
+                f"{plural(self.requests, 'call')} "
+                f"({plural(self.expired_requests, 'expired pause')}, "
                 f"{self.ttl_tokens:,} ttl tokens)")
         if o.kept_requests:
-            line += (f"; keeps {o.kept_tokens:,} tokens of {_n(o.kept_requests, 'pause')} "
-                     f"({_usd(o.saved_usd - o.moved_usd)}) for {_usd(o.cost_usd)}")
+            line += (f"; keeps {o.kept_tokens:,} tokens of {plural(o.kept_requests, 'pause')} "
+                     f"({signed_usd(o.saved_usd - o.moved_usd)}) for {signed_usd(o.cost_usd)}")
         if o.pings:
-            line += f", {_n(o.pings, 'ping')} every {o.ping_minutes:.1f} min"
+            line += f", {plural(o.pings, 'ping')} every {o.ping_minutes:.1f} min"
         if o.moved_tokens:
             line += (f"; moving the volatile part after the last breakpoint reads "
-                     f"{o.moved_tokens:,} break tokens of {_n(o.moved_requests, 'call')} "
-                     f"({_usd(o.moved_usd)}) instead of paying for them again (moving adds "
+                     f"{o.moved_tokens:,} break tokens of {plural(o.moved_requests, 'call')} "
+                     f"({signed_usd(o.moved_usd)}) instead of paying for them again (moving adds "
                      "no write)")
-        others = ", ".join(f"{x.name} {_usd(x.net_usd)}" for x in self.options
+        others = ", ".join(f"{x.name} {signed_usd(x.net_usd)}" for x in self.options
                            if x.name != self.choice)
         if others:
             line += f" (others: {others})"
@@ -241,10 +243,11 @@ class Policy:
         if not changed:
             return ("no kind of request gains from 1-hour writes, keep-warm pings, moving "
                     "the volatile part or pinning on this log "
-                    f"({_n(len(self.parts), 'kind')}){pinning}")
+                    f"({plural(len(self.parts), 'kind')}){pinning}")
         chosen = "; ".join(f"{p.label}: {p.choice}" + (" + pin-backend" if p.pin else "")
-                           + f" (net {_usd(p.net_usd)})" for p in changed)
-        return (f"net {_usd(self.net_usd)} over {_n(len(self.parts), 'kind')} of request: "
+                           + f" (net {signed_usd(p.net_usd)})" for p in changed)
+        return (f"net {signed_usd(self.net_usd)} over {plural(len(self.parts), 'kind')} "
+                "of request: "
                 f"{chosen}{pinning}")
 
 
@@ -552,16 +555,6 @@ def _payback(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
             most = math.ceil((write - rates.cache_read) / rates.cache_read) - 1
             return (most + 1) * ((ttl or shown) - PING_MARGIN) / 60
     return None
-
-
-def _usd(value: float) -> str:
-    sign = "−" if value < 0 else ""
-    value = abs(value)
-    return sign + (f"${value:,.4f}" if value < 0.01 and value else f"${value:,.2f}")
-
-
-def _n(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def policy_line(policy: Policy | None, ledger: Ledger | None = None,

@@ -38,6 +38,7 @@ from prefixscope.engines import ENGINES, EngineSpec
 from prefixscope.findings.ledger import Ledger, LedgerEntry, read_ttls
 from prefixscope.model import UsageRecord
 from prefixscope.model.whatifs import TTL_WHAT_IFS as TTL_WHAT_IFS  # where it is defined
+from prefixscope.model.words import plural, signed_usd
 
 PING_MARGIN = 30.0  # keep-warm pings this many seconds inside the TTL
 
@@ -120,9 +121,9 @@ def one_hour(ledger: Ledger, records: Sequence[UsageRecord],
     even = weighted / written if written else None
     verdict = ("pays" if saved > cost else "does not pay")
     detail = (f"1-hour writes would keep {tokens:,} expired tokens of "
-              f"{_n(len(kept), 'pause')} up to an hour (saving {_usd(saved)}) and cost "
-              f"{_usd(cost)} more on the other {written - avoided:,.0f} 5-minute-written "
-              f"tokens: it {verdict} (net {_usd(saved - cost)})")
+              f"{plural(len(kept), 'pause')} up to an hour (saving {signed_usd(saved)}) and cost "
+              f"{signed_usd(cost)} more on the other {written - avoided:,.0f} 5-minute-written "
+              f"tokens: it {verdict} (net {signed_usd(saved - cost)})")
     if reused is not None and even is not None:
         detail += (f"; {reused:.1%} of the 5-minute writes were re-writes after 5-60 "
                    f"minutes: the 1-hour TTL pays when more than {even:.1%} of them are")
@@ -163,14 +164,15 @@ def keep_warm(expired: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
     if bridged or not paused:
         minutes = _minutes(every or {_ttls(expired[0].engine)[0] - PING_MARGIN})
         detail = (f"pinging every {minutes} minutes through the {bridged} of "
-                  f"{_n(len(expired), 'pause')} where it pays would cost {_usd(cost)} in "
-                  f"cache reads and keep {tokens:,} expired tokens ({_usd(saved)}): net "
-                  f"{_usd(saved - cost)}")
+                  f"{plural(len(expired), 'pause')} where it pays would cost {signed_usd(cost)} in "
+                  f"cache reads and keep {tokens:,} expired tokens ({signed_usd(saved)}): net "
+                  f"{signed_usd(saved - cost)}")
     else:
         detail = (f"pinging every {_minutes(all_every)} minutes through the "
-                  f"{_n(paused, 'pause')} would cost {_usd(all_cost)} in cache reads to keep "
-                  f"{all_tokens:,} expired tokens ({_usd(all_saved)}): it does not pay (net "
-                  f"{_usd(all_saved - all_cost)})")
+                  f"{plural(paused, 'pause')} would cost {signed_usd(all_cost)} in cache reads "
+                  "to keep "
+                  f"{all_tokens:,} expired tokens ({signed_usd(all_saved)}): it does not pay (net "
+                  f"{signed_usd(all_saved - all_cost)})")
     return TtlWhatIf("keep-warm", bridged, tokens, saved, cost, detail)
 
 
@@ -189,16 +191,6 @@ def _adjective(seconds: float) -> str:
     """A TTL as an adjective: "5-minute", "1-hour"."""
     value, unit = (seconds / 3600, "hour") if seconds >= 3600 else (seconds / 60, "minute")
     return f"{value:g}-{unit}"
-
-
-def _usd(value: float) -> str:
-    sign = "−" if value < 0 else ""
-    value = abs(value)
-    return sign + (f"${value:,.4f}" if value < 0.01 and value else f"${value:,.2f}")
-
-
-def _n(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def ttl_shown(entries: Sequence[LedgerEntry], records: Sequence[UsageRecord]
@@ -258,19 +250,19 @@ def ttl_fix(engine: str | None, what_ifs: Sequence[TtlWhatIf],
     warm_net = warm.net_usd if warm is not None and warm.requests else 0.0
     if hour is not None and hour.net_usd > 0 and hour.net_usd >= warm_net:
         return (f"Mark the stable prefix with the {longer} TTL ({mark}): on this log it "
-                f"pays (net {_usd(hour.net_usd)}"
-                + (f"; keep-warm pings: net {_usd(warm_net)})." if warm_net > 0 else ")."))
+                f"pays (net {signed_usd(hour.net_usd)}"
+                + (f"; keep-warm pings: net {signed_usd(warm_net)})." if warm_net > 0 else ")."))
     if warm_net > 0:
         every = _minutes({(long if one_hour else default) - PING_MARGIN})
         fix = ("Keep the session warm through its long pauses: a cheap request (a keep-alive "
                f"ping) every {every} minutes through the pauses where it pays (net "
-               f"{_usd(warm_net)})")
+               f"{signed_usd(warm_net)})")
         if hour is not None:
             fix += (f"; the {longer} TTL {'pays less' if hour.net_usd > 0 else 'does not pay'}"
-                    f" on this log (net {_usd(hour.net_usd)})")
+                    f" on this log (net {signed_usd(hour.net_usd)})")
         return fix + "."
     if hour is not None:
-        verdict = (f"Neither the {longer} TTL (net {_usd(hour.net_usd)}) nor keep-warm pings "
+        verdict = (f"Neither the {longer} TTL (net {signed_usd(hour.net_usd)}) nor keep-warm pings "
                    "pay on this log")
     elif one_hour:
         verdict = (f"The log's writes already use the {longer} TTL, and keep-warm pings do "

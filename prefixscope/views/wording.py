@@ -20,6 +20,7 @@ from prefixscope.findings.model import (
     reading_group,
 )
 from prefixscope.findings.verdicts import reconcile
+from prefixscope.model.words import plural as plural  # where it is defined
 from prefixscope.tokenizers import DEFAULT_TOKENIZER, no_public_tokenizer
 
 if TYPE_CHECKING:
@@ -37,10 +38,6 @@ RATES_LEGEND = ("observed: the cache the log reports; predicted: a replay of the
                 "prompts through the engine's cache model (its block size, capacity and "
                 "retention); ideal: the same replay with an unlimited cache and no expiry, "
                 "the most any cache could have served")
-
-
-def plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def usd(value: float) -> str:
