@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from litellm_rows import MODEL, T0, spend_log
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -40,8 +41,6 @@ from prefixscope.findings.pinning import pin_backend
 from prefixscope.model import UsageRecord
 
 runner = CliRunner()
-T0 = datetime(2026, 3, 2, 10, 0)
-MODEL = "claude-sonnet-4-5-20250929"
 WRITE_LESS_READ = 3.75 - 0.30  # dollars per MTok a read saves on a 5-minute-written token
 
 ALTERNATING = (  # (backend, prompt, read, write)
@@ -65,27 +64,6 @@ ONE_BACKEND = (
 )
 
 
-def _row(session: str, i: int, backend: str, prompt: int, read: int, write: int) -> dict:
-    return {
-        "request_id": f"{session}-{i}", "call_type": "anthropic_messages", "spend": 0.0,
-        "startTime": (T0 + timedelta(minutes=i)).isoformat() + "Z",
-        "endTime": (T0 + timedelta(minutes=i, seconds=5)).isoformat() + "Z",
-        "model": MODEL, "model_group": MODEL, "model_id": backend,
-        "custom_llm_provider": "anthropic", "api_base": "https://api.anthropic.com/v1/messages",
-        "prompt_tokens": prompt, "completion_tokens": 100, "total_tokens": prompt + 100,
-        "metadata": {"additional_usage_values": {"cache_read_input_tokens": read,
-                                                 "cache_creation_input_tokens": write}},
-        "session_id": session, "status": "success", "cache_hit": "False",
-    }
-
-
-def _log(path: Path, sessions: dict[str, tuple[tuple[str, int, int, int], ...]]) -> Path:
-    rows = [_row(name, i, *call) for name, calls in sessions.items()
-            for i, call in enumerate(calls)]
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
-
-
 def _report(*args: str) -> dict:
     result = runner.invoke(app, ["report", *args, "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -99,8 +77,8 @@ def _pin(doc: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def alternating(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return _report(str(_log(tmp_path_factory.mktemp("pin") / "alt.jsonl",
-                            {"alt": ALTERNATING})))
+    return _report(str(spend_log(tmp_path_factory.mktemp("pin") / "alt.jsonl",
+                                 {"alt": ALTERNATING})))
 
 
 class TestTwoBackendsAlternating:
@@ -147,8 +125,8 @@ class TestTwoBackendsAlternating:
 
 
 def test_the_two_deployment_log_recovers_its_routing(tmp_path: Path) -> None:
-    doc = _report(str(_log(tmp_path / "spend.jsonl",
-                           {"hop": TWO_DEPLOYMENTS, "one": ONE_BACKEND})),
+    doc = _report(str(spend_log(tmp_path / "spend.jsonl",
+                                {"hop": TWO_DEPLOYMENTS, "one": ONE_BACKEND})),
                   "--what-if", "pin-backend")
     pin = _pin(doc)
     assert pin["gain_tokens"] == 26_998 == doc["ledger"]["by_cause"]["routing"]
@@ -160,7 +138,7 @@ def test_the_two_deployment_log_recovers_its_routing(tmp_path: Path) -> None:
 
 
 def test_a_log_without_hops_has_nothing_to_price(tmp_path: Path) -> None:
-    log = str(_log(tmp_path / "one.jsonl", {"one": ONE_BACKEND}))
+    log = str(spend_log(tmp_path / "one.jsonl", {"one": ONE_BACKEND}))
     assert _report(log)["what_if"] == []  # not listed unless asked
     pin = _pin(_report(log, "--what-if", "pin-backend"))
     assert (pin["gain_tokens"], pin["net_usd"]) == (None, None)
@@ -228,7 +206,7 @@ class TestTheReplayRules:
 
 def test_a_bundle_prices_it_too(tmp_path: Path) -> None:
     # the bundle keeps each call's backend: pin-backend needs no prompt, only the ledger
-    log = _log(tmp_path / "alt.jsonl", {"alt": ALTERNATING})
+    log = spend_log(tmp_path / "alt.jsonl", {"alt": ALTERNATING})
     store = str(tmp_path / "st.duckdb")
     for args in (["ingest", str(log), "--store", store],
                  ["export", "--bundle", str(tmp_path / "b"), "--store", store]):
@@ -256,7 +234,7 @@ class TestSimulateSaysWhereItIsPriced:
     -, predicted -, -241,296 cached tokens" on sample_logs/)."""
 
     def _simulate(self, tmp_path: Path, what_if: str):
-        log = _log(tmp_path / "alt.jsonl", {"alt": ALTERNATING})
+        log = spend_log(tmp_path / "alt.jsonl", {"alt": ALTERNATING})
         return runner.invoke(app, ["simulate", str(log), "--what-if", what_if])
 
     def test_pin_backend_points_to_report(self, tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from conftest import FIXTURES
-from test_pin_backend import ALTERNATING, WRITE_LESS_READ, _log
+from litellm_rows import spend_log
+from test_pin_backend import ALTERNATING, WRITE_LESS_READ
 from typer.testing import CliRunner
 
 import prefixscope as ps
@@ -290,7 +291,7 @@ def test_pinning_joins_the_choice_where_the_log_names_backends(tmp_path: Path):
     # tests/test_pin_backend.py's session alternating between two LiteLLM deployments a
     # minute apart: no pause expires anything (only 5m is priced), pinning recovers its
     # 13,998 routing tokens, written at $3.75 and read at $0.30 instead: 0.0482931
-    doc = report(str(_log(tmp_path / "alt.jsonl", {"alt": ALTERNATING})), "--what-if",
+    doc = report(str(spend_log(tmp_path / "alt.jsonl", {"alt": ALTERNATING})), "--what-if",
                  "policy,pin-backend")
     got = {w["name"]: w for w in doc["what_if"]}
     policy = got["policy"]["policy"]

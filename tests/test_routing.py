@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from litellm_rows import MODEL, T0, spend_log
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -46,8 +47,6 @@ from prefixscope.findings.ledger import build_ledger, hop, hosted_rules
 from prefixscope.model import UsageRecord
 
 runner = CliRunner()
-T0 = datetime(2026, 3, 2, 10, 0)
-MODEL = "claude-sonnet-4-5-20250929"
 INPUT, READ, WRITE = 3.0, 0.30, 3.75
 
 HOP_SESSION = (  # (backend, prompt, read, write)
@@ -73,28 +72,6 @@ def _lost(tokens: int, missed: int, written: int) -> float:
 ROUTING_USD = _lost(23_996, 26_000, 25_998) + _lost(3_002, 4_004, 4_002)
 
 
-def _row(session: str, i: int, backend: str, prompt: int, read: int, write: int,
-         model: str = MODEL) -> dict:
-    return {
-        "request_id": f"{session}-{i}", "call_type": "anthropic_messages", "spend": 0.0,
-        "startTime": (T0 + timedelta(minutes=i)).isoformat() + "Z",
-        "endTime": (T0 + timedelta(minutes=i, seconds=5)).isoformat() + "Z",
-        "model": model, "model_group": model, "model_id": backend,
-        "custom_llm_provider": "anthropic", "api_base": "https://api.anthropic.com/v1/messages",
-        "prompt_tokens": prompt, "completion_tokens": 100, "total_tokens": prompt + 100,
-        "metadata": {"additional_usage_values": {"cache_read_input_tokens": read,
-                                                 "cache_creation_input_tokens": write}},
-        "session_id": session, "status": "success", "cache_hit": "False",
-    }
-
-
-def _log(path: Path, sessions: dict[str, tuple[tuple[str, int, int, int], ...]]) -> Path:
-    rows = [_row(name, i, *call) for name, calls in sessions.items()
-            for i, call in enumerate(calls)]
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
-
-
 def _report(log: Path) -> dict:
     result = runner.invoke(app, ["report", str(log), "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -103,8 +80,8 @@ def _report(log: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def hop_doc(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    log = _log(tmp_path_factory.mktemp("routing") / "spend.jsonl",
-               {"hop": HOP_SESSION, "one": ONE_BACKEND})
+    log = spend_log(tmp_path_factory.mktemp("routing") / "spend.jsonl",
+                    {"hop": HOP_SESSION, "one": ONE_BACKEND})
     return _report(log)
 
 
@@ -140,7 +117,7 @@ class TestASessionSpreadOverTwoDeployments:
         assert "26,998 tokens" in f["title"]
 
     def test_the_one_backend_session_loses_nothing_to_routing(self, tmp_path: Path) -> None:
-        doc = _report(_log(tmp_path / "one.jsonl", {"one": ONE_BACKEND}))
+        doc = _report(spend_log(tmp_path / "one.jsonl", {"one": ONE_BACKEND}))
         assert doc["ledger"]["by_cause"]["routing"] == 0
         assert doc["ledger"]["by_cause"]["provider"] == 9_997
         assert not [f for f in doc["findings"] if f["kind"] == "backend-hop"]
@@ -208,7 +185,7 @@ class TestTheFixNamesTheGatewaysKnob:
 
 class TestEveryViewKnowsTheCause:
     def test_the_html_report_draws_routing(self, tmp_path: Path) -> None:
-        log = _log(tmp_path / "spend.jsonl", {"hop": HOP_SESSION})
+        log = spend_log(tmp_path / "spend.jsonl", {"hop": HOP_SESSION})
         out = tmp_path / "report.html"
         result = runner.invoke(app, ["report", str(log), "--html", str(out)],
                                catch_exceptions=False)
@@ -227,7 +204,7 @@ class TestEveryViewKnowsTheCause:
 def test_a_share_safe_bundle_replays_the_same_routing(tmp_path: Path, hop_doc) -> None:
     # the bundle keeps each call's backend (findings.bundle.backend: LiteLLM's model_id),
     # read back as the channel: the same hops, the same ledger
-    log = _log(tmp_path / "spend.jsonl", {"hop": HOP_SESSION, "one": ONE_BACKEND})
+    log = spend_log(tmp_path / "spend.jsonl", {"hop": HOP_SESSION, "one": ONE_BACKEND})
     store = str(tmp_path / "st.duckdb")
     for args in (["ingest", str(log), "--store", store],
                  ["export", "--bundle", str(tmp_path / "b"), "--store", store]):
