@@ -53,7 +53,7 @@ REAL = Path(os.environ.get("PREFIXSCOPE_REAL_DATA", ROOT / "tests" / "data" / "r
 from prefixscope.model import Request  # noqa: E402
 from prefixscope.prompt import RenderOptions, resolve_gateway  # noqa: E402
 from prefixscope.prompt.marks import Marker  # noqa: E402
-from prefixscope.prompt.render import _template_input  # noqa: E402
+from prefixscope.prompt.pipeline import _template_input  # noqa: E402
 from prefixscope.prompt.whatif import parse_what_ifs  # noqa: E402
 from prefixscope.tokenizers import load_tokenizer  # noqa: E402
 from prefixscope.tokens.tokenize import PieceCache, tokens, tokens_many  # noqa: E402

@@ -12,7 +12,7 @@ from prefixscope.model import Request
 from prefixscope.model.keys import detect_endpoint
 from prefixscope.prompt import RenderOptions, resolve_gateway
 from prefixscope.prompt.marks import Marker
-from prefixscope.prompt.render import _detect, _template_input
+from prefixscope.prompt.pipeline import _detect, _template_input
 from prefixscope.prompt.whatif import parse_what_ifs
 from prefixscope.tokenizers import load_tokenizer
 

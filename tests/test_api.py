@@ -168,7 +168,7 @@ class TestSurface:
 
     def test_the_result_types_are_the_core_values(self) -> None:
         from prefixscope.analyses.diff import DiffReport
-        from prefixscope.analyses.render import RenderResult
+        from prefixscope.analyses.prompt_spans import RenderResult
         from prefixscope.analyses.simulate import SimulateReport
         from prefixscope.findings.model import Report
         from prefixscope.store.load import IngestResult

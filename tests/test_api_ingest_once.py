@@ -44,7 +44,7 @@ def logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def sniffs(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Counts, by file name, every probe of a file's head (what every format's sniff and
     the engine-log sniff read) from now on."""
-    import prefixscope.analyses.engine_log  # noqa: F401 - bound below before it runs
+    import prefixscope.analyses.engine_cache  # noqa: F401 - bound below before it runs
     import prefixscope.store.load  # noqa: F401
     from prefixscope.ingest import source
 

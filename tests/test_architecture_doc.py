@@ -55,7 +55,7 @@ def defines(source: str, name: str) -> bool:
 
 def module_file(dotted: str) -> Path | None:
     """The module or package of prefixscope named by the dotted tail `dotted` (``onepass``,
-    ``prompt.render``, ``store``), when exactly one matches."""
+    ``prompt.pipeline``, ``store``), when exactly one matches."""
     parts = dotted.split(".")
     found = [p for p in SOURCES
              if p.relative_to(PACKAGE).with_suffix("").parts[-len(parts):] == tuple(parts)

@@ -104,7 +104,7 @@ class TestExactText:
         assert "\t" in piped.stdout and max(map(len, text.splitlines())) > 200
 
     def test_the_terminal_view_neutralises_control_sequences(self):
-        from prefixscope.analyses.render import RenderResult, SegmentRow
+        from prefixscope.analyses.prompt_spans import RenderResult, SegmentRow
         from prefixscope.views.terminal import Screen
         from prefixscope.views.terminal.render import render_screen
 

@@ -22,7 +22,7 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
-from prefixscope.analyses.engine_log import (
+from prefixscope.analyses.engine_cache import (
     KV_FULL,
     LOW_HIT_RATE,
     analyze_engine_logs,

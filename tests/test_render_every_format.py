@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES
 
-from prefixscope.analyses.render import render_report
+from prefixscope.analyses.prompt_spans import render_report
 from prefixscope.ingest import read_requests
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.tokenizers import BUNDLED

@@ -284,7 +284,7 @@ _VALUES = st.recursive(st.none() | st.integers(-2**63, 2**63 - 1) | _TEXTS,
 def test_scanning_the_body_in_its_two_parts_finds_what_the_whole_scan_finds(rest, messages):
     """render scans the body's JSON as it cuts it for the splice (the rest, the history)
     instead of dumping it whole again: the same answer as the whole body's scan."""
-    from prefixscope.prompt.render import _raw_parts, _scan_body
+    from prefixscope.prompt.pipeline import _raw_parts, _scan_body
 
     body = {**rest, "messages": messages}
     parts = _raw_parts(body, "messages")
@@ -305,7 +305,7 @@ def test_a_turn_scans_only_what_its_clean_previous_turn_did_not(rest, messages, 
 
     from hypothesis import assume
 
-    from prefixscope.prompt.render import _raw_parts, _scan_body
+    from prefixscope.prompt.pipeline import _raw_parts, _scan_body
 
     before = {**rest, "messages": messages}
     after = {**(rest if other_rest is None else other_rest), "messages": messages + more}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _render_helpers import fixture, make_request
 
-from prefixscope.analyses.render import render_report
+from prefixscope.analyses.prompt_spans import render_report
 from prefixscope.prompt import RenderOptions
 from prefixscope.views.json import render_json
 

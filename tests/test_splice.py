@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
 from prefixscope.prompt import RenderError, RenderOptions, render
-from prefixscope.prompt.render import render_turn
+from prefixscope.prompt.pipeline import render_turn
 from prefixscope.prompt.splice import HEADS, SPLICES
 from prefixscope.store import Store
 from prefixscope.tokenizers import BUNDLED, load_tokenizer
@@ -33,7 +33,7 @@ from prefixscope.tokens.turns import Turns
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-_RENDER = importlib.import_module("prefixscope.prompt.render")
+_RENDER = importlib.import_module("prefixscope.prompt.pipeline")
 CACHES = {name: PieceCache(load_tokenizer(name)) for name in BUNDLED}
 IDS = ["c0", "c1", "c2", "", 7]  # call ids: repeated, empty (falsy), not a string
 
@@ -210,7 +210,7 @@ class TestSpliceEqualsTheWholeRender:
         render."""
         import importlib
 
-        module = importlib.import_module("prefixscope.prompt.render")
+        module = importlib.import_module("prefixscope.prompt.pipeline")
         taken: list[bool] = []
         real = module._appended_input
         body: dict[str, Any] = {"system": [{"type": "text", "text": data.draw(texts)}],
@@ -252,7 +252,7 @@ class TestSpliceEqualsTheWholeRender:
         render."""
         import importlib
 
-        module = importlib.import_module("prefixscope.prompt.render")
+        module = importlib.import_module("prefixscope.prompt.pipeline")
         taken: list[bool] = []
         real = module._appended_input
         head: list[dict[str, Any]] = [
@@ -303,7 +303,7 @@ class TestSpliceEqualsTheWholeRender:
         equals its whole render."""
         import importlib
 
-        module = importlib.import_module("prefixscope.prompt.render")
+        module = importlib.import_module("prefixscope.prompt.pipeline")
         taken: list[bool] = []
         real = module._appended_input
         body: dict[str, Any] = {"model": "gpt-5.1-codex", "input": items}
@@ -548,7 +548,7 @@ class TestSpliceEqualsTheWholeRender:
     def test_appended_turns_are_spliced_not_rendered_whole(self, name, monkeypatch):
         import importlib
 
-        module = importlib.import_module("prefixscope.prompt.render")
+        module = importlib.import_module("prefixscope.prompt.pipeline")
         calls = []
         real = module._whole
         monkeypatch.setattr(module, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -572,7 +572,7 @@ class TestSpliceEqualsTheWholeRender:
         the whole render."""
         import importlib
 
-        module = importlib.import_module("prefixscope.prompt.render")
+        module = importlib.import_module("prefixscope.prompt.pipeline")
         options = RenderOptions(tokenizer=name)
         listed: list[dict[str, Any]] = []
         bodies = []
@@ -615,7 +615,7 @@ class TestSpliceEqualsTheWholeRender:
         render of the tools and the system message alone ends, less G."""
         import importlib
 
-        module = importlib.import_module("prefixscope.prompt.render")
+        module = importlib.import_module("prefixscope.prompt.pipeline")
         options = RenderOptions(tokenizer=name)
         listed: list[dict[str, Any]] = []
         bodies = []
@@ -685,7 +685,7 @@ class TestSpliceEqualsTheWholeRender:
         to orjson's dump of the whole body, cut the same way."""
         import importlib
 
-        module = importlib.import_module("prefixscope.prompt.render")
+        module = importlib.import_module("prefixscope.prompt.pipeline")
         k = data.draw(st.integers(0, len(messages)))
         system = [{"type": "text", "text": data.draw(texts)}]
         earlier = make_request({"system": system, "messages": messages[:k]},

@@ -24,7 +24,7 @@ from prefixscope.ingest import read_requests
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions, render, resolve_gateway
 from prefixscope.prompt.marks import Marker, strip_marks
-from prefixscope.prompt.render import KNOWN_ENDPOINTS, _detect, _template_input
+from prefixscope.prompt.pipeline import KNOWN_ENDPOINTS, _detect, _template_input
 from prefixscope.prompt.template import _template_failure, render_marked, render_plain
 from prefixscope.prompt.whatif import parse_what_ifs
 from prefixscope.tokenizers import BUNDLED, load_tokenizer

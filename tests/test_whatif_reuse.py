@@ -1,5 +1,5 @@
 """What-if replays render only the requests a transform may change (issue 20, item 2):
-`prompt.render.what_if_changes` says False only where the transform provably leaves the
+`prompt.pipeline.what_if_changes` says False only where the transform provably leaves the
 prompt as it is, and `prepare_what_if` (the what-if replay's input, the base's tokens kept
 for the others) equals `prepare` rendering every request under the transform."""
 
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from prefixscope.analyses.simulate import SimulateOptions, prepare
 from prefixscope.analyses.simulate.prepare import prepare_what_if
 from prefixscope.prompt import RenderError, RenderOptions, render
-from prefixscope.prompt.render import BillingScan, what_if_changes
+from prefixscope.prompt.pipeline import BillingScan, what_if_changes
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 
@@ -206,7 +206,7 @@ def test_the_head_is_found_in_the_ids_as_its_own_tokenization(body: dict[str, An
     import copy
 
     from prefixscope.analyses.simulate.prepare import _spelling
-    from prefixscope.prompt.render import head_text
+    from prefixscope.prompt.pipeline import head_text
     from prefixscope.tokenizers import load_tokenizer
     from prefixscope.tokenizers.base import Tokenizer
     from prefixscope.tokens import PieceCache
@@ -260,7 +260,7 @@ def test_a_head_text_from_the_cache_is_that_heads_own_render(
         first: dict[str, Any], second: dict[str, Any], transform: str) -> None:
     """`head_text` keeps heads by the head with the what-if's edits made: the second head's
     text after the first's is the one an empty cache renders for it (the oracle)."""
-    render_module = importlib.import_module("prefixscope.prompt.render")
+    render_module = importlib.import_module("prefixscope.prompt.pipeline")
 
     options = RenderOptions(what_if=(transform,))
     render_module.head_text(_claude(first), options)
@@ -270,7 +270,7 @@ def test_a_head_text_from_the_cache_is_that_heads_own_render(
 
 
 def test_heads_whose_billing_hash_alone_differs_share_their_stripped_text() -> None:
-    render_module = importlib.import_module("prefixscope.prompt.render")
+    render_module = importlib.import_module("prefixscope.prompt.pipeline")
 
     def body(cch: str) -> dict[str, Any]:
         return {"system": [{"type": "text", "text": HEADER.replace("de33b", cch)},

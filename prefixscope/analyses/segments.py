@@ -24,7 +24,7 @@ messages cut from the end (a compaction, a rewind) are not counted either -- the
 first message that changed before the cut is where the prefix broke. Such a pair
 does not count for those messages at all.
 
-Segment paths are the request's as logged, the same names `prefixscope.prompt.render`
+Segment paths are the request's as logged, the same names `prefixscope.prompt.render()`
 uses: ``tools[3]``, ``system[0]`` (or ``system`` for a string), ``messages[7]``,
 ``instructions``, ``input[2]``. Token positions (median token start, tokens after)
 are filled in when a tokenizer renders the requests; without one they are omitted

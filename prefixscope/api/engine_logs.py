@@ -14,7 +14,7 @@ from prefixscope.api.options import strings
 from prefixscope.model.errors import Error
 
 if TYPE_CHECKING:
-    from prefixscope.analyses.engine_log import EngineLogAnalysis
+    from prefixscope.analyses.engine_cache import EngineLogAnalysis
     from prefixscope.ingest.engine_logs import EngineLogInput
     from prefixscope.views.ingested import IngestResult
 
@@ -33,7 +33,7 @@ def engine_log(paths: str | PathLike[str] | Sequence[str | PathLike[str]]
         Error: a path that does not exist (``usage``), a file named that is not an engine
             log or cannot be read, or no engine log among `paths`.
     """
-    from prefixscope.analyses.engine_log import analyze_engine_logs, classify_engine_paths
+    from prefixscope.analyses.engine_cache import analyze_engine_logs, classify_engine_paths
     from prefixscope.ingest import missing_paths
 
     names = strings(paths)

@@ -109,7 +109,7 @@ def render(store: Store | str | PathLike[str] | None, request: str, *, gateway: 
     Raises:
         Error: a bad option (``usage``), no such request, or one that cannot be rendered.
     """
-    from prefixscope.analyses.render import render_report
+    from prefixscope.analyses.prompt_spans import render_report
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.store.lookup import LookupError_, request_from_file, resolve_request
     from prefixscope.tokenizers import TokenizerError

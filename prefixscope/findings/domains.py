@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from prefixscope.analyses.diff import DiffReport
-from prefixscope.analyses.engine_log import EngineLogAnalysis
+from prefixscope.analyses.engine_cache import EngineLogAnalysis
 from prefixscope.analyses.onepass import (
     PassResult,
     WhatIfRunner,

@@ -27,7 +27,7 @@ from prefixscope.analyses.diff import (
     resolve_block_sizes,
     session_pair_rows,
 )
-from prefixscope.analyses.engine_log import EngineLogAnalysis, analyze_engine_logs
+from prefixscope.analyses.engine_cache import EngineLogAnalysis, analyze_engine_logs
 from prefixscope.analyses.onepass import (
     Domain,
     PassSetup,

@@ -2,14 +2,14 @@
 
 * `render(request, options) -> Prompt`: gateway profile + serving-engine normalization +
   chat template; every character attributed to a `Segment` (its path in the logged
-  request, or ``template``). See prefixscope/prompt/render.py and docs/render.md.
+  request, or ``template``). See prefixscope/prompt/pipeline.py and docs/render.md.
 * `RenderOptions(gateway, tokenizer, what_if)`: the frozen key shared with
   `prefixscope.tokens`, diff, bucket and simulate.
 * `check_options(options)`: reject an unknown gateway profile or what-if up front.
 """
 
 from prefixscope.prompt.gateways import PROFILES
-from prefixscope.prompt.render import check_options, render, resolve_gateway
+from prefixscope.prompt.pipeline import check_options, render, resolve_gateway
 from prefixscope.prompt.values import TEMPLATE_PATH, Prompt, RenderError, RenderOptions, Segment
 from prefixscope.prompt.whatif import WHAT_IFS
 

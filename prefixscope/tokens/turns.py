@@ -21,7 +21,7 @@ import numpy as np
 
 from prefixscope.model import Request
 from prefixscope.prompt import Prompt, RenderError, RenderOptions
-from prefixscope.prompt.render import Turn, render_turn
+from prefixscope.prompt.pipeline import Turn, render_turn
 from prefixscope.prompt.splice import heads_split
 from prefixscope.tokenizers import Encoded, load_tokenizer
 from prefixscope.tokens.tokenize import PieceCache, Tokens, _with_segments, piece_cache

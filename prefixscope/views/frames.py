@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prefixscope.analyses.diff import DiffReport
-from prefixscope.analyses.render import RenderResult
+from prefixscope.analyses.prompt_spans import RenderResult
 from prefixscope.analyses.simulate import MISS_CLASSES, SimulateReport
 from prefixscope.findings.calls import Calls
 from prefixscope.findings.ledger import CAUSES, NOT_LOSSES

@@ -8,8 +8,8 @@ from typing import Any
 
 from prefixscope.analyses.bucket import Boundary, BucketReport, HistogramBin
 from prefixscope.analyses.diff import DiffReport, PairDiff
-from prefixscope.analyses.engine_log import EngineLogAnalysis, RateSummary, stamp
-from prefixscope.analyses.render import RenderResult
+from prefixscope.analyses.engine_cache import EngineLogAnalysis, RateSummary, stamp
+from prefixscope.analyses.prompt_spans import RenderResult
 from prefixscope.analyses.segments import (
     SegmentsReport,
     SegmentStats,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from prefixscope.analyses import diff as _diff
-from prefixscope.analyses import render as _render
+from prefixscope.analyses import prompt_spans as _spans
 from prefixscope.analyses import simulate as _simulate
 from prefixscope.findings import calls as _calls
 from prefixscope.findings import model as _model
@@ -172,7 +172,7 @@ class SimulateReport(_simulate.SimulateReport):
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class RenderResult(_render.RenderResult):
+class RenderResult(_spans.RenderResult):
     """`prefixscope.render`'s result: the prompt the upstream model saw, its tokens and
     the segment spans that cover it.
 
@@ -182,7 +182,7 @@ class RenderResult(_render.RenderResult):
     TABLES: ClassVar[tuple[str, ...]] = tuple(frames.RENDER_TABLES)
 
     @classmethod
-    def _of(cls, result: _render.RenderResult) -> RenderResult:
+    def _of(cls, result: _spans.RenderResult) -> RenderResult:
         return as_subclass(cls, result)
 
     def to_dict(self, *, show_text: bool = False) -> dict[str, Any]:

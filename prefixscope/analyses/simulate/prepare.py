@@ -23,7 +23,7 @@ from prefixscope.analyses.simulate.model import (
 )
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
-from prefixscope.prompt.render import BillingScan, head_text
+from prefixscope.prompt.pipeline import BillingScan, head_text
 from prefixscope.store import Store
 from prefixscope.tokenizers import load_tokenizer
 from prefixscope.tokens import PieceCache, Tokens, Turns, common_prefix_length, piece_cache
@@ -80,7 +80,7 @@ def prepare_what_if(store: Store, options: SimulateOptions, base: Sequence[_Prep
                     transforms: tuple[str, ...]) -> list[_Prepared]:
     """`prepare(store, options)[0]`, where `options.render` is the render `base` was
     prepared with plus `transforms` (a what-if replay's input), rendering only the requests
-    the transforms may change (`prompt.render.what_if_changes`): any other keeps the token
+    the transforms may change (`prompt.pipeline.what_if_changes`): any other keeps the token
     ids of its entry in `base` (rebuilt from its compact form), the entry `prepare` would
     make of them. The changed ones are rendered and tokenized as `prepare` does, each from
     its session predecessor's render and ids when that one was rendered here too."""
@@ -132,7 +132,7 @@ class _WhatIf:
         self.scan = BillingScan()
 
     def feed(self, request: Request) -> None:
-        from prefixscope.prompt.render import what_if_changes
+        from prefixscope.prompt.pipeline import what_if_changes
 
         preparer = self.preparer
         mine, ids = None, None

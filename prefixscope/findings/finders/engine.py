@@ -1,5 +1,5 @@
 """What the inference engine's own log says (vLLM / SGLang logs, Prometheus dumps), from
-`analyses.engine_log`: a write-only offload tier (``l2-write-only``) and the other facts
+`analyses.engine_cache`: a write-only offload tier (``l2-write-only``) and the other facts
 the engine reports about its cache (``engine-log``).
 
 The engine's figures are aggregates without sessions, so these findings carry no lost

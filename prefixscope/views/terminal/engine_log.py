@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from prefixscope.analyses.engine_log import EngineLogAnalysis, RateSummary, stamp
+from prefixscope.analyses.engine_cache import EngineLogAnalysis, RateSummary, stamp
 from prefixscope.views.terminal import Screen, count, percent, visible
 
 MAX_WARNED_SKIPS = 20

@@ -6,7 +6,7 @@ from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from prefixscope.analyses.render import RenderResult
+from prefixscope.analyses.prompt_spans import RenderResult
 from prefixscope.views import wording
 from prefixscope.views.terminal import Screen, shown, visible
 
