@@ -273,22 +273,33 @@ def _fill(rng: random.Random, pool: list[str], size: int) -> str:
     return "\n\n".join(parts)
 
 
+def session_stream(*, turns: int, max_tokens: int, min_tokens: int, seed: int,
+                   material: Material) -> Iterator[Session]:
+    """Session 0, 1, 2, ... of the corpus, without end (each drawn from the seed in turn, so
+    the first n are the same however many are taken)."""
+    start_bytes = min_tokens * BYTES_PER_TOKEN
+    step_bytes = (max_tokens - min_tokens) * BYTES_PER_TOKEN // max(1, turns - 1)
+    master = random.Random(seed)
+    i = 0
+    while True:
+        rng = random.Random(master.getrandbits(64))
+        yield Session(
+            index=i, rng=rng, material=material, turns=turns, start_bytes=start_bytes,
+            step_bytes=step_bytes, volatile=i % 3 == 1, shuffle=i % 6 == 2,
+            compact_at=turns * 3 // 5 if i % 6 == 4 else None, explicit=i % 2 == 0,
+            when=START + timedelta(seconds=i * 240 + rng.uniform(0, 60)))
+        i += 1
+
+
 def sessions_for(size_gb: float, *, turns: int, max_tokens: int, min_tokens: int,
                  sessions: int | None, seed: int, material: Material) -> list[Session]:
     start_bytes = min_tokens * BYTES_PER_TOKEN
     step_bytes = (max_tokens - min_tokens) * BYTES_PER_TOKEN // max(1, turns - 1)
     per_session = turns * (start_bytes + step_bytes * (turns - 1) / 2)
     count = sessions or max(1, round(size_gb * (1 << 30) / per_session))
-    master = random.Random(seed)
-    out = []
-    for i in range(count):
-        rng = random.Random(master.getrandbits(64))
-        out.append(Session(
-            index=i, rng=rng, material=material, turns=turns, start_bytes=start_bytes,
-            step_bytes=step_bytes, volatile=i % 3 == 1, shuffle=i % 6 == 2,
-            compact_at=turns * 3 // 5 if i % 6 == 4 else None, explicit=i % 2 == 0,
-            when=START + timedelta(seconds=i * 240 + rng.uniform(0, 60))))
-    return out
+    stream = session_stream(turns=turns, max_tokens=max_tokens, min_tokens=min_tokens,
+                            seed=seed, material=material)
+    return [next(stream) for _ in range(count)]
 
 
 def requests(sessions: list[Session]) -> Iterator[tuple[Session, dict[str, Any], dict[str, int]]]:
@@ -391,10 +402,279 @@ def openai_line(s: Session, body: dict[str, Any], usage: dict[str, int]) -> byte
                   "headers": headers, "request": openai_body(body), "response": response})
 
 
+# --------------------------------------------------------------------------- agent logs
+# The agents' own logs: one file per session in the client's folder layout, each line
+# written once (the history is not resent per call, as a capture's body is), so a GB of
+# them holds about fifteen times the calls of a GB of captures.
+
+CC_VERSION = "2.0.14"
+CODEX_VERSION = "0.63.0"
+CODEX_MODEL = "gpt-5.1-codex-max"
+FOLDER_FORMS = ("claude-code", "codex")
+
+
+@dataclass
+class Call:
+    """One model call of an agent session as its log records it."""
+
+    when: datetime  # when it was sent
+    body: dict[str, Any]  # the Anthropic request the session sent (its size is the prompt's)
+    usage: dict[str, int]  # Session.usage: the Anthropic usage of the raw form
+    prompt: int  # estimated prompt tokens (body bytes / 4)
+    compacted: str | None  # the summary, when the history was compacted after this call
+    thought: str  # the assistant's text
+    tool_id: str
+    command: dict[str, Any]  # the tool call: name, input
+    output: str  # the tool's output
+
+
+def session_calls(s: Session) -> Iterator[Call]:
+    """The calls of one session in order, with what each answered (the assistant turn and
+    tool result `Session.advance` appends, or the compaction it makes)."""
+    while s.turn < s.turns:
+        when, body = s.when, s.request()
+        body_bytes = len(dumps(body))
+        usage = s.usage(body_bytes, len(dumps(body["tools"])))
+        s.advance()
+        if s.messages[0]["content"][0].get("text", "").startswith(COMPACTION_PREFIX) \
+                and len(s.messages) == 1:
+            yield Call(when, body, usage, body_bytes // BYTES_PER_TOKEN,
+                       s.messages[0]["content"][0]["text"], "", "", {}, "")
+            continue
+        said, result = s.messages[-2]["content"], s.messages[-1]["content"][0]
+        yield Call(when, body, usage, body_bytes // BYTES_PER_TOKEN, None, said[0]["text"],
+                   said[1]["id"], {"name": said[1]["name"], "input": said[1]["input"]},
+                   result["content"])
+
+
+def _hex_id(*parts: object, n: int = 24) -> str:
+    return hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:n]
+
+
+def cwd_of(s: Session) -> str:
+    return f"/home/dev/work/repo-{s.index % 6}"
+
+
+def claude_code_lines(s: Session) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Claude Code's transcript of one session (~/.claude/projects/<cwd>/<sessionId>.jsonl,
+    as 2.0 writes it): the user's first message, then per API call its streamed response
+    as one assistant line per content block (the same `message.id` and `requestId`, usage
+    on each, the final output count on the last) and the tool result as a user line (with
+    `toolUseResult`, the output again); a compaction as a `compact_boundary` system record
+    and the summary as an `isCompactSummary` user message. Usage is Anthropic's as
+    Claude Code reports it: the whole prompt written or read, a few tokens uncached. Yields
+    (line, whether it is the last line of a call)."""
+    base = {"isSidechain": False, "userType": "external", "cwd": cwd_of(s),
+            "sessionId": s.session_id, "version": CC_VERSION, "gitBranch": "main"}
+    parent: str | None = None
+    count = 0
+
+    def line(kind: str, when: datetime, **fields: Any) -> dict[str, Any]:
+        nonlocal parent, count
+        count += 1
+        uid = _uuid_of(s.session_id, count)
+        out = {"parentUuid": parent, **base, "type": kind, **fields, "uuid": uid,
+               "timestamp": _ts(when)}
+        parent = uid
+        return out
+
+    first = s.messages[0]["content"]
+    yield line("user", s.when - timedelta(seconds=2),
+               message={"role": "user", "content": list(first)}), False
+    for call in session_calls(s):
+        u = call.usage
+        read = u["cache_read_input_tokens"]
+        fresh = 3 + s.turn % 7  # not from the session's rng: the same texts in every form
+        write = max(0, call.prompt - read - fresh)
+        usage = {"input_tokens": fresh, "cache_creation_input_tokens": write,
+                 "cache_read_input_tokens": read,
+                 "cache_creation": {"ephemeral_5m_input_tokens": write,
+                                    "ephemeral_1h_input_tokens": 0},
+                 "output_tokens": u["output_tokens"], "service_tier": "standard"}
+        msg_id = "msg_01" + _hex_id(s.session_id, s.turn, n=22)
+        request_id = "req_011C" + _hex_id(s.session_id, s.turn, "req", n=20)
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": call.thought or
+                                         "Let me summarize the work so far."}]
+        if call.compacted is None:
+            blocks.append({"type": "tool_use", "id": call.tool_id,
+                           "name": "Bash", "input": call.command["input"]})
+        when = call.when + timedelta(seconds=4)
+        for k, block in enumerate(blocks):
+            last = k == len(blocks) - 1
+            message = {"id": msg_id, "type": "message", "role": "assistant", "model": MODEL,
+                       "content": [block], "stop_reason": "tool_use" if last else None,
+                       "stop_sequence": None,
+                       "usage": usage if last else {**usage, "output_tokens": 2}}
+            yield line("assistant", when + timedelta(milliseconds=300 * k), message=message,
+                       requestId=request_id), last
+        done = when + timedelta(seconds=3)
+        if call.compacted is not None:
+            before, parent = parent, None  # a compaction starts a new chain
+            yield line("system", done, logicalParentUuid=before, subtype="compact_boundary",
+                       content="Conversation compacted", isMeta=False, level="info",
+                       compactMetadata={"trigger": "auto", "preTokens": call.prompt}), False
+            yield line("user", done, isCompactSummary=True, message={
+                "role": "user", "content": call.compacted}), False
+            continue
+        yield line("user", done, message={"role": "user", "content": [
+            {"tool_use_id": call.tool_id, "type": "tool_result", "content": call.output,
+             "is_error": False}]},
+            toolUseResult={"stdout": call.output, "stderr": "", "interrupted": False,
+                           "isImage": False}), False
+
+
+def _uuid_of(*parts: object) -> str:
+    h = _hex_id(*parts, n=32)
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
+
+
+RATE_LIMITS = {"primary": {"used_percent": 4.0, "window_minutes": 300,
+                           "resets_at": 1763862524},
+               "secondary": {"used_percent": 3.0, "window_minutes": 10080,
+                             "resets_at": 1764176208},
+               "credits": {"has_credits": False, "unlimited": False, "balance": "0"}}
+USAGE_NAMES = ("input_tokens", "cached_input_tokens", "output_tokens",
+               "reasoning_output_tokens", "total_tokens")
+
+
+def codex_lines(s: Session) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Codex CLI's rollout of one session (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl, as
+    0.6x writes it, line order as in a real rollout): session_meta (with
+    base_instructions), the environment context and the user's message as response
+    items, turn_context, a ghost_snapshot; per model call an agent_reasoning event, the
+    token_count event (the call's `last_token_usage` and the cumulative
+    `total_token_usage`), the encrypted reasoning, a shell function_call and its output or
+    (every other call) an apply_patch custom_tool_call adding the output as a file and its
+    result, turn_context, and the token_count
+    again with the same totals (Codex re-emits it: no new call); a compaction as a
+    `compacted` line and its `context_compacted` event. Usage is OpenAI's (input includes
+    the cached tokens, 128-token steps): each call reads back the previous prompt but
+    after a compaction. Yields (line, whether it ends a call: its first token_count)."""
+    def line(kind: str, when: datetime, payload: dict[str, Any]) -> dict[str, Any]:
+        return {"timestamp": _ts(when), "type": kind, "payload": payload}
+
+    start = s.when - timedelta(seconds=3)
+    cwd = cwd_of(s)
+    context = {"cwd": cwd, "approval_policy": "on-request",
+               "sandbox_policy": {"type": "workspace-write", "network_access": False,
+                                  "exclude_tmpdir_env_var": False,
+                                  "exclude_slash_tmp": False},
+               "model": CODEX_MODEL, "effort": "high", "summary": "auto"}
+    yield line("session_meta", start, {
+        "id": s.session_id, "timestamp": _ts(start), "cwd": cwd, "originator": "codex_cli_rs",
+        "cli_version": CODEX_VERSION, "instructions": None, "source": "cli",
+        "model_provider": "openai", "base_instructions": {"text": s.system_text},
+        "git": {"commit_hash": _hex_id(s.session_id, "git", n=40), "branch": "main",
+                "repository_url": f"git@github.com:dev/repo-{s.index % 6}.git"}}), False
+    environment = (f"<environment_context>\n  <cwd>{cwd}</cwd>\n  <approval_policy>on-request"
+                   "</approval_policy>\n  <sandbox_mode>workspace-write</sandbox_mode>\n  "
+                   "<network_access>restricted</network_access>\n  <shell>bash</shell>\n"
+                   "</environment_context>")
+    yield line("response_item", start, {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": environment}]}), False
+    task = "\n\n".join(b["text"] for b in s.messages[0]["content"])
+    yield line("response_item", start, {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": task}]}), False
+    yield line("event_msg", start, {"type": "user_message", "message": task,
+                                    "images": []}), False
+    yield line("turn_context", start, context), False
+    yield line("response_item", start, {"type": "ghost_snapshot", "ghost_commit": {
+        "id": _hex_id(s.session_id, "ghost", n=40), "parent": None,
+        "preexisting_untracked_files": [], "preexisting_untracked_dirs": []}}), False
+    total = [0] * 5
+    previous = 0
+    for call in session_calls(s):
+        when = call.when + timedelta(seconds=4)
+        cached = 0 if previous == 0 else min(previous, call.prompt) // 128 * 128
+        out = call.usage["output_tokens"]
+        last = [call.prompt, cached, out, out // 2, call.prompt + out]
+        total = [a + b for a, b in zip(total, last, strict=True)]
+        count = {"type": "token_count", "info": {
+            "total_token_usage": dict(zip(USAGE_NAMES, total, strict=True)),
+            "last_token_usage": dict(zip(USAGE_NAMES, last, strict=True)),
+            "model_context_window": 272000}, "rate_limits": RATE_LIMITS}
+        summary = (call.thought or "Summarizing").split("\n", 1)[0][:80]
+        yield line("event_msg", when, {"type": "agent_reasoning",
+                                       "text": f"**{summary}**"}), False
+        yield line("event_msg", when, count), True
+        reasoning = "gAAAAABp" + _hex_id(s.session_id, s.turn, "r", n=64) * 12
+        yield line("response_item", when, {
+            "type": "reasoning", "summary": [{"type": "summary_text", "text": call.thought}],
+            "content": None, "encrypted_content": reasoning}), False
+        if call.compacted is not None:
+            yield line("compacted", when, {"message": call.compacted}), False
+            yield line("event_msg", when, {"type": "context_compacted"}), False
+            previous = 0
+        elif s.turn % 2:  # a shell command and what it printed
+            call_id = "call_" + _hex_id(call.tool_id, n=24)
+            arguments = json.dumps({**call.command["input"], "workdir": ".",
+                                    "timeout_ms": 120000}, separators=(",", ":"))
+            yield line("response_item", when, {"type": "function_call", "name": "shell_command",
+                                               "arguments": arguments,
+                                               "call_id": call_id}), False
+            yield line("response_item", when, {
+                "type": "function_call_output", "call_id": call_id,
+                "output": f"Exit code: 0\nWall time: 1 seconds\nOutput:\n{call.output}"}), False
+            previous = call.prompt
+        else:  # an apply_patch edit (the freeform tool), as many of a real rollout's calls are
+            call_id = "call_" + _hex_id(call.tool_id, n=24)
+            name = f"src/module_{s.turn}.py"
+            patch = "".join(f"+{row}\n" for row in call.output.splitlines())
+            yield line("response_item", when, {
+                "type": "custom_tool_call", "status": "completed", "call_id": call_id,
+                "name": "apply_patch",
+                "input": f"*** Begin Patch\n*** Add File: {name}\n{patch}*** End Patch"}), False
+            result = {"output": f"Success. Updated the following files:\nA {name}\n",
+                      "metadata": {"exit_code": 0, "duration_seconds": 0.0}}
+            yield line("response_item", when, {
+                "type": "custom_tool_call_output", "call_id": call_id,
+                "output": json.dumps(result, separators=(",", ":"))}), False
+            previous = call.prompt
+        yield line("turn_context", when, context), False
+        yield line("event_msg", when + timedelta(milliseconds=700), count), False
+
+
+def session_path(out: Path, form: str, s: Session) -> Path:
+    """Where the client keeps the session's log, under the folder `out`."""
+    if form == "claude-code":
+        return out / "projects" / cwd_of(s).replace("/", "-") / f"{s.session_id}.jsonl"
+    start = s.when - timedelta(seconds=3)
+    return (out / "sessions" / start.strftime("%Y/%m/%d") /
+            f"rollout-{start.strftime('%Y-%m-%dT%H-%M-%S')}-{s.session_id}.jsonl")
+
+
+def generate_folder(out: Path, size_gb: float, form: str, *, seed: int, turns: int,
+                    max_tokens: int, min_tokens: int, sessions: int | None
+                    ) -> tuple[int, int, int]:
+    """An agent's log folder: sessions written one file each until the folder holds
+    `size_gb` (or `sessions` of them); returns (sessions, calls, bytes)."""
+    write_lines = {"claude-code": claude_code_lines, "codex": codex_lines}[form]
+    stream = session_stream(turns=turns, max_tokens=max_tokens, min_tokens=min_tokens,
+                            seed=seed, material=load_material())
+    target = size_gb * (1 << 30)
+    made = calls = written = 0
+    while (made < sessions) if sessions else (written < target or made == 0):
+        s = next(stream)
+        path = session_path(out, form, s)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            for record, ends_call in write_lines(s):
+                data = dumps(record) + b"\n"
+                fh.write(data)
+                written += len(data)
+                calls += ends_call
+        made += 1
+    return made, calls, written
+
+
 def generate(out: Path, size_gb: float, form: str, *, seed: int = 11, turns: int = 50,
              max_tokens: int = 150_000, min_tokens: int = 20_000,
              sessions: int | None = None) -> tuple[int, int, int]:
-    """Write the corpus; returns (sessions, requests, bytes)."""
+    """Write the corpus (a folder for the agent-log forms); returns (sessions, requests,
+    bytes)."""
+    if form in FOLDER_FORMS:
+        return generate_folder(out, size_gb, form, seed=seed, turns=turns,
+                               max_tokens=max_tokens, min_tokens=min_tokens, sessions=sessions)
     material = load_material()
     chosen = sessions_for(size_gb, turns=turns, max_tokens=max_tokens, min_tokens=min_tokens,
                           sessions=sessions, seed=seed, material=material)
@@ -413,8 +693,10 @@ def generate(out: Path, size_gb: float, form: str, *, seed: int = 11, turns: int
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=float, default=0.25, help="target size in GB (GiB)")
-    ap.add_argument("--form", choices=("raw", "langfuse", "openai"), default="raw")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--form", choices=("raw", "langfuse", "openai", *FOLDER_FORMS),
+                    default="raw")
+    ap.add_argument("--out", type=Path, required=True,
+                    help="the log file (a folder for claude-code and codex)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--turns", type=int, default=50)
     ap.add_argument("--min-tokens", type=int, default=20_000)
