@@ -91,10 +91,12 @@ def one_hour(ledger: Ledger, records: Sequence[UsageRecord],
              prices: Mapping[str, CallPrice]) -> TtlWhatIf:
     """``ttl-1h`` over `ledger`'s calls: a ledger of some calls alone prices those (their
     writes and their expiries; `findings.policy` prices each kind of request so)."""
-    in_basis = {e.id for e in ledger.entries if _choosing(e.engine)}
+    choosing = [e for e in ledger.entries if _choosing(e.engine)]
+    in_basis = {e.id for e in choosing}
+    short, long = _ttls(choosing[0].engine) if choosing else (300.0, 3600.0)
     kept = [e for e in ledger.entries if e.causes.get("ttl") and _choosing(e.engine)
             and e.id in prices and e.gap_seconds is not None
-            and e.gap_seconds <= _ttls(e.engine)[1]]
+            and e.gap_seconds <= long]
     avoided_of = {e.id: e.causes["ttl"] for e in kept}
     cost = written = weighted = 0.0
     avoided = 0
@@ -114,19 +116,21 @@ def one_hour(ledger: Ledger, records: Sequence[UsageRecord],
     if not written and not kept and any(r.cache_write_1h_tokens for r in records
                                         if r.id in in_basis):
         return TtlWhatIf("ttl-1h", 0, 0, 0.0, 0.0, "every cache write of the log already "
-                         "uses the 1-hour TTL: nothing to change", in_use=True)
+                         f"uses the {_adjective(long)} TTL: nothing to change", in_use=True)
     tokens = sum(avoided_of.values())
     saved = sum(e.lost_usd.get("ttl", 0.0) for e in kept)
     reused = avoided / written if written else None
     even = weighted / written if written else None
     verdict = ("pays" if saved > cost else "does not pay")
-    detail = (f"1-hour writes would keep {tokens:,} expired tokens of "
-              f"{plural(len(kept), 'pause')} up to an hour (saving {signed_usd(saved)}) and cost "
-              f"{signed_usd(cost)} more on the other {written - avoided:,.0f} 5-minute-written "
+    detail = (f"{_adjective(long)} writes would keep {tokens:,} expired tokens of "
+              f"{plural(len(kept), 'pause')} up to {_span(long, one='an')} (saving "
+              f"{signed_usd(saved)}) and cost {signed_usd(cost)} more on the other "
+              f"{written - avoided:,.0f} {_adjective(short)}-written "
               f"tokens: it {verdict} (net {signed_usd(saved - cost)})")
     if reused is not None and even is not None:
-        detail += (f"; {reused:.1%} of the 5-minute writes were re-writes after 5-60 "
-                   f"minutes: the 1-hour TTL pays when more than {even:.1%} of them are")
+        detail += (f"; {reused:.1%} of the {_adjective(short)} writes were re-writes after "
+                   f"{_range(short, long)}: the {_adjective(long)} TTL pays when more than "
+                   f"{even:.1%} of them are")
     return TtlWhatIf("ttl-1h", len(kept), tokens, saved, cost, detail, reused, even)
 
 
@@ -181,10 +185,17 @@ def _minutes(intervals: set[float]) -> str:
     return " or ".join(f"{s / 60:.1f}" for s in sorted(intervals))
 
 
-def _span(seconds: float) -> str:
-    """A TTL in words: "5 minutes", "1 hour"."""
+def _span(seconds: float, one: str = "1") -> str:
+    """A TTL in words: "5 minutes", "1 hour" (`one`: how to say a single unit, "an hour")."""
     value, unit = (seconds / 3600, "hour") if seconds >= 3600 else (seconds / 60, "minute")
-    return f"{value:g} {unit}" + ("" if value == 1 else "s")
+    return (f"{one} {unit}" if value == 1 else f"{value:g} {unit}s")
+
+
+def _range(short: float, long: float) -> str:
+    """Pauses between two TTLs in words: "5-60 minutes", "1-24 hours"."""
+    if long < 3600 or short >= 3600:
+        return f"{_span(short).split()[0]}-{_span(long)}"
+    return f"{short / 60:g}-{long / 60:g} minutes"
 
 
 def _adjective(seconds: float) -> str:
