@@ -46,10 +46,10 @@ def sniffs(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     the engine-log sniff read) from now on."""
     import prefixscope.analyses.engine_cache  # noqa: F401 - bound below before it runs
     import prefixscope.store.load  # noqa: F401
-    from prefixscope.ingest import source
+    from prefixscope.ingest import probing, source
 
     counts: Counter[str] = Counter()
-    probe = source.probe
+    probe = probing.probe
 
     def counting(src: source.Source) -> source.Probe:
         counts[src.name] += 1

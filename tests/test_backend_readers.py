@@ -271,7 +271,8 @@ def _generations(path: Path) -> Path:
 class TestOpenRouterGenerationRecords:
     def test_only_this_format_claims_them(self, tmp_path: Path) -> None:
         from prefixscope.ingest.formats import all_formats
-        from prefixscope.ingest.source import Source, probe
+        from prefixscope.ingest.probing import probe
+        from prefixscope.ingest.source import Source
 
         pr = probe(Source.from_path(_generations(tmp_path / "gens.jsonl")))
         assert [m.NAME for m in all_formats() if m.sniff(pr)] == ["openrouter"]

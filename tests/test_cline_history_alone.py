@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 from prefixscope.cli.main import app
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import all_formats
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 
 runner = CliRunner()
 TASK = FIXTURES / "cline-history" / "tasks" / "1777000000000"

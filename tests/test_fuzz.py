@@ -27,7 +27,8 @@ from prefixscope.analyses.diff import diff_requests
 from prefixscope.analyses.simulate import SimulateOptions, simulate_store
 from prefixscope.ingest import forced_mismatch
 from prefixscope.ingest.formats import get_format
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 from prefixscope.model import Record, Skip
 from prefixscope.prompt import RenderOptions
 from prefixscope.store import Store

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import aider, all_formats
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 

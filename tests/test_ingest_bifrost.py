@@ -12,7 +12,8 @@ from conftest import FIXTURES
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import bifrost, litellm, newapi
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 
 BIFROST = FIXTURES / "bifrost"
 SYSTEM = {"role": "system", "content": "You are a coding agent."}

@@ -10,7 +10,8 @@ from conftest import FIXTURES
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import all_formats, blocktrace
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 from prefixscope.model.keys import prefix_chain
 
 BT = FIXTURES / "block-trace"

@@ -10,7 +10,8 @@ from conftest import FIXTURES
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import claude_code
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 
 CC = FIXTURES / "claude-code"
 REAL_DIR = "claude-code-jsonl"

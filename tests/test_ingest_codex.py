@@ -15,7 +15,8 @@ from conftest import FIXTURES
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import codex
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 from prefixscope.model.keys import compaction_marker
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths

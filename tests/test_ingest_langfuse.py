@@ -19,8 +19,9 @@ from conftest import FIXTURES
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import langfuse as lf
 from prefixscope.ingest.formats import otel as otel_format
+from prefixscope.ingest.probing import probe
 from prefixscope.ingest.readers.clickhouse import clickhouse_literal
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.source import Source
 from prefixscope.model import Request, Skip, Usage
 from prefixscope.store.load import ingest_paths
 

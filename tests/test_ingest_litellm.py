@@ -12,7 +12,8 @@ from conftest import FIXTURES
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import bifrost, litellm, newapi
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 
 LITELLM = FIXTURES / "litellm"
 CC_SESSION = "5f0c2a0e-8f4e-4d2b-9a51-0d6c3f7b9e21"

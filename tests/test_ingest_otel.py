@@ -11,7 +11,8 @@ import pytest
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import otel as otel_format
 from prefixscope.ingest.normalize.messages import chat_messages
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 from prefixscope.model import Usage
 from tests.conftest import FIXTURES
 

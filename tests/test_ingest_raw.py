@@ -12,7 +12,8 @@ import pytest
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import raw as raw_format
 from prefixscope.ingest.normalize.streams import decode_response, parse_sse
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 from prefixscope.model import Usage
 from prefixscope.store.load import ingest_paths
 from tests.conftest import FIXTURES

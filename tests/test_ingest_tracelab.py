@@ -10,7 +10,8 @@ from conftest import FIXTURES
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import all_formats, tracelab
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 
 ROUNDS = FIXTURES / "tracelab" / "rounds.jsonl"
 

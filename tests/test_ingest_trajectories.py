@@ -11,7 +11,8 @@ from conftest import FIXTURES
 
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import all_formats, mini_swe_agent, openhands, swe_agent
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import Source
 
 SWE = FIXTURES / "swe-agent"
 OH = FIXTURES / "openhands"

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import orjson
 
+from prefixscope.ingest.probing import probe
 from prefixscope.ingest.readers.json import SAMPLE_ITEMS
-from prefixscope.ingest.source import Source, probe
+from prefixscope.ingest.source import Source
 from prefixscope.model.hashing import fold_whitespace, strip_cache_control
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths

@@ -20,7 +20,8 @@ import pytest
 from factories import anthropic_body, conversation, make_request
 
 from prefixscope.ingest import read_requests
-from prefixscope.ingest.source import PROBE_BYTES, Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import PROBE_BYTES, Source
 from prefixscope.model.hashing import exact_hash, exact_json
 from prefixscope.store import SCHEMA_VERSION, Store
 from prefixscope.store.load import ingest_paths

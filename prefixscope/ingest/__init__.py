@@ -47,7 +47,8 @@ import xxhash
 
 from prefixscope.ingest.engine_logs import EngineKind, EngineLogInput, engine_log_kind
 from prefixscope.ingest.formats import all_formats, format_names, get_format
-from prefixscope.ingest.source import READ_ERRORS, Probe, Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import READ_ERRORS, Probe, Source
 from prefixscope.model import Record, Request, Skip
 from prefixscope.model.hashing import unwritable
 from prefixscope.model.records import MAX_CONTEXT_TOKENS

@@ -79,7 +79,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from prefixscope.ingest.source import DECODE_ERRORS, Source, probe
+from prefixscope.ingest.probing import probe
+from prefixscope.ingest.source import DECODE_ERRORS, Source
 
 EngineKind = Literal["vllm", "sglang", "prometheus"]
 

@@ -13,12 +13,10 @@ import io
 import re
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prefixscope.ingest.readers import BadRecord
-
-if TYPE_CHECKING:
-    from prefixscope.ingest.source import Source
+from prefixscope.ingest.source import Source
 
 DELIMITERS = (",", "\t", ";")
 # Bytes that were not UTF-8, as the surrogateescape error handler keeps them.

@@ -8,18 +8,14 @@ editor leaves in front of the first line.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from prefixscope.ingest.readers import BadRecord, bounded_lines
+from prefixscope.ingest.source import DECOMPRESS_ERRORS, Probe, Source
 from prefixscope.model.hashing import MAX_JSON_DEPTH, unwritable
-
-if TYPE_CHECKING:
-    from prefixscope.ingest.source import Probe, Source
 
 UTF8_BOM = b"\xef\xbb\xbf"
 # Non-blank lines looked at to find the first record of a JSON-lines file.
@@ -31,8 +27,6 @@ _NOT_JSON = object()
 # own copy, and a line of 10^5 one-letter content blocks parses to 11x its bytes.
 SAMPLE_LINE_BYTES = 1 << 20
 SAMPLE_ITEMS = 64
-# What a gzip cut short raises part-way (as `source.DECOMPRESS_ERRORS`, which imports this).
-_CUT = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
 def json_lines(source: Source, *, drain: bool = True) -> Iterator[tuple[int, bytes | None]]:
@@ -59,7 +53,7 @@ def _head_lines(source: Source) -> Generator[tuple[int, bytes | None], None, Non
     limit (None)."""
     try:
         yield from json_lines(source, drain=False)
-    except _CUT:
+    except DECOMPRESS_ERRORS:
         return
 
 

@@ -15,11 +15,10 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
-if TYPE_CHECKING:
-    from prefixscope.ingest.source import Source
+from prefixscope.ingest.source import Source
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

@@ -10,15 +10,13 @@ The formats read rows by column name, so the container is decided here once.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prefixscope.ingest.readers import BadRecord
 from prefixscope.ingest.readers.csv import iter_csv_rows
 from prefixscope.ingest.readers.json import iter_json_records
 from prefixscope.ingest.readers.sqlite import iter_sqlite_rows
-
-if TYPE_CHECKING:
-    from prefixscope.ingest.source import Probe, Source
+from prefixscope.ingest.source import Probe, Source
 
 # API-style wrappers around the rows: {"data": [...]} / {"logs": [...]} / {"items": [...]}.
 _WRAPPER_KEYS = ("data", "logs", "items", "rows")
