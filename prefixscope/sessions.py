@@ -24,13 +24,13 @@ time, then file, line and position inside the line). Rules, in order:
 2. **Explicit parent** (`parent_key`, e.g. Bailian ``parent_chat_id``): the request
    joins its parent's session with the parent as predecessor.
 3. **Shared history** (no id): within the same (source, user, client, model) and no more
-   than `gap_s` apart, the predecessor is the earlier request sharing the longest
-   history prefix with it -- at least the first non-system message, so two
-   conversations that share only a system prompt and tools are never glued. Candidates:
-   every earlier request whose whole history is a prefix of this one's (looked up
-   through `prefix_chain`, so ``cache_control`` markers do not matter), and the last
-   `RECENT` requests that start with the same first message; the longest shared prefix
-   wins, the latest on ties. ``extends`` when it is the predecessor's whole history,
+   than `gap_s` apart (past the earlier request's retention, below), the predecessor is
+   the earlier request sharing the longest history prefix with it -- at least the first
+   non-system message, so two conversations that share only a system prompt and tools are
+   never glued. Candidates: every earlier request whose whole history is a prefix of this
+   one's (looked up through `prefix_chain`, so ``cache_control`` markers do not matter),
+   and the last `RECENT` requests that start with the same first message; the longest
+   shared prefix wins, the latest on ties. ``extends`` when it is the predecessor's whole history,
    else ``shared-prefix`` (a history rewritten in the middle, a turn retried or edited).
    Side requests with other first messages (title generation, quota checks) start
    sessions of their own without breaking the main one. Block-hash traces have no
@@ -50,12 +50,21 @@ time, then file, line and position inside the line). Rules, in order:
    gap). Without a marker it starts a new session.
 5. **Growing prompt** (no bodies, e.g. new-api): within (user, client, model), of the
    open sessions whose last prompt is not larger than this one, within the gap, the one
-   with the largest last prompt -- unless the request read from the cache and its read
-   fits no story of that run (it neither reads that run's last prompt back, ending at
-   most `READ_REACH` tokens short of it, nor repeats that run's own read, a pinned
-   prefix): then the run whose last prompt it reads back (two open runs of one user and
+   with the largest last prompt -- unless the request read from the cache, its read does
+   not repeat that run's own read (a pinned prefix), and it reads back the last prompt of
+   one or more of those runs (ending at most `READ_REACH` tokens short of it): then, of
+   those, the run whose last prompt it ends closest to (two open runs of one user and
    model are told apart by it).
 6. Otherwise the request starts a session of its own.
+
+Without an id, "within the gap" is measured past the retention of the cache entry the
+earlier request left, as its usage shows it (`_retention`): a 1-hour write
+(`cache_write_1h_tokens`) keeps its entry an hour, so a pause of up to `gap_s` after that
+hour is still one session (a gap no longer than the retention could never tell an expiry
+from a new conversation: every expiry of a 1-hour entry would open a session of its own);
+5 minutes after 5-minute writes (a log that splits writes by TTL with none of the long
+ones), the retention of the entry it read when it wrote nothing, and none when the log
+does not split its writes. With a session id (rule 1) no gap applies.
 
 Threaded session ids are ``t-`` + the first request's id (stable across re-ingest).
 """
@@ -72,6 +81,10 @@ if TYPE_CHECKING:  # only its type: the frame comes from the store
 
 RECENT = 16  # requests of a session (or of a first message) considered as a predecessor
 READ_REACH = 256  # a read this close below a prompt's end is that prompt read back (rule 5)
+# How long the entry a write leaves lives, by the usage's split of writes by TTL
+# (`model.Usage.cache_write_1h_tokens`: Anthropic's 1-hour writes; the rest 5-minute ones)
+ONE_HOUR_WRITE_S = 3600.0
+FIVE_MINUTE_WRITE_S = 300.0
 LINK_KINDS = ("start", "explicit", "parent", "extends", "shared-prefix", "compaction",
               "continuation", "growing-prompt")
 
@@ -107,12 +120,35 @@ class _Row:
     cached: int | None = None  # the tokens it read from the cache (usage), None: unknown
     marker: str | None = None  # compaction marker its history holds (keys.compaction_marker)
     blocks: bool = False  # chain made of block hashes (a block trace), not messages
+    written: int | None = None  # the tokens it wrote to the cache (usage), None: unknown
+    written_1h: int | None = None  # of those, written with the 1-hour TTL; None: not split
+    retention: float = 0.0  # seconds the entry it left lives (`_retention`), 0: unknown
 
 
 def _within(a: datetime | None, b: datetime | None, gap_s: float) -> bool:
     if a is None or b is None:
         return True
     return abs((b - a).total_seconds()) <= gap_s
+
+
+def _open(earlier: _Row, row: _Row, gap_s: float) -> bool:
+    """Whether row is within the gap of an earlier request, measured past the retention of
+    the entry that request left (`_retention`)."""
+    return _within(earlier.ts, row.ts, gap_s + earlier.retention)
+
+
+def _retention(row: _Row, prev: _Row | None) -> float:
+    """Seconds the cache entry row leaves lives, as its usage shows: an hour when it wrote
+    1-hour entries, 5 minutes when it wrote and its usage splits writes by TTL with none
+    of the long ones, its predecessor's when it wrote nothing (a read refreshes the entry
+    it read, which keeps its TTL); 0 when the log does not say."""
+    if row.written_1h:
+        return ONE_HOUR_WRITE_S
+    if row.written and row.written_1h is not None:
+        return FIVE_MINUTE_WRITE_S
+    if not row.written and prev is not None:
+        return prev.retention
+    return 0.0
 
 
 class _State:
@@ -148,7 +184,8 @@ def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[Sessi
     Args:
         frame: columns id, timestamp, source_format, session_key, parent_key,
             native_id, user_id, client, model, prefix_chain, fingerprint,
-            message_count, prompt_tokens, and optionally compaction_marker and
+            message_count, prompt_tokens, and optionally cached_tokens,
+            cache_write_tokens, cache_write_1h_tokens, compaction_marker and
             chain_of_blocks -- in the order the requests happened.
         gap_s: the longest pause between two turns of one threaded session.
 
@@ -164,6 +201,9 @@ def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[Sessi
              chain=r["prefix_chain"], fingerprint=r["fingerprint"], count=r["message_count"],
              prompt=r["prompt_tokens"],
              cached=r["cached_tokens"] if "cached_tokens" in names else None,
+             written=r["cache_write_tokens"] if "cache_write_tokens" in names else None,
+             written_1h=(r["cache_write_1h_tokens"] if "cache_write_1h_tokens" in names
+                         else None),
              marker=r["compaction_marker"] if "compaction_marker" in names else None,
              blocks=bool(r["chain_of_blocks"]) if "chain_of_blocks" in names else False)
         for n, r in enumerate(frame.iter_rows(named=True))
@@ -173,6 +213,7 @@ def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[Sessi
     for row in rows:
         scope: Any = ("s", row.session_key) if row.session_key else ("g", row.group)
         session, prev, link, compaction = _place(row, scope, state, gap_s)
+        row.retention = _retention(row, prev)
         prev_of[row.id] = (prev.id if prev else None, link, compaction)
         state.remember(row, scope, session)
 
@@ -194,17 +235,18 @@ def _extended(row: _Row, scope: Any, full_history: dict[tuple[Any, int], _Row],
         return None
     for k in range(len(row.chain), 0, -1):
         cand = full_history.get((scope, row.chain[k - 1]))
-        if cand is not None and cand.count == k and _within(cand.ts, row.ts, gap_s):
+        if cand is not None and cand.count == k and _open(cand, row, gap_s):
             return cand
     return None
 
 
 def _open_tails(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
                 gap_s: float) -> list[_Row]:
-    """The latest request of each session in scope still within the gap (stale ones dropped)."""
+    """The latest request of each session in scope still within the gap past its retention
+    (stale ones dropped)."""
     sessions = tails[scope]
     if gap_s != float("inf") and row.ts is not None:
-        stale = [s for s, t in sessions.items() if not _within(t.ts, row.ts, gap_s)]
+        stale = [s for s, t in sessions.items() if not _open(t, row, gap_s)]
         for s in stale:
             del sessions[s]
     return list(sessions.values())
@@ -218,7 +260,7 @@ def _compaction_candidates(row: _Row, scope: Any, tails: dict[Any, dict[str, _Ro
         return []
     return [tail for tail in _open_tails(row, scope, tails, gap_s)
             if tail.fingerprint == row.fingerprint and tail.count is not None
-            and row.count < tail.count and _within(tail.ts, row.ts, gap_s)]
+            and row.count < tail.count and _open(tail, row, gap_s)]
 
 
 def _compacted_from(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
@@ -243,7 +285,7 @@ def _growing(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
         return None
     fits = [tail for tail in _open_tails(row, scope, tails, gap_s)
             if tail.chain is None and tail.prompt is not None and tail.prompt <= row.prompt
-            and _within(tail.ts, row.ts, gap_s)]
+            and _open(tail, row, gap_s)]
     if not fits:
         return None
     largest = fits[0]  # ties: the first seen
@@ -251,13 +293,13 @@ def _growing(row: _Row, scope: Any, tails: dict[Any, dict[str, _Row]],
         if tail.prompt > largest.prompt:  # type: ignore[operator]
             largest = tail
     read = row.cached or 0
-    if not read or read == largest.cached or _reads_back(read, largest):
+    if not read or read == largest.cached:  # nothing read, or the run's pinned prefix again
         return largest
-    # The read fits no story of the largest run (it neither reads that run's last prompt
-    # back nor repeats that run's own read, a pinned prefix): a run whose last prompt it
-    # reads back is the one it continues (two open runs of one user and model).
+    # A run whose last prompt the read reads back is the one it continues (two open runs of
+    # one user and model); of several, the one whose prompt it ends closest to (Anthropic's
+    # warm read ends 2 tokens short: 256 tokens short is a partial read, not that prompt).
     back = [tail for tail in fits if _reads_back(read, tail)]
-    return min(back, key=lambda t: t.prompt or 0) if back else largest
+    return min(back, key=lambda t: (t.prompt or 0) - read) if back else largest
 
 
 def _reads_back(read: int, tail: _Row) -> bool:
@@ -314,7 +356,7 @@ def _sharing(row: _Row, scope: Any, state: _State, gap_s: float) -> tuple[_Row |
     if row.blocks:  # no message boundary in a block trace: whole prefixes only
         return best, best_len
     for cand in state.recent.get((scope, row.chain[0]), ()):  # most recent first
-        if not _within(cand.ts, row.ts, gap_s):
+        if not _open(cand, row, gap_s):
             continue
         n = _common_prefix(row.chain, cand.chain)
         if n > best_len or (n == best_len and best is not None and cand.seq > best.seq):

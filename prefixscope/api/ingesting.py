@@ -42,8 +42,9 @@ def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
         strict: any skipped record or file fails the ingest and nothing is stored (a
             store file this ingest would have created is not made, as after an
             interrupt).
-        session_gap: the longest pause between two turns of one threaded session, in
-            minutes.
+        session_gap: the longest pause between two turns of one threaded session (no
+            session id), in minutes, counted past the retention of the earlier turn's
+            cache entry as its usage shows it (docs/store.md#sessions).
         session_key: ``header:NAME``, ``body:dotted.path`` or ``meta:dotted.path`` rules
             for where else a session id is; the first that matches wins.
         max_line_bytes: a longer line of a log is one counted skip, read past in bounded

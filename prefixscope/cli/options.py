@@ -51,7 +51,9 @@ Quiet = Annotated[int, typer.Option("--quiet", "-q", count=True, rich_help_panel
                                     help="-q: no progress or notes; -qq: no warnings either.")]
 SessionGap = Annotated[
     float, typer.Option("--session-gap", metavar="MINUTES", min=0.0, rich_help_panel=INPUTS,
-                        help="Longest pause between two turns of one threaded session.")]
+                        help="Longest pause between two turns of one threaded session "
+                        "(no session id), counted past the cache retention the usage shows "
+                        "(an hour after 1-hour writes).")]
 
 By = Annotated[
     str | None, typer.Option("--by", metavar="DIM,...", rich_help_panel=OUTPUT,

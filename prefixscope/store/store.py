@@ -803,7 +803,8 @@ class Store:
         return pl.DataFrame(self.con.sql(
             "SELECT id, timestamp, source_format, source_file, source_line, session_key, "
             "parent_key, native_id, user_id, client, model, prefix_chain, fingerprint, "
-            "message_count, prompt_tokens, cached_tokens, compaction_marker, "
+            "message_count, prompt_tokens, cached_tokens, cache_write_tokens, "
+            "cache_write_1h_tokens, compaction_marker, "
             "block_hashes IS NOT NULL AS chain_of_blocks FROM requests "
             f"ORDER BY {time_order()}"))
 
