@@ -340,7 +340,10 @@ def _commands(store: Path, ids: list[str], folder: Path) -> list[list[str]]:
         ["report", *s, "--html", files[0], "--md", files[1], "--json-file", files[2],
          "--junit", files[3], "--write-baseline", files[4]],
         ["report", *s, "--json"],
+        ["calls", *s], ["calls", *s, "--json"],
         ["sql", "select * from requests join bodies on hash = body_hash", *s, "--json"],
+        ["sql", "select * from requests join bodies on hash = body_hash", *s, "--csv"],
+        ["sql", "select * from requests join bodies on hash = body_hash", *s],
     ]
 
 
@@ -408,6 +411,51 @@ class TestNothingLeaks:
         assert HEADER_ONLY in asked.stdout
         assert "authorization" not in asked.stdout.lower()
         assert "x-api-key" not in asked.stdout.lower()
+
+
+class TestMaskedOnce:
+    """The library masks its results; the command line prints them and masks nothing
+    again: both give the same values."""
+
+    def test_the_library_and_the_command_give_the_same_masked_documents(
+            self, planted: tuple[Path, Path, list[str]]) -> None:
+        import prefixscope as ps
+
+        _, store, ids = planted
+        query = "select * from requests join bodies on hash = body_hash"
+        ps.redact()  # the defaults, as a run without privacy options
+        with ps.open(store) as st:
+            pairs = (
+                (["report"], ps.report(st).to_dict()),
+                (["calls"], ps.calls(st).to_dict()),
+                (["diff", ids[0], ids[1]], ps.diff(st, ids[0], ids[1]).to_dict()),
+                (["render", ids[1], "--show-text"],
+                 ps.render(st, ids[1]).to_dict(show_text=True)),
+                (["segments", "--show-text"], ps.segments(st, show_text=True).to_dict()),
+                (["bucket"], ps.bucket(st).to_dict()),
+                (["sql", query], ps.sql(st, query).to_dict()))
+            library = json.loads(json.dumps([doc for _, doc in pairs], ensure_ascii=False,
+                                            default=str))
+        printed = []
+        for args, _ in pairs:
+            result = runner.invoke(app, [*args, "--store", str(store), "--json"])
+            assert result.exit_code in (0, 3), (args, result.output)
+            printed.append(json.loads(result.stdout))
+        assert printed == library
+        text = json.dumps(library, ensure_ascii=False)
+        assert _leaks(text, SECRETS) == []
+        assert "sk-ant-" + MASK * 10 in text
+
+    def test_the_console_writes_what_it_is_given(self, capsys: pytest.CaptureFixture[str]
+                                                 ) -> None:
+        """Its stdout sinks do not mask: a secret there would be the library's leak, which
+        the test above and TestNothingLeaks look for."""
+        from prefixscope.cli import console
+
+        activate(redactor())
+        console.print_json({"key": ANTHROPIC})
+        console.write_raw(ANTHROPIC)
+        assert json.loads(capsys.readouterr().out.removesuffix(ANTHROPIC))["key"] == ANTHROPIC
 
 
 def test_no_command_sends_a_logged_control_sequence_to_the_terminal(

@@ -45,14 +45,6 @@ def masked_text(text: str) -> str:
     return active().text(text)
 
 
-def masked_rendering(rendering: str) -> str:
-    """A terminal rendering (text with ANSI styles) masked as `masked_text` masks text,
-    its styles kept: masked after the layout, so whatever a view built is covered."""
-    from prefixscope.model.redaction import active
-
-    return active().styled(rendering)
-
-
 def masked_frame(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` with its text columns masked as `masked` masks a result (each distinct
     value once)."""

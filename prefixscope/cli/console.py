@@ -4,10 +4,12 @@ The only module (with the command modules) that knows about rich. In ``--json``
 mode nothing but the JSON document reaches stdout. Progress bars appear only when
 stderr is a terminal and neither ``--json`` nor ``--quiet`` is set.
 
-Every sink here masks secrets with the run's redactor (`api.masking`, set by
-``--redact`` / ``--no-default-redaction``): JSON values, terminal renderings (after
-rich lays them out, so whatever a view builds is covered), raw text, errors, warnings
-and notes. `redacted` does the same for a result before a view cuts or wraps its text.
+Secrets are masked once, by the library: every result an `api` call returns is masked
+(`api.masking`, set by ``--redact`` / ``--no-default-redaction``) before a view cuts or
+wraps its text, so stdout (JSON, terminal screens, raw text) writes what the library
+returned and masks nothing again: the library's caller and the command line get the
+same values (tests/test_redaction.py). What is no result is masked here, on stderr:
+errors, warnings and notes (an `api.Error`'s line, a file name in the progress bar).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from prefixscope.api.masking import masked, masked_rendering, masked_text
+from prefixscope.api.masking import masked_text
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.views.invisible import escaped, json_escaped
 from prefixscope.views.terminal import Screen, one_line
@@ -33,14 +35,9 @@ out = Console(highlight=False, soft_wrap=False,
 err = Console(stderr=True, highlight=False)
 
 
-def redacted(value: Any) -> Any:
-    """`value` (a command's result, a row, a mapping) with its strings masked."""
-    return masked(value)
-
-
 def print_json(data: Any) -> None:
-    """The JSON document, alone, on stdout (values masked: it stays valid JSON)."""
-    sys.stdout.write(json_escaped(json.dumps(redacted(data), ensure_ascii=False, indent=2,
+    """The JSON document, alone, on stdout: a view of a library result, masked there."""
+    sys.stdout.write(json_escaped(json.dumps(data, ensure_ascii=False, indent=2,
                                              default=str)))
     sys.stdout.write("\n")
 
@@ -50,9 +47,9 @@ def stdout_is_terminal() -> bool:
 
 
 def write_raw(text: str) -> None:
-    """`text` on stdout exactly (lone surrogates from a log written as U+FFFD), secrets
-    masked (same length)."""
-    sys.stdout.write(masked_text(text.encode("utf-8", "replace").decode("utf-8")))
+    """`text` (a library result's, masked there) on stdout exactly (lone surrogates from a
+    log written as U+FFFD)."""
+    sys.stdout.write(text.encode("utf-8", "replace").decode("utf-8"))
     sys.stdout.flush()
 
 
@@ -113,11 +110,11 @@ def show(view: Screen, quiet: int = 0) -> None:
 
 
 def print_out(*objects: Any, **kwargs: Any) -> None:
-    """`rich.Console.print` on stdout, its rendering masked before it is written, and any
+    """`rich.Console.print` on stdout (a view of a library result, masked there), any
     invisible or reordering character a view let through shown as ``\\uNNNN``."""
     with out.capture() as captured:
         out.print(*objects, **kwargs)
-    out.file.write(escaped(masked_rendering(captured.get())))
+    out.file.write(escaped(captured.get()))
     out.file.flush()
 
 
