@@ -8,16 +8,23 @@ schemas, its tool observations and task texts, SWE-agent's system prompt and too
 outputs) and writes them as
 
 * ``raw``: raw Anthropic Messages captures, one ``{timestamp, headers, request,
-  response}`` per line (what `prefixscope.ingest.formats.raw` reads), and
+  response}`` per line (what `prefixscope.ingest.formats.raw` reads),
 * ``langfuse``: a Langfuse batch export (camelCase observation rows as JSON lines,
   ``input`` the same Anthropic body; ``sessionId`` where the raw form has the session
-  header, else one trace per session), and
+  header, else one trace per session),
 * ``openai``: raw OpenAI Chat captures of the same traffic as the upstream of a
   converting gateway logs it (new-api's ``ClaudeToOpenAIRequest``: the system blocks
   joined into one leading system message -- the billing header and all --, tools as
   functions, tool_use as assistant ``tool_calls``, tool_result as ``tool`` messages),
   OpenAI usage (``prompt_tokens_details.cached_tokens``): the gateway-converted shape of
-  issue 37.
+  issue 37,
+* ``claude-code``: a Claude Code projects folder (``projects/<cwd>/<sessionId>.jsonl``, a
+  transcript per session: the user's messages and tool results, the responses with their
+  usage; no system prompt, no tools, no billing header), and
+* ``codex``: a Codex CLI sessions folder (``sessions/YYYY/MM/DD/rollout-*.jsonl``, a
+  rollout per session: the input items, the calls' token counts), the same sessions' texts
+  as the agents' own logs write them (issue 37's usage-only and agent-log shapes; for these
+  two ``--out`` is the folder and ``--size`` its bytes).
 
 Shape of every session (the same at every size, so seconds per GB are comparable
 across sizes; a bigger corpus has more sessions, not longer ones): ``--turns``
