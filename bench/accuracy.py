@@ -1267,6 +1267,11 @@ WRITERS = {"claude-code": write_claude_code, "raw-anthropic": write_raw_anthropi
 USAGE_ONLY = ("new-api",)
 
 
+# A pause this long past the retention of the entry a call continues: from a usage-only
+# log, a return or a new conversation (a threader's default session gap, docs/store.md)
+USAGE_ONLY_HORIZON = 3600.0
+
+
 def usage_only_key(key: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The key of a usage-only log without session ids (new-api's rows): such a log shows
     a user's calls per model, their prompt sizes, reads, writes (1-hour ones apart) and
@@ -1279,27 +1284,62 @@ def usage_only_key(key: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (the session's first, a switch to a model the user had not used, a prompt shorter
     than the last one on its model: a compaction, cleared tool results) is from the
     log's view a conversation of its own, `cold`, `P - read`. Times are whole seconds,
-    as new-api's `created_at`."""
+    as new-api's `created_at`.
+
+    Where the log supports another reading as well, the entry's `also` holds it
+    (`[cause, tokens]` pairs; the score takes a booking of it as right, `score`):
+    * a shorter prompt ends a run only in the generator's truth: the log keeps the earlier
+      run's last call (its prompt larger than the shrunk run's) as open as the last call.
+      When a call's prompt is no shorter than such a run's last prompt and its read reads
+      back neither that prompt nor the one the key continues (`P' - 2`), the log cannot
+      say which the call continues: that run's reading (its shortfall `P_run - 2 - read`,
+      `ttl` after a pause past the TTL, else `provider`, none when nothing is short) is
+      one too;
+    * a call continuing a call more than `USAGE_ONLY_HORIZON` past its TTL: a return
+      after hours or a new conversation, the log cannot tell (`cold`, `P - read`)."""
     last: dict[tuple[str, str], dict[str, Any]] = {}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)  # runs' last calls
     previous: dict[str, dict[str, Any]] = {}
     out = []
     for entry in key:
         session, tokens = entry["session"], entry["tokens"]
+        when, read, prompt = parse_time(entry["time"]), entry["read"], entry["prompt"]
         thread = last.get((session, entry["model"]))
-        if thread is None or entry["prompt"] < thread["prompt"]:
-            cause, tokens = "cold", entry["prompt"] - entry["read"]
+        also: list[list[Any]] = []
+        if thread is None or prompt < thread["prompt"]:
+            cause, tokens = "cold", prompt - read
         elif thread is previous[session] and entry["cause"] in ("none", "ttl"):
             cause = entry["cause"]
         else:
             if thread is not previous[session]:  # back to a model used before
-                tokens = max(0, thread["prompt"] - LAG - entry["read"])
-            gap = (parse_time(entry["time"]) - parse_time(thread["time"])).total_seconds()
+                tokens = max(0, thread["prompt"] - LAG - read)
+            gap = (when - parse_time(thread["time"])).total_seconds()
             cause = ("none" if tokens == 0 else "ttl" if gap > entry["ttl_seconds"]
                      else "provider")
+        if thread is not None and prompt >= thread["prompt"] and (
+                (when - parse_time(thread["time"])).total_seconds()
+                > entry["ttl_seconds"] + USAGE_ONLY_HORIZON):
+            also.append(["cold", prompt - read])
+        ends = [run for run in runs[(session, entry["model"])] if run is not thread
+                and run["prompt"] <= prompt]
+        if read not in {c["prompt"] - LAG for c in [*ends, *([thread] if thread else [])]}:
+            for run in ends:
+                short = max(0, run["prompt"] - LAG - read)
+                gap = (when - parse_time(run["time"])).total_seconds()
+                other = ("none" if short == 0 else "ttl" if gap > entry["ttl_seconds"]
+                         else "provider")
+                if [other, short] not in also:
+                    also.append([other, short])
+        chain = runs[(session, entry["model"])]
+        if thread is not None and prompt >= thread["prompt"]:
+            chain[chain.index(thread)] = entry  # the run it continues
+        else:
+            chain.append(entry)  # a run of its own
         last[(session, entry["model"])] = previous[session] = entry
         losses = {cause: tokens} if tokens and cause != "none" else {}
         out.append({**entry, "cause": cause, "tokens": tokens if cause != "none" else 0,
-                    "time": entry["time"][:19] + "Z", "losses": losses})
+                    "time": entry["time"][:19] + "Z", "losses": losses,
+                    **({"also": also} if also else {})})
     return out
 
 
@@ -1370,12 +1410,32 @@ def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, An
     unmatched = 0
     append_with_cause = 0
     append_calls = 0
+    # calls a usage-only log reads more than one way (the key's `also`): how many, and
+    # how many were booked as the key's first reading, as another, as neither
+    two_ways = Counter[str]()
+    losses_matched: list[dict[str, int]] = []
+    other_reading: set[tuple[str, str]] = set()  # booked as another reading than the first
     for entry in key:
         call = found.get((parse_time(entry["time"]), entry["prompt"]))
-        truth = entry["cause"]
+        truth, tokens = entry["cause"], entry["tokens"]
+        losses_matched.append(entry.get("losses") or {})
+        if call is not None and entry.get("also"):
+            given = label_of(call)[0]
+            readings = [[truth, tokens], *entry["also"]]
+            same = [t for c, t in readings if c == given]
+            two_ways["calls"] += 1
+            if given == truth:
+                two_ways["first"] += 1
+            elif same:
+                two_ways["other"] += 1
+                other_reading.add((entry["session"], entry["time"]))
+            if same:  # the reading it booked; of two of one cause, the tokens nearer
+                booked = label_of(call)[1].get(given.split(":")[0], 0)
+                truth, tokens = given, min(same, key=lambda t: abs(t - booked))
+                losses_matched[-1] = {truth: tokens} if tokens and truth != "none" else {}
         row = rows[truth]
         row["calls"] += 1
-        row["true_tokens"] += entry["tokens"]
+        row["true_tokens"] += tokens
         if call is None:
             unmatched += 1
             misses.append({**entry, "booked": "(call not found)"})
@@ -1392,8 +1452,8 @@ def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, An
             cause = truth.split(":")[0]
             booked = losses.get(cause, 0)
             row["booked_tokens"] += booked
-            row["abs_error"] += abs(booked - entry["tokens"])
-            row["matched_true"] += entry["tokens"]
+            row["abs_error"] += abs(booked - tokens)
+            row["matched_true"] += tokens
         else:
             misses.append({**entry, "booked": given, "causes": call["causes"],
                            "break_kind": call.get("break_kind")})
@@ -1414,7 +1474,7 @@ def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, An
         expired = [e for e in key if e["cause"] == "ttl" and e.get("ttl_seconds") == ttl]
         kept = [e for e in key if e["cause"] == "none" and e.get("ttl_seconds") == ttl
                 and (e.get("gap_seconds") or 0) > 240]
-        named = {(m["session"], m["time"]) for m in misses}
+        named = {(m["session"], m["time"]) for m in misses} | other_reading
         by_ttl[ttl] = {"expired": len(expired),
                        "expired_found": sum((e["session"], e["time"]) not in named
                                             for e in expired),
@@ -1422,7 +1482,7 @@ def score(key: list[dict[str, Any]], calls_json: dict[str, Any]) -> dict[str, An
                        "kept_given_a_cause": sum((e["session"], e["time"]) in named
                                                  for e in kept)}
     return {"causes": table, "calls": len(key), "unmatched": unmatched, "by_ttl": by_ttl,
-            "losses": [e.get("losses") or {} for e in key],
+            "losses": losses_matched, "two_ways": dict(two_ways),
             "append_calls": append_calls, "append_with_cause": append_with_cause,
             "misses": misses}
 
@@ -1442,6 +1502,12 @@ def print_table(fmt: str, result: dict[str, Any], report: dict[str, Any] | None)
               f"{pct(row['precision']):>11}{pct(row['token_error']):>11}")
     print(f"append-only turns with a cause given: {result['append_with_cause']} of "
           f"{result['append_calls']}")
+    two = result.get("two_ways") or {}
+    if two.get("calls"):
+        print(f"calls the log reads two ways (the key's `also`): {two['calls']}; booked as "
+              f"the key's first reading {two.get('first', 0)}, as another "
+              f"{two.get('other', 0)}, as neither "
+              f"{two['calls'] - two.get('first', 0) - two.get('other', 0)}")
     for ttl, row in result.get("by_ttl", {}).items():
         if row["expired"]:  # a hosted corpus (a self-hosted cache has no TTL)
             print(f"TTL {ttl // 60} min: {row['expired_found']} of {row['expired']} expiries "

@@ -318,6 +318,42 @@ def test_usage_only_key_by_hand() -> None:
         ("cold", 500), ("cold", 600), ("ttl", 498), ("none", 0)]
 
 
+def test_usage_only_key_names_the_readings_the_log_cannot_tell_apart() -> None:
+    """Two readings a usage-only log supports alike, by hand: after a shorter prompt the
+    earlier run's last call is still in the log, so a call whose read reads back neither
+    its prompt nor the last call's may continue either (that run's shortfall, ttl past
+    the TTL); a return more than an hour past the TTL may be a new conversation (cold,
+    P - read). The score takes a booking of either reading as right."""
+    key = acc.usage_only_key([
+        entry("s", 0, "00:00", "cold", 5000, 5000, 0),               # run a
+        entry("s", 1, "05:00", "compaction", 900, 1100, 200),        # shrank: run b
+        entry("s", 2, "06:00", "break:tool-order", 1098, 5200, 0),   # reads back neither
+        entry("s", 3, "07:00", "none", 0, 5300, 5198),               # reads back s2
+    ])
+    assert [(e["cause"], e["tokens"], e.get("also")) for e in key] == [
+        ("cold", 5000, None), ("cold", 900, None),
+        # the key's first reading continues b, 1 minute on; a's, 6 minutes after a's call
+        ("provider", 1098, [["ttl", 5000 - 2 - 0]]),
+        ("none", 0, None)]
+    back = [entry("t", 0, "00:00", "cold", 1000, 1000, 0),
+            entry("t", 1, "00:00", "ttl", 998, 1200, 0)]
+    back[1]["time"] = "2026-03-02T10:05:01.500Z"  # 65 min 1 s: an hour past the 5 minutes
+    assert [(e["cause"], e["tokens"], e.get("also")) for e in acc.usage_only_key(back)] == [
+        ("cold", 1000, None), ("ttl", 998, [["cold", 1200]])]
+    found = {"sessions": [{"session": "x", "calls": [
+        {"time": "2026-03-02T09:00:00", "prompt_tokens": 5000, "causes": {"cold": 5000}},
+        {"time": "2026-03-02T09:05:00", "prompt_tokens": 1100, "causes": {"cold": 900}},
+        {"time": "2026-03-02T09:06:00", "prompt_tokens": 5200,
+         "causes": {"new": 200, "ttl": 4998}},
+        {"time": "2026-03-02T09:07:00", "prompt_tokens": 5300, "causes": {"new": 102}}]}]}
+    result = acc.score(key, found)
+    assert result["two_ways"] == {"calls": 1, "other": 1}
+    assert result["causes"]["ttl"] == {"calls": 1, "right": 1, "given": 1, "recall": 1.0,
+                                       "precision": 1.0, "token_error": 0.0,
+                                       "true_tokens": 4998}
+    assert "provider" not in result["causes"] and result["misses"] == []
+
+
 def test_bifrost_rows_are_the_openai_hosted_sessions(tmp_path: Path) -> None:
     """Bifrost's log rows of the OpenAI hosted sessions: token_usage cache-inclusive with
     cached_read_tokens, the chat messages as input_history, a session's calls under its
