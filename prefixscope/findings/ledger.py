@@ -389,9 +389,18 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
             continue
         prompt, cached = _sizes(r, replayed.get(r.id), source)
         prev = by_id.get(r.prev_id) if r.prev_id is not None else None
+        kinds = list(events.get(r.id, ()))
+        while source == "observed" and prev is not None and _no_usage(prev) \
+                and prev.prev_id in by_id:
+            # a call the log has no usage of (failed or cancelled before any arrived:
+            # Cline's `streaming_failed`) left nothing the log can size: the cache is
+            # the one its own predecessor left, and what was recorded before it is this
+            # call's
+            kinds = list(events.get(prev.id, ())) + kinds
+            prev = by_id[str(prev.prev_id)]
         entries.append(_entry(r, prompt, cached, prev, pair_of.get(r.id), replayed, source,
                               rules_of.get(r.id, default), prices.get(r.id),
-                              recorded_event(events.get(r.id, ())),
+                              recorded_event(kinds),
                               r.id not in not_rebuilt, r.session in unrequested))
     outside = [r for r in kept if r.id not in basis_ids]
     basis = Basis(source, len(entries), sum(e.prompt_tokens for e in entries),
@@ -411,6 +420,12 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
     return Ledger(basis, missed, {c: by_cause[c] for c in CAUSES},
                   dict(by_kind.most_common()), dict(by_segment.most_common()),
                   tuple(entries), money, prices)
+
+
+def _no_usage(r: UsageRecord) -> bool:
+    """The log holds no usage of `r` at all."""
+    return r.prompt_tokens is None and r.cached_tokens is None \
+        and r.cache_write_tokens is None and r.output_tokens is None
 
 
 def _sizes(r: UsageRecord, rep: ReplayedRequest | None, source: str) -> tuple[int, int]:
@@ -727,6 +742,10 @@ def rules_for(records: Sequence[UsageRecord], replayed: Mapping[str, ReplayedReq
         rep = replayed.get(r.id)
         engine = rep.engine if rep is not None else engine_of.get(r.id)
         family = family_of.get(r.id)
+        if engine is None and family is not None and _hosted(family):
+            # no engine for its log (most of its calls went to a hosted API prefixscope
+            # has no cache model of): its own model's family still has one
+            engine = family
         if engine is not None and _hosted(engine):
             out[r.id] = hosted_rules(family if family is not None and _hosted(family)
                                      else engine, r.model,

@@ -354,6 +354,10 @@ def _usage(info: dict[str, Any]) -> Usage:
     tokens_in, tokens_out, writes, reads = (to_int(info.get(k)) for k in _TOKEN_KEYS)
     if all(v is None for v in (tokens_in, tokens_out, writes, reads)):
         return Usage()
+    if info.get("cancelReason") and not any((tokens_in, tokens_out, writes, reads)):
+        # a request that failed or was cancelled before any usage arrived: Cline still
+        # writes the four counts, as zeros (`cancelReason: "streaming_failed"`)
+        return Usage()
     if "apiProtocol" in info:  # Roo Code / Kilo Code: tokensIn is the total input
         prompt, semantics = tokens_in, "roo"
     else:
