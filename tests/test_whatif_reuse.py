@@ -287,3 +287,149 @@ def test_heads_whose_billing_hash_alone_differs_share_their_stripped_text() -> N
     plain_b = render_module.head_text(_claude(body("fffff")), RenderOptions())
     assert plain_a is not None and plain_b is not None
     assert "cch=00001" in plain_a[0] and "cch=fffff" in plain_b[0]
+
+
+# -- the same for the OpenAI Chat view as logged (issue 37: the gateway-converted shape) ---
+
+
+def _chat(body: dict[str, Any], gateway: str | None = None) -> Any:
+    from _render_helpers import make_request
+
+    return make_request(body, endpoint="openai-chat", model="claude-sonnet-4-5",
+                        gateway=gateway)
+
+
+@st.composite
+def _headed_chat_bodies(draw: Any) -> dict[str, Any]:
+    """An OpenAI Chat body as a converting gateway logs it: the leading system messages
+    (none, one or two; Claude Code's billing header in the first, alone or glued to the
+    system prompt as new-api joins it), the conversation (now and then a late system
+    message, which the head swap must refuse), tools with unsorted schema keys or none."""
+    from _render_helpers import conversations, texts
+
+    body = draw(conversations())
+    listed = [m for m in body["messages"] if m.get("role") != "system" or m is not
+              body["messages"][0]]
+    lead = [{"role": draw(st.sampled_from(["system", "developer"])),
+             "content": draw(st.one_of(texts, st.just([{"type": "text", "text": "a"},
+                                                       {"type": "text", "text": "b"}])))}
+            for _ in range(draw(st.integers(0, 2)))]
+    if draw(st.booleans()):
+        glued = draw(st.booleans()) and lead and isinstance(lead[0]["content"], str)
+        if glued:
+            lead[0] = {"role": "system", "content": HEADER + lead[0]["content"]}
+        else:
+            lead = [{"role": "system", "content": HEADER}, *lead]
+    body["messages"] = [*lead, *listed]
+    if draw(st.booleans()):
+        body["tools"] = [{"type": "function", "function": {
+            "name": "Edit", "description": "edit a file", "parameters": {
+                "type": "object", "required": ["path"],
+                "properties": {"path": {"type": "string"}, "new": {"type": "string"}}}}}]
+    return body
+
+
+CHAT_EXAMPLE = {"messages": [{"role": "system", "content": HEADER + "Be kind."},
+                             {"role": "user", "content": "hi"},
+                             {"role": "assistant", "content": "hello"},
+                             {"role": "user", "content": "bye"}],
+                "tools": [{"type": "function", "function": {
+                    "name": "Edit", "parameters": {"type": "object", "required": [],
+                                                   "properties": {}}}}]}
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(body=_headed_chat_bodies(), transform=st.sampled_from(
+    ["strip-billing-header", "sort-json-keys", "drop:cc_version=[0-9.]+", "no-hoist"]),
+    gateway=st.sampled_from([None, "hoist-system-messages"]))
+@example(body=CHAT_EXAMPLE, transform="strip-billing-header", gateway=None)
+def test_a_head_only_what_if_of_a_chat_body_is_its_whole_render(
+        body: dict[str, Any], transform: str, gateway: str | None) -> None:
+    """An OpenAI Chat body as logged (passthrough, or hoisting late system messages): the
+    ids `head_swapped` makes from the base's -- the head's length found in the ids, or
+    given as `Turns.head_tokens` proves it, as report's what-ifs give it -- are those of
+    rendering and tokenizing the request with the what-if (the oracle: the whole pipeline,
+    itself checked against the tokenizer library); on the example above it applies."""
+    from prefixscope.analyses.simulate.prepare import head_swap, head_swapped
+    from prefixscope.tokens import Turns
+
+    request = _chat(body, gateway)
+    base = RenderOptions(gateway=gateway or "auto")
+    changed = RenderOptions(gateway=gateway or "auto", what_if=(transform,))
+    try:
+        ids = _ids_of(request, base)
+        want = _ids_of(request, changed).tolist()
+    except RenderError:
+        return
+    turns = Turns(base)
+    held = turns.tokens_many([request], [None])[0]
+    assert not isinstance(held, RenderError) and held.ids.tolist() == ids.tolist()
+    got = [head_swapped(request, base, changed, ids),
+           head_swapped(request, base, changed, ids, turns.head_tokens(request.id))]
+    for swapped in got:
+        if swapped is not None:
+            assert swapped.tolist() == want
+    if body is CHAT_EXAMPLE or body == CHAT_EXAMPLE:
+        assert got[0] is not None and got[1] is not None
+    # the new head's length it gives: those ids spell the what-if's head text (the
+    # tokenizer's own bytes of them), and it is what `Turns.head_tokens` proves of the
+    # what-if's render where that proves one
+    swap = head_swap(request, base, changed, ids, turns.head_tokens(request.id))
+    if swap is not None:
+        from prefixscope.prompt.pipeline import head_text
+        from prefixscope.tokenizers import load_tokenizer
+
+        head = head_text(request, changed)
+        assert head is not None
+        assert load_tokenizer(head[1]).spelled(swap[0][:swap[1]]) == head[0].encode()
+        after = Turns(changed)
+        after.tokens_many([request], [None])
+        assert after.head_tokens(request.id) in (None, swap[1])
+
+
+def test_a_chat_head_swap_is_refused_where_it_is_not_proved() -> None:
+    """A late system message (the template gathers it into the head), a Responses body
+    (its head is not the messages' lead), a gateway that converts the body: no head text."""
+    from prefixscope.analyses.simulate.prepare import head_swapped
+    from prefixscope.prompt.pipeline import head_text
+
+    strip = RenderOptions(what_if=("strip-billing-header",))
+    request = _chat(CHAT_EXAMPLE)
+    assert head_text(request, RenderOptions()) is not None
+    assert head_swapped(request, RenderOptions(), strip, _ids_of(request, RenderOptions())) \
+        is not None
+    late = _chat({**CHAT_EXAMPLE, "messages": [*CHAT_EXAMPLE["messages"],
+                                               {"role": "developer", "content": "late"}]})
+    assert head_text(late, RenderOptions()) is None
+    assert head_swapped(late, RenderOptions(), strip, _ids_of(late, RenderOptions())) is None
+    hoisted = _chat(late.body, "hoist-system-messages")
+    assert head_text(hoisted, RenderOptions(gateway="hoist-system-messages")) is None
+    from _render_helpers import make_request
+
+    responses = make_request({"instructions": HEADER, "input": [
+        {"role": "user", "content": "hi"}], "messages": []}, endpoint="openai-responses",
+        model="claude-sonnet-4-5")
+    assert head_text(responses, RenderOptions()) is None
+
+
+def test_a_head_text_is_its_own_endpoints_render_whatever_the_cache_holds() -> None:
+    """The same body JSON as an Anthropic and an OpenAI Chat request has two heads (the
+    proxy view and the view as logged): the cache keeps them apart, each equal to the
+    text an empty cache renders for it (the oracle)."""
+    render_module = importlib.import_module("prefixscope.prompt.pipeline")
+
+    body = {"tools": [{"type": "function", "name": "Bash", "description": "run",
+                       "input_schema": {"type": "object", "properties": {"a": {}}},
+                       "function": {"name": "Run", "parameters": {"type": "object"}}}],
+            "messages": [{"role": "user", "content": "hi"}]}
+    requests = [_claude(body), _chat(body)]
+    cold = []
+    for request in requests:
+        render_module._HEAD_TEXTS.clear()
+        cold.append(render_module.head_text(request, RenderOptions()))
+    assert cold[0] is not None and cold[1] is not None and cold[0] != cold[1]
+    for order in (requests, requests[::-1]):
+        render_module._HEAD_TEXTS.clear()
+        warm = [render_module.head_text(r, RenderOptions()) for r in order]
+        assert warm == (cold if order is requests else cold[::-1])

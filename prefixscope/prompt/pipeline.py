@@ -154,36 +154,65 @@ def render(request: Request, options: RenderOptions | None = None) -> Prompt:
 def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | None:
     """(the start of `request`'s prompt before the part its messages decide, the bundled
     tokenizer it is rendered with), for a body whose prompt is provably that start
-    followed by a part its head (the tools, the system prompt) does not change: an
-    Anthropic body in the proxy view, rendered with a template of `splice.HEADS`, none of
-    whose messages is a system or developer one. None anywhere else.
+    followed by a part its head (the tools, the system prompt) does not change, rendered
+    with a template of `splice.HEADS`: an Anthropic body in the proxy view, none of whose
+    messages is a system or developer one, or an OpenAI Chat body as logged (passthrough,
+    or ``hoist-system-messages``), none of whose messages after its leading system and
+    developer ones (`_lead`) is one. None anywhere else.
 
-    Why: the proxy view's template input is the head -- `anthropic_proxy_view` of the
-    body without messages: one system message made of the tools and the system blocks --
-    followed by each message converted on its own (`proxy_message`, then
+    Why, for the proxy view: its template input is the head -- `anthropic_proxy_view` of
+    the body without messages: one system message made of the tools and the system blocks
+    -- followed by each message converted on its own (`proxy_message`, then
     `serving.conversation`; roles kept). The what-if transforms edit the system blocks and
     the tools only (`whatif`). So the template inputs of a body and of its what-if are
     H + M and H' + M, and by `HEADS` the prompts are T(H)[:-|G|] + rest and
-    T(H')[:-|G|] + rest with the same rest. T(H) is rendered from the body without
-    messages through the same conversion, unmarked: a bundled template prints text as
-    it is, so its plain render is the marked one stripped (tests/test_template_parity.py);
-    lone surrogates become U+FFFD as `render_turn` makes them. The caller checks the cut
-    falls at a split token of the prompt it has (`simulate.prepare`)."""
+    T(H')[:-|G|] + rest with the same rest.
+
+    Why, for the OpenAI Chat view as logged: `_appended_input`'s proof gives its template
+    input as the head's -- the body with its messages cut to the `lead` (the same
+    marking, edits and conversion; the tools are the head's) -- followed by each later
+    message converted on its own (`passthrough.chat_view` keeps each dict message as it
+    is and drops the others, `serving.conversation` maps each one alone, roles kept).
+    The what-if transforms edit system and developer messages, wherever they are, and
+    the tools' schemas only (`whatif._edit_system`, `sort-json-keys`): none of the later
+    messages is one, so they are the same in the body and its what-if, and the inputs
+    are again H + M and H' + M, M holding no system or developer message. With no such
+    message after the lead, ``hoist-system-messages`` moves nothing (`_hoists`: its
+    conversion is the passthrough one) and its ``no-hoist`` what-if changes nothing.
+
+    T(H) is rendered from the body without its history through the same conversion,
+    unmarked: a bundled template prints text as it is, so its plain render is the marked
+    one stripped (tests/test_template_parity.py); lone surrogates become U+FFFD as
+    `render_turn` makes them. The caller checks the cut falls at a split token of the
+    prompt it has (`simulate.prepare`)."""
     body = request.body
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return None
     endpoint = request.endpoint if request.endpoint in KNOWN_ENDPOINTS else _detect(body)
-    if endpoint != "anthropic-messages" or any(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] in SYSTEM_ROLES
-            for m in body["messages"]):
+    messages = body["messages"]
+    if endpoint == "anthropic-messages":
+        if any(isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] in SYSTEM_ROLES
+               for m in messages):
+            return None
+    elif endpoint != "openai-chat":
         return None
     tok = load_tokenizer(choose_tokenizer(options.tokenizer, request.model).spec)
     generation = HEADS.get(tok.name)
     if generation is None or not tok.bundled or tok.chat_template != _bundled_source(tok.name):
         return None
-    if resolve_gateway(request, options, endpoint)[0] != "passthrough":  # not the proxy view
-        return None
-    head = {**body, "messages": []}
+    profile = resolve_gateway(request, options, endpoint)[0]
+    if endpoint == "anthropic-messages":
+        if profile != "passthrough":  # not the proxy view
+            return None
+        head = {**body, "messages": []}
+    else:
+        if profile not in ("passthrough", "hoist-system-messages"):
+            return None
+        lead = _lead(body, endpoint, profile)
+        if any(isinstance(m, dict) and m.get("role") in SYSTEM_ROLES for m in messages[lead:]):
+            return None
+        head = _head_body(body, lead)
+    proxy = endpoint == "anthropic-messages"
     plan = parse_what_ifs(options.what_if)
     # What the text depends on, with the template and the what-ifs: the head with the
     # what-ifs' system edits made. Unmarked, marking copies the head's values as they are
@@ -193,12 +222,13 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     # one text.
     with marks_active(False):  # as `_template_input` makes them with this marker
         raw = _json(apply_text_edits(endpoint, head, plan, Marker(enabled=False)))
-    key = None if raw is None else (tok.name, options.what_if, xxhash.xxh3_128_intdigest(raw))
+    key = None if raw is None else (tok.name, options.what_if, endpoint, profile,
+                                    xxhash.xxh3_128_intdigest(raw))
     text = _HEAD_TEXTS.get(key) if key is not None else None
     if text is None:
-        messages, tools = _template_input(endpoint, head, "passthrough", True, plan, tok,
-                                          Marker(enabled=False))
-        text = _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, messages, tools,
+        converted, tools = _template_input(endpoint, head, profile, proxy, plan, tok,
+                                           Marker(enabled=False))
+        text = _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, converted, tools,
                                                         tok.template_vars))
         if key is not None:
             _HEAD_TEXTS[key] = text
@@ -207,9 +237,10 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     return (text[:-len(generation)], tok.name) if text.endswith(generation) else None
 
 
-# The heads `head_text` rendered last, by (template, what-ifs, hash of the body without its
-# messages): a session's turns and a request's what-ifs share their heads.
-_HEAD_TEXTS: dict[tuple[str, tuple[str, ...], int], str] = {}
+# The heads `head_text` rendered last, by (template, what-ifs, endpoint, gateway profile,
+# hash of the body without its history): a session's turns and a request's what-ifs share
+# their heads.
+_HEAD_TEXTS: dict[tuple[str, tuple[str, ...], str, str, int], str] = {}
 _HEAD_TEXTS_KEPT = 256
 
 

@@ -151,10 +151,10 @@ class _WhatIf:
             preparer.reused(request, ids, mine, mine.head)
             self._forget(request.id)
         elif mine is not None and ids is not None and not preparer.by_blocks and \
-                (swapped := head_swapped(request, self.before, self.after, ids,
-                                         mine.head)) is not None:
+                (swapped := head_swap(request, self.before, self.after, ids,
+                                      mine.head)) is not None:
             self._flush()
-            preparer.reused(request, swapped, mine)
+            preparer.reused(request, swapped[0], mine, swapped[1])
             self._forget(request.id)
         else:
             self.pending.append(request)
@@ -200,6 +200,15 @@ def head_swapped(request: Request, before: RenderOptions, after: RenderOptions,
     where its tokenization provably splits (`tokens.tokenize`), so `ids[h:]` are the ids of
     the rest alone -- and the what-if's prompt is the new head followed by that very rest,
     cut at that same occurrence."""
+    swapped = head_swap(request, before, after, ids, head)
+    return swapped[0] if swapped is not None else None
+
+
+def head_swap(request: Request, before: RenderOptions, after: RenderOptions,
+              ids: np.ndarray, head: int | None = None) -> tuple[np.ndarray, int] | None:
+    """(`head_swapped`'s ids, how many of them spell the new head): the new head's own ids
+    are followed by the old ids' split token, so they spell the what-if prompt's head
+    with its template splitting there, as `Turns.head_tokens` says of a render."""
     new = head_text(request, after)
     if new is None:
         return None
@@ -215,7 +224,7 @@ def head_swapped(request: Request, before: RenderOptions, after: RenderOptions,
     if h is None or h >= len(ids) or int(ids[h]) not in cache.split_ids:
         return None
     swapped = _head_ids(cache, new[0])
-    return np.concatenate((swapped.astype(ids.dtype, copy=False), ids[h:]))
+    return np.concatenate((swapped.astype(ids.dtype, copy=False), ids[h:])), len(swapped)
 
 
 def _spelling(cache: PieceCache, text: str, ids: np.ndarray) -> int | None:
