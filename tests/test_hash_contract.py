@@ -142,6 +142,14 @@ def test_text_hash64_is_xxh3_64_of_the_utf8_bytes():
     assert text_hash64(b"raw", seed=7) == xxhash.xxh3_64_intdigest(b"raw", seed=7)
 
 
+def test_exact_hash_of_the_utf8_bytes_is_the_texts():
+    """Ingest hashes a body's UTF-8 as orjson wrote it (issue 37: no decode and encode of
+    114 MB); the hash is the text's, xxh3-128 of its UTF-8 bytes."""
+    text = '{"b":"caf\u00e9 \U0001f600","a":1}'
+    digest = f"x3:{xxhash.xxh3_128_hexdigest(text.encode('utf-8'))}"
+    assert exact_hash(text) == exact_hash(text.encode("utf-8")) == digest
+
+
 def test_whitespace_is_folded_at_every_character_the_contracts_regex_calls_space():
     """The folded hash's "whitespace runs" are re's ``\\s+`` (the contract): the fold,
     made with str.split(), agrees with that regex on every code point, alone and in runs

@@ -195,3 +195,30 @@ class TestImpossibleCounts:
                                    "output_tokens=9,223,372,036,854,775,808")
         # negative counts are unreported, as before, and not impossible counts
         assert Usage(prompt_tokens=-5).impossible == ()
+
+
+def test_a_kept_body_is_serialized_once_by_its_test() -> None:
+    """Issue 37: ingest keeps the text its serialize test made (a store write hashes and
+    stores it, instead of serializing the body again): `checked` gives the body's compact
+    JSON in its own key order, in UTF-8 (Python's json writes the same, the oracle), for a kept
+    request; none for a request without a body or a skipped one, whose reason is
+    `unusable`'s, whatever nests deeper in its body."""
+    from datetime import datetime
+
+    from prefixscope.ingest import checked, unusable
+    from prefixscope.model import Request
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "é 1"}], "a": [1, 2.5]}
+    kept = Request("r", "raw", "f", 1, datetime(2026, 1, 1), body=body)
+    assert checked(kept) == ("", json.dumps(body, separators=(",", ":"),
+                                            ensure_ascii=False).encode())
+    assert checked(Request("r", "raw", "f", 1, datetime(2026, 1, 1))) == ("", None)
+    deep: dict[str, Any] = {}
+    for _ in range(WRITER_LIMIT):
+        deep = {"x": deep}  # 255 containers, the body 256: past the 254 orjson writes
+    for bad in (Request("r", "raw", "f", 1, datetime(1, 1, 1), body=body),
+                Request("r", "raw", "f", 1, datetime(2026, 1, 1), body={"x": deep})):
+        why, text = checked(bad)
+        assert why == unusable(bad) != "" and text is None
+    assert checked(Request("r", "raw", "f", 1, datetime(2026, 1, 1), body={"x": deep}))[0] \
+        .startswith(f"JSON nested {WRITER_LIMIT + 2} levels deep")

@@ -50,7 +50,7 @@ from prefixscope.ingest.formats import all_formats, format_names, get_format
 from prefixscope.ingest.probing import probe
 from prefixscope.ingest.source import READ_ERRORS, Probe, Source
 from prefixscope.model import Record, Request, Skip
-from prefixscope.model.hashing import unwritable
+from prefixscope.model.hashing import unwritable, written
 from prefixscope.model.records import MAX_CONTEXT_TOKENS
 
 MAX_LISTED_ERRORS = 100
@@ -269,6 +269,16 @@ def record_id(fmt: str, key: str, occurrence: int) -> str:
 
 def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Request | Skip]:
     """Parse one source, assigning stable ids; yields requests and skips."""
+    for item in parse_serialized(source, module, pr):
+        yield item if isinstance(item, Skip) else item[0]
+
+
+def parse_serialized(source: Source, module: ModuleType, pr: object
+                     ) -> Iterator[tuple[Request, bytes | None] | Skip]:
+    """`parse_source` with each request's body as `exact_json` writes it, in UTF-8 (None:
+    no body), the text its serialize test made (`checked`): a store write hashes and keeps
+    that text instead of serializing the body again (a Codex rollout's 351 calls resend
+    114 MB of history)."""
     # occurrences of each record key, counted by the key's hash: a key can be a whole
     # record's canonical JSON, and a log of them must not be held in memory
     seen: Counter[int] = Counter()
@@ -290,7 +300,7 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
             yield item
             continue
         assert isinstance(item, Record)
-        why = unusable(item.request)
+        why, body_text = checked(item.request)
         if why:
             yield Skip(item.request.source_line, why)
             continue
@@ -304,7 +314,7 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
         per_line[line] += 1
         yield replace(item.request, id=record_id(module.NAME, item.key, occurrence),
                       source_format=module.NAME, source_file=source.name,
-                      source_position=position)
+                      source_position=position), body_text
 
 
 # A model call is made between these (naive UTC): an earlier or later date is a zero or
@@ -320,6 +330,13 @@ def unusable(request: Request) -> str:
     ``usage.impossible``): one such count made a hit rate 0% and the spend $11 million;
     or a body, response or metadata is nested deeper than the store's JSON writer goes
     (the readers skip such records; a format can nest what it read a few levels more)."""
+    return checked(request)[0]
+
+
+def checked(request: Request) -> tuple[str, bytes | None]:
+    """(`unusable(request)`, the body as `exact_json` writes it, in UTF-8): the body's
+    serialize test is its serialization, kept (None when there is no body or the request
+    is skipped)."""
     when = [request.timestamp, *(e.timestamp for e in request.events)]
     for ts in when:
         if ts is None:
@@ -329,16 +346,21 @@ def unusable(request: Request) -> str:
         if not EARLIEST <= naive < LATEST:
             what = "its time" if ts is request.timestamp else "a session event it carries"
             return (f"{what}, {ts.isoformat()}, is outside 1970-2100 (a placeholder date, "
-                    "or a number in the wrong unit): not when a model call was made")
+                    "or a number in the wrong unit): not when a model call was made"), None
     if request.usage.impossible:
         return (f"token counts no context window holds ({', '.join(request.usage.impossible)}"
                 f"; the bound is {MAX_CONTEXT_TOKENS:,}, the largest published window): a "
-                "damaged counter, so the call is left out of every total")
-    for part in (request.body, request.output, request.metadata):
+                "damaged counter, so the call is left out of every total"), None
+    body_text = None
+    if request.body is not None:
+        body_text, why = written(request.body)
+        if why:
+            return why, None
+    for part in (request.output, request.metadata):
         why = unwritable(part) if part else ""
         if why:
-            return why
-    return ""
+            return why, None
+    return "", body_text
 
 
 class UnreadableFile(ValueError):

@@ -84,16 +84,33 @@ def unwritable(value: Any) -> str:
     try:
         orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str)
     except TypeError as exc:
-        if "Recursion limit" in str(exc):
-            return (f"JSON nested {json_depth(value):,} levels deep: prefixscope hashes and "
-                    f"stores at most {MAX_JSON_DEPTH} (orjson's writer limit)")
-        return f"a value prefixscope cannot serialize: {exc}"
+        return _unwritable_reason(value, exc)
     return ""
 
 
-def exact_hash(text: str) -> str:
-    """Tagged xxh3-128 of already-serialized text (e.g. `exact_json` output)."""
-    return f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(text.encode())}"
+def written(value: Any) -> tuple[bytes, str]:
+    """(`exact_json(value)` as UTF-8, "") when `value` can be serialized, else (b"", why,
+    as `unwritable` says it): the test and the text of one serialization, for a caller
+    that keeps the text (ingest's body, serialized once for its test, its hash and the
+    store; as bytes, hashed without a copy)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str), ""
+    except TypeError as exc:
+        return b"", _unwritable_reason(value, exc)
+
+
+def _unwritable_reason(value: Any, exc: TypeError) -> str:
+    if "Recursion limit" in str(exc):
+        return (f"JSON nested {json_depth(value):,} levels deep: prefixscope hashes and "
+                f"stores at most {MAX_JSON_DEPTH} (orjson's writer limit)")
+    return f"a value prefixscope cannot serialize: {exc}"
+
+
+def exact_hash(text: str | bytes) -> str:
+    """Tagged xxh3-128 of already-serialized text (e.g. `exact_json` output; bytes: its
+    UTF-8, hashed as they are)."""
+    data = text.encode() if isinstance(text, str) else text
+    return f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(data)}"
 
 
 def text_hash64(text: str | bytes, seed: int = 0) -> int:

@@ -29,7 +29,7 @@ from prefixscope.ingest import (
     forced_mismatch,
     io_reason,
     is_json_schema,
-    parse_source,
+    parse_serialized,
     probe,
     resolved,
     unrecognized_reason,
@@ -39,7 +39,6 @@ from prefixscope.ingest.formats import get_format
 from prefixscope.ingest.normalize.sessions import SessionRule, apply_session_rules
 from prefixscope.ingest.source import DECODE_ERRORS, MAX_LINE_BYTES, Probe, Source
 from prefixscope.model import Request, Skip
-from prefixscope.model.hashing import exact_json
 from prefixscope.sessions import thread_sessions
 from prefixscope.store.duplicates import call_row, link_duplicates
 from prefixscope.store.store import Store, UsageSummary
@@ -57,24 +56,25 @@ class _Batch:
         self.store = store
         self.max_count, self.max_bytes = max_count, max_bytes
         self.requests: list[Request] = []
-        self.texts: list[str | None] = []  # each request's body as stored (serialized once)
+        self.texts: list[bytes | None] = []  # each request's body JSON (serialized once)
         self.ids: set[str] = set()
-        self.held = 0  # bytes of body JSON held
+        self.held = 0  # characters of body JSON held
         self.prefer: Callable[[Request, Request], bool] | None = None
         self.new = 0  # requests the writes so far added
 
     def add(self, request: Request, prefer: Callable[[Request, Request], bool] | None,
-            stored: Callable[[], None] | None) -> None:
+            stored: Callable[[], None] | None, text: bytes | None) -> None:
+        """Hold `request`, whose body `text` is (`exact_json` of it in UTF-8; None: no
+        body)."""
         # A format's rule for two copies of one call compares a copy with the stored one:
         # a second copy (same id, another file) or another format's rule waits for a write.
         if self.requests and (request.id in self.ids or prefer is not self.prefer):
             self.write(stored)
         self.prefer = prefer
-        text = None if request.body is None else exact_json(request.body)
         self.requests.append(request)
         self.texts.append(text)
         self.ids.add(request.id)
-        self.held += len(text) if text is not None else 0
+        self.held += _characters(text) if text is not None else 0
         if len(self.requests) >= self.max_count or self.held >= self.max_bytes:
             self.write(stored)
 
@@ -84,6 +84,11 @@ class _Batch:
         self.requests, self.texts, self.ids, self.held = [], [], set(), 0
         if stored is not None:
             stored()
+
+
+def _characters(text: bytes) -> int:
+    """Characters of UTF-8 `text` (what a batch's size counts), decoded only past ASCII."""
+    return len(text) if text.isascii() else len(text.decode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,15 +249,16 @@ def _ingest_one(source: Source, forced: ModuleType | None, batch: _Batch, tally:
     prefer = getattr(module, "prefer", None)  # a format's rule for two copies of one call
     whole_file_skipped = False
     try:
-        for item in parse_source(source, module, pr):
+        for item in parse_serialized(source, module, pr):
             if isinstance(item, Skip):
                 tally.error(source.name, item.line, item.reason)
                 whole_file_skipped = whole_file_skipped or item.line is None
                 continue
+            request, body_text = item
             tally.by_format[module.NAME] += 1
             tally.read += 1  # before the write it may trigger reports it
-            batch.add(apply_session_rules(item, session_rules) if session_rules else item,
-                      prefer, stored)
+            batch.add(apply_session_rules(request, session_rules) if session_rules
+                      else request, prefer, stored, body_text)
     except (OSError, EOFError) as exc:
         tally.error(source.name, None, f"read failed part-way: {exc}")
     if tally.read == read_before and (tally.skipped == skipped_before or whole_file_skipped):

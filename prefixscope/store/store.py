@@ -428,11 +428,12 @@ class Store:
 
     def add(self, requests: Sequence[Request],
             prefer: Callable[[Request, Request], bool] | None = None, *,
-            body_texts: Sequence[str | None] | None = None) -> int:
+            body_texts: Sequence[str | bytes | None] | None = None) -> int:
         """Insert requests not already stored (by id); return how many were new.
 
         `body_texts`, when given, is each request's ``exact_json(body)`` (None without a
-        body), already serialized by the caller (ingest sizes its batches by it).
+        body), already serialized by the caller (ingest sizes its batches by it), as text
+        or in UTF-8 (ingest's: hashed as they are, decoded only to be stored whole).
 
         A request whose id is stored is a copy of the same call (re-ingest, the call in a
         second file). It is passed over, unless `prefer(copy, stored)` says the copy is
@@ -456,7 +457,8 @@ class Store:
                 if body_hash not in bodies:
                     split = split_body(r.body)
                     if split is None:
-                        bodies[body_hash] = (text, None)
+                        bodies[body_hash] = (text if isinstance(text, str) else text.decode(),
+                                             None)
                     else:
                         skeleton, layout, texts = split
                         bodies[body_hash] = (skeleton, layout_json(layout))
