@@ -516,7 +516,9 @@ class _Explainer:
     def _render(self, rows: Sequence[UsageRow]) -> tuple[list[Tokens], list[str]]:
         """Tokens of the rows' requests (one batch; one by one if a request fails)."""
         options = self.options or RenderOptions()
-        requests = [self.store.get(r.id) for r in rows]
+        # one read for the sample (a query per request was 0.23 s of sample_logs/' report)
+        found = self.store.get_many(r.id for r in rows)
+        requests = [found[r.id] for r in rows]
         try:
             return tokens_many(requests, options), []
         except RenderError:
