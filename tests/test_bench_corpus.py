@@ -98,3 +98,28 @@ def test_a_conversion_stops_past_its_size(corpora: dict[str, tuple[Path, int, in
     with pytest.raises(peer_feeds.TooLarge) as stopped:
         peer_feeds.convert("promptcachelint", "codex", log, tmp_path / "feed", max_bytes=1)
     assert stopped.value.records == 1
+
+
+def test_the_table_says_what_a_peer_cannot_read() -> None:
+    import bench_scale as bs
+
+    gib = 2**30
+    rows = [bs.Row(0.25, "floor (orjson)", 2.0, 0, gib, 2.0, "claude-code"),
+            bs.Row(0.25, "report", 10.0, 2**29, gib, 16.0, "claude-code"),
+            bs.Row(0.25, "prefixcash report (its call log, usage)", 1.0, 2**25, gib, 0.5,
+                   "claude-code", (3.0, 1.5)),
+            bs.Row(0.25, "promptcachelint report (its trace)", 0.0, 0, gib, form="claude-code",
+                   note="cannot read: no request bodies in a Claude Code transcript")]
+    assert bs.table(rows).splitlines()[2:] == [
+        "| claude-code | 0.25 | 1.00 GiB | floor (orjson) | 2.0 | 2.0 | - | 2.0 | 1.0 | - |",
+        "| claude-code | 0.25 | 1.00 GiB | report | 10.0 | 16.0 | 512 | 10.0 | 5.0 | - |",
+        "| claude-code | 0.25 | 1.00 GiB | prefixcash report (its call log, usage) | 1.0 | 0.5 "
+        "| 32 | 1.0 | 0.5 | 3.0 (1.5) |",
+        "| claude-code | 0.25 | 1.00 GiB | promptcachelint report (its trace) | cannot read: no "
+        "request bodies in a Claude Code transcript | - | - | - | - | - |"]
+    assert bs.ratios(rows).splitlines()[2:] == [
+        "| claude-code | 0.25 | report / prefixcash report (its call log, usage) | wall 10.00x "
+        "(2.50x with its conversion), CPU 32.00x (8.00x with its conversion) |",
+        "| claude-code | 0.25 | report / promptcachelint report (its trace) | cannot read: no "
+        "request bodies in a Claude Code transcript |",
+        "| claude-code | 0.25 | report / floor (orjson) | 5.0x |"]
