@@ -45,7 +45,10 @@ Nothing here asserts a time: it prints a table. Run:
 ``python bench/bench_scale.py --sizes 0.25,0.5`` (corpora go to --dir, default a
 temporary directory; kept with --keep), or every shape with the peers:
 ``python bench/bench_scale.py --forms raw,openai,langfuse,claude-code,codex --sizes 0.25
---commands report --naive 0 --peers``.
+--commands report --naive 0 --peers``. Issue 37's long sessions, `diff --all` against the
+naive way on every request and the floor: ``python bench/bench_scale.py --sessions 6
+--turns 40 --commands "diff --all" --naive 240 --repeat 5`` (``--sessions``: a corpus of
+that many sessions instead of ``--sizes``).
 """
 
 from __future__ import annotations
@@ -186,12 +189,18 @@ def naive_rows(log: Path, size: float, nbytes: int, requests: int) -> list[Row]:
         return []
     got = json.loads(done.stdout)
     scale = nbytes / got["sample_bytes"]
-    label = f"naive, {got['requests']} requests extrapolated"
-    diff = (got["render_seconds"] + got["loop_seconds"]) * scale
-    report = (NAIVE_RENDERS * got["render_seconds"] + got["loop_seconds"]
-              + NAIVE_REPLAYS * got["replay_seconds"]) * scale
-    return [Row(size, f"diff --all ({label})", diff, 0, nbytes),
-            Row(size, f"report ({label})", report, 0, nbytes)]
+    label = (f"naive, all {got['requests']} requests" if got["sample_bytes"] == nbytes
+             else f"naive, {got['requests']} requests extrapolated")
+
+    def diff(kind: str) -> float:
+        return (got[f"render_{kind}"] + got[f"loop_{kind}"]) * scale
+
+    def report(kind: str) -> float:
+        return (NAIVE_RENDERS * got[f"render_{kind}"] + got[f"loop_{kind}"]
+                + NAIVE_REPLAYS * got[f"replay_{kind}"]) * scale
+
+    return [Row(size, f"diff --all ({label})", diff("seconds"), 0, nbytes, diff("cpu")),
+            Row(size, f"report ({label})", report("seconds"), 0, nbytes, report("cpu"))]
 
 
 # Each peer's runs: (row label, the feed it reads (a peer_feeds.py writer), argv after the
@@ -312,11 +321,16 @@ def fit_rows(store: Path, size: float, nbytes: int, timeout: float | None = None
     return rows
 
 
-def corpus(work: Path, form: str, size: float) -> tuple[Path, int]:
-    """The `form` corpus of `size` GB under `work` (generated when missing) and its bytes."""
-    log = work / (f"{form}-{size}" if form in FOLDER_FORMS else f"{form}-{size}.jsonl")
+def corpus(work: Path, form: str, size: float, shape: tuple[int, int] | None = None
+           ) -> tuple[Path, int]:
+    """The `form` corpus of `size` GB under `work` (generated when missing) and its bytes;
+    `shape` (sessions, turns): that many sessions of that many turns instead of a size."""
+    name = f"{form}-{shape[0]}x{shape[1]}" if shape else f"{form}-{size}"
+    log = work / (name if form in FOLDER_FORMS else f"{name}.jsonl")
     if not log.exists():
-        subprocess.run([sys.executable, str(HERE / "gen_corpus.py"), "--size", str(size),
+        how = (["--sessions", str(shape[0]), "--turns", str(shape[1])] if shape
+               else ["--size", str(size)])
+        subprocess.run([sys.executable, str(HERE / "gen_corpus.py"), *how,
                         "--form", form, "--out", str(log)], check=True)
     files = sorted(log.rglob("*.jsonl")) if log.is_dir() else [log]
     return log, sum(f.stat().st_size for f in files)
@@ -325,28 +339,33 @@ def corpus(work: Path, form: str, size: float) -> tuple[Path, int]:
 def run(sizes: list[float], work: Path, form: str | tuple[str, ...], naive: int = 0,
         peers: bool = False, commands: tuple[tuple[str, ...], ...] = COMMANDS,
         workers: tuple[int, ...] = (), fit: bool = False, fit_timeout: float | None = None,
-        repeat: int = 1, peer_max_gb: float = PEER_MAX_GB) -> list[Row]:
+        repeat: int = 1, peer_max_gb: float = PEER_MAX_GB,
+        shape: tuple[int, int] | None = None) -> list[Row]:
     """(size GB, command, seconds, peak RSS, file bytes) for each form, size and command;
     `repeat`: each command but ingest runs that many times, its row the median run (the
     peak memory the largest), and the floor is the fastest of as many reads (at least
-    two): on a machine whose speed drifts, one run says little."""
+    two): on a machine whose speed drifts, one run says little. `shape` (sessions,
+    turns): one corpus of that many sessions per form instead of `sizes`."""
     rows: list[Row] = []
-    for shape in (form,) if isinstance(form, str) else form:
-        for size in sizes:
-            rows += form_rows(shape, size, work, naive, peers, commands, workers, fit,
-                              fit_timeout, repeat, peer_max_gb)
+    for one in (form,) if isinstance(form, str) else form:
+        for size in [0.0] if shape else sizes:
+            rows += form_rows(one, size, work, naive, peers, commands, workers, fit,
+                              fit_timeout, repeat, peer_max_gb, shape)
     return rows
 
 
 def form_rows(form: str, size: float, work: Path, naive: int, peers: bool,
               commands: tuple[tuple[str, ...], ...], workers: tuple[int, ...], fit: bool,
-              fit_timeout: float | None, repeat: int, peer_max_gb: float = PEER_MAX_GB
-              ) -> list[Row]:
-    """The rows of one corpus: the floor, each command, the fit, the naive way, the peers."""
+              fit_timeout: float | None, repeat: int, peer_max_gb: float = PEER_MAX_GB,
+              shape: tuple[int, int] | None = None) -> list[Row]:
+    """The rows of one corpus: the floor, each command, the fit, the naive way, the peers.
+    With `shape` the corpus is that many (sessions, turns) and its size is what it holds."""
     rows: list[Row] = []
     py = sys.executable
-    log, nbytes = corpus(work, form, size)
-    store = work / f"{form}-{size}.duckdb"
+    log, nbytes = corpus(work, form, size, shape)
+    if shape:
+        size = round(nbytes / 2**30, 3)
+    store = work / f"{log.name.removesuffix('.jsonl')}.duckdb"
     for stale in (store, store.with_name(store.name + ".wal")):
         stale.unlink(missing_ok=True)
     # the floor is parsing, not the disk: the faster of two reads (the first one
@@ -404,8 +423,10 @@ def ratios(rows: list[Row]) -> str:
             for command in ("diff --all", "report"):
                 naive, mine = other(of, f"{command} (naive"), ours(of, command)
                 if naive and mine:
+                    cpu = (f" (CPU {naive.cpu / mine.cpu:.1f}x)" if naive.cpu and mine.cpu
+                           else "")
                     out.append(f"{at} {command}: naive / prefixscope | "
-                               f"{naive.wall / mine.wall:.1f}x |")
+                               f"{naive.wall / mine.wall:.1f}x{cpu} |")
             mine = ours(of, "report")
             for peer in (r for r in of if r.convert is not None and not r.note):
                 if mine is None or not peer.wall:
@@ -421,6 +442,12 @@ def ratios(rows: list[Row]) -> str:
             floor = other(of, "floor")
             if mine and floor:
                 out.append(f"{at} report / floor (orjson) | {mine.wall / floor.wall:.1f}x |")
+            diff = ours(of, "diff --all")
+            if diff and floor:
+                cpu = (f" (CPU {diff.cpu / floor.cpu:.1f}x)" if diff.cpu and floor.cpu
+                       else "")
+                out.append(f"{at} diff --all / floor (orjson) | "
+                           f"{diff.wall / floor.wall:.1f}x{cpu} |")
             sweep, replays = other(of, "fit: one sweep"), other(of, "fit: a replay per")
             if sweep and replays:
                 stopped = "stopped after" in replays.name
@@ -475,6 +502,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run each command but ingest N times: its row is the median run, "
                          "the floor the fastest of N reads")
+    ap.add_argument("--sessions", type=int, default=None, metavar="N",
+                    help="a corpus of N sessions (of --turns turns) instead of --sizes: "
+                         "issue 37's long sessions are --sessions 6 --turns 40")
+    ap.add_argument("--turns", type=int, default=50, metavar="T",
+                    help="turns per session with --sessions (gen_corpus.py's default: 50)")
     ap.add_argument("--fit-timeout", type=float, default=None, metavar="S",
                     help="stop the replay-per-candidate fit after S seconds (its row is then a "
                          "lower bound)")
@@ -491,12 +523,15 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [f for f in forms if f not in FORMS]
         if unknown:
             ap.error(f"unknown form(s) {', '.join(unknown)}; forms: {', '.join(FORMS)}")
+        shape = (args.sessions, args.turns) if args.sessions else None
         rows = run(sizes, work, forms, args.naive, args.peers, commands, workers, args.fit,
-                   args.fit_timeout, max(1, args.repeat), args.peer_max_gb)
+                   args.fit_timeout, max(1, args.repeat), args.peer_max_gb, shape)
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"machine: {os.cpu_count()} cores; corpus forms: {', '.join(forms)}; load average "
+    print(f"machine: {os.cpu_count()} cores; corpus forms: {', '.join(forms)}"
+          + (f" ({args.sessions} sessions x {args.turns} turns)" if args.sessions else "")
+          + f"; load average "
           f"at the start {start_load:.1f}, at the end {os.getloadavg()[0]:.1f}"
           + (f"; each command but ingest: the median of {args.repeat} runs"
              if args.repeat > 1 else ""))

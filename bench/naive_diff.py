@@ -12,7 +12,9 @@ request's template input (prefixscope's parser and gateway conversion) is not, s
 naive side is flattered.
 
 It runs on ``--requests`` lines spread evenly over the log and prints one JSON line: the
-seconds of each part (render + encode, the divergence loop, the replay), the sample's
+seconds of each part (render + encode, the divergence loop, the replay), wall and CPU
+(``process_time``: every thread of the process; on a shared machine the wall time says
+more of the others than of the work), the sample's
 bytes and requests, so the caller extrapolates to the whole
 file by bytes (a request's render and encode cost grows with its size).
 Run: ``python bench/naive_diff.py LOG --requests 40``.
@@ -83,26 +85,31 @@ def main(argv: list[str] | None = None) -> int:
     options = RenderOptions(tokenizer=SPEC)
     last: dict[str, list[int]] = {}
     seconds = loop_seconds = replay_seconds = 0.0
+    cpu = loop_cpu = replay_cpu = 0.0  # the same parts in CPU seconds (a shared machine)
     pairs = 0
     cache: set[bytes] = set()
     for request in requests:
         messages, tools = naive.inputs(request, options)
         session = request.session_key or "-"
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         ids = naive.ids(messages, tools).tolist()
-        rendered = time.perf_counter()
+        rendered, rendered_cpu = time.perf_counter(), time.process_time()
         previous = last.get(session)
         if previous is not None:
             first_divergence(previous, ids)
             pairs += 1
         seconds += rendered - start
+        cpu += rendered_cpu - start_cpu
         loop_seconds += time.perf_counter() - rendered
+        loop_cpu += time.process_time() - rendered_cpu
         last[session] = ids
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         replay(ids, cache)
         replay_seconds += time.perf_counter() - start
+        replay_cpu += time.process_time() - start_cpu
     print(json.dumps({"render_seconds": seconds, "loop_seconds": loop_seconds,
                       "replay_seconds": replay_seconds,
+                      "render_cpu": cpu, "loop_cpu": loop_cpu, "replay_cpu": replay_cpu,
                       "sample_bytes": sample_bytes,
                       "requests": len(requests), "pairs": pairs}))
     return 0

@@ -123,3 +123,17 @@ def test_the_table_says_what_a_peer_cannot_read() -> None:
         "| claude-code | 0.25 | report / promptcachelint report (its trace) | cannot read: no "
         "request bodies in a Claude Code transcript |",
         "| claude-code | 0.25 | report / floor (orjson) | 5.0x |"]
+
+
+def test_the_ratios_of_a_long_session_diff_against_the_naive_way_and_the_floor() -> None:
+    """Issue 37 item 4's row: diff --all over the naive way run on every request, and over
+    the floor, wall and CPU (a shared machine's wall says little)."""
+    import bench_scale as bs
+
+    gib = 2**30
+    rows = [bs.Row(0.078, "floor (orjson)", 0.5, 0, gib, 0.25),
+            bs.Row(0.078, "diff --all", 4.0, 2**28, gib, 2.0),
+            bs.Row(0.078, "diff --all (naive, all 240 requests)", 100.0, 0, gib, 50.0)]
+    assert bs.ratios(rows).splitlines()[2:] == [
+        "| raw | 0.078 | diff --all: naive / prefixscope | 25.0x (CPU 25.0x) |",
+        "| raw | 0.078 | diff --all / floor (orjson) | 8.0x (CPU 8.0x) |"]
