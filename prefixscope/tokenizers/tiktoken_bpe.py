@@ -41,7 +41,7 @@ class TiktokenTokenizer(Tokenizer):
                  not_special: frozenset[str] = frozenset(), nfc: bool = False) -> None:
         import tiktoken
 
-        ranks = _ranks(raw)
+        ranks, lengths = _ranks(raw)
         self._enc = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks,
                                       special_tokens=specials)
         self.name = name
@@ -57,10 +57,9 @@ class TiktokenTokenizer(Tokenizer):
             for tok, idx in specials.items())
         self.identity = "tiktoken:" + xxhash.xxh3_128_hexdigest(
             raw + b"\0" + pattern.encode() + b"\0" + json.dumps(specials).encode())
-        size = max(max(ranks.values()), max(specials.values())) + 1
+        size = max(len(lengths), max(specials.values()) + 1)
         self._byte_lengths = np.zeros(size, dtype=np.int64)
-        for token_bytes, rank in ranks.items():
-            self._byte_lengths[rank] = len(token_bytes)
+        self._byte_lengths[:len(lengths)] = lengths
         for tok, idx in specials.items():
             self._byte_lengths[idx] = len(tok.encode("utf-8"))
         self._added_re = re.compile("|".join(
@@ -102,21 +101,30 @@ class TiktokenTokenizer(Tokenizer):
         return self._enc.decode([int(i) for i in ids])
 
 
-def _ranks(raw: bytes) -> dict[bytes, int]:
-    """`_load_bpe` of `raw`, through the disk cache."""
+def _ranks(raw: bytes) -> tuple[dict[bytes, int], np.ndarray]:
+    """(`_load_bpe` of `raw`, each rank's byte length, 0 for a rank no token has), through
+    the disk cache."""
     key = xxhash.xxh3_128_hexdigest(raw)
     arrays = load_arrays("tiktoken", key, ("blob", "ends", "ranks"))
     if arrays is not None:
         ranks = _from_arrays(arrays["blob"], arrays["ends"], arrays["ranks"])
         if ranks is not None:
-            return ranks
+            return ranks, _lengths(arrays["ends"], arrays["ranks"])
     ranks = _load_bpe(raw)
     tokens = list(ranks)
+    ends = np.cumsum([len(t) for t in tokens], dtype=np.int64)
+    ids = np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))
     save_arrays("tiktoken", key, {
-        "blob": np.frombuffer(b"".join(tokens), dtype=np.uint8),
-        "ends": np.cumsum([len(t) for t in tokens], dtype=np.int64),
-        "ranks": np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))})
-    return ranks
+        "blob": np.frombuffer(b"".join(tokens), dtype=np.uint8), "ends": ends, "ranks": ids})
+    return ranks, _lengths(ends, ids)
+
+
+def _lengths(ends: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Each rank's byte length from the tokens' end offsets, in one array pass (a loop over
+    the 200k-token dict took 14 ms of every load)."""
+    out = np.zeros(int(ranks.max()) + 1 if len(ranks) else 0, dtype=np.int64)
+    out[ranks] = np.diff(ends, prepend=0)
+    return out
 
 
 def _from_arrays(blob: np.ndarray, ends: np.ndarray, ranks: np.ndarray
