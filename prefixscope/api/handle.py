@@ -147,7 +147,8 @@ class Store:
         if writable and not Path(self._file).exists():
             raise Error(no_store_message(self._file))
         try:
-            core = CoreStore.open(self._file, read_only=not writable)
+            core = CoreStore.open(self._file, read_only=not writable,
+                                  made_here=self._tmp is not None)
         except StoreError as exc:
             raise Error(str(exc)) from None
         core.path = self._label

@@ -240,7 +240,8 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False,
-             label: str | None = None, writes_into: Path | None = None) -> Store:
+             label: str | None = None, writes_into: Path | None = None,
+             made_here: bool = False) -> Store:
         """Open (or, writable, create) a store file, as data only: its catalog must be what
         prefixscope's migrations write (`store.catalog`), and the connection reaches no
         file but the store (DuckDB's ``enable_external_access = false``, then
@@ -252,6 +253,9 @@ class Store:
             label: the store's name in messages (default: `path`), e.g. the final name of
                 a new store built beside it (`store.files.NewStore`).
             writes_into: a directory the connection may write files into (``export``).
+            made_here: the file is a temporary store this process made (its private
+                directory, its own migrations) and closed: opened read-only, its catalog is
+                not read and compared again (0.06 s of every `report LOGS`).
 
         Raises:
             StoreError: the path is not a usable prefixscope store (one line, for a person).
@@ -269,10 +273,10 @@ class Store:
         store.named = os.path.abspath(name)
         try:
             store._seal(writes_into)
-            if read_only:
-                store._check_version()
-            else:
+            if not read_only:
                 store._migrate()
+            elif not made_here:
+                store._check_version()
             if not store.run("SELECT system.main.current_setting('lock_configuration')"
                              )[0][0]:
                 store.run("SET lock_configuration = true")  # no statement reopens access
