@@ -24,6 +24,7 @@ import json
 import math
 import re
 from decimal import Decimal
+from functools import lru_cache
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any
 
@@ -48,8 +49,7 @@ def dumps(value: Any, marker: Marker | None = None, *, ensure_ascii: bool = Fals
     if mark is None and indent is None and not ensure_ascii:
         # Nothing to mark: the C encoder writes this text, unless a key holds a mark
         # character (this writer drops those; then the text holds one too).
-        text = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys,
-                          separators=(item_sep, key_sep))
+        text = _encoder(False, sort_keys, item_sep, key_sep).encode(value)
         if OPEN not in text and CLOSE not in text:
             return text
 
@@ -125,8 +125,7 @@ def dumps(value: Any, marker: Marker | None = None, *, ensure_ascii: bool = Fals
                 out.append(mark.open(owner))
             if indent is None and mark is not None and mark.is_leaf(v):
                 # Nothing registered inside: the C encoder writes the same text, faster.
-                out.append(json.dumps(v, ensure_ascii=ensure_ascii, sort_keys=sort_keys,
-                                      separators=(item_sep, key_sep)))
+                out.append(_encoder(ensure_ascii, sort_keys, item_sep, key_sep).encode(v))
             else:
                 container(list(v) if isinstance(v, tuple) else v, level)
             if owner is not None and mark is not None:
@@ -136,6 +135,16 @@ def dumps(value: Any, marker: Marker | None = None, *, ensure_ascii: bool = Fals
 
     value_text(value, 0, marked=False)
     return "".join(out)
+
+
+@lru_cache(maxsize=16)
+def _encoder(ensure_ascii: bool, sort_keys: bool, item_sep: str, key_sep: str
+             ) -> json.JSONEncoder:
+    """The encoder ``json.dumps`` makes for these options, made once: `encode` of it is
+    ``json.dumps(v, ensure_ascii=..., sort_keys=..., separators=...)`` (what dumps does),
+    without a new encoder per call (a template's ``tojson`` of every small value)."""
+    return json.JSONEncoder(ensure_ascii=ensure_ascii, sort_keys=sort_keys,
+                            separators=(item_sep, key_sep))
 
 
 def _py_float(v: float) -> str:
