@@ -58,7 +58,7 @@ class _Batch:
         self.requests: list[Request] = []
         self.texts: list[bytes | None] = []  # each request's body JSON (serialized once)
         self.ids: set[str] = set()
-        self.held = 0  # characters of body JSON held
+        self.held = 0  # bytes of body JSON held (UTF-8)
         self.prefer: Callable[[Request, Request], bool] | None = None
         self.new = 0  # requests the writes so far added
 
@@ -74,7 +74,7 @@ class _Batch:
         self.requests.append(request)
         self.texts.append(text)
         self.ids.add(request.id)
-        self.held += _characters(text) if text is not None else 0
+        self.held += len(text) if text is not None else 0
         if len(self.requests) >= self.max_count or self.held >= self.max_bytes:
             self.write(stored)
 
@@ -84,11 +84,6 @@ class _Batch:
         self.requests, self.texts, self.ids, self.held = [], [], set(), 0
         if stored is not None:
             stored()
-
-
-def _characters(text: bytes) -> int:
-    """Characters of UTF-8 `text` (what a batch's size counts), decoded only past ASCII."""
-    return len(text) if text.isascii() else len(text.decode())
 
 
 @dataclass(frozen=True, slots=True)
