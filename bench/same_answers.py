@@ -8,7 +8,9 @@ directory), one command after another (the machine is shared). Both trees share 
 tokenizer cache directory, which changes the time only.
 
 Run: ``python bench/same_answers.py --before /tmp/wt-old [--after .] [--log FILE ...]``
-(``--before``: e.g. a worktree of the commit before the change, ``git worktree add``).
+(``--before``: e.g. a worktree of the commit before the change, ``git worktree add``);
+``--command "diff --all --json"`` (repeatable) compares that command instead (its first
+word, the input, then the rest).
 Prints one line per input and command, ``same`` or ``DIFFERENT`` (exit 1 if any is).
 """
 
@@ -46,12 +48,16 @@ def main() -> int:
     parser.add_argument("--after", type=Path, default=ROOT, help="the tree after (this one)")
     parser.add_argument("--log", type=Path, action="append", default=[],
                         help="another log or folder to compare on (repeatable)")
+    parser.add_argument("--command", action="append", default=[], metavar="CMD",
+                        help="compare `prefixscope CMD` instead of report and calls --json "
+                             "(repeatable; the input goes after its first word)")
     args = parser.parse_args()
+    commands = [tuple(c.split()) for c in args.command] or list(COMMANDS)
     different = 0
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "PREFIXSCOPE_CACHE_DIR": cache}
         for path in inputs(args.log):
-            for command in COMMANDS:
+            for command in commands:
                 argv = [command[0], path, *command[1:]]
                 before = answer(args.before, argv, env)
                 after = answer(args.after, argv, env)

@@ -616,9 +616,68 @@ def _anthropic_blocks(tok: Tokens, body: dict[str, object]
 
 def breakpoint_ends(tok: Tokens, body: dict[str, object]) -> tuple[int, ...]:
     """The token end of each block of a rendered Anthropic request its ``cache_control``
-    marks set a breakpoint on (`_anthropic_blocks`), in order: where it writes entries."""
-    blocks, breakpoints = _anthropic_blocks(tok, body)
-    return tuple(sorted({blocks[i][1] for i, _ in breakpoints}))
+    marks set a breakpoint on (`_anthropic_blocks`), in order: where it writes entries.
+
+    The blocks of `_anthropic_blocks` without its per-block walk of the body (diff asks this
+    of every pair's A, whose prompt holds the session's whole history): the marked keys are
+    read off the body once (`_marked_keys`, the keys `_cache_control` finds a mark under);
+    a body with none and no automatic mark has no breakpoint, and no segment is read."""
+    marked = _marked_keys(body)
+    automatic = isinstance(body.get("cache_control"), dict)
+    if not marked and not automatic:
+        return ()
+    segments = tok.prompt.segments
+    # each segment's token end, as `Tokens.segment_token_spans` gives it
+    bounds = np.array([s.char_start for s in segments] + [len(tok.prompt.text)],
+                      dtype=np.int64)
+    stops = np.searchsorted(tok.char_starts, bounds, side="left")[1:].tolist()
+    ends: set[int] = set()
+    key: str | None = None  # the open block's key (None: no block yet)
+    end = 0
+    for segment, stop in zip(segments, stops, strict=True):
+        found = _block_key(segment.path)
+        if key is not None and (found is None or found == key):
+            end = max(end, stop)
+            continue
+        if key in marked:
+            ends.add(end)
+        key, end = found or "template", stop
+    if key is not None and (key in marked or automatic):
+        ends.add(end)
+    return tuple(sorted(ends))
+
+
+@lru_cache(maxsize=1 << 16)
+def _block_key(path: str) -> str | None:
+    """The block a segment path belongs to (`_BLOCK`); None: template glue."""
+    match = _BLOCK.match(path)
+    return match.group(1) if match else None
+
+
+def _marked_keys(body: dict[str, object]) -> set[str]:
+    """The block keys `_cache_control` finds a mark under in `body`: ``tools[i]``,
+    ``system``, ``system[i]``, ``messages[i]``, ``messages[i].content[j]`` (and
+    ``template``, a body key of that name), each an index into a list, the mark a dict."""
+    def marked(node: object) -> bool:
+        return isinstance(node, dict) and isinstance(node.get("cache_control"), dict)
+
+    out: set[str] = set()
+    for name in ("template", "system"):
+        if marked(body.get(name)):
+            out.add(name)
+    for name in ("tools", "system", "messages"):
+        listed = body.get(name)
+        if not isinstance(listed, list):
+            continue
+        for i, item in enumerate(listed):
+            if marked(item):
+                out.add(f"{name}[{i}]")
+            if name == "messages" and isinstance(item, dict):
+                content = item.get("content")
+                if isinstance(content, list):
+                    out.update(f"messages[{i}].content[{j}]"
+                               for j, block in enumerate(content) if marked(block))
+    return out
 
 
 def _cache_control(body: dict[str, object], key: str) -> float | None:
