@@ -11,7 +11,11 @@ from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders import FINDERS
 from prefixscope.findings.gate import GateOptions, evaluate, scenario_prefixes
 from prefixscope.findings.model import (
+    FLOOR_TOKENS_PER_REQUEST,
+    FLOOR_TOTAL_TOKENS,
+    HIGH_SHARE,
     LENS_KINDS,
+    MEDIUM_SHARE,
     Finding,
     ReplayBasis,
     Report,
@@ -23,16 +27,6 @@ from prefixscope.findings.pinning import pin_backend, pin_line
 from prefixscope.findings.policy import policy_line
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
 from prefixscope.model.whatifs import PIN_BACKEND, POLICY
-
-HIGH_SHARE = 0.05  # a finding costing this share of all prompt tokens is high severity
-MEDIUM_SHARE = 0.01
-# The significance floor: a cause finding whose requests lost fewer than this many tokens
-# each on average (the smallest prefix a hosted API caches: Anthropic's and OpenAI's
-# 1,024) and fewer than `FLOOR_TOTAL_TOKENS` in all is `low` whatever its share -- its
-# tokens stay in the ledger, but a few hundred tokens a request on a small log are noise,
-# not a medium finding (docs/report.md#severity).
-FLOOR_TOKENS_PER_REQUEST = 1_024
-FLOOR_TOTAL_TOKENS = 10 * FLOOR_TOKENS_PER_REQUEST
 
 
 def summarize(ev: Evidence) -> Summary:

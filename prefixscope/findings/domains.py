@@ -38,19 +38,13 @@ from prefixscope.engines.choose import (
     AUTO,
     choose_engine,
 )
-from prefixscope.findings.values import Replay, ReportOptions
+from prefixscope.findings.values import Plans, Replay, ReportOptions
 from prefixscope.findings.whatif_pools import ready_input, runner_input
 from prefixscope.model import UsageRecord
 from prefixscope.model.whatifs import LEDGER_WHAT_IFS
 from prefixscope.prompt import RenderError
 from prefixscope.store import Store
 from prefixscope.tokenizers import TokenizerError
-
-# domain -> (engine, block size, files); each file's (engine, block) as chosen; the notes
-# saying why
-Plans = tuple[dict[str, tuple[str, int | None, list[str]]],
-              dict[str, tuple[str | None, int | None]], list[str]]
-
 
 # What-ifs the report prices, by the diff cause that calls for them.
 WHAT_IF_FOR_CAUSE = {"volatile-value": "strip-billing-header", "json-key-order": "sort-json-keys"}

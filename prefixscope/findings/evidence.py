@@ -8,22 +8,21 @@ observed cached tokens when the log has them, priced what-ifs for the breakages 
 found) and the engine logs. A step that cannot run (no bodies, no usage, no engine fitting
 the log) leaves its field None and says why in `notes`.
 
-The jobs are modules of their own: the report's options (`values`), the engine each log
-file is replayed with (`engines.choose`), the cache domains, their block sizes and their
-replays (`domains`), where the what-ifs' inputs are made (`whatif_pools`) and the ledger
-over the evidence (`ledgering`); this module runs them in order.
+The jobs are modules of their own: the report's options and the `Evidence` returned
+(`values`, below every module that reads them), the engine each log file is replayed with
+(`engines.choose`), the cache domains, their block sizes and their replays (`domains`),
+where the what-ifs' inputs are made (`whatif_pools`) and the ledger over the evidence
+(`ledgering`); this module runs them in order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prefixscope.analyses.bucket import BucketReport, BucketTotals, bucket_store
 from prefixscope.analyses.diff import (
     AUTO_MIN_PAIRS,
-    DiffReport,
     resolve_block_sizes,
     session_pair_rows,
 )
@@ -41,25 +40,22 @@ from prefixscope.analyses.segments import SegmentsReport, segments_store
 from prefixscope.analyses.simulate import (
     AUTO_MIN_REPLAY_REQUESTS,
     SimulateOptions,
-    SimulateReport,
 )
 from prefixscope.analyses.simulate.prepare import Links
-from prefixscope.analyses.usage_lint import UsageLint, lint_usage
+from prefixscope.analyses.usage_lint import lint_usage
 from prefixscope.findings.domains import (
-    Plans,
     block_size_notes,
     plan_domains,
     priced_what_ifs,
     replay_domains,
 )
-from prefixscope.findings.ledger import Ledger
 from prefixscope.findings.ledgering import cache_inclusive_input, ledger_of
-from prefixscope.findings.policy import Policy, price_policy, request_kinds
+from prefixscope.findings.policy import price_policy, request_kinds
 from prefixscope.findings.rebuild import not_rebuilt, rendered_tokens
-from prefixscope.findings.ttl_choice import TtlWhatIf, ttl_what_ifs
-from prefixscope.findings.values import Progress, Replay, ReportOptions
+from prefixscope.findings.ttl_choice import ttl_what_ifs
+from prefixscope.findings.values import Evidence, Plans, Progress, Replay, ReportOptions
 from prefixscope.findings.whatif_pools import ready_what_ifs, what_if_runner
-from prefixscope.model import SessionEvent, UsageRecord
+from prefixscope.model import UsageRecord
 from prefixscope.model.redaction import active
 from prefixscope.model.whatifs import POLICY
 from prefixscope.parallel import Pool, effective_workers, release_freed_memory
@@ -69,48 +65,6 @@ from prefixscope.store.store import UsageSummary
 
 # Dimensions a hit rate is split by to find the part of the traffic that caches badly.
 SPLIT_DIMENSIONS = ("source", "endpoint", "model", "client", "channel")
-
-
-@dataclass(frozen=True, slots=True)
-class Evidence:
-    """The analyses' results over one store (None: the step could not run; see notes)."""
-
-    usage: UsageSummary
-    records: tuple[UsageRecord, ...]
-    bucket: BucketReport  # by source
-    by_dimension: tuple[BucketReport, ...]  # one per dimension with more than one value
-    diff: DiffReport | None
-    segments: tuple[SegmentsReport, ...]
-    simulate: SimulateReport | None  # every domain's replay merged
-    what_if_of: dict[str, str]  # diff cause -> the what-if transform priced for it
-    scenarios: tuple[tuple[str, bool, str, int], ...]  # Store.session_origins()
-    usage_lint: UsageLint | None = None
-    engine_log: EngineLogAnalysis | None = None
-    ingest: Any = None  # ingest.IngestResult, when the report ingested the logs
-    truncated: tuple[str, ...] = ()  # ids of requests whose body the logger cut short
-    replays: tuple[Replay, ...] = ()  # per cache domain (a log file)
-    notes: tuple[str, ...] = ()
-    ledger: Ledger | None = None  # every missed token of the basis, by cause
-    # Anthropic-protocol calls whose input_tokens already held the cache reads (the whole
-    # rendered prompt): their logged prompt counts the reads twice (`cache_inclusive_input`)
-    inclusive_input: tuple[str, ...] = ()
-    ttl_what_ifs: tuple[TtlWhatIf, ...] = ()  # the TTL decision priced (Anthropic expiries)
-    requested_what_if: tuple[str, ...] = ()  # --what-if, as asked
-    # request id -> the session events the log recorded before it (compaction, truncation,
-    # model change, client upgrade, tool-set delta), and the provider's own verdict on its
-    # miss where the log kept one: (reason, missed tokens)
-    events: Mapping[str, tuple[SessionEvent, ...]] = field(default_factory=dict)
-    verdicts: Mapping[str, tuple[str, int | None]] = field(default_factory=dict)
-    # request id -> its rendered prompt's tokens, and the calls whose prompt the log could
-    # not rebuild (`findings.rebuild`)
-    rendered: Mapping[str, int] = field(default_factory=dict)
-    not_rebuilt: frozenset[str] = frozenset()
-    # what the ledger reads besides: each log file's (engine, block size) as the replay
-    # chose them, and the requests that asked for OpenAI's 24-hour retention (a bundle
-    # rebuilds the ledger from these: `findings.bundle`)
-    chosen: Mapping[str, tuple[str | None, int | None]] = field(default_factory=dict)
-    extended: frozenset[str] = frozenset()
-    policy: Policy | None = None  # --what-if policy: the choice per kind of request
 
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from prefixscope.findings.breakdown import Breakdown
-    from prefixscope.findings.evidence import Evidence
-    from prefixscope.findings.ledger import Basis, Ledger, Money
-    from prefixscope.findings.policy import Policy
+from prefixscope.findings.breakdown import Breakdown
+from prefixscope.findings.ledger import Basis, Ledger, Money
+from prefixscope.findings.values import Evidence, Policy
 
 # Every kind a finder may produce (docs/report.md explains each and its fix).
 KINDS = (
@@ -27,6 +25,15 @@ KINDS = (
 # no tokens of their own.
 LENS_KINDS = frozenset({"pinned-constant", "low-hit-rate-dimension", "verdict-disagreement"})
 SEVERITIES = ("high", "medium", "low", "info")
+HIGH_SHARE = 0.05  # a finding costing this share of all prompt tokens is high severity
+MEDIUM_SHARE = 0.01
+# The significance floor: a cause finding whose requests lost fewer than this many tokens
+# each on average (the smallest prefix a hosted API caches: Anthropic's and OpenAI's
+# 1,024) and fewer than `FLOOR_TOTAL_TOKENS` in all is `low` whatever its share -- its
+# tokens stay in the ledger, but a few hundred tokens a request on a small log are noise,
+# not a medium finding (docs/report.md#severity).
+FLOOR_TOKENS_PER_REQUEST = 1_024
+FLOOR_TOTAL_TOKENS = 10 * FLOOR_TOKENS_PER_REQUEST
 # The reading order's groups, in the order every view lists them (`reading_group`): the
 # causes (a cost or a severity of their own), the lenses (they show causes' tokens and
 # claim none), then what costs nothing.

@@ -43,6 +43,9 @@ replay of the kind's calls on one backend saves: the ``routing`` tokens of the h
 retention bridges, which no TTL choice touches (every missed token has one cause; a hop
 after a pause past the retention is in neither). Each kind's figures are over its own
 calls, so the kinds' nets add up to the policy's, and no token is priced twice.
+
+The policy's values (`Policy`, its parts, options and turn figures) are in
+`findings.values`, below this module and the report's values that hold them.
 """
 
 from __future__ import annotations
@@ -64,191 +67,30 @@ from prefixscope.findings.ttl_choice import (
     one_hour,
     ttl_what_ifs,
 )
+from prefixscope.findings.values import (
+    AS_LOGGED,
+    MOVE,
+    NO_BODIES,
+    NOTHING_TO_MOVE,
+    Policy,
+    PolicyOption,
+    PolicyPart,
+    TurnFigures,
+)
 from prefixscope.model import Request, UsageRecord
 from prefixscope.model.whatifs import POLICY
-from prefixscope.model.words import plural, signed_usd
 
-AS_LOGGED = "as-logged"
 HOUR_AND_PINGS = "ttl-1h+keep-warm"
 OPTIONS = (AS_LOGGED, "ttl-1h", "keep-warm", HOUR_AND_PINGS)
-MOVE = "move-volatile"  # the volatile part of the prefix moved after the last breakpoint
 MOVE_OPTIONS = (MOVE, *(f"{o}+{MOVE}" for o in OPTIONS[1:]))  # after OPTIONS: a tie keeps
 # The break kinds whose changed text a client can move after its last breakpoint (a header,
 # a timestamp, a system block); a history rewrite, a tool list or a model change cannot be.
 MOVABLE = frozenset({"volatile-prefix-segment"})
 MOVE_APPLICABLE = "applicable"
-NO_BODIES = ("not measurable without bodies: the log keeps no prompt of this kind's calls "
-             "(usage only), so no volatile part of it can be located")
-NOTHING_TO_MOVE = ("nothing to move: no volatile part of the prompts the log keeps broke "
-                   "this kind's prefix")
 NOT_PRICED = ("not priced: a volatile part broke this kind's prefix, but its model has no "
               "list price (self-hosted: --price-per-mtok)")
 TURNS = {"user": "user turn", "tool_result": "tool loop", None: "turn unknown"}
 NO_BACKEND = "not applicable: the log names no backend that served a call"
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyOption:
-    """One way of keeping a kind's expired prefixes, priced over its calls."""
-
-    name: str  # one of OPTIONS
-    saved_usd: float  # what the expired prefixes it keeps were charged, less their reads
-    cost_usd: float  # the 1-hour write premium and the pings' cache reads
-    kept_requests: int  # the pauses whose prefix it keeps
-    kept_tokens: int  # their ttl tokens, read instead of re-written
-    pings: int = 0
-    ping_minutes: float | None = None  # the keep-warm interval
-    # move-volatile: the break tokens the move itself turns into reads (their dollars are in
-    # saved_usd; an expiry it uncovers is in kept_tokens when the option keeps it)
-    moved_tokens: int = 0
-    moved_requests: int = 0
-    moved_usd: float = 0.0  # their break dollars (part of saved_usd)
-
-    @property
-    def net_usd(self) -> float:
-        return self.saved_usd - self.cost_usd
-
-
-@dataclass(frozen=True, slots=True)
-class TurnFigures:
-    """The pauses before one turn kind's calls, under the kind's choice."""
-
-    turn: str  # user turn | tool loop | turn unknown
-    requests: int
-    expired_requests: int
-    ttl_tokens: int
-    kept_requests: int  # the pauses the choice keeps (the hour or pings)
-    kept_tokens: int
-    saved_usd: float  # their ttl dollars
-    pings: int  # the pings sent through these pauses
-    ping_usd: float  # their cache reads
-    moved_tokens: int = 0  # the break tokens the choice's move reads in these calls
-    moved_usd: float = 0.0  # their break dollars
-
-    @property
-    def line(self) -> str:
-        text = (f"{self.turn}: {self.kept_requests:,} of "
-                f"{plural(self.expired_requests, 'expired pause')} kept ({self.kept_tokens:,} "
-                f"of {self.ttl_tokens:,} tokens, {signed_usd(self.saved_usd)})")
-        if self.pings:
-            text += f" with {plural(self.pings, 'ping')} ({signed_usd(self.ping_usd)})"
-        if self.moved_tokens:
-            text += (f", {self.moved_tokens:,} break tokens read after the move "
-                     f"({signed_usd(self.moved_usd)})")
-        return text
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyPart:
-    """One kind of request: its options priced and the cheapest chosen."""
-
-    agent: str  # main | sub-agent | compaction
-    project: str | None
-    model: str | None
-    requests: int
-    expired_requests: int  # pauses the prefix expired in (priced calls)
-    ttl_tokens: int
-    options: tuple[PolicyOption, ...]  # OPTIONS priced (only "as-logged" without an expiry)
-    choice: str  # the option with the highest net (the first on a tie)
-    turns: tuple[TurnFigures, ...] = ()
-    routing_tokens: int = 0  # the routing tokens pinning recovers
-    pin_usd: float | None = None  # pinning's saving (`pin_backend`); None: no backends
-    reused_share: float | None = None  # ttl-1h: the 5-minute writes that were re-writes
-    break_even_share: float | None = None  # ttl-1h: the share at which it pays
-    payback_pause_minutes: float | None = None  # pings pay up to this pause (whole prefix)
-    volatile_tokens: int = 0  # the kind's break tokens a moved volatile part would not break
-    move: str = NOTHING_TO_MOVE  # MOVE_APPLICABLE (its options priced), or why not
-
-    @property
-    def chosen(self) -> PolicyOption:
-        return next(o for o in self.options if o.name == self.choice)
-
-    @property
-    def pin(self) -> bool:
-        return bool(self.pin_usd)
-
-    @property
-    def net_usd(self) -> float:
-        return self.chosen.net_usd + (self.pin_usd or 0.0)
-
-    @property
-    def label(self) -> str:
-        return " · ".join(x for x in (self.agent, self.project, self.model) if x)
-
-    @property
-    def detail(self) -> str:
-        """One line: the choice, its net, what proves it, its payback and break-even."""
-        what = self.choice + (" + pin-backend" if self.pin else "")
-        o = self.chosen
-        line = (f"{self.label}: {what}, net {signed_usd(self.net_usd)} over "
-                f"{plural(self.requests, 'call')} "
-                f"({plural(self.expired_requests, 'expired pause')}, "
-                f"{self.ttl_tokens:,} ttl tokens)")
-        if o.kept_requests:
-            line += (f"; keeps {o.kept_tokens:,} tokens of {plural(o.kept_requests, 'pause')} "
-                     f"({signed_usd(o.saved_usd - o.moved_usd)}) for {signed_usd(o.cost_usd)}")
-        if o.pings:
-            line += f", {plural(o.pings, 'ping')} every {o.ping_minutes:.1f} min"
-        if o.moved_tokens:
-            line += (f"; moving the volatile part after the last breakpoint reads "
-                     f"{o.moved_tokens:,} break tokens of {plural(o.moved_requests, 'call')} "
-                     f"({signed_usd(o.moved_usd)}) instead of paying for them again (moving adds "
-                     "no write)")
-        others = ", ".join(f"{x.name} {signed_usd(x.net_usd)}" for x in self.options
-                           if x.name != self.choice)
-        if others:
-            line += f" (others: {others})"
-        if self.payback_pause_minutes is not None:
-            line += (f"; pings pay for a pause up to {self.payback_pause_minutes:,.1f} min "
-                     "when its whole prefix expired")
-        if self.reused_share is not None and self.break_even_share is not None:
-            line += (f"; 1-hour writes pay above {self.break_even_share:.1%} re-writes, "
-                     f"this kind has {self.reused_share:.1%}")
-        if self.pin_usd is not None and self.routing_tokens:
-            line += f"; pinning keeps {self.routing_tokens:,} routing tokens"
-        if self.move == NO_BODIES:
-            line += f"; {MOVE} not measurable without bodies"
-        if any(t.expired_requests for t in self.turns):
-            line += "; " + "; ".join(t.line for t in self.turns if t.expired_requests)
-        return line
-
-
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """The cheapest combination per kind of request, over the log."""
-
-    parts: tuple[PolicyPart, ...]  # the most net first
-    pinning: str  # "applicable", or why not
-    kinds_known: bool = True  # False: priced without the calls' kinds (a bundle)
-
-    @property
-    def net_usd(self) -> float:
-        return sum(p.net_usd for p in self.parts)
-
-    @property
-    def saved_usd(self) -> float:
-        return sum(p.chosen.saved_usd + (p.pin_usd or 0.0) for p in self.parts)
-
-    @property
-    def cost_usd(self) -> float:
-        return sum(p.chosen.cost_usd for p in self.parts)
-
-    @property
-    def detail(self) -> str:
-        changed = [p for p in self.parts if p.choice != AS_LOGGED or p.pin]
-        pinning = "" if self.pinning == "applicable" else f"; pinning {self.pinning}"
-        if not self.kinds_known:
-            pinning += ("; the log does not say which agent made each call or what it sent "
-                        "last (a bundle): every call is priced as a main agent's")
-        if not changed:
-            return ("no kind of request gains from 1-hour writes, keep-warm pings, moving "
-                    "the volatile part or pinning on this log "
-                    f"({plural(len(self.parts), 'kind')}){pinning}")
-        chosen = "; ".join(f"{p.label}: {p.choice}" + (" + pin-backend" if p.pin else "")
-                           + f" (net {signed_usd(p.net_usd)})" for p in changed)
-        return (f"net {signed_usd(self.net_usd)} over {plural(len(self.parts), 'kind')} "
-                "of request: "
-                f"{chosen}{pinning}")
 
 
 def last_message_of(body: Mapping[str, Any] | None) -> str | None:

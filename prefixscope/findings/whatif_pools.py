@@ -5,7 +5,7 @@ entries are the same wherever they are made (`analyses.onepass`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prefixscope.analyses.onepass import (
     PassResult,
@@ -23,14 +23,11 @@ from prefixscope.analyses.simulate import (
     WhatIfInput,
 )
 from prefixscope.analyses.simulate.prepare import Links, prepare_what_if
-from prefixscope.findings.values import ReportOptions
+from prefixscope.findings.values import Plans, ReportOptions
 from prefixscope.parallel import Pool
 from prefixscope.prompt import RenderError
 from prefixscope.store import Store
 from prefixscope.tokenizers import TokenizerError
-
-if TYPE_CHECKING:
-    from prefixscope.findings.domains import Plans
 
 
 def ready_what_ifs(store: Store, options: ReportOptions, links: Links, passed: PassResult,

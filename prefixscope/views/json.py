@@ -21,7 +21,7 @@ from prefixscope.findings.breakdown import Breakdown
 from prefixscope.findings.calls import Call, Calls
 from prefixscope.findings.ledger import Basis, Ledger, Money
 from prefixscope.findings.model import ReplayBasis, Report
-from prefixscope.findings.policy import Policy
+from prefixscope.findings.values import Policy
 from prefixscope.findings.verdicts import VerdictCall, reconcile
 from prefixscope.model.hashing import HASH_VERSION
 from prefixscope.store.load import IngestResult

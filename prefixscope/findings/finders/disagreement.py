@@ -9,8 +9,8 @@ cause's, so it shows them (``attributed_to``, ``shows_tokens``) and claims none.
 severity is the finder's: by the disputed tokens (per call the larger of the two sides'
 counts: the ledger's lost tokens, the provider's ``cache_missed_input_tokens``) as a share
 of the basis's prompt tokens, under the significance floor the cause findings use
-(`build.below_floor`) ``low``. Its evidence holds both sides, and its fix says which side's
-evidence is stronger and what to check.
+(`model.FLOOR_TOTAL_TOKENS`, as `build.below_floor`) ``low``. Its evidence holds both
+sides, and its fix says which side's evidence is stronger and what to check.
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ from collections.abc import Iterator, Sequence
 
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding
-from prefixscope.findings.model import Finding
+from prefixscope.findings.model import (
+    FLOOR_TOKENS_PER_REQUEST,
+    FLOOR_TOTAL_TOKENS,
+    HIGH_SHARE,
+    MEDIUM_SHARE,
+    Finding,
+)
 from prefixscope.findings.verdicts import VerdictCall, reconcile
 
 KIND = "verdict-disagreement"
@@ -55,16 +61,12 @@ def disputed(c: VerdictCall) -> int:
 
 
 def _severity(tokens: int, requests: int, basis: int) -> str:
-    from prefixscope.findings import build  # build imports the finders
-
     if not tokens:
         return "info"
-    if (tokens < build.FLOOR_TOTAL_TOKENS
-            and tokens < build.FLOOR_TOKENS_PER_REQUEST * max(1, requests)):
+    if tokens < FLOOR_TOTAL_TOKENS and tokens < FLOOR_TOKENS_PER_REQUEST * max(1, requests):
         return "low"
     share = tokens / basis if basis else 0.0
-    return ("high" if share >= build.HIGH_SHARE else
-            "medium" if share >= build.MEDIUM_SHARE else "low")
+    return "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
 
 
 def _finding(reason: str, cause: str, calls: Sequence[VerdictCall], basis: int) -> Finding:
