@@ -62,7 +62,8 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=80, deadline=None)
 @given(body=bodies(), gateway=st.sampled_from(["passthrough", "anthropic-to-openai"]))
 def test_the_breakpoint_ends_are_the_block_walks(body: dict[str, Any], gateway: str) -> None:
-    tok = tokens(make_request(body), RenderOptions(gateway=gateway))
+    tok = tokens(make_request(body, endpoint="anthropic-messages"),
+                 RenderOptions(gateway=gateway))
     assert breakpoint_ends(tok, body) == _oracle(tok, body)
 
 
@@ -71,7 +72,7 @@ def test_a_body_without_marks_has_no_breakpoint_and_a_marked_system_block_its_en
             "system": [{"type": "text", "text": "be brief"},
                        {"type": "text", "text": "and kind", "cache_control": CC}],
             "messages": [{"role": "user", "content": "hello there"}]}
-    tok = tokens(make_request(body), RenderOptions())
+    tok = tokens(make_request(body, endpoint="anthropic-messages"), RenderOptions())
     (end,) = breakpoint_ends(tok, body)
     # the block of system[1] ends where the first token of the next block starts
     after = next(i for i in range(len(tok)) if not tok.segment(i).path.startswith("system")
@@ -79,4 +80,5 @@ def test_a_body_without_marks_has_no_breakpoint_and_a_marked_system_block_its_en
     assert end == after
     unmarked = {**body, "system": [{"type": "text", "text": "be brief"},
                                    {"type": "text", "text": "and kind"}]}
-    assert breakpoint_ends(tokens(make_request(unmarked), RenderOptions()), unmarked) == ()
+    assert breakpoint_ends(tokens(make_request(unmarked, endpoint="anthropic-messages"),
+                                  RenderOptions()), unmarked) == ()
