@@ -25,6 +25,7 @@ from prefixscope.findings.bundle import (
     BILLING_MARK,
     BLOCK_SIZE,
     BundleError,
+    _class,
     _Hasher,
     decode,
     encode,
@@ -246,6 +247,22 @@ class TestCodec:
                  "event": SessionEvent("model-change", "a -> b", None, 7),
                  "summary": UsageSummary("all", 1, 1, 1, 0, 10, 1, 5, 1, 1, 10, 5)}
         assert decode(orjson.loads(orjson.dumps(encode(value)))) == value
+
+    def test_a_bundle_naming_the_evidences_former_modules_is_read(self) -> None:
+        """A bundle written before the evidence's and the policy's values moved to
+        `findings.values` names them in `findings.evidence` and `findings.policy`: it reads
+        as the same values (one written now, renamed to the old modules by hand)."""
+        from prefixscope.findings import values
+
+        option = values.PolicyOption("as-logged", 0.0, 0.0, 0, 0)
+        turn = values.TurnFigures("user turn", 2, 1, 10, 1, 10, 0.5, 0, 0.0)
+        part = values.PolicyPart("main", None, "m", 2, 1, 10, (option,), "as-logged", (turn,))
+        policy = values.Policy((part,), "applicable")
+        text = orjson.dumps(encode({"policy": policy})).decode()
+        old = text.replace("prefixscope.findings.values:", "prefixscope.findings.policy:")
+        assert old.count("prefixscope.findings.policy:") == 4
+        assert decode(orjson.loads(old)) == {"policy": policy}
+        assert _class("prefixscope.findings.evidence:Evidence") is values.Evidence
 
     def test_an_excerpt_is_not_written(self) -> None:
         from prefixscope.model import SessionEvent

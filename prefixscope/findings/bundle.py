@@ -223,10 +223,19 @@ def _name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+# Classes a bundle of this version may name where they were defined when it was written:
+# the evidence's and the policy's values moved to `findings.values` (no import circle in
+# findings/, issue 38), and a bundle written before names their old modules.
+MOVED = {f"prefixscope.findings.{old}:{name}": f"prefixscope.findings.values:{name}"
+         for old, names in (("evidence", ("Evidence",)),
+                            ("policy", ("Policy", "PolicyPart", "PolicyOption", "TurnFigures")))
+         for name in names}
+
+
 def _class(name: str) -> Any:
     """The class `name` ("module:qualname") names, among those of prefixscope's modules this
     process has loaded: a bundle names classes, it never makes Python import anything."""
-    module, _, qualname = name.partition(":")
+    module, _, qualname = MOVED.get(name, name).partition(":")
     loaded = sys.modules.get(module)
     if loaded is None or not (module == "prefixscope" or module.startswith("prefixscope.")):
         raise BundleError(f"the bundle names {name!r}, not a class of this prefixscope's "
