@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 # format tests; these are their sums).
 EXPECTED = {
     "block-trace": 12031 + 3993,
-    "claude-code": 3 + 5 + 1 + 4,
+    "claude-code": 3 + 5 + 1 + 4 + 14 + 1,
     "gemini-cli": 6,
     "aider": 33,
     "langfuse": 4 + 1 + 2 + 2 + 2,
