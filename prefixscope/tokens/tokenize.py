@@ -97,7 +97,6 @@ class Tokens:
     """A request's prompt as token ids, with the segment each token belongs to."""
 
     ids: np.ndarray  # uint32 token ids
-    segment_index: np.ndarray  # int32: index into prompt.segments of each token's first char
     char_starts: np.ndarray  # int64: offset in prompt.text of each token's first char
     prompt: Prompt  # the rendered prompt these ids spell
     options: RenderOptions  # gateway, tokenizer and what-ifs used
@@ -120,6 +119,13 @@ class Tokens:
         if self.logged_prompt_tokens is None:
             return None
         return max(0, self.logged_prompt_tokens - len(self.ids))
+
+    @property
+    def segment_index(self) -> np.ndarray:
+        """int32: the index into prompt.segments of each token's first character. Made
+        when asked (an array as long as the prompt: diff and the replays of a long
+        session's turns never read it)."""
+        return _segment_index(self.prompt, self.char_starts)
 
     def segment(self, token: int) -> Segment:
         """The segment holding token `token`'s first character."""
@@ -563,19 +569,22 @@ def tokens_many(requests: list[Request], options: RenderOptions | None = None, *
 
 def _with_segments(prompt: Prompt, enc: Encoded, options: RenderOptions,
                    logged: int | None = None) -> Tokens:
+    return Tokens(enc.ids, enc.starts, prompt, options, logged)
+
+
+def _segment_index(prompt: Prompt, starts: np.ndarray) -> np.ndarray:
+    """`Tokens.segment_index` of a prompt's tokens starting at `starts`."""
     seg_starts = np.fromiter((s.char_start for s in prompt.segments), dtype=np.int64,
                              count=len(prompt.segments))
-    starts = enc.starts
     if not (_non_decreasing(starts) and _non_decreasing(seg_starts)):
         index = np.searchsorted(seg_starts, starts, side="right") - 1
-        return Tokens(enc.ids, index.astype(np.int32), starts, prompt, options, logged)
+        return index.astype(np.int32)
     # Token starts are sorted: the tokens of segment i are those from the first token at
     # or after its start up to the first at or after the next segment's start. This
     # equals searchsorted(seg_starts, starts, side="right") - 1, in O(tokens + segments).
     edges = np.searchsorted(starts, seg_starts, side="left")
     counts = np.diff(edges, prepend=0, append=len(starts))
-    index = np.repeat(np.arange(-1, len(seg_starts), dtype=np.int32), counts)
-    return Tokens(enc.ids, index, starts, prompt, options, logged)
+    return np.repeat(np.arange(-1, len(seg_starts), dtype=np.int32), counts)
 
 
 def _non_decreasing(values: np.ndarray) -> bool:
