@@ -203,6 +203,61 @@ def test_no_findings_module_names_an_engine(path: Path) -> None:
     assert named == []
 
 
+def literals(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string literal of `path` (an f-string's literal parts too)
+    but its docstrings, which may cite an engine as documentation."""
+    tree = ast.parse(path.read_text())
+    docs = {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs]
+
+
+def engine_words() -> re.Pattern[str]:
+    """Any registered engine's name or its name in prose (`EngineSpec.label`: Anthropic,
+    OpenAI, vLLM), in any case, as a word of its own: ``anthropic-messages`` and ``no
+    OpenAI-cached prefix`` name one, ``strip_anthropic_billing_header`` (a gateway's
+    setting) does not."""
+    words = sorted({w for spec in ENGINES.values() for w in (spec.name, spec.label)}, key=len,
+                   reverse=True)
+    return re.compile(rf"(?<!\w)({'|'.join(map(re.escape, words))})(?!\w)", re.I)
+
+
+@pytest.mark.parametrize("path", FINDINGS, ids=lambda p: p.name)
+def test_no_findings_string_says_an_engines_name(path: Path) -> None:
+    """Nor does a findings string say an engine's name or its name in prose (advice,
+    titles, notes, an endpoint compared to a literal): the words come from the engine's
+    `EngineSpec` (`label`, `minimum_text`, `session_key`, its advice) or the endpoint's
+    `model.protocols.Protocol`; a docstring may cite one."""
+    pattern = engine_words()
+    assert [(line, text) for line, text in literals(path) if pattern.search(text)] == []
+
+
+def test_the_engine_words_catch_a_name_in_prose_and_an_endpoint():
+    pattern = engine_words()
+    assert [bool(pattern.search(s)) for s in (
+        "no Anthropic-cached prefix", "`prompt_cache_key` on OpenAI", "anthropic-messages",
+        "served by vLLM", "SGLang's radix cache", "strip_anthropic_billing_header",
+        "a Claude model", "openaiish")] == [True, True, True, True, True, False, False, False]
+
+
+def test_the_advice_names_a_registered_engine_in_its_own_words(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hosted engine registered with its name in prose, a minimum and a session key
+    is in the advice that lists them, in its words, after the built-in ones: no findings
+    module is edited for it."""
+    from prefixscope.findings.finders import replay, routing
+
+    monkeypatch.setitem(ENGINES, "acme", EngineSpec(
+        "acme", OpenaiEngine, "test", hosted=True, min_tokens=512, display="Acme Cloud",
+        session_key="acme_session"))  # removed after the test
+    assert replay._minimums() == (" (Anthropic: 1,024–4,096 tokens by model; OpenAI: 1,024; "
+                                  "Acme Cloud: 512)")
+    assert ("(a consistent hash of the session id, or `prompt_cache_key` on OpenAI, "
+            "`acme_session` on Acme Cloud) in the gateway or router") in routing.fix(None)
+
+
 def engine_modules() -> set[str]:
     """The modules of the engines themselves: each spec's factory's (its `Lazy` module)
     and every module of the package named like a registered engine."""

@@ -123,6 +123,32 @@ class EngineSpec:
     # Its models' maker publishes their tokenizer (False: Claude's, so every prompt of it
     # is counted with a stand-in, and no --tokenizer makes the count exact).
     tokenizer_published: bool = True
+    # The words the findings say of it, so that no findings module names an engine
+    # (tests/test_engine_registry.py): its name in prose (None: `name`), ...
+    display: str | None = None
+    # ... its minimum cacheable length in words when it varies by model (None: `min_tokens`,
+    # when it has one), as the below-minimum advice quotes it, ...
+    minimum_words: str | None = None
+    # ... the request field that keeps a session's requests on one cache machine, as the
+    # routing advice names it (None: none), ...
+    session_key: str | None = None
+    # ... the provider-miss advice for a client that sets its caching up itself, by client
+    # family (`findings.finders.recorded.client_family`): what such a client leaves to this
+    # provider (before `provider_fix`, whatever the engine replayed), ...
+    provider_fix_by_client: tuple[tuple[str, str], ...] = ()
+    # ... and, for a cache that reads only at breakpoints, the advice for sessions that never
+    # asked it to cache, by client family ("": any other client).
+    not_requested_fix: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """Its name as a finding says it (`display`, else `name`)."""
+        return self.display or self.name
+
+    @property
+    def minimum_text(self) -> str | None:
+        """Its minimum cacheable length in words (None: it caches any length)."""
+        return self.minimum_words or (f"{self.min_tokens:,}" if self.min_tokens else None)
 
     @property
     def has_unit(self) -> bool:
@@ -170,6 +196,9 @@ class EngineSpec:
 
 
 ENGINES: dict[str, EngineSpec] = {}
+# Why a session that marks no breakpoint read and wrote nothing (Anthropic's opt-in cache)
+_NOT_REQUESTED = ("Anthropic caches only what a request marks with `cache_control`, and none "
+                  "of these calls read or wrote a token: ")
 
 
 def register(spec: EngineSpec) -> EngineSpec:
@@ -183,12 +212,13 @@ for _spec in (
                "vLLM 0.33 APC: chained full blocks, physical block pool, LRU",
                "block_size", 16, cache_output=True,
                unlimited=Lazy("vllm", "VllmUnlimitedEngine"),
-               sweep=Lazy("sweep", "VllmSweep")),
+               sweep=Lazy("sweep", "VllmSweep"), display="vLLM"),
     EngineSpec("sglang", Lazy("sglang", "SglangEngine"),
                "SGLang 0.5.10 RadixCache: radix tree of pages, LRU leaves",
-               "page_size", 1, cache_output=True),
+               "page_size", 1, cache_output=True, display="SGLang"),
     EngineSpec("lmcache", Lazy("lmcache", "LmcacheEngine"),
-               "LMCache 0.5.6 local CPU: 256-token chunks, LRU", "chunk_size", 256),
+               "LMCache 0.5.6 local CPU: 256-token chunks, LRU", "chunk_size", 256,
+               display="LMCache"),
     EngineSpec("blocktrace", Lazy("blocktrace", "BlocktraceEngine"),
                "Mooncake trace convention: 512-token ids, LRU", "block_size", 512,
                replays="traces", sweep=Lazy("sweep", "BlocktraceSweep")),
@@ -201,7 +231,28 @@ for _spec in (
                    3600.0, "`cache_control: {\"type\": \"ephemeral\", \"ttl\": \"1h\"}`"),
                retention_words="5 minutes by default", tokenizer_published=False,
                provider_fix="Put an explicit `cache_control` breakpoint at the end of the "
-               "stable prefix (and at most 20 blocks back from each later breakpoint)."),
+               "stable prefix (and at most 20 blocks back from each later breakpoint).",
+               display="Anthropic", minimum_words="1,024–4,096 tokens by model",
+               provider_fix_by_client=(
+                   ("claude-code", "Claude Code places its own cache breakpoints and the log "
+                    "records no change before these requests: nothing in your setup explains "
+                    "them. If they recur, report the request ids to Anthropic; a Claude Code "
+                    "release that writes `diagnostics.cache_miss_reason` gives the provider's "
+                    "own reason."),),
+               not_requested_fix=(
+                   ("cline", _NOT_REQUESTED + "Cline places the breakpoints only through its "
+                    "Anthropic-family API providers (Anthropic, Vertex, Bedrock, OpenRouter). "
+                    "Pick one of them for the Claude model in Cline's API Provider setting "
+                    "instead of OpenAI Compatible, or route through a proxy that passes "
+                    "`cache_control` on to Anthropic."),
+                   ("claude-code", _NOT_REQUESTED + "Claude Code places its own breakpoints "
+                    "unless prompt caching is turned off (`DISABLE_PROMPT_CACHING`): unset it, "
+                    "and check that no gateway between Claude Code and Anthropic strips "
+                    "`cache_control`."),
+                   ("", _NOT_REQUESTED + "add a `cache_control: {\"type\": \"ephemeral\"}` "
+                    "breakpoint at the end of the stable prefix (the tools and system prompt) "
+                    "and on the last message, so each turn reads the one before; if the "
+                    "requests pass a gateway or proxy, make it pass `cache_control` through."))),
     EngineSpec("openai", Lazy("openai", "OpenaiEngine"),
                "automatic from 1,024 tokens, 128-token steps, retention",
                "step", 128, ttl_parameter="idle_ttl", ttl_seconds=600.0,
@@ -210,11 +261,18 @@ for _spec in (
                retention_words="5–10 minutes idle",
                provider_fix="Send a stable `prompt_cache_key` per session so requests reach "
                "the same cache machine, and keep the request rate per key under ~15 per "
-               "minute."),
+               "minute.",
+               display="OpenAI", session_key="prompt_cache_key",
+               provider_fix_by_client=(
+                   ("codex", "Codex sends the conversation id as `prompt_cache_key` itself and "
+                    "the rollout records no change before these requests: nothing in your "
+                    "setup explains them (OpenAI's cache is best effort: routing, overflow). "
+                    "Codex's own compaction (`/compact`) and fewer model or effort switches "
+                    "are the levers you have."),)),
     EngineSpec("deepseek", Lazy("deepseek", "DeepseekEngine"),
                "persisted prefix units (input end, output end, common)",
                ttl_parameter="ttl", hosted=True, models=DEEPSEEK_MODELS,
-               reads_last_token=True),
+               reads_last_token=True, display="DeepSeek"),
 ):
     register(_spec)
 

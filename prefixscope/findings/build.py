@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from prefixscope.engines import ttl_split_engine
 from prefixscope.findings.breakdown import breakdown
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders import FINDERS
@@ -167,8 +168,8 @@ def priced_what_ifs(ev: Evidence) -> tuple[WhatIfLine, ...]:
             w = ttl.get(name)
             out.append(WhatIfLine(name, w.detail, saved_usd=w.saved_usd, cost_usd=w.cost_usd,
                                   net_usd=w.net_usd) if w is not None else WhatIfLine(
-                name, "no Anthropic-cached prefix expired in a pause (priced calls only): "
-                      "nothing to price"))
+                name, f"no {_ttl_choosing()}-cached prefix expired in a pause (priced "
+                      "calls only): nothing to price"))
         elif name in replayed:
             r = replayed[name]
             out.append(WhatIfLine(name, f"the replay gains {r.gain_tokens:,} cached tokens: "
@@ -179,6 +180,13 @@ def priced_what_ifs(ev: Evidence) -> tuple[WhatIfLine, ...]:
         else:
             out.append(WhatIfLine(name, "not priced: no replay of this log renders prompts"))
     return tuple(out)
+
+
+def _ttl_choosing() -> str:
+    """The engine whose writes choose their TTL (`engines.ttl_split_engine`: the one the
+    TTL what-ifs price), as a finding names it."""
+    spec = ttl_split_engine()
+    return spec.label if spec is not None else "hosted"
 
 
 def _pct(value: float | None) -> str:

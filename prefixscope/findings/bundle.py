@@ -51,6 +51,7 @@ from prefixscope.findings.finders.breakage import _BILLING as BILLING
 from prefixscope.model import Request
 from prefixscope.model.atomic import atomic_path
 from prefixscope.prompt import RenderOptions
+from prefixscope.prompt.whatif import BILLING_PREFIX
 
 BUNDLE_VERSION = 1
 REQUESTS_FILE = "requests.jsonl"
@@ -67,7 +68,7 @@ TEXT_FIELDS: frozenset[tuple[str, str]] = frozenset({
 })
 # An excerpt showing Claude Code's billing header changing becomes this fixed text (the
 # header's public name, no value of it): the finding still names the header and its fix.
-BILLING_MARK = "x-anthropic-billing-header: cch=…"
+BILLING_MARK = f"{BILLING_PREFIX} cch=…"
 # A recorded session event's detail is emptied too (a compaction's message, the tools a
 # tool-set delta names), but for these kinds, whose detail is "before -> after" of the
 # model, the client version or the reasoning effort: metadata the bundle carries anyway.

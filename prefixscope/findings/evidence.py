@@ -56,6 +56,7 @@ from prefixscope.findings.ttl_choice import ttl_what_ifs
 from prefixscope.findings.values import Evidence, Plans, Progress, Replay, ReportOptions
 from prefixscope.findings.whatif_pools import ready_what_ifs, what_if_runner
 from prefixscope.model import UsageRecord
+from prefixscope.model.protocols import makers
 from prefixscope.model.redaction import active
 from prefixscope.model.whatifs import POLICY
 from prefixscope.parallel import Pool, effective_workers, release_freed_memory
@@ -218,10 +219,11 @@ def _gather(started: _Started) -> Evidence:
     step("ledger")
     inclusive = cache_inclusive_input(records, replays, store.lacking_parts())
     if inclusive:
-        notes.append(f"{len(inclusive):,} Anthropic-protocol calls report input_tokens that "
+        fixed = set(inclusive)
+        maker = makers([r.endpoint for r in records if r.id in fixed])
+        notes.append(f"{len(inclusive):,} {maker}-protocol calls report input_tokens that "
                      "already include their cache reads: the ledger counts their prompt as "
                      "input_tokens alone (the log's sum counts the reads twice)")
-        fixed = set(inclusive)
         records = tuple(replace(r, prompt_tokens=(r.prompt_tokens or 0) - (r.cached_tokens or 0)
                                 - (r.cache_write_tokens or 0)) if r.id in fixed else r
                         for r in records)

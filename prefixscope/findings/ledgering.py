@@ -18,6 +18,7 @@ from prefixscope.engines.choose import (
 from prefixscope.findings.ledger import Ledger, ReplayedRequest, build_ledger, rules_for
 from prefixscope.findings.values import Replay, ReportOptions
 from prefixscope.model import SessionEvent, UsageRecord
+from prefixscope.model.protocols import input_excludes_cache
 
 # Cache reads at least this share of the rendered prompt make the two readings of
 # input_tokens far enough apart to tell (a stand-in tokenizer is off by a few percent).
@@ -45,7 +46,7 @@ def cache_inclusive_input(records: Sequence[UsageRecord], replays: Sequence[Repl
     hit = []
     for r in records:
         length = rendered.get(r.id)
-        if (r.endpoint != "anthropic-messages" or not r.has_body or r.duplicate_of
+        if (not input_excludes_cache(r.endpoint) or not r.has_body or r.duplicate_of
                 or not length or r.prompt_tokens is None or not r.cached_tokens
                 or _UNRENDERED_PARTS.intersection(lacking.get(r.id, ()))):
             continue

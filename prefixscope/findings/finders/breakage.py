@@ -20,8 +20,10 @@ from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, excerpt, finding, pct
 from prefixscope.findings.ledger import blamed_segment, break_kind
 from prefixscope.findings.model import Finding
+from prefixscope.prompt.whatif import BILLING_PREFIX
 
-_BILLING = re.compile(r"\bcch=|x-anthropic-billing-header", re.I)
+# Claude Code's billing header (`prompt.whatif.BILLING_PREFIX`, its name) or its value
+_BILLING = re.compile(rf"\bcch=|{re.escape(BILLING_PREFIX.rstrip(':'))}", re.I)
 
 
 def find(ev: Evidence) -> Iterator[Finding]:
@@ -134,7 +136,7 @@ def _title(kind: str, where: str, pairs: int, diffed: int, billing: bool, every:
 def _fix(kind: str, where: str, billing: bool, details: list[str]) -> str:
     if kind == "volatile-prefix-segment":
         if billing:
-            return ("Strip the `x-anthropic-billing-header:` system block before the upstream "
+            return (f"Strip the `{BILLING_PREFIX}` system block before the upstream "
                     "sees it (new-api's channel switch `strip_anthropic_billing_header`, or the "
                     "gateway's system-prompt rewrite).")
         example = f" (e.g. {excerpt(details[0], 60)})" if details else ""

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 
 from prefixscope.analyses.simulate import SimulateReport
-from prefixscope.engines import ENGINES
+from prefixscope.engines import ENGINES, EngineSpec
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding, pct
 from prefixscope.findings.finders.recorded import (
@@ -125,26 +125,18 @@ def _not_requested(ev: Evidence) -> Iterator[Finding]:
         title += (f" ({late:,} of them after pauses longer than the 5-minute TTL, which only "
                   "the 1-hour TTL would have kept: not in the saving)")
     yield finding("caching-not-requested", title, tokens, evidence,
-                  _not_requested_fix(_family(hit, ev)), lost_usd=_usd(hit, "not-requested"))
+                  _not_requested_fix(spec, _family(hit, ev)),
+                  lost_usd=_usd(hit, "not-requested"))
 
 
-def _not_requested_fix(family: str | None) -> str:
-    why = ("Anthropic caches only what a request marks with `cache_control`, and none of "
-           "these calls read or wrote a token: ")
-    if family == "cline":
-        return why + ("Cline places the breakpoints only through its Anthropic-family API "
-                      "providers (Anthropic, Vertex, Bedrock, OpenRouter). Pick one of them "
-                      "for the Claude model in Cline's API Provider setting instead of "
-                      "OpenAI Compatible, or route through a proxy that passes "
-                      "`cache_control` on to Anthropic.")
-    if family == CLAUDE_CODE:
-        return why + ("Claude Code places its own breakpoints unless prompt caching is "
-                      "turned off (`DISABLE_PROMPT_CACHING`): unset it, and check that no "
-                      "gateway between Claude Code and Anthropic strips `cache_control`.")
-    return why + ("add a `cache_control: {\"type\": \"ephemeral\"}` breakpoint at the end "
-                  "of the stable prefix (the tools and system prompt) and on the last "
-                  "message, so each turn reads the one before; if the requests pass a "
-                  "gateway or proxy, make it pass `cache_control` through.")
+def _not_requested_fix(spec: EngineSpec, family: str | None) -> str:
+    """The breakpoint cache's own advice for the client (`EngineSpec.not_requested_fix`),
+    else its advice for any client, else a plain one."""
+    fixes = dict(spec.not_requested_fix)
+    return fixes.get(family or "") or fixes.get("") or (
+        f"{spec.label} caches only what a request marks for caching, and none of these "
+        "calls read or wrote a token: mark the end of the stable prefix and the last "
+        "message.")
 
 
 def _tokens(entries: Sequence[LedgerEntry], cause: str) -> int:
@@ -242,9 +234,8 @@ def _finding(cause: str, entries: Sequence[LedgerEntry], evidence: dict[str, obj
         return finding("below-minimum", f"{n} had a reusable prefix shorter than the "
                        "engine caches (its minimum cacheable length, or one block)", tokens,
                        evidence, "Put the stable part first and make it longer than the "
-                       "minimum (Anthropic: 1,024–4,096 tokens by model; OpenAI: 1,024), or "
-                       "move the breakpoint after more of the stable prefix.", lost_usd=usd,
-                       severity="low")
+                       f"minimum{_minimums()}, or move the breakpoint after more of the "
+                       "stable prefix.", lost_usd=usd, severity="low")
     assert cause == "unexplained"
     title = f"{n} got less cache than the previous turn left and nothing in the log explains why"
     unrebuilt = sum(e.id in ev.not_rebuilt for e in entries)
@@ -368,6 +359,14 @@ def _eviction(sim: SimulateReport | None, entries: Sequence[LedgerEntry],
                    fix_hit_rate=enough.hit_rate if enough else None, lost_usd=usd)
 
 
+def _minimums() -> str:
+    """The hosted engines' minimum cacheable lengths, as the below-minimum advice quotes
+    them (`EngineSpec.minimum_text`): `` (<engine>: <minimum>; ...)``, or nothing."""
+    said = "; ".join(f"{s.label}: {m}" for s in ENGINES.values()
+                     if s.hosted and (m := s.minimum_text) is not None)
+    return f" ({said})" if said else ""
+
+
 def _family(entries: Sequence[LedgerEntry], ev: Evidence) -> str | None:
     """The agent client every request of `entries` is from, when it is one whose settings
     the fix can name (Claude Code, Cline)."""
@@ -394,17 +393,12 @@ def _compaction_fix(family: str | None) -> str:
 
 
 def _provider_fix(engine: str | None, family: str | None = None) -> str:
-    if family == CLAUDE_CODE:
-        return ("Claude Code places its own cache breakpoints and the log records no change "
-                "before these requests: nothing in your setup explains them. If they recur, "
-                "report the request ids to Anthropic; a Claude Code release that writes "
-                "`diagnostics.cache_miss_reason` gives the provider's own reason.")
-    if family == CODEX:
-        return ("Codex sends the conversation id as `prompt_cache_key` itself and the rollout "
-                "records no change before these requests: nothing in your setup explains "
-                "them (OpenAI's cache is best effort: routing, overflow). Codex's own "
-                "compaction (`/compact`) and fewer model or effort switches are the levers "
-                "you have.")
+    """The advice for a client that sets its caching up itself (`EngineSpec.
+    provider_fix_by_client`, of its provider's engine), else the engine's own."""
+    for provider in ENGINES.values():
+        fix = dict(provider.provider_fix_by_client).get(family or "")
+        if fix is not None:
+            return fix
     spec = ENGINES.get(engine or "")
     if spec is not None and spec.provider_fix is not None:
         return spec.provider_fix

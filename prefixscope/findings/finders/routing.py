@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
+from prefixscope.engines import ENGINES
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding
 from prefixscope.findings.model import Finding
@@ -105,9 +106,11 @@ def fix(gateway: str | None) -> str:
         "cline": "Use one API provider for the task: the same model through another provider "
                  "has another cache.",
     }
+    keyed = ", ".join(f"`{s.session_key}` on {s.label}" for s in ENGINES.values()
+                      if s.session_key is not None)
     return known.get(gateway or "", (
         "Keep each session on one backend: session-sticky routing (a consistent hash of "
-        "the session id, or `prompt_cache_key` on OpenAI) in the gateway or router; "
+        f"the session id{', or ' + keyed if keyed else ''}) in the gateway or router; "
         "fallbacks and load balancing across backends of the same model start a cold "
         "cache."))
 

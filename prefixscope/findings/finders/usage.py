@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders.base import EXAMPLES, count, finding
 from prefixscope.findings.model import Finding
+from prefixscope.model.protocols import PROTOCOLS, makers
 
 
 def find(ev: Evidence) -> Iterator[Finding]:
@@ -45,7 +46,10 @@ def _inclusive_by_render(ev: Evidence) -> Finding | None:
     rendered = {r.id: r.prompt_tokens for replay in ev.replays
                 for r in replay.report.per_request if r.id in ids}
     reads = sum(r.cached_tokens or 0 for r in hit)
-    n = count(len(hit), "Anthropic-protocol call")
+    maker = makers([r.endpoint for r in hit])
+    convention = "; ".join(dict.fromkeys(
+        p.uncached_input for r in hit if (p := PROTOCOLS.get(r.endpoint)) and p.uncached_input))
+    n = count(len(hit), f"{maker}-protocol call")
     return finding(
         "usage-semantics",
         f"{n} report input_tokens as large as the whole rendered prompt and cache reads "
@@ -57,9 +61,8 @@ def _inclusive_by_render(ev: Evidence) -> Finding | None:
                                 - (r.cache_write_tokens or 0) for r in hit),
             "rendered_prompt_tokens": sum(rendered.values()),
             "example_requests": [r.id for r in hit[:EXAMPLES]]},
-        "Make the gateway answer Anthropic clients in Anthropic's convention (input_tokens = "
-        "prompt_tokens − cache_read_input_tokens − cache_creation_input_tokens). A client "
-        "that adds the cache reads to input_tokens (Claude Code) over-counts its context by "
-        "them and compacts early, which rewrites the prefix again. The report counts these "
-        "prompts once (as input_tokens alone).",
+        f"Make the gateway answer {maker} clients in {maker}'s convention ({convention}). "
+        "A client that adds the cache reads to input_tokens (Claude Code) over-counts its "
+        "context by them and compacts early, which rewrites the prefix again. The report "
+        "counts these prompts once (as input_tokens alone).",
         severity="medium")
