@@ -112,11 +112,11 @@ _WHOLE_PROMPT_KINDS = frozenset({"model-change", "settings-change"})
 # Which recorded event decides when several are recorded before one request.
 _EVENT_ORDER = ("compaction", "model-change", "settings-change", "client-upgrade", "tool-set",
                 "truncation", "history-rewrite")
-# Anthropic caches at breakpoints, not in blocks: a warm turn reads a few tokens short of
-# the previous prompt (2 in TraceLab's Claude Code sample, 1-5 seen). A shortfall below
-# this many tokens (or one unit of a hosted API's steps) is that distance, not a provider
-# miss.
-ANTHROPIC_UNIT = 64
+# A hosted API that caches at breakpoints, not in blocks, reads a warm turn a few tokens
+# short of the previous prompt (2 in TraceLab's Claude Code sample, 1-5 seen). A shortfall
+# below this many tokens (or one unit of a hosted API's steps) is that distance, not a
+# provider miss.
+HOSTED_SHORTFALL_TOLERANCE = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +331,7 @@ def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False,
     if extended and spec.extended_ttl_seconds is not None:
         ttl = spec.extended_ttl_seconds
     return Rules(engine, True, spec.block_size, spec.minimum(model), ttl, spec.read_lag,
-                 max(spec.block_size, ANTHROPIC_UNIT),
+                 max(spec.block_size, HOSTED_SHORTFALL_TOLERANCE),
                  ttl_range=spec.ttl_low_seconds is not None,
                  ttl_low=None if extended else spec.ttl_low_seconds,
                  reads_last_token=spec.reads_last_token,
@@ -723,7 +723,7 @@ def unmodelled_hosted_rules(family: str) -> Rules:
     """A hosted API whose cache prefixscope has no model of (Gemini's implicit caching,
     xAI): a shortfall of a live prefix is the provider's; no retention or minimum is
     assumed."""
-    return Rules(family, True, 1, 0, None, 0, ANTHROPIC_UNIT, reads_last_token=True)
+    return Rules(family, True, 1, 0, None, 0, HOSTED_SHORTFALL_TOLERANCE, reads_last_token=True)
 
 
 def rules_for(records: Sequence[UsageRecord], replayed: Mapping[str, ReplayedRequest],
