@@ -66,6 +66,30 @@ def test_rendering_with_a_bundled_tokenizer_never_imports_transformers(tmp_path)
         assert "jinja2" in loaded and "transformers" not in loaded, (argv, loaded)
 
 
+def test_a_json_report_imports_no_rich_and_builds_no_pydantic_adapter(tmp_path):
+    """issue 37: start-up budgeted. `report --json` prints no table and no warning here, so
+    rich is not imported (`cli.console` makes its consoles on first use), and its options
+    are read without a pydantic adapter each (`cli.coercion`): typer's adapter module is
+    never imported. (The log's model is priced, so genai-prices may import pydantic.)"""
+    log = two_requests(tmp_path)
+    code = (
+        "import sys\n"
+        "from prefixscope.cli.main import main\n"
+        f"sys.argv = ['prefixscope', 'report', {log!r}, '--json', '--top', '3']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code in (0, 2, None), exit.code\n"
+        "print(','.join(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')"
+        " or m == 'typer._adapters')), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.lstrip().startswith("{")  # the report was made
+    assert out.stderr.strip().splitlines()[-1:] in ([], [""])
+
+
 def test_sql_on_a_store_imports_no_tokenizer_template_or_plot_library(tmp_path):
     log = two_requests(tmp_path)
     # Writing needs polars; DuckDB reads the frames through the Arrow C stream, no pyarrow.

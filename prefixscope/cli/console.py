@@ -10,6 +10,10 @@ wraps its text, so stdout (JSON, terminal screens, raw text) writes what the lib
 returned and masks nothing again: the library's caller and the command line get the
 same values (tests/test_redaction.py). What is no result is masked here, on stderr:
 errors, warnings and notes (an `api.Error`'s line, a file name in the progress bar).
+
+rich is imported when something is first printed through it (``out``, ``err``: the
+consoles are made on first use), not at start-up: a ``--json`` run that writes no
+warning never imports it (issue 37: start-up budgeted; tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -18,21 +22,53 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from prefixscope.api.masking import masked_text
 from prefixscope.cli.exitcodes import ExitCode
 from prefixscope.views.invisible import escaped, json_escaped
 from prefixscope.views.terminal import Screen, one_line
 
-# Piped output is not cut to 80 columns: tables are data there.
-out = Console(highlight=False, soft_wrap=False,
-              width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    out: Console  # stdout's console, made on first use (module `__getattr__`)
+    err: Console  # stderr's
+
+
+def __getattr__(name: str) -> Console:
+    """``out`` and ``err``, the consoles, made when first asked for (PEP 562): importing
+    rich costs start-up that a ``--json`` run without warnings does not need."""
+    if name not in ("out", "err"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    if name == "out":  # piped output is not cut to 80 columns: tables are data there
+        made = Console(highlight=False, soft_wrap=False,
+                       width=None if sys.stdout.isatty() else 200)
+    else:
+        made = Console(stderr=True, highlight=False)
+    globals()[name] = made
+    return made
+
+
+def _out() -> Console:
+    made = globals().get("out")
+    return __getattr__("out") if made is None else made
+
+
+def _err() -> Console:
+    made = globals().get("err")  # (a test may have set its own)
+    return __getattr__("err") if made is None else made
+
+
+def escape(markup: str) -> str:
+    """`rich.markup.escape`: `markup` shown as it is, not read as rich markup."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(markup)
 
 
 def print_json(data: Any) -> None:
@@ -59,7 +95,7 @@ def fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
     `message` is plain text (file names, SQL, log content): never read as rich markup, and
     shown on one line (`views.terminal.one_line`).
     """
-    err.print(f"[bold red]error:[/] {escape(one_line(masked_text(message)))}", markup=True,
+    _err().print(f"[bold red]error:[/] {escape(one_line(masked_text(message)))}", markup=True,
               soft_wrap=True)
     return typer.Exit(code=int(code))
 
@@ -68,7 +104,7 @@ def warn(message: str, quiet: int = 0) -> None:
     """A warning on stderr; `message` is plain text, never rich markup (nor a control
     sequence, nor a second line: a file name or a log line in it is shown with ``\\xNN``)."""
     if quiet < 2:
-        err.print(f"[yellow]warning:[/] {escape(one_line(masked_text(message)))}", markup=True,
+        _err().print(f"[yellow]warning:[/] {escape(one_line(masked_text(message)))}", markup=True,
                   soft_wrap=True)
 
 
@@ -91,12 +127,12 @@ def interrupted_line() -> str:
 def note(message: str, quiet: int = 0) -> None:
     """A note on stderr, plain text on one line (as `warn`)."""
     if quiet < 1:
-        err.print(one_line(masked_text(message)), markup=False, soft_wrap=True)
+        _err().print(one_line(masked_text(message)), markup=False, soft_wrap=True)
 
 
 def screen() -> Screen:
     """An empty view as wide as stdout."""
-    return Screen(width=out.width)
+    return Screen(width=_out().width)
 
 
 def show(view: Screen, quiet: int = 0) -> None:
@@ -112,10 +148,11 @@ def show(view: Screen, quiet: int = 0) -> None:
 def print_out(*objects: Any, **kwargs: Any) -> None:
     """`rich.Console.print` on stdout (a view of a library result, masked there), any
     invisible or reordering character a view let through shown as ``\\uNNNN``."""
-    with out.capture() as captured:
-        out.print(*objects, **kwargs)
-    out.file.write(escaped(captured.get()))
-    out.file.flush()
+    stdout = _out()
+    with stdout.capture() as captured:
+        stdout.print(*objects, **kwargs)
+    stdout.file.write(escaped(captured.get()))
+    stdout.file.flush()
 
 
 def show_progress(json_mode: bool, quiet: int) -> bool:
@@ -132,7 +169,7 @@ def byte_progress(enabled: bool, description: str) -> Iterator[Any]:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                  TimeRemainingColumn(), console=err, transient=True) as progress:
+                  TimeRemainingColumn(), console=_err(), transient=True) as progress:
         task = progress.add_task(description, total=None)
 
         def update(name: str, done: int, total: int, requests: int) -> None:
@@ -161,7 +198,7 @@ def counter(json_mode: bool, quiet: int, description: str) -> Iterator[Any]:
 
     with _started_on_call(lambda: Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeRemainingColumn(), console=err, transient=True), description, None) as bar:
+            TimeRemainingColumn(), console=_err(), transient=True), description, None) as bar:
         yield lambda done, total: bar(completed=done, total=total)
 
 
@@ -176,7 +213,7 @@ def steps(json_mode: bool, quiet: int, description: str, total: int) -> Iterator
 
     with _started_on_call(lambda: Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            console=err, transient=True), description, total) as bar:
+            console=_err(), transient=True), description, total) as bar:
         yield lambda name: bar(advance=1, description=f"{description}: {name}")
 
 

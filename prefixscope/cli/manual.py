@@ -11,7 +11,8 @@ every command's Output panel, since they may be written after any command name
 (`cli.privacy`). A command's one-line summary in ``prefixscope --help`` is its docstring's
 first paragraph, whole.
 
-Only the presentation changes: parsing, defaults and validation are Typer's.
+Only the presentation changes: parsing, defaults and validation are Typer's (a value is
+coerced by `cli.coercion` as Typer would, without a pydantic adapter per option).
 """
 
 from __future__ import annotations
@@ -33,8 +34,23 @@ PANELS = (INPUTS, SCOPE, MODEL, ENGINE, OUTPUT, GATE)
 PRIVACY_OPTIONS = ("redact", "no_default_redaction")  # the app's own, shown per command
 
 
+def _runtime_param(param: Any) -> Any:
+    """A manual parameter's value coercion: `cli.coercion`'s plain one (typer's own, with
+    its pydantic adapter, only for a value it is unsure of), built once."""
+    if param._runtime_param is None:
+        from prefixscope.cli.coercion import fast_runtime_param
+
+        param._runtime_param = fast_runtime_param(param.type_descriptor)
+    if param._runtime_param is None:
+        return TyperOption.get_runtime_param(param)
+    return param._runtime_param
+
+
 class ManualOption(TyperOption):
     """An option shown by its metavar, a flag by its name alone."""
+
+    def get_runtime_param(self) -> Any:
+        return _runtime_param(self)
 
     def display_type_rich(self, ctx: Any) -> str | None:
         if self.is_flag or self.count:
@@ -47,6 +63,9 @@ class ManualOption(TyperOption):
 
 class ManualArgument(TyperArgument):
     """An argument shown as click spells it: ``LOGS...`` when required, ``[LOGS]...`` not."""
+
+    def get_runtime_param(self) -> Any:
+        return _runtime_param(self)
 
     def _base_name(self) -> str:
         return self.metavar or ""
