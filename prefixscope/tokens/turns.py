@@ -141,12 +141,18 @@ class Turns:
     def head_tokens(self, request_id: str) -> int | None:
         """How many of a held request's token ids spell its prompt's head, where its
         template splits there (`splice.HEADS`: the head is T(H)[:-|G|] of the body without
-        its history, `Turn.head_end`, and no later template message is a system one) and
-        the token after them is a split token; None where that is not proved.
+        its history, `Turn.head_end`, no later template message is a system one, and the
+        template's render is cut there, `HeadRule.cuts`) and the token after them is a
+        split token; None where that is not proved.
 
         Proof: the ids are the tokenization of the prompt, so their first h spell its
         first ``sum(byte lengths)`` bytes; equal to the head's UTF-8 length, they spell the
-        head exactly. A what-if that changes the head alone then keeps the ids after it
+        head exactly. For a tokenizer that does not say its ids' byte lengths (the Qwen
+        ones normalize to NFC): token h is a split token (an added token, matched in the
+        text itself, where its start is) that starts where the head ends, so the prompt
+        is cut there at a split-token occurrence, where its tokenization splits
+        (`tokens.tokenize`): the first h ids are the head's own tokenization. A what-if
+        that changes the head alone then keeps the ids after it
         (`simulate.prepare.head_swapped`) without rendering this head again."""
         held = self.held.get(request_id)
         turn = held.turn if held is not None else None
@@ -155,11 +161,13 @@ class Turns:
         tokens = held.tokens
         tok = load_tokenizer(tokens.prompt.tokenizer)
         lengths = tok.byte_lengths
-        if lengths is None or not heads_split(turn.messages, turn.head):
+        if not heads_split(tok.name, turn.messages, turn.head):
             return None
         h = int(np.searchsorted(tokens.char_starts, turn.head_end))
         if h >= len(tokens.ids) or int(tokens.ids[h]) not in piece_cache(tok).split_ids:
             return None
+        if lengths is None:
+            return h if int(tokens.char_starts[h]) == turn.head_end else None
         head = tokens.prompt.text[:turn.head_end].encode("utf-8", "surrogatepass")
         return h if int(lengths[tokens.ids[:h]].sum()) == len(head) else None
 
