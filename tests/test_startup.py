@@ -4,6 +4,7 @@ process times are measured, not asserted, by bench/bench_startup.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -70,8 +71,11 @@ def test_a_json_report_imports_no_rich_and_builds_no_pydantic_adapter(tmp_path):
     """issue 37: start-up budgeted. `report --json` prints no table and no warning here, so
     rich is not imported (`cli.console` makes its consoles on first use), and its options
     are read without a pydantic adapter each (`cli.coercion`): typer's adapter module is
-    never imported. (The log's model is priced, so genai-prices may import pydantic.)"""
-    log = two_requests(tmp_path)
+    never imported. The first run prices the log's model with genai-prices (pydantic); the
+    second finds the prices in the cache directory (`analyses.prices`) and imports neither."""
+    from conftest import REAL
+
+    log = str(REAL / "langfuse" / "openai-agents-2025-09-30.trace.json")  # priced models
     code = (
         "import sys\n"
         "from prefixscope.cli.main import main\n"
@@ -80,14 +84,21 @@ def test_a_json_report_imports_no_rich_and_builds_no_pydantic_adapter(tmp_path):
         "    main()\n"
         "except SystemExit as exit:\n"
         "    assert exit.code in (0, 2, None), exit.code\n"
-        "print(','.join(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')"
-        " or m == 'typer._adapters')), file=sys.stderr)\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('rich',"
+        " 'pydantic', 'genai_prices') or m == 'typer._adapters')), file=sys.stderr)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.lstrip().startswith("{")  # the report was made
-    assert out.stderr.strip().splitlines()[-1:] in ([], [""])
+    env = {**os.environ, "PREFIXSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    loaded = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             cwd=tmp_path, env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.lstrip().startswith("{")  # the report was made
+        loaded.append(set(filter(None, out.stderr.strip().splitlines()[-1:][0].split(",")))
+                      if out.stderr.strip() else set())
+    assert "genai_prices" in loaded[0]  # the log's model was priced
+    assert not any(m.startswith("rich") or m == "typer._adapters" for m in loaded[0])
+    assert loaded[1] == set()
 
 
 def test_sql_on_a_store_imports_no_tokenizer_template_or_plot_library(tmp_path):

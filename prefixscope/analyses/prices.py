@@ -16,6 +16,13 @@ A missed token was charged as the call's uncached prompt tokens were, on average
 writes at their write rates and the rest at the input rate (`CallPrice.missed_rate`);
 had it been a cache hit it would have cost the read rate. That difference is what a
 ledger cause's tokens lost (`CallPrice.lost`).
+
+A (model name, day) looked up is kept in prefixscope's cache directory (`_stored`: the
+model id, provider and per-token prices found, or that the data has no price), under the
+content hash of the genai-prices package's code and data: importing genai-prices (with
+pydantic, its schemas, and the HTTP client of its price updater, which prefixscope never
+runs) is ~0.2 s of CPU, a small log's start-up (issue 37), and a second run over the same
+days needs none of it. A name looked up without a day depends on today and is not kept.
 """
 
 from __future__ import annotations
@@ -130,7 +137,7 @@ def _rates(model: str, day: date | None, prompt_tokens: int) -> Rates | None:
     model_id, provider, price = entry
 
     def rate(name: str, fallback: float | None = None) -> float:
-        value = getattr(price, name, None)
+        value = price.get(name)
         if value is None:
             return fallback if fallback is not None else 0.0
         return float(_tiered(value, prompt_tokens))
@@ -141,23 +148,53 @@ def _rates(model: str, day: date | None, prompt_tokens: int) -> Rates | None:
                  rate("cache_write_1h_mtok", write_5m), rate("output_mtok"))
 
 
-def _tiered(value: Any, total_input: int) -> Decimal:
+@dataclass(frozen=True, slots=True)
+class Tiered:
+    """A price by a call's total input tokens: `base`, or the price of the highest tier
+    whose start the input is above (genai-prices' `TieredPrices`)."""
+
+    base: Decimal
+    tiers: tuple[tuple[int, Decimal], ...]  # (start, price)
+
+
+PRICE_FIELDS = ("input_mtok", "cache_write_mtok", "cache_read_mtok", "cache_write_1h_mtok",
+                "output_mtok")
+# (model id, provider id, the price entry's fields that are set)
+Entry = tuple[str, str, dict[str, "Decimal | Tiered"]]
+
+
+def _tiered(value: Decimal | Tiered, total_input: int) -> Decimal:
     """A price at a call's total input: a tier's price applies once the input is above the
     tier's start (genai-prices' threshold rule)."""
-    tiers = getattr(value, "tiers", None)
-    if tiers is None:
+    if not isinstance(value, Tiered):
         return Decimal(value)
     applicable = value.base
-    for tier in sorted(tiers, key=lambda t: t.start, reverse=True):
-        if total_input > tier.start:
-            applicable = tier.price
+    for start, price in sorted(value.tiers, key=lambda t: t[0], reverse=True):
+        if total_input > start:
+            applicable = price
             break
     return Decimal(applicable)
 
 
 @lru_cache(maxsize=1024)
-def _entry(model: str, day: date | None) -> tuple[str, str, Any] | None:
-    """(model id, provider id, ModelPrice) of `model` on `day` (None: not in the data)."""
+def _entry(model: str, day: date | None) -> Entry | None:
+    """(model id, provider id, prices) of `model` on `day` (None: not in the data), from
+    the cache directory when looked up before (`_stored`)."""
+    if day is None:  # genai-prices prices it as of now: not kept
+        return _looked_up(model, day)
+    name = f"{model}\0{day.isoformat()}"
+    stored = _stored()
+    if stored is not None and name in stored:
+        return _decoded(stored[name])
+    entry = _looked_up(model, day)
+    if stored is not None:
+        stored[name] = _encoded(entry)
+        _store(stored)
+    return entry
+
+
+def _looked_up(model: str, day: date | None) -> Entry | None:
+    """`_entry` from genai-prices itself."""
     import warnings
 
     from genai_prices import Usage, calc_price
@@ -174,5 +211,100 @@ def _entry(model: str, day: date | None) -> tuple[str, str, Any] | None:
                                    genai_request_timestamp=when)
         except (LookupError, ValueError):
             continue
-        return found.model.id, found.provider.id, found.model_price
+        prices: dict[str, Decimal | Tiered] = {}
+        for field_name in PRICE_FIELDS:
+            value = getattr(found.model_price, field_name, None)
+            if value is None:
+                continue
+            tiers = getattr(value, "tiers", None)
+            prices[field_name] = Decimal(value) if tiers is None else Tiered(
+                Decimal(value.base), tuple((int(t.start), Decimal(t.price)) for t in tiers))
+        return found.model.id, found.provider.id, prices
     return None
+
+
+def _encoded(entry: Entry | None) -> Any:
+    """`entry` as JSON values (a Decimal as its exact text)."""
+    if entry is None:
+        return None
+    model_id, provider, prices = entry
+    return [model_id, provider, {
+        k: str(v) if isinstance(v, Decimal) else [str(v.base), [[s, str(p)] for s, p in v.tiers]]
+        for k, v in prices.items()}]
+
+
+def _decoded(value: Any) -> Entry | None:
+    if value is None:
+        return None
+    model_id, provider, prices = value
+    return model_id, provider, {
+        k: Decimal(v) if isinstance(v, str) else Tiered(
+            Decimal(v[0]), tuple((int(s), Decimal(p)) for s, p in v[1]))
+        for k, v in prices.items()}
+
+
+_KIND = "prices-v1"
+
+
+@lru_cache(maxsize=1)
+def _data_key() -> str | None:
+    """The content hash of the installed genai-prices package's modules (its code and its
+    data), found without importing it (None: not found)."""
+    import importlib.util
+    from pathlib import Path
+
+    import xxhash
+
+    spec = importlib.util.find_spec("genai_prices")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    h = xxhash.xxh3_128()
+    try:
+        for path in sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.py")):
+            h.update(f"\0{path.name}\0".encode())
+            h.update(path.read_bytes())
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _stored() -> dict[str, Any] | None:
+    """The (model, day) lookups kept for this genai-prices (None: no cache to use)."""
+    import json
+
+    from prefixscope.tokenizers.base import TokenizerError
+    from prefixscope.tokenizers.diskcache import load_arrays
+
+    key = _data_key()
+    if key is None:
+        return None
+    try:
+        arrays = load_arrays(_KIND, key, ("json",))
+    except TokenizerError:  # no cache directory can be named: look up every run
+        return None
+    if arrays is None:
+        return {}
+    try:
+        stored = json.loads(arrays["json"].tobytes())
+    except ValueError:
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
+def _store(stored: dict[str, Any]) -> None:
+    import json
+
+    import numpy as np
+
+    from prefixscope.tokenizers.base import TokenizerError
+    from prefixscope.tokenizers.diskcache import save_arrays
+
+    key = _data_key()
+    if key is None:
+        return
+    data = json.dumps(stored, sort_keys=True).encode()
+    try:
+        save_arrays(_KIND, key, {"json": np.frombuffer(data, dtype=np.uint8)})
+    except TokenizerError:
+        pass
