@@ -31,7 +31,9 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def every_rate() -> dict[tuple[str, date, int], prices.Rates | None]:
-    return {(m, d, n): prices._rates(m, d, n) for m in MODELS for d in DAYS for n in TOKENS}
+    rates = {(m, d, n): prices._rates(m, d, n) for m in MODELS for d in DAYS for n in TOKENS}
+    prices._flush()  # as price_all does after its calls
+    return rates
 
 
 def test_a_second_process_reads_the_same_rates_without_genai_prices(monkeypatch, cache_dir):
@@ -77,3 +79,25 @@ def test_an_unwritable_cache_still_prices(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFIXSCOPE_CACHE_DIR", str(blocker))
     fresh()
     assert prices._rates("gpt-4o", DAYS[0], 1_000) is not None
+
+
+def test_pricing_a_log_writes_the_cache_once(monkeypatch, cache_dir):
+    """A log spanning many days adds many lookups; `price_all` writes them in one file
+    write, not one each."""
+    from prefixscope.model import UsageRecord
+
+    writes = []
+    real_store = prices._store
+    monkeypatch.setattr(prices, "_store", lambda stored: (writes.append(len(stored)),
+                                                          real_store(stored)))
+    records = [(UsageRecord(id=f"r{day}", timestamp=datetime(2025, 6, day, 12),
+                            endpoint="/v1/chat/completions", model="gpt-4o", client=None,
+                            user=None, channel=None, source_format="raw", session=None,
+                            prompt_tokens=100, cached_tokens=0, has_body=False), False)
+               for day in range(1, 11)]
+    assert len(prices.price_all(records, prices.Pricer())) == 10
+    assert writes == [10]
+    fresh()
+    monkeypatch.setattr(prices, "_looked_up", lambda model, day: 1 / 0)
+    assert len(prices.price_all(records, prices.Pricer())) == 10  # all from the file
+    assert writes == [10]

@@ -127,6 +127,7 @@ def price_all(records: Iterable[tuple[UsageRecord, bool]], pricer: Pricer
         priced = pricer.price(r, self_hosted)
         if priced is not None:
             out[r.id] = priced
+    _flush()  # the lookups new to the cache, in one write (a log may span many days)
     return out
 
 
@@ -189,8 +190,19 @@ def _entry(model: str, day: date | None) -> Entry | None:
     entry = _looked_up(model, day)
     if stored is not None:
         stored[name] = _encoded(entry)
-        _store(stored)
+        _unsaved.add(name)
     return entry
+
+
+_unsaved: set[str] = set()  # (model, day) names looked up since the cache was written
+
+
+def _flush() -> None:
+    """Write the cache when a lookup was added to it (`price_all` calls it once)."""
+    stored = _stored()
+    if _unsaved and stored is not None:
+        _store(stored)
+    _unsaved.clear()
 
 
 def _looked_up(model: str, day: date | None) -> Entry | None:
