@@ -15,9 +15,6 @@ from __future__ import annotations
 import re
 
 INVISIBLE = re.compile("[\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
-# C0 and C1 control characters but tab and newline: ESC, BEL, backspace ... act on a
-# terminal instead of being drawn.
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _code(match: re.Match[str]) -> str:
@@ -28,14 +25,6 @@ def escaped(text: str) -> str:
     """`text` with each invisible or reordering character as ``\\uNNNN`` (six characters
     one reads)."""
     return INVISIBLE.sub(_code, text) if INVISIBLE.search(text) else text
-
-
-def readable(text: str) -> str:
-    """`text` with each control character (`CONTROL`) as ``\\xNN`` and each invisible or
-    reordering one as ``\\uNNNN``: log text a person reads, acting on nothing."""
-    if CONTROL.search(text):
-        text = CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    return escaped(text)
 
 
 def json_escaped(document: str) -> str:

@@ -15,8 +15,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from prefixscope.views.invisible import readable
-
 # OWASP's CSV-injection rule: a cell starting with one of these is a formula to
 # Excel / LibreOffice / Google Sheets (tab and carriage return as well: spreadsheets
 # strip them and read the "=" after).
@@ -81,12 +79,8 @@ def _plain(value: Any) -> Any:
 
 def csv_cell(value: object) -> str:
     """One CSV cell; text a spreadsheet would evaluate gets a leading ``'`` (OWASP: "CSV
-    Injection"), which spreadsheets show as text. Numbers are left as they are (``-5``).
-    A control character from a log (ESC, BEL, backspace: a terminal would act on it) is
-    shown as ``\\xNN``, and an invisible or reordering one as ``\\uNNNN``, as every
-    output a person reads shows them (`views.invisible.readable`); newlines and tabs stay,
-    quoted. `prefixscope export` keeps the values exact."""
-    text = readable(cell_text(value, null=""))
+    Injection"), which spreadsheets show as text. Numbers are left as they are (``-5``)."""
+    text = cell_text(value, null="")
     if isinstance(value, str) and text.startswith(_FORMULA_START):
         return "'" + text
     return text

@@ -8,13 +8,15 @@ what `--quiet` hides. Every piece of log text a view shows goes through rich's
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefixscope.views.invisible import readable
+from prefixscope.views.invisible import escaped
 
-# C0 and C1 control characters but newline and tab (`views.invisible.CONTROL`): a log's
-# ESC sequences, bells and carriage returns would otherwise act on the reader's terminal.
+# C0 and C1 control characters but newline and tab: a log's ESC sequences, bells and
+# carriage returns would otherwise act on the reader's terminal.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters a terminal draws as nothing, or that reorder what is drawn (`views.invisible`):
 # a tool name or an excerpt holding one is shown with it escaped, so what is read is what
 # is there.
@@ -77,7 +79,8 @@ def phrase_lines(markup: str, width: int) -> list[str]:
 def visible(text: str) -> str:
     """`text` with control characters shown as ``\\xNN`` instead of acting on a terminal, and
     invisible or reordering ones (bidi controls, zero-width characters) as ``\\uNNNN``."""
-    return readable(text)
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return escaped(text)
 
 
 def one_line(text: str) -> str:
