@@ -381,6 +381,15 @@ class TestEngineChoice:
         chosen = choose_engine(records, "sglang", None)
         assert (chosen.engine, chosen.why) == ("sglang", "as asked")
 
+    def test_a_gateways_alias_of_an_openai_model_is_still_openais(self):
+        # a real Codex CLI 0.39 rollout (Mai0313/VibeCodingTracker) logs `aide-gpt-5`, a
+        # company gateway's name for GPT-5: its prompts are in the log, so before the alias
+        # was read it fell to the self-hosted default and got eviction advice
+        for model in ("aide-gpt-5", "azure-gpt-4o", "corp_gpt-4.1"):
+            records = (record("a", "s", 100, 7, model=model),)
+            assert model_family_engine(records) == "openai", model
+        assert model_family_engine((record("a", "s", 100, 7, model="mygpt-5"),)) is None
+
     def test_a_hosted_family_without_a_cache_model_is_not_replayed_unless_asked(self):
         records = (record("a", "s", 100, 7, model="gemini-3-flash"),)
         chosen = choose_engine(records, "auto", None)

@@ -62,12 +62,15 @@ class TokenizerChoice:
 # The hosted model families, by name; the engines' registry reads them too (the hosted
 # API that serves each).
 DEEPSEEK_MODELS = re.compile(r"deepseek", re.I)
-OPENAI_MODELS = re.compile(r"(^|[/:])(gpt-|o[1-9]|chatgpt|codex)", re.I)
+# A gateway's alias may prefix the name with its own (`aide-gpt-5`, `azure-gpt-4o`): a
+# `gpt-` after `-` or `_` counts as at the start.
+OPENAI_MODELS = re.compile(r"(^|[/:]|[-_](?=gpt-))(gpt-|o[1-9]|chatgpt|codex)", re.I)
 # The OpenAI models whose vocabulary is o200k_base (tiktoken's model table: gpt-4o,
 # gpt-4.1, gpt-4.5, gpt-5 and its codex variants, o1/o3/o4, chatgpt-4o, gpt-oss,
 # codex-mini); gpt-4 and gpt-3.5 use cl100k_base.
 O200K_MODELS = re.compile(
-    r"(^|[/:])(gpt-4o|gpt-4\.[15]|gpt-[5-9]|gpt-oss|o[1-9]|chatgpt-4o|codex)", re.I)
+    r"(^|[/:]|[-_](?=gpt-))(gpt-4o|gpt-4\.[15]|gpt-[5-9]|gpt-oss|o[1-9]|chatgpt-4o|codex)",
+    re.I)
 # Claude Code also logs its aliases (`--model sonnet`).
 CLAUDE_MODELS = re.compile(r"claude|anthropic|^(sonnet|opus|haiku)(\[1m\])?$", re.I)
 # Model-name families in match order: (pattern, bundled tokenizer, None when it is the
