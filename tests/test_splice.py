@@ -732,19 +732,10 @@ class TestSpliceEqualsTheWholeRender:
                                           "content": "second"}])
         histories.append([*histories[1], {"role": "assistant", "content": "done"}])
         histories.append([*histories[2], {"role": "user", "content": "thanks"}])
-        requests = [make_request({"model": "m", "messages": [
-            {"role": "system", "content": f"x-anthropic-billing-header: cch={k:05x};"},
-            *listed]}, endpoint="openai-chat", id=f"r{k}") for k, listed in enumerate(histories)]
+        requests = _under_a_changing_head(histories)
         expected = [render(r, options) for r in requests]
         assert "first\n</tool_response>\n<tool_response>\nsecond" in expected[1].text
-        calls = []
-        real = _RENDER._whole
-        monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
-        turn = None
-        for request, want in zip(requests, expected, strict=True):
-            got, turn = render_turn(request, options, turn)
-            assert got == want
-        assert len(calls) == 2
+        assert _whole_renders_turn_by_turn(requests, expected, options, monkeypatch) == 2
 
     def test_a_tool_result_for_an_earlier_turns_call_is_rendered_whole_under_harmony(
             self, monkeypatch):
@@ -762,19 +753,10 @@ class TestSpliceEqualsTheWholeRender:
         histories.append([*histories[0], {"role": "tool", "tool_call_id": "a",
                                           "content": "out"}])
         histories.append([*histories[1], {"role": "user", "content": "thanks"}])
-        requests = [make_request({"model": "m", "messages": [
-            {"role": "system", "content": f"x-anthropic-billing-header: cch={k:05x};"},
-            *listed]}, endpoint="openai-chat", id=f"r{k}") for k, listed in enumerate(histories)]
+        requests = _under_a_changing_head(histories)
         expected = [render(r, options) for r in requests]
         assert "<|start|>functions.ls to=assistant" in expected[1].text
-        calls = []
-        real = _RENDER._whole
-        monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
-        turn = None
-        for request, want in zip(requests, expected, strict=True):
-            got, turn = render_turn(request, options, turn)
-            assert got == want
-        assert len(calls) == 2
+        assert _whole_renders_turn_by_turn(requests, expected, options, monkeypatch) == 2
 
     def test_a_new_user_turn_after_shown_reasoning_is_rendered_whole_under_qwen36(
             self, monkeypatch):
@@ -788,19 +770,10 @@ class TestSpliceEqualsTheWholeRender:
                       {"role": "assistant", "content": "because", "reasoning": "hmm"}]]
         histories.append([*histories[0], {"role": "user", "content": "and then"}])
         histories.append([*histories[1], {"role": "assistant", "content": "then this"}])
-        requests = [make_request({"model": "m", "messages": [
-            {"role": "system", "content": f"x-anthropic-billing-header: cch={k:05x};"},
-            *listed]}, endpoint="openai-chat", id=f"r{k}") for k, listed in enumerate(histories)]
+        requests = _under_a_changing_head(histories)
         expected = [render(r, options) for r in requests]
         assert "<think>\nhmm" in expected[0].text and "hmm" not in expected[1].text
-        calls = []
-        real = _RENDER._whole
-        monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
-        turn = None
-        for request, want in zip(requests, expected, strict=True):
-            got, turn = render_turn(request, options, turn)
-            assert got == want
-        assert len(calls) == 2
+        assert _whole_renders_turn_by_turn(requests, expected, options, monkeypatch) == 2
 
     @SETTINGS
     @given(messages=st.lists(anthropic_messages(), min_size=0, max_size=6), data=st.data())
@@ -900,6 +873,28 @@ def test_common_text_prefix_is_the_first_difference(a, b, known):
 
 
 runner = CliRunner()
+
+
+def _under_a_changing_head(histories: list[list[dict[str, Any]]]) -> list[Any]:
+    """OpenAI Chat requests of these histories, each under a system message whose billing
+    nonce changes every turn."""
+    return [make_request({"model": "m", "messages": [
+        {"role": "system", "content": f"x-anthropic-billing-header: cch={k:05x};"},
+        *listed]}, endpoint="openai-chat", id=f"r{k}") for k, listed in enumerate(histories)]
+
+
+def _whole_renders_turn_by_turn(requests: list[Any], expected: list[Any],
+                                options: RenderOptions, monkeypatch: Any) -> int:
+    """How many whole renders `render_turn` makes over `requests`, each turn held equal
+    to its whole render in `expected` (made before, outside the count)."""
+    calls: list[int] = []
+    real = _RENDER._whole
+    monkeypatch.setattr(_RENDER, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+    turn = None
+    for request, want in zip(requests, expected, strict=True):
+        got, turn = render_turn(request, options, turn)
+        assert got == want
+    return len(calls)
 
 
 def _store(folder: Path) -> str:
