@@ -365,7 +365,8 @@ class TestNamesAreNames:
 
 # The command blocks inside its ingest, after announcing it in `started`.
 BLOCK_IN_INGEST = (
-    "import time, pathlib\n"
+    "import time, pathlib, faulthandler, signal\n"
+    "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
     "import prefixscope.store.load as load\n"
     "def blocked(*a, **k):\n"
     "    pathlib.Path('started').touch()\n"
@@ -375,6 +376,22 @@ BLOCK_IN_INGEST = (
 
 def _temporary(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith("prefixscope-"))
+
+
+def _communicate_or_stacks(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """`proc.communicate()`; a process still running after 120 s fails the test with its
+    threads' stacks (the hook's `faulthandler` on SIGUSR1): a CI run once saw no exit
+    within 300 s of SIGTERM and no line on stderr, never reproduced, so a repeat says where."""
+    try:
+        return proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        import time
+
+        time.sleep(2)
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"no exit 120 s after SIGTERM; its stacks:\n{err}") from None
 
 
 class TestTemporaryStores:
@@ -387,7 +404,7 @@ class TestTemporaryStores:
             wait_for(lambda: (tmp_path / "started").exists(), proc)
             assert len(_temporary(temp)) == 1
             proc.send_signal(signal.SIGTERM)
-            out, err = proc.communicate(timeout=300)
+            out, err = _communicate_or_stacks(proc)
         finally:
             if proc.poll() is None:
                 proc.kill()
