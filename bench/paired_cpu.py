@@ -10,6 +10,8 @@ cache). Both trees share one tokenizer cache directory. Nothing asserts time.
 
 Run: ``python bench/paired_cpu.py --before /tmp/wt-old [--after .] [--runs 6] -- report
 sample_logs/ --json``. Prints every run, then each tree's median and the change.
+``--fresh FILE`` deletes FILE (and its ``.wal``) before every run: an ``ingest --store
+FILE`` then writes a new store each time instead of finding every call already there.
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cpu(tree: Path, argv: list[str], env: dict[str, str]) -> float:
-    """User + sys CPU seconds of one `prefixscope ARGV` run from `tree`'s sources."""
+def cpu(tree: Path, argv: list[str], env: dict[str, str], fresh: list[Path]) -> float:
+    """User + sys CPU seconds of one `prefixscope ARGV` run from `tree`'s sources, the
+    `fresh` files deleted first."""
+    for path in fresh:
+        for gone in (path, path.with_name(path.name + ".wal")):
+            gone.unlink(missing_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-P", "-m", "prefixscope.cli.main", *argv],
                           env={**env, "PYTHONPATH": str(tree.resolve())}, cwd=ROOT,
@@ -44,6 +50,8 @@ def main() -> int:
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, default=ROOT)
     parser.add_argument("--runs", type=int, default=6, help="timed runs of each tree")
+    parser.add_argument("--fresh", type=Path, action="append", default=[],
+                        help="a file to delete before every run (an ingest's --store)")
     parser.add_argument("argv", nargs="+", help="the prefixscope command line")
     args = parser.parse_args()
     trees = {"before": args.before, "after": args.after}
@@ -52,11 +60,11 @@ def main() -> int:
         env = {**os.environ, "PREFIXSCOPE_CACHE_DIR": cache}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode is kept
         for tree in trees.values():
-            cpu(tree, args.argv, env)  # untimed
+            cpu(tree, args.argv, env, args.fresh)  # untimed
         for i in range(args.runs):
             order = ("before", "after") if i % 2 == 0 else ("after", "before")
             for name in order:
-                times[name].append(cpu(trees[name], args.argv, env))
+                times[name].append(cpu(trees[name], args.argv, env, args.fresh))
             print(f"pair {i + 1}: before {times['before'][-1]:.2f} s, after "
                   f"{times['after'][-1]:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
     old, new = statistics.median(times["before"]), statistics.median(times["after"])

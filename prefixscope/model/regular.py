@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 
-def open_regular(path: Path | str, *, follow_symlinks: bool = True) -> BinaryIO:
+def open_regular(path: Path | str, *, follow_symlinks: bool = True,
+                 buffering: int = -1) -> BinaryIO:
     """`path` opened for binary reading if it is a regular file (after symbolic links, or,
-    with ``follow_symlinks=False``, refusing a link). Raises OSError (``not a regular
-    file``, or the open's own error) otherwise."""
+    with ``follow_symlinks=False``, refusing a link), with `buffering` as `open` takes it
+    (-1: the default buffer). Raises OSError (``not a regular file``, or the open's own
+    error) otherwise."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     if not follow_symlinks:
         flags |= getattr(os, "O_NOFOLLOW", 0)
@@ -28,7 +30,7 @@ def open_regular(path: Path | str, *, follow_symlinks: bool = True) -> BinaryIO:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path}: not a regular file")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return os.fdopen(fd, "rb", buffering=buffering)
     except BaseException:
         os.close(fd)
         raise
