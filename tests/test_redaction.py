@@ -21,11 +21,13 @@ from typer.testing import CliRunner
 from prefixscope.cli.main import app
 from prefixscope.cli.privacy import hoisted
 from prefixscope.model.redaction import (
+    _NEAR_MAX,
     MASK,
     SECRET_PATTERNS,
     Redactor,
     Rule,
     _masked,
+    _text,
     activate,
     lowered,
     redactor,
@@ -518,6 +520,63 @@ def test_a_text_a_rule_matches_holds_one_of_its_anchors(rule: Rule) -> None:
                 assert rule.may_match(text, lowered(text))
 
     check()
+
+
+_NEAR_RULES = [rule for rule in SECRET_PATTERNS if rule.lead is not None]
+
+
+@pytest.mark.parametrize("rule", _NEAR_RULES, ids=lambda r: r.name)
+def test_every_match_starts_at_most_lead_before_an_anchor(rule: Rule) -> None:
+    """`Rule.lead`, what `_sub_near` tries a pattern by: at every index where the pattern
+    matches (not only the matches `sub` takes), one of its anchors starts within `lead`
+    characters (a folded one in the lowered text, where `lowered` gives one)."""
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.from_regex(rule.pattern, fullmatch=False), st.text(max_size=5),
+           st.text(max_size=5))
+    def check(drawn: str, before: str, after: str) -> None:
+        for text in (drawn, before + drawn + after):
+            low = lowered(text)
+            for p in range(len(text) + 1):
+                if rule.pattern.match(text, p) is None:
+                    continue
+                window = range(p, p + rule.lead + 1)
+                assert (any(text.startswith(a, q) for a in rule.anchors for q in window)
+                        or (low is not None and any(low.startswith(f, q) for f in rule.folded
+                                                    for q in window))
+                        or (low is None and rule.folded))  # run over the text then
+
+    check()
+
+
+def test_a_rule_without_a_lead_is_the_one_whose_anchor_ends_an_unbounded_run() -> None:
+    """jwt's ``.ey`` follows ``ey`` and 17 or more characters: no lead bounds it, and its
+    pattern runs over a text that holds the anchor (`Rule.may_match`)."""
+    assert [rule.name for rule in SECRET_PATTERNS if rule.lead is None] == ["jwt"]
+
+
+# Where the near-anchor tries of `_sub_near` could go wrong: anchors next to each other,
+# inside and after secrets, and more of them than `_NEAR_MAX` (the text is then run whole).
+_NEAR_PARTS = st.one_of(
+    st.sampled_from([a for rule in SECRET_PATTERNS for a in rule.anchors + rule.folded]),
+    st.sampled_from([ANTHROPIC, OPENAI_PROJ, NEWAPI, GOOGLE, GITHUB, SLACK, AWS, PEM,
+                     "https://user:p4ss@host.example", "Bearer " + "tok3n." * 5,
+                     "SK" + "0123456789abcdef" * 2, "AC" + "f" * 32,
+                     "123456789:A" + "b" * 34, "dop_v1_" + "a1" * 32,
+                     "X-Goog-Api-Key: k3y" * 2, "proxy-Authorization: Basic dXNlcjpw4ss",
+                     "PassWord=hunter2", "hooks.slack.com/services/" + "A1b" * 15,
+                     "•", "\u212a", "é"]),
+    st.text(alphabet="ACKSab01:/-_.@= \n", max_size=12),
+    st.builds(lambda a, n: a * n, st.sampled_from(["AC", "://", "sk-", "earer ", ":A"]),
+              st.integers(1, _NEAR_MAX + 10)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_NEAR_PARTS, max_size=10), st.sampled_from(["", " ", "x"]))
+def test_masking_tried_near_the_anchors_equals_every_pattern_over_the_whole_text(
+        parts: list[str], glue: str) -> None:
+    text = glue.join(parts)
+    assert _text.__wrapped__(SECRET_PATTERNS, text) == _every_rule_masked(text)
 
 
 @settings(max_examples=300, deadline=None)

@@ -67,7 +67,15 @@ class Rule:
     least one (`folded` compared case-insensitively, as the pattern's ``(?i)`` does): a
     text holding none of them cannot match, and the pattern is not run over it. A rule
     with neither (a user's ``--redact``) always runs. tests/test_redaction.py checks that
-    each built-in rule's anchors hold for matches Hypothesis draws from its pattern."""
+    each built-in rule's anchors hold for matches Hypothesis draws from its pattern.
+
+    `lead`, when set: every match starts at most `lead` characters before one of those
+    anchors it holds (``sk-`` starts its match: 0; ``://`` is 2 to 21 characters into
+    ``\\b[A-Za-z][A-Za-z0-9+.-]{1,20}://``: 21). The pattern is then tried only there
+    (`_sub_near`), not at every character of a text that holds an anchor somewhere
+    (most of their patterns start with a look-behind or ``\\b``, so the engine has no
+    literal to skip ahead by). tests/test_redaction.py checks each lead on every start
+    of a match of texts Hypothesis draws from the pattern."""
 
     name: str
     pattern: re.Pattern[str]
@@ -75,6 +83,7 @@ class Rule:
     anchors: tuple[str, ...] = ()
     folded: tuple[str, ...] = ()
     _folded_re: re.Pattern[str] | None = None
+    lead: int | None = None
 
     def may_match(self, text: str, lowered: str | None) -> bool:
         """False only when `text` holds none of the anchors (`lowered`: `lowered(text)`)."""
@@ -108,9 +117,10 @@ def lowered(text: str) -> str | None:
 
 
 def _rule(name: str, regex: str, anchors: tuple[str, ...] = (),
-          folded: tuple[str, ...] = ()) -> Rule:
+          folded: tuple[str, ...] = (), lead: int | None = 0) -> Rule:
     folded_re = re.compile("|".join(map(re.escape, folded)), re.IGNORECASE) if folded else None
-    return Rule(name, re.compile(regex), anchors=anchors, folded=folded, _folded_re=folded_re)
+    return Rule(name, re.compile(regex), anchors=anchors, folded=folded, _folded_re=folded_re,
+                lead=lead)
 
 
 # Header values: the scheme word stays visible (what kind of credential), the value goes.
@@ -158,7 +168,7 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
           rf"(?P<keep>{_START}(?:hf_|api_org_))[A-Za-z]{{34}}{_END}", ("hf_", "api_org_")),
     _rule("slack-webhook-url", r"(?P<keep>(?:https?://)?hooks\.slack\.com/"
                                r"(?:services|workflows|triggers)/)[A-Za-z0-9+/]{43,200}",
-          ("hooks.slack.com/",)),
+          ("hooks.slack.com/",), lead=len("https://")),
     _rule("slack-token", rf"(?P<keep>{_START}xox[abposer]-)[0-9A-Za-z-]{{10,}}+"
                          rf"|(?P<keep2>{_START}xapp-)\d-[A-Za-z0-9-]{{10,}}+", ("xox", "xapp-")),
     _rule("npm-access-token", rf"(?P<keep>{_START}npm_)[A-Za-z0-9]{{36}}{_END}", ("npm_",)),
@@ -177,10 +187,10 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
     _rule("twilio-api-key", rf"(?P<keep>{_START}(?:SK|AC))[0-9a-fA-F]{{32}}{_END}",
           ("SK", "AC")),
     _rule("digitalocean-token", rf"(?P<keep>{_START}do[opr]_v1_)[a-f0-9]{{64}}{_END}",
-          ("_v1_",)),
+          ("_v1_",), lead=len("dop")),
     # the bot's id and ":" stay; the 35 characters from "A" are the secret
     _rule("telegram-bot-api-token", r"(?P<keep>(?<![0-9])[0-9]{5,16}:)A[A-Za-z0-9_-]{34}"
-                                    r"(?![A-Za-z0-9_-])", (":A",)),
+                                    r"(?![A-Za-z0-9_-])", (":A",), lead=16),
     # Before the access key id: the id, and what is between, stay as the id's rule leaves
     # them; the 40 characters after it (within 200) are the secret the id comes with.
     _rule("aws-secret-access-key",
@@ -192,10 +202,11 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
                                rf"[A-Z2-7]{{16}}{_END}",
           ("A3T", "AKIA", "ASIA", "ABIA", "ACCA")),
     _rule("jwt", rf"(?P<keep>{_START}ey)[A-Za-z0-9]{{17,}}+\.ey[A-Za-z0-9/\\_-]{{17,}}+\."
-                 r"(?:[A-Za-z0-9/\\_-]{10,}+={0,2})?", (".ey",)),
+                 r"(?:[A-Za-z0-9/\\_-]{10,}+={0,2})?", (".ey",),
+          lead=None),  # ".ey" ends a run of any length: tried over the text
     # user:password@host: the password goes, the scheme, user and host stay.
     _rule("url-password", r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,100}:)"
-                          r"[^\s/@\"'<>•]{1,200}(?=@[A-Za-z0-9\[])", ("://",)),
+                          r"[^\s/@\"'<>•]{1,200}(?=@[A-Za-z0-9\[])", ("://",), lead=21),
     _rule("password-assignment",
           rf"(?P<keep>{_PASSWORD_KEY}(?:[\"']?\s*=\s*[\"']?|[\"']?\s*:\s*[\"']))"
           + _PASSWORD_VALUE
@@ -204,12 +215,13 @@ SECRET_PATTERNS: tuple[Rule, ...] = (
     _rule("authorization-header",
           r"(?i)(?P<keep>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
           r"(?:(?:bearer|basic|token|digest|apikey)\s+)?)" + _HEADER_VALUE,
-          folded=("authorization",)),
+          folded=("authorization",), lead=len("proxy-")),
     _rule("api-key-header",
           r"(?i)(?P<keep>\b(?:x-api-key|api-key|x-goog-api-key|x-auth-token)[\"']?\s*[:=]\s*"
-          r"[\"']?)" + _HEADER_VALUE, folded=("api-key", "x-auth-token")),
+          r"[\"']?)" + _HEADER_VALUE, folded=("api-key", "x-auth-token"),
+          lead=len("x-goog-")),
     _rule("bearer-token", r"(?P<keep>\b[Bb]earer\s+)[A-Za-z0-9._~+/-]{20,}+=*",
-          ("earer",)),
+          ("earer",), lead=1),
 )
 
 # Request headers that carry credentials: never kept in a store (ingest), and their
@@ -410,13 +422,97 @@ def _builtin_only(rules: tuple[Rule, ...]) -> Redactor:
 @lru_cache(maxsize=16)
 def _text(rules: tuple[Rule, ...], s: str) -> str:
     # Cached: a diff masks each prompt once though it is both sides of two pairs.
-    # `folded` is of the text before any rule masked it: masking only turns characters
-    # into MASK, which no anchor holds, so it never makes an anchor appear.
+    # `folded` and `found` are of the text before any rule masked it: masking only turns
+    # characters into MASK, which no anchor holds, and keeps every position, so it never
+    # makes an anchor appear or move: where an anchor is in the text masked so far, it
+    # was in `s` (the places found may hold more: a superset, see `_sub_near`).
     folded = lowered(s)
+    found: tuple[dict[str, list[int] | None], dict[str, list[int] | None]] = ({}, {})
     for rule in rules:
-        if rule.may_match(s, folded):
+        starts = _starts(rule, s, folded, found)
+        if starts is not None:
+            s = _sub_near(rule.pattern, s, starts)
+        elif rule.may_match(s, folded):
             s = rule.pattern.sub(_masked, s)
     return s
+
+
+# A rule is tried at its anchors' places (`_starts`) while they are at most this many, or
+# one in this many characters of the text: past it one pass of the engine over the text
+# costs less than a call per place.
+_NEAR_MAX = 64
+_NEAR_SHARE = 8
+
+
+def _starts(rule: Rule, original: str, folded: str | None,
+            found: tuple[dict[str, list[int] | None], dict[str, list[int] | None]]
+            ) -> list[int] | None:
+    """Every place in `original` where a match of `rule` can start, ascending (maybe more
+    than once): `rule.lead` characters before each place of its anchors, up to it; or None
+    where the rule is to be run over the text (no `lead`; a folded anchor in a text
+    `lowered` cannot give; more places than `_NEAR_MAX` and a `_NEAR_SHARE`-th of the
+    text). `found` keeps each anchor's places (in `original`, and each folded anchor's in
+    `folded`; None: too many) for the rules after this one."""
+    if rule.lead is None or (rule.folded and folded is None):
+        return None
+    limit = max(_NEAR_MAX, len(original) // _NEAR_SHARE)
+    places: list[int] = []
+    for anchors, text, seen in ((rule.anchors, original, found[0]),
+                                (rule.folded, folded, found[1])):
+        for anchor in anchors:
+            if anchor not in seen:
+                assert text is not None  # folded anchors without `folded` returned above
+                seen[anchor] = _places(text, anchor, limit)
+            at = seen[anchor]
+            if at is None:
+                return None
+            places += at
+    if rule.lead:
+        places = [max(0, p - back) for p in places for back in range(rule.lead + 1)]
+    return sorted(places) if len(places) <= limit else None
+
+
+def _places(text: str, anchor: str, limit: int) -> list[int] | None:
+    """Every index of `text` where `anchor` starts (overlapping ones too), ascending; None
+    past `limit` of them."""
+    out: list[int] = []
+    at = text.find(anchor)
+    while at >= 0:
+        if len(out) == limit:
+            return None
+        out.append(at)
+        at = text.find(anchor, at + 1)
+    return out
+
+
+def _sub_near(pattern: re.Pattern[str], s: str, starts: list[int]) -> str:
+    """``pattern.sub(_masked, s)`` when every index where a match of `pattern` in `s` can
+    start is in `starts` (ascending; it may hold more).
+
+    Why equal: `sub` masks the leftmost match from index 0, then the leftmost starting at
+    or after its end, and so on; ``search`` finds the leftmost one as the first index
+    ``p`` at which the pattern matches, trying each index in turn exactly as
+    ``pattern.match(s, p)`` does (its look-behinds, ``\\b`` and ``^`` see the whole string
+    either way: ``pos`` does not cut it). An index outside `starts` starts no match, so the
+    first index of `starts` at or after the last end where ``match`` succeeds is
+    ``search``'s. The built-in patterns never match an empty string; were one to, `sub`'s
+    own rule for empty matches is kept by running it."""
+    out: list[str] = []
+    at = 0
+    for p in starts:
+        if p < at:
+            continue
+        m = pattern.match(s, p)
+        if m is None:
+            continue
+        if m.end() == p:
+            return pattern.sub(_masked, s)
+        out += (s[at:p], _masked(m))
+        at = m.end()
+    if not out:
+        return s
+    out.append(s[at:])
+    return "".join(out)
 
 
 def redactor(patterns: Iterable[str] = (), defaults: bool = True) -> Redactor:
