@@ -24,6 +24,7 @@ from __future__ import annotations
 import operator
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prefixscope.model import Request
@@ -52,12 +53,36 @@ def split_body(endpoint: str, body: dict[str, Any] | None) -> tuple[Any, list[An
     messages: list[Any] = raw_messages if isinstance(raw_messages, list) else []
     if endpoint == "anthropic-messages" or "system" in body:
         return body.get("system"), tools, messages
+    lead = _lead(messages)
+    system = [m.get("content") for m in messages[:lead]] if lead else None
+    return system, tools, messages[lead:]
+
+
+def _lead(messages: list[Any]) -> int:
+    """How many system / developer messages an OpenAI Chat history opens with."""
     lead = 0
     while lead < len(messages) and isinstance(messages[lead], dict) and \
             messages[lead].get("role") in ("system", "developer"):
         lead += 1
-    system = [m.get("content") for m in messages[:lead]] if lead else None
-    return system, tools, messages[lead:]
+    return lead
+
+
+def history_hashes(endpoint: str, body: Any,
+                   layout: Mapping[str, Sequence[str]] | None) -> Sequence[str] | None:
+    """The stored part hashes of the history `split_body` gives (`store.parts`: `layout`
+    names the hash of each element of a body's lists), item for item; None when the
+    history is not a slice of one of them (a Responses input given as one string, no
+    list) or `layout` does not hold it."""
+    if not isinstance(body, dict) or not layout:
+        return None
+    name = "input" if endpoint == "openai-responses" else "messages"
+    items = body.get(name)
+    hashes = layout.get(name)
+    if not isinstance(items, list) or hashes is None or len(hashes) != len(items):
+        return None
+    if name == "input" or endpoint == "anthropic-messages" or "system" in body:
+        return hashes
+    return hashes[_lead(items):]
 
 
 def strip_billing_header(system: Any) -> Any:
@@ -78,8 +103,11 @@ def strip_billing_header(system: Any) -> Any:
     return system
 
 
-def prefix_chain(request: Request) -> tuple[list[int] | None, int | None]:
-    """(chained history hashes, history length) -- (None, None) when nothing to chain."""
+def prefix_chain(request: Request, hashes: Sequence[str] | None = None
+                 ) -> tuple[list[int] | None, int | None]:
+    """(chained history hashes, history length) -- (None, None) when nothing to chain.
+    `hashes`: the history's items' exact hashes (`history_hashes`), when known: an item
+    whose hash was seen under the same parent is not read again (`_KNOWN`)."""
     if request.block_hashes is not None:
         blocks = list(request.block_hashes)
         tokens = request.usage.prompt_tokens
@@ -89,7 +117,7 @@ def prefix_chain(request: Request) -> tuple[list[int] | None, int | None]:
     if request.body is None:
         return None, None
     _, _, history = split_body(request.endpoint, request.body)
-    return _chain(history), len(history)
+    return _chain(history, hashes), len(history)
 
 
 # The last history `prefix_chain` and `compaction_marker` read, per thread, with what they
@@ -105,17 +133,61 @@ def _shares(history: list[Any], known: list[Any]) -> bool:
     return len(history) >= len(known) and all(map(operator.is_, history, known))
 
 
-def _chain(history: list[Any]) -> list[int]:
+def _chain(history: list[Any], hashes: Sequence[str] | None = None) -> list[int]:
     """``chain_hashes(strip_cache_control(history))``: both map item by item, so the hashes
-    of a history starting with the last one's objects are its hashes, continued."""
+    of a history starting with the last one's objects are its hashes, continued; and an
+    item's link depends only on its parent link and the item, so with the items' exact
+    hashes a link made before is looked up (`_KNOWN`), not made again."""
     last = getattr(_LAST, "chain", None)
+    start, out = 0, []
     if last is not None and last[0] and _shares(history, last[0]):
-        known, hashes = last
-        out = [*hashes, *chain_hashes(strip_cache_control(history[len(known):]), hashes[-1])]
+        start, out = len(last[0]), list(last[1])
+    parent = out[-1] if out else 0
+    if hashes is None:
+        out += chain_hashes(strip_cache_control(history[start:]), parent)
     else:
-        out = chain_hashes(strip_cache_control(history))
+        links = _known("links")
+        for item, digest in zip(history[start:], hashes[start:], strict=True):
+            link = links.get((parent, digest))
+            if link is None:
+                link = links.put((parent, digest),
+                                 chain_hashes((strip_cache_control(item),), parent)[0])
+            out.append(link)
+            parent = link
     _LAST.chain = (history, tuple(out))
     return out
+
+
+class _Memo(dict[Any, Any]):
+    """A dict that forgets all it holds when it reaches `KNOWN_LIMIT` entries: memory stays
+    flat however large the log, and what it forgot is computed again."""
+
+    def put(self, key: Any, value: Any) -> Any:
+        if len(self) >= KNOWN_LIMIT:
+            self.clear()
+        self[key] = value
+        return value
+
+
+# Per thread, what was found of history items by their exact hash (`hashing.exact_hash`
+# of `exact_json`, the hash their part is stored under, `store.parts`): a capture's lines
+# are parsed afresh, so the next call of a conversation holds equal items, not the same
+# objects (`_shares` finds nothing), and each request would strip and hash its whole
+# history again (0.25 GiB of raw captures: 40,000 items read for 1,900 distinct ones).
+# Equal exact JSON is an equal JSON value (orjson writes a value one way and reads it
+# back equal; ingest stores only values it can write), so its canonical JSON, stripped
+# of cache_control, and its compaction marker are equal too. "links": (parent link, item
+# hash) -> the item's chain link; "markers": item hash -> its `_marker` (None included).
+KNOWN_LIMIT = 1 << 16
+_KNOWN = threading.local()
+
+
+def _known(name: str) -> _Memo:
+    memo = getattr(_KNOWN, name, None)
+    if memo is None:
+        memo = _Memo()
+        setattr(_KNOWN, name, memo)
+    return memo
 
 
 def fingerprint(request: Request) -> str | None:
@@ -159,20 +231,34 @@ COMPACTION_FRAGMENTS: tuple[tuple[str, str], ...] = (
 COMPACTION_ITEM_TYPES = {"compaction": "codex", "compaction_summary": "codex"}
 
 
-def compaction_marker(request: Request) -> str | None:
+def compaction_marker(request: Request, hashes: Sequence[str] | None = None) -> str | None:
     """The agent whose compaction marker the request's history holds (`COMPACTION_PREFIXES`,
-    `COMPACTION_FRAGMENTS`, `COMPACTION_ITEM_TYPES`), else None."""
+    `COMPACTION_FRAGMENTS`, `COMPACTION_ITEM_TYPES`), else None. `hashes`: as
+    `prefix_chain` takes them; an item whose hash was seen is not read again."""
     if request.body is None:
         return None
     _, _, history = split_body(request.endpoint, request.body)
     last = getattr(_LAST, "unmarked", None)  # a history holding no marker, last read
     start = len(last) if last is not None and _shares(history, last) else 0
-    found = _marker(history[start:])
+    if hashes is None:
+        found = _marker(history[start:])
+    else:  # `_marker` is the first item's that has one: item by item, each remembered
+        markers = _known("markers")
+        found = None
+        for item, digest in zip(history[start:], hashes[start:], strict=True):
+            found = markers.get(digest, _UNSEEN)
+            if found is _UNSEEN:
+                found = markers.put(digest, _marker((item,)))
+            if found is not None:
+                break
     _LAST.unmarked = history if found is None else None
     return found
 
 
-def _marker(history: list[Any]) -> str | None:
+_UNSEEN = object()
+
+
+def _marker(history: Sequence[Any]) -> str | None:
     for item in history:
         if not isinstance(item, dict):
             continue

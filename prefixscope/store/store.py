@@ -47,7 +47,12 @@ import orjson
 
 from prefixscope.model import Request, SessionEvent, Usage, UsageRecord
 from prefixscope.model.hashing import exact_hash, exact_json
-from prefixscope.model.keys import compaction_marker, fingerprint, prefix_chain
+from prefixscope.model.keys import (
+    compaction_marker,
+    fingerprint,
+    history_hashes,
+    prefix_chain,
+)
 from prefixscope.store import catalog
 from prefixscope.store.parts import Layout, join_body, layout_hashes, layout_json, split_body
 from prefixscope.store.schema import (
@@ -451,9 +456,11 @@ class Store:
         now = datetime.utcnow()
         cols: dict[str, list[Any]] = {name: [] for name in REQUEST_COLUMNS}
         bodies: dict[str, tuple[str, str | None]] = {}  # hash -> (skeleton or JSON, layout)
+        layouts: dict[str, Layout | None] = {}  # hash -> the body's layout
         parts: dict[str, str] = {}
         for i, r in enumerate(requests):
             body_hash = None
+            layout: Layout | None = None
             if r.body is not None:
                 given = body_texts[i] if body_texts is not None else None
                 text = given if given is not None else exact_json(r.body)
@@ -468,7 +475,12 @@ class Store:
                         bodies[body_hash] = (skeleton, layout_json(layout))
                         for digest, part in texts.items():
                             parts.setdefault(digest, part)
-            chain, count = prefix_chain(r)
+                    layouts[body_hash] = layout
+                layout = layouts[body_hash]
+            # the history's items by the hashes their parts are stored under: the keys
+            # look up what they found of an item already seen (`keys.prefix_chain`)
+            hashes = history_hashes(r.endpoint, r.body, layout)
+            chain, count = prefix_chain(r, hashes)
             u = r.usage
             for name, value in (
                 ("id", r.id), ("source_format", r.source_format),
@@ -489,7 +501,7 @@ class Store:
                 ("output", None if r.output is None else exact_json(r.output)),
                 ("metadata", _json_or_none(r.metadata)), ("ingested_at", now),
                 ("source_position", r.source_position),
-                ("compaction_marker", compaction_marker(r)), ("duplicate_of", None),
+                ("compaction_marker", compaction_marker(r, hashes)), ("duplicate_of", None),
                 ("cache_write_1h_tokens", u.cache_write_1h_tokens),
             ):
                 cols[name].append(value)
