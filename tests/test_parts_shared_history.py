@@ -25,9 +25,11 @@ def definition(body: dict[str, Any]) -> tuple[str, dict[str, list[str]], dict[st
     return exact_json(skeleton), layout, parts
 
 
-element = st.one_of(st.text(alphabet="ab", max_size=2),
+# text beyond ASCII too: a part's hash is of its UTF-8 bytes
+TEXT = "ab\u00e9\U0001f600\n\""
+element = st.one_of(st.text(alphabet=TEXT, max_size=2),
                     st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),
-                                           "content": st.text(alphabet="ab", max_size=2)}))
+                                           "content": st.text(alphabet=TEXT, max_size=2)}))
 
 
 @st.composite

@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+import xxhash
 
-from prefixscope.model.hashing import exact_hash, exact_json
+from prefixscope.model.hashing import HASH_VERSION, exact_json
 
 # Top-level body fields whose list elements are stored as parts (history, tools, system
 # blocks: what grows and repeats from turn to turn).
@@ -57,9 +58,12 @@ def split_body(body: Any) -> tuple[str, Layout, dict[str, str]] | None:
             hashes.extend(known[1])
             texts.extend(known[2])
         for element in elements[len(hashes):]:
-            text = exact_json(element)
-            hashes.append(exact_hash(text))
-            texts.append(text)
+            # exact_json and exact_hash of it, inlined: an agent's log has tens of thousands
+            # of elements, and the hash is of the bytes the text decodes from (orjson writes
+            # UTF-8 only), so the text need not be encoded again
+            data = orjson.dumps(element, option=orjson.OPT_NON_STR_KEYS, default=str)
+            hashes.append(f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(data)}")
+            texts.append(data.decode())
         for digest, text in zip(hashes, texts, strict=True):
             parts.setdefault(digest, text)
         seen[name] = (elements, tuple(hashes), tuple(texts))
