@@ -22,6 +22,7 @@ from prefixscope.cli.main import app
 from prefixscope.cli.privacy import hoisted
 from prefixscope.model.redaction import (
     _NEAR_MAX,
+    _NEAR_MIN,
     MASK,
     SECRET_PATTERNS,
     Redactor,
@@ -572,10 +573,15 @@ _NEAR_PARTS = st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(_NEAR_PARTS, max_size=10), st.sampled_from(["", " ", "x"]))
+@given(st.lists(_NEAR_PARTS, max_size=10), st.sampled_from(["", " ", "x"]),
+       st.sampled_from([" ", "x", "\n", "é"]), st.integers(0, 10))
 def test_masking_tried_near_the_anchors_equals_every_pattern_over_the_whole_text(
-        parts: list[str], glue: str) -> None:
-    text = glue.join(parts)
+        parts: list[str], glue: str, filler: str, at: int) -> None:
+    # padded past _NEAR_MIN (shorter texts are not tried near their anchors), the filler
+    # at any place between the parts
+    pad = filler * (_NEAR_MIN + 1)
+    text = glue.join([*parts[:at], pad, *parts[at:]])
+    assert len(text) > _NEAR_MIN
     assert _text.__wrapped__(SECRET_PATTERNS, text) == _every_rule_masked(text)
 
 

@@ -428,8 +428,9 @@ def _text(rules: tuple[Rule, ...], s: str) -> str:
     # was in `s` (the places found may hold more: a superset, see `_sub_near`).
     folded = lowered(s)
     found: tuple[dict[str, list[int] | None], dict[str, list[int] | None]] = ({}, {})
+    near = len(s) > _NEAR_MIN
     for rule in rules:
-        starts = _starts(rule, s, folded, found)
+        starts = _starts(rule, s, folded, found) if near else None
         if starts is not None:
             s = _sub_near(rule.pattern, s, starts)
         elif rule.may_match(s, folded):
@@ -437,9 +438,12 @@ def _text(rules: tuple[Rule, ...], s: str) -> str:
     return s
 
 
-# A rule is tried at its anchors' places (`_starts`) while they are at most this many, or
-# one in this many characters of the text: past it one pass of the engine over the text
+# A rule is tried at its anchors' places (`_starts`) in a text longer than `_NEAR_MIN`
+# (below it, looking for an anchor and running the pattern costs less than listing the
+# places: the short strings of a report), while the places are at most `_NEAR_MAX`, or one
+# in `_NEAR_SHARE` characters of the text: past it one pass of the engine over the text
 # costs less than a call per place.
+_NEAR_MIN = 4096
 _NEAR_MAX = 64
 _NEAR_SHARE = 8
 
