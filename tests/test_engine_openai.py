@@ -3,6 +3,7 @@ outputs cached, in-memory retention (idle TTL, maximum age) and 24h retention.""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -85,3 +86,123 @@ def test_hits_are_zero_or_whole_steps_from_1024(requests):
             continue
         hit = engine.step(engine.units(prompt)).cached_tokens
         assert hit == 0 or (hit % 128 == 0 and 1024 <= hit <= len(prompt) - 1)
+
+
+class _Reference:
+    """The engine's rules one key at a time over a dict (key -> (last used, written)), as
+    the engine was written before its rows became arrays: the oracle of the array form."""
+
+    def __init__(self, engine: OpenaiEngine) -> None:
+        self.e = engine
+        self.entries: dict[int, tuple[float, float]] = {}
+
+    def alive(self, key: int, now: float | None) -> bool:
+        entry = self.entries.get(key)
+        if entry is None:
+            return False
+        return now is None or (now - entry[0] <= self.e.idle_ttl and (
+            self.e.max_age is None or now - entry[1] <= self.e.max_age))
+
+    def admit(self, keys: list[int], n_tokens: int, now: float | None) -> tuple[int, int]:
+        matched = 0
+        for key in keys:
+            if not self.alive(key, now):
+                break
+            matched += 1
+        cached = min(matched, max(n_tokens - 1, 0) // self.e.unit) * self.e.unit
+        cached = cached if cached >= self.e.min_tokens else 0
+        if now is not None:
+            for key in keys[: cached // self.e.unit]:
+                self.entries[key] = (now, self.entries[key][1])
+        return cached, matched
+
+    def release(self, keys: list[int], n_tokens: int, now: float | None) -> None:
+        if n_tokens < self.e.min_tokens:
+            return
+        t = 0.0 if now is None else now
+        for key in keys:
+            old = self.entries.get(key)
+            self.entries[key] = (t, old[1] if old is not None and self.alive(key, now) else t)
+
+
+_session = st.integers(0, 3)
+_op = st.tuples(st.sampled_from(["step", "admit", "release"]), _session,
+                st.integers(0, 120), st.integers(0, 30), st.integers(-20, 50),
+                st.sampled_from(["own", "other", "none"]))
+
+
+@given(ops=st.lists(_op, max_size=40), idle=st.sampled_from([0.0, 5.0, 20.0, 600.0, -1.0]),
+       age=st.sampled_from([None, 10.0, 40.0]), clock=st.booleans(),
+       output=st.booleans(), repeat_key=st.booleans())
+def test_the_array_rows_decide_as_the_dict_one_key_at_a_time(ops, idle, age, clock, output,
+                                                             repeat_key):
+    """Sessions growing and shrinking their prompts (4-token steps), steps and concurrent
+    admissions released later, with and without a clock (which may step back, as a log's
+    times out of order do), an age limit and outputs: every
+    lookup and the entries left equal the reference's, key by key. A step names as its
+    `prefix` its session's last prompt (its rows reused), another session's (a wrong
+    hint: keys differ, so it must be looked up), or none; `repeat_key`: a prompt whose
+    chain repeats a key (the collision case; with a negative idle TTL, one key at a time)."""
+    engine = OpenaiEngine(step=4, min_tokens=8, idle_ttl=idle, max_age=age,
+                          cache_output=output)
+    ref = _Reference(engine)
+    running: list[tuple[object, list[int], int]] = []
+    last: dict[int, object] = {}  # session -> its last prompt's units
+    now = 0.0
+    for kind, session, length, out, dt, hint in ops:
+        now += dt
+        when = now if clock else None
+        if kind == "release":
+            if running:
+                admission, keys, n = running.pop(session % len(running))
+                engine.release(admission, now=when)  # type: ignore[arg-type]
+                ref.release(keys, n, when)
+            continue
+        ids = tokens(length, 1000 * session)
+        prompt = engine.units(ids)
+        keys = prompt.full_keys()
+        if repeat_key and len(keys) > 2:
+            keys = [*keys[:-1], keys[0]]
+            prompt = type(prompt)(np.array(keys, dtype=np.uint64), prompt.n_tokens, 4)
+        if kind == "admit":
+            admission = engine.admit(prompt, now=when)
+            assert (admission.lookup.cached_tokens, admission.lookup.matched_units) == \
+                ref.admit(keys, len(ids), when)
+            running.append((admission, keys, len(ids)))
+            continue
+        named = last.get(session if hint == "own" else session + 1) if hint != "none" else None
+        prefix = (named, 1 + length // 4) if named is not None else None
+        sequence = engine.units(ids + tokens(out, 50_000)) if output and not repeat_key \
+            else None
+        hit = engine.step(prompt, sequence=sequence, now=when,
+                          prefix=prefix)  # type: ignore[arg-type]
+        assert (hit.cached_tokens, hit.matched_units) == ref.admit(keys, len(ids), when)
+        if sequence is not None and sequence.n_tokens > prompt.n_tokens:
+            ref.release(sequence.keys[: (sequence.n_tokens - 1) // 4].tolist(), len(ids), when)
+        else:
+            ref.release(keys, len(ids), when)
+        last[session] = prompt
+    assert len(engine) == len(ref.entries)
+    for key, (used, written) in ref.entries.items():
+        row = engine._row[key]
+        assert (engine._last[row], engine._written[row]) == (used, written)
+
+
+def test_a_key_listed_twice_under_a_negative_idle_ttl_is_done_one_copy_at_a_time():
+    """idle_ttl -1 and the clock stepping back, a prompt too short to hit (so its admission
+    uses no key): the first copy of a cached key finds it alive (used at 10, now 5) and
+    keeps its written time, the second finds that update dead (used at 5, now 5) and
+    writes it anew -- the reference's order, not both copies read from the state before
+    them (which would keep written 10)."""
+    engine = OpenaiEngine(step=4, min_tokens=16, idle_ttl=-1.0)
+    ref = _Reference(engine)
+    first = engine.units(tokens(16))
+    engine.step(first, now=10.0)
+    ref.release(first.full_keys(), 16, 10.0)
+    keys = first.full_keys()
+    twice = [*keys[:3], keys[0]]
+    engine.step(type(first)(np.array(twice, dtype=np.uint64), 16, 4), now=5.0)
+    assert ref.admit(twice, 16, 5.0) == (0, 4)
+    ref.release(twice, 16, 5.0)
+    row = engine._row[keys[0]]
+    assert (engine._last[row], engine._written[row]) == ref.entries[keys[0]] == (5.0, 5.0)

@@ -376,8 +376,10 @@ class Engine(Protocol):
         ...
 
     def step(self, prompt: Units, *, sequence: Units | None = None,
-             now: float | None = None) -> Lookup:
-        """One request of a sequential replay: admit, then release."""
+             now: float | None = None, prefix: tuple[Units, int] | None = None) -> Lookup:
+        """One request of a sequential replay: admit, then release. `prefix`: (the units
+        of an earlier request, how many of its leading keys `prompt` starts with), a hint
+        an engine may use to skip work; the result is the same without it."""
         ...
 
 
@@ -420,7 +422,7 @@ class BaseEngine:
         self.release(self.admit(sequence, now=now), now=now)
 
     def step(self, prompt: Units, *, sequence: Units | None = None,
-             now: float | None = None) -> Lookup:
+             now: float | None = None, prefix: tuple[Units, int] | None = None) -> Lookup:
         admission = self.admit(prompt, now=now)
         self.release(admission, sequence=sequence, now=now)
         return admission.lookup

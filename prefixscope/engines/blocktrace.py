@@ -82,7 +82,7 @@ class BlocktraceEngine(BaseEngine):
         self._touch(admission.prompt.keys.tolist())
 
     def step(self, prompt: Units, *, sequence: Units | None = None,
-             now: float | None = None) -> Lookup:
+             now: float | None = None, prefix: tuple[Units, int] | None = None) -> Lookup:
         if prompt.unit != self.unit or not prompt.chained:
             self._check(prompt)
         keys = prompt.keys.tolist()

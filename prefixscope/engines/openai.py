@@ -29,10 +29,15 @@ no expiry.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import ClassVar, Literal
+
+import numpy as np
 
 from prefixscope.engines.base import Admission, BaseEngine, Lookup, Units
 
+_FIRST_ROWS = 1024  # the arrays' first size (doubled as keys come)
+_KNOWN = 256  # prompts whose rows are kept for the prompts extending them
 RETENTION: dict[str, tuple[float, float | None]] = {  # idle TTL, maximum age (seconds)
     "in_memory": (600.0, None),  # "5-10 minutes of inactivity, up to 1 hour" (off-peak)
     "24h": (86_400.0, 86_400.0),  # extended retention
@@ -66,47 +71,84 @@ class OpenaiEngine(BaseEngine):
         self.idle_ttl = default_idle if idle_ttl is None else idle_ttl
         self.max_age = default_age if max_age is None else max_age
         self.cache_output = cache_output
-        self._entries: dict[int, tuple[float, float]] = {}  # key -> (last used, written)
+        # Each prefix key's row in two arrays of seconds: when it was last used, and when
+        # it was written. A replay tests and updates every block of every prompt (a Codex
+        # session resends its whole history each call), so both are array operations on
+        # the prompt's rows. A key's row is found by a dict lookup (C-level `map`), and a
+        # prompt given with its `prefix` (the prompt it extends, `step`) takes the rows of
+        # those keys from that prompt's (`_known`): only its new keys are looked up. Entries
+        # are never removed, so a row, once given, stays its key's.
+        self._row: dict[int, int] = {}
+        self._last = np.zeros(_FIRST_ROWS)
+        self._written = np.zeros(_FIRST_ROWS)
+        # the rows of the full keys of the last prompts released (by the Units' identity,
+        # the Units held so that identity is not reused), oldest first
+        self._known: dict[int, tuple[Units, np.ndarray]] = {}
+        # Two copies of one key in a prompt (a 64-bit collision of the chain) decide as one
+        # key at a time when the times are non-negative (see `_cache`); else one at a time.
+        self._one_at_a_time = self.idle_ttl < 0 or (self.max_age is not None
+                                                    and self.max_age < 0)
 
-    def _alive(self, key: int, now: float | None) -> bool:
-        entry = self._entries.get(key)
-        if entry is None:
-            return False
-        return now is None or (now - entry[0] <= self.idle_ttl
-                               and (self.max_age is None or now - entry[1] <= self.max_age))
+    def _rows(self, keys: list[int]) -> np.ndarray:
+        """Each key's row, -1 for a key not cached."""
+        return np.fromiter(map(self._row.get, keys, repeat(-1, len(keys))), dtype=np.intp,
+                           count=len(keys))
 
-    def _matched(self, keys: list[int], now: float | None) -> int:
-        """How many of `keys`, from the first, are alive (`_alive` of each, inlined: a
-        replay asks this of every block of every prompt)."""
-        entries = self._entries
-        n = 0
-        if now is None:
-            for key in keys:
-                if key not in entries:
-                    break
-                n += 1
-            return n
-        idle, age = self.idle_ttl, self.max_age
-        for key in keys:
-            entry = entries.get(key)
-            if entry is None or not (now - entry[0] <= idle
-                                     and (age is None or now - entry[1] <= age)):
-                break
-            n += 1
-        return n
+    def _prompt_rows(self, prompt: Units, prefix: tuple[Units, int] | None) -> np.ndarray:
+        """The rows of `prompt`'s full keys: those of its first keys taken from `prefix`'s
+        prompt when it was released here (all its keys were cached then) and its keys are
+        the very same (compared, not assumed), the rest looked up."""
+        keys = prompt.keys[: prompt.n_full]
+        known = self._known.get(id(prefix[0])) if prefix is not None else None
+        if prefix is None or known is None or known[0] is not prefix[0]:
+            return self._rows(keys.tolist())
+        base, base_rows = known
+        n = min(prefix[1], len(base_rows), len(keys))
+        if not np.array_equal(keys[:n], base.keys[:n]):
+            return self._rows(keys.tolist())
+        return np.concatenate((base_rows[:n], self._rows(keys[n:].tolist())))
+
+    def _alive(self, rows: np.ndarray, now: float) -> np.ndarray:
+        """Which of these rows (all of cached keys) are alive at `now`: used no more than
+        `idle_ttl` ago and, with a `max_age`, written no more than that ago. The same
+        float64 comparisons as on Python floats (a NaN fails them)."""
+        alive = now - self._last[rows] <= self.idle_ttl
+        if self.max_age is not None:
+            alive &= now - self._written[rows] <= self.max_age
+        return alive
+
+    def _matched(self, rows: np.ndarray, now: float | None) -> int:
+        """How many of the keys with `rows`, from the first, are alive."""
+        absent = np.flatnonzero(rows < 0)
+        present = int(absent[0]) if len(absent) else len(rows)
+        if now is None or not present:
+            return present
+        alive = self._alive(rows[:present], now)
+        return present if alive.all() else int(alive.argmin())  # the first dead one
+
+    def _lookup(self, prompt: Units, now: float | None,
+                prefix: tuple[Units, int] | None = None) -> tuple[Lookup, np.ndarray]:
+        self._check(prompt)
+        rows = self._prompt_rows(prompt, prefix)
+        matched = self._matched(rows, now)
+        cached = min(matched, max(prompt.n_tokens - 1, 0) // self.unit) * self.unit
+        return Lookup(cached if cached >= self.min_tokens else 0, matched, self.unit), rows
 
     def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
-        self._check(prompt)
-        matched = self._matched(prompt.full_keys(), now)
-        cached = min(matched, max(prompt.n_tokens - 1, 0) // self.unit) * self.unit
-        return Lookup(cached if cached >= self.min_tokens else 0, matched, self.unit)
+        return self._lookup(prompt, now)[0]
 
-    def admit(self, prompt: Units, *, now: float | None = None) -> Admission:
-        lookup = self.lookup(prompt, now=now)
-        if now is not None:
-            for key in prompt.full_keys()[: lookup.cached_tokens // self.unit]:
-                self._entries[key] = (now, self._entries[key][1])
-        return Admission(lookup, prompt)
+    def admit(self, prompt: Units, *, now: float | None = None,
+              prefix: tuple[Units, int] | None = None) -> Admission:
+        lookup, rows = self._lookup(prompt, now, prefix)
+        if now is not None:  # the hit's keys are used now (all alive: cached <= matched)
+            self._last[rows[: lookup.cached_tokens // self.unit]] = now
+        return Admission(lookup, prompt, handle=rows)
+
+    def step(self, prompt: Units, *, sequence: Units | None = None,
+             now: float | None = None, prefix: tuple[Units, int] | None = None) -> Lookup:
+        admission = self.admit(prompt, now=now, prefix=prefix)
+        self.release(admission, sequence=sequence, now=now)
+        return admission.lookup
 
     def release(self, admission: Admission, *, sequence: Units | None = None,
                 now: float | None = None) -> None:
@@ -114,20 +156,82 @@ class OpenaiEngine(BaseEngine):
         prompt = admission.prompt
         if prompt.n_tokens < self.min_tokens:
             return
-        keys = prompt.full_keys()
+        # the admitted prompt's rows (its keys not cached then looked up again: another
+        # request may have cached them since)
+        rows = admission.handle
+        if not isinstance(rows, np.ndarray):
+            rows = self._prompt_rows(prompt, None)
+        keys = prompt.keys[: prompt.n_full]
+        rows = rows.copy()
         if self.cache_output and sequence is not None and sequence.n_tokens > prompt.n_tokens:
             self._check(sequence)
             # KV exists for all but the last sampled token.
-            keys = sequence.keys[: (sequence.n_tokens - 1) // self.unit].tolist()
-        t = 0.0 if now is None else now
-        entries = self._entries
-        idle, age = self.idle_ttl, self.max_age
-        for key in keys:  # `_alive(key, now)` of an entry, inlined
-            old = entries.get(key)
-            written = old[1] if old is not None and (
-                now is None or (now - old[0] <= idle
-                                and (age is None or now - old[1] <= age))) else t
-            entries[key] = (t, written)
+            keys = sequence.keys[: (sequence.n_tokens - 1) // self.unit]
+            # the sequence is the prompt's keys and more: those rows are the prompt's
+            n = prompt.n_full if np.array_equal(keys[: prompt.n_full],
+                                                prompt.keys[: prompt.n_full]) else 0
+            rows = np.concatenate((rows[:n], np.full(len(keys) - n, -1, dtype=np.intp)))
+        else:
+            n = len(rows)
+        missing = np.flatnonzero(rows < 0)
+        if len(missing):
+            rows[missing] = self._rows(keys[missing].tolist())
+        self._cache(keys, rows, 0.0 if now is None else now, now)
+        if n == prompt.n_full:  # every row of the prompt's keys known: for its successor
+            self._known[id(prompt)] = (prompt, rows[:n])
+            if len(self._known) > _KNOWN:
+                del self._known[next(iter(self._known))]
+
+    def _cache(self, keys: np.ndarray, rows: np.ndarray, t: float, now: float | None) -> None:
+        """Every key (its row in `rows`, -1: not cached) used at `t`; written at `t` unless
+        it is cached and alive at `now` (then it keeps its written time); `rows` is
+        completed with the new keys' rows.
+
+        Why all at once equals one key at a time when a key is listed twice (`idle_ttl`
+        and `max_age` non-negative or NaN): its first copy leaves (t, w), w its written
+        time if it was alive else t; the second copy finds it alive (0 <= idle, and
+        now - w <= age held already or w = t) unless the idle TTL is NaN, when nothing is
+        alive and w = t either way -- so the second copy leaves (t, w) too, what both
+        copies get from the state before them."""
+        if self._one_at_a_time:
+            for i, key in enumerate(keys.tolist()):
+                rows[i] = self._cache_one(key, t, now)
+            return
+        cached = rows >= 0
+        keep = cached.copy()
+        if now is not None:
+            keep[cached] = self._alive(rows[cached], now)
+        written = np.where(keep, self._written[np.where(cached, rows, 0)], t)
+        absent = np.flatnonzero(~cached)
+        if len(absent):
+            new = self._new_rows(list(dict.fromkeys(keys[absent].tolist())))
+            rows[absent] = [new[k] for k in keys[absent].tolist()]
+        self._last[rows] = t
+        self._written[rows] = written
+
+    def _cache_one(self, key: int, t: float, now: float | None) -> int:
+        row = self._row.get(key, -1)
+        if row < 0:
+            row = self._new_rows([key])[key]
+            self._last[row] = self._written[row] = t
+            return row
+        alive = now is None or bool(self._alive(np.array([row], dtype=np.intp), now)[0])
+        if not alive:
+            self._written[row] = t
+        self._last[row] = t
+        return row
+
+    def _new_rows(self, keys: list[int]) -> dict[int, int]:
+        """Rows for keys not cached yet (distinct), the arrays grown to hold them."""
+        first = len(self._row)
+        end = first + len(keys)
+        if end > len(self._last):
+            size = max(end, 2 * len(self._last))
+            self._last = np.resize(self._last, size)
+            self._written = np.resize(self._written, size)
+        new = dict(zip(keys, range(first, end), strict=True))
+        self._row.update(new)
+        return new
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._row)

@@ -187,7 +187,8 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
         prompt, sequence = expander.units(p, options.cache_output)
         now = None if unlimited else p.seconds
         if not (options.concurrent and not unlimited and p.seconds is not None):
-            out.append(engine.step(prompt, sequence=sequence, now=now).cached_tokens)
+            out.append(engine.step(prompt, sequence=sequence, now=now,
+                                   prefix=expander.prefix).cached_tokens)
             continue
         while running and running[0][0] <= p.seconds:  # finished before this one starts
             end, _, admission, done = heapq.heappop(running)
