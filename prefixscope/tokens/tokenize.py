@@ -81,7 +81,8 @@ CHUNK_EVERY = 4
 # that one's ids for a run at least this long (`PieceCache._middle`).
 MIDDLE_MIN = 4096
 
-# start of each piece of a text, and its piece-cache key or a split token's (ids, starts)
+# start of each piece of a text, and its piece-cache key or a split token's (ids, starts):
+# each entry's token starts are its starts plus its start (`PieceCache._assemble`)
 _Layout = tuple[list[int], list["int | tuple[np.ndarray, np.ndarray]"]]
 # a run of a text equal to a run of the previous one: (start in the text, start in the
 # previous one, length)
@@ -292,13 +293,10 @@ class PieceCache:
             head = (out[base] if isinstance(base, int) else base) if base is not None else None
             if then is not None and head is not None:
                 layout = self._with_middle(layout, *then, head)
-            rest = self._assemble(layout)
-            if head is not None and cut:
-                # the previous text's tokens before `cut`: it is a token boundary there
-                k = int(np.searchsorted(head.starts, cut, side="left"))
-                rest = Encoded(np.concatenate((head.ids[:k], rest.ids)),
-                               np.concatenate((head.starts[:k], rest.starts)))
-            out.append(rest)
+            # the previous text's tokens before `cut`: it is a token boundary there
+            k = int(np.searchsorted(head.starts, cut, side="left")) \
+                if head is not None and cut else 0
+            out.append(self._assemble(layout, head, k))
         self._evict()  # NOTE: only now -- the layouts above needed every piece they name
         return out
 
@@ -351,8 +349,10 @@ class PieceCache:
         start_text, start_before, length = middle
         first, last = np.searchsorted(before.starts, (start_before, start_before + length),
                                       side="left")
-        taken = (before.ids[first:last], before.starts[first:last] - start_before)
-        return [*layout[0], start_text, *after[0]], [*layout[1], taken, *after[1]]
+        # views of `before`'s arrays (no copy), its starts moved by the run's offset
+        taken = (before.ids[first:last], before.starts[first:last])
+        return ([*layout[0], start_text - start_before, *after[0]],
+                [*layout[1], taken, *after[1]])
 
     def _layout(self, text: str, wanted: dict[int, str], pos: int = 0,
                 end: int | None = None) -> _Layout:
@@ -396,18 +396,31 @@ class PieceCache:
                 np.zeros(1, dtype=np.int32))
         return pair
 
-    def _assemble(self, layout: _Layout) -> Encoded:
+    def _assemble(self, layout: _Layout, before: Encoded | None = None, k: int = 0
+                  ) -> Encoded:
+        """The ids and starts of `before`'s first `k` tokens, then of `layout`'s entries
+        (each entry's starts moved by its start), written once into arrays of their
+        whole length: a session's turn is its previous turn's tokens and a few new ones,
+        so this is a copy of the prompt's arrays, not several (concatenating the
+        entries, widening their starts, adding the offsets, then the previous tokens
+        before them each made another whole-prompt array)."""
         starts, entries = layout
-        if not entries:
-            return Encoded(np.zeros(0, np.uint32), np.zeros(0, np.int64))
         pieces = self._pieces
         pairs = [pieces[e] if isinstance(e, int) else e for e in entries]
         id_arrays = [pair[0] for pair in pairs]
-        ids = np.concatenate(id_arrays)
-        rel = np.concatenate([pair[1] for pair in pairs]).astype(np.int64)
         lengths = np.fromiter(map(len, id_arrays), dtype=np.int64, count=len(id_arrays))
-        rel += np.repeat(np.array(starts, dtype=np.int64), lengths)
-        return Encoded(ids, rel)
+        total = k + int(lengths.sum())
+        kinds = id_arrays + ([before.ids] if before is not None and k else [])  # (uint32)
+        ids = np.empty(total, np.result_type(*kinds) if kinds else np.uint32)
+        out = np.empty(total, np.int64)
+        if before is not None and k:
+            ids[:k] = before.ids[:k]
+            out[:k] = before.starts[:k]
+        if pairs:
+            np.concatenate(id_arrays, out=ids[k:])
+            np.concatenate([pair[1] for pair in pairs], out=out[k:], casting="same_kind")
+            out[k:] += np.repeat(np.array(starts, dtype=np.int64), lengths)
+        return Encoded(ids, out)
 
     def _fill(self, wanted: dict[int, str]) -> None:
         if not wanted:
