@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from prefixscope.analyses.simulate import SimulateOptions, prepare
-from prefixscope.analyses.simulate.prepare import prepare_what_if
+from prefixscope.analyses.simulate.prepare import prepare_what_if, prepare_what_ifs
 from prefixscope.prompt import RenderError, RenderOptions, render
 from prefixscope.prompt.pipeline import BillingScan, what_if_changes
 from prefixscope.store import Store
@@ -131,6 +131,20 @@ def test_the_what_if_input_is_prepares_with_every_request_rendered(
     base, _ = prepare(store, options)
     changed = SimulateOptions(engine=engine, render=RenderOptions(what_if=(transform,)))
     _same(prepare_what_if(store, changed, base, (transform,)), prepare(store, changed)[0])
+
+
+@pytest.mark.slow
+def test_every_what_if_from_one_read_is_prepares_with_every_request_rendered(
+        store: Store) -> None:
+    """`prepare_what_ifs` reads the log once for every transform and rebuilds each base
+    entry's whole ids once for all of them (`_BaseWalk`): each input is still `prepare`
+    under that transform."""
+    options = SimulateOptions(engine="vllm")
+    base, _ = prepare(store, options)
+    made = prepare_what_ifs(store, options, base, TRANSFORMS)
+    assert len(made) == len(TRANSFORMS)
+    for transform, entries in zip(TRANSFORMS, made, strict=True):
+        _same(entries, prepare(store, options.with_what_if(transform))[0])
 
 
 # -- a what-if that edits the head only: its ids from the base's (`head_swapped`) ---------

@@ -72,7 +72,11 @@ from prefixscope.analyses.simulate.model import (
     engine_block_size,
     spec_of,
 )
-from prefixscope.analyses.simulate.prepare import _compact, prepare, prepare_what_if
+from prefixscope.analyses.simulate.prepare import (
+    _compact,
+    prepare,
+    prepare_what_ifs,
+)
 from prefixscope.analyses.simulate.replay import (
     _IDEAL,
     _at_capacities,
@@ -161,17 +165,21 @@ def _what_ifs(store: Store, options: SimulateOptions, transforms: tuple[str, ...
               base: SimulateReport, base_prepared: Sequence[_Prepared], workers: int = 1,
               what_if_input: WhatIfInput | None = None) -> tuple[WhatIfResult, ...]:
     """The replay with each transform added to the render: only the requests it may change
-    are rendered again (`prepare_what_if`); the others keep their tokens. `workers`
+    are rendered again (`prepare.prepare_what_if`); the others keep their tokens. `workers`
     what-ifs at a time, their replays side by side in one pool."""
     base_cached = sum(r.predicted for r in base.per_request)
+    if what_if_input is None:
+        # every what-if's input made here from one read of the log (each is about as big
+        # as the base's entries, compact; the replays still run `workers` at a time)
+        made = dict(zip(transforms, prepare_what_ifs(store, options, base_prepared,
+                                                      transforms), strict=True))
+        what_if_input = lambda _changed, transform: made.pop(transform)  # noqa: E731
     out = []
     at_once = max(1, workers)
     for start in range(0, len(transforms), at_once):
         chunk = transforms[start:start + at_once]
         changed = [options.with_what_if(t) for t in chunk]
-        inputs = [what_if_input(c, t) if what_if_input is not None
-                  else prepare_what_if(store, c, base_prepared, (t,))
-                  for c, t in zip(changed, chunk, strict=True)]
+        inputs = [what_if_input(c, t) for c, t in zip(changed, chunk, strict=True)]
         replayed = replays_many([(p, [c, _IDEAL]) for p, c in zip(inputs, changed,
                                                                     strict=True)], workers)
         out += [WhatIfResult(t, _hit_rate(p, ideal), _hit_rate(p, predicted),

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
+from operator import attrgetter
 
 import numpy as np
 
@@ -98,16 +99,49 @@ def what_if_entries(requests: Iterable[Request], links: Links, options: Simulate
     return what_if_entries_many(requests, links, [(options, base, transforms)])[0]
 
 
+def prepare_what_ifs(store: Store, options: SimulateOptions, base: Sequence[_Prepared],
+                     transforms: Sequence[str]) -> list[list[_Prepared]]:
+    """`prepare_what_if(store, options.with_what_if(t), base, (t,))` of each transform `t`,
+    the store's requests read once for all of them."""
+    return what_if_entries_many(
+        store.iter_requests(source_files=options.source_files), Links.of(store),
+        [(options.with_what_if(t), base, (t,)) for t in transforms])
+
+
 def what_if_entries_many(requests: Iterable[Request], links: Links,
                          jobs: Sequence[tuple[SimulateOptions, Sequence[_Prepared],
                                               tuple[str, ...]]]) -> list[list[_Prepared]]:
     """`what_if_entries` of each job (options with the transforms, base entries, the
-    transforms) over the same `requests`, read once for all of them."""
-    made = [_WhatIf(links, options, base, transforms) for options, base, transforms in jobs]
+    transforms) over the same `requests`, read once for all of them; the jobs of one base
+    (the same entries: a domain's what-ifs) share each request's base entry and its whole
+    ids, rebuilt once for all of them."""
+    bases = {id(base): _BaseWalk(base) for _, base, _ in jobs}
+    made = [(_WhatIf(links, options, transforms), bases[id(base)])
+            for options, base, transforms in jobs]
     for request in requests:
-        for what_if in made:
-            what_if.feed(request)
-    return [what_if.finish() for what_if in made]
+        found = {key: walk.of(request) for key, walk in bases.items()}
+        for what_if, walk in made:
+            what_if.feed(request, *found[id(walk.base)])
+    return [what_if.finish() for what_if, _ in made]
+
+
+class _BaseWalk:
+    """A base replay's entries (in log order) walked beside the requests: each request's
+    entry and its whole token ids (None: it has none, or no ids: a trace)."""
+
+    def __init__(self, base: Sequence[_Prepared]) -> None:
+        self.base = base
+        self.full = _FullIds(base)
+        self.entries = iter(base)
+        self.entry = next(self.entries, None)
+
+    def of(self, request: Request) -> tuple[_Prepared | None, np.ndarray | None]:
+        mine, ids = None, None
+        if self.entry is not None and self.entry.id == request.id:  # `base` is in log order
+            mine, self.entry = self.entry, next(self.entries, None)
+            if mine.ids is not None and mine.trace is None:
+                ids = self.full.of(mine)
+        return mine, ids
 
 
 class _WhatIf:
@@ -116,7 +150,7 @@ class _WhatIf:
     head alone they change takes its base ids after a new head (`head_swapped`), any
     other is rendered and tokenized (in batches, each from its session predecessor's)."""
 
-    def __init__(self, links: Links, options: SimulateOptions, base: Sequence[_Prepared],
+    def __init__(self, links: Links, options: SimulateOptions,
                  transforms: tuple[str, ...]) -> None:
         logged = options.render.what_if
         self.before = replace(options.render, what_if=logged[: len(logged) - len(transforms)])
@@ -124,22 +158,17 @@ class _WhatIf:
         self.transforms = transforms
         self.preparer = Preparer(links, options)
         self.turns = Turns(options.render)
-        self.full = _FullIds(base)
-        self.entries = iter(base)
-        self.entry = next(self.entries, None)
         self.pending: list[Request] = []
         self.batch = render_batch()
         self.scan = BillingScan()
 
-    def feed(self, request: Request) -> None:
+    def feed(self, request: Request, mine: _Prepared | None, ids: np.ndarray | None
+             ) -> None:
+        """The next request (log order), with its base entry and that entry's whole ids
+        (`_BaseWalk.of`)."""
         from prefixscope.prompt.pipeline import what_if_changes
 
         preparer = self.preparer
-        mine, ids = None, None
-        if self.entry is not None and self.entry.id == request.id:  # `base` is in log order
-            mine, self.entry = self.entry, next(self.entries, None)
-            if mine.ids is not None and mine.trace is None:
-                ids = self.full.of(mine)
         if not preparer.renders(request):
             self._flush()
             preparer.plain(request)
@@ -627,17 +656,21 @@ def breakpoint_ends(tok: Tokens, body: dict[str, object]) -> tuple[int, ...]:
     if not marked and not automatic:
         return ()
     segments = tok.prompt.segments
-    # each segment's token end, as `Tokens.segment_token_spans` gives it
-    bounds = np.array([s.char_start for s in segments] + [len(tok.prompt.text)],
-                      dtype=np.int64)
-    stops = np.searchsorted(tok.char_starts, bounds, side="left")[1:].tolist()
+    # each segment's token end, as `Tokens.segment_token_spans` gives it: where the next
+    # segment's first token is (the last segment's: where the text ends)
+    bounds = np.fromiter(map(_CHAR_START, segments), dtype=np.int64, count=len(segments))
+    bounds[:-1] = bounds[1:]
+    if len(bounds):
+        bounds[-1] = len(tok.prompt.text)
+    stops = np.searchsorted(tok.char_starts, bounds, side="left").tolist()
     ends: set[int] = set()
     key: str | None = None  # the open block's key (None: no block yet)
     end = 0
-    for segment, stop in zip(segments, stops, strict=True):
-        found = _block_key(segment.path)
+    for found, stop in zip(map(_block_key, map(_PATH, segments)), stops, strict=True):
         if key is not None and (found is None or found == key):
-            end = max(end, stop)
+            # the block's end so far: the segments partition the text in order, so their
+            # bounds never decrease, nor do their stops (searchsorted is monotone)
+            end = stop
             continue
         if key in marked:
             ends.add(end)
@@ -645,6 +678,10 @@ def breakpoint_ends(tok: Tokens, body: dict[str, object]) -> tuple[int, ...]:
     if key is not None and (key in marked or automatic):
         ends.add(end)
     return tuple(sorted(ends))
+
+
+_PATH = attrgetter("path")
+_CHAR_START = attrgetter("char_start")
 
 
 @lru_cache(maxsize=1 << 16)
