@@ -101,6 +101,32 @@ def test_a_json_report_imports_no_rich_and_builds_no_pydantic_adapter(tmp_path):
     assert loaded[1] == set()
 
 
+def test_a_diff_imports_the_view_it_shows_only(tmp_path):
+    """issue 37 item 4: `diff --all --json` prints no table, so neither the terminal view
+    nor rich is imported (0.055 s of CPU)."""
+    log = two_requests(tmp_path)
+    views = ("rich", "prefixscope.views.terminal.diff")
+    code = (
+        "import sys\n"
+        "from prefixscope.cli.main import main\n"
+        "sys.argv = ['prefixscope', *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code in (0, None), exit.code\n"
+        f"print(','.join(m for m in {views!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    loaded = {}
+    for shown in ("--json", "-q"):
+        out = subprocess.run([sys.executable, "-c", code, "diff", "--all", log, shown],
+                             capture_output=True, text=True, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        last = out.stderr.splitlines()[-1] if out.stderr else ""  # the line printed last
+        loaded[shown] = set(filter(None, last.split(",")))
+    assert loaded["--json"] == set()
+    assert loaded["-q"] == {"rich", "prefixscope.views.terminal.diff"}
+
+
 def test_sql_on_a_store_imports_no_tokenizer_template_or_plot_library(tmp_path):
     log = two_requests(tmp_path)
     # Writing needs polars; DuckDB reads the frames through the Arrow C stream, no pyarrow.

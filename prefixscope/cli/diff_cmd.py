@@ -89,8 +89,6 @@ def diff(
     More: docs/diff.md.
     """
     from prefixscope.cli.storeopen import input_store, maybe_input_store
-    from prefixscope.views.json import diff_json
-    from prefixscope.views.terminal.diff import pair_screen, summary_screen
 
     refs = refs or []
     pairwise = session is None and not all_sessions
@@ -110,9 +108,16 @@ def diff(
                     console.api_notes(quiet):
                 report = api.diff(st, session=session, workers=workers, since=since,
                                   until=until, project=project, progress=progress, **common)
+    # each view imported where it is shown, as report's: a --json diff imports no rich
+    # (the terminal view's tables: 0.055 s of CPU)
     if json_out:
+        from prefixscope.views.json import diff_json
+
         console.print_json(diff_json(report))
-    elif pairwise:
+        return
+    from prefixscope.views.terminal.diff import pair_screen, summary_screen
+
+    if pairwise:
         console.show(pair_screen(report.pairs[0], report.block_size_source, console.screen()))
     else:
         console.show(summary_screen(report, worst, console.screen()), quiet)
