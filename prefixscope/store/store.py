@@ -71,15 +71,17 @@ if TYPE_CHECKING:  # polars is imported by the writes, not by a command that onl
     from prefixscope.sessions import SessionLink
 
 class _ArrowStream:
-    """A Polars frame seen only through the Arrow C stream interface: DuckDB scans it
-    without importing pyarrow (~0.1 s of every ingest), which it does to convert a frame
-    it recognizes as Polars."""
+    """What a name registered with DuckDB scans (`Store._run_on`): the frame of the statement
+    running, seen only through the Arrow C stream interface: DuckDB scans it without
+    importing pyarrow (~0.1 s of every ingest), which it does to convert a frame it
+    recognizes as Polars."""
 
-    def __init__(self, frame: pl.DataFrame) -> None:
-        self._frame = frame
+    def __init__(self, frame: pl.DataFrame | None) -> None:
+        self.frame = frame
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        return self._frame.__arrow_c_stream__(requested_schema)
+        assert self.frame is not None, "scanned outside Store._run_on"
+        return self.frame.__arrow_c_stream__(requested_schema)
 
 
 class StoreError(Exception):
@@ -242,6 +244,7 @@ class Store:
         self.file = path  # the file itself, for worker processes to open
         self.named = path  # the file a full disk's message names (a new store's final name)
         self.read_only = read_only
+        self._streams: dict[str, _ArrowStream] = {}  # the names registered (`_run_on`)
 
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False,
@@ -410,6 +413,7 @@ class Store:
             yield
             self.run("COMMIT")
         except BaseException as exc:
+            self._streams.clear()  # registered in the transaction: rolled back with it
             with suppress(duckdb.Error):  # a damaged file can refuse the rollback too:
                 self.run("ROLLBACK")      # the error that got here is the one to report
             full = _disk_full(exc, self.named)
@@ -417,20 +421,29 @@ class Store:
                 raise StoreError(full) from None
             raise
 
-    @contextmanager
-    def _registered(self, name: str, frame: pl.DataFrame) -> Iterator[None]:
-        """`frame` visible to SQL as `name` for the block. When the block fails, its error is
-        the one raised (unregistering inside an aborted transaction would raise another)."""
-        self.con.register(name, _ArrowStream(frame))
+    def _run_on(self, name: str, frame: pl.DataFrame, sql: str) -> None:
+        """Execute `sql` with `frame` visible to it as `name`.
+
+        The name is registered once per connection (its stream given each statement's
+        frame, and none between them), not registered and unregistered around each
+        statement: inside a transaction (ingest runs in one) a view unregistered stays in
+        the catalog's undo log until the commit, and so does the frame it scans. A 1 GiB
+        ingest of raw captures held every batch's parts that way, its RSS growing ~9 MB a
+        batch to 634 MB (docs/scale.md, "Ingest per byte"). A rollback takes back the
+        names registered in its transaction (`transaction`, `rollback_open_transaction`
+        forget them, so they are registered again)."""
+        stream = self._streams.get(name)
+        if stream is None:
+            stream = self._streams[name] = _ArrowStream(frame)
+            self.con.register(name, stream)
+        stream.frame = frame
         try:
-            yield
-        except BaseException:
-            with suppress(duckdb.Error):
-                self.con.unregister(name)
-            raise
-        self.con.unregister(name)
+            self.run(sql)
+        finally:
+            stream.frame = None
 
     def rollback_open_transaction(self) -> None:
+        self._streams.clear()  # registered in the transaction: rolled back with it
         self.run("ROLLBACK")
 
     # -- writing ------------------------------------------------------------------
@@ -507,24 +520,24 @@ class Store:
                 cols[name].append(value)
         frame = pl.DataFrame(cols, schema=request_schema())
         before = self.count()
-        with self._registered("_incoming", frame):
-            self.run(
-                f"INSERT INTO requests ({COLUMNS}) SELECT {COLUMNS} FROM _incoming "
-                "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
-                "(PARTITION BY id ORDER BY source_line) = 1")
+        self._run_on(
+            "_incoming", frame,
+            f"INSERT INTO requests ({COLUMNS}) SELECT {COLUMNS} FROM _incoming "
+            "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
+            "(PARTITION BY id ORDER BY source_line) = 1")
         if parts:
             part_frame = pl.DataFrame({"hash": list(parts), "part": list(parts.values())},
                                       schema={"hash": pl.Utf8, "part": pl.Utf8})
-            with self._registered("_parts", part_frame):
-                self.run("INSERT INTO parts SELECT hash, part FROM _parts "
+            self._run_on("_parts", part_frame,
+                         "INSERT INTO parts SELECT hash, part FROM _parts "
                          "WHERE hash NOT IN (SELECT hash FROM parts)")
         if bodies:
             body_frame = pl.DataFrame(
                 {"hash": list(bodies), "body": [b for b, _ in bodies.values()],
                  "layout": [la for _, la in bodies.values()]},
                 schema={"hash": pl.Utf8, "body": pl.Utf8, "layout": pl.Utf8})
-            with self._registered("_bodies", body_frame):
-                self.run("INSERT INTO bodies (hash, body, layout) SELECT hash, body, layout "
+            self._run_on("_bodies", body_frame,
+                         "INSERT INTO bodies (hash, body, layout) SELECT hash, body, layout "
                          "FROM _bodies WHERE hash NOT IN (SELECT hash FROM bodies)")
         self._add_events(requests)
         return self.count() - before - replaced
@@ -542,14 +555,14 @@ class Store:
             "request_id": pl.Utf8, "session_key": pl.Utf8, "timestamp": pl.Datetime("us"),
             "kind": pl.Utf8, "detail": pl.Utf8, "source_file": pl.Utf8,
             "source_line": pl.Int64})
-        with self._registered("_events", frame):
-            self.run(
-                "INSERT INTO session_events SELECT DISTINCT e.* FROM _events e "
-                "WHERE EXISTS (SELECT 1 FROM requests r WHERE r.id = e.request_id "
-                "AND r.source_file = e.source_file) AND NOT EXISTS (SELECT 1 FROM "
-                "session_events s WHERE s.request_id = e.request_id AND s.kind = e.kind "
-                "AND s.source_file = e.source_file "
-                "AND s.source_line IS NOT DISTINCT FROM e.source_line)")
+        self._run_on(
+            "_events", frame,
+            "INSERT INTO session_events SELECT DISTINCT e.* FROM _events e "
+            "WHERE EXISTS (SELECT 1 FROM requests r WHERE r.id = e.request_id "
+            "AND r.source_file = e.source_file) AND NOT EXISTS (SELECT 1 FROM "
+            "session_events s WHERE s.request_id = e.request_id AND s.kind = e.kind "
+            "AND s.source_file = e.source_file "
+            "AND s.source_line IS NOT DISTINCT FROM e.source_line)")
 
     def _replace_preferred(self, requests: Sequence[Request],
                            prefer: Callable[[Request, Request], bool]) -> int:
@@ -605,8 +618,7 @@ class Store:
             orient="row",
         )
         self.run("DELETE FROM sessions")
-        with self._registered("_sessions", frame):
-            self.run("INSERT INTO sessions SELECT * FROM _sessions")
+        self._run_on("_sessions", frame, "INSERT INTO sessions SELECT * FROM _sessions")
         # the requests table's copy (schema v7); a request threading left out has none
         self.run("UPDATE requests SET session = (SELECT s.session FROM sessions s "
                  "WHERE s.request_id = requests.id)")
@@ -760,8 +772,8 @@ class Store:
 
         frame = pl.DataFrame({"id": list(links), "kept": list(links.values())},
                              schema={"id": pl.Utf8, "kept": pl.Utf8})
-        with self._registered("_duplicates", frame):
-            self.run("UPDATE requests SET duplicate_of = d.kept FROM _duplicates d "
+        self._run_on("_duplicates", frame,
+                     "UPDATE requests SET duplicate_of = d.kept FROM _duplicates d "
                      "WHERE requests.id = d.id")
 
     def duplicate_count(self) -> int:
