@@ -429,7 +429,7 @@ class Store:
         statement: inside a transaction (ingest runs in one) a view unregistered stays in
         the catalog's undo log until the commit, and so does the frame it scans. A 1 GiB
         ingest of raw captures held every batch's parts that way, its RSS growing ~9 MB a
-        batch to 634 MB (docs/scale.md, "Ingest per byte"). A rollback takes back the
+        batch to 619 MB (docs/scale.md, "Ingest per byte"). A rollback takes back the
         names registered in its transaction (`transaction`, `rollback_open_transaction`
         forget them, so they are registered again)."""
         stream = self._streams.get(name)
