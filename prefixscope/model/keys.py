@@ -176,7 +176,9 @@ class _Memo(dict[Any, Any]):
 # history again (0.25 GiB of raw captures: 40,000 items read for 1,900 distinct ones).
 # Equal exact JSON is an equal JSON value (orjson writes a value one way and reads it
 # back equal; ingest stores only values it can write), so its canonical JSON, stripped
-# of cache_control, and its compaction marker are equal too. "links": (parent link, item
+# of cache_control, and its compaction marker are equal too. (A body a format built with
+# an int key beside its string twin, {1: a, "1": b}, would break this, as it breaks the
+# store's parts: none does, a log's JSON objects have string keys.) "links": (parent link, item
 # hash) -> the item's chain link; "markers": item hash -> its `_marker` (None included).
 KNOWN_LIMIT = 1 << 16
 _KNOWN = threading.local()
