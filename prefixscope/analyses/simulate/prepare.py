@@ -369,7 +369,13 @@ class Preparer:
         self.skipped: dict[str, int] = {}
         # A rendered prompt's ids are held only while a later request of its session may
         # still extend it: memory bounded by the sessions running at once, not by the log.
-        self._successors = Counter(links.successors)
+        # How many later requests still name a request as their predecessor is
+        # `links.successors`' count less those `done` here (`_successors_left`): only the
+        # requests this preparer meets are counted, not a copy of the whole counter -- a
+        # report makes one preparer per cache domain, and a folder of agent transcripts
+        # is a domain per file, so a copy each was O(domains x log): 528 x 38,759 ids,
+        # 480 MB, at 1 GiB of Claude Code transcripts.
+        self._done_after: Counter[str] = Counter()
         self._live: dict[str, np.ndarray] = {}
         self._chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
         self._ttls: dict[str, float | None] = {}  # request id -> the TTL its usage shows
@@ -416,7 +422,7 @@ class Preparer:
         if prev is not None and prev in self._live:
             base = prev
             shared, resumed, ids = _compact(self._live[prev], ids)
-        if request.id in self._successors:
+        if self._successors_left(request.id):
             self._live[request.id] = full
         self.out.append(_Prepared(
             request.id, self.links.session_of.get(request.id), prev, compacted,
@@ -466,17 +472,21 @@ class Preparer:
     def done(self, request_id: str) -> list[str]:
         """`request_id` is prepared: the requests whose prompts no later one needs now."""
         prev = self.links.prev(request_id)
-        if prev is not None and prev in self._successors:
-            self._successors[prev] -= 1
-            if not self._successors[prev]:
-                del self._successors[prev]
+        if prev is not None and self._successors_left(prev):
+            self._done_after[prev] += 1
+            if not self._successors_left(prev):
                 self._live.pop(prev, None)
                 return [prev]
         return []
 
     def live_after(self, request_id: str) -> bool:
         """Will a later request still read this one's prompt?"""
-        return request_id in self._successors
+        return self._successors_left(request_id) > 0
+
+    def _successors_left(self, request_id: str) -> int:
+        """The requests naming `request_id` their predecessor not `done` here yet (never
+        below 0: `done` counts one only while some are left)."""
+        return self.links.successors[request_id] - self._done_after[request_id]
 
 
 def _written(segments: tuple[tuple[str, int], ...], request: Request
