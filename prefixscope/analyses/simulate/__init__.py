@@ -170,10 +170,11 @@ def _what_ifs(store: Store, options: SimulateOptions, transforms: tuple[str, ...
     base_cached = sum(r.predicted for r in base.per_request)
     if what_if_input is None:
         # every what-if's input made here from one read of the log (each is about as big
-        # as the base's entries, compact; the replays still run `workers` at a time)
-        made = dict(zip(transforms, prepare_what_ifs(store, options, base_prepared,
-                                                      transforms), strict=True))
-        what_if_input = lambda _changed, transform: made.pop(transform)  # noqa: E731
+        # as the base's entries, compact; the replays still run `workers` at a time),
+        # handed out in the order of `transforms`, as asked below (by position, not by
+        # name: a name may be given twice)
+        made = iter(prepare_what_ifs(store, options, base_prepared, transforms))
+        what_if_input = lambda _changed, _transform: next(made)  # noqa: E731
     out = []
     at_once = max(1, workers)
     for start in range(0, len(transforms), at_once):
