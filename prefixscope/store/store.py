@@ -245,6 +245,7 @@ class Store:
         self.named = path  # the file a full disk's message names (a new store's final name)
         self.read_only = read_only
         self._streams: dict[str, _ArrowStream] = {}  # the names registered (`_run_on`)
+        self._usage_records: list[UsageRecord] | None = None  # read-only: `usage_records`
 
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False,
@@ -695,7 +696,23 @@ class Store:
                  in rows])
 
     def usage_records(self) -> list[UsageRecord]:
-        """Every request's usage and grouping fields, in time order (file order for ties)."""
+        """Every request's usage and grouping fields, in time order (file order for ties).
+
+        A read-only store reads them once: while its connection is open no process can
+        write the file (a writer needs DuckDB's exclusive lock on it) and the connection
+        writes nothing, so every read gives the same rows. Each call gets a list of its own
+        (of the same frozen records). report reads them eight times (its records, the block
+        sizes, five bucket groupings, the walk's order): 0.66 s of CPU each at 2 GiB of
+        Claude Code transcripts (79,050 calls)."""
+        if self._usage_records is not None:
+            return list(self._usage_records)
+        records = self._read_usage_records()
+        if self.read_only:
+            self._usage_records = records
+            return list(records)
+        return records
+
+    def _read_usage_records(self) -> list[UsageRecord]:
         rows = self.run(
             "SELECT id, timestamp, endpoint, model, client, user_id, channel, source_format, "
             "session, prompt_tokens, cached_tokens, has_body, duplicate_of, source_file, "
