@@ -77,10 +77,20 @@ GC_YOUNG = 10_000
 def main() -> None:
     """Entry point: a bug gets one line on stderr, not a traceback (PREFIXSCOPE_DEBUG=1);
     Ctrl-C one line saying what was written, and exit 130; SIGTERM the same, exit 143."""
+    import atexit
     import gc
     import signal
 
     gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
+    # At exit the interpreter searches everything still alive for cycles, more than once,
+    # as it tears the modules down: 0.07-0.2 s of a small report's CPU, for nothing the
+    # run needs. Frozen at exit (an exit handler: it runs after those registered during
+    # the command and before those of modules imported earlier; none needs the
+    # collector), every object is still freed by its reference count and every handler
+    # runs; only cyclic garbage left at exit is not searched for, which Python does not
+    # promise to finalize anyway. What the command writes (stores, files, the temporary
+    # store) it closes itself before it returns.
+    atexit.register(gc.freeze)
     signal.signal(signal.SIGTERM, _on_sigterm)
     stopped = ExitCode.INTERRUPTED
     try:
