@@ -416,7 +416,7 @@ def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
         if record.id in counted:
             once.append(row)
             all_cached.append(record.cached_tokens)
-        if per_source or record.id in counted:
+        if _in_groups(record, per_source, counted):
             groups.setdefault(key, []).append(row)
     notes: list[str] = []
     copies = sum(1 for r in records if r.duplicate_of is not None)
@@ -452,6 +452,31 @@ def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
                           without)
     return BucketReport(tuple(by), tuple(built), totals, overall.block_size, source,
                         tuple(notes), overall.candidates)
+
+
+def group_count(store: Store, by: Sequence[str]) -> int:
+    """How many groups `bucket_store(store, by)` reports (one per key of the requests
+    `_in_groups` puts in a group), without building them: report builds a split by a
+    dimension only when it holds more than one group (2.0 s of CPU for four one-group
+    splits at 2 GiB of Claude Code transcripts).
+
+    Raises:
+        ValueError: an unknown dimension.
+    """
+    check_dimensions(by)
+    records = store.usage_records()
+    counted, _ = _once(records)
+    per_source = "source" in by
+    return len({group_key(by, r, r.session) for r in records
+                if _in_groups(r, per_source, counted)})
+
+
+def _in_groups(record: UsageRecord, per_source: bool, counted: set[str]) -> bool:
+    """Is `record` in a group of `bucket_store`: it reports both prompt and cached
+    tokens, and it is the copy of its call counted once (`_once`), or grouped by source
+    (each source shows its own copy)."""
+    return (record.prompt_tokens is not None and record.cached_tokens is not None
+            and (per_source or record.id in counted))
 
 
 def _once(records: Sequence[UsageRecord]) -> tuple[set[str], int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from prefixscope.analyses.bucket import BucketReport, BucketTotals, bucket_store
+from prefixscope.analyses.bucket import BucketReport, BucketTotals, bucket_store, group_count
 from prefixscope.analyses.diff import (
     AUTO_MIN_PAIRS,
     resolve_block_sizes,
@@ -177,9 +177,9 @@ def _gather(started: _Started) -> Evidence:
                           options=options.render)
     by_dimension = [bucket] if len(bucket.groups) > 1 else []
     for dim in SPLIT_DIMENSIONS[1:]:
-        split = bucket_store(store, (dim,), block_size=options.block_size, explain=False)
-        if len(split.groups) > 1:
-            by_dimension.append(split)
+        if group_count(store, (dim,)) > 1:  # one group: nothing to split (not built)
+            by_dimension.append(bucket_store(store, (dim,), block_size=options.block_size,
+                                             explain=False))
     diff = None
     segments: tuple[SegmentsReport, ...] = ()
     passed = None  # every request rendered once: the diff and each domain's replay input
