@@ -44,6 +44,7 @@ from prefixscope.analyses.simulate.prepare import (
     prepare_what_if,
     what_if_entries_many,
 )
+from prefixscope.analyses.simulate.spill import Spill, close_writers
 from prefixscope.model import Request
 from prefixscope.model.redaction import Redactor, activate, active
 from prefixscope.parallel import Batch, Pool, runs
@@ -79,13 +80,16 @@ class PassSetup:
     pairs: tuple[PairRow, ...]  # diff --all's pairs, in its order (their index is their place)
     context: int = DEFAULT_CONTEXT
     redactor: Redactor = field(default_factory=Redactor)
+    # A `Spill`'s folder on this machine: the entries' ids are written there as the walk
+    # makes them, not held until the replay (`one_pass`, `start_pass`; Ray's stages: None)
+    spill: str | None = None
 
     def subset(self, request_ids: Iterable[str]) -> PassSetup:
         """The setup a run of these requests' sessions needs: its own pairs and links only
         (pair indexes kept)."""
         return PassSetup(self.render, self.sizes, self.domains,
                          links_of(self.links, request_ids), self.pairs, self.context,
-                         self.redactor)
+                         self.redactor, self.spill)
 
 
 def links_of(links: Links, request_ids: Iterable[str]) -> Links:
@@ -125,6 +129,8 @@ def session_stage(requests: Iterable[Request], setup: PassSetup,
         return _Walk(setup, pair_indexes).run(requests)
     finally:
         activate(previous)
+        if setup.spill is not None:
+            close_writers(setup.spill)  # every id written: a pool worker keeps no file open
 
 
 class _Walk:
@@ -134,7 +140,8 @@ class _Walk:
         self.preparers: dict[str, Preparer] = {}
         for domain in setup.domains:
             try:
-                self.preparers[domain.name] = Preparer(setup.links, domain.options)
+                self.preparers[domain.name] = Preparer(setup.links, domain.options,
+                                                       setup.spill)
             except SimulateError as exc:
                 self.result.failed[domain.name] = str(exc)
         self.domain_of = {f: d.name for d in setup.domains if d.name in self.preparers
@@ -263,10 +270,14 @@ class PassResult:
     diff: DiffReport | None
     prepared: dict[str, tuple[list[_Prepared], dict[str, int]]]
     failed: dict[str, str]
+    # where the entries' spilled ids are (their folder, removed when this and every entry
+    # that reads it are let go: each `SpilledIds` holds it too)
+    spill: Spill | None = None
 
 
 def merge_stages(parts: Sequence[StageResult], setup: PassSetup, order: Sequence[str],
-                 store: Store | None = None, *, diff: bool = True) -> PassResult:
+                 store: Store | None = None, *, diff: bool = True,
+                 spill: Spill | None = None) -> PassResult:
     """The parts of every run put back together: pairs in diff --all's order, entries and
     skip reasons in log order (`order`: the walked request ids in log order). Pairs left
     open by every run are diffed from `store` (a side the walk never met)."""
@@ -303,7 +314,7 @@ def merge_stages(parts: Sequence[StageResult], setup: PassSetup, order: Sequence
                                 key=lambda s: place[s[0]]):
             reasons[reason] = reasons.get(reason, 0) + 1
         prepared[domain.name] = (entries, reasons)
-    return PassResult(report, prepared, failed)
+    return PassResult(report, prepared, failed, spill)
 
 
 def _finish(store: Store, setup: PassSetup, indexes: Sequence[int]
@@ -345,9 +356,10 @@ def _session_runs(order: Sequence[str], session_of: Mapping[str, str | None], pa
 
 
 def one_pass(store: Store, setup: PassSetup, *, diff: bool = True) -> PassResult:
-    """The walk over the whole store in this process."""
-    part = session_stage(store.iter_requests(), setup)
-    return merge_stages([part], setup, walk_order(store), store, diff=diff)
+    """The walk over the whole store in this process, its replay input spilled."""
+    spill = Spill()
+    part = session_stage(store.iter_requests(), replace(setup, spill=spill.folder))
+    return merge_stages([part], setup, walk_order(store), store, diff=diff, spill=spill)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,10 +399,12 @@ class PendingPass:
     order: list[str]
     file: str
     diff: bool
+    spill: Spill  # where the workers write the entries' ids (kept until the replay)
 
     def result(self, store: Store) -> PassResult:
         parts = self.batch.results()
-        return merge_stages(parts, self.setup, self.order, store, diff=self.diff)
+        return merge_stages(parts, self.setup, self.order, store, diff=self.diff,
+                            spill=self.spill)
 
 
 def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
@@ -398,10 +412,12 @@ def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
     """Start the walk in `pool`'s workers, runs of whole sessions each (the store must be
     open read-only: the workers open its file too)."""
     order, cut = session_runs(store, setup, pool.workers * _RUNS_PER_WORKER)
-    tasks = [_Task(store.file, tuple(ids), setup.subset(ids), tuple(pairs))
+    spill = Spill()
+    spilled = replace(setup, spill=spill.folder)
+    tasks = [_Task(store.file, tuple(ids), spilled.subset(ids), tuple(pairs))
              for ids, pairs in cut]
     batch = pool.submit(_task, tasks, [len(t.ids) for t in tasks])
-    return PendingPass(batch, setup, order, store.file, diff)
+    return PendingPass(batch, setup, order, store.file, diff, spill)
 
 
 # -- what-if replays' input, by runs of sessions ------------------------------------------

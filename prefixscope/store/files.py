@@ -103,6 +103,16 @@ def temporary_folder() -> tempfile.TemporaryDirectory[str]:
     return folder
 
 
+def temporary_path() -> str:
+    """`temporary_folder`'s folder made the same way (marked, dead owners' swept first),
+    its path only: the caller removes it (a scratch folder whose owner object must not
+    remove it from a forked worker, where `TemporaryDirectory`'s finalizer would)."""
+    sweep_temporary()
+    path = tempfile.mkdtemp(prefix=TEMPORARY_PREFIX)
+    Path(path, OWNER_FILE).write_text(owner_token() + "\n")
+    return path
+
+
 def sweep_temporary(directory: str | os.PathLike[str] | None = None) -> list[Path]:
     """Remove the ``prefixscope-*`` folders of this user in `directory` (default: the
     system's temporary directory) whose owner process is dead; returns them."""

@@ -4,12 +4,16 @@ the engine lookups they all make."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from prefixscope.engines import ENGINES, EngineSpec
 from prefixscope.parallel import tokenizer_threads
 from prefixscope.prompt import RenderOptions
+
+if TYPE_CHECKING:
+    from prefixscope.analyses.simulate.spill import SpilledIds
 
 MISS_CLASSES = ("new", "cold", "break", "eviction", "ttl", "compaction", "provider",
                 "unexplained")
@@ -165,8 +169,11 @@ class _Prepared:
     compacted: bool  # the link from `prev` is a compaction
     seconds: float | None  # timestamp, for TTLs
     observed: int | None
-    ids: np.ndarray | None  # prompt token ids not taken from `base` (None for a trace)
-    output_ids: np.ndarray | None  # the logged output's token ids, after the prompt's
+    # prompt token ids not taken from `base` (None for a trace); `SpilledIds`: on disk,
+    # read back as an array by `np.asarray` (`spill`)
+    ids: np.ndarray | SpilledIds | None
+    # the logged output's token ids, after the prompt's
+    output_ids: np.ndarray | SpilledIds | None
     trace: tuple[int, ...] | None  # block ids of a block-hash trace
     trace_tokens: int  # the trace's input length
     trace_block: int
@@ -211,13 +218,14 @@ class _Prepared:
     def whole_ids(self, base_ids: np.ndarray | None) -> np.ndarray:
         """The prompt's whole token ids, given its `base`'s whole ids (None: no base)."""
         assert self.ids is not None
+        own = np.asarray(self.ids)  # read back once, when spilled
         if base_ids is None:
-            return self.ids
+            return own
         if self.resumed is None:
-            return np.concatenate((base_ids[: self.shared], self.ids))
+            return np.concatenate((base_ids[: self.shared], own))
         at, start, length = self.resumed
-        return np.concatenate((base_ids[: self.shared], self.ids[: at - self.shared],
-                               base_ids[start: start + length], self.ids[at - self.shared:]))
+        return np.concatenate((base_ids[: self.shared], own[: at - self.shared],
+                               base_ids[start: start + length], own[at - self.shared:]))
 
 
 class SimulateError(ValueError):

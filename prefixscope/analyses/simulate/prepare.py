@@ -22,6 +22,7 @@ from prefixscope.analyses.simulate.model import (
     render_batch,
     spec_of,
 )
+from prefixscope.analyses.simulate.spill import SpilledIds, spill_ids
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.prompt.pipeline import BillingScan, head_text
@@ -360,9 +361,12 @@ class Preparer:
     same whether the log is fed in one go or session by session (each depends on its
     session's earlier requests only), so a per-session stage can build them."""
 
-    def __init__(self, links: Links, options: SimulateOptions) -> None:
+    def __init__(self, links: Links, options: SimulateOptions, spill: str | None = None
+                 ) -> None:
         self.links = links
         self.options = options
+        # a `Spill`'s folder: each entry's own ids written there, not held (`spill`)
+        self.spill = spill
         self.spec = spec_of(options.engine)
         self.by_blocks = self.spec.replays == "segments"
         self.out: list[_Prepared] = []
@@ -415,7 +419,8 @@ class Preparer:
 
     def _add(self, request: Request, full: np.ndarray, approximate: bool,
              blocks: tuple[tuple[str, int], ...] | None,
-             breakpoints: tuple[tuple[int, float], ...], output: np.ndarray | None,
+             breakpoints: tuple[tuple[int, float], ...],
+             output: np.ndarray | SpilledIds | None,
              head: int | None = None) -> None:
         prev, compacted = self.links.prev_of.get(request.id, (None, False))
         ids, base, shared, resumed = full, None, 0, None
@@ -424,9 +429,14 @@ class Preparer:
             shared, resumed, ids = _compact(self._live[prev], ids)
         if self._successors_left(request.id):
             self._live[request.id] = full
+        own: np.ndarray | SpilledIds = ids
+        if self.spill is not None:  # the held ids above stay arrays: they are the live ones
+            own = spill_ids(ids, self.spill)
+            if isinstance(output, np.ndarray):
+                output = spill_ids(output, self.spill)
         self.out.append(_Prepared(
             request.id, self.links.session_of.get(request.id), prev, compacted,
-            _seconds(request.timestamp), request.usage.cached_tokens, ids,
+            _seconds(request.timestamp), request.usage.cached_tokens, own,
             output, None, 0, 0,
             logged_prompt=request.usage.prompt_tokens, approximate=approximate,
             blocks=blocks, breakpoints=breakpoints, duration=_duration(request),

@@ -120,8 +120,8 @@ class _Expander:
         if p.id in self._held:
             self._held[p.id] = (ids, prompt)
         if output and p.output_ids is not None:
-            return prompt, engine.units_extending(np.concatenate((ids, p.output_ids)), prompt,
-                                                  len(ids))
+            whole = np.concatenate((ids, np.asarray(p.output_ids)))
+            return prompt, engine.units_extending(whole, prompt, len(ids))
         return prompt, None
 
 

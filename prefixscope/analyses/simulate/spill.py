@@ -1,0 +1,114 @@
+"""Replay input kept on disk: each call's token ids written to a file as the walk makes
+them, read back one call at a time when the replay reaches it.
+
+report's walk gives every call's replay input (`_Prepared.ids`: the tokens not shared with
+its session predecessor) to the replay at the end, so held in memory it grows with the log
+(about one byte a log byte on Codex rollouts: 73 MB at 0.08 GiB, ~1.8 GB at 2 GiB;
+docs/scale.md). With a `Spill`, the walk (in this process or in pool workers) appends each
+array's bytes to a file of its own process in a scratch folder and keeps only a
+`SpilledIds` -- where the bytes are and their dtype -- which pickles as that reference.
+The replay reads a call's ids back with `np.fromfile` when it needs them (the same bytes,
+the same dtype: the replay's arrays are equal to the held ones, so its answers are) and
+lets go of them after: memory follows the sessions open at once, not the log.
+
+Only for a walk on this machine (its workers share the folder); Ray's stages keep arrays.
+
+The folder is a ``prefixscope-*`` temporary folder (`store.files.temporary_path`: marked
+with its owner, swept by a later run if the owner was killed) removed when its `Spill`
+is let go or the interpreter exits (SIGTERM unwinds the command, `cli.main`), and only by
+the process that made it -- forked replay workers hold a copy of the owner object.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prefixscope.store.files import temporary_path
+
+# The folders whose `Spill` this process holds: a `SpilledIds` made or unpickled here
+# keeps its folder's owner alive, so the bytes outlive no reader
+_OWNERS: weakref.WeakValueDictionary[str, Spill] = weakref.WeakValueDictionary()
+# (folder, pid) -> (file descriptor, bytes written): one append-only file per process,
+# keyed by pid as well because a forked worker inherits the parent's table
+_WRITERS: dict[tuple[str, int], list[int]] = {}
+
+
+class Spill:
+    """A scratch folder for spilled replay input, owned by the process that made it."""
+
+    def __init__(self) -> None:
+        self.folder = temporary_path()
+        _OWNERS[self.folder] = self
+        self._finalizer = weakref.finalize(self, _remove, self.folder, os.getpid())
+
+    def close(self) -> None:
+        """Remove the folder now (else when this object is let go, or at exit)."""
+        self._finalizer()
+
+
+def _remove(folder: str, owner: int) -> None:
+    if os.getpid() != owner:  # a forked worker's copy: the folder is its parent's
+        return
+    writer = _WRITERS.pop((folder, owner), None)
+    if writer is not None:
+        os.close(writer[0])
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class SpilledIds:
+    """A token-id array written to a spill file: its file, offset, length and dtype.
+
+    Array-like (`np.asarray` reads it back); pickles as the reference, not the bytes."""
+
+    __slots__ = ("path", "offset", "count", "dtype", "_owner")
+
+    def __init__(self, path: str, offset: int, count: int, dtype: np.dtype[Any]) -> None:
+        self.path = path
+        self.offset = offset
+        self.count = count
+        self.dtype = dtype
+        self._owner = _OWNERS.get(os.path.dirname(path))  # None in a worker: not its folder
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        ids = np.fromfile(self.path, dtype=self.dtype, count=self.count, offset=self.offset)
+        if len(ids) != self.count:  # a short file is a lost spill, never a shorter prompt
+            raise OSError(f"spilled token ids cut short in {self.path}")
+        return ids if dtype is None else ids.astype(dtype, copy=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return SpilledIds, (self.path, self.offset, self.count, self.dtype)
+
+
+def spill_ids(ids: np.ndarray, folder: str) -> SpilledIds:
+    """`ids` appended to this process's file in `folder` (written through: another
+    process can read it as soon as this returns)."""
+    key = (folder, os.getpid())
+    writer = _WRITERS.get(key)
+    if writer is None:
+        path = Path(folder, f"ids-{os.getpid()}.bin")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        writer = _WRITERS[key] = [fd, os.fstat(fd).st_size]
+    fd, offset = writer
+    data = np.ascontiguousarray(ids).tobytes()
+    view = memoryview(data)
+    while view:  # os.write may write less than asked
+        view = view[os.write(fd, view):]
+    writer[1] = offset + len(data)
+    return SpilledIds(os.path.join(folder, f"ids-{os.getpid()}.bin"), offset, len(ids),
+                      ids.dtype)
+
+
+def close_writers(folder: str) -> None:
+    """Close this process's file in `folder`, if open (a walk's worker, done with it)."""
+    writer = _WRITERS.pop((folder, os.getpid()), None)
+    if writer is not None:
+        os.close(writer[0])
