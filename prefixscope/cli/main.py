@@ -107,6 +107,11 @@ def main() -> None:
             stopped = ExitCode.TERMINATED
         raise SystemExit(int(stopped)) from None
     except Exception as exc:  # noqa: BLE001 - the last line of defence
+        if _terminated:
+            # the interrupt raised inside a DuckDB query comes out as its RuntimeError
+            # ("Query interrupted"): it is still the SIGTERM, answered as one
+            _interrupted()
+            raise SystemExit(int(ExitCode.TERMINATED)) from None
         if os.environ.get("PREFIXSCOPE_DEBUG"):
             raise
         _unexpected(exc)
