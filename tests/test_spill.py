@@ -28,7 +28,13 @@ from prefixscope.analyses.onepass import (
 from prefixscope.analyses.simulate import SimulateOptions
 from prefixscope.analyses.simulate.prepare import Links
 from prefixscope.analyses.simulate.replay import _replays
-from prefixscope.analyses.simulate.spill import Spill, SpilledIds, spill_ids
+from prefixscope.analyses.simulate.spill import (
+    HOLD_BYTES,
+    Spill,
+    SpilledIds,
+    keep_ids,
+    spill_ids,
+)
 from prefixscope.model.redaction import Redactor
 from prefixscope.prompt import RenderOptions
 from prefixscope.store import Store
@@ -61,9 +67,10 @@ def _setup(store: Store) -> PassSetup:
                Domain("tokens", SimulateOptions(engine="vllm", cache_output=True,
                                                 source_files=langfuse)),
                Domain("blocks", SimulateOptions(engine="anthropic", source_files=rest)))
+    # spill_hold=0: every array spilled (a report holds 64 MiB a process first)
     return PassSetup(RenderOptions(), resolve_block_sizes(None, store), domains,
                      Links.of(store), tuple(session_pair_rows(store, None)),
-                     redactor=Redactor())
+                     redactor=Redactor(), spill_hold=0)
 
 
 def _held(store: Store, setup: PassSetup):
@@ -75,7 +82,7 @@ def _held(store: Store, setup: PassSetup):
 
 def _check_same(spilled, held) -> int:
     """The spilled entries are the held ones, field by field (ids read back from disk);
-    returns how many arrays were spilled."""
+    returns how many arrays were spilled (with `spill_hold=0`: every one)."""
     n = 0
     for name, (entries, skipped) in held.prepared.items():
         got, got_skipped = spilled.prepared[name]
@@ -85,10 +92,10 @@ def _check_same(spilled, held) -> int:
             for field in x.__dataclass_fields__:
                 u, v = getattr(x, field), getattr(y, field)
                 if isinstance(v, np.ndarray):
-                    assert isinstance(u, SpilledIds), (x.id, field)
+                    assert isinstance(u, SpilledIds | np.ndarray), (x.id, field)
                     back = np.asarray(u)
                     assert back.dtype == v.dtype and np.array_equal(back, v), (x.id, field)
-                    n += 1
+                    n += isinstance(u, SpilledIds)
                 else:
                     assert u == v, (x.id, field)
     return n
@@ -168,3 +175,30 @@ def test_a_forked_copy_letting_go_of_the_owner_leaves_the_folder() -> None:
     assert os.path.isdir(folder)
     spill.close()
     assert not os.path.exists(folder)
+
+
+def test_a_walk_under_the_hold_budget_writes_no_file_and_gives_the_held_entries(
+        store: Store) -> None:
+    """Below `spill_hold` bytes a process keeps its arrays: a small log's report touches no
+    disk (a limit on file sizes meets the output first), its entries the held ones."""
+    from dataclasses import replace
+
+    setup = replace(_setup(store), spill_hold=HOLD_BYTES)
+    held = _held(store, setup)
+    kept = one_pass(store, setup)
+    assert kept.spill is not None and os.listdir(kept.spill.folder) == ["owner.pid"]
+    assert _check_same(kept, held) == 0  # nothing spilled, every array equal
+    for name, (entries, _) in held.prepared.items():
+        assert _replayed(kept.prepared[name][0]) == _replayed(entries), name
+
+
+def test_keep_ids_holds_up_to_the_budget_then_spills() -> None:
+    spill = Spill()
+    try:
+        a, b, c = (np.arange(n, dtype=np.uint32) for n in (10, 5, 1))  # 40, 20, 4 bytes
+        kept = [keep_ids(x, spill.folder, hold=60) for x in (a, b, c)]
+        assert kept[0] is a and kept[1] is b  # 40, then 60: within the 60 bytes
+        assert isinstance(kept[2], SpilledIds)  # 64 > 60
+        assert np.asarray(kept[2]).tolist() == [0]
+    finally:
+        spill.close()

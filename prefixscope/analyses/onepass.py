@@ -44,7 +44,7 @@ from prefixscope.analyses.simulate.prepare import (
     prepare_what_if,
     what_if_entries_many,
 )
-from prefixscope.analyses.simulate.spill import Spill, close_writers
+from prefixscope.analyses.simulate.spill import HOLD_BYTES, Spill, close_writers
 from prefixscope.model import Request
 from prefixscope.model.redaction import Redactor, activate, active
 from prefixscope.parallel import Batch, Pool, runs
@@ -83,13 +83,14 @@ class PassSetup:
     # A `Spill`'s folder on this machine: the entries' ids are written there as the walk
     # makes them, not held until the replay (`one_pass`, `start_pass`; Ray's stages: None)
     spill: str | None = None
+    spill_hold: int = HOLD_BYTES  # bytes of ids a process holds before it spills (`keep_ids`)
 
     def subset(self, request_ids: Iterable[str]) -> PassSetup:
         """The setup a run of these requests' sessions needs: its own pairs and links only
         (pair indexes kept)."""
         return PassSetup(self.render, self.sizes, self.domains,
                          links_of(self.links, request_ids), self.pairs, self.context,
-                         self.redactor, self.spill)
+                         self.redactor, self.spill, self.spill_hold)
 
 
 def links_of(links: Links, request_ids: Iterable[str]) -> Links:
@@ -141,7 +142,7 @@ class _Walk:
         for domain in setup.domains:
             try:
                 self.preparers[domain.name] = Preparer(setup.links, domain.options,
-                                                       setup.spill)
+                                                       setup.spill, setup.spill_hold)
             except SimulateError as exc:
                 self.result.failed[domain.name] = str(exc)
         self.domain_of = {f: d.name for d in setup.domains if d.name in self.preparers

@@ -22,7 +22,7 @@ from prefixscope.analyses.simulate.model import (
     render_batch,
     spec_of,
 )
-from prefixscope.analyses.simulate.spill import SpilledIds, spill_ids
+from prefixscope.analyses.simulate.spill import HOLD_BYTES, SpilledIds, keep_ids
 from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.prompt.pipeline import BillingScan, head_text
@@ -361,12 +361,14 @@ class Preparer:
     same whether the log is fed in one go or session by session (each depends on its
     session's earlier requests only), so a per-session stage can build them."""
 
-    def __init__(self, links: Links, options: SimulateOptions, spill: str | None = None
-                 ) -> None:
+    def __init__(self, links: Links, options: SimulateOptions, spill: str | None = None,
+                 hold: int = HOLD_BYTES) -> None:
         self.links = links
         self.options = options
-        # a `Spill`'s folder: each entry's own ids written there, not held (`spill`)
+        # a `Spill`'s folder: each entry's own ids written there, not held (`spill`), once
+        # this process holds `hold` bytes of them
         self.spill = spill
+        self.hold = hold
         self.spec = spec_of(options.engine)
         self.by_blocks = self.spec.replays == "segments"
         self.out: list[_Prepared] = []
@@ -431,9 +433,9 @@ class Preparer:
             self._live[request.id] = full
         own: np.ndarray | SpilledIds = ids
         if self.spill is not None:  # the held ids above stay arrays: they are the live ones
-            own = spill_ids(ids, self.spill)
+            own = keep_ids(ids, self.spill, self.hold)
             if isinstance(output, np.ndarray):
-                output = spill_ids(output, self.spill)
+                output = keep_ids(output, self.spill, self.hold)
         self.out.append(_Prepared(
             request.id, self.links.session_of.get(request.id), prev, compacted,
             _seconds(request.timestamp), request.usage.cached_tokens, own,

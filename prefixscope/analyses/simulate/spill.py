@@ -37,6 +37,12 @@ _OWNERS: weakref.WeakValueDictionary[str, Spill] = weakref.WeakValueDictionary()
 # (folder, pid) -> (file descriptor, bytes written): one append-only file per process,
 # keyed by pid as well because a forked worker inherits the parent's table
 _WRITERS: dict[tuple[str, int], list[int]] = {}
+# A walk's ids are held in memory up to this many bytes a process and spilled past it: a
+# small log writes no file at all (no disk I/O, no file-size limit met before the output's),
+# a large one holds at most this much (`keep_ids`)
+HOLD_BYTES = 64 * 2**20
+# (folder, pid) -> bytes of that walk's ids this process holds instead of spilling
+_HELD: dict[tuple[str, int], int] = {}
 # (file, pid) -> a descriptor open to read it: a replay reads every call, one `pread` each
 # (opening the file per call cost ~5% of a Codex report's CPU)
 _READERS: dict[tuple[str, int], int] = {}
@@ -58,6 +64,7 @@ class Spill:
 def _remove(folder: str, owner: int) -> None:
     if os.getpid() != owner:  # a forked worker's copy: the folder is its parent's
         return
+    _HELD.pop((folder, owner), None)
     writer = _WRITERS.pop((folder, owner), None)
     if writer is not None:
         os.close(writer[0])
@@ -97,6 +104,17 @@ class SpilledIds:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return SpilledIds, (self.path, self.offset, self.count, self.dtype)
+
+
+def keep_ids(ids: np.ndarray, folder: str, hold: int = HOLD_BYTES) -> np.ndarray | SpilledIds:
+    """`ids` themselves while this process holds at most `hold` bytes of `folder`'s walk
+    (these included), else `spill_ids`: either reads back as the same array."""
+    key = (folder, os.getpid())
+    held = _HELD.get(key, 0) + ids.nbytes
+    if held <= hold:
+        _HELD[key] = held
+        return ids
+    return spill_ids(ids, folder)
 
 
 def spill_ids(ids: np.ndarray, folder: str) -> SpilledIds:
