@@ -108,8 +108,12 @@ def diff(
                     console.api_notes(quiet):
                 report = api.diff(st, session=session, workers=workers, since=since,
                                   until=until, project=project, progress=progress, **common)
-    # each view imported where it is shown, as report's: a --json diff imports no rich
-    # (the terminal view's tables: 0.055 s of CPU)
+    _show(report, pairwise=pairwise, json_out=json_out, worst=worst, quiet=quiet)
+
+
+def _show(report: Any, *, pairwise: bool, json_out: bool, worst: int, quiet: int) -> None:
+    """The diff's view, imported where it is shown, as report's: a --json diff imports no
+    rich (the terminal view's tables: 0.055 s of CPU)."""
     if json_out:
         from prefixscope.views.json import diff_json
 
