@@ -120,14 +120,20 @@ def _qwen36(conv: Sequence[Any], n: int) -> list[int] | None:
     and after R's (R's messages before the new ones are ctx, all before it). ctx as for
     qwen2.5."""
     ctx = _qwen25(conv, n)
-    if ctx is None:
+    if ctx is None or _hides_shown_reasoning(conv, n):
         return None
-    if any(_role(m) == "user" for m in conv[n:]):
-        last_user = max((i for i in range(n) if _role(conv[i]) == "user"), default=-1)
-        if any(_role(conv[i]) == "assistant" and _truthy(conv[i], "reasoning_content")
-               for i in range(last_user + 1, n)):
-            return None
     return ctx
+
+
+def _hides_shown_reasoning(conv: Sequence[Any], n: int) -> bool:
+    """qwen3.6 shows an assistant message's reasoning only after the last user message:
+    does a user message among ``conv[n:]`` hide reasoning that ``conv[:n]`` showed (an
+    assistant message with truthy ``reasoning_content`` after its last user message)?"""
+    if not any(_role(m) == "user" for m in conv[n:]):
+        return False
+    last_user = max((i for i in range(n) if _role(conv[i]) == "user"), default=-1)
+    return any(_role(conv[i]) == "assistant" and _truthy(conv[i], "reasoning_content")
+               for i in range(last_user + 1, n))
 
 
 def _harmony(conv: Sequence[Any], n: int) -> list[int] | None:
@@ -257,14 +263,7 @@ def _cuts_qwen36(conv: Sequence[Any], k: int) -> bool:
     message is H's, as in T(H); when it holds one, none shows in T(X) (all before it),
     and in T(H) those after H's last user message show theirs, none of which is truthy
     by the condition: the same text."""
-    if not _cuts_qwen25(conv, k):
-        return False
-    if any(_role(m) == "user" for m in conv[k:]):
-        last_user = max((i for i in range(k) if _role(conv[i]) == "user"), default=-1)
-        if any(_role(conv[i]) == "assistant" and _truthy(conv[i], "reasoning_content")
-               for i in range(last_user + 1, k)):
-            return False
-    return True
+    return _cuts_qwen25(conv, k) and not _hides_shown_reasoning(conv, k)
 
 
 def _cuts_harmony(conv: Sequence[Any], k: int) -> bool:
