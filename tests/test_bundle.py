@@ -192,7 +192,7 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     ps.ingest(ROOT / "sample_logs", store)
     bundles = {}
     with store_of(store) as handle, reading(handle, None) as st:
-        evidence = gather(st, ReportOptions(), workers=1)
+        evidence = gather(st, ReportOptions(), workers=1, with_census=True)  # as export_bundle
         for key in (KEY, bytes(32), bytes([1] * 32)):
             bundles[key] = base / f"b{key[0]}{key[-1]}"
             write_bundle(evidence, st.iter_requests(copies=True), bundles[key],

@@ -225,7 +225,8 @@ def export_bundle(store: Store | str | PathLike[str], directory: str | PathLike[
 
             options = replace(options, engine_logs=report_engine_logs((), ingested))
         try:
-            evidence = gather(st, options, progress, ingest=ingested, workers=workers)
+            evidence = gather(st, options, progress, ingest=ingested, workers=workers,
+                              with_census=True)
             if progress is not None:
                 progress("bundle")
             write_bundle(evidence, st.iter_requests(copies=True), target, render_options)

@@ -23,6 +23,7 @@ from typing import Any
 from prefixscope.analyses.bucket import BucketReport, BucketTotals, bucket_store, group_count
 from prefixscope.analyses.diff import (
     AUTO_MIN_PAIRS,
+    DiffReport,
     resolve_block_sizes,
     session_pair_rows,
 )
@@ -49,6 +50,7 @@ from prefixscope.findings.domains import (
     priced_what_ifs,
     replay_domains,
 )
+from prefixscope.findings.ledger import blamed_segment, break_kind
 from prefixscope.findings.ledgering import cache_inclusive_input, ledger_of
 from prefixscope.findings.policy import price_policy, request_kinds
 from prefixscope.findings.rebuild import not_rebuilt, rendered_tokens
@@ -70,7 +72,7 @@ SPLIT_DIMENSIONS = ("source", "endpoint", "model", "client", "channel")
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
            ingest: Any = None, workers: int | None = 1,
-           runner: StageRunner | None = None) -> Evidence:
+           runner: StageRunner | None = None, with_census: bool = False) -> Evidence:
     """Run every analysis once over `store` (and the engine logs of `options`).
 
     `workers` > 1 (None: the machine's cores on a store with `AUTO_MIN_PAIRS` pairs): the
@@ -82,6 +84,8 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     `runner`: the per-session stages (the walk rendering each request once for the diff
     and each domain's replay input, the what-ifs' renders) run through it instead (Ray),
     the rest here; the evidence is the same.
+    `with_census`: the segments census is in the evidence even when no finding reads it
+    (`census_read`; a bundle's evidence.json carries it), else only when one does.
 
     Raises:
         RenderError, TokenizerError: a bad render option (checked before anything runs).
@@ -118,7 +122,8 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
             pending = start_pass(store, setup, pool, diff=True)
     try:
         return _gather(_Started(store, options, step, ingest, runner, replay_workers, notes,
-                                engine_log, usage, records, plans, setup, pending, pool))
+                                engine_log, usage, records, plans, setup, with_census,
+                                pending, pool))
     finally:
         if pool is not None:
             pool.close(cancel=True)
@@ -161,6 +166,7 @@ class _Started:
     records: tuple[UsageRecord, ...]
     plans: Plans  # the cache domains (`domains.plan_domains`)
     setup: PassSetup  # what the walk needs
+    with_census: bool  # the segments census whether or not a finding reads it
     pending: PendingPass | None = None  # the walk running in `pool`'s workers
     pool: Pool | None = None
 
@@ -189,8 +195,12 @@ def _gather(started: _Started) -> Evidence:
             passed = runner.walk(store, setup) if runner is not None else one_pass(store,
                                                                                   setup)
             diff = passed.diff
-        step("segments")
-        segments = tuple(segments_store(store, (), options=options.render, with_tokens=False))
+        # With workers walking, this process takes the census meanwhile (its time hidden
+        # by the walk's) and keeps it only where it is read below, as without them.
+        if pending is not None or started.with_census or census_read(diff):
+            step("segments")
+            segments = tuple(segments_store(store, (), options=options.render,
+                                            with_tokens=False))
     else:
         notes.append("no request bodies in the log: where turns diverge cannot be seen "
                      "(usage and replay only)")
@@ -202,6 +212,8 @@ def _gather(started: _Started) -> Evidence:
         step("diff")
         passed = pending.result(store)
         diff = passed.diff
+        if not (started.with_census or census_read(diff)):
+            segments = ()
         if pool is not None:
             # the same workers make the what-ifs' input, then go: idle, they would hold
             # their memory through the replays
@@ -253,6 +265,20 @@ def _gather(started: _Started) -> Evidence:
                     rendered, unrebuilt, chosen, extended, policy=policy)
 
 
+def census_read(diff: DiffReport | None) -> bool:
+    """Does a finding read the segments census over this diff? Only the breakage finder
+    does (`finders.breakage`: each segment's change rate, for a group of breaks blamed on
+    a segment); with no break blamed on one, the census (a quarter of a 2 MB Codex
+    rollout's report) changes no answer and is not taken."""
+    if diff is None:
+        return False
+    for pair in diff.pairs:
+        kind = break_kind(pair)
+        if kind is not None and blamed_segment(kind, pair) is not None:
+            return True
+    return False
+
+
 def relabel(ev: Evidence, options: ReportOptions) -> Evidence:
     """`ev` with its ledger, prices and TTL what-ifs computed again from its own parts
     (the pairs' divergences, the replays, the usage, the recorded events), priced as
@@ -265,5 +291,5 @@ def relabel(ev: Evidence, options: ReportOptions) -> Evidence:
                    requested_what_if=options.what_if or ev.requested_what_if)
 
 
-__all__ = ["SPLIT_DIMENSIONS", "Evidence", "Progress", "Replay", "ReportOptions", "gather",
-           "relabel"]
+__all__ = ["SPLIT_DIMENSIONS", "Evidence", "Progress", "Replay", "ReportOptions", "census_read",
+           "gather", "relabel"]

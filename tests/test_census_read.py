@@ -1,0 +1,62 @@
+"""The report takes the segments census only where a finding reads it (`census_read`):
+the findings, ledger and notes over evidence without it equal those over evidence with it
+(the census forced, as a bundle's export takes it), whatever the workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import prefixscope as ps
+from prefixscope.api.handle import store_of
+from prefixscope.api.scope import reading
+from prefixscope.findings.build import build_report
+from prefixscope.findings.evidence import ReportOptions, census_read, gather
+
+ROOT = Path(__file__).resolve().parent.parent
+# sample_logs/ blames breaks on segments (the census is read); the handmade Codex rollouts'
+# breaks are blamed on none (it is not)
+LOGS = {"sample_logs": ROOT / "sample_logs", "codex": ROOT / "tests/fixtures/codex/handmade",
+        "aider": ROOT / "tests/data/real/aider"}
+
+
+def _answers(evidence: Any) -> tuple[Any, ...]:
+    result = build_report(evidence)
+    return result.findings, result.ledger, result.what_ifs, result.notes, result.summary
+
+
+@pytest.fixture(scope="module", params=sorted(LOGS))
+def gathered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> dict[str, Any]:
+    """The evidence of one log: the report's (workers 1 and 2) and with the census forced."""
+    store = tmp_path_factory.mktemp("census") / "s.duckdb"
+    ps.ingest(LOGS[request.param], store)
+    with store_of(store) as handle, reading(handle, None) as st:
+        return {"name": request.param,
+                "plain": gather(st, ReportOptions(), workers=1),
+                "pooled": gather(st, ReportOptions(), workers=2),
+                "forced": gather(st, ReportOptions(), workers=1, with_census=True)}
+
+
+def test_the_answers_are_those_over_the_whole_census(gathered: dict[str, Any]) -> None:
+    assert gathered["forced"].segments  # the oracle holds the census
+    assert _answers(gathered["plain"]) == _answers(gathered["forced"])
+    assert _answers(gathered["pooled"]) == _answers(gathered["forced"])
+
+
+def test_the_census_is_kept_exactly_where_read(gathered: dict[str, Any]) -> None:
+    read = census_read(gathered["forced"].diff)
+    assert read == (gathered["name"] != "codex")  # both cases are exercised
+    for ev in (gathered["plain"], gathered["pooled"]):  # the same with or without workers
+        assert ev.segments == (gathered["forced"].segments if read else ())
+
+
+def test_a_segment_change_rate_is_shown_only_where_the_census_is_read(
+        gathered: dict[str, Any]) -> None:
+    """The finder's one use of the census: a finding's segment_change_rate."""
+    rates = [f for f in build_report(gathered["forced"]).findings
+             if "segment_change_rate" in f.evidence]
+    if not census_read(gathered["forced"].diff):
+        assert rates == []
