@@ -32,7 +32,7 @@ Guarantees:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -384,7 +384,8 @@ EXPLAIN_SAMPLE = 40
 
 def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
                  block_size: int | None = None, options: RenderOptions | None = None,
-                 explain: bool = True) -> BucketReport:
+                 explain: bool = True, rendered: Mapping[str, Tokens] | None = None
+                 ) -> BucketReport:
     """Hit rate, histogram, spikes and constant explanations per group of a store.
 
     Args:
@@ -394,10 +395,59 @@ def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
         block_size: force the block size (else inferred per group and overall).
         options: `RenderOptions` for explaining spikes (None: the defaults).
         explain: render spike requests to locate the boundary their constant is.
+        rendered: requests already rendered and tokenized with `options` (by id; a walk
+            in this process makes `spike_samples`' as it goes): their tokens are taken,
+            not made again.
 
     Raises:
         ValueError: an unknown dimension.
     """
+    split = _split(store, by, block_size)
+    explainer = _Explainer(store, options, rendered or {}) if explain else None
+    built = [build_group(dict(zip(by, key, strict=True)), rows, bins, evidence,
+                         explainer.explain if explainer else None)
+             for key, rows, evidence in split.groups]
+    prompt = sum(r.prompt_tokens for r in split.once)
+    cached = sum(r.cached_tokens for r in split.once)
+    totals = BucketTotals(len(split.once), prompt, cached, cached / prompt if prompt else None,
+                          split.without)
+    return BucketReport(tuple(by), tuple(built), totals, split.overall.block_size,
+                        split.source, tuple(split.notes), split.overall.candidates)
+
+
+def spike_samples(store: Store, by: Sequence[str] = (), *, block_size: int | None = None
+                  ) -> list[str]:
+    """The ids of the requests `bucket_store(store, by, block_size=block_size)` renders to
+    explain its spikes (at most `EXPLAIN_SAMPLE` a spike, `_sample`), without rendering:
+    a walk rendering every request anyway hands their tokens over (`rendered`).
+
+    Raises:
+        ValueError: an unknown dimension.
+    """
+    out: list[str] = []
+    for _, rows, evidence in _split(store, by, block_size).groups:
+        if evidence.block_size:  # (without one a spike is not explained: `build_group`)
+            values = [r.cached_tokens for r in rows]
+            for value, _, _, _ in find_spikes(values, evidence.block_size):
+                out += [r.id for r in _sample([r for r in rows if r.cached_tokens == value])]
+    return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True, slots=True)
+class _Split:
+    """A store's requests as `bucket_store` groups them, before any group is built."""
+
+    groups: list[tuple[tuple[Any, ...], list[UsageRow], BlockEvidence]]  # in report order
+    once: list[UsageRow]  # each call once (the totals)
+    without: int  # calls reporting no usage
+    notes: list[str]
+    overall: BlockEvidence
+    source: str  # how the overall block size was found
+
+
+def _split(store: Store, by: Sequence[str], block_size: int | None) -> _Split:
+    """The groups of `bucket_store(store, by, block_size=block_size)`, each with its rows
+    and block size evidence, and what the report says of the whole."""
     check_dimensions(by)
     records = store.usage_records()
     counted, without = _once(records)
@@ -434,8 +484,7 @@ def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
             notes.append(f"block size {overall.block_size} was inferred from "
                          f"{overall.distinct} distinct cached value(s) only: the engine's "
                          "block size may be a divisor of it (pass --block-size if you know it)")
-    explainer = _Explainer(store, options) if explain else None
-    built = []
+    split = []
     for key, rows in sorted(groups.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
         if block_size:
             evidence = overall
@@ -444,14 +493,8 @@ def bucket_store(store: Store, by: Sequence[str] = (), *, bins: int = 20,
             evidence = group_block_evidence([r.cached_tokens for r in rows],
                                             [v for src in sources for v in by_source[src]],
                                             overall)
-        built.append(build_group(dict(zip(by, key, strict=True)), rows, bins, evidence,
-                                 explainer.explain if explainer else None))
-    prompt = sum(r.prompt_tokens for r in once)
-    cached = sum(r.cached_tokens for r in once)
-    totals = BucketTotals(len(once), prompt, cached, cached / prompt if prompt else None,
-                          without)
-    return BucketReport(tuple(by), tuple(built), totals, overall.block_size, source,
-                        tuple(notes), overall.candidates)
+        split.append((key, rows, evidence))
+    return _Split(split, once, without, notes, overall, source)
 
 
 def group_count(store: Store, by: Sequence[str]) -> int:
@@ -501,11 +544,14 @@ def _once(records: Sequence[UsageRecord]) -> tuple[set[str], int]:
 
 
 class _Explainer:
-    """Renders the requests at a spike to find the boundary the constant corresponds to."""
+    """Renders the requests at a spike to find the boundary the constant corresponds to
+    (taking the tokens of those `rendered` already)."""
 
-    def __init__(self, store: Store, options: RenderOptions | None) -> None:
+    def __init__(self, store: Store, options: RenderOptions | None,
+                 rendered: Mapping[str, Tokens]) -> None:
         self.store = store
         self.options = options
+        self.rendered = rendered
 
     def explain(self, value: int, block_size: int, rows: Sequence[UsageRow]
                 ) -> tuple[Boundary | None, str]:
@@ -515,7 +561,7 @@ class _Explainer:
                           "log, so the boundary cannot be located: ingest a log with request "
                           "bodies (Langfuse, raw captures, LiteLLM with stored prompts) for "
                           "the same traffic")
-        rendered, failures = self._render(_spread(with_body, EXPLAIN_SAMPLE))
+        rendered, failures = self._render(_sample(rows))
         if not rendered:
             return None, f"cannot render the requests at this spike: {failures[0]}"
         boundaries = [top_level_boundaries(t) for t in rendered]
@@ -539,22 +585,43 @@ class _Explainer:
         return found, text
 
     def _render(self, rows: Sequence[UsageRow]) -> tuple[list[Tokens], list[str]]:
-        """Tokens of the rows' requests (one batch; one by one if a request fails)."""
+        """Tokens of the rows' requests, in their order (those not `rendered` yet: one
+        batch; one by one if a request fails), and why those that failed did."""
+        made = self._make([r for r in rows if r.id not in self.rendered])
+        out, failures = [], []
+        for row in rows:
+            tok = self.rendered[row.id] if row.id in self.rendered else made[row.id]
+            if isinstance(tok, RenderError):
+                failures.append(str(tok))
+            else:
+                out.append(tok)
+        return out, failures
+
+    def _make(self, rows: Sequence[UsageRow]) -> dict[str, Tokens | RenderError]:
+        """The rows' requests rendered and tokenized, or the error each one raised."""
+        if not rows:
+            return {}
         options = self.options or RenderOptions()
         # one read for the sample (a query per request was 0.23 s of sample_logs/' report)
         found = self.store.get_many(r.id for r in rows)
         requests = [found[r.id] for r in rows]
         try:
-            return tokens_many(requests, options), []
+            return {r.id: t for r, t in zip(rows, tokens_many(requests, options), strict=True)}
         except RenderError:
             pass
-        out, failures = [], []
-        for request in requests:
+        out: dict[str, Tokens | RenderError] = {}
+        for row, request in zip(rows, requests, strict=True):
             try:
-                out.append(tokens(request, options))
+                out[row.id] = tokens(request, options)
             except RenderError as exc:
-                failures.append(str(exc))
-        return out, failures
+                out[row.id] = exc
+        return out
+
+
+def _sample(rows: Sequence[UsageRow]) -> list[UsageRow]:
+    """The rows at a spike that are rendered to explain it: those with a body, at most
+    `EXPLAIN_SAMPLE` of them spread over the spike."""
+    return _spread([r for r in rows if r.has_body], EXPLAIN_SAMPLE)
 
 
 def _spread(rows: Sequence[UsageRow], n: int) -> list[UsageRow]:

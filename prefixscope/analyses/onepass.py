@@ -84,13 +84,16 @@ class PassSetup:
     # makes them, not held until the replay (`one_pass`, `start_pass`; Ray's stages: None)
     spill: str | None = None
     spill_hold: int = HOLD_BYTES  # bytes of ids a process holds before it spills (`keep_ids`)
+    # Requests whose tokens the walk hands back as it renders them (`PassResult.kept`:
+    # bucket's spike samples, for a walk in the process that explains the spikes)
+    keep: frozenset[str] = frozenset()
 
     def subset(self, request_ids: Iterable[str]) -> PassSetup:
         """The setup a run of these requests' sessions needs: its own pairs and links only
         (pair indexes kept)."""
         return PassSetup(self.render, self.sizes, self.domains,
                          links_of(self.links, request_ids), self.pairs, self.context,
-                         self.redactor, self.spill, self.spill_hold)
+                         self.redactor, self.spill, self.spill_hold, self.keep)
 
 
 def links_of(links: Links, request_ids: Iterable[str]) -> Links:
@@ -113,6 +116,7 @@ class StageResult:
     skips: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # domain -> SimulateError text
     open_pairs: list[int] = field(default_factory=list)  # pairs a side of which never came
+    kept: dict[str, Tokens] = field(default_factory=dict)  # `PassSetup.keep`'s, rendered
 
 
 def session_stage(requests: Iterable[Request], setup: PassSetup,
@@ -191,6 +195,8 @@ class _Walk:
         results = self.turns.tokens_many(pending, [self.setup.links.prev(r.id)
                                                    for r in pending])
         for request, tok in zip(pending, results, strict=True):
+            if request.id in self.setup.keep and isinstance(tok, Tokens):
+                self.result.kept[request.id] = tok
             preparer = self._preparer(request)
             if preparer is not None and preparer.renders(request):
                 self._prepared(preparer, request, lambda p, r=request, t=tok: p.rendered(
@@ -274,6 +280,7 @@ class PassResult:
     # where the entries' spilled ids are (their folder, removed when this and every entry
     # that reads it are let go: each `SpilledIds` holds it too)
     spill: Spill | None = None
+    kept: dict[str, Tokens] = field(default_factory=dict)  # `PassSetup.keep`'s tokens
 
 
 def merge_stages(parts: Sequence[StageResult], setup: PassSetup, order: Sequence[str],
@@ -315,7 +322,8 @@ def merge_stages(parts: Sequence[StageResult], setup: PassSetup, order: Sequence
                                 key=lambda s: place[s[0]]):
             reasons[reason] = reasons.get(reason, 0) + 1
         prepared[domain.name] = (entries, reasons)
-    return PassResult(report, prepared, failed, spill)
+    kept = {rid: tok for part in parts for rid, tok in part.kept.items()}
+    return PassResult(report, prepared, failed, spill, kept)
 
 
 def _finish(store: Store, setup: PassSetup, indexes: Sequence[int]

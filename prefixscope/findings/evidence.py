@@ -2,11 +2,13 @@
 
 `gather` runs, in order: the usage summary, bucket (overall, and by each dimension the
 log distinguishes), the diff of every consecutive pair (with `workers`, in worker
-processes while this one runs the next two), the segments census, the usage lint, a cache
-replay (the engine chosen from the log when not given, its parameters fitted to the
-observed cached tokens when the log has them, priced what-ifs for the breakages the diff
-found) and the engine logs. A step that cannot run (no bodies, no usage, no engine fitting
-the log) leaves its field None and says why in `notes`.
+processes while this one runs the next two; walked in this process, it goes before
+bucket, whose spike explanations take the tokens it made), the segments census, the
+usage lint, a cache replay (the engine chosen from the log when not given, its
+parameters fitted to the observed cached tokens when the log has them, priced what-ifs
+for the breakages the diff found) and the engine logs. A step that cannot run (no
+bodies, no usage, no engine fitting the log) leaves its field None and says why in
+`notes`.
 
 The jobs are modules of their own: the report's options and the `Evidence` returned
 (`values`, below every module that reads them), the engine each log file is replayed with
@@ -20,7 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from prefixscope.analyses.bucket import BucketReport, BucketTotals, bucket_store, group_count
+from prefixscope.analyses.bucket import (
+    BucketReport,
+    BucketTotals,
+    bucket_store,
+    group_count,
+    spike_samples,
+)
 from prefixscope.analyses.diff import (
     AUTO_MIN_PAIRS,
     DiffReport,
@@ -68,6 +76,7 @@ from prefixscope.store.store import UsageSummary
 
 # Dimensions a hit rate is split by to find the part of the traffic that caches badly.
 SPLIT_DIMENSIONS = ("source", "endpoint", "model", "client", "channel")
+_BUCKET_BY = ("source",)  # the bucket whose spikes are explained
 
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
@@ -176,11 +185,20 @@ def _gather(started: _Started) -> Evidence:
     store, options, step, notes = started.store, started.options, started.step, started.notes
     records, setup, pending, pool = started.records, started.setup, started.pending, started.pool
     runner, plans = started.runner, started.plans
+    passed = None  # every request rendered once: the diff and each domain's replay input
+    if store.body_count() and pending is None and runner is None:
+        # The walk runs in this process: first, so that the spikes' samples it renders
+        # are taken by bucket's explainer as they are, not rendered again
+        step("diff")
+        passed = one_pass(store, replace(setup, keep=frozenset(spike_samples(
+            store, _BUCKET_BY, block_size=options.block_size))))
     step("bucket")
     # By source: each log keeps its own block size (a gateway's and an agent's upstreams
     # differ) and its spikes are explained against its own prompts.
-    bucket = bucket_store(store, ("source",), block_size=options.block_size,
-                          options=options.render)
+    bucket = bucket_store(store, _BUCKET_BY, block_size=options.block_size,
+                          options=options.render, rendered=passed.kept if passed else None)
+    if passed is not None:
+        passed = replace(passed, kept={})  # (the samples' tokens, let go)
     by_dimension = [bucket] if len(bucket.groups) > 1 else []
     for dim in SPLIT_DIMENSIONS[1:]:
         if group_count(store, (dim,)) > 1:  # one group: nothing to split (not built)
@@ -188,12 +206,11 @@ def _gather(started: _Started) -> Evidence:
                                              explain=False))
     diff = None
     segments: tuple[SegmentsReport, ...] = ()
-    passed = None  # every request rendered once: the diff and each domain's replay input
     if store.body_count():
-        if pending is None:
+        if passed is None and runner is not None:  # (without one: walked above)
             step("diff")
-            passed = runner.walk(store, setup) if runner is not None else one_pass(store,
-                                                                                  setup)
+            passed = runner.walk(store, setup)
+        if passed is not None:
             diff = passed.diff
         # With workers walking, this process takes the census meanwhile (its time hidden
         # by the walk's) and keeps it only where it is read below, as without them.
