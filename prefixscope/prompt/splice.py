@@ -23,6 +23,13 @@ both renders of R are balanced (no mark open at the cut). tests/test_splice.py h
 splice equal to the whole render (text and segments) on Hypothesis conversations for every
 bundled template and on every consecutive pair of the bundled and real corpora.
 
+**The tools.** Every template of `SPLICES` reads ``tools`` in its head only, before its
+loop over the messages (the loop reads the messages and what it gathers from them), and
+R_A and R_B share their head; so T(R_B)[|T(R_A)| - |G|:] is the same whether both are
+rendered with the conversation's tools or both without, and the splice renders them
+without (`pipeline._splice`: each tool's JSON schema written twice a turn was most of a
+splice's rendering). tests/test_splice.py holds the tail equal both ways.
+
 The rules read the template input (the conversation after marking, the gateway and the
 serving engine: dicts whose ``role`` is never marked). A role is "system" for the
 templates when it is ``system`` or ``developer``; Jinja's ``message.role`` on a dict
