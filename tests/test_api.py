@@ -157,7 +157,8 @@ class TestSurface:
     def test_the_types_public_methods_are_pinned(self) -> None:
         def public(cls: type) -> dict[str, str]:
             own = {n: v for k in reversed(cls.__mro__) if k.__module__.startswith(
-                ("prefixscope.api", "prefixscope.views.results", "prefixscope.views.ingested"))
+                ("prefixscope.api", "prefixscope.views.results", "prefixscope.views.ingested",
+                 "prefixscope.views.diffed"))
                 for n, v in vars(k).items()}
             return {n: "property" if isinstance(v, property) else bare(v)
                     for n, v in own.items() if callable(v) or isinstance(v, property)
@@ -165,6 +166,13 @@ class TestSurface:
 
         assert {name: public(getattr(ps, name)) for name in METHODS} == METHODS
         assert {name: getattr(ps, name).TABLES for name in TABLES} == TABLES
+
+    def test_the_diff_result_names_the_tables_of_its_registry(self) -> None:
+        """`views.diffed` writes its table names down (it does not import `views.frames`):
+        they are the registry's, in its order."""
+        from prefixscope.views import frames
+
+        assert ps.DiffReport.TABLES == tuple(frames.DIFF_TABLES)
 
     def test_the_result_types_are_the_core_values(self) -> None:
         from prefixscope.analyses.diff import DiffReport

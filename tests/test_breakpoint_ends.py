@@ -14,7 +14,8 @@ from _render_helpers import make_request
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixscope.analyses.simulate.prepare import _anthropic_blocks, breakpoint_ends
+from prefixscope.analyses.breakpoints import breakpoint_ends
+from prefixscope.analyses.simulate.prepare import _anthropic_blocks
 from prefixscope.prompt import RenderOptions
 from prefixscope.tokens import tokens
 

@@ -103,9 +103,13 @@ def test_a_json_report_imports_no_rich_and_builds_no_pydantic_adapter(tmp_path):
 
 def test_a_diff_imports_the_view_it_shows_only(tmp_path):
     """issue 37 item 4: `diff --all --json` prints no table, so neither the terminal view
-    nor rich is imported (0.055 s of CPU)."""
+    nor rich is imported (0.055 s of CPU); nor, either way, the other commands' result
+    types, JSON shapes and wording, which import every analysis and the findings (~0.05
+    s), nor the simulate package (~0.02 s: `analyses.breakpoints` is apart from it)."""
     log = two_requests(tmp_path)
-    views = ("rich", "prefixscope.views.terminal.diff")
+    views = ("rich", "prefixscope.views.terminal.diff", "prefixscope.views.results",
+             "prefixscope.views.json", "prefixscope.views.wording", "prefixscope.findings",
+             "prefixscope.analyses.simulate")
     code = (
         "import sys\n"
         "from prefixscope.cli.main import main\n"

@@ -29,7 +29,8 @@ from prefixscope.parallel import Pool, WorkerError, effective_workers, runs
 from prefixscope.prompt import RenderOptions
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
-from prefixscope.views.json import diff_json, segments_json
+from prefixscope.views.diffed import diff_json
+from prefixscope.views.json import segments_json
 
 # not in the fast loop (`pytest -m "not slow"`): every command twice, with one process and two
 pytestmark = pytest.mark.slow

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from prefixscope.analyses.breakpoints import breakpoint_ends
 from prefixscope.analyses.bucket import group_block_sizes
 from prefixscope.analyses.causes import CAUSES, Cause, DivergenceSite, classify
 from prefixscope.analyses.pool import worker_pool
-from prefixscope.analyses.simulate.prepare import breakpoint_ends
 from prefixscope.model import Request
 from prefixscope.model.redaction import active
 from prefixscope.parallel import Batch, Pool, effective_workers, runs

@@ -14,7 +14,8 @@ from prefixscope.api.scope import reading, scope_of_options
 from prefixscope.model.errors import Error
 
 if TYPE_CHECKING:
-    from prefixscope.views.results import DiffReport, RenderResult
+    from prefixscope.views.diffed import DiffReport
+    from prefixscope.views.results import RenderResult
 
 
 def diff(store: Store | str | PathLike[str] | None, *requests: str, session: str | None = None,
@@ -51,7 +52,7 @@ def diff(store: Store | str | PathLike[str] | None, *requests: str, session: str
     from prefixscope.prompt import RenderError, RenderOptions
     from prefixscope.store.lookup import LookupError_, resolve_request
     from prefixscope.tokenizers import TokenizerError
-    from prefixscope.views.results import DiffReport
+    from prefixscope.views.diffed import DiffReport
 
     options = checked(RenderOptions(gateway=gateway, tokenizer=tokenizer,
                                      what_if=what_ifs(what_if)))

@@ -113,9 +113,9 @@ def diff(
 
 def _show(report: Any, *, pairwise: bool, json_out: bool, worst: int, quiet: int) -> None:
     """The diff's view, imported where it is shown, as report's: a --json diff imports no
-    rich (the terminal view's tables: 0.055 s of CPU)."""
+    rich (the terminal view's tables: 0.055 s of CPU), nor `views.json`'s other shapes."""
     if json_out:
-        from prefixscope.views.json import diff_json
+        from prefixscope.views.diffed import diff_json
 
         console.print_json(diff_json(report))
         return

@@ -1,7 +1,18 @@
 """Counts and dollars as the report's sentences write them, for every layer that words a
-finding or a what-if (one spelling of "1 request" / "3 requests" and of "−$0.04")."""
+finding or a what-if (one spelling of "1 request" / "3 requests" and of "−$0.04"), and the
+name of a stand-in tokenizer."""
 
 from __future__ import annotations
+
+# The one name a person reads for a tokenizer that counts in the model's stead (a hosted
+# model's own is not public, or not available offline): every view says it this way.
+# (Here, not in `views.wording`, which imports the findings: the diff's and render's
+# terminal views say it and read no finding.)
+STAND_IN = "stand-in tokenizer"
+# What a person can do about a stand-in: a model whose tokenizer can be had locally takes
+# --tokenizer; Claude's cannot (Anthropic publishes none), so no option makes it exact.
+CLAUDE_NOT_PUBLIC = ("not for a Claude model: Anthropic publishes no tokenizer, so its "
+                     "counts stay estimates")
 
 
 def plural(n: int, noun: str) -> str:

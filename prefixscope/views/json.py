@@ -1,5 +1,6 @@
 """Typed analysis results -> the documented JSON shapes (declared in `jsonshapes`,
-documented in docs/json.md; tests hold the three together)."""
+documented in docs/json.md; tests hold the three together). The diff's is apart, with its
+result type (`views.diffed`): a diff imports none of the analyses this module reads."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prefixscope.analyses.bucket import Boundary, BucketReport, HistogramBin
-from prefixscope.analyses.diff import DiffReport, PairDiff
+from prefixscope.analyses.diff import PairDiff
 from prefixscope.analyses.engine_cache import EngineLogAnalysis, RateSummary, stamp
 from prefixscope.analyses.prompt_spans import RenderResult
 from prefixscope.analyses.segments import (
@@ -34,8 +35,6 @@ from prefixscope.views.jsonshapes import (
     BucketJson,
     CallJson,
     CallsJson,
-    DiffJson,
-    DiffPairJson,
     EngineLogJson,
     EngineRateJson,
     IngestJson,
@@ -99,42 +98,6 @@ def _boundary_json(b: Boundary) -> BoundaryJson:
     return {"segment_before": b.segment_before, "segment_after": b.segment_after,
             "token": b.token, "requests": b.requests, "rendered": b.rendered,
             "distinct_after": b.distinct_after}
-
-
-def diff_json(report: DiffReport) -> DiffJson:
-    """The documented JSON shape (docs/json.md)."""
-    return {
-        "pairs": [diff_pair_json(p) for p in report.pairs],
-        "totals": {
-            "pairs": report.totals.pairs,
-            "lost_tokens": report.totals.lost_tokens,
-            "by_cause": {c: {"pairs": t.pairs, "lost_tokens": t.lost_tokens}
-                         for c, t in report.totals.by_cause.items()},
-            "skipped": report.totals.skipped,
-            "skipped_reasons": report.totals.skipped_reasons,
-        },
-        "gateway": report.options.gateway,
-        "tokenizer": report.options.tokenizer,
-        "what_if": list(report.options.what_if),
-        "block_size_source": report.block_size_source,
-    }
-
-
-def diff_pair_json(p: PairDiff) -> DiffPairJson:
-    fd = p.first_divergence
-    return {
-        "a": p.a, "b": p.b, "session": p.session, "tokens_a": p.tokens_a,
-        "tokens_b": p.tokens_b,
-        "first_divergence": None if fd is None else {
-            "token": fd.token, "char_a": fd.char_a, "char_b": fd.char_b,
-            "segment": fd.segment, "text_a": fd.text_a, "text_b": fd.text_b,
-            "token_a": fd.token_a, "token_b": fd.token_b,
-        },
-        "block_size": p.block_size, "reusable_tokens": p.reusable_tokens,
-        "lost_tokens": p.lost_tokens, "cause": p.cause, "detail": p.detail,
-        "approximate": p.approximate, "block_size_source": p.block_size_source,
-        "observed_cached": p.observed_cached, "shortfall": p.shortfall,
-    }
 
 
 def segments_json(reports: list[SegmentsReport], by: tuple[str, ...] = ()

@@ -11,7 +11,8 @@ typed values the terminal, JSON and HTML views read. Each result adds:
   ``_repr_html_``: the HTML page's findings table, for a notebook.
 
 `views.ingested.IngestResult` (what an ingest did) is apart: an ingest imports none of
-the analyses.
+the analyses. So is `views.diffed.DiffReport` (a diff imports none of the findings), named
+here too.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import html
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from prefixscope.analyses import diff as _diff
 from prefixscope.analyses import prompt_spans as _spans
 from prefixscope.analyses import simulate as _simulate
 from prefixscope.findings import calls as _calls
 from prefixscope.findings import model as _model
 from prefixscope.views import frames, wording
+from prefixscope.views.diffed import DiffReport as DiffReport
 from prefixscope.views.html import findings_table
 
 if TYPE_CHECKING:
@@ -102,38 +103,6 @@ class Report(_model.Report):
         gate = "passed" if self.gate.passed else "FAILED"
         return (f"<prefixscope.Report: {s.requests:,} requests, hit rate {rate}, "
                 f"{len(self.findings)} findings, gate {gate}>")
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class DiffReport(_diff.DiffReport):
-    """`prefixscope.diff`'s result: each consecutive pair's first divergence and its cause.
-
-    Tables (`to_polars`): ``pairs``, ``causes``.
-    """
-
-    TABLES: ClassVar[tuple[str, ...]] = tuple(frames.DIFF_TABLES)
-
-    @classmethod
-    def _of(cls, report: _diff.DiffReport) -> DiffReport:
-        return as_subclass(cls, report)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The document ``prefixscope diff --json`` prints."""
-        from prefixscope.views.json import diff_json
-
-        return dict(diff_json(self))
-
-    def to_polars(self, table: str = "pairs") -> pl.DataFrame:
-        """One of `TABLES` as a frame (columns: docs/api.md).
-
-        Raises:
-            prefixscope.Error: an unknown table.
-        """
-        return frames.table_of(frames.DIFF_TABLES, table, self)
-
-    def __repr__(self) -> str:
-        return (f"<prefixscope.DiffReport: {self.totals.pairs:,} pairs, "
-                f"{self.totals.lost_tokens:,} lost tokens>")
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -20,19 +20,14 @@ from prefixscope.findings.model import (
     reading_group,
 )
 from prefixscope.findings.verdicts import reconcile
-from prefixscope.model.words import plural as plural  # where it is defined
+from prefixscope.model.words import CLAUDE_NOT_PUBLIC as CLAUDE_NOT_PUBLIC  # defined there
+from prefixscope.model.words import STAND_IN as STAND_IN
+from prefixscope.model.words import plural as plural
 from prefixscope.tokenizers import DEFAULT_TOKENIZER, no_public_tokenizer
 
 if TYPE_CHECKING:
     from prefixscope.findings.evidence import Evidence
 
-# The one name a person reads for a tokenizer that counts in the model's stead (a hosted
-# model's own is not public, or not available offline): every view says it this way.
-STAND_IN = "stand-in tokenizer"
-# What a person can do about a stand-in: a model whose tokenizer can be had locally takes
-# --tokenizer; Claude's cannot (Anthropic publishes none), so no option makes it exact.
-CLAUDE_NOT_PUBLIC = ("not for a Claude model: Anthropic publishes no tokenizer, so its "
-                     "counts stay estimates")
 # The three hit rates every report view and `simulate` print side by side, in one line.
 RATES_LEGEND = ("observed: the cache the log reports; predicted: a replay of the same "
                 "prompts through the engine's cache model (its block size, capacity and "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from prefixscope.analyses.diff import DiffReport, PairDiff, block_size_breakdown
-from prefixscope.views import wording
+from prefixscope.model import words
 from prefixscope.views.terminal import Screen, shown
 
 
@@ -43,7 +43,7 @@ def pair_screen(p: PairDiff, block_source: str, screen: Screen) -> Screen:
                   f"{shown(repr(fd.token_b))}")
     screen.print(f"reusable {p.reusable_tokens:,} · lost [bold]{p.lost_tokens:,}[/] tokens "
               f"(block {p.block_size}, {p.block_size_source or block_source})"
-              + (f"  [yellow](approximate: {wording.STAND_IN})[/]" if p.approximate else ""))
+              + (f"  [yellow](approximate: {words.STAND_IN})[/]" if p.approximate else ""))
     screen.print(f"cause: [bold]{p.cause}[/] — {shown(p.detail)}")
     if p.shortfall is not None and p.shortfall > 0:
         screen.print(f"the log says B got {p.observed_cached:,} cached tokens: "
@@ -110,9 +110,9 @@ def summary_screen(report: DiffReport, worst: int, screen: Screen) -> Screen:
                      "which")
     approximate = sum(p.approximate for p in report.pairs)
     if approximate:
-        screen.warn(f"{approximate:,} pair(s) counted with a {wording.STAND_IN} (the model's "
+        screen.warn(f"{approximate:,} pair(s) counted with a {words.STAND_IN} (the model's "
                     "own is not available offline): their token numbers are estimates; pass "
-                    f"--tokenizer ({wording.CLAUDE_NOT_PUBLIC})")
+                    f"--tokenizer ({words.CLAUDE_NOT_PUBLIC})")
     for reason, n in t.skipped_reasons.items():
         screen.warn(f"{n} pair(s) not diffed: {reason}")
     return screen
