@@ -39,6 +39,7 @@ from prefixscope.model.hashing import (
 )
 from prefixscope.model.keys import split_body, strip_billing_header
 from prefixscope.model.redaction import active
+from prefixscope.tokens.tokenize import common_text_prefix
 
 CAUSES = (
     "identical", "append-only", "json-key-order", "tool-order", "tool-set", "volatile-value",
@@ -127,10 +128,7 @@ def volatile_change(text_a: str, text_b: str, start: int, end_a: int, end_b: int
         (token in A, token in B), e.g. ("cch=8c7f0", "cch=7ee55"), or None.
     """
     seg_a, seg_b = text_a[start:end_a], text_b[start:end_b]
-    suffix = 0
-    limit = min(len(seg_a), len(seg_b))
-    while suffix < limit and seg_a[len(seg_a) - 1 - suffix] == seg_b[len(seg_b) - 1 - suffix]:
-        suffix += 1
+    suffix = _common_end(seg_a, seg_b)
     diff_a, diff_b = seg_a[: len(seg_a) - suffix], seg_b[: len(seg_b) - suffix]
     if not diff_a or not diff_b or max(len(diff_a), len(diff_b)) > MAX_VOLATILE_CHARS:
         return None
@@ -146,6 +144,14 @@ def volatile_change(text_a: str, text_b: str, start: int, end_a: int, end_b: int
             or _hex_pair(value_a, value_b)):
         return word_a, word_b
     return None
+
+
+def _common_end(a: str, b: str) -> int:
+    """How many trailing characters `a` and `b` share: the common start of the two
+    reversed, slices compared in C (`common_text_prefix`). A loop here read a whole
+    segment a character at a time: where a billing header at the start of an OpenAI Chat
+    view's system message changed, the whole system prompt each turn (0.55 s at 1 GiB)."""
+    return common_text_prefix(a[::-1], b[::-1])
 
 
 def _hex_pair(a: str, b: str) -> bool:
