@@ -14,7 +14,7 @@ from conftest import ROOT
 
 import prefixscope.analyses.bucket as bucket_module
 from prefixscope.analyses.bucket import bucket_store, spike_samples
-from prefixscope.analyses.onepass import one_pass
+from prefixscope.analyses.onepass import one_pass, tokens_bytes
 from prefixscope.findings.domains import plan_domains
 from prefixscope.findings.evidence import ReportOptions, _pass_setup, gather
 from prefixscope.store import Store
@@ -48,7 +48,7 @@ def walked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     samples = spike_samples(store, BY)
     passed = one_pass(store, replace(setup, keep=frozenset(samples)))
     return {"store": store, "fresh": fresh, "asked": asked, "samples": samples,
-            "kept": passed.kept}
+            "kept": passed.kept, "setup": replace(setup, keep=frozenset(samples))}
 
 
 def test_spike_samples_are_the_requests_the_explainer_renders(walked: dict[str, Any]) -> None:
@@ -83,3 +83,14 @@ def test_report_explains_its_spikes_as_bucket_does(walked: dict[str, Any]) -> No
     """report's walk in this process hands its tokens to the explainer (with workers the
     explainer renders them, as `bucket` does)."""
     assert gather(walked["store"], ReportOptions(), workers=1).bucket == walked["fresh"]
+
+
+def test_the_walk_keeps_tokens_up_to_its_byte_budget(walked: dict[str, Any]) -> None:
+    """`PassSetup.keep_hold`: what does not fit is left to the explainer to render."""
+    store, setup, kept = walked["store"], walked["setup"], walked["kept"]
+    assert one_pass(store, replace(setup, keep_hold=0)).kept == {}
+    hold = sum(tokens_bytes(t) for t in kept.values()) - 1
+    some = one_pass(store, replace(setup, keep_hold=hold)).kept
+    assert some and set(some) < set(kept)
+    assert sum(tokens_bytes(t) for t in some.values()) <= hold
+    assert bucket_store(store, BY, rendered=some) == walked["fresh"]

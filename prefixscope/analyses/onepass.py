@@ -18,6 +18,7 @@ walked) are diffed afterwards from the store (`finish`).
 
 from __future__ import annotations
 
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -85,15 +86,18 @@ class PassSetup:
     spill: str | None = None
     spill_hold: int = HOLD_BYTES  # bytes of ids a process holds before it spills (`keep_ids`)
     # Requests whose tokens the walk hands back as it renders them (`PassResult.kept`:
-    # bucket's spike samples, for a walk in the process that explains the spikes)
+    # bucket's spike samples, for a walk in the process that explains the spikes), up to
+    # `keep_hold` bytes of them (`tokens_bytes`; the others are rendered where asked)
     keep: frozenset[str] = frozenset()
+    keep_hold: int = HOLD_BYTES
 
     def subset(self, request_ids: Iterable[str]) -> PassSetup:
         """The setup a run of these requests' sessions needs: its own pairs and links only
         (pair indexes kept)."""
         return PassSetup(self.render, self.sizes, self.domains,
                          links_of(self.links, request_ids), self.pairs, self.context,
-                         self.redactor, self.spill, self.spill_hold, self.keep)
+                         self.redactor, self.spill, self.spill_hold, self.keep,
+                         self.keep_hold)
 
 
 def links_of(links: Links, request_ids: Iterable[str]) -> Links:
@@ -163,6 +167,7 @@ class _Walk:
         self.seen: dict[str, tuple[Request, Tokens | RenderError | None]] = {}
         self.successors = Counter(setup.links.successors)
         self.turns = Turns(setup.render)
+        self.kept_bytes = 0  # of the tokens kept for `setup.keep`
 
     def run(self, requests: Iterable[Request]) -> StageResult:
         pending: list[Request] = []
@@ -196,7 +201,7 @@ class _Walk:
                                                    for r in pending])
         for request, tok in zip(pending, results, strict=True):
             if request.id in self.setup.keep and isinstance(tok, Tokens):
-                self.result.kept[request.id] = tok
+                self._keep(request.id, tok)
             preparer = self._preparer(request)
             if preparer is not None and preparer.renders(request):
                 self._prepared(preparer, request, lambda p, r=request, t=tok: p.rendered(
@@ -205,6 +210,13 @@ class _Walk:
                 self._prepared(preparer, request, lambda p, r=request: p.plain(r))
             self._met(request, tok)
         pending.clear()
+
+    def _keep(self, request_id: str, tok: Tokens) -> None:
+        """Hand `tok` back (`PassSetup.keep`) while the kept tokens fit `keep_hold`."""
+        size = tokens_bytes(tok)
+        if self.kept_bytes + size <= self.setup.keep_hold:
+            self.kept_bytes += size
+            self.result.kept[request_id] = tok
 
     def _plain(self, request: Request) -> None:
         preparer = self._preparer(request)
@@ -252,6 +264,12 @@ class _Walk:
         (a, ta), (b, tb) = self.seen[a_id], self.seen[b_id]
         return diff_outcome(PairRef(a, b, session, compaction), ta, tb, self.setup.sizes,
                             self.setup.context)
+
+
+def tokens_bytes(tok: Tokens) -> int:
+    """About the memory `tok` holds: its arrays and its prompt's text (the segments, a
+    few per message, aside)."""
+    return tok.ids.nbytes + tok.char_starts.nbytes + sys.getsizeof(tok.prompt.text)
 
 
 def diff_outcome(pair: PairRef, ta: Tokens | RenderError | None, tb: Tokens | RenderError | None,
