@@ -139,27 +139,6 @@ class TestIdealReadOffTheSweep:
         assert got == [[0, 4, 2], [0, 4, 2]]
         assert made == [True]
 
-    def test_other_inputs_ideals_are_swept_ahead_alongside(self, monkeypatch):
-        """`sweep_ahead(..., ideals=)`: a what-if input's ideal replay, swept beside the
-        base's sweep, is read off it later: nothing is swept or replayed then, and the
-        answer is the one made without it."""
-        from prefixscope.analyses.simulate import replay as replay_module
-
-        log = prepared([[0, 1, 2, 3], [0, 1, 2, 3, 4], [0, 1, 9]])
-        other = prepared([[5, 1, 2, 3], [5, 1, 2, 3, 4], [0, 1, 9, 9]])
-        options = SimulateOptions(unit=2)
-        expected = replay_module._replays(other, [options, replay_module._IDEAL], 1)
-        with replay_module.remembered_replays():
-            replay_module.sweep_ahead(log, options, [(other, options)], 2)
-
-            def nothing(*args, **kwargs):
-                raise AssertionError("made again: the ideal swept ahead was not read")
-
-            monkeypatch.setattr(replay_module, "_replay", nothing)
-            monkeypatch.setattr(replay_module, "_sweep", nothing)
-            got = replay_module._replays(other, [options, replay_module._IDEAL], 1)
-        assert got == expected == [[0, 4, 0], [0, 4, 0]]  # [0 1] never cached here
-
     def test_an_engine_with_no_sweep_replays_its_ideal(self, monkeypatch):
         from prefixscope.analyses.simulate import replay as replay_module
 

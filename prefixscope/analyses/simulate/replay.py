@@ -423,29 +423,17 @@ def _sweeps(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions],
 
 
 def sweep_ahead(prepared: Sequence[_Prepared], options: SimulateOptions,
-                ideals: Sequence[tuple[Sequence[_Prepared], SimulateOptions]] = (),
                 workers: int = 1) -> None:
     """Inside `remembered_replays`, sweep `options`' replay now where its engine has an exact
     sweep: a caller that will likely fit a capacity (whose sweep this is) gets its
     unlimited replay read off the same pass (`_replays`) instead of replaying it apart.
-    `ideals`: other inputs (what-ifs) whose ideal replay, which no fit changes, the caller
-    asks for later with these options: swept at the unlimited capacity alongside, in one
-    pool of `workers` processes. Elsewhere, or for an engine with no sweep, nothing."""
+    Elsewhere, or for an engine with no sweep, nothing. (A what-if's input is not swept
+    here beside it: whether it needs its unlimited capacity alone or every capacity is
+    known after the fit; `findings.domains._replay_steps`.)"""
     if _REMEMBERED.get() is None or options.concurrent \
             or ENGINES[options.engine].sweep is None:
         return
-    jobs: list[tuple[Sequence[_Prepared], tuple[Any, ...]]] = [(prepared, _sweep_key(options))]
-    for other, run in ideals:
-        ideal = _replay_key(run, True)[0]
-        if _swept_run(replace(ideal, capacity_tokens=0), False):
-            jobs.append((other, ("ideal", _sweep_key(ideal)[1])))
-    todo = [(held, key) for held, key in jobs if key not in _memo(held)]
-    if not todo:
-        return
-    with Pool(min(workers, len(todo)), shared=[held for held, _ in todo]) as pool:
-        made = pool.map(_job_of, [(i, key) for i, (_, key) in enumerate(todo)])
-    for (held, key), result in zip(todo, made, strict=True):
-        _memo(held)[key] = result
+    _sweeps(prepared, [options], workers)
 
 
 def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
