@@ -19,6 +19,7 @@ EXPECTED = {
     "claude-code": 3 + 5 + 1 + 4 + 14 + 1,
     "gemini-cli": 6,
     "aider": 33,
+    "codex": 485,  # codex-desktop/: the publisher's manifest counts 485 turn_context lines
     "langfuse": 4 + 1 + 2 + 2 + 2,
     "mini-swe-agent": 10 + 2,
     "openhands": 23 + 33 + 49 + 2 + 5 + 3 + 4 + 4 + 22,
@@ -34,12 +35,19 @@ def test_whole_real_folder_is_recognized(real):
     assert result.exit_code == 0
     out = json.loads(result.stdout)
     assert out["by_format"] == EXPECTED
-    assert out["unrecognized"] == []
-    # the only skips are the four stray non-record lines of claude-code-log's edge cases and
-    # the OTLP example, whose one span ("I'm a server span") is no GenAI model call
-    assert out["skipped"] == 4 + 1
+    # the only files read as no log: codex-desktop's published totals (the oracle of
+    # tests/test_real_codex_desktop.py), beside its rollouts
+    assert sorted(u.rsplit("/", 2)[-2] + "/" + u.rsplit("/", 1)[-1]
+                  for u in out["unrecognized"]) == [
+        "codex-desktop/manifest.json", "expected/codex-sessions.json",
+        "expected/codex-stats.json"]
+    # the only skips are the four stray non-record lines of claude-code-log's edge cases,
+    # the OTLP example, whose one span ("I'm a server span") is no GenAI model call, and
+    # the three files of published totals
+    assert out["skipped"] == 4 + 1 + 3
     assert {e["file"].rsplit("/", 1)[-1] for e in out["errors"]} == \
-        {"claude-code-log__edge_cases.jsonl", "opentelemetry-proto__examples__trace.json"}
+        {"claude-code-log__edge_cases.jsonl", "opentelemetry-proto__examples__trace.json",
+         "manifest.json", "codex-sessions.json", "codex-stats.json"}
     assert out["empty"] == [f"{real}/otel/opentelemetry-proto__examples__trace.json (otel)"]
     sql = runner.invoke(app, ["sql", "select source_format, count(*) as n from requests "
                               "group by 1 order by 1", "--store", "real.duckdb", "--json"])

@@ -71,8 +71,12 @@ TEXT_FIELDS: frozenset[tuple[str, str]] = frozenset({
 BILLING_MARK = f"{BILLING_PREFIX} cch=…"
 # A recorded session event's detail is emptied too (a compaction's message, the tools a
 # tool-set delta names), but for these kinds, whose detail is "before -> after" of the
-# model, the client version or the reasoning effort: metadata the bundle carries anyway.
-KEPT_EVENT_DETAILS = frozenset({"model-change", "client-upgrade", "settings-change"})
+# model, the client version or the reasoning effort (metadata the bundle carries anyway),
+# or, for a history rewrite, counts the reader wrote itself (Codex: how many reasoning items
+# a user turn dropped; Claude Code's micro-compaction: its trigger, tokens saved and how
+# many tool results it cleared), never the prompts' text.
+KEPT_EVENT_DETAILS = frozenset({"model-change", "client-upgrade", "settings-change",
+                                "history-rewrite"})
 
 
 # A segment path (`prompt.Segment.path`) inside any string: where names follow.

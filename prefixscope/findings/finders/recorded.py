@@ -29,7 +29,7 @@ def find(ev: Evidence) -> Iterator[Finding]:
     for e in ev.ledger.entries:
         if e.recorded in KIND_OF_EVENT and e.causes.get("break") and e.break_kind:
             groups[e.break_kind].append(e)
-    client_of = {r.id: r.client for r in ev.records}
+    client_of = clients_of(ev)
     for kind, entries in groups.items():
         yield _finding(ev, kind, entries, client_of)
 
@@ -41,15 +41,24 @@ def provider_said(entries: Sequence[LedgerEntry], ev: Evidence) -> dict[str, int
     return dict(said.most_common())
 
 
+def clients_of(ev: Evidence) -> dict[str, str | None]:
+    """Each request's client, as `client_family` reads it. A Codex rollout is Codex's
+    whatever its `originator` says: the CLI writes ``codex_cli_rs``, the IDE extension
+    ``codex_vscode``, ``codex exec`` ``codex_exec``, and the desktop app ``Codex Desktop``
+    (a real rollout of Codex 0.104, madshn/localpush's fixture), so the format decides."""
+    return {r.id: CODEX if r.source_format == CODEX else r.client for r in ev.records}
+
+
 def client_family(ids: Sequence[str], client_of: dict[str, str | None]) -> str | None:
-    """``claude-code`` / ``cline`` when every request of `ids` is that client's, else None."""
+    """``claude-code`` / ``cline`` / ``codex`` when every request of `ids` is that client's,
+    else None."""
     clients = {client_of.get(i) for i in ids}
     if clients == {CLAUDE_CODE}:
         return CLAUDE_CODE
     if clients and clients <= CLINE_FAMILY:
         return "cline"
-    if clients and all(c is not None and c.startswith(CODEX) for c in clients):
-        return CODEX  # codex_cli_rs, codex_vscode, codex_exec: Codex's `originator`
+    if clients and all(c is not None and c.lower().startswith(CODEX) for c in clients):
+        return CODEX  # Codex's `originator` in another format's log (a gateway's header)
     return None
 
 

@@ -21,6 +21,7 @@ from prefixscope.findings.finders.recorded import (
     CLAUDE_CODE,
     CODEX,
     client_family,
+    clients_of,
     provider_said,
 )
 from prefixscope.findings.ledger import LedgerEntry
@@ -370,8 +371,7 @@ def _minimums() -> str:
 def _family(entries: Sequence[LedgerEntry], ev: Evidence) -> str | None:
     """The agent client every request of `entries` is from, when it is one whose settings
     the fix can name (Claude Code, Cline)."""
-    client_of = {r.id: r.client for r in ev.records}
-    return client_family([e.id for e in entries], client_of)
+    return client_family([e.id for e in entries], clients_of(ev))
 
 
 def _compaction_fix(family: str | None) -> str:
