@@ -111,7 +111,7 @@ def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
             result = ingest_paths(strings(paths), core, fmt=format, strict=strict,
                                   session_gap_s=session_gap * 60, progress=progress,
                                   session_rules=rules, max_line_bytes=max_line_bytes)
-        except StoreError as exc:  # the disk is full: the store is rolled back
+        except StoreError as exc:  # the disk is full: the run is undone (`store.runs`)
             raise Error(str(exc)) from None
         finally:
             core.close()

@@ -2,17 +2,21 @@
 
 Reading is `prefixscope.ingest`'s (pure: bytes in, `Request` records out); this module
 streams those records into the store in bounded batches (`ingest.BATCH` requests or
-`ingest.BATCH_BYTES` of body JSON; bodies are stored by content, `store.parts`, so what
-a run's transaction holds grows with the log's distinct content) inside one
-transaction. A batch spans files: each store write scans what the store holds, so a
-write per file made a folder of 20,000 one-call files quadratic. It links second
-logs of one call (`store.duplicates`) and re-threads sessions at the end. Under
-``--strict`` any skipped record rolls the whole run back.
+`ingest.BATCH_BYTES` of body JSON), each committed on its own: DuckDB holds what a
+transaction appends in memory until its commit, so one transaction for the whole run
+grew with the log (~2.2 GB of RSS per GiB of Codex rollouts). A batch spans files: each
+store write scans what the store holds, so a write per file made a folder of 20,000
+one-call files quadratic. It links second logs of one call (`store.duplicates`) and
+re-threads sessions in the run's last transaction. A run that fails (under ``--strict``
+any skipped record; a full disk; an interrupt) is undone: the store is left as it was
+(`store.runs`: the run is recorded, what it adds listed, and a run killed outright is
+removed by the next open).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -40,12 +44,13 @@ from prefixscope.ingest.normalize.sessions import SessionRule, apply_session_rul
 from prefixscope.ingest.source import DECODE_ERRORS, MAX_LINE_BYTES, Probe, Source
 from prefixscope.model import Request, Skip
 from prefixscope.sessions import thread_sessions
+from prefixscope.store import runs
 from prefixscope.store.duplicates import call_row, link_duplicates
 from prefixscope.store.store import Store, UsageSummary
 
 
 class _Rejected(Exception):
-    """--strict and something was skipped: roll the transaction back."""
+    """--strict and something was skipped: undo the run."""
 
 
 class _Batch:
@@ -80,7 +85,10 @@ class _Batch:
 
     def write(self, stored: Callable[[], None] | None = None) -> None:
         if self.requests:
-            self.new += self.store.add(self.requests, self.prefer, body_texts=self.texts)
+            with self.store.transaction():  # a batch is committed whole, or not at all
+                if self.store.ingest_run is not None:
+                    runs.record(self.store, self.store.ingest_run)
+                self.new += self.store.add(self.requests, self.prefer, body_texts=self.texts)
         self.requests, self.texts, self.ids, self.held = [], [], set(), 0
         if stored is not None:
             stored()
@@ -104,7 +112,7 @@ class IngestResult:
     duplicates: int = 0  # requests in the store that are a second log of a call (duplicate_of)
     summary: tuple[UsageSummary, ...] = ()  # the store after the run, per source format
     totals: UsageSummary | None = None  # the store after the run, every upstream call once
-    failed: bool = False  # --strict and something was skipped: nothing was stored
+    failed: bool = False  # --strict and something was skipped: nothing was stored (undone)
     # the engine logs that are files, each with the kind the ingest sniffed (`report` reads
     # them without sniffing again); not in the --json document, whose engine_logs names them
     engine_inputs: tuple[EngineLogInput, ...] = ()
@@ -149,7 +157,9 @@ def ingest_paths(
 
     Raises:
         KeyError: `fmt` is not a known format name.
-        StoreError: the store cannot be written (the disk is full); nothing was stored.
+        StoreError: the store cannot be written (the disk is full); nothing was stored
+            (the batches committed are deleted, or, if the disk has no room for that
+            either, by the next open of the store: `store.runs`).
     """
     forced = get_format(fmt) if fmt != "auto" else None
     tally = Tally()
@@ -160,24 +170,34 @@ def ingest_paths(
     total = sum(_safe_size(s) for s in sources)
     done = 0
     failed = False
+    run = runs.begin(store)
     try:
-        with store.transaction():
-            for source in sources:
-                source.max_line_bytes = max_line_bytes
-                try:
-                    _ingest_one(source, forced, batch, tally, session_rules,
-                                stored=_reporter(progress, source, done, total, tally))
-                finally:
-                    source.close()
-                done += _safe_size(source)
-                if progress:
-                    progress(source.name, done, total, tally.read)
-            batch.write()
-            if strict and tally.skipped > 0:
-                raise _Rejected
+        for source in sources:
+            source.max_line_bytes = max_line_bytes
+            try:
+                _ingest_one(source, forced, batch, tally, session_rules,
+                            stored=_reporter(progress, source, done, total, tally))
+            finally:
+                source.close()
+            done += _safe_size(source)
+            if progress:
+                progress(source.name, done, total, tally.read)
+        batch.write()
+        if strict and tally.skipped > 0:
+            raise _Rejected
+        with store.transaction():  # what rewrites stored rows: all of it, or none
+            runs.finish(store, run)
             relink(store, session_gap_s)
+        runs.ended(run)
     except _Rejected:
         failed = True
+        runs.undo(store, run)
+    except BaseException:
+        # the failure that got here is the one to report; an undo that fails as well
+        # (the disk is full) leaves the run recorded, for the next open to remove
+        with suppress(Exception):
+            runs.undo(store, run)
+        raise
     new = 0 if failed else batch.new
     return IngestResult(
         ingested=new, already_present=tally.read - new, skipped=tally.skipped,

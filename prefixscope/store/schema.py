@@ -148,7 +148,26 @@ CREATE OR REPLACE VIEW turns AS
     FROM requests r LEFT JOIN sessions s ON s.request_id = r.id;
 """
 
-MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7)
+# v8: an ingest commits batch by batch (`store.runs`: DuckDB holds a transaction's
+# appended rows in memory until its commit), so what a failed or killed run added is
+# listed, to be deleted: ``ingest_runs`` holds each run under way (a row left there is a
+# run that died), ``ingest_added`` what its batches newly inserted (table, key). Both are
+# empty between runs.
+V8 = """
+CREATE TABLE ingest_runs (
+    run VARCHAR PRIMARY KEY,
+    started TIMESTAMP NOT NULL,
+    pid INTEGER NOT NULL,
+    fresh BOOLEAN NOT NULL
+);
+CREATE TABLE ingest_added (
+    run VARCHAR NOT NULL,
+    tbl VARCHAR NOT NULL,
+    key VARCHAR NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7, V8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The requests table's columns, in order, with their Polars types (`request_schema`).

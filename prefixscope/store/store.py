@@ -28,6 +28,10 @@ Tables:
   call after it (`model.SessionEvent`).
 * ``turns`` (view) -- requests joined with their session, the table most
   queries want.
+* ``ingest_runs`` / ``ingest_added`` -- the ingest under way and what its batches
+  inserted (`store.runs`: an ingest commits batch by batch and undoes a run that fails;
+  a run that died is removed by the next open, before anything reads the store). Empty
+  between runs.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from prefixscope.model.keys import (
     history_hashes,
     prefix_chain,
 )
-from prefixscope.store import catalog
+from prefixscope.store import catalog, runs
 from prefixscope.store.parts import Layout, join_body, layout_hashes, layout_json, split_body
 from prefixscope.store.schema import (
     COLUMNS,
@@ -246,6 +250,7 @@ class Store:
         self.read_only = read_only
         self._streams: dict[str, _ArrowStream] = {}  # the names registered (`_run_on`)
         self._usage_records: list[UsageRecord] | None = None  # read-only: `usage_records`
+        self.ingest_run: runs.Run | None = None  # the ingest writing (`store.runs`)
 
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False,
@@ -284,8 +289,12 @@ class Store:
             store._seal(writes_into)
             if not read_only:
                 store._migrate()
+                runs.recover(store)  # a run that died (SIGKILL): before anything reads
             elif not made_here:
                 store._check_version()
+                if runs.unfinished(store):
+                    con.close()
+                    return cls._recovered(path, label, writes_into)
             if not store.run("SELECT system.main.current_setting('lock_configuration')"
                              )[0][0]:
                 store.run("SET lock_configuration = true")  # no statement reopens access
@@ -297,6 +306,18 @@ class Store:
                 raise StoreError(full) from None
             raise
         return store
+
+    @classmethod
+    def _recovered(cls, path: str, label: str | None, writes_into: Path | None) -> Store:
+        """`path` opened read-only after a writable open removed the run that died in it
+        (`runs.recover`): a reader never sees half an ingest."""
+        name = path if label is None else label
+        try:
+            cls.open(path, label=label).close()
+        except StoreError as exc:
+            raise StoreError(f"{name} holds an ingest that did not finish (killed?), which "
+                             f"an open for writing removes, and that failed: {exc}") from None
+        return cls.open(path, read_only=True, label=label, writes_into=writes_into)
 
     def _seal(self, writes_into: Path | None) -> None:
         """No file or network access but the store (and `writes_into`), before anything of
@@ -422,7 +443,7 @@ class Store:
                 raise StoreError(full) from None
             raise
 
-    def _run_on(self, name: str, frame: pl.DataFrame, sql: str) -> None:
+    def _run_on(self, name: str, frame: pl.DataFrame, sql: str) -> list[tuple[Any, ...]]:
         """Execute `sql` with `frame` visible to it as `name`.
 
         The name is registered once per connection (its stream given each statement's
@@ -439,7 +460,7 @@ class Store:
             self.con.register(name, stream)
         stream.frame = frame
         try:
-            self.run(sql)
+            return self.run(sql)
         finally:
             stream.frame = None
 
@@ -460,13 +481,33 @@ class Store:
 
         A request whose id is stored is a copy of the same call (re-ingest, the call in a
         second file). It is passed over, unless `prefer(copy, stored)` says the copy is
-        more complete (its format's rule): then it replaces the stored row.
+        more complete (its format's rule): then it replaces the stored row -- at the end
+        of the ingest run writing (`ingest_run`) when an earlier run stored that row
+        (`runs.finish`: a run that fails leaves it).
+
+        In an ingest run that lists its writes (`runs.Run.listing`), what this inserts is
+        listed in ``ingest_added``, in the caller's transaction.
         """
         import polars as pl
 
         if not requests:
             return 0
-        replaced = self._replace_preferred(requests, prefer) if prefer is not None else 0
+        replaced = 0
+        if prefer is not None:
+            replaced, later = self._replace_preferred(requests, prefer)
+            if later:  # the copies wait for the run's end (`runs.finish`)
+                run = self.ingest_run
+                assert run is not None  # only a run defers (`_replace_preferred`)
+                for i, r in enumerate(requests):
+                    if r.id in later:
+                        run.deferred[r.id] = (r, body_texts[i] if body_texts else None)
+                kept = [i for i, r in enumerate(requests) if r.id not in later]
+                requests = [requests[i] for i in kept]
+                if body_texts is not None:
+                    body_texts = [body_texts[i] for i in kept]
+                if not requests:
+                    return 0  # (the rows replaced now are those of copies kept here)
+        listing = self.ingest_run if self.ingest_run and self.ingest_run.listing else None
         now = datetime.utcnow()
         cols: dict[str, list[Any]] = {name: [] for name in REQUEST_COLUMNS}
         bodies: dict[str, tuple[str, str | None]] = {}  # hash -> (skeleton or JSON, layout)
@@ -521,62 +562,84 @@ class Store:
                 cols[name].append(value)
         frame = pl.DataFrame(cols, schema=request_schema())
         before = self.count()
-        self._run_on(
+        # each insert returns the keys it added when they are listed (`runs.note`)
+        returning = " RETURNING {}" if listing else ""
+        added = {"requests": self._run_on(
             "_incoming", frame,
             f"INSERT INTO requests ({COLUMNS}) SELECT {COLUMNS} FROM _incoming "
             "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
-            "(PARTITION BY id ORDER BY source_line) = 1")
+            "(PARTITION BY id ORDER BY source_line) = 1" + returning.format("id"))}
         if parts:
             part_frame = pl.DataFrame({"hash": list(parts), "part": list(parts.values())},
                                       schema={"hash": pl.Utf8, "part": pl.Utf8})
-            self._run_on("_parts", part_frame,
-                         "INSERT INTO parts SELECT hash, part FROM _parts "
-                         "WHERE hash NOT IN (SELECT hash FROM parts)")
+            added["parts"] = self._run_on(
+                "_parts", part_frame, "INSERT INTO parts SELECT hash, part FROM _parts "
+                "WHERE hash NOT IN (SELECT hash FROM parts)" + returning.format("hash"))
         if bodies:
             body_frame = pl.DataFrame(
                 {"hash": list(bodies), "body": [b for b, _ in bodies.values()],
                  "layout": [la for _, la in bodies.values()]},
                 schema={"hash": pl.Utf8, "body": pl.Utf8, "layout": pl.Utf8})
-            self._run_on("_bodies", body_frame,
-                         "INSERT INTO bodies (hash, body, layout) SELECT hash, body, layout "
-                         "FROM _bodies WHERE hash NOT IN (SELECT hash FROM bodies)")
-        self._add_events(requests)
+            added["bodies"] = self._run_on(
+                "_bodies", body_frame,
+                "INSERT INTO bodies (hash, body, layout) SELECT hash, body, layout "
+                "FROM _bodies WHERE hash NOT IN (SELECT hash FROM bodies)"
+                + returning.format("hash"))
+        added["session_events"] = self._add_events(
+            requests, returning.format(runs.EVENT_KEY))
+        if listing:
+            for table, rows in added.items():
+                runs.note(self, listing, table, [r[0] for r in rows])
         return self.count() - before - replaced
 
-    def _add_events(self, requests: Sequence[Request]) -> None:
+    def _add_events(self, requests: Sequence[Request], returning: str = ""
+                    ) -> list[tuple[Any, ...]]:
         """The session events the requests carry, kept for the stored copy of each call
-        (the row from the same file) and once (re-ingest adds none)."""
+        (the row from the same file) and once (re-ingest adds none); returns what the
+        `returning` clause (`` RETURNING ...``) gives of those inserted."""
         import polars as pl
 
         rows = [(r.id, r.session_key, e.timestamp, e.kind, e.detail, r.source_file,
                  e.source_line) for r in requests for e in r.events]
         if not rows:
-            return
+            return []
         frame = pl.DataFrame(rows, orient="row", schema={
             "request_id": pl.Utf8, "session_key": pl.Utf8, "timestamp": pl.Datetime("us"),
             "kind": pl.Utf8, "detail": pl.Utf8, "source_file": pl.Utf8,
             "source_line": pl.Int64})
-        self._run_on(
+        return self._run_on(
             "_events", frame,
             "INSERT INTO session_events SELECT DISTINCT e.* FROM _events e "
             "WHERE EXISTS (SELECT 1 FROM requests r WHERE r.id = e.request_id "
             "AND r.source_file = e.source_file) AND NOT EXISTS (SELECT 1 FROM "
             "session_events s WHERE s.request_id = e.request_id AND s.kind = e.kind "
             "AND s.source_file = e.source_file "
-            "AND s.source_line IS NOT DISTINCT FROM e.source_line)")
+            "AND s.source_line IS NOT DISTINCT FROM e.source_line)" + returning)
 
     def _replace_preferred(self, requests: Sequence[Request],
-                           prefer: Callable[[Request, Request], bool]) -> int:
+                           prefer: Callable[[Request, Request], bool]) -> tuple[int, set[str]]:
         """Delete the stored rows `prefer` ranks below an incoming copy (`add` then inserts
         the copy under the same id), and the session events their files gave them (the
-        copy brings its own file's); returns how many."""
+        copy brings its own file's); returns how many, and the ids of those an earlier
+        ingest run stored, which are not deleted: their copies wait for the end of the run
+        (`runs.finish`), so that one that fails leaves them. A copy waiting is the one the
+        next copy of its call is ranked against, as if it were stored."""
         stored = self.get_many(r.id for r in requests)
+        run = self.ingest_run
+        if run is not None:
+            stored.update((rid, copy) for rid, (copy, _) in run.deferred.items()
+                          if rid in stored)
         ids = [r.id for r in requests if r.id in stored and prefer(r, stored[r.id])]
+        later: set[str] = set()
+        if run is not None and ids:
+            mine = runs.own(self, run, ids)
+            later = {rid for rid in ids if rid not in mine}
+            ids = [rid for rid in ids if rid in mine]
         if ids:
             self.run("DELETE FROM requests WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids])
             self.run("DELETE FROM session_events WHERE request_id IN "
                      "(SELECT unnest(?::VARCHAR[]))", [ids])
-        return len(ids)
+        return len(ids), later
 
     def copy_into(self, other: Store, scope: Scope | None = None) -> None:
         """The requests of this store within `scope` (None: every one), the bodies they
