@@ -101,7 +101,9 @@ def begin(store: Store) -> Run:
 
 def record(store: Store, run: Run) -> None:
     """Record the run as under way, in the transaction of its first batch (so that the
-    batch is never committed without it)."""
+    batch is never committed without it). Marked before that commit: if the batch is
+    rolled back instead, `undo` finds nothing of the run to delete, and deletes nothing
+    else (a fresh run's store is still empty)."""
     if not run.recorded:
         store.run("INSERT INTO ingest_runs VALUES (?, ?, ?, ?)",
                   [run.id, datetime.now(UTC).replace(tzinfo=None), os.getpid(), run.fresh])
