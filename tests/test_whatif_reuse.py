@@ -442,6 +442,133 @@ def test_a_chat_head_swap_is_refused_where_it_is_not_proved() -> None:
     assert head_text(responses, RenderOptions()) is None
 
 
+# -- the same for an Anthropic body through new-api's conversion (anthropic-to-openai) ---
+
+
+def _converted(body: dict[str, Any]) -> Any:
+    from _render_helpers import make_request
+
+    return make_request(body, endpoint="anthropic-messages", model="llm-prime",
+                        gateway="anthropic-to-openai")
+
+
+@st.composite
+def _converted_bodies(draw: Any) -> dict[str, Any]:
+    """An Anthropic body as new-api logs it before converting it: `_headed_bodies` (system
+    blocks with the billing header, tool calls and nameless tool results) with, now and
+    then, what could break the conversion's message-by-message locality: an image, a
+    thinking block, ``cache_control`` on a text block, a message the conversion empties,
+    a second tool result in one message, a late system or developer message (which the
+    head swap must refuse)."""
+    body = draw(_headed_bodies())
+    messages = body["messages"]
+    extras = [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": "iVBORw0KGgo="}},
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "text", "text": "cached", "cache_control": {"type": "ephemeral"}},
+        {"type": "tool_result", "tool_use_id": "t0", "content": "again"},
+    ]
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(messages) - 1))
+        content = messages[at]["content"]
+        block = draw(st.sampled_from(extras))
+        if isinstance(content, list):
+            messages[at] = {**messages[at], "content": [*content, block]}
+    if draw(st.booleans()):
+        messages.insert(draw(st.integers(0, len(messages))),
+                        {"role": "assistant", "content": [
+                            {"type": "thinking", "thinking": "only", "signature": "s"}]})
+    if draw(st.integers(0, 9)) == 0:
+        messages.append({"role": draw(st.sampled_from(["system", "developer"])),
+                         "content": "late"})
+    return body
+
+
+CONVERTED_EXAMPLE = {
+    "system": [{"type": "text", "text": HEADER}, {"type": "text", "text": "Be kind."}],
+    "tools": [{"name": "Bash", "description": "run", "input_schema": {
+        "type": "object", "required": [], "properties": {"command": {"type": "string"}}}}],
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                 {"role": "assistant", "content": [
+                     {"type": "text", "text": "let me see"},
+                     {"type": "tool_use", "id": "t0", "name": "Bash", "input": {"command": "ls"}}]},
+                 {"role": "user", "content": [
+                     {"type": "tool_result", "tool_use_id": "t0", "content": "a b"},
+                     {"type": "text", "text": "and?"}]}]}
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(body=_converted_bodies(), transform=st.sampled_from(
+    ["strip-billing-header", "sort-json-keys", "drop:cc_version=[0-9.]+", "drop:Be kind",
+     "no-hoist"]), tokenizer=st.sampled_from([None, "qwen2.5", "qwen3.6"]))
+@example(body=CONVERTED_EXAMPLE, transform="strip-billing-header", tokenizer=None)
+@example(body=CONVERTED_EXAMPLE, transform="sort-json-keys", tokenizer="qwen2.5")
+def test_a_head_only_what_if_of_a_converted_body_is_its_whole_render(
+        body: dict[str, Any], transform: str, tokenizer: str | None) -> None:
+    """An Anthropic body through new-api's conversion: the ids `head_swapped` makes from
+    the base's -- the head's length found in the ids, or given as `Turns.head_tokens`
+    proves it -- are those of rendering and tokenizing the request with the what-if (the
+    oracle: the whole pipeline); a late system or developer message has no head text; on
+    the examples above the swap applies."""
+    from prefixscope.analyses.simulate.prepare import head_swap, head_swapped
+    from prefixscope.prompt.pipeline import head_text
+    from prefixscope.tokens import Turns
+
+    request = _converted(body)
+    base = RenderOptions(tokenizer=tokenizer)
+    changed = RenderOptions(tokenizer=tokenizer, what_if=(transform,))
+    if any(m["role"] in ("system", "developer") for m in body["messages"]):
+        assert head_text(request, base) is None and head_text(request, changed) is None
+    try:
+        ids = _ids_of(request, base)
+        want = _ids_of(request, changed).tolist()
+    except RenderError:
+        return
+    turns = Turns(base)
+    held = turns.tokens_many([request], [None])[0]
+    assert not isinstance(held, RenderError) and held.ids.tolist() == ids.tolist()
+    got = [head_swapped(request, base, changed, ids),
+           head_swapped(request, base, changed, ids, turns.head_tokens(request.id))]
+    for swapped in got:
+        if swapped is not None:
+            assert swapped.tolist() == want
+    if body == CONVERTED_EXAMPLE:
+        assert got[0] is not None
+    swap = head_swap(request, base, changed, ids, turns.head_tokens(request.id))
+    if swap is not None:
+        from prefixscope.tokenizers import load_tokenizer
+
+        head = head_text(request, changed)
+        assert head is not None
+        # (a tokenizer that does not say what its ids spell: the ids above are the oracle's)
+        assert load_tokenizer(head[1]).spelled(swap[0][:swap[1]]) in (None, head[0].encode())
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(body=_converted_bodies(), transform=st.sampled_from(
+    ["strip-billing-header", "sort-json-keys", "drop:Be kind"]))
+def test_a_converted_heads_text_starts_its_whole_render(body: dict[str, Any],
+                                                        transform: str) -> None:
+    """`head_text` of a converted body is T(H)[:-|G|], the start of the prompt the whole
+    pipeline renders (the oracle), under the what-if as without it, whatever the cache
+    held before (the same body's head in the proxy view, rendered first)."""
+    from prefixscope.prompt.pipeline import head_text
+
+    request = _converted(body)
+    for options in (RenderOptions(), RenderOptions(what_if=(transform,))):
+        head = head_text(request, options)
+        if head is None:
+            continue
+        assert render(request, options).text.startswith(head[0])
+        render_module = importlib.import_module("prefixscope.prompt.pipeline")
+        render_module._HEAD_TEXTS.clear()
+        head_text(_claude(body), options)
+        assert head_text(request, options) == head
+
+
 def test_a_head_text_is_its_own_endpoints_render_whatever_the_cache_holds() -> None:
     """The same body JSON as an Anthropic and an OpenAI Chat request has two heads (the
     proxy view and the view as logged): the cache keeps them apart, each equal to the

@@ -155,9 +155,10 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     """(the start of `request`'s prompt before the part its messages decide, the bundled
     tokenizer it is rendered with), for a body whose prompt is provably that start
     followed by a part its head (the tools, the system prompt) does not change, rendered
-    with a template of `splice.HEADS`: an Anthropic body in the proxy view, none of whose
-    messages is a system or developer one, or an OpenAI Chat body as logged (passthrough,
-    or ``hoist-system-messages``), none of whose messages after its leading system and
+    with a template of `splice.HEADS`: an Anthropic body in the proxy view or through
+    new-api's conversion (``anthropic-to-openai``), none of whose messages is a system or
+    developer one, or an OpenAI Chat body as logged (passthrough, or
+    ``hoist-system-messages``), none of whose messages after its leading system and
     developer ones (`_lead`) is one. None anywhere else.
 
     Why, for the proxy view: its template input is the head -- `anthropic_proxy_view` of
@@ -180,14 +181,34 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     message after the lead, ``hoist-system-messages`` moves nothing (`_hoists`: its
     conversion is the passthrough one) and its ``no-hoist`` what-if changes nothing.
 
+    Why, for an Anthropic body through new-api's conversion (`claude_to_openai`): marking
+    and the what-if edits as for the proxy view (``system`` and the tools only:
+    `whatif._edit_system` on this endpoint; ``sort-json-keys`` sorts the converted tools'
+    schemas, `_build_template_input`; ``no-hoist`` is not read by this conversion). The
+    conversion is the head -- ``system`` alone made into at most one system message (its
+    text blocks joined; none when it is empty or neither a text nor a list of blocks) and
+    the tools alone made into functions, i.e. the conversion of the body without messages
+    -- followed by
+    `claude_message` of each message in turn, which keeps everything it makes of a message
+    in that message's place (a ``tool_result`` becomes a tool message just before its own
+    message's remainder, never merged with a neighbour; ``cache_control`` stays on its
+    text part; images become parts of their message; thinking blocks are dropped; an
+    empty message is dropped alone; ids are the logged ones, never renumbered) and reads
+    the body beyond its message in one place only: a nameless ``tool_result`` is named by
+    the first block anywhere in the *messages* whose id is its ``tool_use_id``
+    (`_tool_name_for`), which the what-if leaves as they are. The roles are the logged
+    ones and ``tool`` (none is a system or developer one, checked above). Then
+    `serving.conversation` maps each message on its own. So again the inputs are H + M
+    and H' + M, M the same messages, and H one system message or none.
+
     `HEADS`' cut condition at the head (`HeadRule.cuts`) holds for H + M and H' + M
     whatever M is, where every message of the head's template input is a system or
     developer one: qwen2.5's and qwen3.6's ask of the head's last message that it not be a
     tool message (with M's first one a tool message), qwen3.6's that no assistant message
     of the head show reasoning, o200k-harmony's that no assistant message of the head
     carry a call whose id a tool message of M asks for; the head's template input is
-    checked so (the proxy view's head is one system message, the lead is system and
-    developer messages, roles kept), else None.
+    checked so (the proxy view's head is one system message, new-api's is one or none,
+    the lead is system and developer messages, roles kept), else None.
 
     T(H) is rendered from the body without its history through the same conversion,
     unmarked: a bundled template prints text as it is, so its plain render is the marked
@@ -212,7 +233,7 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     generation = rule.generation
     profile = resolve_gateway(request, options, endpoint)[0]
     if endpoint == "anthropic-messages":
-        if profile != "passthrough":  # not the proxy view
+        if profile not in ("passthrough", "anthropic-to-openai"):  # the proxy view, new-api's
             return None
         head = {**body, "messages": []}
     else:
@@ -222,7 +243,7 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
         if any(isinstance(m, dict) and m.get("role") in SYSTEM_ROLES for m in messages[lead:]):
             return None
         head = _head_body(body, lead)
-    proxy = endpoint == "anthropic-messages"
+    proxy = endpoint == "anthropic-messages" and profile == "passthrough"
     plan = parse_what_ifs(options.what_if)
     # What the text depends on, with the template and the what-ifs: the head with the
     # what-ifs' system edits made. Unmarked, marking copies the head's values as they are
