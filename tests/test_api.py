@@ -157,7 +157,8 @@ class TestSurface:
     def test_the_types_public_methods_are_pinned(self) -> None:
         def public(cls: type) -> dict[str, str]:
             own = {n: v for k in reversed(cls.__mro__) if k.__module__.startswith(
-                ("prefixscope.api", "prefixscope.views.results", "prefixscope.views.ingested"))
+                ("prefixscope.api", "prefixscope.views.results", "prefixscope.views.ingested",
+             "prefixscope.views.diffed"))
                 for n, v in vars(k).items()}
             return {n: "property" if isinstance(v, property) else bare(v)
                     for n, v in own.items() if callable(v) or isinstance(v, property)

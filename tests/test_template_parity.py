@@ -50,7 +50,7 @@ FEATURES = """\
 {{- m.reasoning_content }}|{{ m.thinking }}</think>{% endif %}
 {{- m.content if m.content is string else m.content | tojson }}
 {%- for c in m.tool_calls or [] %}{{ c | tojson }}{% endfor %}{% endgeneration %}
-{%- elif m.role in ('user', 'tool', 'system') -%}
+{%- elif m.role in ('user', 'tool', 'system', 'developer') -%}
 <|{{ m.role }}|>{{ m.content if m.content is string else m.content | tojson }}
 {%- else -%}
 {{ raise_exception('unknown role ' ~ m.role) }}
