@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,3 +47,20 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     monkeypatch.setenv("PREFIXSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def store_at_schema(path: Path, version: int) -> Any:
+    """An open DuckDB connection to a new store file at `path` as prefixscope wrote it at
+    schema `version` (the migrations up to it, each recorded), for the caller to fill and
+    close: what an older prefixscope left behind, for the migration tests."""
+    import duckdb
+
+    from prefixscope.store.schema import MIGRATIONS
+
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE schema_version (version INTEGER, "
+                "applied_at TIMESTAMP DEFAULT current_timestamp)")
+    for number, statement in enumerate(MIGRATIONS[:version], start=1):
+        con.execute(statement)
+        con.execute("INSERT INTO schema_version (version) VALUES (?)", [number])
+    return con

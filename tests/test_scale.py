@@ -14,9 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import orjson
 import pytest
+from conftest import store_at_schema
 from factories import anthropic_body, conversation, make_request
 
 from prefixscope.ingest import read_requests
@@ -26,7 +26,6 @@ from prefixscope.model.hashing import exact_hash, exact_json
 from prefixscope.store import SCHEMA_VERSION, Store
 from prefixscope.store.load import ingest_paths
 from prefixscope.store.parts import join_body, layout_hashes, layout_json, split_body
-from prefixscope.store.schema import MIGRATIONS
 
 HERE = Path(__file__).resolve().parent
 REAL = HERE / "data" / "real"
@@ -105,12 +104,7 @@ class TestContentAddressedBodies:
 
 def v3_store(path: Path, body: dict[str, Any]) -> str:
     """A store as prefixscope wrote it at schema v3 (whole bodies), with one request."""
-    con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE schema_version (version INTEGER, "
-                "applied_at TIMESTAMP DEFAULT current_timestamp)")
-    for number, sql in enumerate(MIGRATIONS[:3], start=1):
-        con.execute(sql)
-        con.execute("INSERT INTO schema_version (version) VALUES (?)", [number])
+    con = store_at_schema(path, 3)
     text = exact_json(body)
     digest = exact_hash(text)
     con.execute("INSERT INTO requests (id, source_format, source_file, endpoint, has_body, "

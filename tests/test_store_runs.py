@@ -17,11 +17,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, store_at_schema
 
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
-from prefixscope.store.schema import MIGRATIONS, SCHEMA_VERSION
+from prefixscope.store.schema import SCHEMA_VERSION
 
 CC = FIXTURES / "claude-code"
 ACROSS = CC / "ccusage" / "across-files" / "projects"  # msg_123: older.jsonl < newer.jsonl
@@ -219,12 +219,7 @@ def test_a_disk_filling_up_mid_run_leaves_every_table_as_it_was(first: Path,
 def test_a_v7_store_migrates_to_the_run_tables_with_its_rows_unchanged(tmp_path: Path
                                                                       ) -> None:
     path = tmp_path / "v7.duckdb"
-    con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE schema_version (version INTEGER, "
-                "applied_at TIMESTAMP DEFAULT current_timestamp)")
-    for number, statement in enumerate(MIGRATIONS[:7], start=1):
-        con.execute(statement)
-        con.execute("INSERT INTO schema_version (version) VALUES (?)", [number])
+    con = store_at_schema(path, 7)
     con.execute("INSERT INTO requests (id, source_format, source_file, endpoint, has_body, "
                 "body_truncated, ingested_at) VALUES ('old', 'raw', 'f.jsonl', 'openai-chat', "
                 "false, false, ?)", [datetime(2026, 1, 1)])

@@ -13,14 +13,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import duckdb
+from conftest import store_at_schema
 from report_scenarios import write_session
 from typer.testing import CliRunner
 
 import prefixscope as ps
 from prefixscope.cli.main import app
 from prefixscope.store import SCHEMA_VERSION, Store
-from prefixscope.store.schema import MIGRATIONS
 
 runner = CliRunner()
 
@@ -76,12 +75,7 @@ def test_sql_over_logs_has_the_column_too(tmp_path: Path) -> None:
 def test_a_v6_store_gets_the_column_filled_on_its_first_writable_open(tmp_path: Path
                                                                        ) -> None:
     path = tmp_path / "v6.duckdb"
-    con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE schema_version (version INTEGER, "
-                "applied_at TIMESTAMP DEFAULT current_timestamp)")
-    for number, statement in enumerate(MIGRATIONS[:6], start=1):
-        con.execute(statement)
-        con.execute("INSERT INTO schema_version (version) VALUES (?)", [number])
+    con = store_at_schema(path, 6)
     for rid in ("old", "loose"):
         con.execute("INSERT INTO requests (id, source_format, source_file, endpoint, has_body, "
                     "body_truncated, ingested_at) VALUES (?, 'raw', 'f.jsonl', 'openai-chat', "

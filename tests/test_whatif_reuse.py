@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from prefixscope.analyses.simulate import SimulateOptions, prepare
 from prefixscope.analyses.simulate.prepare import prepare_what_if, prepare_what_ifs
+from prefixscope.model import Request
 from prefixscope.prompt import RenderError, RenderOptions, render
 from prefixscope.prompt.pipeline import BillingScan, what_if_changes
 from prefixscope.store import Store
@@ -358,6 +359,31 @@ def _headed_chat_bodies(draw: Any) -> dict[str, Any]:
     return body
 
 
+def _swaps_are_whole_renders(request: Request, base: RenderOptions, changed: RenderOptions
+                             ) -> tuple[list[Any], Any] | None:
+    """Check that the ids `head_swapped` makes of `request`'s base ids -- the head's length
+    found in the ids, or given as `Turns.head_tokens` proves it -- are those of rendering
+    and tokenizing it with `changed` (the oracle: the whole pipeline); return (those two
+    swaps, `head_swap`'s (ids, head length)), or None where the request does not render."""
+    from prefixscope.analyses.simulate.prepare import head_swap, head_swapped
+    from prefixscope.tokens import Turns
+
+    try:
+        ids = _ids_of(request, base)
+        want = _ids_of(request, changed).tolist()
+    except RenderError:
+        return None
+    turns = Turns(base)
+    held = turns.tokens_many([request], [None])[0]
+    assert not isinstance(held, RenderError) and held.ids.tolist() == ids.tolist()
+    got = [head_swapped(request, base, changed, ids),
+           head_swapped(request, base, changed, ids, turns.head_tokens(request.id))]
+    for swapped in got:
+        if swapped is not None:
+            assert swapped.tolist() == want
+    return got, head_swap(request, base, changed, ids, turns.head_tokens(request.id))
+
+
 CHAT_EXAMPLE = {"messages": [{"role": "system", "content": HEADER + "Be kind."},
                              {"role": "user", "content": "hi"},
                              {"role": "assistant", "content": "hello"},
@@ -380,31 +406,20 @@ def test_a_head_only_what_if_of_a_chat_body_is_its_whole_render(
     given as `Turns.head_tokens` proves it, as report's what-ifs give it -- are those of
     rendering and tokenizing the request with the what-if (the oracle: the whole pipeline,
     itself checked against the tokenizer library); on the example above it applies."""
-    from prefixscope.analyses.simulate.prepare import head_swap, head_swapped
     from prefixscope.tokens import Turns
 
     request = _chat(body, gateway)
     base = RenderOptions(gateway=gateway or "auto")
     changed = RenderOptions(gateway=gateway or "auto", what_if=(transform,))
-    try:
-        ids = _ids_of(request, base)
-        want = _ids_of(request, changed).tolist()
-    except RenderError:
+    checked = _swaps_are_whole_renders(request, base, changed)
+    if checked is None:
         return
-    turns = Turns(base)
-    held = turns.tokens_many([request], [None])[0]
-    assert not isinstance(held, RenderError) and held.ids.tolist() == ids.tolist()
-    got = [head_swapped(request, base, changed, ids),
-           head_swapped(request, base, changed, ids, turns.head_tokens(request.id))]
-    for swapped in got:
-        if swapped is not None:
-            assert swapped.tolist() == want
+    got, swap = checked
     if body is CHAT_EXAMPLE or body == CHAT_EXAMPLE:
         assert got[0] is not None and got[1] is not None
     # the new head's length it gives: those ids spell the what-if's head text (the
     # tokenizer's own bytes of them), and it is what `Turns.head_tokens` proves of the
     # what-if's render where that proves one
-    swap = head_swap(request, base, changed, ids, turns.head_tokens(request.id))
     if swap is not None:
         from prefixscope.prompt.pipeline import head_text
         from prefixscope.tokenizers import load_tokenizer
@@ -512,31 +527,19 @@ def test_a_head_only_what_if_of_a_converted_body_is_its_whole_render(
     proves it -- are those of rendering and tokenizing the request with the what-if (the
     oracle: the whole pipeline); a late system or developer message has no head text; on
     the examples above the swap applies."""
-    from prefixscope.analyses.simulate.prepare import head_swap, head_swapped
     from prefixscope.prompt.pipeline import head_text
-    from prefixscope.tokens import Turns
 
     request = _converted(body)
     base = RenderOptions(tokenizer=tokenizer)
     changed = RenderOptions(tokenizer=tokenizer, what_if=(transform,))
     if any(m["role"] in ("system", "developer") for m in body["messages"]):
         assert head_text(request, base) is None and head_text(request, changed) is None
-    try:
-        ids = _ids_of(request, base)
-        want = _ids_of(request, changed).tolist()
-    except RenderError:
+    checked = _swaps_are_whole_renders(request, base, changed)
+    if checked is None:
         return
-    turns = Turns(base)
-    held = turns.tokens_many([request], [None])[0]
-    assert not isinstance(held, RenderError) and held.ids.tolist() == ids.tolist()
-    got = [head_swapped(request, base, changed, ids),
-           head_swapped(request, base, changed, ids, turns.head_tokens(request.id))]
-    for swapped in got:
-        if swapped is not None:
-            assert swapped.tolist() == want
+    got, swap = checked
     if body == CONVERTED_EXAMPLE:
         assert got[0] is not None
-    swap = head_swap(request, base, changed, ids, turns.head_tokens(request.id))
     if swap is not None:
         from prefixscope.tokenizers import load_tokenizer
 
