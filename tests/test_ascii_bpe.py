@@ -108,6 +108,61 @@ def test_every_ascii_string_of_the_real_logs(real, deepseek):
     assert covered > 0.95 * total  # the fast path is what ran, not the library
 
 
+# ASCII texts of several lines: every class the proof distinguishes next to a line break
+# on either side, and line breaks in runs (where alternatives 4 and 5 end)
+ASCII_PIECES = [p for p in PIECES if p.isascii() and not p.startswith("<")] + [
+    "\n\n", "\r\r\n", "\n \n", " \r", "\t\n", "!\n", "\"\r\n", "x\n", "9\n", "\n9", "\nx",
+    "\n_", "\n ", "\n\t", "\n\x0b", "\n\x00", "\n'", "\nab 1"]
+LINED = st.lists(st.sampled_from(ASCII_PIECES), min_size=1, max_size=60).map("".join)
+
+
+class TestKeptLinesAreTheWholeTextsIds:
+    """`AsciiBPE.ids` cuts a text into parts at `LINE_CUTS` and keeps each part's ids
+    ("Lines" in the module doc): against the whole text's own matches and ids."""
+
+    @SETTINGS
+    @given(st.one_of(LINED, st.text(st.characters(max_codepoint=127), max_size=80)))
+    @example("a \n\nb")
+    @example("x  \n  \n9")
+    @example("!!\r\n\r\n-")
+    def test_the_matches_at_a_cut_are_the_two_parts_matches(self, text):
+        whole = ascii_bpe.WORDS.findall(text)
+        for cut in ascii_bpe.LINE_CUTS.finditer(text):
+            at = cut.end()
+            assert text[at - 1] in "\r\n" and "!" <= text[at] <= "~"
+            assert ascii_bpe.WORDS.findall(text[:at]) + \
+                ascii_bpe.WORDS.findall(text[at:]) == whole
+
+    @SETTINGS
+    @given(st.lists(LINED, min_size=1, max_size=6))
+    def test_texts_of_repeated_lines_through_one_instance_are_the_librarys(self, deepseek,
+                                                                          texts):
+        fast = AsciiBPE(deepseek._tok.model, ascii_bpe._byte_level_map(), ())
+        whole = AsciiBPE(deepseek._tok.model, ascii_bpe._byte_level_map(), ())
+        for text in texts + texts[::-1]:  # the second time round, every part is kept
+            got = fast.ids(text)
+            assert got == whole._part_ids(text)  # the whole text word by word, no parts
+            if got is not None:
+                assert got == library(deepseek, text)[0]
+
+    def test_full_kept_lines_start_again_exact(self, monkeypatch, deepseek):
+        monkeypatch.setattr(ascii_bpe, "_LINES_KEPT", 40)
+        monkeypatch.setattr(ascii_bpe, "_LINE_MAX", 30)
+        fast = AsciiBPE(deepseek._tok.model, ascii_bpe._byte_level_map(), ())
+        text = "def main(argv):\n    return 42  # the answer\n" * 3 + "x" * 50 + "\n"
+        other = "class A:\n    pass\n"
+        for _ in range(2):
+            assert fast.ids(text) == library(deepseek, text)[0]
+            assert fast.ids(other) == library(deepseek, other)[0]
+        assert fast._lines_size <= 40 and fast._lines_size == sum(map(len, fast._lines))
+        assert max(map(len, fast._lines)) <= 30  # the 51-character line is not kept
+
+    def test_a_part_no_alternative_covers_makes_the_text_the_librarys(self, deepseek):
+        fast = AsciiBPE(deepseek._tok.model, ascii_bpe._byte_level_map(), ())
+        assert fast.ids("a\nb\x00\nc") is None
+        assert fast.ids("a\nc") == library(deepseek, "a\nc")[0]  # the kept parts: exact
+
+
 def test_a_full_word_cache_starts_again_exact(monkeypatch, deepseek):
     monkeypatch.setattr(ascii_bpe, "_WORDS_KEPT", 2)
     fast = AsciiBPE(deepseek._tok.model, ascii_bpe._byte_level_map(), ())
