@@ -50,6 +50,7 @@ from prefixscope.ingest.formats import all_formats, format_names, get_format
 from prefixscope.ingest.probing import probe
 from prefixscope.ingest.source import READ_ERRORS, Probe, Source
 from prefixscope.model import Record, Request, Skip
+from prefixscope.model.bodytext import WrittenBody, write_body
 from prefixscope.model.hashing import unwritable, written
 from prefixscope.model.records import MAX_CONTEXT_TOKENS
 
@@ -274,11 +275,11 @@ def parse_source(source: Source, module: ModuleType, pr: object) -> Iterator[Req
 
 
 def parse_serialized(source: Source, module: ModuleType, pr: object
-                     ) -> Iterator[tuple[Request, bytes | None] | Skip]:
-    """`parse_source` with each request's body as `exact_json` writes it, in UTF-8 (None:
-    no body), the text its serialize test made (`checked`): a store write hashes and keeps
-    that text instead of serializing the body again (a Codex rollout's 351 calls resend
-    114 MB of history)."""
+                     ) -> Iterator[tuple[Request, WrittenBody | None] | Skip]:
+    """`parse_source` with each request's body written (`bodytext.write_body`; None: no
+    body), as its serialize test wrote it (`checked`): a store write hashes and keeps those
+    pieces instead of serializing the body again (a Codex rollout's 351 calls resend 114 MB
+    of history; a captured request's hundreds of KB were written twice)."""
     # occurrences of each record key, counted by the key's hash: a key can be a whole
     # record's canonical JSON, and a log of them must not be held in memory
     seen: Counter[int] = Counter()
@@ -333,10 +334,10 @@ def unusable(request: Request) -> str:
     return checked(request)[0]
 
 
-def checked(request: Request) -> tuple[str, bytes | None]:
-    """(`unusable(request)`, the body as `exact_json` writes it, in UTF-8): the body's
-    serialize test is its serialization, kept (None when there is no body or the request
-    is skipped)."""
+def checked(request: Request) -> tuple[str, WrittenBody | None]:
+    """(`unusable(request)`, the body written as the store keeps it: `bodytext.write_body`):
+    the body's serialize test is its serialization, kept (None when there is no body or the
+    request is skipped)."""
     when = [request.timestamp, *(e.timestamp for e in request.events)]
     for ts in when:
         if ts is None:
@@ -353,8 +354,13 @@ def checked(request: Request) -> tuple[str, bytes | None]:
                 "damaged counter, so the call is left out of every total"), None
     body_text = None
     if request.body is not None:
-        body_text, why = written(request.body)
-        if why:
+        try:
+            body_text = write_body(request.body)
+        except TypeError:
+            why = written(request.body)[1]
+            # a piece fails exactly when the whole body does (`bodytext`, its tests): the
+            # whole body's serialization says why, as before the body was split
+            assert why, "a body piece failed to serialize but the whole body did not"
             return why, None
     for part in (request.output, request.metadata):
         why = unwritable(part) if part else ""

@@ -43,6 +43,7 @@ from prefixscope.ingest.formats import get_format
 from prefixscope.ingest.normalize.sessions import SessionRule, apply_session_rules
 from prefixscope.ingest.source import DECODE_ERRORS, MAX_LINE_BYTES, Probe, Source
 from prefixscope.model import Request, Skip
+from prefixscope.model.bodytext import WrittenBody
 from prefixscope.sessions import thread_sessions
 from prefixscope.store import runs
 from prefixscope.store.duplicates import call_row, link_duplicates
@@ -61,15 +62,15 @@ class _Batch:
         self.store = store
         self.max_count, self.max_bytes = max_count, max_bytes
         self.requests: list[Request] = []
-        self.texts: list[bytes | None] = []  # each request's body JSON (serialized once)
+        self.texts: list[WrittenBody | None] = []  # each request's body (serialized once)
         self.ids: set[str] = set()
         self.held = 0  # bytes of body JSON held (UTF-8)
         self.prefer: Callable[[Request, Request], bool] | None = None
         self.new = 0  # requests the writes so far added
 
     def add(self, request: Request, prefer: Callable[[Request, Request], bool] | None,
-            stored: Callable[[], None] | None, text: bytes | None) -> None:
-        """Hold `request`, whose body `text` is (`exact_json` of it in UTF-8; None: no
+            stored: Callable[[], None] | None, text: WrittenBody | None) -> None:
+        """Hold `request`, whose body `text` is (`bodytext.write_body` of it; None: no
         body)."""
         # A format's rule for two copies of one call compares a copy with the stored one:
         # a second copy (same id, another file) or another format's rule waits for a write.
@@ -79,7 +80,7 @@ class _Batch:
         self.requests.append(request)
         self.texts.append(text)
         self.ids.add(request.id)
-        self.held += len(text) if text is not None else 0
+        self.held += text.size if text is not None else 0
         if len(self.requests) >= self.max_count or self.held >= self.max_bytes:
             self.write(stored)
 

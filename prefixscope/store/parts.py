@@ -7,7 +7,7 @@ DuckDB rewrite an ever larger row of text at every checkpoint: ingest's memory g
 with the log (docs/scale.md). So a body is stored as
 
 * a **skeleton**: the body's JSON (`exact_json`, its key order) with each list-valued
-  `SPLIT_FIELDS` entry emptied (``"messages":[]``), and
+  `model.bodytext.SPLIT_FIELDS` entry emptied (``"messages":[]``), and
 * a **layout**: for each emptied field, the ordered hashes of its elements, and
 * **parts**: each element's `exact_json` text under its `exact_hash`, stored once
   however many bodies hold it.
@@ -19,71 +19,31 @@ holds this on every fixture body). Pure functions; the SQL is the Store's.
 
 from __future__ import annotations
 
-import operator
-import threading
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
-import xxhash
 
-from prefixscope.model.hashing import HASH_VERSION, exact_json
-
-# Top-level body fields whose list elements are stored as parts (history, tools, system
-# blocks: what grows and repeats from turn to turn).
-SPLIT_FIELDS = ("system", "tools", "messages", "input")
+from prefixscope.model.bodytext import write_body
 
 Layout = dict[str, list[str]]  # field -> ordered part hashes
 
 
 def split_body(body: Any) -> tuple[str, Layout, dict[str, str]] | None:
     """(skeleton JSON, layout, part hash -> part JSON) of `body`; None when it has no
-    list-valued `SPLIT_FIELDS` entry (it is then stored whole)."""
-    if not isinstance(body, dict):
+    list-valued `SPLIT_FIELDS` entry (it is then stored whole). Ingest hands the store
+    its bodies already split (`model.bodytext.write_body`, serialized once); this is the
+    same split for a body given alone.
+
+    Raises:
+        TypeError: orjson cannot write `body`.
+    """
+    written = write_body(body)
+    if written.layout is None:
         return None
-    fields = [k for k in SPLIT_FIELDS if isinstance(body.get(k), list)]
-    if not fields:
-        return None
-    skeleton = dict(body)
-    layout: Layout = {}
-    parts: dict[str, str] = {}
-    last = getattr(_LAST, "fields", None) or {}
-    seen: dict[str, tuple[list[Any], tuple[str, ...], tuple[str, ...]]] = {}
-    for name in fields:
-        elements = body[name]
-        hashes: list[str] = []
-        texts: list[str] = []
-        known = last.get(name)
-        if known is not None and _shares(elements, known[0]):
-            hashes.extend(known[1])
-            texts.extend(known[2])
-        for element in elements[len(hashes):]:
-            # exact_json and exact_hash of it, inlined: an agent's log has tens of thousands
-            # of elements, and the hash is of the bytes the text decodes from (orjson writes
-            # UTF-8 only), so the text need not be encoded again
-            data = orjson.dumps(element, option=orjson.OPT_NON_STR_KEYS, default=str)
-            hashes.append(f"{HASH_VERSION}:{xxhash.xxh3_128_hexdigest(data)}")
-            texts.append(data.decode())
-        for digest, text in zip(hashes, texts, strict=True):
-            parts.setdefault(digest, text)
-        seen[name] = (elements, tuple(hashes), tuple(texts))
-        layout[name] = hashes
-        skeleton[name] = []
-    _LAST.fields = seen
-    return exact_json(skeleton), layout, parts
-
-
-# Per thread, the lists `split_body` split last, with their parts' hashes and texts: an
-# agent's log gives each call the previous call's history objects and new ones (a Codex
-# rollout's 351 calls held 125,000 items), so only the new elements are serialized.
-_LAST = threading.local()
-
-
-def _shares(elements: list[Any], known: list[Any]) -> bool:
-    """Does `elements` start with `known`'s elements, these very objects? Bodies are never
-    written, so the same objects have the same JSON (and `known`, held here, keeps them
-    alive: no id is reused)."""
-    return len(elements) >= len(known) and all(map(operator.is_, elements, known))
+    assert written.skeleton is not None and written.parts is not None
+    return written.skeleton, written.layout, {
+        digest: text.decode() for digest, text in written.parts.items()}
 
 
 def layout_json(layout: Layout) -> str:

@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prefixscope.model import Request
+from prefixscope.model.bodytext import WrittenBody
 
 if TYPE_CHECKING:
     import polars as pl
@@ -69,7 +70,7 @@ class Store(Protocol):
     def _run_on(self, name: str, frame: pl.DataFrame, sql: str) -> list[tuple[Any, ...]]: ...
 
     def add(self, requests: Sequence[Request], prefer: Any = None, *,
-            body_texts: Sequence[str | bytes | None] | None = None) -> int: ...
+            body_texts: Sequence[WrittenBody | None] | None = None) -> int: ...
 
 
 @dataclass(slots=True)
@@ -79,9 +80,9 @@ class Run:
     id: str
     fresh: bool  # the store held no call when it began: nothing is listed
     recorded: bool = False  # its row in ingest_runs is written (`record`)
-    # request id -> (a copy that replaces the call an earlier run stored, its body JSON):
+    # request id -> (a copy that replaces the call an earlier run stored, its body written):
     # written by `finish`, so that a failed run leaves the earlier copy in place
-    deferred: dict[str, tuple[Request, str | bytes | None]] = field(default_factory=dict)
+    deferred: dict[str, tuple[Request, WrittenBody | None]] = field(default_factory=dict)
 
     @property
     def listing(self) -> bool:

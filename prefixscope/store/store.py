@@ -50,7 +50,8 @@ import duckdb
 import orjson
 
 from prefixscope.model import Request, SessionEvent, Usage, UsageRecord
-from prefixscope.model.hashing import exact_hash, exact_json
+from prefixscope.model.bodytext import WrittenBody, write_body
+from prefixscope.model.hashing import exact_json
 from prefixscope.model.keys import (
     compaction_marker,
     fingerprint,
@@ -58,7 +59,7 @@ from prefixscope.model.keys import (
     prefix_chain,
 )
 from prefixscope.store import catalog, runs
-from prefixscope.store.parts import Layout, join_body, layout_hashes, layout_json, split_body
+from prefixscope.store.parts import Layout, join_body, layout_hashes, layout_json
 from prefixscope.store.schema import (
     COLUMNS,
     DEFAULT_STORE,
@@ -472,12 +473,12 @@ class Store:
 
     def add(self, requests: Sequence[Request],
             prefer: Callable[[Request, Request], bool] | None = None, *,
-            body_texts: Sequence[str | bytes | None] | None = None) -> int:
+            body_texts: Sequence[WrittenBody | None] | None = None) -> int:
         """Insert requests not already stored (by id); return how many were new.
 
-        `body_texts`, when given, is each request's ``exact_json(body)`` (None without a
-        body), already serialized by the caller (ingest sizes its batches by it), as text
-        or in UTF-8 (ingest's: hashed as they are, decoded only to be stored whole).
+        `body_texts`, when given, is each request's body already serialized by the caller
+        (`bodytext.write_body`; None without a body): ingest writes each body once, for
+        its serialize test, its batch's size and what is stored here.
 
         A request whose id is stored is a copy of the same call (re-ingest, the call in a
         second file). It is passed over, unless `prefer(copy, stored)` says the copy is
@@ -512,23 +513,23 @@ class Store:
         cols: dict[str, list[Any]] = {name: [] for name in REQUEST_COLUMNS}
         bodies: dict[str, tuple[str, str | None]] = {}  # hash -> (skeleton or JSON, layout)
         layouts: dict[str, Layout | None] = {}  # hash -> the body's layout
-        parts: dict[str, str] = {}
+        parts: dict[str, bytes] = {}  # hash -> the part's text in UTF-8
         for i, r in enumerate(requests):
             body_hash = None
             layout: Layout | None = None
             if r.body is not None:
                 given = body_texts[i] if body_texts is not None else None
-                text = given if given is not None else exact_json(r.body)
-                body_hash = exact_hash(text)
+                written = given if given is not None else write_body(r.body)
+                body_hash = written.hash
                 if body_hash not in bodies:
-                    split = split_body(r.body)
-                    if split is None:
-                        bodies[body_hash] = (text if isinstance(text, str) else text.decode(),
-                                             None)
+                    layout = written.layout
+                    if layout is None:
+                        assert written.whole is not None
+                        bodies[body_hash] = (written.whole.decode(), None)
                     else:
-                        skeleton, layout, texts = split
-                        bodies[body_hash] = (skeleton, layout_json(layout))
-                        for digest, part in texts.items():
+                        assert written.skeleton is not None and written.parts is not None
+                        bodies[body_hash] = (written.skeleton, layout_json(layout))
+                        for digest, part in written.parts.items():
                             parts.setdefault(digest, part)
                     layouts[body_hash] = layout
                 layout = layouts[body_hash]
@@ -570,7 +571,9 @@ class Store:
             "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
             "(PARTITION BY id ORDER BY source_line) = 1" + returning.format("id"))}
         if parts:
-            part_frame = pl.DataFrame({"hash": list(parts), "part": list(parts.values())},
+            # decoded here, once each: a batch's bodies hold each part many times
+            part_frame = pl.DataFrame({"hash": list(parts),
+                                       "part": [t.decode() for t in parts.values()]},
                                       schema={"hash": pl.Utf8, "part": pl.Utf8})
             added["parts"] = self._run_on(
                 "_parts", part_frame, "INSERT INTO parts SELECT hash, part FROM _parts "
@@ -1027,7 +1030,7 @@ class Store:
 
     def iter_layouts(self, *, batch: int = 256) -> Iterator[tuple[Request, Layout | None]]:
         """The requests `iter_requests` streams, each body as stored: its skeleton (the
-        `parts.SPLIT_FIELDS` lists emptied) and its layout (those lists' part hashes; None
+        `bodytext.SPLIT_FIELDS` lists emptied) and its layout (those lists' part hashes; None
         for a body stored whole). A reader that works part by part reads each distinct
         part once (`parts_text`), not once for every body that holds it."""
         for rows in self._turn_rows(False, batch, None):

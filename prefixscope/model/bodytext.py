@@ -1,0 +1,161 @@
+"""A request body serialized once, in the pieces the store keeps: ingest's one pass.
+
+The store keeps a body as a skeleton (its `exact_json` with each list-valued
+`SPLIT_FIELDS` entry emptied), a layout (each emptied list's element hashes) and parts
+(each element's `exact_json` under its `exact_hash`: `store.parts`), under the hash of the
+body's whole `exact_json` text. Ingest used to serialize a body whole (its serialize test,
+its hash, its batch's size) and the store then serialized every element again to split it:
+a captured request is parsed afresh, so each of its hundreds of KB was written twice
+(0.5 s + 0.85 s of CPU per GiB of raw captures, docs/scale.md "Ingest CPU on the capture
+shapes"). `write_body` serializes each piece once and gets everything from the pieces:
+
+* the whole text is ``{`` + the top-level members in order, ``,``-joined, + ``}``, and a
+  split member's value is ``[`` + its elements' texts ``,``-joined + ``]``: that is how
+  orjson writes a dict and a list (compact, no spaces, key order kept), so its hash is
+  the hash of that stream of pieces (xxh3 streamed: the same digest as the whole text's)
+  and its size their sum; the whole text itself is never made;
+* the members between two split fields are written as one dict and its braces left out;
+* a body orjson cannot write (nested deeper than `MAX_JSON_DEPTH`, an integer beyond 64
+  bits) fails in exactly one of its pieces: every value is in one piece, and each piece
+  is written at the depth it has in the body (a member's value one level down, as in a
+  dict; an element two levels down: it is written inside ``[[ ]]`` and the two brackets
+  each side cut off). The caller asks `hashing.written` of the whole body for the reason.
+
+tests/test_bodytext.py holds all of this against the whole computation (Hypothesis bodies,
+the depth limit at each place a piece can hit it).
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import xxhash
+
+from prefixscope.model.hashing import HASH_VERSION
+
+# Top-level body fields whose list elements are stored as parts (history, tools, system
+# blocks: what grows and repeats from turn to turn).
+SPLIT_FIELDS = ("system", "tools", "messages", "input")
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS  # `hashing.exact_json`'s, with default=str
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenBody:
+    """A body as `exact_json` writes it: the whole text's `exact_hash` and UTF-8 size,
+    and what the store keeps of it. Split (`layout` not None): the skeleton's text, the
+    layout (field -> its elements' part hashes, in order) and part hash -> element text
+    (UTF-8); else the whole text."""
+
+    hash: str
+    size: int
+    whole: bytes | None  # the whole text, for a body with no list to split
+    skeleton: str | None = None
+    layout: dict[str, list[str]] | None = None
+    parts: dict[str, bytes] | None = None
+
+
+def write_body(body: Any) -> WrittenBody:
+    """`body` serialized once (see the module's docstring).
+
+    Raises:
+        TypeError: orjson cannot write `body` (`hashing.written(body)` says why).
+    """
+    fields = ([k for k in SPLIT_FIELDS if isinstance(body.get(k), list)]
+              if isinstance(body, dict) else [])
+    if not fields:
+        whole = orjson.dumps(body, option=_OPTIONS, default=str)
+        return WrittenBody(_tagged(xxhash.xxh3_128_hexdigest(whole)), len(whole), whole)
+    last = getattr(_LAST, "fields", None) or {}
+    seen: dict[str, tuple[list[Any], tuple[str, ...], tuple[bytes, ...]]] = {}
+    whole_hash = xxhash.xxh3_128()
+    size = 0
+    members: list[bytes] = []  # the skeleton's members, written
+    run: dict[Any, Any] = {}  # members between two split fields, not yet written
+    layout: dict[str, list[str]] = {}
+    parts: dict[str, bytes] = {}
+
+    def emit(piece: bytes) -> None:
+        nonlocal size
+        whole_hash.update(piece)
+        size += len(piece)
+
+    def flush() -> None:
+        if run:
+            # {"a":1,"b":2} -> "a":1,"b":2 (a member's value one level down, as in `body`)
+            text = orjson.dumps(run, option=_OPTIONS, default=str)[1:-1]
+            emit(b"," if members else b"{")
+            emit(text)
+            members.append(text)
+            run.clear()
+
+    for key, value in body.items():
+        if not (isinstance(key, str) and key in fields):
+            run[key] = value
+            continue
+        flush()
+        head = orjson.dumps(key) + b":"
+        emit((b"," if members else b"{") + head + b"[")
+        members.append(head + b"[]")
+        hashes, texts = _elements(value, last.get(key))
+        for i, text in enumerate(texts):
+            if i:
+                emit(b",")
+            emit(text)
+        emit(b"]")
+        seen[key] = (value, hashes, texts)
+    flush()
+    emit(b"}")
+    _LAST.fields = seen
+    # the layout (stored as JSON) and the parts in `SPLIT_FIELDS` order, not the body's
+    for name in fields:
+        _, hashes, texts = seen[name]
+        layout[name] = list(hashes)
+        for digest, text in zip(hashes, texts, strict=True):
+            parts.setdefault(digest, text)
+    skeleton = b"{" + b",".join(members) + b"}"
+    return WrittenBody(_tagged(whole_hash.hexdigest()), size, None, skeleton.decode(),
+                       layout, parts)
+
+
+def _elements(elements: list[Any], known: tuple[list[Any], tuple[str, ...],
+                                                  tuple[bytes, ...]] | None
+              ) -> tuple[tuple[str, ...], tuple[bytes, ...]]:
+    """(part hashes, texts) of a split field's elements; those it shares with the same
+    field of the body written last (`_LAST`) are not written again."""
+    hashes: list[str] = []
+    texts: list[bytes] = []
+    if known is not None and _shares(elements, known[0]):
+        hashes.extend(known[1])
+        texts.extend(known[2])
+    for element in elements[len(hashes):]:
+        # written inside [[ ]], the depth it has in the body ({"messages": [element]}),
+        # so that it fails here exactly when the whole body would; the brackets cut off
+        # by a copy of the rest (orjson's own result holds at least 4 KiB however short:
+        # the views a batch held into them took the RSS of 0.27 GiB of captures from
+        # 328 to 587 MB)
+        text = orjson.dumps([[element]], option=_OPTIONS, default=str)[2:-2]
+        hashes.append(_tagged(xxhash.xxh3_128_hexdigest(text)))
+        texts.append(text)
+    return tuple(hashes), tuple(texts)
+
+
+def _tagged(hexdigest: str) -> str:
+    return f"{HASH_VERSION}:{hexdigest}"
+
+
+# Per thread, the lists `write_body` split last, with their parts' hashes and texts: an
+# agent's log gives each call the previous call's history objects and new ones (a Codex
+# rollout's 351 calls held 125,000 items), so only the new elements are serialized.
+_LAST = threading.local()
+
+
+def _shares(elements: list[Any], known: list[Any]) -> bool:
+    """Does `elements` start with `known`'s elements, these very objects? Bodies are never
+    written, so the same objects have the same JSON (and `known`, held here, keeps them
+    alive: no id is reused)."""
+    return len(elements) >= len(known) and all(map(operator.is_, elements, known))
