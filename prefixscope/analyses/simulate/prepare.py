@@ -128,7 +128,8 @@ def what_if_entries_many(requests: Iterable[Request], links: Links,
 
 class _BaseWalk:
     """A base replay's entries (in log order) walked beside the requests: each request's
-    entry and its whole token ids (None: it has none, or no ids: a trace)."""
+    entry and its whole token ids, built when first asked for (`_Whole`; None: it has
+    none, or no ids: a trace)."""
 
     def __init__(self, base: Sequence[_Prepared]) -> None:
         self.base = base
@@ -136,7 +137,7 @@ class _BaseWalk:
         self.entries = iter(base)
         self.entry = next(self.entries, None)
 
-    def of(self, request: Request) -> tuple[_Prepared | None, np.ndarray | None]:
+    def of(self, request: Request) -> tuple[_Prepared | None, _Whole | None]:
         mine, ids = None, None
         if self.entry is not None and self.entry.id == request.id:  # `base` is in log order
             mine, self.entry = self.entry, next(self.entries, None)
@@ -149,7 +150,11 @@ class _WhatIf:
     """One what-if replay's input, fed the requests one at a time (`what_if_entries`):
     a request the transforms provably leave as they are keeps its base ids, one whose
     head alone they change takes its base ids after a new head (`head_swapped`), any
-    other is rendered and tokenized (in batches, each from its session predecessor's)."""
+    other is rendered and tokenized (in batches, each from its session predecessor's).
+
+    Where a request's predecessor was kept or swapped the same way, its entry is read off
+    its base entry without building either whole prompt (`_kept_entry`, `_swapped_entry`:
+    the proofs are there): a session's turns cost their own new ids, not their prompts."""
 
     def __init__(self, links: Links, options: SimulateOptions,
                  transforms: tuple[str, ...]) -> None:
@@ -162,29 +167,37 @@ class _WhatIf:
         self.pending: list[Request] = []
         self.batch = render_batch()
         self.scan = BillingScan()
+        # How the what-if prompt of each request a later one still extends was made from
+        # its base prompt: _KEPT (the same ids) or a `_Swap` (a new head on them)
+        self.made: dict[str, _Swap | str] = {}
 
-    def feed(self, request: Request, mine: _Prepared | None, ids: np.ndarray | None
-             ) -> None:
+    def feed(self, request: Request, mine: _Prepared | None, ids: _Whole | None) -> None:
         """The next request (log order), with its base entry and that entry's whole ids
         (`_BaseWalk.of`)."""
         from prefixscope.prompt.pipeline import what_if_changes
 
         preparer = self.preparer
+        prev = preparer.links.prev(request.id)
         if not preparer.renders(request):
             self._flush()
             preparer.plain(request)
             self._forget(request.id)
         elif mine is not None and ids is not None and \
-                not what_if_changes(request, self.before, self.transforms, self.scan,
-                                    preparer.links.prev(request.id)):
+                not what_if_changes(request, self.before, self.transforms, self.scan, prev):
             self._flush()
-            preparer.reused(request, ids, mine, mine.head)
+            if not self._kept_entry(request, mine, ids, prev):
+                preparer.reused(request, ids.ids(), mine, mine.head)
+            self.made[request.id] = _KEPT
             self._forget(request.id)
         elif mine is not None and ids is not None and not preparer.by_blocks and \
-                (swapped := head_swap(request, self.before, self.after, ids,
-                                      mine.head)) is not None:
+                (swap := self._swap(request, mine, ids, prev)) is not None:
             self._flush()
-            preparer.reused(request, swapped[0], mine, swapped[1])
+            made, entry = swap
+            if isinstance(entry, np.ndarray):
+                preparer.reused(request, entry, mine, made.n)
+            else:
+                preparer.extended(request, mine, entry, made.n)
+            self.made[request.id] = made
             self._forget(request.id)
         else:
             self.pending.append(request)
@@ -195,13 +208,54 @@ class _WhatIf:
         self._flush()
         return self.preparer.out
 
+    def _kept_entry(self, request: Request, mine: _Prepared, ids: _Whole, prev: str | None
+                    ) -> bool:
+        """Add `request`'s entry as its base entry `mine`, where that is provably the entry
+        `Preparer.reused` would make of its ids (True; else nothing is added).
+
+        Why: `reused` compacts the request's ids against its predecessor's what-if ids
+        (`_compact(live[prev], ids)`, a function of the two arrays alone). Both are the
+        base's here -- this request is kept, and so was its predecessor (`made`) -- and
+        `mine` is the base preparer's `_compact` of those very two arrays (its `base` is
+        `prev`: it held the predecessor's ids, which are the ids it made that entry of)."""
+        if prev is None or self.made.get(prev) is not _KEPT or mine.base != prev or \
+                mine.ids is None or not self.preparer.extends(request.id):
+            return False
+        self.preparer.extended(request, mine, (mine.shared, mine.resumed, mine.ids),
+                               mine.head, ids)
+        return True
+
+    def _swap(self, request: Request, mine: _Prepared, ids: _Whole, prev: str | None
+              ) -> tuple[_Swap, np.ndarray | tuple[int, None, np.ndarray]] | None:
+        """`request`'s what-if prompt as its base ids after the what-if's head
+        (`head_swap`; None: not proved), and its entry's input: the whole ids to compact
+        (`Preparer.reused`), or, where its predecessor was swapped to the same head, the
+        compact form read off its base entry (`_swapped_entry`; `Preparer.extended`)."""
+        new = head_text(request, self.after)
+        if new is None:
+            return None
+        before = self.made.get(prev) if prev is not None else None
+        if isinstance(before, _Swap) and before.head == new and mine.head is not None and \
+                mine.base == prev and self.preparer.extends(request.id):
+            tail = _swapped_entry(mine, mine.head, before)
+            if tail is not None:
+                return (replace(before, h=mine.head, length=mine.n_tokens),
+                        (before.n + before.length - before.h, None, tail))
+        whole = ids.ids()
+        swapped = _head_swap(request, self.before, new, whole, mine.head)
+        if swapped is None:
+            return None
+        return _Swap(new, swapped[1], swapped[2], len(whole)), swapped[0]
+
     def _forget(self, request_id: str) -> None:
         for rid in self.preparer.done(request_id):
             self.turns.forget(rid)
             self.scan.forget(rid)
+            self.made.pop(rid, None)
         if not self.preparer.live_after(request_id):
             self.turns.forget(request_id)
             self.scan.forget(request_id)
+            self.made.pop(request_id, None)
 
     def _flush(self) -> None:
         pending = self.pending
@@ -240,8 +294,14 @@ def head_swap(request: Request, before: RenderOptions, after: RenderOptions,
     are followed by the old ids' split token, so they spell the what-if prompt's head
     with its template splitting there, as `Turns.head_tokens` says of a render."""
     new = head_text(request, after)
-    if new is None:
-        return None
+    swapped = None if new is None else _head_swap(request, before, new, ids, head)
+    return swapped[:2] if swapped is not None else None
+
+
+def _head_swap(request: Request, before: RenderOptions, new: tuple[str, str],
+               ids: np.ndarray, head: int | None) -> tuple[np.ndarray, int, int] | None:
+    """`head_swap` given the new head's `head_text`, with the old head's length in `ids`
+    (the new head's ids then `ids[h:]`: (ids, their new head's length, h))."""
     h: int | None = head
     if h is not None:  # (`before` and `after` differ in their what-ifs: one tokenizer)
         cache = piece_cache(load_tokenizer(new[1]))
@@ -254,7 +314,52 @@ def head_swap(request: Request, before: RenderOptions, after: RenderOptions,
     if h is None or h >= len(ids) or int(ids[h]) not in cache.split_ids:
         return None
     swapped = _head_ids(cache, new[0])
-    return np.concatenate((swapped.astype(ids.dtype, copy=False), ids[h:])), len(swapped)
+    return np.concatenate((swapped.astype(ids.dtype, copy=False), ids[h:])), len(swapped), h
+
+
+_KEPT = "kept"  # `_WhatIf.made`: the what-if prompt is the base prompt itself
+
+
+@dataclass(frozen=True, slots=True)
+class _Swap:
+    """`_WhatIf.made`: the what-if prompt is the base prompt with a new head, ``N +
+    B[h:]``: N the ids of `head` (its text, its tokenizer: `head_text`), `n` of them, B the
+    base prompt's whole ids, `length` of them, and B's first `h` spelling its old head."""
+
+    head: tuple[str, str]
+    n: int
+    h: int
+    length: int
+
+
+def _swapped_entry(mine: _Prepared, h: int, before: _Swap) -> np.ndarray | None:
+    """The ids a request's what-if prompt adds to its predecessor's whole what-if prompt,
+    where both swapped their base prompts' heads to the same new head N: `mine` its base
+    entry (compacted against the predecessor's base prompt, `mine.base`), the first `h` of
+    its base ids spelling its old head, `before` how the predecessor's was made. None
+    where the base entry does not show that the what-if prompt extends the predecessor's.
+
+    Why: write B, P for the request's and its predecessor's base ids (B's first h spell
+    its old head, P's first p = before.h), so the what-if prompts are N + B[h:] and
+    N + P[p:] (`head_swap`'s proof: B[h] is a split token, shown below). `mine` gives B as
+    P[:s] + own (no `resumed` run), or with B[at:at + k] = P[st:st + k] (`_compact` finds
+    runs equal token by token). When that run (or the shared start, at = st = 0, k = s)
+    covers the old heads' ends at one offset (at <= h, h - at = p - st) and reaches P's end
+    (st + k = |P|), then B[h:at + k] = P[p:] and N + B[h:] = N + P[p:] + B[at + k:]: the
+    what-if prompt extends the predecessor's whole, by B[at + k:] (own's ids after at - s),
+    and B[h] = P[p] is the split token the predecessor's swap checked (p < |P|). Then
+    `_compact` of the two what-if prompts finds them sharing the predecessor's whole prompt,
+    |N| + |P| - p tokens, and stops there (no run looked for past the base's end): the
+    entry is (that, no run, those ids) -- what the caller adds."""
+    length, s = before.length, mine.shared
+    if mine.resumed is None:
+        at, start, run = 0, 0, s
+    else:
+        at, start, run = mine.resumed
+    if not (at <= h < at + run and h - at == before.h - start and start + run == length):
+        return None
+    own = np.asarray(mine.ids)
+    return own if mine.resumed is None else own[at - s:]
 
 
 def _spelling(cache: PieceCache, text: str, ids: np.ndarray) -> int | None:
@@ -284,16 +389,47 @@ def _head_ids(cache: PieceCache, text: str) -> np.ndarray:
     return cache.encode(text).ids
 
 
+class _Whole:
+    """A compact `_Prepared` prompt's whole token ids, built when first asked for (from its
+    base's `_Whole`): a what-if entry read off its base entry needs neither prompt whole."""
+
+    __slots__ = ("_ids", "_entry", "_base")
+
+    def __init__(self, entry: _Prepared | None, base: _Whole | None = None,
+                 ids: np.ndarray | None = None) -> None:
+        self._ids, self._entry, self._base = ids, entry, base
+
+    def ids(self) -> np.ndarray:
+        """The whole ids (built once; the prompts they were built from let go)."""
+        chain: list[_Whole] = []  # the prompts not built yet, newest first
+        node: _Whole | None = self
+        while node is not None and node._ids is None:
+            chain.append(node)
+            node = node._base
+        built = node._ids if node is not None else None
+        for node in reversed(chain):
+            assert node._entry is not None
+            built = node._entry.whole_ids(built)
+            node._ids, node._entry, node._base = built, None, None
+        assert self._ids is not None
+        return self._ids
+
+
+def _whole_ids(held: np.ndarray | _Whole) -> np.ndarray:
+    return held.ids() if isinstance(held, _Whole) else held
+
+
 class _FullIds:
     """The whole token ids of compact `_Prepared` prompts, asked for in log order (each
-    rendered one once): a prompt's are held only while a later one still extends it."""
+    rendered one once), as `_Whole`s: a prompt's are held only while a later one still
+    extends it."""
 
     def __init__(self, prepared: Sequence[_Prepared]) -> None:
         self._left = Counter(p.base for p in prepared if p.base is not None)
-        self._held: dict[str, np.ndarray] = {}
+        self._held: dict[str, _Whole] = {}
 
-    def of(self, p: _Prepared) -> np.ndarray:
-        ids = p.whole_ids(self._held[p.base] if p.base is not None else None)
+    def of(self, p: _Prepared) -> _Whole:
+        ids = _Whole(p, self._held[p.base] if p.base is not None else None)
         if p.base is not None:
             self._left[p.base] -= 1
             if not self._left[p.base]:
@@ -382,7 +518,8 @@ class Preparer:
         # is a domain per file, so a copy each was O(domains x log): 528 x 38,759 ids,
         # 480 MB, at 1 GiB of Claude Code transcripts.
         self._done_after: Counter[str] = Counter()
-        self._live: dict[str, np.ndarray] = {}
+        # (a what-if entry read off its base entry holds them unbuilt: `_Whole`)
+        self._live: dict[str, np.ndarray | _Whole] = {}
         self._chains: dict[str, tuple[tuple[str, int], ...]] = {}  # request id -> its segments
         self._ttls: dict[str, float | None] = {}  # request id -> the TTL its usage shows
 
@@ -419,31 +556,61 @@ class Preparer:
         self._add(request, ids, entry.approximate, entry.blocks, entry.breakpoints,
                   entry.output_ids, head)
 
-    def _add(self, request: Request, full: np.ndarray, approximate: bool,
+    def extends(self, request_id: str) -> bool:
+        """Will `request_id`'s entry be compacted against its predecessor's prompt (held)?"""
+        prev = self.links.prev(request_id)
+        return prev is not None and prev in self._live
+
+    def extended(self, request: Request, entry: _Prepared,
+                 compact: tuple[int, tuple[int, int, int] | None, np.ndarray | SpilledIds],
+                 head: int | None, whole: _Whole | None = None) -> None:
+        """`reused(request, ids, entry, head)` where the caller proved what `_compact` of
+        the predecessor's held prompt (`extends`) and `ids` gives: `compact` (shared, run,
+        own ids), so neither prompt is built whole. `whole`: the whole ids, where the
+        caller has them as a `_Whole` (else built from the predecessor's when asked)."""
+        self._add(request, whole, entry.approximate, entry.blocks, entry.breakpoints,
+                  entry.output_ids, head, compact)
+
+    def _add(self, request: Request, full: np.ndarray | _Whole | None, approximate: bool,
              blocks: tuple[tuple[str, int], ...] | None,
              breakpoints: tuple[tuple[int, float], ...],
              output: np.ndarray | SpilledIds | None,
-             head: int | None = None) -> None:
+             head: int | None = None,
+             compact: tuple[int, tuple[int, int, int] | None,
+                            np.ndarray | SpilledIds] | None = None) -> None:
         prev, compacted = self.links.prev_of.get(request.id, (None, False))
-        ids, base, shared, resumed = full, None, 0, None
-        if prev is not None and prev in self._live:
+        ids: np.ndarray | SpilledIds
+        base, shared, resumed = None, 0, None
+        if compact is not None:  # `extended`: its predecessor's prompt is held
+            assert prev is not None and prev in self._live
             base = prev
-            shared, resumed, ids = _compact(self._live[prev], ids)
-        if self._successors_left(request.id):
-            self._live[request.id] = full
+            shared, resumed, ids = compact
+        else:
+            assert isinstance(full, np.ndarray)
+            ids = full
+            if prev is not None and prev in self._live:
+                base = prev
+                shared, resumed, ids = _compact(_whole_ids(self._live[prev]), full)
         own: np.ndarray | SpilledIds = ids
-        if self.spill is not None:  # the held ids above stay arrays: they are the live ones
+        if self.spill is not None and isinstance(ids, np.ndarray):
+            # (the held ids below stay arrays: they are the live ones)
             own = keep_ids(ids, self.spill, self.hold)
             if isinstance(output, np.ndarray):
                 output = keep_ids(output, self.spill, self.hold)
-        self.out.append(_Prepared(
+        entry = _Prepared(
             request.id, self.links.session_of.get(request.id), prev, compacted,
             _seconds(request.timestamp), request.usage.cached_tokens, own,
             output, None, 0, 0,
             logged_prompt=request.usage.prompt_tokens, approximate=approximate,
             blocks=blocks, breakpoints=breakpoints, duration=_duration(request),
             base=base, shared=shared, resumed=resumed, namespace=_namespace(request),
-            head=head))
+            head=head)
+        self.out.append(entry)
+        if self._successors_left(request.id):
+            if full is None:  # `extended` without the whole ids: built from the base's
+                assert base is not None
+                full = _Whole(entry, _held_whole(self._live[base]))
+            self._live[request.id] = full
 
     def plain(self, request: Request) -> None:
         """A request `renders` says is not rendered: from its usage, or a block-hash trace."""
@@ -499,6 +666,10 @@ class Preparer:
         """The requests naming `request_id` their predecessor not `done` here yet (never
         below 0: `done` counts one only while some are left)."""
         return self.links.successors[request_id] - self._done_after[request_id]
+
+
+def _held_whole(held: np.ndarray | _Whole) -> _Whole:
+    return held if isinstance(held, _Whole) else _Whole(None, ids=held)
 
 
 def _written(segments: tuple[tuple[str, int], ...], request: Request
