@@ -562,14 +562,16 @@ class Store:
             ):
                 cols[name].append(value)
         frame = pl.DataFrame(cols, schema=request_schema())
-        before = self.count()
-        # each insert returns the keys it added when they are listed (`runs.note`)
+        # each insert returns the keys it added when they are listed (`runs.note`), else
+        # how many rows it added (DuckDB's result of an INSERT): the requests added, read
+        # off the insert instead of counting the table before and after it
         returning = " RETURNING {}" if listing else ""
         added = {"requests": self._run_on(
             "_incoming", frame,
             f"INSERT INTO requests ({COLUMNS}) SELECT {COLUMNS} FROM _incoming "
             "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
             "(PARTITION BY id ORDER BY source_line) = 1" + returning.format("id"))}
+        inserted = len(added["requests"]) if listing else int(added["requests"][0][0])
         if parts:
             # decoded here, once each: a batch's bodies hold each part many times
             part_frame = pl.DataFrame({"hash": list(parts),
@@ -593,7 +595,7 @@ class Store:
         if listing:
             for table, rows in added.items():
                 runs.note(self, listing, table, [r[0] for r in rows])
-        return self.count() - before - replaced
+        return inserted - replaced
 
     def _add_events(self, requests: Sequence[Request], returning: str = ""
                     ) -> list[tuple[Any, ...]]:
