@@ -127,7 +127,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     if runner is None and store.body_count() and store.read_only:
         n = effective_workers(workers, len(setup.pairs), auto_minimum=AUTO_MIN_PAIRS)
         if n > 1:
-            pool = worker_pool(n)
+            pool = worker_pool(n, _tokenizers(options, records))
             pending = start_pass(store, setup, pool, diff=True)
     try:
         return _gather(_Started(store, options, step, ingest, runner, replay_workers, notes,
@@ -136,6 +136,14 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     finally:
         if pool is not None:
             pool.close(cancel=True)
+
+
+def _tokenizers(options: ReportOptions, records: tuple[UsageRecord, ...]) -> set[str]:
+    """The tokenizers the walk renders `records` with (loaded before its workers fork)."""
+    from prefixscope.tokenizers import choose_tokenizer
+
+    return {choose_tokenizer(options.render.tokenizer, model).spec
+            for model in {r.model for r in records}}
 
 
 def _pass_setup(store: Store, options: ReportOptions,

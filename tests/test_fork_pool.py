@@ -1,0 +1,119 @@
+"""The analyses' worker pool forks its workers from this process where that is safe
+(`parallel.Pool(fork=True)`, `analyses.pool.worker_pool`): a worker starts with what this
+process holds (its imports, the tokenizers loaded before the fork) instead of loading it
+again, and gives the results a spawned worker gives.
+
+The oracles: the same tasks run in this process (`Pool(1)`) or in spawned workers; the
+tokenizer library's own ids in this process; the environment and the collector's state
+read before the pool.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import pytest
+
+from prefixscope import parallel
+from prefixscope.analyses.pool import worker_pool
+from prefixscope.parallel import Pool, forks
+from prefixscope.tokenizers import _load, load_tokenizer
+
+# set after the import, so that a spawned worker (which imports this module afresh) sees
+# the initial value and a forked one the parent's
+_MARK = {"value": "imported"}
+
+
+def _mark(_: int) -> str:
+    return _MARK["value"]
+
+
+def _tokenizers_loaded(_: int) -> tuple[int, int]:
+    """(the tokenizers loaded in this worker before its task, misses of its load)."""
+    loaded = _load.cache_info().currsize
+    load_tokenizer("deepseek-v4")
+    return loaded, _load.cache_info().misses
+
+
+def _encode(texts: list[str]) -> tuple[list[list[int]], str | None]:
+    """The ids of `texts` as the tokenizer gives them in this worker, and the worker's
+    TOKENIZERS_PARALLELISM."""
+    encoded = load_tokenizer("deepseek-v4").encode_many(texts)
+    return [e.ids.tolist() for e in encoded], os.environ.get("TOKENIZERS_PARALLELISM")
+
+
+def test_a_fork_pool_starts_its_workers_with_this_process_state(monkeypatch):
+    assert forks()  # this suite runs on Linux
+    monkeypatch.setitem(_MARK, "value", "set in the parent")
+    with Pool(2, fork=True) as pool:
+        assert pool.map(_mark, [0, 1, 2, 3]) == ["set in the parent"] * 4
+    with Pool(2) as pool:  # spawned: a fresh interpreter imports the module again
+        assert pool.map(_mark, [0, 1]) == ["imported"] * 2
+
+
+def test_where_fork_is_not_safe_the_pool_spawns(monkeypatch):
+    monkeypatch.setitem(_MARK, "value", "set in the parent")
+    monkeypatch.setattr(parallel, "forks", lambda: False)
+    with Pool(2, fork=True) as pool:
+        assert pool.map(_mark, [0, 1]) == ["imported"] * 2
+
+
+def test_the_worker_pool_loads_its_tokenizers_once_before_forking():
+    _load.cache_clear()
+    with worker_pool(2, ["deepseek-v4", "deepseek-v4"]) as pool:
+        assert _load.cache_info().currsize == 1  # loaded here, once
+        seen = pool.map(_tokenizers_loaded, [0, 1, 2, 3])
+    # every worker found it loaded and never loaded it again (the one miss is this
+    # process's, inherited)
+    assert seen == [(1, 1)] * 4
+
+
+def test_a_tokenizer_that_cannot_load_is_left_to_the_workers():
+    with worker_pool(2, ["/nonexistent/model-dir"]) as pool:
+        assert pool.map(_mark, [0]) == ["imported"]
+
+
+# what a forked child's environment held at the fork, before its initializer ran
+_AT_FORK: dict[str, str | None] = {}
+os.register_at_fork(after_in_child=lambda: _AT_FORK.update(
+    parallelism=os.environ.get("TOKENIZERS_PARALLELISM")))
+
+
+def _at_fork(_: int) -> str | None:
+    return _AT_FORK.get("parallelism", "no fork seen")
+
+
+def test_a_forked_worker_starts_with_the_tokenizers_library_on_one_thread(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]):
+    # the library reads the variable in the child at the fork: set, it starts the child
+    # without a thread pool the fork did not copy, and says nothing on stderr
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    before = dict(os.environ)
+    with Pool(2, fork=True) as pool:
+        assert pool.map(_at_fork, [0, 1]) == ["false", "false"]
+    assert dict(os.environ) == before  # this process keeps its own
+    assert "huggingface/tokenizers" not in capfd.readouterr().err
+
+
+def test_a_forked_worker_tokenizes_as_this_process_does():
+    texts = ["naïve café über straße", "日本語のテキスト", "emoji 🙂 and ümlauts", "Ωμέγα",
+             "plain ASCII text, the word loop's"]
+    here = [e.ids.tolist() for e in load_tokenizer("deepseek-v4").encode_many(texts)]
+    assert all(here)
+    with Pool(2, fork=True) as pool:
+        assert pool.map(_encode, [texts, texts[::-1]]) == [(here, "false"),
+                                                           (here[::-1], "false")]
+
+
+def _frozen(_: int) -> int:
+    return gc.get_freeze_count()
+
+
+def test_a_forked_worker_leaves_this_process_objects_out_of_its_collections():
+    frozen = gc.get_freeze_count()
+    with Pool(2, fork=True) as pool:
+        # every object this process held at the fork: a collection in the worker does not
+        # write to them (and copy their pages)
+        assert min(pool.map(_frozen, [0, 1])) > 1000
+    assert gc.get_freeze_count() == frozen  # this process collects its own as before
