@@ -199,19 +199,23 @@ class TestImpossibleCounts:
 
 def test_a_kept_body_is_serialized_once_by_its_test() -> None:
     """Issue 37: ingest keeps the text its serialize test made (a store write hashes and
-    stores it, instead of serializing the body again): `checked` gives the body's compact
-    JSON in its own key order, in UTF-8 (Python's json writes the same, the oracle), for a kept
-    request; none for a request without a body or a skipped one, whose reason is
-    `unusable`'s, whatever nests deeper in its body."""
+    stores it, instead of serializing the body again): `checked` gives the body written
+    (`bodytext.write_body`), the hash and size of its compact JSON in its own key order, in
+    UTF-8 (Python's json writes the same, the oracle), for a kept request; none for a
+    request without a body or a skipped one, whose reason is `unusable`'s, whatever nests
+    deeper in its body."""
     from datetime import datetime
 
     from prefixscope.ingest import checked, unusable
     from prefixscope.model import Request
+    from prefixscope.model.hashing import exact_hash
 
     body = {"model": "m", "messages": [{"role": "user", "content": "é 1"}], "a": [1, 2.5]}
     kept = Request("r", "raw", "f", 1, datetime(2026, 1, 1), body=body)
-    assert checked(kept) == ("", json.dumps(body, separators=(",", ":"),
-                                            ensure_ascii=False).encode())
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    why, written = checked(kept)
+    assert why == "" and written is not None
+    assert (written.hash, written.size) == (exact_hash(text), len(text))
     assert checked(Request("r", "raw", "f", 1, datetime(2026, 1, 1))) == ("", None)
     deep: dict[str, Any] = {}
     for _ in range(WRITER_LIMIT):
