@@ -59,18 +59,28 @@ class WrittenBody:
     parts: dict[str, bytes] | None = None
 
 
-def write_body(body: Any) -> WrittenBody:
-    """`body` serialized once (see the module's docstring).
+def write_body(body: Any, depth: int = 0) -> WrittenBody:
+    """`body` serialized once (see the module's docstring). `depth`: containers around
+    `body` in the value it was read in (a capture's body is one level down in its record):
+    each piece is written that much deeper, so that writing fails exactly when writing
+    that value would (the text is the body's own).
+
+    A body a reader wrote for its record's test (`keep`) is taken as it is.
 
     Raises:
-        TypeError: orjson cannot write `body` (`hashing.written(body)` says why).
+        TypeError: orjson cannot write `body` `depth` levels down (`hashing.written` of
+            the value says why).
     """
+    held = getattr(_KEPT, "body", None)
+    if held is not None and held[0] is body:
+        return held[1]
     fields = ([k for k in SPLIT_FIELDS if isinstance(body.get(k), list)]
               if isinstance(body, dict) else [])
     if not fields:
-        whole = orjson.dumps(body, option=_OPTIONS, default=str)
+        whole = _written(body, depth, 0)
         return WrittenBody(_tagged(xxhash.xxh3_128_hexdigest(whole)), len(whole), whole)
-    last = getattr(_LAST, "fields", None) or {}
+    # the elements written last are taken only when they were tested as deep as these
+    last = (getattr(_LAST, "fields", None) or {}) if getattr(_LAST, "depth", 0) >= depth else {}
     seen: dict[str, tuple[list[Any], tuple[str, ...], tuple[bytes, ...]]] = {}
     whole_hash = xxhash.xxh3_128()
     size = 0
@@ -87,7 +97,7 @@ def write_body(body: Any) -> WrittenBody:
     def flush() -> None:
         if run:
             # {"a":1,"b":2} -> "a":1,"b":2 (a member's value one level down, as in `body`)
-            text = orjson.dumps(run, option=_OPTIONS, default=str)[1:-1]
+            text = _written(run, depth, 1)
             emit(b"," if members else b"{")
             emit(text)
             members.append(text)
@@ -101,7 +111,7 @@ def write_body(body: Any) -> WrittenBody:
         head = orjson.dumps(key) + b":"
         emit((b"," if members else b"{") + head + b"[")
         members.append(head + b"[]")
-        hashes, texts = _elements(value, last.get(key))
+        hashes, texts = _elements(value, last.get(key), depth)
         for i, text in enumerate(texts):
             if i:
                 emit(b",")
@@ -110,7 +120,7 @@ def write_body(body: Any) -> WrittenBody:
         seen[key] = (value, hashes, texts)
     flush()
     emit(b"}")
-    _LAST.fields = seen
+    _LAST.fields, _LAST.depth = seen, depth
     # the layout (stored as JSON) and the parts in `SPLIT_FIELDS` order, not the body's
     for name in fields:
         _, hashes, texts = seen[name]
@@ -123,7 +133,7 @@ def write_body(body: Any) -> WrittenBody:
 
 
 def _elements(elements: list[Any], known: tuple[list[Any], tuple[str, ...],
-                                                  tuple[bytes, ...]] | None
+                                                  tuple[bytes, ...]] | None, depth: int
               ) -> tuple[tuple[str, ...], tuple[bytes, ...]]:
     """(part hashes, texts) of a split field's elements; those it shares with the same
     field of the body written last (`_LAST`) are not written again."""
@@ -133,15 +143,33 @@ def _elements(elements: list[Any], known: tuple[list[Any], tuple[str, ...],
         hashes.extend(known[1])
         texts.extend(known[2])
     for element in elements[len(hashes):]:
-        # written inside [[ ]], the depth it has in the body ({"messages": [element]}),
-        # so that it fails here exactly when the whole body would; the brackets cut off
+        # written inside [[ ]] (and `depth` more), the depth it has in the body
+        # ({"messages": [element]}), so that it fails here exactly when the whole body
+        # would; the brackets cut off
         # by a copy of the rest (orjson's own result holds at least 4 KiB however short:
         # the views a batch held into them took the RSS of 0.27 GiB of captures from
         # 328 to 587 MB)
-        text = orjson.dumps([[element]], option=_OPTIONS, default=str)[2:-2]
+        text = _written(element, depth + 2, 0)
         hashes.append(_tagged(xxhash.xxh3_128_hexdigest(text)))
         texts.append(text)
     return tuple(hashes), tuple(texts)
+
+
+def _written(value: Any, levels: int, cut: int) -> bytes:
+    """`value` written inside `levels` lists (so that orjson meets its depth limit where it
+    would in the value read), those brackets and `cut` more bytes each side cut off."""
+    for _ in range(levels):
+        value = [value]
+    text = orjson.dumps(value, option=_OPTIONS, default=str)
+    return text[levels + cut:len(text) - levels - cut] if levels + cut else text
+
+
+def keep(body: Any, written: WrittenBody) -> None:
+    """Hold `written`, `write_body` of `body` (as a reader wrote it for its record's depth
+    test, `readers.json`), for the next `write_body` of this very object (ingest's, of the
+    request read from that record) to take instead of writing it again: bodies are never
+    written to, so the same object has the same text. One is held (per thread): the last."""
+    _KEPT.body = (body, written)
 
 
 def _tagged(hexdigest: str) -> str:
@@ -152,6 +180,7 @@ def _tagged(hexdigest: str) -> str:
 # agent's log gives each call the previous call's history objects and new ones (a Codex
 # rollout's 351 calls held 125,000 items), so only the new elements are serialized.
 _LAST = threading.local()
+_KEPT = threading.local()  # (body, its WrittenBody) a reader wrote last (`keep`)
 
 
 def _shares(elements: list[Any], known: list[Any]) -> bool:

@@ -202,7 +202,9 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
         return
     pair = probe.kind == "json" and isinstance(probe.document, dict) and _is_pair_request(source)
     response_path = _pair_response_path(source) if pair else None
-    for place, rec in iter_json_records(source, probe):
+    # nothing here rewrites a body (the docstring): the reader writes each record's body
+    # as its depth test, and ingest stores that text
+    for place, rec in iter_json_records(source, probe, bodies=True):
         if isinstance(rec, BadRecord):
             yield Skip(place, str(rec))
             continue

@@ -12,9 +12,11 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 import orjson
+from orjson import OPT_NON_STR_KEYS
 
 from prefixscope.ingest.readers import BadRecord, bounded_lines
 from prefixscope.ingest.source import DECOMPRESS_ERRORS, Probe, Source
+from prefixscope.model.bodytext import SPLIT_FIELDS, keep, write_body
 from prefixscope.model.hashing import MAX_JSON_DEPTH, unwritable
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -163,13 +165,19 @@ def head_json_records(source: Source, limit: int = JSONL_PROBE_LINES) -> list[An
     return values
 
 
-def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]]:
+def iter_json_records(source: Source, probe_: Probe, *,
+                      bodies: bool = False) -> Iterator[tuple[int, Any]]:
     """Yield (place, record) for a JSON array / object / JSON-lines source.
 
     A JSON-lines line that does not parse yields (line, BadRecord(reason)) so the
     caller can report it and go on; so does a record prefixscope could not store
     (nested deeper than `MAX_JSON_DEPTH`: orjson reads 1024 levels and writes 254), which
     would otherwise stop its file or the whole ingest where it is hashed or written.
+
+    `bodies`: a line's record is a request body, or holds one as a top-level value, that
+    its format keeps as it is (raw captures): the depth test writes that body as the store
+    keeps it (`_written_record`), and ingest takes that text instead of writing the body a
+    second time.
     """
     if probe_.kind == "json":
         doc = probe_.document
@@ -196,12 +204,46 @@ def iter_json_records(source: Source, probe_: Probe) -> Iterator[tuple[int, Any]
             except orjson.JSONDecodeError as exc:
                 yield lineno, BadRecord(f"invalid JSON: {exc}")
                 continue
-        yield lineno, BadRecord(why) if (why := _too_deep(line, value)) else value
+        why = _written_record(value) if bodies else _too_deep(line, value)
+        yield lineno, BadRecord(why) if why else value
 
 
 # A line this long holds more than MAX_JSON_DEPTH brackets but for a freak (a captured
 # request has thousands): counting them would only delay the exact test.
 _COUNT_BELOW = 1 << 16
+
+
+def _written_record(value: Any) -> str:
+    """`unwritable(value)`, found by writing its request body as the store keeps it
+    (`bodytext.write_body`, held for ingest: `bodytext.keep`) and the rest of it: `value`
+    itself when it is a body (a list-valued `SPLIT_FIELDS` entry), else the first of its
+    top-level values that is one, one level down, the other values as a dict of them, as
+    deep as in `value`. Each of its values is in one of those pieces, written at its depth
+    in `value`, so one fails exactly when writing `value` would: its reason is
+    `unwritable(value)`'s, as without the body written."""
+    if not isinstance(value, dict):
+        return unwritable(value)
+    body: Any = value
+    depth = 0
+    if not _is_body(value):
+        body = next((v for v in value.values() if _is_body(v)), None)
+        if body is None:
+            return unwritable(value)
+        depth = 1
+    try:
+        if depth:  # the record's other values, in a dict as deep as the record
+            orjson.dumps({k: v for k, v in value.items() if v is not body},
+                         option=OPT_NON_STR_KEYS, default=str)
+        keep(body, write_body(body, depth))
+    except TypeError:
+        why = unwritable(value)
+        assert why, "a piece of a record failed to serialize but the record did not"
+        return why
+    return ""
+
+
+def _is_body(value: Any) -> bool:
+    return isinstance(value, dict) and any(isinstance(value.get(k), list) for k in SPLIT_FIELDS)
 
 
 def _too_deep(line: bytes, value: Any) -> str:
