@@ -51,12 +51,23 @@ new hash) and then runs on as it (the same history) takes that run's ids from th
 previous prompt too (`PieceCache._middle`): the run starts and ends at split-token
 occurrences of both texts, so by the same argument its ids are those of its characters
 alone.
+
+A turn's arrays are not copied from its predecessor's when they start with all of them
+(the previous prompt ends with a split token, the generation prompt, and this one goes on
+from it: most turns of a session): a session's arrays live in one buffer with room to grow
+(`_Run`), each turn's `Tokens` are read-only views of its first entries, and a turn that
+extends the last one written appends after it. Why no view ever changes: a buffer is
+written only past `_Run.used`, and every view of it ends at or before `used` when it is
+made; `used` only grows. So a turn costs its new tokens, not a copy of the prompt's
+arrays, and two turns' ids sharing a buffer are equal up to the shorter one without
+comparing them (`common_prefix_length`).
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +102,23 @@ _Middle = tuple[int, int, int]
 
 # How far back from its end `PieceCache._last_split_end` first looks (characters).
 _SPLIT_WINDOW = 4096
+
+# A session's buffer (`_Run`) is made this much longer than the turn that makes it (a
+# quarter: a turn adds a few percent to its prompt, so a buffer takes several turns).
+_RUN_ROOM = 4
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    """What is written of a session's buffers of token ids and starts, which have room to
+    grow: each turn's arrays are read-only views of their first entries (module doc).
+    Invariant: no entry before `used` is ever written again, and every view handed out
+    ends at or before `used`. The buffers are held by their views alone (weakly here):
+    a session's buffer goes with its last turn held."""
+
+    ids: weakref.ref[np.ndarray]
+    starts: weakref.ref[np.ndarray]
+    used: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +255,8 @@ class PieceCache:
         self._special_pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._stored_tokens = 0
+        # the `_Run` of each buffer alive, by the id of its ids buffer (`_run_of`)
+        self._runs: dict[int, _Run] = {}
         self.hits = 0  # pieces found in the cache
         self.misses = 0  # pieces tokenized
         self.tokens_encoded = 0  # tokens produced by the tokenizer (misses only)
@@ -336,7 +366,7 @@ class PieceCache:
                 found_before.group() != found_text.group():
             return None
         start_before, start_text = found_before.start(), found_text.start()
-        same = common_text_prefix(before[start_before:], text[start_text:])
+        same = common_run(before, start_before, text, start_text)
         if same < self.middle_min:
             return None
         length = self._last_split_end(before, start_before + same, start_before) - start_before
@@ -411,16 +441,48 @@ class PieceCache:
         lengths = np.fromiter(map(len, id_arrays), dtype=np.int64, count=len(id_arrays))
         total = k + int(lengths.sum())
         kinds = id_arrays + ([before.ids] if before is not None and k else [])  # (uint32)
-        ids = np.empty(total, np.result_type(*kinds) if kinds else np.uint32)
-        out = np.empty(total, np.int64)
-        if before is not None and k:
-            ids[:k] = before.ids[:k]
-            out[:k] = before.starts[:k]
+        dtype = np.result_type(*kinds) if kinds else np.dtype(np.uint32)
+        # `before` whole, the last turn written to its buffers: this turn appends after it
+        found = self._run_of(before) if before is not None and k == len(before.ids) else None
+        if found is not None and found[1].dtype == dtype and len(found[1]) >= total:
+            run, ids, out = found
+        else:
+            ids = np.empty(total + total // _RUN_ROOM, dtype)
+            out = np.empty(total + total // _RUN_ROOM, np.int64)
+            run = _Run(weakref.ref(ids), weakref.ref(out))
+            self._runs[id(ids)] = run
+            weakref.finalize(ids, self._runs.pop, id(ids), None)
+            if before is not None and k:
+                ids[:k] = before.ids[:k]
+                out[:k] = before.starts[:k]
         if pairs:
-            np.concatenate(id_arrays, out=ids[k:])
-            np.concatenate([pair[1] for pair in pairs], out=out[k:], casting="same_kind")
-            out[k:] += np.repeat(np.array(starts, dtype=np.int64), lengths)
+            np.concatenate(id_arrays, out=ids[k:total])
+            # each entry's starts moved by its start, written in one pass (a middle taken
+            # from the previous turn is most of a prompt whose head changed)
+            at = k
+            for (_, rel), start in zip(pairs, starts, strict=True):
+                end = at + len(rel)
+                np.add(rel, start, out=out[at:end], dtype=np.int64)
+                at = end
+        run.used = total  # (k <= the old `used`: only entries past it were written)
+        ids, out = ids[:total], out[:total]
+        ids.flags.writeable = False
+        out.flags.writeable = False
         return Encoded(ids, out)
+
+    def _run_of(self, encoded: Encoded) -> tuple[_Run, np.ndarray, np.ndarray] | None:
+        """(the `_Run`, its ids and starts buffers) where `encoded`'s arrays are views of
+        all that is written of them (from their start to `used`); else None. Only then may
+        a turn be appended in place: past `used` no view reads."""
+        ids, starts = encoded.ids.base, encoded.starts.base
+        if not (isinstance(ids, np.ndarray) and isinstance(starts, np.ndarray)):
+            return None
+        run = self._runs.get(id(ids))
+        if run is None or run.ids() is not ids or run.starts() is not starts or \
+                len(encoded.ids) != run.used or len(encoded.starts) != run.used or \
+                not _starts_at(encoded.ids, ids) or not _starts_at(encoded.starts, starts):
+            return None
+        return run, ids, starts
 
     def _fill(self, wanted: dict[int, str]) -> None:
         if not wanted:
@@ -629,26 +691,66 @@ def tokens(request: Request, options: RenderOptions | None = None, *,
 
 
 def common_text_prefix(a: str, b: str, known: int = 0) -> int:
-    """How many leading characters `a` and `b` share (the first `known` are known equal):
-    halving the differing stretch, each step one comparison of two slices in C."""
-    n = min(len(a), len(b))
-    lo, hi = min(known, n), n  # a[:lo] == b[:lo]; the first difference is below hi
-    if a[lo:hi] == b[lo:hi]:
-        return n
+    """How many leading characters `a` and `b` share (the first `known` are known equal)."""
+    lo = min(known, len(a), len(b))
+    return lo + common_run(a, lo, b, lo)
+
+
+def common_run(a: str, i: int, b: str, j: int) -> int:
+    """How many leading characters ``a[i:]`` and ``b[j:]`` share, neither sliced whole:
+    compared a block at a time from the start, each block four times the last (a turn
+    whose head changed differs in its first block: little is read), then the differing
+    block halved; each step one comparison of two slices in C. Equal texts are read once,
+    as one comparison of the whole would read them."""
+    n = min(len(a) - i, len(b) - j)
+    lo, block = 0, _FIRST_TEXT_BLOCK
+    while True:  # a[i:i + lo] == b[j:j + lo]
+        if lo >= n:
+            return n
+        hi = min(n, lo + block)
+        if a[i + lo:i + hi] != b[j + lo:j + hi]:
+            break  # the first difference is in [lo, hi)
+        lo, block = hi, block * 4
     while hi - lo > 64:
         mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
+        if a[i + lo:i + mid] == b[j + lo:j + mid]:
             lo = mid
         else:
             hi = mid
-    while lo < hi and a[lo] == b[lo]:
+    while lo < hi and a[i + lo] == b[j + lo]:
         lo += 1
     return lo
 
 
+_FIRST_TEXT_BLOCK = 256  # characters compared first by `common_run`
+
+
 def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:
-    """How many leading token ids `a` and `b` share."""
+    """How many leading token ids `a` and `b` share.
+
+    Two turns of a session whose ids are views of one buffer from its start (`_Run`) are
+    the same memory up to the shorter one: equal without a comparison. Else compared a
+    block at a time, each four times the last: a prompt whose head changed differs in
+    its first block, and the whole is read at most once and a third."""
     n = min(len(a), len(b))
-    differ = a[:n] != b[:n]
-    first = int(differ.argmax()) if n else 0  # the first True, or 0 where none is
-    return first if n and differ[first] else n
+    if n and a.dtype == b.dtype and a.dtype.kind in "iub" and _starts_at(a, b):
+        return n  # the same integers in the same memory (both alive: nothing reused it)
+    lo, block = 0, _FIRST_BLOCK
+    while lo < n:
+        hi = min(n, lo + block)
+        differ = a[lo:hi] != b[lo:hi]
+        first = int(differ.argmax())  # the first True, or 0 where none is
+        if differ[first]:
+            return lo + first
+        lo, block = hi, block * 4
+    return n
+
+
+_FIRST_BLOCK = 4096  # ids compared first by `common_prefix_length`
+
+
+def _starts_at(a: np.ndarray, b: np.ndarray) -> bool:
+    """Do `a` and `b` start at the same address with the same steps (so their first
+    ``min(len)`` elements are the same memory)?"""
+    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and \
+        a.strides == b.strides
