@@ -10,8 +10,8 @@ The Rust tokenizer itself is deserialized on first use (0.25-0.4 s of CPU for De
 6 MB file, a fifth of a small report: issue 37). A run whose texts the ASCII path takes
 whole (`ascii_bpe`) never needs it: that path's BPE of each new word is `merges.MergeBPE`
 (the library's algorithm, from the cached merges) until the library is loaded for
-anything else or `_PYTHON_WORDS` words have been done in Python (by then loading it
-costs less than going on: 7-8 us more a word in Python); and a single token's text,
+anything else or `_PYTHON_WORDS` words have been done in Python (a large run then loads
+it, having paid little more: 7-8 us more a word in Python); and a single token's text,
 all a diff decodes, comes from the cached bytes where the library's decode of every id
 was checked equal when the cache entry was made. Every id is the library's either way
 (the claims in `ascii_bpe` and `merges`).
@@ -313,9 +313,10 @@ class _Unloaded:
 
 
 # Words whose BPE is done in Python before the library is loaded instead: ~7.7 us more
-# a word than the library's (10.6 against 2.9 on DeepSeek's vocabulary), so 32k words
-# cost about what loading it costs (0.25-0.4 s), and past them it pays.
-_PYTHON_WORDS = 1 << 15
+# a word than the library's (10.6 against 2.9 on DeepSeek's vocabulary). The small logs
+# measured need 1.5-5.4k (sample_logs/, the 6 x 40 sessions of `diff --all`); a large run
+# past 16k has paid ~0.12 s more than loading the library at once (the load: 0.25-0.4 s).
+_PYTHON_WORDS = 1 << 14
 
 
 class _WordModel:
