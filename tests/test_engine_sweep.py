@@ -330,3 +330,28 @@ def test_a_sweep_of_extending_prompts_is_their_replay_at_every_capacity(agent_pr
                                                      cache_output=cache_output),
                            unlimited=capacity is None)
             assert cached == want, blocks
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(0, 700), st.lists(st.integers(0, 10**6),
+                                                                max_size=40)),
+                      min_size=1, max_size=12),
+       data=st.data())
+def test_a_live_entrys_depth_is_the_live_entries_from_it_on(steps, data):
+    """`_Recency.depths`: the depth of a live entry is how many live entries have its
+    timestamp or a later one (the oracle: those counted in a list), whatever blocks of
+    256 timestamps the asked ones fall in and in whatever order they are asked."""
+    from prefixscope.engines.sweep import _Recency
+
+    recency, live = _Recency(), []
+    for pushed, picks in steps:
+        start = recency.push(pushed)
+        live += range(start, start + pushed)
+        if live:
+            gone = sorted({live[p % len(live)] for p in picks[: len(picks) // 2]})
+            recency.remove(np.array(gone, dtype=np.int64))
+            live = [t for t in live if t not in set(gone)]
+        if live:
+            asked = data.draw(st.lists(st.sampled_from(live), max_size=60))
+            want = [sum(1 for t in live if t >= a) for a in asked]
+            assert recency.depths(np.array(asked, dtype=np.int64)).tolist() == want

@@ -57,8 +57,15 @@ class _Recency:
         if not len(ts):
             return np.zeros(0, dtype=np.int64)
         block = ts >> _SHIFT
-        before = np.concatenate(([0], np.cumsum(self._counts[: int(block.max())])))
-        rows, inverse = np.unique(block, return_inverse=True)
+        low, high = int(block.min()), int(block.max())
+        before = np.concatenate(([0], np.cumsum(self._counts[:high])))
+        # the counted blocks `ts` falls in, ascending, and each one's row among them:
+        # `np.unique(block, return_inverse=True)` without its sort (the blocks are small
+        # integers, a request's within the span its cumulative counts above read anyway)
+        present = np.zeros(high - low + 1, dtype=bool)
+        present[block - low] = True
+        rows = np.flatnonzero(present) + low
+        inverse = (np.cumsum(present) - 1)[block - low]
         upto = np.cumsum(self._live.reshape(-1, 1 << _SHIFT)[rows], axis=1, dtype=np.int32)
         at_or_before = before[block] + upto[inverse, ts & ((1 << _SHIFT) - 1)]
         return self.total - at_or_before + 1
@@ -304,6 +311,27 @@ class VllmSweep(_Sweep):
             self._done = super().result()
         return self._done
 
+    def _replay_unlimited(self, staged: list[_Staged], offsets: np.ndarray,
+                          listed: np.ndarray) -> None:
+        """`_replay` at the unlimited capacity alone: every key listed is cached for good,
+        so a request hits its keys up to the first one no earlier request listed (and its
+        shared start), never past its last-token block.
+
+        That first key is the first of its tail listed nowhere before (its first listing
+        in the whole log): each key before it in the tail was listed before it, and not
+        first by this request -- the tail's first listing of it would be an earlier first
+        listing in this tail -- so by an earlier request; and the key at it is listed by no
+        earlier one. Only where each key is listed first is needed: no slot numbers."""
+        first = np.zeros(len(listed), dtype=bool)
+        first[np.unique(listed, return_index=True)[1]] = True
+        bs = self.unit
+        for index, r in enumerate(staged):
+            at, tail = int(offsets[index]), len(r.tail)
+            new = np.flatnonzero(first[at: at + tail])
+            cut = int(new[0]) if len(new) else tail
+            h_max = (r.n_tokens - 1) // bs if r.n_tokens else 0
+            self._record_hit(min(r.shared + cut, h_max), r.n_tokens)
+
     def _replay(self) -> None:
         """Every staged request, in order (`VllmEngine.step`'s rules, module docstring)."""
         staged, self._staged, self._kept = self._staged, [], {}
@@ -311,6 +339,9 @@ class VllmSweep(_Sweep):
         offsets = np.concatenate(([0], np.cumsum(lengths)))
         listed = np.concatenate([part for r in staged for part in (r.tail, r.extra)]) \
             if staged else _NO_KEYS
+        if not self._limited:
+            self._replay_unlimited(staged, offsets, listed)
+            return
         # slot of each listed key, and where that key is listed first
         _, first, slot_of = np.unique(listed, return_index=True, return_inverse=True)
         first_at = first[slot_of]
@@ -327,10 +358,6 @@ class VllmSweep(_Sweep):
             seen = first_at[at: at + tail] < at  # listed by an earlier request
             missing = np.flatnonzero(~seen)
             cut = int(missing[0]) if len(missing) else tail
-            if not self._limited:  # every key listed is cached for good: hits, no more
-                h_max = (r.n_tokens - 1) // bs if r.n_tokens else 0
-                self._record_hit(min(r.shared + cut, h_max), r.n_tokens)
-                continue
             looked = slot_of[at: at + cut]
             slots = looked if r.base < 0 else np.concatenate((kept[r.base][:r.shared], looked))
             if r.base >= 0:
