@@ -119,6 +119,23 @@ class TestChunkBoundaries:
         else:
             assert got is not None and [start for start, _ in got] == cuts
 
+    @pytest.mark.parametrize("name", ["deepseek-v4", "o200k-harmony"])
+    @settings(max_examples=300, deadline=None)
+    @given(text=st.text("a\n\r x/!é.", max_size=60), data=st.data())
+    def test_the_line_break_first_finds_each_boundary(self, name, text, data):
+        """`_chunks` searches ``[\\r\\n](?=X)`` for a boundary ``(?<=[\\r\\n])X`` (faster
+        in Python's engine): from any place, before any end, its match ends at the first
+        boundary's start."""
+        from prefixscope.tokens.tokenize import _after_break
+
+        boundary = load_tokenizer(name).chunk_boundary
+        breaks = _after_break(boundary)
+        assert breaks is not None
+        at = data.draw(st.integers(1, len(text) + 1))
+        stop = data.draw(st.integers(0, len(text) + 1))
+        found, twin = boundary.search(text, at, stop), breaks.search(text, at - 1, stop)
+        assert (found.start() if found else None) == (twin.end() if twin else None)
+
     @pytest.mark.parametrize("name", BUNDLED)
     @SETTINGS
     @given(data=st.data())

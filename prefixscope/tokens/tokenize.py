@@ -65,6 +65,7 @@ comparing them (`common_prefix_length`).
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import weakref
@@ -553,8 +554,10 @@ class PieceCache:
         # The boundaries in order, each `least` past the last cut: after a cut the search
         # resumes that far on (a boundary's lookbehind reads the text before it).
         stop, at = len(text) - least + 1, least
-        while (match := boundary.search(text, at, stop)) is not None:
-            at = match.start()
+        breaks = _after_break(boundary)
+        while (match := boundary.search(text, at, stop) if breaks is None else
+               breaks.search(text, at - 1, stop)) is not None:
+            at = match.start() if breaks is None else match.end()
             if xxhash.xxh32_intdigest(text[at:at + 32].encode("utf-8", "surrogatepass")) \
                     % self.chunk_every:
                 at += 1
@@ -645,6 +648,25 @@ def tokens_many(requests: list[Request], options: RenderOptions | None = None, *
 def _with_segments(prompt: Prompt, enc: Encoded, options: RenderOptions,
                    logged: int | None = None) -> Tokens:
     return Tokens(enc.ids, enc.starts, prompt, options, logged)
+
+
+_LINE_BREAK_BEHIND = r"(?<=[\r\n])"
+
+
+@functools.cache
+def _after_break(boundary: re.Pattern[str]) -> re.Pattern[str] | None:
+    """For a boundary ``(?<=[\r\n])X`` (every one `tokenizers.boundaries` proves), the
+    line break before it: ``[\r\n](?=X)``, whose match ends where a boundary is.
+    Python's engine tries a look-behind at every character; a pattern opening with a
+    class is scanned for that class first (the chunk cuts of the bench's raw captures:
+    0.14 -> 0.07 s). The same places: a boundary at p is a line break at p - 1 and X
+    matching at p, which is this match at p - 1, so a search of this one from ``at - 1``
+    finds the first boundary from ``at``, with the same end of the text. None: another
+    form, searched as it is."""
+    if not boundary.pattern.startswith(_LINE_BREAK_BEHIND):
+        return None
+    rest = boundary.pattern[len(_LINE_BREAK_BEHIND):]
+    return re.compile(rf"[\r\n](?={rest})", boundary.flags)
 
 
 def _segment_index(prompt: Prompt, starts: np.ndarray) -> np.ndarray:
