@@ -16,13 +16,18 @@ shapes"). `write_body` serializes each piece once and gets everything from the p
   and its size their sum; the whole text itself is never made;
 * the members between two split fields are written as one dict and its braces left out;
 * a body orjson cannot write (nested deeper than `MAX_JSON_DEPTH`, an integer beyond 64
-  bits) fails in exactly one of its pieces: every value is in one piece, and each piece
-  is written at the depth it has in the body (a member's value one level down, as in a
-  dict; an element two levels down: it is written inside ``[[ ]]`` and the two brackets
-  each side cut off). The caller asks `hashing.written` of the whole body for the reason.
+  bits) fails in a piece, and one that it can write in none: every value is in one piece,
+  and each piece is written at the depth it has in the body (a member's value one level
+  down, as in a dict; an element two levels down: it is written inside ``[[ ]]`` and the
+  two brackets each side cut off). The caller asks `hashing.written` of the whole body
+  for the reason;
+* a body read inside a record (a raw capture's ``request``) is written at its depth there
+  (`write_body`'s `depth`), so that the reader's depth test of the record is this writing
+  (`readers.json`), and held (`keep`) for ingest's `write_body` of that very object.
 
-tests/test_bodytext.py holds all of this against the whole computation (Hypothesis bodies,
-the depth limit at each place a piece can hit it).
+tests/test_bodytext.py and tests/test_record_body_written.py hold all of this against the
+whole computation (Hypothesis bodies and records, the depth limit at each place a piece
+can hit it).
 """
 
 from __future__ import annotations
