@@ -34,7 +34,7 @@ def gathered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     store = tmp_path_factory.mktemp("census") / "s.duckdb"
     ps.ingest(LOGS[request.param], store)
     with store_of(store) as handle, reading(handle, None) as st:
-        return {"name": request.param,
+        return {"name": request.param, "store": store,
                 "plain": gather(st, ReportOptions(), workers=1),
                 "pooled": gather(st, ReportOptions(), workers=2),
                 "forced": gather(st, ReportOptions(), workers=1, with_census=True)}
@@ -60,3 +60,25 @@ def test_a_segment_change_rate_is_shown_only_where_the_census_is_read(
              if "segment_change_rate" in f.evidence]
     if not census_read(gathered["forced"].diff):
         assert rates == []
+
+
+@pytest.mark.parametrize("with_census", [False, True])
+def test_walking_workers_take_the_census_once_where_read_and_never_elsewhere(
+        gathered: dict[str, Any], with_census: bool, monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    from prefixscope.findings import evidence
+
+    taken: list[int] = []
+    real = evidence.segments_store
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        taken.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evidence, "segments_store", counted)
+    store = gathered["store"]
+    with store_of(store) as handle, reading(handle, None) as st:
+        ev = gather(st, ReportOptions(), workers=2, with_census=with_census)
+    read = with_census or census_read(gathered["forced"].diff)
+    assert len(taken) == (1 if read else 0)  # (the workers' processes census nothing)
+    assert ev.segments == (gathered["forced"].segments if read else ())

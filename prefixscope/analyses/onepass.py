@@ -541,10 +541,17 @@ def _in_order(entries: list[_Prepared], place: dict[str, int]) -> list[_Prepared
     return sorted(entries, key=lambda e: place[e.id])
 
 
-def pool_what_ifs(pool: Pool) -> WhatIfRunner:
-    """What-if tasks in `pool`'s workers (each opens the store's file read-only)."""
+def pool_what_ifs(pool: Pool, meanwhile: Callable[[], object] | None = None
+                  ) -> WhatIfRunner:
+    """What-if tasks in `pool`'s workers (each opens the store's file read-only);
+    `meanwhile()` is called in this process after the tasks are submitted, while the
+    workers run them."""
     def run(store: Store, tasks: Sequence[WhatIfTask]) -> list[list[list[_Prepared]]]:
-        parts = pool.map(_what_if_task, tasks, [len(t.ids) * len(t.transforms) for t in tasks])
+        batch = pool.submit(_what_if_task, tasks,
+                            [len(t.ids) * len(t.transforms) for t in tasks])
+        if meanwhile is not None:
+            meanwhile()
+        parts = batch.results()
         out = []
         for task, part in zip(tasks, parts, strict=True):
             base = {p.id: p for p in task.base}

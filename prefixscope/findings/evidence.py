@@ -20,6 +20,7 @@ where the what-ifs' inputs are made (`whatif_pools`) and the ledger over the evi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 from prefixscope.analyses.bucket import (
@@ -138,6 +139,11 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
             pool.close(cancel=True)
 
 
+def _census(store: Store, options: ReportOptions) -> tuple[SegmentsReport, ...]:
+    """The segments census of the whole store (`segments_store`, without token positions)."""
+    return tuple(segments_store(store, (), options=options.render, with_tokens=False))
+
+
 def _tokenizers(options: ReportOptions, records: tuple[UsageRecord, ...]) -> set[str]:
     """The tokenizers the walk renders `records` with (loaded before its workers fork)."""
     from prefixscope.tokenizers import choose_tokenizer
@@ -220,12 +226,11 @@ def _gather(started: _Started) -> Evidence:
             passed = runner.walk(store, setup)
         if passed is not None:
             diff = passed.diff
-        # With workers walking, this process takes the census meanwhile (its time hidden
-        # by the walk's) and keeps it only where it is read below, as without them.
-        if pending is not None or started.with_census or census_read(diff):
+        # With workers walking, the census is taken once their walk says it is read
+        # (below), unless it is wanted whatever the walk finds: then now, meanwhile.
+        if started.with_census or (pending is None and census_read(diff)):
             step("segments")
-            segments = tuple(segments_store(store, (), options=options.render,
-                                            with_tokens=False))
+            segments = _census(store, options)
     else:
         notes.append("no request bodies in the log: where turns diverge cannot be seen "
                      "(usage and replay only)")
@@ -233,19 +238,25 @@ def _gather(started: _Started) -> Evidence:
     usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source
                             in ("inferred", "forced") else None)
     ready: dict[str, dict[str, list[Any]]] = {}
-    if pending is not None:  # the workers have been walking the log meanwhile
+    if pending is not None and pool is not None:  # the workers walked the log meanwhile
         step("diff")
         passed = pending.result(store)
         diff = passed.diff
-        if not (started.with_census or census_read(diff)):
-            segments = ()
-        if pool is not None:
-            # the same workers make the what-ifs' input, then go: idle, they would hold
-            # their memory through the replays
-            ready = ready_what_ifs(store, options, setup.links, passed, plans,
-                                   priced_what_ifs(diff, options), pool)
-            pool.close()
-            release_freed_memory()  # the census's and the merge's garbage, before the replays
+        # The census only where read (as without workers), taken here while the same
+        # workers make the what-ifs' input; then they go: idle, they would hold their
+        # memory through the replays. (Taken during the walk, the census cost its CPU on
+        # every log and was thrown away where no finding reads it: the Codex rollouts.)
+        census = cache(lambda: _census(store, options))
+        wanted = not started.with_census and census_read(diff)
+        if wanted:
+            step("segments")
+        ready = ready_what_ifs(store, options, setup.links, passed, plans,
+                               priced_what_ifs(diff, options), pool,
+                               meanwhile=census if wanted else None)
+        if wanted:
+            segments = census()  # (taken already, unless no what-if task ran)
+        pool.close()
+        release_freed_memory()  # the census's and the merge's garbage, before the replays
     if passed is None:  # no bodies: the replay's input from usage and traces alone
         passed = one_pass(store, setup, diff=False)
     step("replay")

@@ -4,7 +4,7 @@ entries are the same wherever they are made (`analyses.onepass`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prefixscope.analyses.onepass import (
@@ -31,13 +31,15 @@ from prefixscope.tokenizers import TokenizerError
 
 
 def ready_what_ifs(store: Store, options: ReportOptions, links: Links, passed: PassResult,
-                   planned: Plans, what_if_of: dict[str, str], pool: Pool
+                   planned: Plans, what_if_of: dict[str, str], pool: Pool,
+                   meanwhile: Callable[[], object] | None = None
                    ) -> dict[str, dict[str, list[Any]]]:
     """Every planned domain's what-if replay inputs (domain -> transform -> entries), made
     by `pool`'s workers all at once (`onepass.what_if_passes`), as `replay_domains` would make
     them one by one: the input depends on the domain's entries, its files and render
     options, and its engine alone. Empty when one cannot be made: each domain's replay
-    then makes its own, and says why it failed."""
+    then makes its own, and says why it failed. `meanwhile()` is called here while the
+    workers run their tasks (not at all when there is none)."""
     transforms = sorted(set(what_if_of.values()))
     keys: list[tuple[str, str]] = []
     jobs: list[WhatIfJob] = []
@@ -54,7 +56,7 @@ def ready_what_ifs(store: Store, options: ReportOptions, links: Links, passed: P
     if not jobs:
         return {}
     try:
-        made = what_if_passes(store, links, jobs, pool_what_ifs(pool),
+        made = what_if_passes(store, links, jobs, pool_what_ifs(pool, meanwhile),
                               pool.workers * _WHAT_IF_RUNS_PER_WORKER)
     except (SimulateError, RenderError, TokenizerError):
         return {}
