@@ -122,3 +122,16 @@ def test_the_switch_and_the_pause_are_named_across_the_failed_calls(tmp_path: Pa
     assert (out["requests"], out["outside_requests"]) == (5, 2)
     assert out["by_cause"]["unexplained"] == 0
     assert out["by_cause"]["provider"] == 0
+
+
+def test_the_failed_calls_are_outside_the_basis_for_having_no_usage(tmp_path: Path) -> None:
+    # the real task's report said the seven failed calls had "no cache field in their
+    # usage" and advised making the source report cached tokens: they report nothing
+    result = runner.invoke(app, ["report", str(_task(tmp_path)), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    basis = doc["summary"]["basis"]
+    assert (basis["requests"], basis["outside_requests"], basis["outside_reason"]) == (
+        5, 2, "no usage logged")
+    assert not [f for f in doc["findings"] if f["kind"] == "usage-semantics"
+                and f["evidence"].get("check") == "missing-vs-zero"]

@@ -174,6 +174,24 @@ class TestInputIncludesCacheReads:
 
 
 class TestMissingVsZero:
+    def test_a_request_without_any_usage_is_not_a_dropped_counter(self, tmp_path):
+        # x1, x2 failed before usage arrived (no count at all); y1 reports its prompt but
+        # not its cache: only y1 is a missing cache counter
+        rows = [req("x0", 0, 1000, 0, fmt="cline"), req("x1", 1, None, None, fmt="cline"),
+                req("x2", 2, None, None, fmt="cline"), req("y1", 3, 1200, None, fmt="cline"),
+                req("x3", 4, 1300, 1000, fmt="cline"),
+                req("f0", 0, 1000, 0, fmt="langfuse"),
+                req("f1", 1, None, None, fmt="langfuse"),
+                req("f2", 2, 1100, 1000, fmt="langfuse")]
+        result = lint(tmp_path, rows)
+        (issue,) = only(result, "missing-vs-zero")
+        assert issue.evidence["source"] == "cline"
+        assert (issue.requests, issue.tokens, issue.examples) == (1, 1200, ("y1",))
+        assert (issue.evidence["cached_missing"], issue.evidence["missing_without_prompt"]) \
+            == (3, 2)
+        assert issue.title.startswith("cline: 1 of 5 requests does not report cached tokens "
+                                      "(2 more log no usage at all) while 1 report 0")
+
     def test_each_variant_per_source(self, tmp_path):
         rows = [
             req("m1", 0, 1000, None, fmt="langfuse"), req("m2", 1, 1000, 0, fmt="langfuse"),

@@ -246,12 +246,20 @@ def _missing_vs_zero(source: str, rows: list[UsageFacts]) -> UsageIssue | None:
                "cache_read_input_tokens, the gateway's usage columns. Until then only "
                "prefixscope simulate can tell what the cache should do.")
     else:
+        # a request whose log has no usage at all (a call that failed or was cancelled
+        # before any arrived: Cline's `streaming_failed`) is not a dropped counter: it is
+        # outside the basis for its own reason (the ledger says which), not this issue's
+        unreported = [r for r in missing if r.prompt_tokens is not None]
+        if not unreported:
+            return None
         zeros = (f"{zero} report 0" if zero else
                  f"none reports 0 ({positive} report a positive count)")
-        verb = "does" if len(missing) == 1 else "do"
-        title = (f"{source}: {len(missing)} of {len(rows)} requests {verb} not report cached "
-                 f"tokens while {zeros}: a missing count is not a miss, and the hit rate is "
-                 f"only over the {len(_both(rows))} requests reporting both")
+        verb = "does" if len(unreported) == 1 else "do"
+        without = (f" ({no_prompt} more log no usage at all)" if no_prompt else "")
+        title = (f"{source}: {len(unreported)} of {len(rows)} requests {verb} not report "
+                 f"cached tokens{without} while {zeros}: a missing count is not a miss, and "
+                 f"the hit rate is only over the {len(_both(rows))} requests reporting both")
+        missing = unreported
         fix = ("Make the source report cached tokens on every request, 0 included (some "
                "providers and exporters drop a zero counter; a missing one may be a zero or "
                "an unlogged hit). prefixscope keeps unreported as NULL and computes the hit "

@@ -36,6 +36,7 @@ from prefixscope.analyses.simulate.prepare import Links
 from prefixscope.engines import ENGINES
 from prefixscope.engines.choose import (
     AUTO,
+    TRACE_FORMATS,
     choose_engine,
 )
 from prefixscope.findings.values import Plans, Replay, ReportOptions
@@ -76,9 +77,17 @@ def plan_domains(store: Store, options: ReportOptions, records: Sequence[UsageRe
     reasons: dict[str, str] = {}
     choices = file_engines(records, store.source_files(), options.engine, options.block_size)
     chosen = {file: (engine, block) for file, (engine, block, _) in choices.items()}
+    # a self-hosted engine replays prompts (or a trace's block ids): a file with neither
+    # has nothing it can replay, whatever its cached values say of the engine
+    replayable = {r.source_file for r in records
+                  if r.has_body or r.source_format in TRACE_FORMATS}
     for file, (engine, block, why) in choices.items():
+        if engine is not None and not ENGINES[engine].hosted and file not in replayable:
+            why += ", but the log has no request bodies to replay"
+            engine = None
         if engine is None:
-            reasons.setdefault(f"no cache replay: {why} (pass --engine)", file)
+            ask = "" if "--engine" in why else " (pass --engine)"
+            reasons.setdefault(f"no cache replay: {why}{ask}", file)
             continue
         reasons.setdefault(f"replayed with {engine}: {why}", file)
         if ENGINES[engine].hosted:

@@ -348,6 +348,19 @@ def recorded_event(kinds: Sequence[str]) -> str | None:
     return next((k for k in _EVENT_ORDER if k in kinds), None)
 
 
+def _outside_reason(outside: Sequence[UsageRecord]) -> str:
+    """Why requests are outside an observed basis: their usage has no cache field, or the
+    log has no usage of them at all (a call that failed or was cancelled before any
+    arrived)."""
+    bare = sum(1 for r in outside if _no_usage(r))
+    if bare == len(outside):
+        return "no usage logged"
+    if not bare:
+        return "no cache field in their usage"
+    return (f"{len(outside) - bare} with no cache field in their usage, {bare} with no usage "
+            "logged")
+
+
 def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
                  replayed: Mapping[str, ReplayedRequest],
                  rules_of: Mapping[str, Rules], prices: Mapping[str, CallPrice],
@@ -371,7 +384,7 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
     if observed:
         source = "observed"
         basis_ids = {r.id for r in observed}
-        reason = "no cache field in their usage"
+        reason = _outside_reason([r for r in kept if r.id not in basis_ids])
     elif replayed:
         source = "predicted"
         basis_ids = {r.id for r in kept if r.id in replayed}
