@@ -114,3 +114,24 @@ def test_a_newer_unicode_database_leaves_every_such_text_to_the_library(
     assert unloaded.encode(text).ids.tolist() == library.encode(
         text, add_special_tokens=False).ids
     assert unloaded._rust is not None
+
+
+def test_the_installed_packages_classes_agree_and_the_verdict_is_kept(monkeypatch):
+    # the run-time check gives the exhaustive test's answer above on these versions, once
+    unicode_bpe.classes_agree.cache_clear()
+    assert unicode_bpe.classes_agree()
+    unicode_bpe.classes_agree.cache_clear()
+    monkeypatch.setattr(unicode_bpe, "_classes_agree_now", lambda: pytest.fail("re-checked"))
+    assert unicode_bpe.classes_agree()  # read from the disk cache
+    unicode_bpe.classes_agree.cache_clear()
+
+
+def test_packages_that_class_a_character_apart_leave_every_such_text_to_the_library(
+        monkeypatch, library, unloaded):
+    # a later regex or tokenizers release that moves one character to another class
+    monkeypatch.setattr(unicode_bpe, "classes_agree", lambda: False)
+    text = "~/repo \u279c git status\n"
+    assert unloaded._unicode() is None
+    assert unloaded.encode(text).ids.tolist() == library.encode(
+        text, add_special_tokens=False).ids
+    assert unloaded._rust is not None

@@ -90,9 +90,11 @@ class HFTokenizer(Tokenizer):
 
     def _unicode(self) -> unicode_bpe.UnicodeBPE | None:
         """The Python path for texts the ASCII path refuses (`unicode_bpe`), made at the
-        first such text: where the ASCII path's claim holds and Python's Unicode database
-        is one the claim reads (else None: the library tokenizes them)."""
-        if self._unicode_bpe is None and self._ascii is not None and unicode_bpe.usable():
+        first such text: where the ASCII path's claim holds, Python's Unicode database is
+        one the claim reads and the installed `regex` classes its characters as the
+        library does (else None: the library tokenizes them)."""
+        if self._unicode_bpe is None and self._ascii is not None and unicode_bpe.usable() \
+                and unicode_bpe.classes_agree():
             steps = self._pre_tokenization["pre_tokenizer"]["pretokenizers"]
             model = self._ascii_model
             self._unicode_bpe = unicode_bpe.UnicodeBPE(

@@ -20,11 +20,15 @@ Why:
 * The patterns read characters through the classes ``\\p{L} \\p{M} \\p{N} \\p{P} \\p{S}
   \\s`` (and their complements) and literal ranges. On every character assigned in
   Unicode 14.0 these classes hold the same characters in `regex` as in the library's
-  Oniguruma (tests/test_tokenizer_unicode.py: every such code point against the library
-  itself); newer characters are refused (`_known`), since the library and `regex` may
-  know different Unicode versions (this `regex` knows 17.0, the library 16.0), and the
-  path is off where Python's database is newer than 14.0 (the library's Oniguruma is
-  6.9.8 or later, Unicode 14.0 or later, from tokenizers 0.19 on).
+  Oniguruma: checked on every such code point against the library itself, by
+  tests/test_tokenizer_unicode.py and at run time (`classes_agree`, once for each pair of
+  installed `regex` and `tokenizers` versions, kept in the disk cache: Unicode does not
+  freeze a character's category, and a later release of either package may move one;
+  where they disagree the library tokenizes these texts); newer characters are refused
+  (`_known`), since the library and `regex` may know different Unicode versions (this
+  `regex` knows 17.0, the library 16.0), and the path is off where Python's database is
+  newer than 14.0 (the library's Oniguruma is 6.9.8 or later, Unicode 14.0 or later,
+  from tokenizers 0.19 on).
 * Both engines backtrack, try alternatives in order and quantifiers greedily, and take
   the leftmost match; the patterns use no feature the two spell differently (no
   look-behind, no anchor, no flag, one negative look-ahead).
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cache
 from typing import Any
 
 # The newest Unicode database whose characters this path reads (see the claim).
@@ -53,6 +58,54 @@ _WORDS_KEPT = 1 << 16
 def usable() -> bool:
     """Is Python's Unicode database one whose assigned characters the claim covers?"""
     return tuple(int(p) for p in unicodedata.unidata_version.split(".")) <= UNICODE_READ
+
+
+# The classes the Split patterns read characters through (the claim's third point).
+CLASSES = (r"\p{L}", r"\p{M}", r"\p{N}", r"\p{P}", r"\p{S}", r"\s")
+
+
+@cache
+def classes_agree() -> bool:
+    """Whether the installed `regex` puts every character Python's Unicode database
+    assigns in the same `CLASSES` as the installed library's Oniguruma: decided once for
+    each pair of versions (and Unicode database), then read from the disk cache."""
+    from importlib.metadata import version
+
+    import numpy as np
+    import xxhash
+
+    from prefixscope.tokenizers.diskcache import load_arrays, save_arrays
+
+    key = xxhash.xxh3_64_hexdigest(" ".join((
+        version("regex"), version("tokenizers"), unicodedata.unidata_version, *CLASSES
+    )).encode())
+    kept = load_arrays("unicode-classes", key, ("agree",))
+    if kept is not None:
+        return bool(kept["agree"][0])
+    agree = _classes_agree_now()
+    save_arrays("unicode-classes", key, {"agree": np.array([agree], dtype=np.uint8)})
+    return agree
+
+
+def _classes_agree_now() -> bool:
+    """The check itself: for each class, the characters the library's `Split` removes
+    are those `regex` matches, among every assigned one (~1 s of CPU)."""
+    import regex
+    from tokenizers import Regex, pre_tokenizers
+
+    assigned = "".join(chr(c) for c in range(0x110000)
+                       if unicodedata.category(chr(c)) not in ("Cn", "Cs"))
+    for cls in CLASSES:
+        theirs = bytearray(b"\x01") * len(assigned)  # 1: removed (matched) by the library
+        split = pre_tokenizers.Split(Regex(cls), behavior="removed")
+        for _, (start, end) in split.pre_tokenize_str(assigned):  # what it keeps
+            theirs[start:end] = bytes(end - start)
+        ours = bytearray(len(assigned))
+        for match in regex.finditer(cls, assigned):
+            ours[match.start():match.end()] = b"\x01" * (match.end() - match.start())
+        if theirs != ours:
+            return False
+    return True
 
 
 class UnicodeBPE:
