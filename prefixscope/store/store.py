@@ -252,6 +252,7 @@ class Store:
         self._streams: dict[str, _ArrowStream] = {}  # the names registered (`_run_on`)
         self._usage_records: list[UsageRecord] | None = None  # read-only: `usage_records`
         self.ingest_run: runs.Run | None = None  # the ingest writing (`store.runs`)
+        self._pid = os.getpid()  # the process whose connection this is (`close`)
 
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False,
@@ -351,6 +352,11 @@ class Store:
         Raises:
             StoreError: the checkpoint found the disk full (one line).
         """
+        if os.getpid() != self._pid:
+            # a forked worker's copy of its parent's store (`parallel.Pool(fork=True)`):
+            # closing it tears down the DuckDB instance the child shares with the
+            # parent's copied memory, and kills the child (SIGSEGV); the parent closes it
+            return
         try:
             self.con.close()
         except duckdb.Error as exc:
