@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import re
 import unicodedata
 from types import SimpleNamespace
 
@@ -135,6 +136,15 @@ class TestChunkBoundaries:
         stop = data.draw(st.integers(0, len(text) + 1))
         found, twin = boundary.search(text, at, stop), breaks.search(text, at - 1, stop)
         assert (found.start() if found else None) == (twin.end() if twin else None)
+
+    def test_a_boundary_with_an_alternation_is_searched_as_it_is(self):
+        # in (?<=[\r\n])a|b the look-behind holds for `a` only: "xb" has a boundary at 1,
+        # which [\r\n](?=a|b) would not find
+        from prefixscope.tokens.tokenize import _after_break
+
+        boundary = re.compile(r"(?<=[\r\n])a|b")
+        assert boundary.search("xb").start() == 1
+        assert _after_break(boundary) is None
 
     @pytest.mark.parametrize("name", BUNDLED)
     @SETTINGS

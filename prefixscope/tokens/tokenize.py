@@ -662,10 +662,14 @@ def _after_break(boundary: re.Pattern[str]) -> re.Pattern[str] | None:
     0.14 -> 0.07 s). The same places: a boundary at p is a line break at p - 1 and X
     matching at p, which is this match at p - 1, so a search of this one from ``at - 1``
     finds the first boundary from ``at``, with the same end of the text. None: another
-    form, searched as it is."""
+    form, searched as it is (an alternation too: in ``(?<=[\r\n])A|B`` the look-behind
+    holds for ``A`` only, where the look-ahead would require the break before ``B`` as
+    well)."""
     if not boundary.pattern.startswith(_LINE_BREAK_BEHIND):
         return None
     rest = boundary.pattern[len(_LINE_BREAK_BEHIND):]
+    if "|" in rest:
+        return None
     return re.compile(rf"[\r\n](?={rest})", boundary.flags)
 
 
