@@ -29,9 +29,9 @@ def test_no_frame_a_write_made_is_alive_after_it_inside_the_transaction(
     made: list[weakref.ref[pl.DataFrame]] = []
     run_on = Store._run_on
 
-    def spy(self: Store, name: str, frame: pl.DataFrame, sql: str) -> None:
+    def spy(self: Store, name: str, frame: pl.DataFrame, sql: str) -> list[tuple[Any, ...]]:
         made.append(weakref.ref(frame))
-        run_on(self, name, frame, sql)
+        return run_on(self, name, frame, sql)
 
     monkeypatch.setattr(Store, "_run_on", spy)
     with Store.open(tmp_path / "s.duckdb") as store, store.transaction():
