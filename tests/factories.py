@@ -50,3 +50,11 @@ def make_request(rid: str, *, minutes: float = 0, body: dict[str, Any] | None = 
     }
     fields.update(kw)
     return Request(**fields)
+
+
+def nested(depth: int) -> Any:
+    """A value `depth` containers deep (a scalar is 0), dicts and lists alternating."""
+    value: Any = 1
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value}
+    return value

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
+from factories import nested
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,14 +81,6 @@ def test_elements_shared_with_the_last_body_give_the_same_pieces(first, grown, c
     second = {k: (v[:cut] + grown if isinstance(v, list) else v) for k, v in first.items()}
     check(second)
     check(first)
-
-
-def nested(depth: int) -> Any:
-    """A value `depth` containers deep (a scalar is 0)."""
-    value: Any = 1
-    for i in range(depth):
-        value = [value] if i % 2 else {"k": value}
-    return value
 
 
 def whole_fails(body: Any) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from factories import nested
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,13 +66,6 @@ def test_the_test_is_the_whole_records_and_the_body_taken_is_written_afresh(reco
     body = body_of(record)
     if body is not None:
         taken_is_the_definition(body)
-
-
-def nested(depth: int) -> Any:
-    value: Any = 1
-    for i in range(depth):
-        value = [value] if i % 2 else {"k": value}
-    return value
 
 
 def places(value: Any) -> list[dict[str, Any]]:
