@@ -56,6 +56,7 @@ class HFTokenizer(Tokenizer):
         self.template_vars = _template_vars(config)
         self.identity = "hf:" + digest
         derived = _cached_derived(digest)
+        cold = derived is None
         if derived is None:
             derived = _derive(self._tok, json.loads(raw))
             _save_derived(digest, derived)
@@ -87,6 +88,11 @@ class HFTokenizer(Tokenizer):
         # the rest of its texts while the library is not loaded: made on first use
         self._pre_tokenization = meta["pre_tokenization"]
         self._unicode_bpe: unicode_bpe.UnicodeBPE | None = None
+        if cold and self._ascii is not None and unicode_bpe.usable():
+            # the class check the Python path needs (`unicode_bpe.classes_agree`, ~1 s
+            # once, kept on disk) made on this cold load, so that the next run finds it
+            # with the rest of the entry instead of paying it at its first such text
+            unicode_bpe.classes_agree()
 
     def _unicode(self) -> unicode_bpe.UnicodeBPE | None:
         """The Python path for texts the ASCII path refuses (`unicode_bpe`), made at the
