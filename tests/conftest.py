@@ -64,3 +64,31 @@ def store_at_schema(path: Path, version: int) -> Any:
         con.execute(statement)
         con.execute("INSERT INTO schema_version (version) VALUES (?)", [number])
     return con
+
+
+@pytest.fixture(scope="module")
+def deepseek_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tokenizer cache directory shared by a module's tests: DeepSeek's entry derived
+    there once (a cold load)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def warm_deepseek(deepseek_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A loader of DeepSeek's tokenizer from a warm cache entry (made first if absent)."""
+    from prefixscope.tokenizers import deepseek
+
+    monkeypatch.setenv("PREFIXSCOPE_CACHE_DIR", str(deepseek_cache))
+
+    def load() -> Any:
+        deepseek.load("deepseek-v4")
+        return deepseek.load("deepseek-v4")
+    return load
+
+
+@pytest.fixture
+def unloaded_deepseek(warm_deepseek: Any) -> Any:
+    """DeepSeek's tokenizer from a warm cache entry: the `tokenizers` library not loaded."""
+    tok = warm_deepseek()
+    assert tok._rust is None
+    return tok

