@@ -58,3 +58,20 @@ def nested(depth: int) -> Any:
     for i in range(depth):
         value = [value] if i % 2 else {"k": value}
     return value
+
+
+def assert_same_entries(got: list[Any], want: list[Any]) -> None:
+    """Two lists of replay entries (dataclasses) equal field by field: the same ids in
+    order, arrays (or spilled arrays) equal by value and dtype, every other field equal."""
+    import numpy as np
+
+    assert [p.id for p in got] == [p.id for p in want]
+    for x, y in zip(got, want, strict=True):
+        for name in x.__dataclass_fields__:
+            u, v = getattr(x, name), getattr(y, name)
+            if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
+                assert u is not None and v is not None, (x.id, name)
+                assert np.array_equal(np.asarray(u), np.asarray(v)), (x.id, name)
+                assert np.asarray(u).dtype == np.asarray(v).dtype, (x.id, name)
+            else:
+                assert u == v, (x.id, name)

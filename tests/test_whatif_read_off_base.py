@@ -16,6 +16,7 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
+from factories import assert_same_entries
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -99,18 +100,6 @@ def _store(sessions: list[list[dict[str, Any]]], folder: Path) -> Store:
     return store
 
 
-def _same_entries(got: list[Any], want: list[Any]) -> None:
-    assert [p.id for p in got] == [p.id for p in want]
-    for x, y in zip(got, want, strict=True):
-        for name in x.__dataclass_fields__:
-            u, v = getattr(x, name), getattr(y, name)
-            if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
-                assert np.array_equal(np.asarray(u), np.asarray(v)), (x.id, name)
-                assert np.asarray(u).dtype == np.asarray(v).dtype, (x.id, name)
-            else:
-                assert u == v, (x.id, name)
-
-
 def _what_ifs_read_off(sessions: list[list[dict[str, Any]]]) -> Counter[str]:
     """Check every what-if input against `prepare` under the what-if; count the entries
     read off their base entries (kept / swapped) and those made from whole ids."""
@@ -134,7 +123,7 @@ def _what_ifs_read_off(sessions: list[list[dict[str, Any]]]) -> Counter[str]:
                 mock.patch.object(PREPARE.Preparer, "reused", counted_reused):
             made = prepare_what_ifs(store, options, base, TRANSFORMS)
         for transform, entries in zip(TRANSFORMS, made, strict=True):
-            _same_entries(entries, prepare(store, options.with_what_if(transform))[0])
+            assert_same_entries(entries, prepare(store, options.with_what_if(transform))[0])
         store.close()
     return counts
 

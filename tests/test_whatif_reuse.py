@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import REAL, ROOT
+from factories import assert_same_entries
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -112,17 +113,6 @@ def test_the_billing_header_and_a_hoisting_gateway_are_changes() -> None:
     assert what_if_changes(chat, RenderOptions(gateway="hoist-system-messages"), ("no-hoist",))
 
 
-def _same(a: list[Any], b: list[Any]) -> None:
-    assert [p.id for p in a] == [p.id for p in b]
-    for x, y in zip(a, b, strict=True):
-        for name in x.__dataclass_fields__:
-            u, v = getattr(x, name), getattr(y, name)
-            if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
-                assert u is not None and v is not None and np.array_equal(u, v), (x.id, name)
-            else:
-                assert u == v, (x.id, name)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["vllm", "anthropic"])
 @pytest.mark.parametrize("transform", TRANSFORMS)
@@ -131,7 +121,8 @@ def test_the_what_if_input_is_prepares_with_every_request_rendered(
     options = SimulateOptions(engine=engine)
     base, _ = prepare(store, options)
     changed = SimulateOptions(engine=engine, render=RenderOptions(what_if=(transform,)))
-    _same(prepare_what_if(store, changed, base, (transform,)), prepare(store, changed)[0])
+    assert_same_entries(prepare_what_if(store, changed, base, (transform,)),
+                        prepare(store, changed)[0])
 
 
 @pytest.mark.slow
@@ -145,7 +136,7 @@ def test_every_what_if_from_one_read_is_prepares_with_every_request_rendered(
     made = prepare_what_ifs(store, options, base, TRANSFORMS)
     assert len(made) == len(TRANSFORMS)
     for transform, entries in zip(TRANSFORMS, made, strict=True):
-        _same(entries, prepare(store, options.with_what_if(transform))[0])
+        assert_same_entries(entries, prepare(store, options.with_what_if(transform))[0])
 
 
 # -- a what-if that edits the head only: its ids from the base's (`head_swapped`) ---------
