@@ -320,6 +320,37 @@ class TestAStoreIsDataOnly:
         assert re.fullmatch(r"error: s\.duckdb has schema v99; this prefixscope knows v\d+: "
                             r"upgrade prefixscope", line), line
 
+    def test_a_temporary_store_created_here_is_migrated_without_reading_its_catalog(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """issue 37, start-up: the writable open of a temporary store that is not there yet
+        (`made_here`) skips reading the new file's catalog, and makes the same store as an
+        open that reads it (the oracle: the catalog and schema versions of a plain open)."""
+        from prefixscope.store import catalog
+
+        reads: list[object] = []
+        real_read = catalog.read
+        monkeypatch.setattr(catalog, "read", lambda *a, **k: reads.append(a) or real_read(*a, **k))
+        Path("plain").mkdir()
+        Path("here").mkdir()
+        made: dict[str, tuple[object, ...]] = {}
+        for folder, here in (("plain", False), ("here", True)):
+            reads.clear()
+            with Store.open(Path(folder, "store.duckdb"), made_here=here) as st:
+                made[folder] = (catalog.read(st.con), st.run(
+                    "SELECT list(version ORDER BY version) FROM schema_version")[0][0])
+            assert len(reads) == (1 if here else 2)  # the test's own read above: 1
+        assert made["here"] == made["plain"]
+        assert made["here"][0] == catalog.expected()[-1]
+
+    def test_a_file_found_where_a_temporary_store_is_made_is_checked_as_any_other(
+            self) -> None:
+        ingest_json(RAW_BODIES, "--store", "h.duckdb")
+        con = duckdb.connect("h.duckdb")
+        con.execute("CREATE MACRO lower(x) AS 42")
+        con.close()
+        with pytest.raises(StoreError, match="defines a macro 'lower'"):
+            Store.open("h.duckdb", made_here=True)
+
 
 # -- names are names ------------------------------------------------------------------------
 

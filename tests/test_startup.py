@@ -131,6 +131,32 @@ def test_a_diff_imports_the_view_it_shows_only(tmp_path):
     assert loaded["-q"] == {"rich", "prefixscope.views.terminal.diff"}
 
 
+def test_a_diff_of_a_store_imports_no_log_format(tmp_path):
+    """issue 37 item 4: `diff --all --store S` reads the store only, so nothing of `ingest`
+    (every log format's module, ~0.03 s of CPU) is imported: not through the library's
+    ``ingest`` signature (its line bound is `model.records`'), nor through the lookup of a
+    request given as a file, which only a two-request diff makes."""
+    log = two_requests(tmp_path)
+    subprocess.run([sys.executable, "-m", "prefixscope", "ingest", log, "--store", "s.duckdb",
+                    "-qq"], check=True, cwd=tmp_path)
+    code = (
+        "import sys\n"
+        "from prefixscope.cli.main import main\n"
+        "sys.argv = ['prefixscope', 'diff', '--all', '--store', 's.duckdb', '--json']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code in (0, None), exit.code\n"
+        "print(','.join(m for m in sys.modules if m.startswith('prefixscope.ingest')"
+        " or m == 'prefixscope.store.lookup'), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.lstrip().startswith("{")  # the diff was made
+    assert out.stderr.strip().splitlines()[-1:] in ([], [""])
+
+
 def test_what_a_command_writes_is_closed_before_exit(tmp_path):
     """`cli.main` freezes the collector at exit (the interpreter's last searches for cycles
     cost a small report 0.07-0.2 s of CPU): what is left in a cycle then is not finalized,

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from prefixscope.api.handle import TEMPORARY, Store
 from prefixscope.api.masking import masked
 from prefixscope.api.options import strings
-from prefixscope.ingest.source import MAX_LINE_BYTES
 from prefixscope.model.errors import Error
+from prefixscope.model.records import MAX_LINE_BYTES
 
 if TYPE_CHECKING:
     import tempfile
@@ -102,7 +102,7 @@ def ingest(paths: str | PathLike[str] | Sequence[str | PathLike[str]],
                 new = NewStore(file)
         try:
             core = CoreStore.open(new.file if new else file,
-                                  label=file if new else None)
+                                  label=file if new else None, made_here=tmp is not None)
         except StoreError as exc:
             raise Error(str(exc)) from None
         if tmp is not None:

@@ -50,7 +50,6 @@ def diff(store: Store | str | PathLike[str] | None, *requests: str, session: str
     from prefixscope.distributed import DistributedError
     from prefixscope.parallel import WorkerError
     from prefixscope.prompt import RenderError, RenderOptions
-    from prefixscope.store.lookup import LookupError_, resolve_request
     from prefixscope.tokenizers import TokenizerError
     from prefixscope.views.diffed import DiffReport
 
@@ -69,6 +68,10 @@ def diff(store: Store | str | PathLike[str] | None, *requests: str, session: str
                     "--parquet-out go with it", usage=True)
     try:
         if requests:
+            # here, not with the others: finding a request in a file reads it as a log, and
+            # `store.lookup` imports every log format for that, which `--all` never uses
+            from prefixscope.store.lookup import resolve_request
+
             with maybe_store(store) as handle:
                 # the store's block sizes are read for two files too
                 core = handle._open() if handle is not None else None
@@ -89,8 +92,8 @@ def diff(store: Store | str | PathLike[str] | None, *requests: str, session: str
                     result = diff_sessions(st, session, options, block_size=block_size,
                                            context=context, progress=progress,
                                            workers=workers)
-    except (LookupError_, LookupError, RenderError, TokenizerError, WorkerError,
-            DistributedError) as exc:
+    except (LookupError, RenderError, TokenizerError, WorkerError,  # (store.lookup's
+            DistributedError) as exc:                                 # LookupError_ too)
         raise Error(str(exc).splitlines()[0]) from None
     return masked(DiffReport._of(result))  # secrets masked before any view cuts text
 

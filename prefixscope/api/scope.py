@@ -42,7 +42,7 @@ def reading(handle: Store, scope: Scope | None, *, writable: bool = False
 
     source = handle._open()
     with temporary_folder() as tmp:
-        st = CoreStore.open(Path(tmp) / "store.duckdb")
+        st = CoreStore.open(Path(tmp) / "store.duckdb", made_here=True)
         try:
             # only the requests within the scope are read and copied (the scope is the
             # copy's query), then threaded into sessions again; workers open the copy's file
@@ -54,7 +54,7 @@ def reading(handle: Store, scope: Scope | None, *, writable: bool = False
             if not left:
                 raise Error(f"no request {scope.describe()} (of {before:,})")
             st.close()
-            st = CoreStore.open(st.file, read_only=True)
+            st = CoreStore.open(st.file, read_only=True, made_here=True)
             # a temporary store keeps its name: the scope is of the given logs
             st.path = handle._label if handle.temporary else \
                 f"{handle._label} ({scope.describe()})"

@@ -25,14 +25,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from prefixscope.model.records import MAX_LINE_BYTES as MAX_LINE_BYTES  # (read from here too)
 from prefixscope.model.regular import open_regular
 
 GZIP_MAGIC = b"\x1f\x8b"
 PROBE_BYTES = 1 << 16
-# The longest line a line-by-line reader takes (`--max-line-bytes`); a longer one is one
-# skip, read past in bounded pieces. The longest real records seen are tens of MB (a
-# whole conversation with pasted files in one JSON line).
-MAX_LINE_BYTES = 256 << 20
 # The read buffer of a file being parsed. A captured request is a line of hundreds of KB;
 # `readline` through the default 8 KiB buffer gathers it in small reads and copies it
 # again to join them (0.19-0.25 s of CPU for 0.27 GiB of raw captures, 0.05-0.11 s with

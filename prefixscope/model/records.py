@@ -32,6 +32,13 @@ ENDPOINTS: tuple[str, ...] = ("anthropic-messages", "openai-chat", "openai-respo
 # a larger count (a prompt, a cache read or write, an output) is a damaged counter, not a
 # call; the sums of any number of calls under it fit the store's 64-bit columns.
 MAX_CONTEXT_TOKENS = 10_000_000
+# The longest line a line-by-line reader takes (`--max-line-bytes`); a longer one is one
+# skip, read past in bounded pieces. The longest real records seen are tens of MB (a
+# whole conversation with pasted files in one JSON line). Here, beside the other bound on
+# what a log holds, rather than in `ingest.source` (which re-exports it): the library's
+# signature (`api.ingest`) reads it, and importing anything of `ingest` imports every
+# format, which a command that reads a store (`diff --all --store`) never uses.
+MAX_LINE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True, slots=True)
