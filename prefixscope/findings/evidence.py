@@ -129,6 +129,9 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
         n = effective_workers(workers, len(setup.pairs), auto_minimum=AUTO_MIN_PAIRS)
         if n > 1:
             pool = worker_pool(n, _tokenizers(options, records))
+            # the bodies and parts read once, before the fork: the workers' runs of
+            # sessions (the walk's, the what-ifs') and the census read them from memory
+            store.hold_stored()
             pending = start_pass(store, setup, pool, diff=True)
     try:
         return _gather(_Started(store, options, step, ingest, runner, replay_workers, notes,
@@ -137,6 +140,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     finally:
         if pool is not None:
             pool.close(cancel=True)
+            store.let_go_stored()
 
 
 def _census(store: Store, options: ReportOptions) -> tuple[SegmentsReport, ...]:
@@ -256,6 +260,7 @@ def _gather(started: _Started) -> Evidence:
         if wanted:
             segments = census()  # (taken already, unless no what-if task ran)
         pool.close()
+        store.let_go_stored()  # (a later read of a body queries the store)
         release_freed_memory()  # the census's and the merge's garbage, before the replays
     if passed is None:  # no bodies: the replay's input from usage and traces alone
         passed = one_pass(store, setup, diff=False)

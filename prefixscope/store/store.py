@@ -105,6 +105,11 @@ def no_store_message(path: str | os.PathLike[str]) -> str:
 # (it would, e.g., to open a SQLite file given as --store, or for an http:// path in SQL).
 _OFFLINE: dict[str, str | bool | int | float | list[str]] = {
     "autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# `Store.hold_stored` holds up to this many characters of JSON (about a byte each): the
+# bench's raw captures have 50 M at 1.05 GiB (parts 43 M, bodies 7 M); a 0.25 GiB folder
+# of Codex rollouts has 212 M of parts, not held (their reads stay queries).
+HELD_CHARS = 128 << 20
+_HOLD_BATCH = 4096  # rows fetched at a time while counting against the budget
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
@@ -364,6 +369,7 @@ class Store:
             # closing it tears down the DuckDB instance the child shares with the
             # parent's copied memory, and kills the child (SIGSEGV); the parent closes it
             return
+        self.let_go_stored()  # (a later writer of the file may add bodies and parts)
         try:
             self.con.close()
         except duckdb.Error as exc:
@@ -1061,6 +1067,10 @@ class Store:
         """The stored parts (hash -> JSON text) of `hashes` (absent ones left out)."""
         if not hashes:
             return {}
+        held = self._held()
+        if held is not None:
+            parts = held.parts
+            return {h: parts[h] for h in hashes if h in parts}
         return dict(self.run(f"SELECT hash, part FROM parts WHERE {_by_row_id('parts')}",
                              [list(hashes)]))
 
@@ -1068,9 +1078,65 @@ class Store:
         """The stored bodies (hash -> skeleton or whole JSON, layout) of `hashes`."""
         if not hashes:
             return {}
+        held = self._held()
+        if held is not None:
+            bodies = held.bodies
+            return {h: bodies[h] for h in hashes if h in bodies}
         return {h: (body, layout) for h, body, layout in self.run(
             f"SELECT hash, body, layout FROM bodies WHERE {_by_row_id('bodies')}",
             [list(dict.fromkeys(hashes))])}
+
+    def hold_stored(self, budget: int = HELD_CHARS) -> bool:
+        """Read every stored body and part of this read-only store at once, and answer the
+        reads of bodies and parts by hash from them (`iter_ids`, `iter_requests`,
+        `parts_text`) in this process, and in the processes it forks while they are held,
+        until `let_go_stored` (True). Nothing is held (False) on a store open for writing
+        (a body or part may yet be added), or where their JSON is over `budget`
+        characters (what was read is let go).
+
+        Why: a body's and a part's JSON are read by row id (`_by_row_id`), but DuckDB
+        keeps those columns ZSTD-compressed a vector of rows at a time (2,048) and
+        decompresses every vector a query touches whole. Ingest writes them in log order,
+        sessions interleaved, so a run of a few sessions names parts in every vector, and
+        each of report's runs of sessions (16 for the walk, 32 for the what-ifs at 1 GiB)
+        decompressed about the whole column again: on 1.05 GiB of raw captures ~10 ms a
+        query, growing with the store. Reading them all is one pass (~0.09 s there).
+
+        Held, they are the table's texts (the same strings `run` would fetch: nothing can
+        write to a file a read-only connection has open); the forked workers share their
+        pages (copy on write) and read them as this process does (`_held`: by the file)."""
+        if not self.read_only:
+            return False
+        chars = 0
+        parts: dict[str, str] = {}
+        bodies: dict[str, tuple[str, str | None]] = {}
+        cursor = self.con.cursor()  # (its own: no result of `con` is left pending)
+        try:
+            rel = cursor.execute("SELECT hash, part FROM parts")
+            while rows := rel.fetchmany(_HOLD_BATCH):
+                parts.update(rows)
+                chars += sum(len(text) for _, text in rows)
+                if chars > budget:
+                    return False
+            rel = cursor.execute("SELECT hash, body, layout FROM bodies")
+            while rows := rel.fetchmany(_HOLD_BATCH):
+                for digest, body, layout in rows:
+                    bodies[digest] = (body, layout)
+                    chars += len(body) + len(layout or "")
+                if chars > budget:
+                    return False
+        finally:
+            cursor.close()
+        _HELD[self.file] = _Held(bodies, parts)
+        return True
+
+    def let_go_stored(self) -> None:
+        """Stop answering from what `hold_stored` read (a forked worker keeps its copy)."""
+        _HELD.pop(self.file, None)
+
+    def _held(self) -> _Held | None:
+        """What `hold_stored` read of this store's file, if anything (read-only only)."""
+        return _HELD.get(self.file) if self.read_only else None
 
     def _turn_rows(self, copies: bool, batch: int, source_files: Sequence[str] | None
                    ) -> Iterator[list[dict[str, Any]]]:
@@ -1111,6 +1177,19 @@ def _by_row_id(table: str) -> str:
     group, ~20 ms a query at 1 GB, for each of report's ~50 runs of sessions."""
     return (f"rowid IN (SELECT rowid FROM {table} WHERE hash IN "
             "(SELECT unnest(?::VARCHAR[])))")
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A read-only store's bodies (hash -> skeleton or whole JSON, layout) and parts (hash
+    -> JSON), read whole (`Store.hold_stored`)."""
+
+    bodies: dict[str, tuple[str, str | None]]
+    parts: dict[str, str]
+
+
+# `Store.hold_stored`'s, by store file (`Store.file`): in a forked worker, the parent's.
+_HELD: dict[str, _Held] = {}
 
 
 class _SharedParts:
