@@ -6,6 +6,14 @@ A rank file is one base64 token per line; decoding 150-250k lines in Python is m
 a cold load. The decoded table is kept in the disk cache (`diskcache`) under the file's
 content hash as two arrays (every token's bytes, concatenated, and where each ends),
 which rebuild the ``{bytes: rank}`` dict tiktoken takes in a few slicing passes.
+
+A loader may hand in another `Encoder` that gives tiktoken's ids for this vocabulary and
+pattern (o200k_base: bpe-openai's, `openai.load`, which checks that it does): then texts
+are encoded with it, `decode` reads the token bytes off the same table, and tiktoken's
+``Encoding`` -- its rank dict and the Rust tables it builds from it, ~0.2 s of CPU and
+~75 MB a process -- is built only if something asks for it (an id outside the table).
+Without one, the ``Encoding`` is built in ``__init__``: a pool forked after the load shares
+it (`analyses.pool`), where a lazy one would be built again in every worker.
 """
 
 from __future__ import annotations
@@ -15,7 +23,8 @@ import json
 import re
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
+from functools import cached_property
+from typing import Any, Protocol
 
 import numpy as np
 import xxhash
@@ -32,18 +41,29 @@ from prefixscope.tokenizers.base import (
 from prefixscope.tokenizers.diskcache import load_arrays, save_arrays
 
 
+class Encoder(Protocol):
+    """What encodes a text without special tokens (tiktoken's ``encode_ordinary``)."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+
 class TiktokenTokenizer(Tokenizer):
     """A tiktoken BPE with HF semantics: added tokens split out first, then each piece
     (optionally NFC-normalized, as Qwen's HF tokenizer does) is BPE-encoded."""
 
     def __init__(self, name: str, raw: bytes, pattern: str, specials: dict[str, int], *,
                  chat_template: str, template_vars: dict[str, Any],
-                 not_special: frozenset[str] = frozenset(), nfc: bool = False) -> None:
-        import tiktoken
-
-        ranks, lengths = _ranks(raw)
-        self._enc = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks,
-                                      special_tokens=specials)
+                 not_special: frozenset[str] = frozenset(), nfc: bool = False,
+                 encoder: Encoder | None = None) -> None:
+        """Args:
+            encoder: gives the ids tiktoken's ``encode_ordinary`` gives for this rank
+                file and `pattern`, on every text (the caller's proof: `openai.load`);
+                None: tiktoken's own.
+        """
+        self._raw, self._pattern = raw, pattern
+        blob, ends, ranks = _table(raw)
+        lengths = _lengths(ends, ranks)
+        self._fast = encoder
         self.name = name
         self.chat_template = chat_template
         self.template_vars = dict(template_vars)
@@ -65,6 +85,23 @@ class TiktokenTokenizer(Tokenizer):
         self._added_re = re.compile("|".join(
             re.escape(t) for t in sorted(specials, key=len, reverse=True)))
         self._specials = specials
+        # `decode`'s table: rank -> (start, end) of its bytes in `blob` (0, 0: no token)
+        self._blob = blob.tobytes()
+        self._token_ends = np.zeros(len(lengths), dtype=np.int64)
+        self._token_ends[ranks] = ends
+        self._token_starts = self._token_ends - lengths
+        self._special_bytes = {idx: tok.encode("utf-8") for tok, idx in specials.items()}
+        if encoder is None:
+            self._enc  # noqa: B018 - built now, before any fork (module doc)
+
+    @cached_property
+    def _enc(self) -> Any:
+        """tiktoken's ``Encoding`` of this rank file, pattern and special tokens."""
+        import tiktoken
+
+        return tiktoken.Encoding(self.name, pat_str=self._pattern,
+                                 mergeable_ranks=rank_dict(self._raw),
+                                 special_tokens=self._specials)
 
     def encode(self, text: str) -> Encoded:
         if not text:
@@ -86,7 +123,9 @@ class TiktokenTokenizer(Tokenizer):
                       starts: list[np.ndarray]) -> None:
         piece = text[start:end]
         normal = unicodedata.normalize("NFC", piece) if self._nfc else piece
-        piece_ids = np.asarray(self._enc.encode_ordinary(normal), dtype=np.uint32)
+        plain = self._fast.encode(normal) if self._fast is not None else \
+            self._enc.encode_ordinary(normal)
+        piece_ids = np.asarray(plain, dtype=np.uint32)
         rel = char_starts(normal.encode("utf-8"), self._byte_lengths[piece_ids])
         if rel is None:  # pragma: no cover - BPE always spells its input
             raise TokenizerError(f"{self.name}: token bytes do not spell the text")
@@ -98,25 +137,43 @@ class TiktokenTokenizer(Tokenizer):
         starts.append(rel + start)
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
-        return self._enc.decode([int(i) for i in ids])
+        """tiktoken's ``decode``: the tokens' bytes (a rank's before a special token's, as
+        its decoder looks them up), as UTF-8 with errors replaced; an id neither spells
+        is left to tiktoken itself (its error)."""
+        out: list[bytes] = []
+        for value in ids:
+            i = int(value)
+            if 0 <= i < len(self._token_ends) and self._token_ends[i]:
+                out.append(self._blob[self._token_starts[i]:self._token_ends[i]])
+            elif i in self._special_bytes:
+                out.append(self._special_bytes[i])
+            else:
+                return str(self._enc.decode([int(v) for v in ids]))
+        return b"".join(out).decode("utf-8", errors="replace")
 
 
-def _ranks(raw: bytes) -> tuple[dict[bytes, int], np.ndarray]:
-    """(`_load_bpe` of `raw`, each rank's byte length, 0 for a rank no token has), through
-    the disk cache."""
+def _table(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rank file `raw` as arrays (every token's bytes concatenated, where each ends,
+    its rank), through the disk cache; a cached table that does not fit together
+    (`_from_arrays`) is decoded again."""
     key = xxhash.xxh3_128_hexdigest(raw)
     arrays = load_arrays("tiktoken", key, ("blob", "ends", "ranks"))
-    if arrays is not None:
-        ranks = _from_arrays(arrays["blob"], arrays["ends"], arrays["ranks"])
-        if ranks is not None:
-            return ranks, _lengths(arrays["ends"], arrays["ranks"])
+    if arrays is not None and _fits(arrays["blob"], arrays["ends"], arrays["ranks"]):
+        return arrays["blob"], arrays["ends"], arrays["ranks"]
     ranks = _load_bpe(raw)
     tokens = list(ranks)
     ends = np.cumsum([len(t) for t in tokens], dtype=np.int64)
     ids = np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))
-    save_arrays("tiktoken", key, {
-        "blob": np.frombuffer(b"".join(tokens), dtype=np.uint8), "ends": ends, "ranks": ids})
-    return ranks, _lengths(ends, ids)
+    blob = np.frombuffer(b"".join(tokens), dtype=np.uint8)
+    save_arrays("tiktoken", key, {"blob": blob, "ends": ends, "ranks": ids})
+    return blob, ends, ids
+
+
+def rank_dict(raw: bytes) -> dict[bytes, int]:
+    """`_load_bpe` of `raw` (the ``{bytes: rank}`` dict tiktoken takes), through the disk
+    cache."""
+    ranks = _from_arrays(*_table(raw))
+    return ranks if ranks is not None else _load_bpe(raw)
 
 
 def _lengths(ends: np.ndarray, ranks: np.ndarray) -> np.ndarray:
@@ -129,10 +186,8 @@ def _lengths(ends: np.ndarray, ranks: np.ndarray) -> np.ndarray:
 
 def _from_arrays(blob: np.ndarray, ends: np.ndarray, ranks: np.ndarray
                  ) -> dict[bytes, int] | None:
-    """The rank dict saved by `_ranks`, or None when the arrays do not fit together."""
-    if (blob.dtype != np.uint8 or ends.ndim != 1 or ranks.shape != ends.shape
-            or not len(ends) or int(ends[-1]) != len(blob)
-            or bool(np.any(np.diff(ends, prepend=0) <= 0))):
+    """The rank dict saved by `_table`, or None when the arrays do not fit together."""
+    if not _fits(blob, ends, ranks):
         return None
     data = blob.tobytes()
     stops = ends.tolist()
@@ -140,6 +195,18 @@ def _from_arrays(blob: np.ndarray, ends: np.ndarray, ranks: np.ndarray
     out = dict(zip([data[a:b] for a, b in zip(starts, stops, strict=True)], ranks.tolist(),
                    strict=True))
     return out if len(out) == len(stops) else None
+
+
+def _fits(blob: np.ndarray, ends: np.ndarray, ranks: np.ndarray) -> bool:
+    """Do the arrays `_table` saved fit together: bytes, increasing ends within them, one
+    non-negative rank a token, no rank twice?"""
+    if not (blob.dtype == np.uint8 and ends.ndim == 1 and ranks.shape == ends.shape
+            and bool(len(ends)) and int(ends[-1]) == len(blob)
+            and not bool(np.any(np.diff(ends, prepend=0) <= 0)) and int(ranks.min()) >= 0):
+        return False
+    seen = np.zeros(int(ranks.max()) + 1, dtype=bool)
+    seen[ranks] = True
+    return int(seen.sum()) == len(ranks)
 
 
 def _load_bpe(raw: bytes) -> dict[bytes, int]:
