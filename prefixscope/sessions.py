@@ -72,12 +72,10 @@ Threaded session ids are ``t-`` + the first request's id (stable across re-inges
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # only its type: the frame comes from the store
-    import polars as pl
+from typing import Any
 
 RECENT = 16  # requests of a session (or of a first message) considered as a predecessor
 READ_REACH = 256  # a read this close below a prompt's end is that prompt read back (rule 5)
@@ -178,13 +176,15 @@ class _State:
             self.recent.setdefault((scope, row.chain[0]), deque(maxlen=RECENT)).appendleft(row)
 
 
-def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[SessionLink]:
-    """Assign every request of `frame` (from `Store.threading_rows`, time-ordered) to a session.
+def thread_sessions(rows: Iterable[Mapping[str, Any]], *, gap_s: float = 3600.0
+                    ) -> list[SessionLink]:
+    """Assign every request of `rows` (from `Store.threading_rows`, time-ordered) to a
+    session.
 
     Args:
-        frame: columns id, timestamp, source_format, session_key, parent_key,
-            native_id, user_id, client, model, prefix_chain, fingerprint,
-            message_count, prompt_tokens, and optionally cached_tokens,
+        rows: each request's columns by name: id, timestamp, source_format,
+            session_key, parent_key, native_id, user_id, client, model, prefix_chain,
+            fingerprint, message_count, prompt_tokens, and optionally cached_tokens,
             cache_write_tokens, cache_write_1h_tokens, compaction_marker and
             chain_of_blocks -- in the order the requests happened.
         gap_s: the longest pause between two turns of one threaded session.
@@ -192,25 +192,20 @@ def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[Sessi
     Returns:
         One SessionLink per request, turns numbered per session in that order.
     """
-    names = set(frame.columns)
-    rows = [
+    threaded = [
         _Row(seq=n, id=r["id"], ts=r["timestamp"], session_key=r["session_key"],
              parent_key=r["parent_key"], native_id=r["native_id"],
              source_format=r["source_format"],
              group=(r["source_format"], r["user_id"], r["client"], r["model"]),
              chain=r["prefix_chain"], fingerprint=r["fingerprint"], count=r["message_count"],
-             prompt=r["prompt_tokens"],
-             cached=r["cached_tokens"] if "cached_tokens" in names else None,
-             written=r["cache_write_tokens"] if "cache_write_tokens" in names else None,
-             written_1h=(r["cache_write_1h_tokens"] if "cache_write_1h_tokens" in names
-                         else None),
-             marker=r["compaction_marker"] if "compaction_marker" in names else None,
-             blocks=bool(r["chain_of_blocks"]) if "chain_of_blocks" in names else False)
-        for n, r in enumerate(frame.iter_rows(named=True))
+             prompt=r["prompt_tokens"], cached=r.get("cached_tokens"),
+             written=r.get("cache_write_tokens"), written_1h=r.get("cache_write_1h_tokens"),
+             marker=r.get("compaction_marker"), blocks=bool(r.get("chain_of_blocks")))
+        for n, r in enumerate(rows)
     ]
     state = _State()
     prev_of: dict[str, tuple[str | None, str, bool]] = {}
-    for row in rows:
+    for row in threaded:
         scope: Any = ("s", row.session_key) if row.session_key else ("g", row.group)
         session, prev, link, compaction = _place(row, scope, state, gap_s)
         row.retention = _retention(row, prev)
@@ -219,7 +214,7 @@ def thread_sessions(frame: pl.DataFrame, *, gap_s: float = 3600.0) -> list[Sessi
 
     turn_counter: dict[str, int] = defaultdict(int)
     links = []
-    for row in rows:
+    for row in threaded:
         session = state.session_of[row.id]
         prev_id, link, compaction = prev_of[row.id]
         links.append(SessionLink(row.id, session, turn_counter[session], prev_id, link,

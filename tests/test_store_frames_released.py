@@ -16,6 +16,7 @@ import pytest
 from factories import anthropic_body, make_request
 
 from prefixscope.store import Store
+from prefixscope.store import store as store_module
 
 
 def _requests(prefix: str, n: int) -> list[Any]:
@@ -27,13 +28,15 @@ def _requests(prefix: str, n: int) -> list[Any]:
 def test_no_frame_a_write_made_is_alive_after_it_inside_the_transaction(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[weakref.ref[pl.DataFrame]] = []
-    run_on = Store._run_on
+    run_framed = Store._run_framed
 
     def spy(self: Store, name: str, frame: pl.DataFrame, sql: str) -> list[tuple[Any, ...]]:
         made.append(weakref.ref(frame))
-        return run_on(self, name, frame, sql)
+        return run_framed(self, name, frame, sql)
 
-    monkeypatch.setattr(Store, "_run_on", spy)
+    monkeypatch.setattr(Store, "_run_framed", spy)
+    # every write through a frame (a small write may bind its rows instead: store._binds)
+    monkeypatch.setattr(store_module, "_binds", lambda rows, types: False)
     with Store.open(tmp_path / "s.duckdb") as store, store.transaction():
         for batch in range(3):
             store.add(_requests(f"b{batch}-", 4))

@@ -34,17 +34,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from prefixscope.model import Request
 from prefixscope.model.bodytext import WrittenBody
-
-if TYPE_CHECKING:
-    import polars as pl
 
 # The tables an ingest writes (the undo of a fresh run empties them).
 INGEST_TABLES = ("requests", "bodies", "parts", "session_events", "sessions")
@@ -67,7 +64,8 @@ class Store(Protocol):
 
     def transaction(self) -> AbstractContextManager[None]: ...
 
-    def _run_on(self, name: str, frame: pl.DataFrame, sql: str) -> list[tuple[Any, ...]]: ...
+    def _run_on(self, name: str, rows: Mapping[str, Sequence[Any]], types: Mapping[str, str],
+                sql: str) -> list[tuple[Any, ...]]: ...
 
     def add(self, requests: Sequence[Request], prefer: Any = None, *,
             body_texts: Sequence[WrittenBody | None] | None = None) -> int: ...
@@ -113,13 +111,11 @@ def record(store: Store, run: Run) -> None:
 
 def note(store: Store, run: Run, table: str, keys: list[str]) -> None:
     """List `keys`, rows of `table` this run's open batch inserted."""
-    import polars as pl
-
     if not keys:
         return
-    frame = pl.DataFrame({"run": [run.id] * len(keys), "tbl": [table] * len(keys),
-                          "key": keys}, schema={"run": pl.Utf8, "tbl": pl.Utf8, "key": pl.Utf8})
-    store._run_on("_added", frame, "INSERT INTO ingest_added SELECT run, tbl, key FROM _added")
+    store._run_on("_added", {"run": [run.id] * len(keys), "tbl": [table] * len(keys),
+                             "key": keys}, {"run": "Utf8", "tbl": "Utf8", "key": "Utf8"},
+                  "INSERT INTO ingest_added SELECT run, tbl, key FROM _added")
 
 
 def own(store: Store, run: Run, ids: list[str]) -> set[str]:

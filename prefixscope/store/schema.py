@@ -6,7 +6,6 @@ log-store pattern). Never edit a migration that has shipped; add a new one.
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 DEFAULT_STORE = "prefixscope.duckdb"
@@ -170,7 +169,8 @@ CREATE TABLE ingest_added (
 MIGRATIONS: tuple[str, ...] = (V1, V2, V3, V4, V5, V6, V7, V8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
-# The requests table's columns, in order, with their Polars types (`request_schema`).
+# The requests table's columns, in order, with their types as Polars names them (a write's
+# rows are typed so: `Store.add`; `polars_type` and `duckdb_type` read such a name).
 _REQUEST_TYPES: tuple[tuple[str, str], ...] = (
     ("id", "Utf8"), ("source_format", "Utf8"), ("source_file", "Utf8"),
     ("source_line", "Int64"), ("timestamp", "Datetime"), ("endpoint", "Utf8"),
@@ -186,21 +186,30 @@ _REQUEST_TYPES: tuple[tuple[str, str], ...] = (
     ("cache_write_1h_tokens", "Int64"),
 )
 REQUEST_COLUMNS: tuple[str, ...] = tuple(name for name, _ in _REQUEST_TYPES)
+REQUEST_TYPES: dict[str, str] = dict(_REQUEST_TYPES)  # column -> its type's name
 COLUMNS = ", ".join(REQUEST_COLUMNS)
 
+# The DuckDB type each type name of a write's rows is (a list: ``List[X]``, X's type).
+_DUCKDB_TYPES = {"Utf8": "VARCHAR", "Int64": "BIGINT", "Int32": "INTEGER", "UInt64": "UBIGINT",
+                 "Boolean": "BOOLEAN", "Datetime": "TIMESTAMP"}
 
-@cache
-def request_schema() -> dict[str, Any]:
-    """column -> Polars type of the requests table (Polars is imported only by writes)."""
+
+def polars_type(spelled: str) -> Any:
+    """The Polars type a type name of a write's rows names (Polars imported here: only a
+    write that goes through a frame needs it, `Store._run_on`)."""
     import polars as pl
 
-    def dtype(spelled: str) -> Any:
-        if spelled == "Datetime":
-            return pl.Datetime("us")
-        if spelled.startswith("List["):
-            return pl.List(getattr(pl, spelled[5:-1]))
-        return getattr(pl, spelled)
+    if spelled == "Datetime":
+        return pl.Datetime("us")
+    if spelled.startswith("List["):
+        return pl.List(polars_type(spelled[5:-1]))
+    return getattr(pl, spelled)
 
-    return {name: dtype(spelled) for name, spelled in _REQUEST_TYPES}
+
+def duckdb_type(spelled: str) -> str:
+    """The DuckDB type a type name of a write's rows names, as SQL spells it."""
+    if spelled.startswith("List["):
+        return duckdb_type(spelled[5:-1]) + "[]"
+    return _DUCKDB_TYPES[spelled]
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -65,8 +66,10 @@ from prefixscope.store.schema import (
     DEFAULT_STORE,
     MIGRATIONS,
     REQUEST_COLUMNS,
+    REQUEST_TYPES,
     SCHEMA_VERSION,
-    request_schema,
+    duckdb_type,
+    polars_type,
 )
 from prefixscope.store.scope import Scope
 
@@ -75,11 +78,24 @@ if TYPE_CHECKING:  # polars is imported by the writes, not by a command that onl
 
     from prefixscope.sessions import SessionLink
 
+# A write's rows (`Store._run_on`): each column's values, in the order its statement reads
+# them, and each column's type as the schema names them (`schema.polars_type`).
+Rows = Mapping[str, Sequence[Any]]
+# A write of at most this many characters of text, in a process that has not imported
+# Polars, gives DuckDB its columns as parameters (`Store._run_bound`), not as a frame:
+# importing Polars is ~0.09 s of CPU (of the ~1.7 s of `report` on sample_logs/, issue 37),
+# and DuckDB converts a column of Python strings ~8 ms per MB slower than Polars does
+# (0.43 -> 2.9 s for 310 MB), so a frame pays past ~10 MB. Once Polars is imported (a
+# larger write, a frame read), every write goes through a frame. Either way each column
+# is cast to the type the schema names (tests/test_store_bound_writes.py: the same rows).
+BOUND_TEXT = 4 << 20
+
+
 class _ArrowStream:
-    """What a name registered with DuckDB scans (`Store._run_on`): the frame of the statement
-    running, seen only through the Arrow C stream interface: DuckDB scans it without
-    importing pyarrow (~0.1 s of every ingest), which it does to convert a frame it
-    recognizes as Polars."""
+    """What a name registered with DuckDB scans (`Store._run_framed`): the frame of the
+    statement running, seen only through the Arrow C stream interface: DuckDB scans it
+    without importing pyarrow (~0.1 s of every ingest), which it does to convert a frame
+    it recognizes as Polars."""
 
     def __init__(self, frame: pl.DataFrame | None) -> None:
         self.frame = frame
@@ -105,14 +121,41 @@ def no_store_message(path: str | os.PathLike[str]) -> str:
 # (it would, e.g., to open a SQLite file given as --store, or for an http:// path in SQL).
 _OFFLINE: dict[str, str | bool | int | float | list[str]] = {
     "autoinstall_known_extensions": False, "autoload_known_extensions": False}
-# `Store.hold_stored` holds up to this many characters of JSON (about a byte each): the
-# bench's raw captures have 50 M at 1.05 GiB (parts 43 M, bodies 7 M); a 0.25 GiB folder
-# of Codex rollouts has 212 M of parts, not held (their reads stay queries).
-HELD_CHARS = 128 << 20
+# `Store.hold_stored` holds up to this many bytes of JSON: the bench's raw captures have
+# 50 MB at 1.05 GiB (parts 43, bodies 7), 100 MB at 2.1 GiB; a 0.25 GiB folder of Codex
+# rollouts has 212 MB of parts, not held (their reads stay queries).
+HELD_BYTES = 128 << 20
 _HOLD_BATCH = 4096  # rows fetched at a time while counting against the budget
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
+def _polars_loaded() -> bool:
+    """Whether this process has imported Polars (a frame then costs no import)."""
+    return "polars" in sys.modules
+
+
+def _binds(rows: Rows, types: Mapping[str, str]) -> bool:
+    """Whether a write of `rows` gives DuckDB its columns as parameters (`BOUND_TEXT`):
+    Polars is not imported, and the text columns hold at most `BOUND_TEXT` characters."""
+    if _polars_loaded():
+        return False
+    total = 0
+    for name, spelled in types.items():
+        if spelled == "Utf8":
+            total += sum(len(v) for v in rows[name] if v is not None)
+            if total > BOUND_TEXT:
+                return False
+    return True
+
+
+def _naive_utc(values: Iterable[datetime | None]) -> list[datetime | None]:
+    """Timestamps as a Polars ``Datetime`` column holds them: one with a time zone as its
+    UTC time without it (the store's times are naive UTC; DuckDB would read an aware one
+    as ``TIMESTAMPTZ`` and cast it in the session's time zone)."""
+    return [v if v is None or v.tzinfo is None else v.astimezone(UTC).replace(tzinfo=None)
+            for v in values]
 
 
 def _check_store_file(path: Path, read_only: bool) -> None:
@@ -466,8 +509,33 @@ class Store:
                 raise StoreError(full) from None
             raise
 
-    def _run_on(self, name: str, frame: pl.DataFrame, sql: str) -> list[tuple[Any, ...]]:
-        """Execute `sql` with `frame` visible to it as `name`.
+    def _run_on(self, name: str, rows: Rows, types: Mapping[str, str], sql: str
+                ) -> list[tuple[Any, ...]]:
+        """Execute `sql` with `rows` (column -> values, each of the type `types` names)
+        visible to it as `name`: as DuckDB parameters when they are small and Polars is
+        not loaded (`BOUND_TEXT`), else as a Polars frame."""
+        if _binds(rows, types):
+            return self._run_bound(name, rows, types, sql)
+        import polars as pl
+
+        frame = pl.DataFrame(rows, schema={c: polars_type(t) for c, t in types.items()})
+        return self._run_framed(name, frame, sql)
+
+    def _run_bound(self, name: str, rows: Rows, types: Mapping[str, str], sql: str
+                   ) -> list[tuple[Any, ...]]:
+        """`_run_on` through parameters: `name` is a common table expression unnesting one
+        list parameter per column, cast to the column's type (``unnest`` of several lists
+        in one select zips them: row i holds each list's item i). A timestamp with a time
+        zone is given as the UTC time without one, which is what a Polars ``Datetime``
+        column makes of it."""
+        columns = ", ".join(f'unnest(?::{duckdb_type(t)}[]) AS "{c}"' for c, t in types.items())
+        values = [_naive_utc(rows[c]) if t == "Datetime" else list(rows[c])
+                  for c, t in types.items()]
+        return self.run(f"WITH {name} AS (SELECT {columns}) {sql}", values)
+
+    def _run_framed(self, name: str, frame: pl.DataFrame, sql: str
+                    ) -> list[tuple[Any, ...]]:
+        """`_run_on` through a Polars frame, scanned as Arrow.
 
         The name is registered once per connection (its stream given each statement's
         frame, and none between them), not registered and unregistered around each
@@ -511,8 +579,6 @@ class Store:
         In an ingest run that lists its writes (`runs.Run.listing`), what this inserts is
         listed in ``ingest_added``, in the caller's transaction.
         """
-        import polars as pl
-
         if not requests:
             return 0
         replaced = 0
@@ -583,32 +649,29 @@ class Store:
                 ("cache_write_1h_tokens", u.cache_write_1h_tokens),
             ):
                 cols[name].append(value)
-        frame = pl.DataFrame(cols, schema=request_schema())
         # each insert returns the keys it added when they are listed (`runs.note`), else
         # how many rows it added (DuckDB's result of an INSERT): the requests added, read
         # off the insert instead of counting the table before and after it
         returning = " RETURNING {}" if listing else ""
         added = {"requests": self._run_on(
-            "_incoming", frame,
+            "_incoming", cols, REQUEST_TYPES,
             f"INSERT INTO requests ({COLUMNS}) SELECT {COLUMNS} FROM _incoming "
             "WHERE id NOT IN (SELECT id FROM requests) QUALIFY row_number() OVER "
             "(PARTITION BY id ORDER BY source_line) = 1" + returning.format("id"))}
         inserted = len(added["requests"]) if listing else int(added["requests"][0][0])
         if parts:
             # decoded here, once each: a batch's bodies hold each part many times
-            part_frame = pl.DataFrame({"hash": list(parts),
-                                       "part": [t.decode() for t in parts.values()]},
-                                      schema={"hash": pl.Utf8, "part": pl.Utf8})
+            part_rows = {"hash": list(parts), "part": [t.decode() for t in parts.values()]}
             added["parts"] = self._run_on(
-                "_parts", part_frame, "INSERT INTO parts SELECT hash, part FROM _parts "
+                "_parts", part_rows, {"hash": "Utf8", "part": "Utf8"},
+                "INSERT INTO parts SELECT hash, part FROM _parts "
                 "WHERE hash NOT IN (SELECT hash FROM parts)" + returning.format("hash"))
         if bodies:
-            body_frame = pl.DataFrame(
-                {"hash": list(bodies), "body": [b for b, _ in bodies.values()],
-                 "layout": [la for _, la in bodies.values()]},
-                schema={"hash": pl.Utf8, "body": pl.Utf8, "layout": pl.Utf8})
+            body_rows: dict[str, list[Any]] = {
+                "hash": list(bodies), "body": [b for b, _ in bodies.values()],
+                "layout": [la for _, la in bodies.values()]}
             added["bodies"] = self._run_on(
-                "_bodies", body_frame,
+                "_bodies", body_rows, {"hash": "Utf8", "body": "Utf8", "layout": "Utf8"},
                 "INSERT INTO bodies (hash, body, layout) SELECT hash, body, layout "
                 "FROM _bodies WHERE hash NOT IN (SELECT hash FROM bodies)"
                 + returning.format("hash"))
@@ -624,18 +687,17 @@ class Store:
         """The session events the requests carry, kept for the stored copy of each call
         (the row from the same file) and once (re-ingest adds none); returns what the
         `returning` clause (`` RETURNING ...``) gives of those inserted."""
-        import polars as pl
-
         rows = [(r.id, r.session_key, e.timestamp, e.kind, e.detail, r.source_file,
                  e.source_line) for r in requests for e in r.events]
         if not rows:
             return []
-        frame = pl.DataFrame(rows, orient="row", schema={
-            "request_id": pl.Utf8, "session_key": pl.Utf8, "timestamp": pl.Datetime("us"),
-            "kind": pl.Utf8, "detail": pl.Utf8, "source_file": pl.Utf8,
-            "source_line": pl.Int64})
+        types = {"request_id": "Utf8", "session_key": "Utf8", "timestamp": "Datetime",
+                 "kind": "Utf8", "detail": "Utf8", "source_file": "Utf8",
+                 "source_line": "Int64"}
+        columns = zip(*rows, strict=True)  # the rows' values, column by column
         return self._run_on(
-            "_events", frame,
+            "_events", {name: list(values) for name, values in zip(types, columns, strict=True)},
+            types,
             "INSERT INTO session_events SELECT DISTINCT e.* FROM _events e "
             "WHERE EXISTS (SELECT 1 FROM requests r WHERE r.id = e.request_id "
             "AND r.source_file = e.source_file) AND NOT EXISTS (SELECT 1 FROM "
@@ -699,17 +761,14 @@ class Store:
                     other.con.unregister("_copied")
 
     def replace_sessions(self, links: Iterable[SessionLink]) -> None:
-        import polars as pl
-
-        frame = pl.DataFrame(
-            [(ln.request_id, ln.session, ln.turn, ln.prev_id, ln.link, ln.compaction)
-             for ln in links],
-            schema={"request_id": pl.Utf8, "session": pl.Utf8, "turn": pl.Int32,
-                    "prev_id": pl.Utf8, "link": pl.Utf8, "compaction": pl.Boolean},
-            orient="row",
-        )
+        types = {"request_id": "Utf8", "session": "Utf8", "turn": "Int32", "prev_id": "Utf8",
+                 "link": "Utf8", "compaction": "Boolean"}
+        rows: dict[str, list[Any]] = {name: [] for name in types}
+        for ln in links:
+            for name in types:
+                rows[name].append(getattr(ln, name))
         self.run("DELETE FROM sessions")
-        self._run_on("_sessions", frame, "INSERT INTO sessions SELECT * FROM _sessions")
+        self._run_on("_sessions", rows, types, "INSERT INTO sessions SELECT * FROM _sessions")
         # the requests table's copy (schema v7); a request threading left out has none
         self.run("UPDATE requests SET session = (SELECT s.session FROM sessions s "
                  "WHERE s.request_id = requests.id)")
@@ -875,11 +934,8 @@ class Store:
         self.run("UPDATE requests SET duplicate_of = NULL WHERE duplicate_of IS NOT NULL")
         if not links:
             return
-        import polars as pl
-
-        frame = pl.DataFrame({"id": list(links), "kept": list(links.values())},
-                             schema={"id": pl.Utf8, "kept": pl.Utf8})
-        self._run_on("_duplicates", frame,
+        self._run_on("_duplicates", {"id": list(links), "kept": list(links.values())},
+                     {"id": "Utf8", "kept": "Utf8"},
                      "UPDATE requests SET duplicate_of = d.kept FROM _duplicates d "
                      "WHERE requests.id = d.id")
 
@@ -932,18 +988,29 @@ class Store:
         return int(self.run("SELECT count(*) FROM requests WHERE has_body AND "
                             "duplicate_of IS NULL")[0][0])
 
-    def threading_rows(self) -> pl.DataFrame:
-        """The columns session threading needs, in time order."""
-        import polars as pl
+    def threading_rows(self) -> Iterator[dict[str, Any]]:
+        """The columns session threading needs, each request's as a dict, in time order.
 
-        # Through the Arrow C stream: `.pl()` would import pyarrow (~0.1 s) to convert.
-        return pl.DataFrame(self.con.sql(
+        Through a Polars frame when Polars is loaded (a large ingest's writes load it): its
+        rows come out faster than DuckDB's fetch makes them (0.15-0.19 against 0.26-0.31 s
+        for 14,650 requests holding 1 M prefix hashes); else fetched, as importing Polars
+        (~0.09 s) would cost a small ingest more than the frame saves. The same values
+        either way (tests/test_store_bound_writes.py)."""
+        sql = (
             "SELECT id, timestamp, source_format, source_file, source_line, session_key, "
             "parent_key, native_id, user_id, client, model, prefix_chain, fingerprint, "
             "message_count, prompt_tokens, cached_tokens, cache_write_tokens, "
             "cache_write_1h_tokens, compaction_marker, "
             "block_hashes IS NOT NULL AS chain_of_blocks FROM requests "
-            f"ORDER BY {time_order()}"))
+            f"ORDER BY {time_order()}")
+        if _polars_loaded():
+            import polars as pl
+
+            # through the Arrow C stream: `.pl()` would import pyarrow (~0.1 s) to convert
+            return pl.DataFrame(self.con.sql(sql)).iter_rows(named=True)
+        cursor = self.con.execute(sql)
+        names = [column[0] for column in cursor.description]
+        return (dict(zip(names, row, strict=True)) for row in cursor.fetchall())
 
     def session_pairs(self, session: str | None = None, *,
                       once: bool = False) -> list[tuple[str, str, str, bool]]:
@@ -1069,8 +1136,7 @@ class Store:
             return {}
         held = self._held()
         if held is not None:
-            parts = held.parts
-            return {h: parts[h] for h in hashes if h in parts}
+            return {h: held.text(held.parts[h]) for h in hashes if h in held.parts}
         return dict(self.run(f"SELECT hash, part FROM parts WHERE {_by_row_id('parts')}",
                              [list(hashes)]))
 
@@ -1080,19 +1146,19 @@ class Store:
             return {}
         held = self._held()
         if held is not None:
-            bodies = held.bodies
-            return {h: bodies[h] for h in hashes if h in bodies}
+            return {h: (held.text(held.bodies[h][0]), held.text(held.bodies[h][1]))
+                    for h in hashes if h in held.bodies}
         return {h: (body, layout) for h, body, layout in self.run(
             f"SELECT hash, body, layout FROM bodies WHERE {_by_row_id('bodies')}",
             [list(dict.fromkeys(hashes))])}
 
-    def hold_stored(self, budget: int = HELD_CHARS) -> bool:
+    def hold_stored(self, budget: int = HELD_BYTES) -> bool:
         """Read every stored body and part of this read-only store at once, and answer the
         reads of bodies and parts by hash from them (`iter_ids`, `iter_requests`,
         `parts_text`) in this process, and in the processes it forks while they are held,
         until `let_go_stored` (True). Nothing is held (False) on a store open for writing
-        (a body or part may yet be added), or where their JSON is over `budget`
-        characters (what was read is let go).
+        (a body or part may yet be added), or where their JSON is over `budget` bytes
+        (what was read is let go).
 
         Why: a body's and a part's JSON are read by row id (`_by_row_id`), but DuckDB
         keeps those columns ZSTD-compressed a vector of rows at a time (2,048) and
@@ -1103,31 +1169,40 @@ class Store:
         query, growing with the store. Reading them all is one pass (~0.09 s there).
 
         Held, they are the table's texts (the same strings `run` would fetch: nothing can
-        write to a file a read-only connection has open); the forked workers share their
-        pages (copy on write) and read them as this process does (`_held`: by the file)."""
+        write to a file a read-only connection has open), in one buffer (`_Held`) whose
+        pages the forked workers share (copy on write) and read as this process does
+        (`_held`: by the file)."""
         if not self.read_only:
             return False
-        chars = 0
-        parts: dict[str, str] = {}
-        bodies: dict[str, tuple[str, str | None]] = {}
+        chunks: list[bytes] = []
+        size = 0
+
+        def span(text: str | None) -> tuple[int, int] | None:
+            nonlocal size
+            if text is None:
+                return None
+            data = text.encode()
+            chunks.append(data)
+            size += len(data)
+            return size - len(data), size
+
+        parts: dict[str, tuple[int, int] | None] = {}
+        bodies: dict[str, tuple[tuple[int, int] | None, tuple[int, int] | None]] = {}
         cursor = self.con.cursor()  # (its own: no result of `con` is left pending)
         try:
             rel = cursor.execute("SELECT hash, part FROM parts")
-            while rows := rel.fetchmany(_HOLD_BATCH):
-                parts.update(rows)
-                chars += sum(len(text) for _, text in rows)
-                if chars > budget:
-                    return False
+            while (rows := rel.fetchmany(_HOLD_BATCH)) and size <= budget:
+                for digest, text in rows:
+                    parts[digest] = span(text)
             rel = cursor.execute("SELECT hash, body, layout FROM bodies")
-            while rows := rel.fetchmany(_HOLD_BATCH):
+            while (rows := rel.fetchmany(_HOLD_BATCH)) and size <= budget:
                 for digest, body, layout in rows:
-                    bodies[digest] = (body, layout)
-                    chars += len(body) + len(layout or "")
-                if chars > budget:
-                    return False
+                    bodies[digest] = (span(body), span(layout))
         finally:
             cursor.close()
-        _HELD[self.file] = _Held(bodies, parts)
+        if size > budget:
+            return False
+        _HELD[self.file] = _Held(b"".join(chunks), bodies, parts)
         return True
 
     def let_go_stored(self) -> None:
@@ -1181,11 +1256,25 @@ def _by_row_id(table: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Held:
-    """A read-only store's bodies (hash -> skeleton or whole JSON, layout) and parts (hash
-    -> JSON), read whole (`Store.hold_stored`)."""
+    """A read-only store's bodies and parts, read whole (`Store.hold_stored`): their JSON
+    texts end to end in one UTF-8 buffer, each text found by its hash as its span there
+    (a body's skeleton or whole JSON, and its layout; None for a NULL).
 
-    bodies: dict[str, tuple[str, str | None]]
-    parts: dict[str, str]
+    Why one buffer, not a str each: a forked worker that is handed an object writes its
+    reference count, and so copies the page its header is on; a str per text (15k at
+    2 GiB of raw captures) cost two workers about a page per text each (summed memory
+    +180 MB at 2 GiB for 100 MB held). Each text is decoded from the buffer when asked
+    for, into the asker's own memory, and the buffer's pages stay shared."""
+
+    blob: bytes
+    bodies: dict[str, tuple[tuple[int, int] | None, tuple[int, int] | None]]
+    parts: dict[str, tuple[int, int] | None]
+
+    def text(self, where: tuple[int, int] | None) -> Any:
+        """The text at `where` (None for None)."""
+        if where is None:
+            return None
+        return str(memoryview(self.blob)[where[0]:where[1]], "utf-8")
 
 
 # `Store.hold_stored`'s, by store file (`Store.file`): in a forked worker, the parent's.
