@@ -713,7 +713,13 @@ class Store:
         ingest run stored, which are not deleted: their copies wait for the end of the run
         (`runs.finish`), so that one that fails leaves them. A copy waiting is the one the
         next copy of its call is ranked against, as if it were stored."""
-        stored = self.get_many(r.id for r in requests)
+        # which ids are stored, from the id column alone, before loading those whole: a
+        # batch's copies are seldom stored, and `get_many` reads every column of the
+        # requests table (a 1 GiB Codex ingest spent 7.2 of its 61 s of CPU there)
+        present = [row[0] for row in self.run(
+            "SELECT id FROM requests WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+            [list(dict.fromkeys(r.id for r in requests))])]
+        stored = self.get_many(present) if present else {}
         run = self.ingest_run
         if run is not None:
             stored.update((rid, copy) for rid, (copy, _) in run.deferred.items()
