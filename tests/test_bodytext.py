@@ -83,6 +83,60 @@ def test_elements_shared_with_the_last_body_give_the_same_pieces(first, grown, c
     check(first)
 
 
+# How a body follows the one before it in an agent's log: each split list grown by new
+# elements, cut, replaced, or kept (the very objects); other members kept or changed; the
+# keys' order kept or reversed, a member added or dropped
+step = st.tuples(st.lists(st.tuples(st.sampled_from(["grow", "cut", "new", "keep"]),
+                                    st.lists(values, max_size=3), st.integers(0, 3),
+                                    values), min_size=8, max_size=8),
+                 st.booleans(), st.one_of(st.none(), member), st.integers(0, 7))
+
+
+def follow(body: dict[Any, Any], how: Any) -> dict[Any, Any]:
+    changes, reverse, added, dropped = how
+    out: dict[Any, Any] = {}
+    for (key, value), (kind, grown, cut, other) in zip(body.items(), changes, strict=False):
+        if isinstance(value, list):
+            value = {"grow": value + grown, "cut": value[:cut], "new": grown,
+                     "keep": value}[kind]
+        elif kind == "new":
+            value = other
+        out[key] = value
+    items = list(out.items())
+    if items and len(items) > dropped:
+        del items[dropped]
+    if reverse:
+        items.reverse()
+    if added is not None:
+        items.insert(0, added)
+    return dict(items)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=bodies, steps=st.lists(step, max_size=5))
+def test_a_log_of_bodies_each_following_the_last_is_written_as_each_whole(first, steps):
+    """Bodies that each take the last one's lists, these very objects, and grow or change
+    them (`write_body` then hashes on from the state the last body's text had after the
+    elements they share, when everything before them is the same text): each body's hash,
+    size and pieces are those of its own whole serialization."""
+    body = first
+    check(body)
+    for how in steps:
+        body = follow(body, how)
+        check(body)
+
+
+def test_a_changed_member_before_the_shared_elements_is_hashed_again():
+    """The history shared, the instructions before it changed: not the last body's hash."""
+    history: list[Any] = [{"type": "message", "content": "a"}]
+    check({"instructions": "one", "input": history})
+    check({"instructions": "two", "input": [*history, "b"]})
+    check({"instructions": "two", "input": [*history, "b"]})
+    check({"tools": ["t"], "instructions": "two", "input": [*history, "b"]})
+    check({"tools": ["t"], "input": history})
+    check({"tools": [], "input": history})  # the list before it emptied: hashed again
+
+
 def whole_fails(body: Any) -> bool:
     return bool(written(body)[1])
 

@@ -15,6 +15,11 @@ shapes"). `write_body` serializes each piece once and gets everything from the p
   the hash of that stream of pieces (xxh3 streamed: the same digest as the whole text's)
   and its size their sum; the whole text itself is never made;
 * the members between two split fields are written as one dict and its braces left out;
+* an agent's next call resends the last call's lists (these very objects, `_shares`):
+  their elements' texts are taken from it, and when everything before a shared run of
+  elements is the same text as in the last body (`write_body`'s marks), so is the hash
+  state after them: the whole hash goes on from the last body's, and a call hashes its
+  new elements only, not its whole history again;
 * a body orjson cannot write (nested deeper than `MAX_JSON_DEPTH`, an integer beyond 64
   bits) fails in a piece, and one that it can write in none: every value is in one piece,
   and each piece is written at the depth it has in the body (a member's value one level
@@ -86,25 +91,40 @@ def write_body(body: Any, depth: int = 0) -> WrittenBody:
         return WrittenBody(_tagged(xxhash.xxh3_128_hexdigest(whole)), len(whole), whole)
     # the elements written last are taken only when they were tested as deep as these
     last = (getattr(_LAST, "fields", None) or {}) if getattr(_LAST, "depth", 0) >= depth else {}
-    seen: dict[str, tuple[list[Any], tuple[str, ...], tuple[bytes, ...]]] = {}
+    before: list[bytes] = getattr(_LAST, "marks", [])  # the last body's marks (below)
+    seen: dict[str, _Field] = {}
     whole_hash = xxhash.xxh3_128()
     size = 0
     members: list[bytes] = []  # the skeleton's members, written
     run: dict[Any, Any] = {}  # members between two split fields, not yet written
     layout: dict[str, list[str]] = {}
     parts: dict[str, bytes] = {}
+    # What the whole text is made of besides the split fields' elements and the commas
+    # between them, in order: braces, runs of members, a split field's ``"key":[`` and
+    # its ``]``. `same`: so far this body's text is the last body's (every mark equal to
+    # the last body's at that place, every split field before it the very elements it
+    # had), so the hash state after a split field's elements shared with the last body is
+    # the state the last body had there (xxh3 streamed over the same bytes).
+    marks: list[bytes] = []
+    same = True
 
     def emit(piece: bytes) -> None:
         nonlocal size
         whole_hash.update(piece)
         size += len(piece)
 
+    def mark(piece: bytes) -> None:
+        nonlocal same
+        same = same and len(marks) < len(before) and before[len(marks)] == piece
+        marks.append(piece)
+        emit(piece)
+
     def flush() -> None:
         if run:
             # {"a":1,"b":2} -> "a":1,"b":2 (a member's value one level down, as in `body`)
             text = _written(run, depth, 1)
-            emit(b"," if members else b"{")
-            emit(text)
+            mark(b"," if members else b"{")
+            mark(text)
             members.append(text)
             run.clear()
 
@@ -114,40 +134,61 @@ def write_body(body: Any, depth: int = 0) -> WrittenBody:
             continue
         flush()
         head = orjson.dumps(key) + b":"
-        emit((b"," if members else b"{") + head + b"[")
+        mark((b"," if members else b"{") + head + b"[")
         members.append(head + b"[]")
-        hashes, texts = _elements(value, last.get(key), depth)
-        for i, text in enumerate(texts):
+        known = last.get(key)
+        hashes, texts, shared = _elements(value, known, depth)
+        start = 0
+        if same and shared and known is not None:
+            # the text so far is the last body's up to its first `shared` elements here:
+            # hashed on from the state it had after them (they were all its elements)
+            whole_hash, size = known.after[0].copy(), known.after[1]
+            start = shared
+        for i in range(start, len(texts)):
             if i:
                 emit(b",")
-            emit(text)
-        emit(b"]")
-        seen[key] = (value, hashes, texts)
+            emit(texts[i])
+        # the very elements the last body had here, no more, no fewer
+        same = same and known is not None and len(known.texts) == shared == len(texts)
+        seen[key] = _Field(value, hashes, texts, (whole_hash.copy(), size))
+        mark(b"]")
     flush()
     emit(b"}")
-    _LAST.fields, _LAST.depth = seen, depth
+    _LAST.fields, _LAST.depth, _LAST.marks = seen, depth, marks
     # the layout (stored as JSON) and the parts in `SPLIT_FIELDS` order, not the body's
     for name in fields:
-        _, hashes, texts = seen[name]
-        layout[name] = list(hashes)
-        for digest, text in zip(hashes, texts, strict=True):
+        done = seen[name]
+        layout[name] = list(done.hashes)
+        for digest, text in zip(done.hashes, done.texts, strict=True):
             parts.setdefault(digest, text)
     skeleton = b"{" + b",".join(members) + b"}"
     return WrittenBody(_tagged(whole_hash.hexdigest()), size, None, skeleton.decode(),
                        layout, parts)
 
 
-def _elements(elements: list[Any], known: tuple[list[Any], tuple[str, ...],
-                                                  tuple[bytes, ...]] | None, depth: int
-              ) -> tuple[tuple[str, ...], tuple[bytes, ...]]:
-    """(part hashes, texts) of a split field's elements; those it shares with the same
-    field of the body written last (`_LAST`) are not written again."""
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """A split field as `write_body` wrote it last (`_LAST`): the list, its elements' part
+    hashes and texts, and the whole text's hash state and size after its elements."""
+
+    elements: list[Any]
+    hashes: tuple[str, ...]
+    texts: tuple[bytes, ...]
+    after: tuple[Any, int]  # (an xxh3_128 state, never updated: copied to go on; size)
+
+
+def _elements(elements: list[Any], known: _Field | None, depth: int
+              ) -> tuple[tuple[str, ...], tuple[bytes, ...], int]:
+    """(part hashes, texts, how many were the last body's) of a split field's elements;
+    those it shares with the same field of the body written last (`_LAST`: all of that
+    field's elements, these very objects) are not written again."""
     hashes: list[str] = []
     texts: list[bytes] = []
-    if known is not None and _shares(elements, known[0]):
-        hashes.extend(known[1])
-        texts.extend(known[2])
-    for element in elements[len(hashes):]:
+    if known is not None and _shares(elements, known.elements):
+        hashes.extend(known.hashes)
+        texts.extend(known.texts)
+    shared = len(hashes)
+    for element in elements[shared:]:
         # written inside [[ ]] (and `depth` more), the depth it has in the body
         # ({"messages": [element]}), so that it fails here exactly when the whole body
         # would; the brackets cut off
@@ -157,7 +198,7 @@ def _elements(elements: list[Any], known: tuple[list[Any], tuple[str, ...],
         text = _written(element, depth + 2, 0)
         hashes.append(_tagged(xxhash.xxh3_128_hexdigest(text)))
         texts.append(text)
-    return tuple(hashes), tuple(texts)
+    return tuple(hashes), tuple(texts), shared
 
 
 def _written(value: Any, levels: int, cut: int) -> bytes:
