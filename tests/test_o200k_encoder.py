@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,12 @@ def test_a_warm_load_builds_no_tiktoken_and_the_package_imports_the_binding_afte
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, cwd=Path(__file__).parent.parent)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_pickled_copy_encodes_with_tiktoken_and_gets_the_same_ids(fast, oracle):
+    copy = pickle.loads(pickle.dumps(fast))
+    assert copy._fast is None  # the Rust encoder does not pickle
+    text = "A copy <|end|> of 数字 12345 and  spaces\n\n"
+    assert copy.encode(text).ids.tolist() == fast.encode(text).ids.tolist() == \
+        oracle.encode(text, allowed_special="all")
+    assert copy.decode(fast.encode(text).ids) == text

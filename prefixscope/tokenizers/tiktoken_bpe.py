@@ -94,6 +94,13 @@ class TiktokenTokenizer(Tokenizer):
         if encoder is None:
             self._enc  # noqa: B018 - built now, before any fork (module doc)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The state without the `encoder` (a Rust object that does not pickle): a copy
+        encodes with tiktoken, which gives the same ids (the encoder's contract)."""
+        state = dict(self.__dict__)
+        state["_fast"] = None
+        return state
+
     @cached_property
     def _enc(self) -> Any:
         """tiktoken's ``Encoding`` of this rank file, pattern and special tokens."""
