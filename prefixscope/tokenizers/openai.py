@@ -9,15 +9,16 @@ formatting is not public, so renders are marked approximate by the family table 
 
 Texts are encoded with the same package's Rust encoder of o200k_base (bpe-openai's
 ``_bindings``, its ``tokenizer_for_encoding``) where it gives tiktoken's ids: it encodes
-in ~0.6 of tiktoken's CPU (the new text of a 0.25 GiB Codex folder, 60.7 M tokens: 8.8 s
-against 16.9 s) and loads in 0.05 s against tiktoken's 0.2 s (docs/scale.md, issue 37,
-"The Codex rollout shape: tokenizing"). That it does is checked, not assumed: once per
-rank file and pair of installed versions (`_agrees`, kept in the disk cache as the
-`unicode_bpe` verdict is), every vocabulary token that spells text, alone and with
-neighbours, is encoded by both and compared; where they differ, or the binding cannot be
-loaded, tiktoken encodes (`TiktokenTokenizer`). The binding is loaded from its file alone:
-the package's ``__init__`` decodes every rank file it ships in Python (~0.9 s) to offer a
-tiktoken-like API this module does not use.
+in 0.5-0.75 of tiktoken's CPU (a 0.25 GiB Codex folder: every item's text once, 60.7 M
+tokens, 8.8 s against 16.9 s; the pieces report tokenizes there, 30.9 M tokens, 6.9 s
+against 9.1 s) and loads in 0.05 s against tiktoken's 0.2 s (docs/scale.md, issue 37,
+"The Codex rollout shape: tokenizing is the floor's 15-19x alone"). That it does is
+checked, not assumed: once per rank file and pair of installed versions (`_agrees`, kept
+in the disk cache as the `unicode_bpe` verdict is), every vocabulary token that spells
+text, alone and with neighbours, is encoded by both and compared; where they differ, or
+the binding cannot be loaded, tiktoken encodes (`TiktokenTokenizer`). The binding is
+loaded from its file alone: the package's ``__init__`` decodes every rank file it ships in
+Python (~0.9 s) to offer a tiktoken-like API this module does not use.
 """
 
 from __future__ import annotations
