@@ -134,3 +134,23 @@ def test_a_report_on_a_small_log_imports_neither_polars_nor_pyarrow(tmp_path: Pa
     assert out.returncode == 0, out.stderr
     assert out.stdout.lstrip().startswith("{")  # the report was made
     assert out.stderr.strip().splitlines()[-1:] in ([], [""])
+
+
+def test_threading_reads_a_store_past_the_bound_off_a_frame_the_same_rows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Polars loaded, a store of more than `_FETCHED_ROWS` requests (a scoped copy
+    of a large store) is read for threading through a frame, the same rows as fetched."""
+    monkeypatch.setattr(store_module, "_polars_loaded", lambda: False)
+    with Store.open(Path("s.duckdb")) as store:
+        ingest_paths([str(ROOT / "sample_logs")], store)
+        fetched = list(store.threading_rows())
+        monkeypatch.setattr(store_module, "_FETCHED_ROWS", len(fetched) - 1)
+        import polars as pl
+
+        frames: list[object] = []
+        real_frame = pl.DataFrame
+        monkeypatch.setattr(pl, "DataFrame",
+                            lambda *a, **k: frames.append(a) or real_frame(*a, **k))
+        framed = list(store.threading_rows())
+    assert len(frames) == 1
+    assert framed == fetched and len(fetched) > 100

@@ -89,6 +89,9 @@ Rows = Mapping[str, Sequence[Any]]
 # larger write, a frame read), every write goes through a frame. Either way each column
 # is cast to the type the schema names (tests/test_store_bound_writes.py: the same rows).
 BOUND_TEXT = 4 << 20
+# Session threading fetches its rows without a frame up to this many requests, where the
+# frame's faster rows (`Store.threading_rows`) would not yet pay for Polars' import.
+_FETCHED_ROWS = 10_000
 
 
 class _ArrowStream:
@@ -997,11 +1000,12 @@ class Store:
     def threading_rows(self) -> Iterator[dict[str, Any]]:
         """The columns session threading needs, each request's as a dict, in time order.
 
-        Through a Polars frame when Polars is loaded (a large ingest's writes load it): its
-        rows come out faster than DuckDB's fetch makes them (0.15-0.19 against 0.26-0.31 s
-        for 14,650 requests holding 1 M prefix hashes); else fetched, as importing Polars
-        (~0.09 s) would cost a small ingest more than the frame saves. The same values
-        either way (tests/test_store_bound_writes.py)."""
+        Through a Polars frame when Polars is loaded (a large ingest's writes load it) or
+        the store holds more than `_FETCHED_ROWS` requests (a scoped copy of a large store):
+        its rows come out faster than DuckDB's fetch makes them (0.15-0.19 against
+        0.26-0.31 s for 14,650 requests holding 1 M prefix hashes); else fetched, as
+        importing Polars (~0.09 s) would cost a small ingest more than the frame saves.
+        The same values either way (tests/test_store_bound_writes.py)."""
         sql = (
             "SELECT id, timestamp, source_format, source_file, source_line, session_key, "
             "parent_key, native_id, user_id, client, model, prefix_chain, fingerprint, "
@@ -1009,7 +1013,7 @@ class Store:
             "cache_write_1h_tokens, compaction_marker, "
             "block_hashes IS NOT NULL AS chain_of_blocks FROM requests "
             f"ORDER BY {time_order()}")
-        if _polars_loaded():
+        if _polars_loaded() or self.count() > _FETCHED_ROWS:
             import polars as pl
 
             # through the Arrow C stream: `.pl()` would import pyarrow (~0.1 s) to convert
