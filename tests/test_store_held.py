@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
+from factories import anthropic_body, conversation, make_request
 
 from prefixscope.parallel import Pool, forks
 from prefixscope.store import Store, reader
@@ -26,6 +27,11 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("held") / "s.duckdb"
     store = Store.open(path)
     ingest_paths([str(ROOT / "sample_logs")], store)
+    # and texts of several bytes a character, and a body with no list to split (whole)
+    store.add([make_request("held-utf8", minutes=9e5, body=anthropic_body(
+                   conversation(2, "h\u00e9ll\u00f8 \u65e5\u672c \U0001f600")), session_key="u"),
+               make_request("held-whole", minutes=9e5 + 1, body={"prompt": "caf\u00e9"},
+                            endpoint="unknown")])
     store.close()
     return path
 
@@ -63,6 +69,9 @@ def test_held_reads_are_the_queries_answers_without_querying(stored, monkeypatch
     with Store.open(stored, read_only=True) as store:
         want = _reads(store)
         assert want["n_parts"] and want["parts"]  # the log has split bodies
+        assert any(not text.isascii() for text in want["parts"].values())
+        assert store.get("held-whole").body == {"prompt": "caf\u00e9"}
+        assert any(layout is None for _, layout in store.iter_layouts())
         assert store.hold_stored()
         try:
             seen = _queried(monkeypatch)

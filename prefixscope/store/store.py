@@ -1089,9 +1089,9 @@ class Store:
         Three queries for each `batch` of ids -- the rows, their bodies, the parts those
         name -- the bodies and parts read by row id (`_by_row_id`): a query scans a column
         of its table, so loading a long list a few ids at a time costs time that grows with
-        the store (1.05 GiB log: ~23 ms a batch, 40 ms before the row ids). Memory
-        is bounded by one batch's rows and the parts they name; each body is built as its
-        request is yielded.
+        the store (1.05 GiB log: ~23 ms a batch, 40 ms before the row ids); where
+        `hold_stored` holds the bodies and parts, one (the rows). Memory is bounded by one
+        batch's rows and the parts they name; each body is built as its request is yielded.
         """
         shared = _SharedParts(self)
         for start in range(0, len(request_ids), batch):
@@ -1156,8 +1156,7 @@ class Store:
             return {}
         held = self._held()
         if held is not None:
-            return {h: (held.text(held.bodies[h][0]), held.text(held.bodies[h][1]))
-                    for h in hashes if h in held.bodies}
+            return {h: held.body(h) for h in hashes if h in held.bodies}
         return {h: (body, layout) for h, body, layout in self.run(
             f"SELECT hash, body, layout FROM bodies WHERE {_by_row_id('bodies')}",
             [list(dict.fromkeys(hashes))])}
@@ -1187,27 +1186,26 @@ class Store:
         chunks: list[bytes] = []
         size = 0
 
-        def span(text: str | None) -> tuple[int, int] | None:
+        def span(text: str) -> tuple[int, int]:
             nonlocal size
-            if text is None:
-                return None
             data = text.encode()
             chunks.append(data)
             size += len(data)
             return size - len(data), size
 
-        parts: dict[str, tuple[int, int] | None] = {}
-        bodies: dict[str, tuple[tuple[int, int] | None, tuple[int, int] | None]] = {}
+        parts: dict[str, tuple[int, int]] = {}
+        bodies: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {}
         cursor = self.con.cursor()  # (its own: no result of `con` is left pending)
         try:
-            rel = cursor.execute("SELECT hash, part FROM parts")
-            while (rows := rel.fetchmany(_HOLD_BATCH)) and size <= budget:
+            rel = cursor.execute("SELECT hash, part FROM parts")  # (both columns NOT NULL)
+            while size <= budget and (rows := rel.fetchmany(_HOLD_BATCH)):
                 for digest, text in rows:
                     parts[digest] = span(text)
-            rel = cursor.execute("SELECT hash, body, layout FROM bodies")
-            while (rows := rel.fetchmany(_HOLD_BATCH)) and size <= budget:
-                for digest, body, layout in rows:
-                    bodies[digest] = (span(body), span(layout))
+            if size <= budget:
+                rel = cursor.execute("SELECT hash, body, layout FROM bodies")
+                while size <= budget and (rows := rel.fetchmany(_HOLD_BATCH)):
+                    for digest, body, layout in rows:
+                        bodies[digest] = (span(body), None if layout is None else span(layout))
         finally:
             cursor.close()
         if size > budget:
@@ -1267,8 +1265,8 @@ def _by_row_id(table: str) -> str:
 @dataclass(frozen=True, slots=True)
 class _Held:
     """A read-only store's bodies and parts, read whole (`Store.hold_stored`): their JSON
-    texts end to end in one UTF-8 buffer, each text found by its hash as its span there
-    (a body's skeleton or whole JSON, and its layout; None for a NULL).
+    texts end to end in one UTF-8 buffer, each found by its hash as its span there (a
+    body's skeleton or whole JSON, and its layout where it has one).
 
     Why one buffer, not a str each: a forked worker that is handed an object writes its
     reference count, and so copies the page its header is on; a str per text (15k at
@@ -1277,14 +1275,17 @@ class _Held:
     for, into the asker's own memory, and the buffer's pages stay shared."""
 
     blob: bytes
-    bodies: dict[str, tuple[tuple[int, int] | None, tuple[int, int] | None]]
-    parts: dict[str, tuple[int, int] | None]
+    bodies: dict[str, tuple[tuple[int, int], tuple[int, int] | None]]
+    parts: dict[str, tuple[int, int]]
 
-    def text(self, where: tuple[int, int] | None) -> Any:
-        """The text at `where` (None for None)."""
-        if where is None:
-            return None
+    def text(self, where: tuple[int, int]) -> str:
+        """The text at `where`."""
         return str(memoryview(self.blob)[where[0]:where[1]], "utf-8")
+
+    def body(self, digest: str) -> tuple[str, str | None]:
+        """The body `digest`'s skeleton or whole JSON, and its layout (None: stored whole)."""
+        body, layout = self.bodies[digest]
+        return self.text(body), None if layout is None else self.text(layout)
 
 
 # `Store.hold_stored`'s, by store file (`Store.file`): in a forked worker, the parent's.
