@@ -157,6 +157,31 @@ def test_a_diff_of_a_store_imports_no_log_format(tmp_path):
     assert out.stderr.strip().splitlines()[-1:] in ([], [""])
 
 
+def test_an_ingest_imports_no_analysis_nor_numpy(tmp_path):
+    """issue 37, start-up: `ingest` prints its own shape (`views.ingested`), not through
+    `views.json`, which imports every command's analyses, the findings and numpy (~0.16 s
+    of an `ingest` of sample_logs/); on this log nothing else needs numpy either."""
+    log = two_requests(tmp_path)
+    unwanted = ("numpy", "prefixscope.views.json", "prefixscope.views.results",
+                "prefixscope.findings", "prefixscope.analyses.bucket")
+    code = (
+        "import sys\n"
+        "from prefixscope.cli.main import main\n"
+        "sys.argv = ['prefixscope', *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code in (0, None), exit.code\n"
+        f"print(','.join(m for m in {unwanted!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    for shown, store in (("--json", "j.duckdb"), ("-q", "q.duckdb")):
+        out = subprocess.run([sys.executable, "-c", code, "ingest", log, "--store", store,
+                              shown], capture_output=True, text=True, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert (tmp_path / store).exists()
+        assert out.stderr.strip().splitlines()[-1:] in ([], [""]), (shown, out.stderr)
+
+
 def test_what_a_command_writes_is_closed_before_exit(tmp_path):
     """`cli.main` freezes the collector at exit (the interpreter's last searches for cycles
     cost a small report 0.07-0.2 s of CPU): what is left in a cycle then is not finalized,

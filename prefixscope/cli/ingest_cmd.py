@@ -92,7 +92,7 @@ def ingest(
 
     More: docs/formats.md, docs/store.md.
     """
-    from prefixscope.views.json import ingest_json
+    from prefixscope.views.ingested import ingest_json
     from prefixscope.views.terminal.ingest import ingest_screen
 
     path = Path(store or API["store"])

@@ -1,6 +1,7 @@
 """Typed analysis results -> the documented JSON shapes (declared in `jsonshapes`,
-documented in docs/json.md; tests hold the three together). The diff's is apart, with its
-result type (`views.diffed`): a diff imports none of the analyses this module reads."""
+documented in docs/json.md; tests hold the three together). The diff's and the ingest's
+are apart, with their result types (`views.diffed`, `views.ingested`), and re-exported
+here: a diff or an ingest imports none of the analyses this module reads."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ from prefixscope.findings.model import ReplayBasis, Report
 from prefixscope.findings.values import Policy
 from prefixscope.findings.verdicts import VerdictCall, reconcile
 from prefixscope.model.hashing import HASH_VERSION
-from prefixscope.store.load import IngestResult
-from prefixscope.store.store import UsageSummary
 from prefixscope.views import wording
+from prefixscope.views.ingested import ingest_json as ingest_json
+from prefixscope.views.ingested import usage_summary_json as usage_summary_json
 from prefixscope.views.jsonshapes import (
     BasisJson,
     BoundaryJson,
@@ -37,7 +38,6 @@ from prefixscope.views.jsonshapes import (
     CallsJson,
     EngineLogJson,
     EngineRateJson,
-    IngestJson,
     LedgerJson,
     MissesJson,
     MoneyJson,
@@ -51,7 +51,6 @@ from prefixscope.views.jsonshapes import (
     SegmentsTotalsJson,
     SimulateJson,
     SimulateRequestJson,
-    UsageSummaryJson,
     VerdictCallJson,
 )
 
@@ -145,32 +144,6 @@ def render_json(result: RenderResult, *, show_text: bool = False) -> RenderJson:
     if show_text:
         out["text"] = result.text
     return out
-
-
-_NOTHING = UsageSummary("all", 0, 0, 0, 0, None, 0, None, 0, 0, 0, 0)
-
-
-def usage_summary_json(u: UsageSummary) -> UsageSummaryJson:
-    return {"requests": u.requests, "sessions": u.sessions, "with_body": u.with_body,
-            "duplicates": u.duplicates, "prompt_tokens": u.prompt_tokens,
-            "prompt_requests": u.prompt_requests, "cached_tokens": u.cached_tokens,
-            "cached_requests": u.cached_requests, "hit_rate": u.hit_rate,
-            "rate_requests": u.rate_requests, "rate_prompt_tokens": u.rate_prompt_tokens,
-            "rate_cached_tokens": u.rate_cached_tokens}
-
-
-def ingest_json(result: IngestResult) -> IngestJson:
-    return {
-        "ingested": result.ingested, "already_present": result.already_present,
-        "skipped": result.skipped, "by_format": result.by_format,
-        "sessions": result.sessions, "duplicates": result.duplicates, "files": result.files,
-        "errors": [{"file": e.file, "line": e.line, "reason": e.reason} for e in result.errors],
-        "unrecognized": list(result.unrecognized),
-        "empty": list(result.empty),
-        "engine_logs": list(result.engine_logs),
-        "formats": {u.format: usage_summary_json(u) for u in result.summary},
-        "totals": usage_summary_json(result.totals or _NOTHING),
-    }
 
 
 def simulate_json(report: SimulateReport, *, per_request: bool = False) -> SimulateJson:
