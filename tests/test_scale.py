@@ -9,10 +9,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -22,8 +23,9 @@ from factories import anthropic_body, conversation, make_request
 from prefixscope.ingest import read_requests
 from prefixscope.ingest.probing import probe
 from prefixscope.ingest.source import PROBE_BYTES, Source
+from prefixscope.model.bodytext import write_body
 from prefixscope.model.hashing import exact_hash, exact_json
-from prefixscope.store import SCHEMA_VERSION, Store
+from prefixscope.store import SCHEMA_VERSION, Store, load
 from prefixscope.store.load import ingest_paths
 from prefixscope.store.parts import join_body, layout_hashes, layout_json, split_body
 
@@ -163,6 +165,77 @@ class TestBoundedIngest:
                                store.run("SELECT * FROM sessions ORDER BY request_id")))
         assert stores[0][0] > 100
         assert stores[0] == stores[1]
+
+    def test_an_agents_real_rollouts_store_the_same_whatever_their_batches(self, monkeypatch):
+        # Codex rollouts: each call resends the last one's history (the very objects), so
+        # a batch is cut by its new text (`BATCH_NEW_BYTES`); one call a batch is the oracle
+        stores = []
+        for name, cap in (("default", None), ("tiny", 1)):
+            if cap is not None:
+                monkeypatch.setattr(load, "BATCH_NEW_BYTES", cap)
+            with Store.open(Path(f"{name}.duckdb")) as store:
+                result = ingest_paths([str(REAL / "codex-desktop" / "sessions")], store)
+                stores.append((result.ingested, result.sessions, result.skipped,
+                               store.run("SELECT * EXCLUDE (ingested_at) FROM requests "
+                                         "ORDER BY id"),
+                               store.run("SELECT * FROM bodies ORDER BY hash"),
+                               store.run("SELECT * FROM parts ORDER BY hash"),
+                               store.run("SELECT * FROM sessions ORDER BY request_id")))
+        assert stores[0][0] == 485  # the publisher's call count (tests/data/real/README.md)
+        assert stores[0] == stores[1]
+
+    def test_an_agents_calls_are_cut_by_their_new_text_and_captures_by_their_whole(
+            self, monkeypatch):
+        # 30 calls, each resending the last one's messages (these objects) and one more
+        element = [{"role": "user", "content": f"step {i} " + "x" * 1000} for i in range(30)]
+        bodies = [{"model": "m", "messages": element[:i + 1]} for i in range(30)]
+
+        def new_bytes(i: int) -> int:
+            # hand arithmetic over orjson's texts: the whole body less the elements it
+            # shares with the one before, plus its layout (a stored hash an element)
+            shared = bodies[i - 1]["messages"] if i else []
+            return (len(orjson.dumps(bodies[i])) - sum(len(orjson.dumps(e)) for e in shared)
+                    + 38 * len(bodies[i]["messages"]))
+
+        def cuts(extends: bool, cap: int) -> list[int]:
+            # a batch holds its first call whole, and each call after it whole or, when it
+            # extends the one before, by its new text; written when either reaches its cap
+            out, n, held, new_held = [], 0, 0, 0
+            for i, body in enumerate(bodies):
+                if n and extends:
+                    new_held += new_bytes(i)
+                else:
+                    held += len(orjson.dumps(body))
+                n += 1
+                if held >= 20_000 or new_held >= cap:
+                    out, n, held, new_held = [*out, n], 0, 0, 0
+            return out + ([n] if n else [])
+
+        class Writes:  # the store's side of a batch: how many requests each write gave
+            ingest_run = None
+
+            def __init__(self) -> None:
+                self.sizes: list[int] = []
+
+            def transaction(self) -> contextlib.AbstractContextManager[None]:
+                return contextlib.nullcontext()
+
+            def add(self, requests: list[Any], prefer: Any, body_texts: Any) -> int:
+                self.sizes.append(len(requests))
+                return len(requests)
+
+        cap = 5000
+        monkeypatch.setattr(load, "BATCH_NEW_BYTES", cap)
+        for fresh in (False, True):  # as an agent's log gives them; parsed afresh (captures)
+            store = Writes()
+            batch = load._Batch(cast(Store, store), max_count=10_000, max_bytes=20_000)
+            for i, body in enumerate(bodies):
+                given = orjson.loads(orjson.dumps(body)) if fresh else body
+                batch.add(make_request(f"r{i}", body=given), None, None, write_body(given))
+            batch.write()
+            assert store.sizes == cuts(not fresh, cap)
+        # by hand: ~1,036 bytes an element, 38 a layout entry -> [6, 5, ...] and [6, 3, ...]
+        assert cuts(True, cap)[:2] == [6, 5] and cuts(False, cap)[:2] == [6, 3]
 
     def test_progress_moves_through_a_file_by_bytes_and_requests(self):
         log = Path("many.jsonl")

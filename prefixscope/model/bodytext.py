@@ -37,9 +37,10 @@ can hit it).
 
 from __future__ import annotations
 
+import itertools
 import operator
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -67,6 +68,15 @@ class WrittenBody:
     skeleton: str | None = None
     layout: dict[str, list[str]] | None = None
     parts: dict[str, bytes] | None = None
+    # What a batch of bodies holds (`store.load`): `serial` numbers the bodies written in
+    # a thread; a body that shares a split field's elements with the body written before
+    # it (`_shares`: those very objects, and their texts) names that body (`shares`) and
+    # how many of its bytes are not in the shared elements (`fresh`): an agent's call holds
+    # only its new elements beside the calls before it, not its whole history again.
+    # How the body was written, not what it is: left out of equality.
+    serial: int = field(default=0, compare=False)
+    shares: int | None = field(default=None, compare=False)
+    fresh: int = field(default=0, compare=False)
 
 
 def write_body(body: Any, depth: int = 0) -> WrittenBody:
@@ -86,9 +96,11 @@ def write_body(body: Any, depth: int = 0) -> WrittenBody:
         return held[1]
     fields = ([k for k in SPLIT_FIELDS if isinstance(body.get(k), list)]
               if isinstance(body, dict) else [])
+    serial = next(_SERIALS)
     if not fields:
         whole = _written(body, depth, 0)
-        return WrittenBody(_tagged(xxhash.xxh3_128_hexdigest(whole)), len(whole), whole)
+        return WrittenBody(_tagged(xxhash.xxh3_128_hexdigest(whole)), len(whole), whole,
+                           serial=serial, fresh=len(whole))
     # the elements written last are taken only when they were tested as deep as these
     last = (getattr(_LAST, "fields", None) or {}) if getattr(_LAST, "depth", 0) >= depth else {}
     before: list[bytes] = getattr(_LAST, "marks", [])  # the last body's marks (below)
@@ -107,6 +119,7 @@ def write_body(body: Any, depth: int = 0) -> WrittenBody:
     # the state the last body had there (xxh3 streamed over the same bytes).
     marks: list[bytes] = []
     same = True
+    reused = 0  # bytes of elements taken from the last body (those very objects' texts)
 
     def emit(piece: bytes) -> None:
         nonlocal size
@@ -138,6 +151,7 @@ def write_body(body: Any, depth: int = 0) -> WrittenBody:
         members.append(head + b"[]")
         known = last.get(key)
         hashes, texts, shared = _elements(value, known, depth)
+        reused += sum(map(len, texts[:shared]))
         start = 0
         if same and shared and known is not None:
             # the text so far is the last body's up to its first `shared` elements here:
@@ -154,7 +168,8 @@ def write_body(body: Any, depth: int = 0) -> WrittenBody:
         mark(b"]")
     flush()
     emit(b"}")
-    _LAST.fields, _LAST.depth, _LAST.marks = seen, depth, marks
+    last_serial = getattr(_LAST, "serial", None)
+    _LAST.fields, _LAST.depth, _LAST.marks, _LAST.serial = seen, depth, marks, serial
     # the layout (stored as JSON) and the parts in `SPLIT_FIELDS` order, not the body's
     for name in fields:
         done = seen[name]
@@ -163,7 +178,8 @@ def write_body(body: Any, depth: int = 0) -> WrittenBody:
             parts.setdefault(digest, text)
     skeleton = b"{" + b",".join(members) + b"}"
     return WrittenBody(_tagged(whole_hash.hexdigest()), size, None, skeleton.decode(),
-                       layout, parts)
+                       layout, parts, serial=serial,
+                       shares=last_serial if reused else None, fresh=size - reused)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +242,7 @@ def _tagged(hexdigest: str) -> str:
 # agent's log gives each call the previous call's history objects and new ones (a Codex
 # rollout's 351 calls held 125,000 items), so only the new elements are serialized.
 _LAST = threading.local()
+_SERIALS = itertools.count(1)  # `WrittenBody.serial` (next() is atomic under the GIL)
 _KEPT = threading.local()  # (body, its WrittenBody) a reader wrote last (`keep`)
 
 

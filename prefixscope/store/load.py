@@ -2,7 +2,8 @@
 
 Reading is `prefixscope.ingest`'s (pure: bytes in, `Request` records out); this module
 streams those records into the store in bounded batches (`ingest.BATCH` requests or
-`ingest.BATCH_BYTES` of body JSON), each committed on its own: DuckDB holds what a
+`ingest.BATCH_BYTES` of body JSON held: an agent's call that resends the last call's
+lists counts its new elements, `_holds`), each committed on its own: DuckDB holds what a
 transaction appends in memory until its commit, so one transaction for the whole run
 grew with the log (~2.2 GB of RSS per GiB of Codex rollouts). A batch spans files: each
 store write scans what the store holds, so a write per file made a folder of 20,000
@@ -24,6 +25,7 @@ from types import ModuleType
 from prefixscope.ingest import (
     BATCH,
     BATCH_BYTES,
+    BATCH_NEW_BYTES,
     IngestError,
     ProgressFn,
     Tally,
@@ -56,7 +58,8 @@ class _Rejected(Exception):
 
 class _Batch:
     """Requests read but not yet written, from one file or many: written when `BATCH`
-    requests or `BATCH_BYTES` of body JSON are held, and at the end of the run."""
+    requests or `BATCH_BYTES` of body JSON are held (`_holds`), and at the end of the
+    run."""
 
     def __init__(self, store: Store, max_count: int, max_bytes: int) -> None:
         self.store = store
@@ -65,6 +68,7 @@ class _Batch:
         self.texts: list[WrittenBody | None] = []  # each request's body (serialized once)
         self.ids: set[str] = set()
         self.held = 0  # bytes of body JSON held (UTF-8)
+        self.new_held = 0  # of bodies that extend the one before them: their new bytes
         self.prefer: Callable[[Request, Request], bool] | None = None
         self.new = 0  # requests the writes so far added
 
@@ -80,8 +84,14 @@ class _Batch:
         self.requests.append(request)
         self.texts.append(text)
         self.ids.add(request.id)
-        self.held += text.size if text is not None else 0
-        if len(self.requests) >= self.max_count or self.held >= self.max_bytes:
+        if _extends(text, self.texts[-2] if len(self.texts) > 1 else None):
+            assert text is not None and text.layout is not None
+            # its layout (a part hash an element, as stored) is inserted whole each time
+            self.new_held += text.fresh + _LAYOUT_ENTRY * sum(map(len, text.layout.values()))
+        else:
+            self.held += text.size if text is not None else 0
+        if (len(self.requests) >= self.max_count or self.held >= self.max_bytes
+                or self.new_held >= BATCH_NEW_BYTES):
             self.write(stored)
 
     def write(self, stored: Callable[[], None] | None = None) -> None:
@@ -90,9 +100,24 @@ class _Batch:
                 if self.store.ingest_run is not None:
                     runs.record(self.store, self.store.ingest_run)
                 self.new += self.store.add(self.requests, self.prefer, body_texts=self.texts)
-        self.requests, self.texts, self.ids, self.held = [], [], set(), 0
+        self.requests, self.texts, self.ids, self.held, self.new_held = [], [], set(), 0, 0
         if stored is not None:
             stored()
+
+
+def _extends(text: WrittenBody | None, before: WrittenBody | None) -> bool:
+    """Does `text` resend the lists of `before` (the body held before it in the batch),
+    those very objects (`WrittenBody.shares`), as an agent's next call does? The batch
+    then holds only its new bytes (`WrittenBody.fresh`) beside `before`'s, and its write
+    inserts only those: such a batch is bounded by `BATCH_NEW_BYTES` of them, not by
+    `BATCH_BYTES` of whole bodies, which would cut it every ~90 calls of a long Codex
+    session (0.25 GiB folder: 160 writes, each scanning what the store holds)."""
+    return (text is not None and before is not None and text.shares is not None
+            and text.shares == before.serial)
+
+
+# A part hash in a stored layout: ``"x3:`` + 32 hex digits + ``",``.
+_LAYOUT_ENTRY = 38
 
 
 @dataclass(frozen=True, slots=True)
