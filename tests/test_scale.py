@@ -150,6 +150,15 @@ def table(store: Store, sql: str) -> list[tuple[Any, ...]]:
     return store.run(sql)
 
 
+def stored(store: Store, result: Any) -> tuple[Any, ...]:
+    """What an ingest stored, row for row, and its counts (its time aside)."""
+    return (result.ingested, result.sessions, result.skipped,
+            store.run("SELECT * EXCLUDE (ingested_at) FROM requests ORDER BY id"),
+            store.run("SELECT * FROM bodies ORDER BY hash"),
+            store.run("SELECT * FROM parts ORDER BY hash"),
+            store.run("SELECT * FROM sessions ORDER BY request_id"))
+
+
 class TestBoundedIngest:
     @pytest.mark.slow
     def test_tiny_batches_store_exactly_what_the_default_batches_store(self):
@@ -157,12 +166,7 @@ class TestBoundedIngest:
         for name, knobs in (("default", {}), ("tiny", {"batch_size": 1, "batch_bytes": 1})):
             with Store.open(Path(f"{name}.duckdb")) as store:
                 result = ingest_paths(WITH_BODIES, store, **knobs)
-                stores.append((result.ingested, result.sessions, result.skipped,
-                               store.run("SELECT * EXCLUDE (ingested_at) FROM requests "
-                                         "ORDER BY id"),
-                               store.run("SELECT * FROM bodies ORDER BY hash"),
-                               store.run("SELECT * FROM parts ORDER BY hash"),
-                               store.run("SELECT * FROM sessions ORDER BY request_id")))
+                stores.append(stored(store, result))
         assert stores[0][0] > 100
         assert stores[0] == stores[1]
 
@@ -175,12 +179,7 @@ class TestBoundedIngest:
                 monkeypatch.setattr(load, "BATCH_NEW_BYTES", cap)
             with Store.open(Path(f"{name}.duckdb")) as store:
                 result = ingest_paths([str(REAL / "codex-desktop" / "sessions")], store)
-                stores.append((result.ingested, result.sessions, result.skipped,
-                               store.run("SELECT * EXCLUDE (ingested_at) FROM requests "
-                                         "ORDER BY id"),
-                               store.run("SELECT * FROM bodies ORDER BY hash"),
-                               store.run("SELECT * FROM parts ORDER BY hash"),
-                               store.run("SELECT * FROM sessions ORDER BY request_id")))
+                stores.append(stored(store, result))
         assert stores[0][0] == 485  # the publisher's call count (tests/data/real/README.md)
         assert stores[0] == stores[1]
 

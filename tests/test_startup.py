@@ -31,8 +31,9 @@ def test_help_does_not_import_heavy_libraries():
     assert out.stdout.strip() == ""
 
 
-def imported_by(argv: list[str], tmp_path) -> set[str]:
-    """The heavy libraries in sys.modules after `prefixscope ARGV` ran in a fresh process."""
+def run_main(argv: list[str], tmp_path, modules: tuple[str, ...]) -> tuple[set[str], str]:
+    """(which of `modules` -- each a module or package name -- are in sys.modules after
+    `prefixscope ARGV` ran in a fresh process, its stdout)."""
     code = (
         "import sys\n"
         "from prefixscope.cli.main import main\n"
@@ -41,13 +42,18 @@ def imported_by(argv: list[str], tmp_path) -> set[str]:
         "    main()\n"
         "except SystemExit as exit:\n"
         "    assert exit.code in (0, None), exit.code\n"
-        f"print(','.join(m for m in {HEAVY + ('jinja2', 'pyarrow')!r} if m in sys.modules),"
-        " file=sys.stderr)\n"
+        f"print(','.join(n for n in {modules!r} if n in sys.modules), file=sys.stderr)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    return set(filter(None, out.stderr.strip().splitlines()[-1].split(",")))
+    last = out.stderr.strip().splitlines()[-1:] or [""]  # the line printed last
+    return set(filter(None, last[0].split(","))), out.stdout
+
+
+def imported_by(argv: list[str], tmp_path) -> set[str]:
+    """The heavy libraries in sys.modules after `prefixscope ARGV` ran in a fresh process."""
+    return run_main(argv, tmp_path, HEAVY + ("jinja2", "pyarrow"))[0]
 
 
 def two_requests(tmp_path):
@@ -110,23 +116,8 @@ def test_a_diff_imports_the_view_it_shows_only(tmp_path):
     views = ("rich", "prefixscope.views.terminal.diff", "prefixscope.views.results",
              "prefixscope.views.json", "prefixscope.views.wording", "prefixscope.findings",
              "prefixscope.analyses.simulate")
-    code = (
-        "import sys\n"
-        "from prefixscope.cli.main import main\n"
-        "sys.argv = ['prefixscope', *sys.argv[1:]]\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as exit:\n"
-        "    assert exit.code in (0, None), exit.code\n"
-        f"print(','.join(m for m in {views!r} if m in sys.modules), file=sys.stderr)\n"
-    )
-    loaded = {}
-    for shown in ("--json", "-q"):
-        out = subprocess.run([sys.executable, "-c", code, "diff", "--all", log, shown],
-                             capture_output=True, text=True, cwd=tmp_path)
-        assert out.returncode == 0, out.stderr
-        last = out.stderr.splitlines()[-1] if out.stderr else ""  # the line printed last
-        loaded[shown] = set(filter(None, last.split(",")))
+    loaded = {shown: run_main(["diff", "--all", log, shown], tmp_path, views)[0]
+              for shown in ("--json", "-q")}
     assert loaded["--json"] == set()
     assert loaded["-q"] == {"rich", "prefixscope.views.terminal.diff"}
 
@@ -139,22 +130,11 @@ def test_a_diff_of_a_store_imports_no_log_format(tmp_path):
     log = two_requests(tmp_path)
     subprocess.run([sys.executable, "-m", "prefixscope", "ingest", log, "--store", "s.duckdb",
                     "-qq"], check=True, cwd=tmp_path)
-    code = (
-        "import sys\n"
-        "from prefixscope.cli.main import main\n"
-        "sys.argv = ['prefixscope', 'diff', '--all', '--store', 's.duckdb', '--json']\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as exit:\n"
-        "    assert exit.code in (0, None), exit.code\n"
-        "print(','.join(m for m in sys.modules if m.startswith('prefixscope.ingest')"
-        " or m == 'prefixscope.store.lookup'), file=sys.stderr)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.lstrip().startswith("{")  # the diff was made
-    assert out.stderr.strip().splitlines()[-1:] in ([], [""])
+    # a package is in sys.modules whenever any module of it is
+    loaded, stdout = run_main(["diff", "--all", "--store", "s.duckdb", "--json"], tmp_path,
+                              ("prefixscope.ingest", "prefixscope.store.lookup"))
+    assert stdout.lstrip().startswith("{")  # the diff was made
+    assert loaded == set()
 
 
 def test_an_ingest_imports_no_analysis_nor_numpy(tmp_path):
@@ -164,22 +144,10 @@ def test_an_ingest_imports_no_analysis_nor_numpy(tmp_path):
     log = two_requests(tmp_path)
     unwanted = ("numpy", "prefixscope.views.json", "prefixscope.views.results",
                 "prefixscope.findings", "prefixscope.analyses.bucket")
-    code = (
-        "import sys\n"
-        "from prefixscope.cli.main import main\n"
-        "sys.argv = ['prefixscope', *sys.argv[1:]]\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as exit:\n"
-        "    assert exit.code in (0, None), exit.code\n"
-        f"print(','.join(m for m in {unwanted!r} if m in sys.modules), file=sys.stderr)\n"
-    )
     for shown, store in (("--json", "j.duckdb"), ("-q", "q.duckdb")):
-        out = subprocess.run([sys.executable, "-c", code, "ingest", log, "--store", store,
-                              shown], capture_output=True, text=True, cwd=tmp_path)
-        assert out.returncode == 0, out.stderr
+        loaded, _ = run_main(["ingest", log, "--store", store, shown], tmp_path, unwanted)
         assert (tmp_path / store).exists()
-        assert out.stderr.strip().splitlines()[-1:] in ([], [""]), (shown, out.stderr)
+        assert loaded == set(), shown
 
 
 def test_what_a_command_writes_is_closed_before_exit(tmp_path):
