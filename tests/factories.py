@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from prefixscope.model import Request, Usage
@@ -75,3 +78,23 @@ def assert_same_entries(got: list[Any], want: list[Any]) -> None:
                 assert np.asarray(u).dtype == np.asarray(v).dtype, (x.id, name)
             else:
                 assert u == v, (x.id, name)
+
+
+def run_main(argv: list[str], cwd: Path, modules: tuple[str, ...]) -> tuple[set[str], str]:
+    """(which of `modules` -- each a module or package name -- are in sys.modules after
+    `prefixscope ARGV` ran in a fresh process, its stdout)."""
+    code = (
+        "import sys\n"
+        "from prefixscope.cli.main import main\n"
+        f"sys.argv = ['prefixscope', *{argv!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code in (0, None), exit.code\n"
+        f"print(','.join(n for n in {modules!r} if n in sys.modules), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    last = out.stderr.strip().splitlines()[-1:] or [""]  # the line printed last
+    return set(filter(None, last[0].split(","))), out.stdout

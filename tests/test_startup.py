@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from factories import run_main
 
 # not in the fast loop (`pytest -m "not slow"`): a fresh interpreter per command
 pytestmark = pytest.mark.slow
@@ -29,26 +30,6 @@ def test_help_does_not_import_heavy_libraries():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
-
-
-def run_main(argv: list[str], tmp_path, modules: tuple[str, ...]) -> tuple[set[str], str]:
-    """(which of `modules` -- each a module or package name -- are in sys.modules after
-    `prefixscope ARGV` ran in a fresh process, its stdout)."""
-    code = (
-        "import sys\n"
-        "from prefixscope.cli.main import main\n"
-        f"sys.argv = ['prefixscope', *{argv!r}]\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as exit:\n"
-        "    assert exit.code in (0, None), exit.code\n"
-        f"print(','.join(n for n in {modules!r} if n in sys.modules), file=sys.stderr)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    last = out.stderr.strip().splitlines()[-1:] or [""]  # the line printed last
-    return set(filter(None, last[0].split(","))), out.stdout
 
 
 def imported_by(argv: list[str], tmp_path) -> set[str]:
