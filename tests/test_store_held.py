@@ -104,6 +104,49 @@ def test_nothing_is_held_for_a_writer_or_past_the_budget(stored, monkeypatch):
         assert store_module._HELD == {}
 
 
+def test_the_budget_is_the_texts_utf8_bytes_and_each_entrys_cost_counted_before_reading(
+        stored):
+    # the oracle: every text fetched and encoded in Python, plus the documented entry cost
+    with Store.open(stored, read_only=True) as store:
+        parts = store.run("SELECT part FROM parts")
+        bodies = store.run("SELECT body, layout FROM bodies")
+        size = (sum(len(p.encode()) for p, in parts)
+                + sum(len(b.encode()) + len((la or "").encode()) for b, la in bodies)
+                + store_module._HELD_ENTRY * (len(parts) + len(bodies)))
+        assert size > sum(len(p) for p, in parts)  # several bytes a character among them
+        executed: list[str] = []
+        real_cursor = store.con.cursor
+
+        class Spy:  # the cursor hold_stored reads through, its queries noted
+            def __init__(self) -> None:
+                self.cursor = real_cursor()
+
+            def execute(self, sql: str, *args: Any) -> Any:
+                executed.append(sql)
+                return self.cursor.execute(sql, *args)
+
+            def close(self) -> None:
+                self.cursor.close()
+
+        store.con = _With(store.con, cursor=Spy)
+        assert not store.hold_stored(budget=size - 1)
+        assert len(executed) == 1 and "count(*)" in executed[0]  # counted, nothing read
+        assert store_module._HELD == {}
+        assert store.hold_stored(budget=size)
+        assert len(executed) == 4
+        store.let_go_stored()
+
+
+class _With:
+    """`obj` with some attributes replaced (a DuckDB connection's are read-only)."""
+
+    def __init__(self, obj: Any, **replaced: Any) -> None:
+        self._obj, self._replaced = obj, replaced
+
+    def __getattr__(self, name: str) -> Any:
+        return self._replaced[name] if name in self._replaced else getattr(self._obj, name)
+
+
 def _worker_reads(file: str) -> tuple[list[Any], list[str]]:
     """(the requests `reader(file)` gives in this worker, the tables' queries it ran)."""
     seen: list[str] = []

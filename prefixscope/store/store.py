@@ -128,7 +128,10 @@ _OFFLINE: dict[str, str | bool | int | float | list[str]] = {
 # 50 MB at 1.05 GiB (parts 43, bodies 7), 100 MB at 2.1 GiB; a 0.25 GiB folder of Codex
 # rollouts has 212 MB of parts, not held (their reads stay queries).
 HELD_BYTES = 128 << 20
-_HOLD_BATCH = 4096  # rows fetched at a time while counting against the budget
+_HOLD_BATCH = 4096  # rows fetched at a time
+# What a held text costs beside its bytes: its dict entry, its hash and its span's tuples
+# (~250 bytes measured), pages a forked worker copies when it reads them.
+_HELD_ENTRY = 256
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
@@ -1166,8 +1169,8 @@ class Store:
         reads of bodies and parts by hash from them (`iter_ids`, `iter_requests`,
         `parts_text`) in this process, and in the processes it forks while they are held,
         until `let_go_stored` (True). Nothing is held (False) on a store open for writing
-        (a body or part may yet be added), or where their JSON is over `budget` bytes
-        (what was read is let go).
+        (a body or part may yet be added), or where their JSON and what holding each
+        costs (`_HELD_ENTRY`) are over `budget` bytes: counted first, nothing read.
 
         Why: a body's and a part's JSON are read by row id (`_by_row_id`), but DuckDB
         keeps those columns ZSTD-compressed a vector of rows at a time (2,048) and
@@ -1183,34 +1186,37 @@ class Store:
         (`_held`: by the file)."""
         if not self.read_only:
             return False
-        chunks: list[bytes] = []
-        size = 0
-
-        def span(text: str) -> tuple[int, int]:
-            nonlocal size
-            data = text.encode()
-            chunks.append(data)
-            size += len(data)
-            return size - len(data), size
-
-        parts: dict[str, tuple[int, int]] = {}
-        bodies: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {}
         cursor = self.con.cursor()  # (its own: no result of `con` is left pending)
         try:
+            # the bytes and entries to hold, counted before anything is read (DuckDB's
+            # strlen counts UTF-8 bytes): a store over budget costs one scan, not a read
+            # of the budget's worth and more, nor texts held twice while joined
+            (texts, entries), = cursor.execute(
+                "SELECT (SELECT coalesce(sum(strlen(part)), 0) FROM parts) + (SELECT "
+                "coalesce(sum(strlen(body) + coalesce(strlen(layout), 0)), 0) FROM bodies), "
+                "(SELECT count(*) FROM parts) + (SELECT count(*) FROM bodies)").fetchall()
+            if texts + _HELD_ENTRY * entries > budget:
+                return False
+            blob = bytearray()
+
+            def span(text: str) -> tuple[int, int]:
+                start = len(blob)
+                blob.extend(text.encode())
+                return start, len(blob)
+
+            parts: dict[str, tuple[int, int]] = {}
+            bodies: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {}
             rel = cursor.execute("SELECT hash, part FROM parts")  # (both columns NOT NULL)
-            while size <= budget and (rows := rel.fetchmany(_HOLD_BATCH)):
+            while rows := rel.fetchmany(_HOLD_BATCH):
                 for digest, text in rows:
                     parts[digest] = span(text)
-            if size <= budget:
-                rel = cursor.execute("SELECT hash, body, layout FROM bodies")
-                while size <= budget and (rows := rel.fetchmany(_HOLD_BATCH)):
-                    for digest, body, layout in rows:
-                        bodies[digest] = (span(body), None if layout is None else span(layout))
+            rel = cursor.execute("SELECT hash, body, layout FROM bodies")
+            while rows := rel.fetchmany(_HOLD_BATCH):
+                for digest, body, layout in rows:
+                    bodies[digest] = (span(body), None if layout is None else span(layout))
         finally:
             cursor.close()
-        if size > budget:
-            return False
-        _HELD[self.file] = _Held(b"".join(chunks), bodies, parts)
+        _HELD[self.file] = _Held(blob, bodies, parts)
         return True
 
     def let_go_stored(self) -> None:
@@ -1274,7 +1280,7 @@ class _Held:
     +180 MB at 2 GiB for 100 MB held). Each text is decoded from the buffer when asked
     for, into the asker's own memory, and the buffer's pages stay shared."""
 
-    blob: bytes
+    blob: bytes | bytearray
     bodies: dict[str, tuple[tuple[int, int], tuple[int, int] | None]]
     parts: dict[str, tuple[int, int]]
 
