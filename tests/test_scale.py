@@ -185,30 +185,14 @@ class TestBoundedIngest:
 
     def test_an_agents_calls_are_cut_by_their_new_text_and_captures_by_their_whole(
             self, monkeypatch):
-        # 30 calls, each resending the last one's messages (these objects) and one more
-        element = [{"role": "user", "content": f"step {i} " + "x" * 1000} for i in range(30)]
-        bodies = [{"model": "m", "messages": element[:i + 1]} for i in range(30)]
-
-        def new_bytes(i: int) -> int:
-            # hand arithmetic over orjson's texts: the whole body less the elements it
-            # shares with the one before, plus its layout (a stored hash an element)
-            shared = bodies[i - 1]["messages"] if i else []
-            return (len(orjson.dumps(bodies[i])) - sum(len(orjson.dumps(e)) for e in shared)
-                    + 38 * len(bodies[i]["messages"]))
-
-        def cuts(extends: bool, cap: int) -> list[int]:
-            # a batch holds its first call whole, and each call after it whole or, when it
-            # extends the one before, by its new text; written when either reaches its cap
-            out, n, held, new_held = [], 0, 0, 0
-            for i, body in enumerate(bodies):
-                if n and extends:
-                    new_held += new_bytes(i)
-                else:
-                    held += len(orjson.dumps(body))
-                n += 1
-                if held >= 20_000 or new_held >= cap:
-                    out, n, held, new_held = [*out, n], 0, 0, 0
-            return out + ([n] if n else [])
+        # 12 calls, each resending the last one's messages (these objects) and one more.
+        # By hand: an element {"c":"x"*939} is 947 bytes; call i's whole body
+        # {"messages":[...]} is 15 + 947 (i + 1) + i commas = 962 + 948 i; it shares i
+        # elements with call i - 1, so its new bytes are 962 + i, and its layout 38 a hash
+        # (i + 1 of them): 1000 + 39 i in all.
+        element = [{"c": "x" * 939} for _ in range(12)]
+        bodies = [{"messages": element[:i + 1]} for i in range(12)]
+        assert [len(orjson.dumps(b)) for b in bodies[:3]] == [962, 1910, 2858]
 
         class Writes:  # the store's side of a batch: how many requests each write gave
             ingest_run = None
@@ -223,18 +207,23 @@ class TestBoundedIngest:
                 self.sizes.append(len(requests))
                 return len(requests)
 
-        cap = 5000
-        monkeypatch.setattr(load, "BATCH_NEW_BYTES", cap)
+        monkeypatch.setattr(load, "BATCH_NEW_BYTES", 3000)
+        written = {}
         for fresh in (False, True):  # as an agent's log gives them; parsed afresh (captures)
             store = Writes()
-            batch = load._Batch(cast(Store, store), max_count=10_000, max_bytes=20_000)
+            batch = load._Batch(cast(Store, store), max_count=10_000, max_bytes=5000)
             for i, body in enumerate(bodies):
                 given = orjson.loads(orjson.dumps(body)) if fresh else body
                 batch.add(make_request(f"r{i}", body=given), None, None, write_body(given))
             batch.write()
-            assert store.sizes == cuts(not fresh, cap)
-        # by hand: ~1,036 bytes an element, 38 a layout entry -> [6, 5, ...] and [6, 3, ...]
-        assert cuts(True, cap)[:2] == [6, 5] and cuts(False, cap)[:2] == [6, 3]
+            written[fresh] = store.sizes
+        # an agent's: a batch's first call whole (962, 4754 < 5000), then new bytes 1039 +
+        # 1078 + 1117 = 3234 >= 3000 (calls 0-3), 1195 + 1234 + 1273 = 3702 (4-7); call 8
+        # alone is 8546 >= 5000 whole, and so is each after it, first in its batch
+        assert written[False] == [4, 4, 1, 1, 1, 1]
+        # captures: whole bodies, 962 + 1910 + 2858 = 5730 (0-2), 3806 + 4754 (3-4), then
+        # each from 5702 on alone
+        assert written[True] == [3, 2, 1, 1, 1, 1, 1, 1, 1]
 
     def test_progress_moves_through_a_file_by_bytes_and_requests(self):
         log = Path("many.jsonl")

@@ -3,7 +3,7 @@
 Reading is `prefixscope.ingest`'s (pure: bytes in, `Request` records out); this module
 streams those records into the store in bounded batches (`ingest.BATCH` requests or
 `ingest.BATCH_BYTES` of body JSON held: an agent's call that resends the last call's
-lists counts its new elements, `_holds`), each committed on its own: DuckDB holds what a
+lists counts its new elements, `_extends`), each committed on its own: DuckDB holds what a
 transaction appends in memory until its commit, so one transaction for the whole run
 grew with the log (~2.2 GB of RSS per GiB of Codex rollouts). A batch spans files: each
 store write scans what the store holds, so a write per file made a folder of 20,000
@@ -58,7 +58,7 @@ class _Rejected(Exception):
 
 class _Batch:
     """Requests read but not yet written, from one file or many: written when `BATCH`
-    requests or `BATCH_BYTES` of body JSON are held (`_holds`), and at the end of the
+    requests or `BATCH_BYTES` of body JSON are held (`_extends`), and at the end of the
     run."""
 
     def __init__(self, store: Store, max_count: int, max_bytes: int) -> None:
@@ -84,12 +84,14 @@ class _Batch:
         self.requests.append(request)
         self.texts.append(text)
         self.ids.add(request.id)
-        if _extends(text, self.texts[-2] if len(self.texts) > 1 else None):
-            assert text is not None and text.layout is not None
+        if text is None:
+            pass
+        elif _extends(text, self.texts[-2] if len(self.texts) > 1 else None):
             # its layout (a part hash an element, as stored) is inserted whole each time
-            self.new_held += text.fresh + _LAYOUT_ENTRY * sum(map(len, text.layout.values()))
+            entries = sum(map(len, (text.layout or {}).values()))
+            self.new_held += text.fresh + _LAYOUT_ENTRY * entries
         else:
-            self.held += text.size if text is not None else 0
+            self.held += text.size
         if (len(self.requests) >= self.max_count or self.held >= self.max_bytes
                 or self.new_held >= BATCH_NEW_BYTES):
             self.write(stored)
@@ -105,15 +107,14 @@ class _Batch:
             stored()
 
 
-def _extends(text: WrittenBody | None, before: WrittenBody | None) -> bool:
+def _extends(text: WrittenBody, before: WrittenBody | None) -> bool:
     """Does `text` resend the lists of `before` (the body held before it in the batch),
     those very objects (`WrittenBody.shares`), as an agent's next call does? The batch
     then holds only its new bytes (`WrittenBody.fresh`) beside `before`'s, and its write
     inserts only those: such a batch is bounded by `BATCH_NEW_BYTES` of them, not by
     `BATCH_BYTES` of whole bodies, which would cut it every ~90 calls of a long Codex
     session (0.25 GiB folder: 160 writes, each scanning what the store holds)."""
-    return (text is not None and before is not None and text.shares is not None
-            and text.shares == before.serial)
+    return before is not None and text.shares is not None and text.shares == before.serial
 
 
 # A part hash in a stored layout: ``"x3:`` + 32 hex digits + ``",``.
