@@ -98,7 +98,9 @@ def _binding(folder: Path) -> Any:
     loaded = sys.modules.get(_BINDING)
     if loaded is not None:
         return loaded
-    files = sorted(folder.glob("_bindings*.so")) + sorted(folder.glob("_bindings*.pyd"))
+    # a build for this interpreter (another Python's would not load: tiktoken then)
+    files = sorted(f for f in folder.glob("_bindings*")
+                   if f.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)))
     if not files:
         raise ImportError(f"no {_BINDING} in {folder}")
     loader = importlib.machinery.ExtensionFileLoader(_BINDING, str(files[0]))
