@@ -80,6 +80,43 @@ def test_the_library_is_not_loaded_for_known_characters(library, unloaded_deepse
     assert unloaded_deepseek._rust is None
 
 
+# Lines as a tool's output has them: ASCII lines, lines with a character the ASCII path
+# refuses (a backspace, an arrow, CJK), line breaks of every kind, and lines starting with
+# a space or a digit (no boundary there) or with printable ASCII (a boundary).
+ASCII_LINE = st.text(st.characters(min_codepoint=0, max_codepoint=127), max_size=24)
+LINES = st.lists(st.tuples(st.one_of(ASCII_LINE, TEXTS),
+                           st.sampled_from(["\n", "\r\n", "\r", "\n\n", " \n"])),
+                 min_size=1, max_size=8).map(lambda lines: "".join(a + b for a, b in lines))
+
+
+@SETTINGS
+@given(LINES)
+@example("$ ls\n\x08\x08ok\nREADME.md\n\u279c done\n")
+def test_texts_of_lines_some_outside_the_ascii_path_are_the_librarys(
+        library, unloaded_deepseek, text):
+    """A text the ASCII path refuses is tokenized part by part at the proven line starts
+    (`HFTokenizer._by_lines`): the library's ids and offsets of the whole text."""
+    enc = unloaded_deepseek.encode(text)
+    want = library.encode(text, add_special_tokens=False)
+    assert enc.ids.tolist() == want.ids
+    assert enc.starts.tolist() == [start for start, _ in want.offsets]
+
+
+def test_the_ascii_lines_of_a_refused_text_go_through_the_ascii_path(
+        library, unloaded_deepseek):
+    # one line of a terminal's backspaces among ASCII ones, each starting with printable
+    # ASCII (a boundary before it): only that line is the Python Unicode path's
+    lines = ["$ make test\n", "50%\x08\x08\x08100%\n", "All 12 tests passed.\n", "Done\n"]
+    text = "".join(lines)
+    assert unloaded_deepseek._ascii.ids(text) is None  # the backspaces: refused whole
+    got = unloaded_deepseek.encode(text).ids.tolist()
+    assert got == library.encode(text, add_special_tokens=False).ids
+    assert got == unloaded_deepseek._unicode().ids(text)  # the whole text's Python path
+    kept = unloaded_deepseek._ascii._lines
+    assert {lines[0], lines[2], lines[3]} <= kept.keys() and lines[1] not in kept
+    assert unloaded_deepseek._rust is None
+
+
 @pytest.mark.parametrize(("text", "why"), [
     ("a\U000e0080b", "unassigned in Unicode 14.0"),
     ("x\U00011f00y", "assigned in 15.0 (Kawi): not in 3.11's database"),

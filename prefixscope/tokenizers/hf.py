@@ -144,7 +144,7 @@ class HFTokenizer(Tokenizer):
             if todo and self._rust is None and (unicode := self._unicode()) is not None:
                 left = []
                 for i in todo:
-                    found = unicode.ids(texts[i])
+                    found = self._by_lines(texts[i], unicode)
                     starts = None if found is None else char_starts(
                         texts[i].encode("utf-8"), lengths[np.array(found, dtype=np.uint32)])
                     if found is None or starts is None:
@@ -166,6 +166,38 @@ class HFTokenizer(Tokenizer):
             return out
         for i in todo:
             out[i] = self._slow(texts[i])
+        return out
+
+    def _by_lines(self, text: str, unicode: unicode_bpe.UnicodeBPE) -> list[int] | None:
+        """The library's ids of a text the ASCII path refused, part by part: cut at this
+        tokenizer's proven boundaries (`chunk_boundary`, a line start with printable
+        ASCII: ``ids(L + R) == ids(L) + ids(R)`` there, the proof in `boundaries`), each
+        part's ids the ASCII path's where it takes the part, else `unicode_bpe`'s; None
+        where a part neither takes (an added token, an unassigned character: the whole
+        text would be refused too). Each part's ids are the library's ids of that part
+        (the claims in `ascii_bpe` and `unicode_bpe`), so end to end they are the
+        library's ids of the text.
+
+        Why: one arrow in a shell prompt or a terminal's backspaces in a tool's output
+        sent the whole text (a piece-cache chunk, kilobytes of ASCII lines) through the
+        three `regex` splits, at about four times the ASCII path's cost and without its
+        kept lines (the raw bench captures, 0.2 GiB: 74 such texts, 226k characters,
+        0.13 -> 0.035 s)."""
+        boundary = self.chunk_boundary
+        ascii_path = self._ascii
+        if boundary is None or ascii_path is None:
+            return unicode.ids(text)
+        out: list[int] = []
+        start = 0
+        for end in [*(cut.start() for cut in boundary.finditer(text)), len(text)]:
+            part = text[start:end]
+            start = end
+            found = ascii_path.ids(part)
+            if found is None:
+                found = unicode.ids(part)
+                if found is None:
+                    return None
+            out += found
         return out
 
     def _slow(self, text: str) -> Encoded:
