@@ -631,3 +631,93 @@ def test_a_lowered_text_holds_a_folded_anchor_where_ignorecase_finds_it(parts: l
         return
     for anchor in _FOLDED_ANCHORS:
         assert (anchor in low) == (re.search(re.escape(anchor), text, re.I) is not None)
+
+
+def test_no_anchor_holds_a_newline() -> None:
+    """What reading a long text's anchor places off its lines rests on
+    (`_anchor_places`): every place of an anchor is inside one line."""
+    assert not [a for rule in SECRET_PATTERNS for a in rule.anchors + rule.folded if "\n" in a]
+
+
+def _places_by_looking(s: str) -> tuple[dict[str, list[int]], dict[str, list[int]] | None]:
+    """The oracle: every index of `s` (of ``lowered(s)`` for a folded anchor) where each
+    built-in anchor starts, tried one index at a time."""
+    def at(text: str, anchors: list[str]) -> dict[str, list[int]]:
+        found = {a: [i for i in range(len(text)) if text.startswith(a, i)] for a in anchors}
+        return {a: places for a, places in found.items() if places}
+
+    low = lowered(s)
+    return (at(s, [a for rule in SECRET_PATTERNS for a in rule.anchors]),
+            None if low is None else at(low, [a for rule in SECRET_PATTERNS
+                                               for a in rule.folded]))
+
+
+# Lines drawn from a small pool, so that texts repeat lines held from earlier texts (and
+# within themselves): anchors at a line's start and end, next to each other, split by a
+# newline, and the characters `lowered` refuses.
+_LINE_POOL = st.sampled_from(
+    ["", "AC", "sk-", "x sk-ant-y", "ACACA", "SK" + "0" * 32, "pass", "w", "PassWord=1",
+     "Authorization: Bearer tok3n.tok3n.tok3n.tok", "x-api-key: k3y" * 2, "\u212a", "é x",
+     "AKIA" + "QWERTYUIOPASDF23", "https://user:p4ss@host", "ey" + "J" * 20 + ".ey",
+     "•" * 3, "İpassw", "plain text", "-----BEGIN", ":A", "earer "])
+_LINES = st.lists(st.one_of(_LINE_POOL, st.text(alphabet="ACKSak-_:. \u212aé", max_size=8)),
+                  max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINES, min_size=1, max_size=4))
+def test_anchor_places_read_off_held_lines_are_those_found_by_looking(
+        texts: list[list[str]]) -> None:
+    """A text's anchor places from its lines (scanned, or held from an earlier text of
+    the same anchors) against looking at every index of the whole text."""
+    from unittest import mock
+
+    from prefixscope.model import redaction
+    from prefixscope.model.redaction import _anchor_places, _Anchors
+
+    # every text read off its lines (1), or scanned whole as one of short lines is (10**9)
+    for short_lines in (1, 10**9):
+        anchors = _Anchors(SECRET_PATTERNS)  # its held lines carry over from text to text
+        with mock.patch.object(redaction, "_SHORT_LINES", short_lines):
+            for lines in [*texts, *texts]:  # each again, every line held by then
+                text = "\n".join(lines)
+                assert _anchor_places(anchors, text) == _places_by_looking(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_NEAR_PARTS, max_size=8), st.lists(_NEAR_PARTS, max_size=8),
+       st.sampled_from(["\n", " \n", "\n\n"]), st.integers(0, 3))
+def test_long_texts_sharing_lines_mask_as_every_pattern_over_the_whole_text(
+        first: list[str], second: list[str], glue: str, cut: int) -> None:
+    """Two long texts, the second repeating the first's lines (held by then) cut at
+    another place and its own after them: each masked as every rule run over it."""
+    pad = "x" * (_NEAR_MIN + 1)
+    one = glue.join([pad, *first])
+    two = glue.join([*first[cut:], pad, *second, *first[:cut]])
+    for text in (one, two, one):
+        assert _text.__wrapped__(SECRET_PATTERNS, text) == _every_rule_masked(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(_PLANTED[:3]), min_size=1, max_size=3),
+       st.lists(st.integers(0, 40_000), min_size=1, max_size=3), st.integers(-120, 120),
+       st.integers(1, 200))
+def test_windows_of_consecutive_turns_mask_as_the_whole_text_cut_there(
+        secrets: list[str], places: list[int], offset: int, width: int) -> None:
+    """Consecutive turns (each the last one's text and more, a line changed at its head)
+    masked in windows placed at and across their planted secrets' edges: each window as
+    the whole text masked and cut there, whatever lines the turns before left held."""
+    lines = [f"line {i} of the history, a message or a tool's output" for i in range(900)]
+    for secret, at in zip(secrets, places, strict=False):
+        i = at * len(lines) // 40_001
+        lines[i] = lines[i][:at % 30] + secret + lines[i][at % 30:]
+    r = Redactor()
+    for turn in range(3):
+        text = "\n".join([f"billing header cch={turn:05x}", *lines[:600 + 100 * turn]])
+        for secret in secrets:
+            if secret not in text:
+                continue
+            edge = text.index(secret) + (0 if offset < 0 else len(secret)) + offset
+            start = max(0, edge - width // 2)
+            want = _every_rule_masked(text)[start:start + width]
+            assert r.window(text, start, start + width) == want

@@ -46,9 +46,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from itertools import accumulate
 from typing import Any
 
 MASK = "•"
@@ -422,18 +424,11 @@ def _builtin_only(rules: tuple[Rule, ...]) -> Redactor:
 @lru_cache(maxsize=16)
 def _text(rules: tuple[Rule, ...], s: str) -> str:
     # Cached: a diff masks each prompt once though it is both sides of two pairs.
-    # `folded` and `found` are of the text before any rule masked it: masking only turns
-    # characters into MASK, which no anchor holds, and keeps every position, so it never
-    # makes an anchor appear or move: where an anchor is in the text masked so far, it
-    # was in `s` (the places found may hold more: a superset, see `_sub_near`).
+    if len(s) > _NEAR_MIN:
+        return _text_near(rules, s)
     folded = lowered(s)
-    found: tuple[dict[str, list[int] | None], dict[str, list[int] | None]] = ({}, {})
-    near = len(s) > _NEAR_MIN
     for rule in rules:
-        starts = _starts(rule, s, folded, found) if near else None
-        if starts is not None:
-            s = _sub_near(rule.pattern, s, starts)
-        elif rule.may_match(s, folded):
+        if rule.may_match(s, folded):
             s = rule.pattern.sub(_masked, s)
     return s
 
@@ -448,42 +443,181 @@ _NEAR_MAX = 64
 _NEAR_SHARE = 8
 
 
-def _starts(rule: Rule, original: str, folded: str | None,
-            found: tuple[dict[str, list[int] | None], dict[str, list[int] | None]]
-            ) -> list[int] | None:
-    """Every place in `original` where a match of `rule` can start, ascending (maybe more
-    than once): `rule.lead` characters before each place of its anchors, up to it; or None
-    where the rule is to be run over the text (no `lead`; a folded anchor in a text
-    `lowered` cannot give; more places than `_NEAR_MAX` and a `_NEAR_SHARE`-th of the
-    text). `found` keeps each anchor's places (in `original`, and each folded anchor's in
-    `folded`; None: too many) for the rules after this one."""
+def _text_near(rules: tuple[Rule, ...], s: str) -> str:
+    """`_text` of a text longer than `_NEAR_MIN`: a rule with a `lead` is tried only near
+    its anchors' places (`_starts`, `_sub_near`); another runs over the text where the
+    text holds one of its anchors.
+
+    Each rule's step is ``rule.pattern.sub(_masked, s)`` of the text the rules before it
+    left. The places are those of the text before any rule masked it: masking only turns
+    characters into MASK, which no anchor holds, and keeps every position, so it never
+    makes an anchor appear or move: where an anchor is in the text masked so far, it was
+    in `s`. The places may hold more (an anchor a rule before masked): a superset, which
+    `_sub_near` allows, and a rule run because its anchor was in `s` finds nothing where
+    no anchor is left (every match holds one)."""
+    places = _anchor_places(_anchors(rules), s)
+    limit = max(_NEAR_MAX, len(s) // _NEAR_SHARE)
+    for rule in rules:
+        starts = _starts(rule, places, limit)
+        if starts is not None:
+            s = _sub_near(rule.pattern, s, starts)
+        elif _holds_anchor(rule, places, s):
+            s = rule.pattern.sub(_masked, s)
+    return s
+
+
+# Where the anchors are in a text: each anchor found (`Rule.anchors`) -> its places in the
+# text, ascending; each folded anchor found (`Rule.folded`) -> its places in
+# `lowered(text)`, or None where `lowered` gives no text.
+_Places = tuple[dict[str, list[int]], dict[str, list[int]] | None]
+_NOTHING: _Places = ({}, {})  # a text without any anchor (shared: never changed)
+
+
+def _starts(rule: Rule, places: _Places, limit: int) -> list[int] | None:
+    """Every place where a match of `rule` can start, ascending (maybe more than once):
+    `rule.lead` characters before each place of its anchors, up to it; or None where the
+    rule is to be run over the text (no `lead`; a folded anchor where `lowered` gives no
+    text; more places than `limit`)."""
+    plain, folded = places
     if rule.lead is None or (rule.folded and folded is None):
         return None
-    limit = max(_NEAR_MAX, len(original) // _NEAR_SHARE)
-    places: list[int] = []
-    for anchors, text, seen in ((rule.anchors, original, found[0]),
-                                (rule.folded, folded, found[1])):
+    at: list[int] = []
+    for anchors, found in ((rule.anchors, plain), (rule.folded, folded or {})):
         for anchor in anchors:
-            if anchor not in seen:
-                assert text is not None  # folded anchors without `folded` returned above
-                seen[anchor] = _places(text, anchor, limit)
-            at = seen[anchor]
-            if at is None:
+            here = found.get(anchor, ())
+            if len(here) > limit:
                 return None
-            places += at
+            at += here
     if rule.lead:
-        places = [max(0, p - back) for p in places for back in range(rule.lead + 1)]
-    return sorted(places) if len(places) <= limit else None
+        at = [max(0, p - back) for p in at for back in range(rule.lead + 1)]
+    return sorted(at) if len(at) <= limit else None
 
 
-def _places(text: str, anchor: str, limit: int) -> list[int] | None:
-    """Every index of `text` where `anchor` starts (overlapping ones too), ascending; None
-    past `limit` of them."""
+def _holds_anchor(rule: Rule, places: _Places, text: str) -> bool:
+    """`rule.may_match` of the text `places` were found in: False only when it holds none
+    of the rule's anchors."""
+    plain, folded = places
+    if not rule.anchors and not rule.folded:
+        return True
+    if any(anchor in plain for anchor in rule.anchors):
+        return True
+    if not rule.folded:
+        return False
+    if folded is not None:
+        return any(anchor in folded for anchor in rule.folded)
+    return rule.may_match(text, None)  # IGNORECASE asked of the engine itself
+
+
+class _Anchors:
+    """The anchors of one set of rules, and the places of them in each line of the long
+    texts masked lately (a cache: `_anchor_places`)."""
+
+    __slots__ = ("plain", "folded", "lines", "held")
+
+    def __init__(self, rules: tuple[Rule, ...]) -> None:
+        self.plain = tuple(dict.fromkeys(a for rule in rules for a in rule.anchors))
+        self.folded = tuple(dict.fromkeys(a for rule in rules for a in rule.folded))
+        self.lines: dict[str, _Places] = {}
+        self.held = 0  # what the lines held cost: their characters and `_LINE_COST` each
+
+    def scan(self, lines: list[str]) -> list[_Places]:
+        """Where each anchor is in each of `lines` (none holding a newline), found by
+        looking through them joined by newlines: one call per anchor, not per line and
+        anchor. No anchor holds a newline, so each place in the joined text is in one line;
+        a line `lowered` gives no text of is newlines in the lowered text (holding no
+        folded anchor; its places are None)."""
+        lows = [lowered(line) for line in lines]
+        starts = list(accumulate([len(line) + 1 for line in lines], initial=0))
+        # line -> anchor -> places, for the lines holding any
+        plain: dict[int, dict[str, list[int]]] = {}
+        folded: dict[int, dict[str, list[int]]] = {}
+        for anchors, text, out in (
+                (self.plain, "\n".join(lines), plain),
+                (self.folded, "\n".join(low if low is not None else "\n" * len(line)
+                                        for line, low in zip(lines, lows, strict=True)),
+                 folded)):
+            for anchor in anchors:
+                for at in _every(text, anchor):
+                    i = bisect_right(starts, at) - 1
+                    out.setdefault(i, {}).setdefault(anchor, []).append(at - starts[i])
+        return [_NOTHING if i not in plain and i not in folded and low is not None
+                else (plain.get(i, {}), None if low is None else folded.get(i, {}))
+                for i, low in enumerate(lows)]
+
+    def keep(self, line: str, found: _Places) -> None:
+        """Hold `found`, the places in `line`, for the next text holding the same line."""
+        cost = len(line) + _LINE_COST
+        if self.held + cost > _LINES_HELD:
+            self.lines.clear()
+            self.held = 0
+        self.lines[line] = found
+        self.held += cost
+
+
+# Consecutive turns of a session repeat most of their text, so the windows a diff masks
+# in them (`Redactor.window`) repeat most of their lines: each line is scanned once while
+# held. What the lines held cost is bounded by `_LINES_HELD`: a line's characters and
+# `_LINE_COST` for its entry (its string's header and its slot).
+_LINES_HELD = 1 << 21
+_LINE_COST = 64
+# A text whose lines are shorter than this on average is scanned whole.
+_SHORT_LINES = 16
+# id of a rules tuple -> (that tuple, held so the id is not reused; its anchors)
+_ANCHORS: dict[int, tuple[tuple[Rule, ...], _Anchors]] = {}
+
+
+def _anchors(rules: tuple[Rule, ...]) -> _Anchors:
+    held = _ANCHORS.get(id(rules))
+    if held is None or held[0] is not rules:
+        held = _ANCHORS[id(rules)] = (rules, _Anchors(rules))
+    return held[1]
+
+
+def _anchor_places(anchors: _Anchors, s: str) -> _Places:
+    """Where each anchor is in `s`, read off the places in its lines (held, or scanned
+    and held).
+
+    Why equal: no anchor holds a newline (tests/test_redaction.py checks every built-in
+    one), so each place of an anchor in `s` lies inside one of its lines and is that
+    line's start plus the anchor's place in the line, and every place in a line is one in
+    `s`. The same holds of the folded anchors in `lowered(s)`: `lowered` gives no text of
+    `s` exactly where it gives none of one of its lines (the characters it refuses are in
+    a line, never a newline), and otherwise lowers each character of `s` to one character
+    (`lowered`'s docstring), an ASCII one as `str.lower` lowers it alone, so a folded
+    anchor (ASCII) is in `lowered(s)` exactly where it is in its line's lowered text. The
+    places come out ascending: lines in order, each line's ascending."""
+    lines = s.split("\n")
+    if len(lines) > len(s) // _SHORT_LINES:  # a look-up a line costs more than a scan
+        return anchors.scan([s])[0]
+    held = list(map(anchors.lines.get, lines))
+    new = list(dict.fromkeys(line for line, found in zip(lines, held, strict=True)
+                             if found is None))  # each new line once
+    scanned = dict(zip(new, anchors.scan(new), strict=True))
+    known = [scanned[line] if found is None else found
+             for line, found in zip(lines, held, strict=True)]
+    for line, found in scanned.items():
+        anchors.keep(line, found)
+    # line i starts after the characters of the lines before it and i newlines
+    before = list(accumulate(map(len, lines), initial=0))
+    plain: dict[str, list[int]] = {}
+    folded: dict[str, list[int]] | None = {}
+    for i in [i for i, found in enumerate(known) if found is not _NOTHING]:
+        at, (in_line, in_lowered) = before[i] + i, known[i]
+        for anchor, here in in_line.items():
+            plain.setdefault(anchor, []).extend([at + p for p in here])
+        if in_lowered is None:
+            folded = None
+        elif folded is not None:
+            for anchor, here in in_lowered.items():
+                folded.setdefault(anchor, []).extend([at + p for p in here])
+    return plain, folded
+
+
+def _every(text: str, anchor: str) -> list[int]:
+    """Every index of `text` where `anchor` starts (overlapping ones too), ascending."""
     out: list[int] = []
     at = text.find(anchor)
     while at >= 0:
-        if len(out) == limit:
-            return None
         out.append(at)
         at = text.find(anchor, at + 1)
     return out
