@@ -36,32 +36,31 @@ def breakpoint_ends(tok: Tokens, body: dict[str, object]) -> tuple[int, ...]:
     if not marked and not automatic:
         return ()
     segments = tok.prompt.segments
-    # each segment's token end, as `Tokens.segment_token_spans` gives it: where the next
-    # segment's first token is (the last segment's: where the text ends)
-    bounds = np.fromiter(map(_CHAR_START, segments), dtype=np.int64, count=len(segments))
-    bounds[:-1] = bounds[1:]
-    if len(bounds):
-        bounds[-1] = len(tok.prompt.text)
-    stops = np.searchsorted(tok.char_starts, bounds, side="left").tolist()
-    ends: set[int] = set()
+    # A block is a run of segments: its own, and the template glue after it up to the
+    # next block's first segment. `lasts`: the last segment of each marked block's run.
+    lasts: list[int] = []
     key: str | None = None  # the open block's key (None: no block yet)
-    end = 0
-    for found, stop in zip(map(_block_key, map(_PATH, segments)), stops, strict=True):
+    last = 0
+    for i, found in enumerate(map(_block_key, map(_PATH, segments))):
         if key is not None and (found is None or found == key):
-            # the block's end so far: the segments partition the text in order, so their
-            # bounds never decrease, nor do their stops (searchsorted is monotone)
-            end = stop
+            last = i
             continue
         if key in marked:
-            ends.add(end)
-        key, end = found or "template", stop
+            lasts.append(last)
+        key, last = found or "template", i
     if key is not None and (key in marked or automatic):
-        ends.add(end)
-    return tuple(sorted(ends))
+        lasts.append(last)
+    if not lasts:
+        return ()
+    # a segment's token end, as `Tokens.segment_token_spans` gives it: where the next
+    # segment's first token is (the last segment's: where the text ends); looked up for
+    # these segments only (each lookup in a long prompt's offsets is cache misses)
+    bounds = [segments[i + 1].char_start if i + 1 < len(segments) else len(tok.prompt.text)
+              for i in lasts]
+    return tuple(sorted(set(np.searchsorted(tok.char_starts, bounds, side="left").tolist())))
 
 
 _PATH = attrgetter("path")
-_CHAR_START = attrgetter("char_start")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -75,23 +74,25 @@ def _marked_keys(body: dict[str, object]) -> set[str]:
     """The block keys `simulate.prepare._cache_control` finds a mark under in `body`: ``tools[i]``,
     ``system``, ``system[i]``, ``messages[i]``, ``messages[i].content[j]`` (and
     ``template``, a body key of that name), each an index into a list, the mark a dict."""
-    def marked(node: object) -> bool:
-        return isinstance(node, dict) and isinstance(node.get("cache_control"), dict)
-
-    out: set[str] = set()
-    for name in ("template", "system"):
-        if marked(body.get(name)):
-            out.add(name)
+    out = {name for name in ("template", "system") if _marked(body.get(name))}
     for name in ("tools", "system", "messages"):
         listed = body.get(name)
         if not isinstance(listed, list):
             continue
         for i, item in enumerate(listed):
-            if marked(item):
+            if not isinstance(item, dict):
+                continue
+            if "cache_control" in item and isinstance(item["cache_control"], dict):
                 out.add(f"{name}[{i}]")
-            if name == "messages" and isinstance(item, dict):
+            if name == "messages":
                 content = item.get("content")
-                if isinstance(content, list):
-                    out.update(f"messages[{i}].content[{j}]"
-                               for j, block in enumerate(content) if marked(block))
+                if isinstance(content, list):  # the common case inline: no call a block
+                    out.update(f"messages[{i}].content[{j}]" for j, block in enumerate(content)
+                               if isinstance(block, dict) and "cache_control" in block
+                               and isinstance(block["cache_control"], dict))
     return out
+
+
+def _marked(node: object) -> bool:
+    """Whether `node` carries a mark: a dict whose ``cache_control`` is a dict."""
+    return isinstance(node, dict) and isinstance(node.get("cache_control"), dict)
