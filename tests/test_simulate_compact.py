@@ -28,7 +28,8 @@ from prefixscope.analyses.simulate import (
     replay_prepared,
     replay_report,
 )
-from prefixscope.engines import ENGINES, block_keys, get_engine
+from prefixscope.engines import ENGINES, Units, block_keys, get_engine
+from prefixscope.engines.base import run_contents
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 from prefixscope.tokens import tokens_many
@@ -78,6 +79,31 @@ class TestIncrementalKeys:
         assert (None if got.ends is None else got.ends.tolist()) == (
             None if want.ends is None else want.ends.tolist())
 
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.integers(0, 3), max_size=80), st.data(), st.integers(1, 6),
+           st.sampled_from([None, "lora-a"]), st.sampled_from([None, "lora-b"]))
+    def test_keys_with_a_runs_contents_read_off_the_base_equal_keys_over_the_whole(
+            self, base, data, size, namespace, base_namespace):
+        """A sequence made of a new start, a run of the base's tokens (at any shift, whole
+        blocks or not) and a new end: its keys given the run's block contents read off the
+        base's keys (`run_contents`) are `block_keys` of the whole sequence hashed."""
+        tokens = st.lists(st.integers(0, 3), max_size=20)
+        start = data.draw(st.integers(0, len(base)))
+        length = data.draw(st.integers(0, len(base) - start))
+        head, tail = data.draw(tokens), data.draw(tokens)
+        whole = head + base[start: start + length] + tail
+        base_units = Units.chain(base, size, namespace=base_namespace)
+        contents = run_contents(base_units, size, (len(head), start, length))
+        got = block_keys(whole, size, namespace=namespace, contents=contents)
+        assert got.tolist() == block_keys(whole, size, namespace=namespace).tolist()
+        blocks_in_run = [i for i in range(len(whole) // size)
+                         if len(head) <= i * size and (i + 1) * size <= len(head) + length
+                         and 1 <= i + (start - len(head)) // size]
+        if (start - len(head)) % size == 0 and blocks_in_run:  # read off, not hashed
+            assert contents is not None
+            assert contents[0] == blocks_in_run[0]
+            assert len(contents[1]) == len(blocks_in_run)
+
     def test_every_registered_engine_is_covered(self):
         assert set(ENGINES) - {"blocktrace"} == {
             "vllm", "sglang", "lmcache", "openai", "deepseek", "anthropic"}
@@ -117,6 +143,85 @@ class TestCompaction:
         shared, resumed, own = _compact(base, ids)
         assert (shared, resumed) == (300, None)
         assert own.tolist() == list(range(100, 250)) + [7, 7]
+
+
+@st.composite
+def _sessions(draw: st.DrawFn) -> tuple[list[_Prepared], list[np.ndarray]]:
+    """Compact entries in log order and the whole prompt each one stands for, built
+    independently: a prompt is a new one, or its base's first `shared` tokens, new ones,
+    maybe a run of the base found again (at its own place or elsewhere), more new ones --
+    an agent's appending turn, a cut history, a volatile header; bases extended once or
+    several times (a branch), own ids sometimes of another dtype than the base's."""
+    tokens = st.lists(st.integers(0, 9), max_size=30)
+    entries: list[_Prepared] = []
+    wholes: list[np.ndarray] = []
+    for i in range(draw(st.integers(1, 14))):
+        parent = draw(st.none() | st.integers(0, i - 1)) if i else None
+        dtype = draw(st.sampled_from([np.uint32, np.int64]))
+        if parent is None:
+            whole = np.array(draw(tokens), dtype=dtype)
+            entries.append(_Prepared(f"r{i}", "s", None, False, None, None, whole, None,
+                                     None, 0, 0))
+            wholes.append(whole)
+            continue
+        base = wholes[parent]
+        appends = draw(st.booleans())
+        shared = len(base) if appends else draw(st.integers(0, len(base)))
+        first = np.array(draw(tokens), dtype=dtype)
+        resumed = None
+        if not appends and draw(st.booleans()):
+            start = draw(st.integers(0, len(base)))
+            length = draw(st.integers(0, len(base) - start))
+            if draw(st.booleans()) and shared <= start:  # at its own place
+                first = np.array(draw(st.lists(st.integers(0, 9), min_size=start - shared,
+                                               max_size=start - shared)), dtype=dtype)
+            resumed = (shared + len(first), start, length)
+        rest = np.array(draw(tokens), dtype=dtype)
+        run = base[resumed[1]: resumed[1] + resumed[2]] if resumed else base[:0]
+        whole = np.concatenate((base[:shared], first, run, rest))
+        entries.append(_Prepared(f"r{i}", "s", f"r{parent}", False, None, None,
+                                 np.concatenate((first, rest)), None, None, 0, 0,
+                                 base=f"r{parent}", shared=shared, resumed=resumed))
+        wholes.append(whole)
+    return entries, wholes
+
+
+class TestHeldPrompts:
+    @settings(max_examples=300, deadline=None)
+    @given(_sessions())
+    def test_every_prompt_is_rebuilt_whole_and_no_array_handed_out_changes(self, made):
+        """`_Expander.full_ids` writes an appending turn's ids after its base's in one
+        buffer: each array it returns is the prompt, with the dtype `whole_ids`'
+        concatenation gives it, still at the end (no later write reached it), and the
+        entries' own ids are left as they are."""
+        entries, wholes = made
+        own = [np.asarray(p.ids).copy() for p in entries]
+        expander = _Expander(entries, get_engine("vllm"))
+        got = [expander.full_ids(p)[0] for p in entries]
+        slow: dict[str, np.ndarray] = {}  # the concatenation, prompt by prompt
+        for p in entries:
+            slow[p.id] = p.whole_ids(slow[p.base] if p.base is not None else None)
+        for p, ids, whole in zip(entries, got, wholes, strict=True):
+            assert ids.tolist() == whole.tolist()
+            assert ids.dtype == slow[p.id].dtype
+        assert all(np.asarray(p.ids).tolist() == mine.tolist()
+                   for p, mine in zip(entries, own, strict=True))
+        assert expander._held == {}
+
+    def test_a_session_of_appending_turns_shares_one_buffer(self):
+        """Three turns, each appending to the last: the second and third write into the
+        first's buffer (room for them), and the first's ids are still its own."""
+        a = _Prepared("a", "s", None, False, None, None, np.arange(5, dtype=np.uint32),
+                      None, None, 0, 0)
+        b = _Prepared("b", "s", "a", False, None, None, np.array([7, 8], dtype=np.uint32),
+                      None, None, 0, 0, base="a", shared=5)
+        c = _Prepared("c", "s", "b", False, None, None, np.array([9], dtype=np.uint32),
+                      None, None, 0, 0, base="b", shared=7)
+        expander = _Expander([a, b, c], get_engine("vllm"))
+        ids = [expander.full_ids(p)[0] for p in (a, b, c)]
+        assert [x.tolist() for x in ids] == [[0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 7, 8],
+                                             [0, 1, 2, 3, 4, 7, 8, 9]]
+        assert np.shares_memory(ids[0], ids[2]) and not np.shares_memory(ids[0], a.ids)
 
 
 @pytest.fixture(scope="module")

@@ -90,9 +90,11 @@ class Units:
 
     @classmethod
     def chain(cls, token_ids: Sequence[int] | np.ndarray, unit: int, *,
-              namespace: str | None = None, prefix_keys: np.ndarray | None = None) -> Units:
+              namespace: str | None = None, prefix_keys: np.ndarray | None = None,
+              contents: tuple[int, np.ndarray] | None = None) -> Units:
         """Chained keys of the full units of `token_ids` (see `block_keys`)."""
-        return cls(block_keys(token_ids, unit, namespace=namespace, prefix_keys=prefix_keys),
+        return cls(block_keys(token_ids, unit, namespace=namespace, prefix_keys=prefix_keys,
+                              contents=contents),
                    len(token_ids), unit)
 
     @classmethod
@@ -154,7 +156,8 @@ class Units:
 
 def block_keys(token_ids: Sequence[int] | np.ndarray, block_size: int, *,
                namespace: str | None = None,
-               prefix_keys: np.ndarray | None = None) -> np.ndarray:
+               prefix_keys: np.ndarray | None = None,
+               contents: tuple[int, np.ndarray] | None = None) -> np.ndarray:
     """Chained 64-bit keys of the full blocks of `token_ids` (partial tail dropped; the
     hash contract in the module doc).
 
@@ -167,6 +170,9 @@ def block_keys(token_ids: Sequence[int] | np.ndarray, block_size: int, *,
             already known (another sequence with the same leading tokens, cut with the
             same size and namespace): they are copied and only the blocks after them
             hashed, chained on the last of them. The result is the same as without.
+        contents: (lo, c): the content hashes of blocks ``lo, lo + 1, ...`` already
+            known (`run_contents`: blocks another sequence has, read off its keys);
+            those blocks' tokens are not hashed again. The result is the same as without.
 
     Returns:
         A read-only uint64 array of ``len(token_ids) // block_size`` keys.
@@ -184,14 +190,57 @@ def block_keys(token_ids: Sequence[int] | np.ndarray, block_size: int, *,
         parent = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else _ROOT
     m = n - start
     if m:
-        blocks = np.ascontiguousarray(token_ids[start * block_size: n * block_size],
-                                      dtype=np.int64).view(np.uint64).reshape(m, block_size)
-        content = _mixed(blocks @ _weights(block_size))
+        lo = hi = n  # the blocks [lo, hi) whose contents are known
+        if contents is not None:
+            lo = min(max(contents[0], start), n)
+            hi = max(min(contents[0] + len(contents[1]), n), lo)
+        content = np.empty(m, dtype=np.uint64)
+        content[:lo - start] = _contents(token_ids, block_size, start, lo)
+        if hi > lo:
+            assert contents is not None
+            content[lo - start: hi - start] = contents[1][lo - contents[0]: hi - contents[0]]
+        content[hi - start:] = _contents(token_ids, block_size, hi, n)
         up, down = _powers(m)
         out[start:] = np.cumsum(content * down[:m], dtype=np.uint64) * up[:m] + \
             np.uint64(parent) * up[1:m + 1]
     out.flags.writeable = False
     return out
+
+
+def _contents(token_ids: Sequence[int] | np.ndarray, block_size: int, lo: int, hi: int
+              ) -> np.ndarray:
+    """c of blocks [lo, hi) of `token_ids` (the hash contract in the module doc)."""
+    if hi <= lo:
+        return np.zeros(0, dtype=np.uint64)
+    blocks = np.ascontiguousarray(token_ids[lo * block_size: hi * block_size],
+                                  dtype=np.int64).view(np.uint64).reshape(hi - lo, block_size)
+    return _mixed(blocks @ _weights(block_size))
+
+
+def run_contents(base: Units, unit: int, resumed: tuple[int, int, int]
+                 ) -> tuple[int, np.ndarray] | None:
+    """The content hashes c (`block_keys`' `contents`) of a sequence's blocks that lie in
+    a run of `base`'s tokens found again in it -- `resumed` (at, start, length): its
+    tokens [at, at + length) are base's [start, start + length) -- read off base's keys
+    (None: no such block, or base is not cut into plain chained blocks of `unit`).
+
+    Why: block i of the sequence holds tokens [i * unit, (i + 1) * unit); inside the run
+    (at <= i * unit, (i + 1) * unit <= at + length) and with the run shifted by whole
+    blocks (start - at = d * unit) those are base's tokens of its block i + d, so the two
+    blocks' c are equal (c is a function of a block's tokens alone). Base's keys give
+    each of its c but the first: ``key[j] = key[j - 1] * P + c[j]``, so
+    ``c[j] = key[j] - key[j - 1] * P`` (mod 2**64), for 1 <= j < base's full blocks."""
+    at, start, length = resumed
+    if not base.chained or base.ends is not None or base.unit != unit or \
+            (start - at) % unit:
+        return None
+    d = (start - at) // unit
+    lo = max(-(-at // unit), 1 - d)
+    hi = min((at + length) // unit, base.n_full - d)
+    if hi <= lo:
+        return None
+    keys = base.keys[lo + d - 1: hi + d]
+    return lo, keys[1:] - keys[:-1] * np.uint64(_P)
 
 
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -353,9 +402,11 @@ class Engine(Protocol):
         ...
 
     def units_extending(self, token_ids: Sequence[int] | np.ndarray, base: Units,
-                        shared: int) -> Units:
+                        shared: int, resumed: tuple[int, int, int] | None = None) -> Units:
         """`units(token_ids)` when its first `shared` tokens are those `base` (this
-        engine's units of another sequence) was cut from: chained keys reuse `base`'s."""
+        engine's units of another sequence) was cut from: chained keys reuse `base`'s.
+        `resumed` (at, start, length): its tokens [at, at + length) are base's [start,
+        start + length) too (`run_contents`)."""
         ...
 
     def lookup(self, prompt: Units, *, now: float | None = None) -> Lookup:
@@ -393,13 +444,16 @@ class BaseEngine:
         return Units.chain(token_ids, self.unit)
 
     def units_extending(self, token_ids: Sequence[int] | np.ndarray, base: Units,
-                        shared: int) -> Units:
+                        shared: int, resumed: tuple[int, int, int] | None = None) -> Units:
         # Only plain chained blocks carry over (raw ids and segments are cut afresh); a
-        # key covers whole blocks, so only the blocks within the shared tokens.
+        # key covers whole blocks, so only the blocks within the shared tokens (and the
+        # contents of those within a run found again at a whole-block shift).
         if not base.chained or base.ends is not None or base.unit != self.unit:
             return self.units(token_ids)
         return Units.chain(token_ids, self.unit,
-                           prefix_keys=base.keys[: min(shared // self.unit, base.n_full)])
+                           prefix_keys=base.keys[: min(shared // self.unit, base.n_full)],
+                           contents=None if resumed is None else
+                           run_contents(base, self.unit, resumed))
 
     def _check(self, units: Units) -> None:
         if units.unit != self.unit:

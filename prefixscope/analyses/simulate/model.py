@@ -218,14 +218,22 @@ class _Prepared:
     def whole_ids(self, base_ids: np.ndarray | None) -> np.ndarray:
         """The prompt's whole token ids, given its `base`'s whole ids (None: no base)."""
         assert self.ids is not None
-        own = np.asarray(self.ids)  # read back once, when spilled
         if base_ids is None:
-            return own
+            return np.asarray(self.ids)  # read back once, when spilled
+        return np.concatenate(self.whole_parts(base_ids))
+
+    def whole_parts(self, base_ids: np.ndarray, own: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, ...]:
+        """The arrays `whole_ids(base_ids)` concatenates (`own`: the own ids, read
+        already)."""
+        assert self.ids is not None
+        if own is None:
+            own = np.asarray(self.ids)  # read back once, when spilled
         if self.resumed is None:
-            return np.concatenate((base_ids[: self.shared], own))
+            return base_ids[: self.shared], own
         at, start, length = self.resumed
-        return np.concatenate((base_ids[: self.shared], own[: at - self.shared],
-                               base_ids[start: start + length], own[at - self.shared:]))
+        return (base_ids[: self.shared], own[: at - self.shared],
+                base_ids[start: start + length], own[at - self.shared:])
 
 
 class SimulateError(ValueError):

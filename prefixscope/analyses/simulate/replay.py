@@ -23,7 +23,7 @@ from prefixscope.analyses.simulate.model import (
     engine_block_size,
 )
 from prefixscope.engines import ENGINES, get_engine
-from prefixscope.engines.base import Admission, Engine, Units
+from prefixscope.engines.base import Admission, Engine, Units, run_contents
 from prefixscope.engines.sweep import BlocktraceSweep, Sweep, SweepResult
 from prefixscope.parallel import Pool, shared
 
@@ -32,7 +32,9 @@ class _Expander:
     """The whole token ids and units of compact `_Prepared` prompts, in log order: a
     prompt's are kept only while a later prompt still extends it (its `base`), so a
     replay holds about one prompt per running session. A prompt that extends its base
-    reuses the base's block keys for the shared blocks (`Engine.units_extending`)."""
+    reuses the base's block keys for the shared blocks (`Engine.units_extending`), and
+    one that appends to it writes its own ids after the base's in their buffer
+    (`_HeldIds`): an agent's turn costs its new ids, not a copy of its whole prompt."""
 
     def __init__(self, prepared: Sequence[_Prepared], engine: Engine,
                  log_ttl: bool = True) -> None:
@@ -41,7 +43,7 @@ class _Expander:
         # after 1-hour writes), unless the replay was given a retention (`--ttl`, a fit)
         self._log_ttl = log_ttl
         self._left = Counter(p.base for p in prepared if p.base is not None)
-        self._held: dict[str, tuple[np.ndarray, Units | None]] = {}
+        self._held: dict[str, tuple[_HeldIds, Units | None]] = {}
         self._namespace: dict[str, str | None] = {}  # a held prompt's namespace
         self._base_namespace: str | None = None  # that of the base `full_ids` last used
         # Of the last `units`: its base's units and how many of its leading keys are
@@ -52,24 +54,31 @@ class _Expander:
 
     def full_ids(self, p: _Prepared) -> tuple[np.ndarray, Units | None]:
         """`p`'s whole prompt token ids, and its base's units when it has a base (call
-        once per request, in order)."""
-        ids, base = p.whole_ids(None), None
+        once per request, in order; never written after, `_HeldIds`)."""
+        held, base = None, None
         self.released = None
         if p.base is not None:
             if p.base not in self._held:
                 raise ValueError(f"request {p.id} extends {p.base}, not replayed before it")
-            base_ids, base = self._held[p.base]
+            held, base = self._held[p.base]
             self._base_namespace = self._namespace.get(p.base)
-            ids = p.whole_ids(base_ids)
             self._left[p.base] -= 1
-            if not self._left[p.base]:
+            last = not self._left[p.base]
+            if last:
                 del self._held[p.base], self._left[p.base]
                 self._namespace.pop(p.base, None)
                 self.released = base
-        if self._left.get(p.id):
-            self._held[p.id] = (ids, None)
+        keep = bool(self._left.get(p.id))
+        if held is not None:
+            mine = held.extended(p, last, keep)
+        elif keep:
+            mine = _HeldIds.of((np.asarray(p.ids),))
+        else:
+            return p.whole_ids(None), base
+        if keep:
+            self._held[p.id] = (mine, None)
             self._namespace[p.id] = p.namespace
-        return ids, base
+        return mine.ids, base
 
     def holds(self, request_id: str) -> bool:
         """Is this request's prompt kept for a later one that extends it?"""
@@ -82,10 +91,13 @@ class _Expander:
         plain = engine.units(ids[:0])
         if not plain.chained or plain.ends is not None:
             return engine.units(ids)
-        prefix = None
+        prefix = contents = None
         if base is not None and self._base_namespace == p.namespace:
             prefix = base.keys[: min(p.shared // engine.unit, base.n_full)]
-        return Units.chain(ids, engine.unit, namespace=p.namespace, prefix_keys=prefix)
+        if base is not None and p.resumed is not None:  # (a block's c has no namespace)
+            contents = run_contents(base, engine.unit, p.resumed)
+        return Units.chain(ids, engine.unit, namespace=p.namespace, prefix_keys=prefix,
+                           contents=contents)
 
     def units(self, p: _Prepared, output: bool) -> tuple[Units, Units | None]:
         """(prompt, prompt + output when `output` and the log has one) of `p`."""
@@ -114,16 +126,65 @@ class _Expander:
             prompt = self._salted(ids, base, p)
         else:
             prompt = (engine.units(ids) if base is None or self._base_namespace is not None
-                      else engine.units_extending(ids, base, p.shared))
+                      else engine.units_extending(ids, base, p.shared, p.resumed))
         if base is not None and self._base_namespace == p.namespace:
             self.prefix = (base, p.shared // engine.unit)  # the keys cut from the base's
         if p.id in self._held:
-            self._held[p.id] = (ids, prompt)
+            self._held[p.id] = (self._held[p.id][0], prompt)
         if output and p.output_ids is not None:
             whole = np.concatenate((ids, np.asarray(p.output_ids)))
             return prompt, engine.units_extending(whole, prompt, len(ids))
         return prompt, None
 
+
+
+class _HeldIds:
+    """A held prompt's whole token ids, ``buffer[:n]``, in a buffer with room after them:
+    a successor that appends to the prompt (an agent's next turn) writes its own ids
+    there instead of copying the prompt whole.
+
+    Why that is `whole_ids`: a successor with no `resumed` run that shares all n tokens
+    has the ids ``base[:n] + own``, and the buffer's first n are ``base``; writing ``own``
+    at n makes ``buffer[:n + len(own)]`` exactly that. Nothing handed out is written:
+    every array returned is some ``buffer[:m]``, and a write falls at or after the end of
+    the held prompt it extends, the longest prefix of the buffer handed out so far, so
+    only where this is the base's last successor (`_Expander.full_ids` drops it then; an
+    earlier successor's write would lie under the next one's). Any other successor (a
+    cut history, a run found again, another dtype, no room left) is copied into a new
+    buffer, as `whole_ids` concatenates it. A prompt that is no one's base has no room."""
+
+    __slots__ = ("buffer", "n")
+
+    def __init__(self, buffer: np.ndarray, n: int) -> None:
+        self.buffer, self.n = buffer, n
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.buffer[: self.n]
+
+    @classmethod
+    def of(cls, parts: Sequence[np.ndarray], room: bool = True) -> _HeldIds:
+        """The concatenation of `parts` in a new buffer, with room for a later turn's ids
+        where `room` (an entry's own ids belong to the prepared list: never written)."""
+        n = sum(len(part) for part in parts)
+        buffer = np.empty(n + (n // 2 + _ROOM if room else 0), dtype=np.result_type(*parts))
+        np.concatenate(parts, out=buffer[:n])
+        return cls(buffer, n)
+
+    def extended(self, p: _Prepared, last: bool, keep: bool) -> _HeldIds:
+        """`p.whole_ids(self.ids)` as held ids: in this buffer where `p` appends to this
+        prompt and is its `last` successor (the class doc), else in a new buffer, with
+        room where `keep` (`p` is held for a later prompt)."""
+        own = np.asarray(p.ids)  # (read back once, when spilled)
+        n = self.n + len(own)
+        if last and p.resumed is None and p.shared == self.n and n <= len(self.buffer) \
+                and own.dtype == self.buffer.dtype:
+            self.buffer[self.n: n] = own
+            return _HeldIds(self.buffer, n)
+        return _HeldIds.of(p.whole_parts(self.ids, own), room=keep)
+
+
+_ROOM = 4096  # tokens of room a held prompt's buffer has at least, for its successor's
 
 
 def _ttl(engine: Engine) -> float:
