@@ -376,3 +376,53 @@ class TestCompactionMarkers:
         assert self.marker([{"role": "user", "content": "Summarize the conversation so far."}]
                            ) is None
         assert self.marker([{"role": "user", "content": "Is USER_CONTEXT: a keyword?"}]) is None
+
+
+class TestChainValues:
+    """Threading holds each request's chain as an ``array('Q')`` (`sessions._compact`) for
+    its memory; the store's chain values are unsigned 64-bit hashes, any of them."""
+
+    @staticmethod
+    def rows(histories, labels):
+        """Threading rows of requests with these histories (tuples of message numbers, in
+        time order, each with its explicit session or None), each history prefix's chain
+        value given by `labels` (a one-to-one map of the distinct prefixes)."""
+        from datetime import datetime, timedelta
+
+        start = datetime(2026, 1, 1)
+        return [{"id": f"r{n:03d}", "timestamp": start + timedelta(minutes=n),
+                 "source_format": "codex", "session_key": key, "parent_key": None,
+                 "native_id": None, "user_id": None, "client": None, "model": "m",
+                 "prefix_chain": [labels[h[:k]] for k in range(1, len(h) + 1)],
+                 "fingerprint": "f", "message_count": len(h), "prompt_tokens": 100 * len(h),
+                 "compaction_marker": marker}
+                for n, (h, key, marker) in enumerate(histories)]
+
+    def test_threading_depends_on_which_values_are_equal_not_on_their_size(self):
+        from hypothesis import given, settings
+        from hypothesis import strategies as st
+
+        history = st.lists(st.integers(0, 2), min_size=0, max_size=6).map(tuple)
+        request = st.tuples(history, st.sampled_from([None, "s1", "s2"]),
+                            st.sampled_from([None, None, "codex"]))
+
+        @settings(max_examples=150, deadline=None)
+        @given(st.lists(request, min_size=1, max_size=40))
+        def check(histories):
+            prefixes = sorted({h[:k] for h, _, _ in histories for k in range(1, len(h) + 1)})
+            small = {p: n + 1 for n, p in enumerate(prefixes)}
+            # the same equalities, at the top of the unsigned 64-bit range (2**64 - 1 down)
+            large = {p: (1 << 64) - 1 - n for n, p in enumerate(prefixes)}
+            assert (thread_sessions(self.rows(histories, small))
+                    == thread_sessions(self.rows(histories, large)))
+
+        check()
+
+    def test_a_history_longer_than_recent_requests_extends_its_predecessor(self):
+        # 40 turns of one session, each history the last one plus a message: every turn
+        # extends the one before, the chain values the largest the store holds
+        turns = [(tuple(range(k)), "s", None) for k in range(1, 41)]
+        prefixes = {tuple(range(k)): (1 << 64) - k for k in range(1, 41)}
+        links = thread_sessions(self.rows(turns, prefixes))
+        assert [(ln.prev_id, ln.link, ln.turn) for ln in links] == [
+            (None, "start", 0)] + [(f"r{n - 1:03d}", "extends", n) for n in range(1, 40)]
