@@ -589,20 +589,23 @@ def _anchor_places(anchors: _Anchors, s: str) -> _Places:
     lines = s.split("\n")
     if len(lines) > len(s) // _SHORT_LINES:  # a look-up a line costs more than a scan
         return anchors.scan([s])[0]
-    held = list(map(anchors.lines.get, lines))
-    new = list(dict.fromkeys(line for line, found in zip(lines, held, strict=True)
-                             if found is None))  # each new line once
-    scanned = dict(zip(new, anchors.scan(new), strict=True))
-    known = [scanned[line] if found is None else found
-             for line, found in zip(lines, held, strict=True)]
-    for line, found in scanned.items():
-        anchors.keep(line, found)
+    known: list[_Places | None] = list(map(anchors.lines.get, lines))
+    if None in known:  # lines not held: each scanned once, then held
+        new = list(dict.fromkeys(line for line, found in zip(lines, known, strict=True)
+                                 if found is None))
+        scanned = dict(zip(new, anchors.scan(new), strict=True))
+        known = [scanned[line] if found is None else found
+                 for line, found in zip(lines, known, strict=True)]
+        for line, found in scanned.items():
+            anchors.keep(line, found)
     # line i starts after the characters of the lines before it and i newlines
     before = list(accumulate(map(len, lines), initial=0))
     plain: dict[str, list[int]] = {}
     folded: dict[str, list[int]] | None = {}
     for i in [i for i, found in enumerate(known) if found is not _NOTHING]:
-        at, (in_line, in_lowered) = before[i] + i, known[i]
+        at, places = before[i] + i, known[i]
+        assert places is not None  # every line's places are known by now
+        in_line, in_lowered = places
         for anchor, here in in_line.items():
             plain.setdefault(anchor, []).extend([at + p for p in here])
         if in_lowered is None:
