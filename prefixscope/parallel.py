@@ -100,13 +100,28 @@ def tokenizer_threads() -> int:
         return cores()
 
 
-def release_freed_memory() -> None:
+def release_freed_memory(keep: int = 0) -> None:
     """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; nothing
     elsewhere). CPython frees a task's objects, but glibc keeps their pages in the
-    process: a worker that walked a run of sessions held ~160 MB more than it used."""
+    process: a worker that walked a run of sessions held ~160 MB more than it used.
+    `keep`: only when the heap holds more than that many bytes free (`_free_heap`;
+    where it cannot be read, always)."""
     trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
+    if trim is None:
+        return
+    if keep:
+        free = _free_heap()
+        if free is not None and free <= keep:
+            return
+    trim(0)
+
+
+# What a pool's worker keeps of the heap its task freed, for its next task to reuse: handed
+# back after every task, it was faulted in again page by page by the next (report of the
+# 1.05 GiB raw store: a walk task frees 40-70 MB, a what-if task 15-25 MB; each worker
+# took ~240k page faults, 0.5-0.65 s of system CPU of its 8 s). Above this, handed back,
+# so a worker holds at most this much more than it uses (summed memory: two workers).
+WORKER_KEEPS_FREED = 64 << 20
 
 
 @cache
@@ -119,12 +134,37 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
 
 
+def _free_heap() -> int | None:
+    """The bytes free in glibc's heap (``mallinfo2().fordblks``: freed, not handed back),
+    or None where it cannot be read (another libc; glibc before 2.33)."""
+    info = _mallinfo2()
+    return None if info is None else int(info().fordblks)
+
+
+@cache
+def _mallinfo2() -> Callable[[], Any] | None:
+    try:
+        import ctypes
+
+        class MallInfo2(ctypes.Structure):  # glibc's struct mallinfo2, every field size_t
+            _fields_ = [(name, ctypes.c_size_t) for name in (
+                "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                "uordblks", "fordblks", "keepcost")]
+
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+        mallinfo2.restype = MallInfo2
+        return mallinfo2
+    except (OSError, AttributeError):
+        return None
+
+
 def _run_and_release(run: Callable[[T], R], task: T) -> R:
-    """`run(task)` in a worker, then its freed memory handed back (see above)."""
+    """`run(task)` in a worker, then its freed memory handed back past what the next task
+    reuses (`WORKER_KEEPS_FREED`, above)."""
     try:
         return run(task)
     finally:
-        release_freed_memory()
+        release_freed_memory(keep=WORKER_KEEPS_FREED)
 
 
 def _start(initializer: Callable[..., object] | None, initargs: tuple[Any, ...]) -> None:

@@ -1,0 +1,54 @@
+"""A pool's worker hands its freed heap back to the system after a task only past what its
+next task reuses (`parallel.WORKER_KEEPS_FREED`): handed back after every task, the next
+one faulted the same pages in again (system CPU). The oracle: the rule itself on stated
+free sizes (glibc's allocator faked), and the tasks' results as in this process."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefixscope import parallel
+from prefixscope.parallel import WORKER_KEEPS_FREED, Pool, release_freed_memory
+
+
+@pytest.fixture
+def trims(monkeypatch):
+    """The calls of glibc's malloc_trim, recorded instead of made."""
+    calls: list[int] = []
+    monkeypatch.setattr(parallel, "_malloc_trim", lambda: calls.append)
+    return calls
+
+
+@pytest.mark.parametrize(("free", "keep", "trimmed"), [
+    (10, 0, True),  # nothing kept: always handed back (the parent before a fork)
+    (0, 0, True),
+    (100, 100, False),  # up to `keep` free: kept for the next task
+    (99, 100, False),
+    (101, 100, True),  # past it: handed back
+    (None, 100, True),  # the heap unreadable (another libc): handed back, as before
+])
+def test_freed_heap_is_kept_up_to_the_bound(monkeypatch, trims, free, keep, trimmed):
+    monkeypatch.setattr(parallel, "_free_heap", lambda: free)
+    release_freed_memory(keep=keep)
+    assert trims == ([0] if trimmed else [])
+
+
+def test_nothing_is_trimmed_where_there_is_no_malloc_trim(monkeypatch):
+    monkeypatch.setattr(parallel, "_malloc_trim", lambda: None)
+    release_freed_memory()  # (no error)
+    release_freed_memory(keep=WORKER_KEEPS_FREED)
+
+
+def test_free_heap_is_a_byte_count_or_unknown():
+    free = parallel._free_heap()
+    assert free is None or free >= 0
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_a_forked_pool_gives_the_results_of_this_process():
+    tasks = list(range(40))
+    with Pool(2, fork=True) as pool:
+        assert pool.map(_square, tasks) == [x * x for x in tasks]
