@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import accumulate
@@ -89,14 +89,21 @@ class Rule:
 
     def may_match(self, text: str, lowered: str | None) -> bool:
         """False only when `text` holds none of the anchors (`lowered`: `lowered(text)`)."""
+        return self.may_hold(text, lowered, text)
+
+    def may_hold(self, plain: Container[str], folded: Container[str] | None,
+                 text: str) -> bool:
+        """False only when `text` holds none of the anchors: `plain` holds those in it (the
+        text itself, or the anchors found in it), `folded` the folded anchors in its
+        lowered form (None: not known, the regular expression engine asked of `text`)."""
         if not self.anchors and not self.folded:
             return True
-        if any(a in text for a in self.anchors):
+        if any(a in plain for a in self.anchors):
             return True
         if not self.folded:
             return False
-        if lowered is not None:  # a letter of an anchor matches its two cases alone
-            return any(a in lowered for a in self.folded)
+        if folded is not None:  # a letter of an anchor matches its two cases alone
+            return any(a in folded for a in self.folded)
         # IGNORECASE also pairs "K" (Kelvin) with "k", "ſ" with "s", ...: ask the regular
         # expression engine the pattern runs on.
         assert self._folded_re is not None
@@ -461,7 +468,7 @@ def _text_near(rules: tuple[Rule, ...], s: str) -> str:
         starts = _starts(rule, places, limit)
         if starts is not None:
             s = _sub_near(rule.pattern, s, starts)
-        elif _holds_anchor(rule, places, s):
+        elif rule.may_hold(*places, s):
             s = rule.pattern.sub(_masked, s)
     return s
 
@@ -491,21 +498,6 @@ def _starts(rule: Rule, places: _Places, limit: int) -> list[int] | None:
     if rule.lead:
         at = [max(0, p - back) for p in at for back in range(rule.lead + 1)]
     return sorted(at) if len(at) <= limit else None
-
-
-def _holds_anchor(rule: Rule, places: _Places, text: str) -> bool:
-    """`rule.may_match` of the text `places` were found in: False only when it holds none
-    of the rule's anchors."""
-    plain, folded = places
-    if not rule.anchors and not rule.folded:
-        return True
-    if any(anchor in plain for anchor in rule.anchors):
-        return True
-    if not rule.folded:
-        return False
-    if folded is not None:
-        return any(anchor in folded for anchor in rule.folded)
-    return rule.may_match(text, None)  # IGNORECASE asked of the engine itself
 
 
 class _Anchors:
