@@ -85,8 +85,8 @@ def _tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 def test_an_ingest_without_polars_stores_what_one_through_frames_does(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without Polars loaded, every write of sample_logs/ binds its rows (each is under
-    `BOUND_TEXT`) and threading fetches its rows; with it, frames both."""
+    """Without Polars loaded, every write of sample_logs/ binds its rows (all of them are
+    under `BOUND_TEXT`) and threading fetches its rows; with it, frames both."""
     made, ways = {}, []
     run_bound, run_framed = Store._run_bound, Store._run_framed
     monkeypatch.setattr(Store, "_run_bound", lambda *a: ways.append("bound") or run_bound(*a))
@@ -108,12 +108,36 @@ def test_a_write_binds_while_polars_is_not_loaded_and_its_text_is_small() -> Non
         "from prefixscope.store.store import BOUND_TEXT, _binds\n"
         "small, large = {'t': ['x' * 10, None]}, {'t': ['x' * BOUND_TEXT, 'x']}\n"
         "print(_binds(small, {'t': 'Utf8'}), _binds(large, {'t': 'Utf8'}))\n"
+        "print(_binds(small, {'t': 'Utf8'}, BOUND_TEXT - 10),"
+        " _binds(small, {'t': 'Utf8'}, BOUND_TEXT - 9))\n"
         "import polars\n"
         "print(_binds(small, {'t': 'Utf8'}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    assert out.stdout.split() == ["True", "False", "False"]
+    assert out.stdout.split() == ["True", "False", "True", "False", "False"]
+
+
+def test_a_stores_writes_bind_until_their_text_adds_up_past_the_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound is on the text a store's writes bound in all, not on each write's: of
+    three writes of 40% of `BOUND_TEXT` each the first two bind, the third is a frame (an
+    ingest of many small batches binds no more than one large write would); the table
+    holds every row either way."""
+    monkeypatch.setattr(store_module, "_polars_loaded", lambda: False)
+    ways: list[str] = []
+    run_bound, run_framed = Store._run_bound, Store._run_framed
+    monkeypatch.setattr(Store, "_run_bound", lambda *a: ways.append("bound") or run_bound(*a))
+    monkeypatch.setattr(Store, "_run_framed", lambda *a: ways.append("framed") or run_framed(*a))
+    text = "x" * (store_module.BOUND_TEXT * 2 // 5)
+    with Store.open(Path("s.duckdb")) as store:
+        store.run("CREATE TABLE t (n INTEGER, text VARCHAR)")
+        for n in range(3):
+            store._run_on("_rows", {"n": [n], "text": [text]}, {"n": "Int32", "text": "Utf8"},
+                          "INSERT INTO t SELECT * FROM _rows")
+        assert store.run("SELECT n, length(text) FROM t ORDER BY n") == [
+            (n, len(text)) for n in range(3)]
+    assert ways == ["bound", "bound", "framed"]
 
 
 def test_a_report_on_a_small_log_imports_neither_polars_nor_pyarrow(tmp_path: Path) -> None:

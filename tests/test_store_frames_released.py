@@ -36,7 +36,7 @@ def test_no_frame_a_write_made_is_alive_after_it_inside_the_transaction(
 
     monkeypatch.setattr(Store, "_run_framed", spy)
     # every write through a frame (a small write may bind its rows instead: store._binds)
-    monkeypatch.setattr(store_module, "_binds", lambda rows, types: False)
+    monkeypatch.setattr(store_module, "_binds", lambda *args: False)
     with Store.open(tmp_path / "s.duckdb") as store, store.transaction():
         for batch in range(3):
             store.add(_requests(f"b{batch}-", 4))

@@ -81,14 +81,18 @@ if TYPE_CHECKING:  # polars is imported by the writes, not by a command that onl
 # A write's rows (`Store._run_on`): each column's values, in the order its statement reads
 # them, and each column's type as the schema names them (`schema.polars_type`).
 Rows = Mapping[str, Sequence[Any]]
-# A write of at most this many characters of text, in a process that has not imported
-# Polars, gives DuckDB its columns as parameters (`Store._run_bound`), not as a frame:
-# importing Polars is ~0.09 s of CPU (of the ~1.7 s of `report` on sample_logs/, issue 37),
-# and DuckDB converts a column of Python strings ~8 ms per MB slower than Polars does
-# (0.43 -> 2.9 s for 310 MB), so a frame pays past ~10 MB. Once Polars is imported (a
-# larger write, a frame read), every write goes through a frame. Either way each column
-# is cast to the type the schema names (tests/test_store_bound_writes.py: the same rows).
-BOUND_TEXT = 4 << 20
+# A store's writes, in a process that has not imported Polars, give DuckDB their columns as
+# parameters (`Store._run_bound`), not as frames, until they have given it this many
+# characters of text in all: importing Polars is ~0.09 s of CPU (of the ~1.5 s of `report`
+# on sample_logs/ or a 2 MB Codex rollout, whose writes hold ~6.3 M characters, ~4.8 M of
+# them one write's body layouts; issue 37), and DuckDB converts a column of Python strings
+# ~3-8 ms per MB slower than Polars does (0.43 -> 2.9 s for 310 MB), so frames pay past
+# ~10-25 MB. Counted over the store's writes, not each write's own, so an ingest of many
+# small batches binds no more than one large write would before it imports Polars. Once
+# Polars is imported (a larger write, a frame read), every write goes through a frame.
+# Either way each column is cast to the type the schema names
+# (tests/test_store_bound_writes.py: the same rows).
+BOUND_TEXT = 8 << 20
 # Session threading fetches its rows without a frame up to this many requests, where the
 # frame's faster rows (`Store.threading_rows`) would not yet pay for Polars' import.
 _FETCHED_ROWS = 10_000
@@ -142,18 +146,31 @@ def _polars_loaded() -> bool:
     return "polars" in sys.modules
 
 
-def _binds(rows: Rows, types: Mapping[str, str]) -> bool:
+def _binds(rows: Rows, types: Mapping[str, str], bound: int = 0) -> bool:
     """Whether a write of `rows` gives DuckDB its columns as parameters (`BOUND_TEXT`):
-    Polars is not imported, and the text columns hold at most `BOUND_TEXT` characters."""
-    if _polars_loaded():
-        return False
+    Polars is not imported, and the text columns hold at most `BOUND_TEXT` characters with
+    the `bound` characters the store's writes gave as parameters before."""
+    return (not _polars_loaded()
+            and bound + _text_size(rows, types, BOUND_TEXT - bound) <= BOUND_TEXT)
+
+
+def _text_size(rows: Rows, types: Mapping[str, str], past: int | None = None) -> int:
+    """The characters of the text columns of `rows` (counted up to `past`, a bound)."""
     total = 0
     for name, spelled in types.items():
         if spelled == "Utf8":
             total += sum(len(v) for v in rows[name] if v is not None)
-            if total > BOUND_TEXT:
-                return False
-    return True
+            if past is not None and total > past:
+                break
+    return total
+
+
+def _list_text(values: Iterable[Sequence[int] | None]) -> list[str | None]:
+    """A list column's values as `Store._run_bound` gives them: each list's integers as
+    decimal text joined by commas ("" an empty list, None a NULL). DuckDB converts a list
+    parameter's Python integers one at a time (0.08 s for the 125k of a 2 MB Codex
+    rollout's prefix chains); the text is split and cast in the statement (0.015 s)."""
+    return [None if v is None else ",".join(map(str, v)) for v in values]
 
 
 def _naive_utc(values: Iterable[datetime | None]) -> list[datetime | None]:
@@ -304,6 +321,7 @@ class Store:
         self.named = path  # the file a full disk's message names (a new store's final name)
         self.read_only = read_only
         self._streams: dict[str, _ArrowStream] = {}  # the names registered (`_run_on`)
+        self._bound_text = 0  # the characters of text writes gave as parameters
         self._usage_records: list[UsageRecord] | None = None  # read-only: `usage_records`
         self.ingest_run: runs.Run | None = None  # the ingest writing (`store.runs`)
         self._pid = os.getpid()  # the process whose connection this is (`close`)
@@ -520,7 +538,8 @@ class Store:
         """Execute `sql` with `rows` (column -> values, each of the type `types` names)
         visible to it as `name`: as DuckDB parameters when they are small and Polars is
         not loaded (`BOUND_TEXT`), else as a Polars frame."""
-        if _binds(rows, types):
+        if _binds(rows, types, self._bound_text):
+            self._bound_text += _text_size(rows, types)
             return self._run_bound(name, rows, types, sql)
         import polars as pl
 
@@ -533,10 +552,20 @@ class Store:
         list parameter per column, cast to the column's type (``unnest`` of several lists
         in one select zips them: row i holds each list's item i). A timestamp with a time
         zone is given as the UTC time without one, which is what a Polars ``Datetime``
-        column makes of it."""
-        columns = ", ".join(f'unnest(?::{duckdb_type(t)}[]) AS "{c}"' for c, t in types.items())
-        values = [_naive_utc(rows[c]) if t == "Datetime" else list(rows[c])
-                  for c, t in types.items()]
+        column makes of it. A column of lists of integers is given as text (`_list_text`),
+        split and cast back to its type."""
+        lists = [c for c, t in types.items() if t.startswith("List[")]
+        columns = ", ".join(
+            f'unnest(?::{"VARCHAR" if c in lists else duckdb_type(t)}[]) AS "{c}"'
+            for c, t in types.items())
+        values = [_naive_utc(rows[c]) if t == "Datetime" else _list_text(rows[c])
+                  if c in lists else list(rows[c]) for c, t in types.items()]
+        if lists:
+            # `string_split` of "" is [""], not []: an empty list is spelled apart
+            cast = ", ".join(f"""CASE WHEN "{c}" = '' THEN []::{duckdb_type(types[c])} """
+                             f"""ELSE string_split("{c}", ',')::{duckdb_type(types[c])} """
+                             f'END AS "{c}"' for c in lists)
+            columns = f"* REPLACE ({cast}) FROM (SELECT {columns})"
         return self.run(f"WITH {name} AS (SELECT {columns}) {sql}", values)
 
     def _run_framed(self, name: str, frame: pl.DataFrame, sql: str
