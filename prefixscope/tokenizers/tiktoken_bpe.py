@@ -92,7 +92,11 @@ class TiktokenTokenizer(Tokenizer):
         self._token_starts = self._token_ends - lengths
         self._special_bytes = {idx: tok.encode("utf-8") for tok, idx in specials.items()}
         if encoder is None:
-            self._enc  # noqa: B018 - built now, before any fork (module doc)
+            # built now, before any fork (module doc), from the table read above (the
+            # rank dict of `rank_dict` without reading the cache a second time)
+            ranks_dict = _from_arrays(blob, ends, ranks)
+            self.__dict__["_enc"] = self._encoding(
+                ranks_dict if ranks_dict is not None else _load_bpe(raw))
 
     def __getstate__(self) -> dict[str, Any]:
         """The state without the `encoder` (a Rust object that does not pickle): a copy
@@ -104,10 +108,14 @@ class TiktokenTokenizer(Tokenizer):
     @cached_property
     def _enc(self) -> Any:
         """tiktoken's ``Encoding`` of this rank file, pattern and special tokens."""
+        return self._encoding(rank_dict(self._raw))
+
+    def _encoding(self, ranks: dict[bytes, int]) -> Any:
+        """tiktoken's ``Encoding`` of `ranks` (this rank file's), the pattern and the
+        special tokens."""
         import tiktoken
 
-        return tiktoken.Encoding(self.name, pat_str=self._pattern,
-                                 mergeable_ranks=rank_dict(self._raw),
+        return tiktoken.Encoding(self.name, pat_str=self._pattern, mergeable_ranks=ranks,
                                  special_tokens=self._specials)
 
     def encode(self, text: str) -> Encoded:
