@@ -286,7 +286,7 @@ def test_a_head_text_from_the_cache_is_that_heads_own_render(
     options = RenderOptions(what_if=(transform,))
     render_module.head_text(_claude(first), options)
     warm = render_module.head_text(_claude(second), options)
-    render_module._HEAD_TEXTS.clear()
+    render_module._HEAD_FRAMES.clear()
     assert warm == render_module.head_text(_claude(second), options)
 
 
@@ -299,11 +299,11 @@ def test_heads_whose_billing_hash_alone_differs_share_their_stripped_text() -> N
                 "messages": [{"role": "user", "content": "hi"}]}
 
     strip = RenderOptions(what_if=("strip-billing-header",))
-    render_module._HEAD_TEXTS.clear()
+    render_module._HEAD_FRAMES.clear()
     a = render_module.head_text(_claude(body("00001")), strip)
     b = render_module.head_text(_claude(body("fffff")), strip)
     assert a == b and a is not None and "cch=" not in a[0] and "Be kind." in a[0]
-    assert len(render_module._HEAD_TEXTS) == 1  # one render for both
+    assert len(render_module._HEAD_FRAMES) == 1  # one render for both
     plain_a = render_module.head_text(_claude(body("00001")), RenderOptions())
     plain_b = render_module.head_text(_claude(body("fffff")), RenderOptions())
     assert plain_a is not None and plain_b is not None
@@ -558,7 +558,7 @@ def test_a_converted_heads_text_starts_its_whole_render(body: dict[str, Any],
             continue
         assert render(request, options).text.startswith(head[0])
         render_module = importlib.import_module("prefixscope.prompt.pipeline")
-        render_module._HEAD_TEXTS.clear()
+        render_module._HEAD_FRAMES.clear()
         head_text(_claude(body), options)
         assert head_text(request, options) == head
 
@@ -576,10 +576,10 @@ def test_a_head_text_is_its_own_endpoints_render_whatever_the_cache_holds() -> N
     requests = [_claude(body), _chat(body)]
     cold = []
     for request in requests:
-        render_module._HEAD_TEXTS.clear()
+        render_module._HEAD_FRAMES.clear()
         cold.append(render_module.head_text(request, RenderOptions()))
     assert cold[0] is not None and cold[1] is not None and cold[0] != cold[1]
     for order in (requests, requests[::-1]):
-        render_module._HEAD_TEXTS.clear()
+        render_module._HEAD_FRAMES.clear()
         warm = [render_module.head_text(r, RenderOptions()) for r in order]
         assert warm == (cold if order is requests else cold[::-1])

@@ -213,8 +213,10 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     T(H) is rendered from the body without its history through the same conversion,
     unmarked: a bundled template prints text as it is, so its plain render is the marked
     one stripped (tests/test_template_parity.py); lone surrogates become U+FFFD as
-    `render_turn` makes them. The caller checks the cut falls at a split token of the
-    prompt it has (`simulate.prepare`)."""
+    `render_turn` makes them; its system texts filled into its frame, rendered once for
+    the heads that differ in those texts alone (`_framed_head`, the proof there). The
+    caller checks the cut falls at a split token of the prompt it has
+    (`simulate.prepare`)."""
     body = request.body
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return None
@@ -250,32 +252,185 @@ def head_text(request: Request, options: RenderOptions) -> tuple[str, str] | Non
     # and the edits read and write the system's values alone, so the template input is
     # the same whether the edits are made before marking (here) or after (the render):
     # two heads the edits make equal (a billing header whose hash changes, stripped) have
-    # one text.
+    # one text. Of that head, the system texts are printed once each, as they are
+    # (`_framed_head`): the rest -- the frame -- is rendered once for every head that
+    # differs from it in those texts alone (a billing header whose hash changes, kept).
     with marks_active(False):  # as `_template_input` makes them with this marker
-        raw = _json(apply_text_edits(endpoint, head, plan, Marker(enabled=False)))
+        edited = apply_text_edits(endpoint, head, plan, Marker(enabled=False))
+    framed, texts = _framed_head(endpoint, edited)
+    raw = _json(framed)
     key = None if raw is None else (tok.name, options.what_if, endpoint, profile,
                                     xxhash.xxh3_128_intdigest(raw))
-    text = _HEAD_TEXTS.get(key) if key is not None else None
-    if text is None:
+    frame = _HEAD_FRAMES.get(key) if key is not None else None
+    if frame is None:
+        frame = _head_frame(endpoint, framed, profile, proxy, plan, tok, len(texts))
+        if key is not None:
+            _HEAD_FRAMES[key] = frame
+            if len(_HEAD_FRAMES) > _HEAD_FRAMES_KEPT:
+                del _HEAD_FRAMES[next(iter(_HEAD_FRAMES))]
+    text = _filled(frame, texts) if frame is not _UNFRAMED else None
+    if text is None:  # the template input of the head itself, rendered whole
         converted, tools = _template_input(endpoint, head, profile, proxy, plan, tok,
                                            Marker(enabled=False))
-        if not all(m.get("role") in SYSTEM_ROLES for m in converted):
-            text = ""  # (no text ends with G: None, remembered as such)
-        else:
-            text = _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, converted,
-                                                            tools, tok.template_vars))
-        if key is not None:
-            _HEAD_TEXTS[key] = text
-            if len(_HEAD_TEXTS) > _HEAD_TEXTS_KEPT:
-                del _HEAD_TEXTS[next(iter(_HEAD_TEXTS))]
+        text = _head_render(converted, tools, tok)
     return (text[:-len(generation)], tok.name) if text.endswith(generation) else None
 
 
-# The heads `head_text` rendered last, by (template, what-ifs, endpoint, gateway profile,
-# hash of the body without its history): a session's turns and a request's what-ifs share
-# their heads.
-_HEAD_TEXTS: dict[tuple[str, tuple[str, ...], str, str, int], str] = {}
-_HEAD_TEXTS_KEPT = 256
+# The frames `head_text` rendered last (`_head_frame`), by (template, what-ifs, endpoint,
+# gateway profile, hash of the framed body without its history): a session's turns and a
+# request's what-ifs share their heads' frames.
+_HEAD_FRAMES: dict[tuple[str, tuple[str, ...], str, str, int],
+                   tuple[tuple[str, ...], tuple[int, ...]] | str] = {}
+_HEAD_FRAMES_KEPT = 256
+_UNFRAMED = "unframed"  # `_HEAD_FRAMES`: a hole not found once in the frame: render whole
+
+
+def _hole(i: int) -> str:
+    """The stand-in for the `i`-th system text of a framed head (`_framed_head`): plane 15
+    private-use characters (not the marks' range), found once each in the frame's text or
+    the frame is not used."""
+    return f"\U000f0000{i}\U000f0001"
+
+
+def _framed_head(endpoint: str, head: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """(the head body with each of its system texts replaced by `_hole(i)`, the texts in
+    the order of i), for a head `head_text` renders (an Anthropic body without messages,
+    an OpenAI Chat body with its leading system and developer messages alone), its what-if
+    edits made: Anthropic's ``system`` when it is a non-empty string, or the ``text`` of
+    each of its blocks that is a dict with a string ``text``; of an OpenAI Chat head, each
+    system or developer message's ``content`` when it is a string, or the ``text`` of each
+    of its parts that is a dict of type ``text`` with a string ``text``. Everything else
+    stays (and is in the frame's key).
+
+    Why the head's text is the frame's with each hole replaced by its text (`_filled`):
+    the text is T(X), X the head's template input (`_template_input`: marking, which
+    copies unmarked values as they are; the plan's ``sort-json-keys`` and ``no-hoist``,
+    its text edits being made already; the conversion; `serving`), and T a template of
+    `splice.HEADS`, which prints the content of each system or developer message of a
+    head input once, as it is, and reads it nowhere else (`splice.HEADS`, the frame) -- so
+    T(X) is F_0 + c_1 + F_1 + ... + c_k + F_k with F_j independent of the contents c_j.
+    Each framed text reaches one content, whole, where the text itself would, and nothing
+    else reads it:
+
+    * the proxy view (`anthropic_proxy_view`): the head's one system message has the
+      content parts ``tool_text`` of each tool, then ``system`` when a string, or the
+      ``text`` of each dict block whose ``text`` is a string (any type); `serving` joins a
+      message's text parts with "\\n" into its content (the bundled templates print
+      ``message.content``: the "string" content format);
+    * new-api's conversion (`claude_to_openai`): ``system`` as one system message when it
+      is a string that is not empty (a framed one is not, and neither is its hole), or,
+      when it is a non-empty list of dicts, the ``text`` of each block whose ``text`` is a
+      string joined with ""; the tools alone made into functions;
+    * the OpenAI Chat view as logged (`passthrough.chat_view`; ``hoist-system-messages``
+      moves nothing in a head of leading system messages): each message kept as it is,
+      `serving` taking a string content whole or the ``text`` of each ``text`` part,
+      joined with "\\n".
+
+    The whole render's checks stay: the roles (read off the frame's input: no text makes
+    or drops a message) and the text's length (`_filled`: a render longer than
+    `MAX_TEXT` fails, so such a head is rendered whole and fails as before). Lone
+    surrogates become U+FFFD in the texts as in the frame (a character at a time).
+    tests/test_head_frames.py holds `head_text` equal to the whole render of each head,
+    heads rendered in any order, for each of these views and templates."""
+    texts: list[str] = []
+
+    def hole(text: str) -> str:
+        texts.append(text)
+        return _hole(len(texts) - 1)
+
+    if endpoint == "anthropic-messages":
+        system = head.get("system")
+        if isinstance(system, str) and system:
+            return {**head, "system": hole(system)}, tuple(texts)
+        if isinstance(system, list):
+            blocks = [{**b, "text": hole(b["text"])}
+                      if isinstance(b, dict) and isinstance(b.get("text"), str) else b
+                      for b in system]
+            return {**head, "system": blocks}, tuple(texts)
+        return head, ()
+    messages = head.get("messages")
+    if not isinstance(messages, list):
+        return head, ()
+    framed: list[Any] = []
+    for message in messages:
+        if isinstance(message, dict) and isinstance(message.get("role"), str) and \
+                message["role"] in SYSTEM_ROLES:
+            content = message.get("content")
+            if isinstance(content, str):
+                message = {**message, "content": hole(content)}
+            elif isinstance(content, list):
+                message = {**message, "content": [
+                    {**p, "text": hole(p["text"])} if isinstance(p, dict) and
+                    p.get("type") == "text" and isinstance(p.get("text"), str) else p
+                    for p in content]}
+        framed.append(message)
+    return {**head, "messages": framed}, tuple(texts)
+
+
+def _head_frame(endpoint: str, framed: dict[str, Any], profile: str, proxy: bool,
+                plan: WhatIfPlan, tok: Tokenizer, holes: int
+                ) -> tuple[tuple[str, ...], tuple[int, ...]] | str:
+    """(the pieces of the framed head's text between its holes, the holes' numbers in
+    the order they are printed), or `_UNFRAMED` where a hole is not found exactly once
+    (a text that holds one: the head is rendered whole). `framed` has the plan's text
+    edits made (`_framed_head`)."""
+    converted, tools = _template_input(endpoint, framed, profile, proxy,
+                                       dataclasses.replace(plan, edits=()), tok,
+                                       Marker(enabled=False))
+    text = _head_render(converted, tools, tok)
+    found: list[tuple[int, int]] = []
+    for i in range(holes):
+        at = text.find(_hole(i))
+        if at < 0 or text.find(_hole(i), at + 1) >= 0:
+            return _UNFRAMED
+        found.append((at, i))
+    found.sort()
+    pieces, start = [], 0
+    for at, i in found:
+        pieces.append(text[start:at])
+        start = at + len(_hole(i))
+    pieces.append(text[start:])
+    return tuple(pieces), tuple(i for _, i in found)
+
+
+def _filled(frame: tuple[tuple[str, ...], tuple[int, ...]] | str, texts: tuple[str, ...]
+            ) -> str | None:
+    """The frame's text with each hole replaced by its text (lone surrogates made U+FFFD);
+    None where that text is longer than a render may write (`MAX_TEXT`)."""
+    from prefixscope.tokenizers.jinja_env import MAX_TEXT  # (jinja2: not at import)
+
+    assert not isinstance(frame, str)
+    pieces, order = frame
+    if not order:
+        return pieces[0]
+    out = [pieces[0]]
+    for i, piece in zip(order, pieces[1:], strict=True):
+        out.append(_without_surrogates(texts[i]))
+        out.append(piece)
+    text = "".join(out)
+    return text if len(text) <= MAX_TEXT else None
+
+
+def _without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate made U+FFFD: UTF-8 encodes every other character,
+    so a text that encodes has none (an ASCII text is known so at once)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE_RE.sub("\ufffd", text)
+    return text
+
+
+def _head_render(converted: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                 tok: Tokenizer) -> str:
+    """T(H) of a head's template input, unmarked; "" where a message of it is not a system
+    or developer one (no text ends with G: no head)."""
+    if not all(m.get("role") in SYSTEM_ROLES for m in converted):
+        return ""
+    return _SURROGATE_RE.sub("\ufffd", render_plain(tok.chat_template, converted, tools,
+                                                     tok.template_vars))
 
 
 @dataclass(frozen=True, slots=True)

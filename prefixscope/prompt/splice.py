@@ -300,6 +300,26 @@ def _cuts_harmony(conv: Sequence[Any], k: int) -> bool:
                                  for i in range(k))
 
 
+# The frame. Every template of `HEADS`, given a head input X = [m_1, ..., m_k] of system
+# and developer messages alone (contents c_j, strings: `serving` joins a message's text
+# into one) and the tools, prints each c_j once, as it is, and reads it nowhere else: its
+# render is F_0 + c_1 + F_1 + ... + c_k + F_k, the F_j read the roles, k and the tools
+# alone (`pipeline._framed_head` renders the F_j once for heads whose contents differ).
+# From the sources (no filter, test or method is applied to a content; Jinja prints a
+# string as it is, the environment neither escapes nor finalizes):
+# * deepseek-v4: the first loop sets ``ns.system`` to c_1 and appends '\n\n' + c_j for
+#   each later one (``+``: concatenation) and ``ns.any_system`` (a role test); ns.system
+#   is printed once; the second loop's branches are for user, assistant and tool
+#   messages, none in X.
+# * qwen2.5: ``system_text`` is c_1 (X[0] is a system or developer message), printed
+#   once; the loop over X[1:] takes the last branch for a system or developer message
+#   (``'<|im_start|>' + message.role + '\n'``, c_j, ``'<|im_end|>\n'``).
+# * qwen3.6: the ``last_user`` loop reads roles; c_1 is printed in exactly one of the
+#   two branches (tools, or no tools and a system X[0]); the loop over X[1:] as qwen2.5
+#   (``index > ns.last_user`` is read for assistant messages only).
+# * o200k-harmony: ``start`` reads X[0]'s role; c_1 is printed once after '# Instructions';
+#   the loop over X[1:] takes the last branch (role, c_j); ``ns.calls`` reads assistant
+#   messages' calls only.
 HEADS: dict[str, HeadRule] = {
     "deepseek-v4": HeadRule("<｜Assistant｜>", _cuts_always),
     "qwen2.5": HeadRule("<|im_start|>assistant\n", _cuts_qwen25),
