@@ -355,3 +355,38 @@ def test_a_live_entrys_depth_is_the_live_entries_from_it_on(steps, data):
             asked = data.draw(st.lists(st.sampled_from(live), max_size=60))
             want = [sum(1 for t in live if t >= a) for a in asked]
             assert recency.depths(np.array(asked, dtype=np.int64)).tolist() == want
+
+
+@settings(max_examples=300)
+@given(pool=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=8, unique=True),
+       picks=st.lists(st.integers(0, 7), max_size=400))
+def test_each_listed_key_is_first_listed_where_a_dict_first_meets_it(pool, picks):
+    """`_runs` with `_first_of_runs`, and the ranks `VllmSweep._replay` reads off them: for
+    keys listed many times over (runs long enough that an unstable sort moves equal keys,
+    values up to 2**64 - 1), where each distinct key, ascending, is listed first and each
+    listing's rank among the distinct keys, as a dict filled in listing order and a sorted
+    list give them (np.unique's ``return_index`` and ``return_inverse``)."""
+    from prefixscope.engines.sweep import _first_of_runs, _runs
+
+    keys = [pool[p % len(pool)] for p in picks]
+    listed = np.array(keys, dtype=np.uint64)
+    first_at: dict[int, int] = {}
+    for i, key in enumerate(keys):
+        first_at.setdefault(key, i)
+    distinct = sorted(first_at)
+    order, new = _runs(listed)
+    assert _first_of_runs(order, new).tolist() == [first_at[k] for k in distinct]
+    rank = np.empty(len(listed), dtype=np.intp)
+    rank[order] = np.cumsum(new) - 1
+    assert rank.tolist() == [distinct.index(k) for k in keys]
+
+
+def test_a_key_listed_again_and_again_is_first_where_it_first_came():
+    """Hand-built: 1,000 listings of three keys in a fixed cycle after a lone one; each
+    key first at its place in the first cycle (a stable order not assumed)."""
+    from prefixscope.engines.sweep import _first_of_runs, _runs
+
+    listed = np.array([2**64 - 1] + [7, 2**63, 7, 0] * 250, dtype=np.uint64)
+    order, new = _runs(listed)
+    assert _first_of_runs(order, new).tolist() == [4, 1, 2, 0]  # 0, 7, 2**63, 2**64 - 1
+    assert int(new.sum()) == 4

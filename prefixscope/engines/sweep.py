@@ -238,13 +238,38 @@ class _Staged:
     blocks: int  # blocks it allocates (prompt and output)
 
 
+def _runs(listed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(an order that sorts `listed`, where a run of equal keys starts in that order): the
+    sort of ``np.unique(listed, return_index=True, return_inverse=True)``, not stable.
+
+    np.unique sorts stably so that each run of a key starts at its first listing; its
+    indices and ranks follow from the runs alone, whatever the order within each run
+    (`_first_of_runs`; a key's rank is its run's). numpy's unstable sort of 64-bit keys is
+    vectorized: on report's 2M listed keys at 1 GiB ~4x faster than the stable one."""
+    order = np.argsort(listed)
+    ordered = listed[order]
+    new = np.empty(len(listed), dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    return order, new
+
+
+def _first_of_runs(order: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Where each distinct key is listed first, the keys ascending (np.unique's
+    ``return_index``), from `_runs`: the least index in each run, a run holding every
+    listing of its key."""
+    if not len(order):
+        return order
+    return np.minimum.reduceat(order, np.flatnonzero(new))
+
+
 class VllmSweep(_Sweep):
     """`VllmEngine` replayed one request after another (its `step`), at every capacity at
     once (see the module docstring).
 
     The requests are staged as they come and replayed in `result`: each distinct key gets
     a slot, numbered once for the whole log by one sort of every key a request does not
-    take from its base (`np.unique`: a key was seen before a request exactly when it first
+    take from its base (`_runs`: a key was seen before a request exactly when it first
     occurs among the earlier requests' keys, as every key a request holds is one it or an
     earlier request listed), and its entry's timestamp is an array element: a request's
     hit blocks are re-stamped in one numpy assignment. A prompt whose first keys the caller
@@ -323,7 +348,8 @@ class VllmSweep(_Sweep):
         listing in this tail -- so by an earlier request; and the key at it is listed by no
         earlier one. Only where each key is listed first is needed: no slot numbers."""
         first = np.zeros(len(listed), dtype=bool)
-        first[np.unique(listed, return_index=True)[1]] = True
+        order, new = _runs(listed)
+        first[_first_of_runs(order, new)] = True
         bs = self.unit
         for index, r in enumerate(staged):
             at, tail = int(offsets[index]), len(r.tail)
@@ -343,7 +369,11 @@ class VllmSweep(_Sweep):
             self._replay_unlimited(staged, offsets, listed)
             return
         # slot of each listed key, and where that key is listed first
-        _, first, slot_of = np.unique(listed, return_index=True, return_inverse=True)
+        order, new = _runs(listed)
+        first = _first_of_runs(order, new)
+        slot_of = np.empty(len(listed), dtype=np.intp)  # each listing's key's rank
+        slot_of[order] = np.cumsum(new) - 1
+        del order, new
         first_at = first[slot_of]
         del first
         self._stamp = np.zeros(int(slot_of.max()) + 1 if len(slot_of) else 0, dtype=np.int64)
