@@ -206,8 +206,8 @@ class TestSpliceEqualsTheWholeRender:
         """The Anthropic proxy view's template input of an appended turn is the previous
         one's plus its new messages' (`render._appended_input`), for every block kind a
         message may hold, the rest of the body equal or changed (a system prompt that
-        differs each turn, tools that come and go); each turn still equals its whole
-        render."""
+        differs each turn, tools that come and go or change, their texts kept from the
+        turn before where they are equal); each turn still equals its whole render."""
         import importlib
 
         module = importlib.import_module("prefixscope.prompt.pipeline")
@@ -228,6 +228,9 @@ class TestSpliceEqualsTheWholeRender:
                                      *body["system"][: k % 2 + 1]]
                 if k % 3 == 2:
                     changed.pop("tools", None)
+                elif k % 4 == 3 and "tools" in changed:  # the same path, another schema
+                    changed["tools"] = [{**changed["tools"][0], "input_schema": {
+                        "type": "object", "properties": {"b": {"type": "string"}}}}]
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(module, "_appended_input",
                           lambda *a: taken.append((out := real(*a)) is not None) or out)
@@ -597,13 +600,19 @@ class TestSpliceEqualsTheWholeRender:
         calls = []
         real = module._whole
         monkeypatch.setattr(module, "_whole", lambda *a, **k: calls.append(1) or real(*a, **k))
+        written = []  # the tools' JSON texts: written for the first turn, then kept
+        dumps = module.dumps
+        monkeypatch.setattr(module, "dumps", lambda *a: written.append(1) or dumps(*a))
         turn = None
-        for request, want, head in zip(requests, expected, heads, strict=True):
+        for k, (request, want, head) in enumerate(zip(requests, expected, heads, strict=True)):
             got, turn = render_turn(request, options, turn)
             assert got == want
             assert turn is not None and turn.head_end == len(head)
             assert got.text.startswith(head)
+            if k == 0:
+                first = len(written)
         assert len(calls) == 1
+        assert first and len(written) == first
 
     @pytest.mark.parametrize("name", sorted(HEADS))
     def test_a_converted_system_message_that_changes_every_turn_is_spliced(self, name,

@@ -471,6 +471,10 @@ class Turn:
     # The template input's tools, where the conversion maps each message on its own and
     # keeps the tools (the OpenAI Chat view): a next body with the same rest reuses them.
     tool_input: list[dict[str, Any]] | None = None
+    # The proxy view's text of each tool (marked, `_build_template_input`'s ``made``) and
+    # the JSON of the body's tools they were made of: a next body with equal tools and
+    # a new rest takes them (`_appended_input`).
+    tool_texts: tuple[bytes, tuple[str, ...]] | None = None
 
 
 def render_turn(request: Request, options: RenderOptions | None = None,
@@ -537,11 +541,17 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     appended = (_appended_input(grown, seed is not None, body, endpoint, profile, proxy, plan,
                                 tok) if grown is not None else None)
     head = 0
+    tool_texts: tuple[bytes, tuple[str, ...]] | None = None
     if appended is not None:
-        marker, messages, tools, head = appended
+        marker, messages, tools, head, tool_texts = appended
     else:
         marker = _seeded(seed) if seed is not None else Marker(enabled=not reserved)
-        messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker)
+        made: list[str] | None = [] if keep and proxy and mapped else None
+        messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker,
+                                          made=made)
+        tools_json = _json(body.get("tools")) if made is not None else None
+        if made is not None and tools_json is not None:
+            tool_texts = (tools_json, tuple(made))
         if keep and rule is not None and mapped:
             head = len(_template_input(endpoint, _head_body(body, lead, listed or "messages"),
                                        profile, proxy, plan, tok, Marker(enabled=False))[0])
@@ -595,7 +605,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
                     len(messages), tools_json or b"", prompt,
                     messages if mapped else None, marker if mapped else None, head,
                     head_end if mapped else None, logged, kept, lead,
-                    tools if mapped else None)
+                    tools if mapped else None, tool_texts)
     return prompt, turn
 
 
@@ -793,8 +803,9 @@ def _without_dropped(previous: Turn, listed: list[Any]) -> Turn | None:
 def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint: str,
                     profile: str, proxy: bool, plan: WhatIfPlan, tok: Tokenizer
                     ) -> tuple[Marker, list[dict[str, Any]], list[dict[str, Any]] | None,
-                               int] | None:
-    """(marker, template messages, tools, how many of them the head is) of a body whose
+                               int, tuple[bytes, tuple[str, ...]] | None] | None:
+    """(marker, template messages, tools, how many of them the head is, the proxy view's
+    tool texts for the `Turn`) of a body whose
     history continues `grown`'s (`_continues`, checked by the caller), converting only its
     new messages, and, unless `same_rest`, the body without its history; None where the
     conversion is not a map of messages.
@@ -816,6 +827,18 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
     the previous turn's template input was registered in its marker, whose registry is
     shared here (it keeps its objects alive, so no id of a dead object is reused), so the
     chat template finds them as the whole walk finds its own.
+
+    A new rest whose tools' JSON is that of the tools the previous turn's texts were made
+    of (`Turn.tool_texts`: a billing hash changed, the tools not) takes those texts and
+    marks the rest without its tools (`_build_template_input`'s ``texts``): the view
+    reads the tools through ``tool_text`` alone, and a tool's text is `jsontext.dumps` of
+    its marked copy (sorted by ``sort-json-keys``, a what-if the renderer id holds), a
+    function of the tool as logged and of the ids its paths have. Equal JSON is equal
+    tools (order kept), their paths the same; the texts were made under a marker whose
+    table this one's starts with (the table is carried turn to turn and only grows), so
+    each path has the id it had there, and none of them is new here: leaving them out of
+    the marking gives no later path another id. Their copies are registered nowhere the
+    view reads (it reads their texts).
 
     The OpenAI Chat view of a body as logged (passthrough), its head the tools and its
     `lead` leading system/developer messages (`_lead`), its history the messages after
@@ -871,11 +894,17 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
         return None  # the new calls join the previous last message: convert whole
     marker = _seeded(grown, grown.marker)
     tools: list[dict[str, Any]] | None = None
-    if same_rest:
+    tool_texts = grown.tool_texts if proxy else None
+    if same_rest:  # (an equal rest: equal tools, their texts kept)
         head, tools = grown.messages[:grown.head], grown.tool_input
     else:  # the rest first, as the whole walk marks it
+        logged_tools = _json(body.get("tools")) if proxy else None
+        kept = tool_texts[1] if tool_texts is not None and logged_tools is not None and \
+            tool_texts[0] == logged_tools else None
+        made: list[str] | None = [] if proxy and kept is None else None
         head, tools = _template_input(endpoint, _head_body(body, grown.lead, grown.history),
-                                      profile, proxy, plan, tok, marker)
+                                      profile, proxy, plan, tok, marker, kept, made)
+        tool_texts = None if logged_tools is None else (logged_tools, kept or tuple(made or ()))
     with marks_active(True):
         view: list[dict[str, Any]] = []
         if proxy:
@@ -901,7 +930,7 @@ def _appended_input(grown: Turn, same_rest: bool, body: dict[str, Any], endpoint
         if hoist and any(m.get("role") in SYSTEM_ROLES for m in view):
             return None  # a late system message: hoisted into the head
         new = serving.conversation(view, marker, serving.content_format(tok.chat_template))
-    return marker, [*head, *grown.messages[grown.head:], *new], tools, len(head)
+    return marker, [*head, *grown.messages[grown.head:], *new], tools, len(head), tool_texts
 
 
 def _names_kept(logged: list[Any], start: int) -> bool:
@@ -1246,21 +1275,40 @@ def _detect(body: dict[str, Any]) -> str:
 
 
 def _template_input(endpoint: str, body: dict[str, Any], profile: str, approximate: bool,
-                    plan: WhatIfPlan, tok: Tokenizer, marker: Marker
+                    plan: WhatIfPlan, tok: Tokenizer, marker: Marker,
+                    texts: tuple[str, ...] | None = None, made: list[str] | None = None
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     with marks_active(marker.enabled):
-        return _build_template_input(endpoint, body, profile, approximate, plan, tok, marker)
+        return _build_template_input(endpoint, body, profile, approximate, plan, tok, marker,
+                                     texts, made)
 
 
 def _build_template_input(endpoint: str, body: dict[str, Any], profile: str, approximate: bool,
-                          plan: WhatIfPlan, tok: Tokenizer, marker: Marker
+                          plan: WhatIfPlan, tok: Tokenizer, marker: Marker,
+                          texts: tuple[str, ...] | None = None, made: list[str] | None = None
                           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    marked = apply_text_edits(endpoint, mark_body(endpoint, body, marker), plan, marker)
-    if approximate:
+    """The template input (messages, tools) of `body`. The proxy view (`approximate`)
+    only: `made` gets the text of each tool, in order; `texts` are those of tools equal to
+    the body's, made with a marker whose table this one's starts with, the body's tools
+    then not marked again (`_appended_input`, the proof there)."""
+    if approximate and texts is not None:
+        marked = apply_text_edits(endpoint, mark_body(endpoint, {
+            k: v for k, v in body.items() if k != "tools"}, marker), plan, marker)
+        marked["tools"] = list(range(len(texts)))  # (the view reads them through tool_text)
+        messages, tools = anthropic_proxy_view(marked, marker, texts.__getitem__)
+    elif approximate:
+        marked = apply_text_edits(endpoint, mark_body(endpoint, body, marker), plan, marker)
         if plan.sort_json_keys:
             marked["tools"] = [_with_sorted_schema(t, marker) for t in marked.get("tools") or []]
-        messages, tools = anthropic_proxy_view(marked, marker, lambda t: dumps(t, marker))
+
+        def tool_text(tool: Any) -> str:
+            text = dumps(tool, marker)
+            if made is not None:
+                made.append(text)
+            return text
+        messages, tools = anthropic_proxy_view(marked, marker, tool_text)
     else:
+        marked = apply_text_edits(endpoint, mark_body(endpoint, body, marker), plan, marker)
         messages, tools = to_upstream(endpoint, marked, profile, marker, hoist=not plan.no_hoist)
     conversation = serving.conversation(messages, marker, serving.content_format(tok.chat_template))
     dumped = serving.tool_dicts(tools, marker)
