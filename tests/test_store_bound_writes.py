@@ -75,6 +75,29 @@ def test_rows_bound_as_parameters_are_stored_as_a_frame_stores_them(
     assert len(framed) == len(rows)
 
 
+# A list column's values as a write may hold them: NULLs, and lists each of which may
+# extend the one before it by a tail (an agent's prefix chains) or be another list.
+CHAINS = st.lists(st.tuples(st.booleans(), st.none() | st.lists(st.integers(0, 2**64 - 1),
+                                                                 max_size=4)), max_size=10)
+
+
+@settings(max_examples=200)
+@given(steps=CHAINS)
+def test_a_list_columns_text_is_each_lists_integers_joined(
+        steps: list[tuple[bool, list[int] | None]]) -> None:
+    """`_list_text` reuses the text of the list before where a list extends it; the text
+    is the plain join of each list's decimal integers whatever the lists share."""
+    values: list[list[int] | None] = []
+    for extends, tail in steps:
+        before = values[-1] if values else None
+        if extends and tail is not None and before is not None:
+            values.append(before + tail)
+        else:
+            values.append(tail)
+    assert store_module._list_text(values) == [
+        None if v is None else ",".join(str(i) for i in v) for v in values]
+
+
 def _tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     with Store.open(path, read_only=True) as store:
         return {table: store.run(f"SELECT * {exclude} FROM {table} ORDER BY ALL")

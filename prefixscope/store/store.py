@@ -169,8 +169,28 @@ def _list_text(values: Iterable[Sequence[int] | None]) -> list[str | None]:
     """A list column's values as `Store._run_bound` gives them: each list's integers as
     decimal text joined by commas ("" an empty list, None a NULL). DuckDB converts a list
     parameter's Python integers one at a time (0.08 s for the 125k of a 2 MB Codex
-    rollout's prefix chains); the text is split and cast in the statement (0.015 s)."""
-    return [None if v is None else ",".join(map(str, v)) for v in values]
+    rollout's prefix chains); the text is split and cast in the statement.
+
+    A list that starts with the whole list before it (an agent's turn extends its
+    predecessor's prefix chain: 319 of the rollout's 351) is that list's text, a comma and
+    the text of the rest: the same text, as the join of a concatenation is the joins
+    joined (0.015 -> 0.004 s for the rollout)."""
+    out: list[str | None] = []
+    last: Sequence[int] = ()
+    last_text = ""
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        n = len(last)
+        if n and isinstance(value, list) and value[:n] == last:
+            rest = ",".join(map(str, value[n:]))
+            text = f"{last_text},{rest}" if rest else last_text
+        else:
+            text = ",".join(map(str, value))
+        out.append(text)
+        last, last_text = value, text
+    return out
 
 
 def _naive_utc(values: Iterable[datetime | None]) -> list[datetime | None]:
