@@ -88,6 +88,10 @@ def test_hits_are_zero_or_whole_steps_from_1024(requests):
         assert hit == 0 or (hit % 128 == 0 and 1024 <= hit <= len(prompt) - 1)
 
 
+def _row_of(engine: OpenaiEngine, key: int) -> int:
+    return int(engine._rows(np.array([key], dtype=np.uint64))[0])
+
+
 class _Reference:
     """The engine's rules one key at a time over a dict (key -> (last used, written)), as
     the engine was written before its rows became arrays: the oracle of the array form."""
@@ -184,7 +188,7 @@ def test_the_array_rows_decide_as_the_dict_one_key_at_a_time(ops, idle, age, clo
         last[session] = prompt
     assert len(engine) == len(ref.entries)
     for key, (used, written) in ref.entries.items():
-        row = engine._row[key]
+        row = _row_of(engine, key)
         assert (engine._last[row], engine._written[row]) == (used, written)
 
 
@@ -204,5 +208,97 @@ def test_a_key_listed_twice_under_a_negative_idle_ttl_is_done_one_copy_at_a_time
     engine.step(type(first)(np.array(twice, dtype=np.uint64), 16, 4), now=5.0)
     assert ref.admit(twice, 16, 5.0) == (0, 4)
     ref.release(twice, 16, 5.0)
-    row = engine._row[keys[0]]
+    row = _row_of(engine, keys[0])
     assert (engine._last[row], engine._written[row]) == ref.entries[keys[0]] == (5.0, 5.0)
+
+
+class _Forgetful(OpenaiEngine):
+    """The engine with its index merged and its entries looked at every few keys, so that
+    small scenarios cross both."""
+
+    _MERGE_FROM = 3
+    _EXPIRE_FROM = 2
+
+
+class TestForgetting:
+    def test_a_prefix_idle_past_its_ttl_at_the_horizon_is_forgotten_and_missed_as_before(self):
+        engine = _Forgetful()  # idle 600 s
+        old, new = engine.units(tokens(2000)), engine.units(tokens(1500, 50_000))
+        engine.step(old, now=0)
+        engine.expire(601)  # every later request at 601 or after: old is dead for all
+        engine.step(new, now=601)
+        assert len(engine) == 11  # new's 11 keys; old's 15 forgotten
+        assert engine.lookup(old, now=601).cached_tokens == 0
+        assert engine.lookup(new, now=601).cached_tokens == 1408  # (1500 - 1) // 128 steps
+
+    def test_a_time_that_goes_back_keeps_what_it_can_find(self):
+        engine, keeper = _Forgetful(), OpenaiEngine()
+        old, new = engine.units(tokens(2000)), engine.units(tokens(1500, 50_000))
+        for e in (engine, keeper):
+            e.step(old, now=0)
+        engine.expire(500)  # the requests to come: at 1000, then back at 500
+        for e in (engine, keeper):
+            e.step(new, now=1000)
+        assert len(engine) == len(keeper) == 26  # old used at 0 is alive at 500
+        assert engine.step(old, now=500).cached_tokens == keeper.step(old, now=500) \
+            .cached_tokens == 1920
+
+    def test_the_rows_a_prompt_lends_its_successor_follow_the_renumbering(self):
+        engine = _Forgetful(step=4, min_tokens=8, idle_ttl=10.0)
+        gone, kept = engine.units(tokens(40, 9000)), engine.units(tokens(40))
+        engine.step(gone, now=0)
+        engine.step(kept, now=20)
+        engine.expire(25)  # gone (used at 0) is dead, kept is alive: its rows move down
+        longer = engine.units(tokens(60))
+        hit = engine.step(longer, now=25, prefix=(kept, 10))
+        assert (hit.cached_tokens, hit.matched_units) == (40, 10)  # kept's 10 blocks
+        assert len(engine) == 15  # longer's 15 keys, 10 of them kept's
+
+
+_time = st.one_of(st.none(), st.just(float("nan")), st.sampled_from([0.0, 5.0, 30.0]),
+                  st.floats(-50, 200, allow_nan=False))
+
+
+@given(steps=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 120), st.integers(0, 30),
+                                _time, st.booleans()), max_size=40),
+       idle=st.sampled_from([0.0, 5.0, 20.0, 600.0, -1.0]),
+       age=st.sampled_from([None, 10.0, 40.0]), output=st.booleans(),
+       eager=st.booleans())
+def test_forgetting_at_the_horizon_answers_as_the_engine_that_keeps_everything(
+        steps, idle, age, output, eager):
+    """Sessions' steps at times in any order (equal, going back, None, NaN), each after
+    `expire` at the least time still to come (None anywhere later: not called); `eager`:
+    every entry looked at before each step (`_forget`), else when due (tiny thresholds).
+    Every hit equals the dict reference's, which never drops, and every entry left is
+    the reference's, key by key."""
+    engine = _Forgetful(step=4, min_tokens=8, idle_ttl=idle, max_age=age,
+                        cache_output=output)
+    ref = _Reference(engine)
+    last: dict[int, object] = {}  # session -> its last prompt's units
+    for i, (session, length, out, when, hint) in enumerate(steps):
+        later = [t for _, _, _, t, _ in steps[i:]]
+        if None not in later:
+            horizon = min((t for t in later if t == t), default=float("inf"))
+            (engine._forget if eager else engine.expire)(horizon)
+        ids = tokens(length, 1000 * session)
+        prompt = engine.units(ids)
+        keys = prompt.full_keys()
+        named = last.get(session) if hint else None
+        prefix = (named, 1 + length // 4) if named is not None else None
+        sequence = engine.units(ids + tokens(out, 50_000)) if output else None
+        hit = engine.step(prompt, sequence=sequence, now=when,
+                          prefix=prefix)  # type: ignore[arg-type]
+        assert (hit.cached_tokens, hit.matched_units) == ref.admit(keys, len(ids), when)
+        if sequence is not None and sequence.n_tokens > prompt.n_tokens:
+            ref.release(sequence.keys[: (sequence.n_tokens - 1) // 4].tolist(), len(ids), when)
+        else:
+            ref.release(keys, len(ids), when)
+        last[session] = prompt
+    held = 0
+    for key, (used, written) in ref.entries.items():
+        row = _row_of(engine, key)
+        if row >= 0:
+            held += 1
+            assert np.array_equal([engine._last[row], engine._written[row]], [used, written],
+                                  equal_nan=True)
+    assert held == len(engine)

@@ -495,3 +495,38 @@ def test_simulate_writes_nothing_into_the_store_unless_asked(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     assert store.read_bytes() == before
     assert "saved" not in result.stderr
+
+
+class TestForgettingInTheReplay:
+    """A replay with a clock lets the OpenAI engine forget what no later request can find
+    (`OpenaiEngine.expire`): the same answers whatever the order of the times."""
+
+    def test_the_horizon_is_the_least_time_to_come_none_before_a_none_nan_passed_over(self):
+        from prefixscope.analyses.simulate.replay import _horizons
+        times = [10.0, 5.0, None, 20.0, float("nan"), 30.0, 25.0, float("nan")]
+        log = [request(str(i), [1], seconds=t) for i, t in enumerate(times)]
+        inf = float("inf")
+        assert _horizons(log) == [None, None, None, 20.0, 25.0, 25.0, 25.0, inf]
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(st.tuples(st.integers(0, 2), st.integers(1024, 1800),
+                              st.one_of(st.none(), st.just(float("nan")),
+                                        st.integers(0, 90).map(float))),
+                    min_size=1, max_size=14),
+           st.sampled_from([10.0, 30.0, 600.0]))
+    def test_a_replay_with_times_in_any_order_answers_as_one_that_forgets_nothing(
+            self, calls, ttl):
+        from unittest import mock
+
+        from prefixscope.analyses.simulate.replay import _replay
+        from prefixscope.engines.base import BaseEngine
+        from prefixscope.engines.openai import OpenaiEngine
+        log = [request(str(i), list(range(100_000 * s, 100_000 * s + n)), seconds=t)
+               for i, (s, n, t) in enumerate(calls)]
+        options = SimulateOptions(engine="openai", ttl_seconds=ttl)
+        with mock.patch.object(OpenaiEngine, "_EXPIRE_FROM", 1), \
+                mock.patch.object(OpenaiEngine, "_MERGE_FROM", 2):
+            forgetting = _replay(log, options)
+        with mock.patch.object(OpenaiEngine, "expire", BaseEngine.expire):
+            keeping = _replay(log, options)
+        assert forgetting == keeping

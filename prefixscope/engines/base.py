@@ -433,6 +433,12 @@ class Engine(Protocol):
         an engine may use to skip work; the result is the same without it."""
         ...
 
+    def expire(self, horizon: float) -> None:
+        """Forget what no later call can find (an engine may, at a time it chooses; the
+        answers are the same without it), the caller promising that every later call's
+        `now` is a number no less than `horizon` and that no admission is outstanding."""
+        ...
+
 
 class BaseEngine:
     """`insert` and `step` written once on top of an engine's `admit` / `release`."""
@@ -480,3 +486,6 @@ class BaseEngine:
         admission = self.admit(prompt, now=now)
         self.release(admission, sequence=sequence, now=now)
         return admission.lookup
+
+    def expire(self, horizon: float) -> None:
+        """Nothing: an engine with no expiry, or one that keeps its expired entries."""

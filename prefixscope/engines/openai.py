@@ -29,6 +29,7 @@ no expiry.
 
 from __future__ import annotations
 
+import math
 from itertools import repeat
 from typing import ClassVar, Literal
 
@@ -38,6 +39,7 @@ from prefixscope.engines.base import Admission, BaseEngine, Lookup, Units
 
 _FIRST_ROWS = 1024  # the arrays' first size (doubled as keys come)
 _KNOWN = 256  # prompts whose rows are kept for the prompts extending them
+_EMPTY_KEYS = np.empty(0, dtype=np.uint64)
 RETENTION: dict[str, tuple[float, float | None]] = {  # idle TTL, maximum age (seconds)
     "in_memory": (600.0, None),  # "5-10 minutes of inactivity, up to 1 hour" (off-peak)
     "24h": (86_400.0, 86_400.0),  # extended retention
@@ -48,6 +50,10 @@ class OpenaiEngine(BaseEngine):
     """OpenAI's automatic prefix cache with retention (see the module docstring)."""
 
     name: ClassVar[str] = "openai"
+    # The index's new keys wait in a dict until they pass this many (or a sixteenth of the
+    # sorted keys), then are merged in; `expire` looks at the entries from this many on.
+    _MERGE_FROM: ClassVar[int] = 1 << 16
+    _EXPIRE_FROM: ClassVar[int] = 1 << 16
 
     def __init__(self, *, step: int = 128, min_tokens: int = 1024,
                  retention: Literal["in_memory", "24h"] = "in_memory",
@@ -74,13 +80,19 @@ class OpenaiEngine(BaseEngine):
         # Each prefix key's row in two arrays of seconds: when it was last used, and when
         # it was written. A replay tests and updates every block of every prompt (a Codex
         # session resends its whole history each call), so both are array operations on
-        # the prompt's rows. A key's row is found by a dict lookup (C-level `map`), and a
-        # prompt given with its `prefix` (the prompt it extends, `step`) takes the rows of
-        # those keys from that prompt's (`_known`): only its new keys are looked up. Entries
-        # are never removed, so a row, once given, stays its key's.
-        self._row: dict[int, int] = {}
+        # the prompt's rows. A key's row is found in a sorted array of the keys beside their
+        # rows, or, for the keys come since the last merge, in a dict (C-level `map`): about
+        # 16 bytes a key where a dict of them all spends ~110 (a replay of a GB Codex log
+        # holds millions). A prompt given with its `prefix` (the prompt it extends, `step`)
+        # takes the rows of those keys from that prompt's (`_known`): only its new keys are
+        # looked up. Rows are 0 .. len(self) - 1; a row stays its key's until `expire`
+        # forgets entries and renumbers the rest (those in `_known` too).
+        self._sorted = _EMPTY_KEYS
+        self._sorted_rows = np.empty(0, dtype=np.intp)
+        self._recent: dict[int, int] = {}
         self._last = np.zeros(_FIRST_ROWS)
         self._written = np.zeros(_FIRST_ROWS)
+        self._expire_at = self._EXPIRE_FROM
         # the rows of the full keys of the last prompts released (by the Units' identity,
         # the Units held so that identity is not reused), oldest first
         self._known: dict[int, tuple[Units, np.ndarray]] = {}
@@ -89,10 +101,24 @@ class OpenaiEngine(BaseEngine):
         self._one_at_a_time = self.idle_ttl < 0 or (self.max_age is not None
                                                     and self.max_age < 0)
 
-    def _rows(self, keys: list[int]) -> np.ndarray:
-        """Each key's row, -1 for a key not cached."""
-        return np.fromiter(map(self._row.get, keys, repeat(-1, len(keys))), dtype=np.intp,
-                           count=len(keys))
+    def _rows(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's row (`keys`: uint64), -1 for a key not cached."""
+        held = self._sorted
+        if len(held) and len(keys):
+            at = held.searchsorted(keys)
+            rows = self._sorted_rows.take(at, mode="clip")
+            absent = held.take(at, mode="clip") != keys
+            rows[absent] = -1
+        else:
+            rows = np.full(len(keys), -1, dtype=np.intp)
+            absent = rows < 0
+        if self._recent:
+            missing = np.flatnonzero(absent)
+            if len(missing):
+                rows[missing] = np.fromiter(map(self._recent.get, keys[missing].tolist(),
+                                                repeat(-1, len(missing))),
+                                            dtype=np.intp, count=len(missing))
+        return rows
 
     def _prompt_rows(self, prompt: Units, prefix: tuple[Units, int] | None) -> np.ndarray:
         """The rows of `prompt`'s full keys: those of its first keys taken from `prefix`'s
@@ -101,12 +127,12 @@ class OpenaiEngine(BaseEngine):
         keys = prompt.keys[: prompt.n_full]
         known = self._known.get(id(prefix[0])) if prefix is not None else None
         if prefix is None or known is None or known[0] is not prefix[0]:
-            return self._rows(keys.tolist())
+            return self._rows(keys)
         base, base_rows = known
         n = min(prefix[1], len(base_rows), len(keys))
         if not np.array_equal(keys[:n], base.keys[:n]):
-            return self._rows(keys.tolist())
-        return np.concatenate((base_rows[:n], self._rows(keys[n:].tolist())))
+            return self._rows(keys)
+        return np.concatenate((base_rows[:n], self._rows(keys[n:])))
 
     def _alive(self, rows: np.ndarray, now: float) -> np.ndarray:
         """Which of these rows (all of cached keys) are alive at `now`: used no more than
@@ -175,7 +201,7 @@ class OpenaiEngine(BaseEngine):
             n = len(rows)
         missing = np.flatnonzero(rows < 0)
         if len(missing):
-            rows[missing] = self._rows(keys[missing].tolist())
+            rows[missing] = self._rows(keys[missing])
         self._cache(keys, rows, 0.0 if now is None else now, now)
         if n == prompt.n_full:  # every row of the prompt's keys known: for its successor
             self._known[id(prompt)] = (prompt, rows[:n])
@@ -210,7 +236,7 @@ class OpenaiEngine(BaseEngine):
         self._written[rows] = written
 
     def _cache_one(self, key: int, t: float, now: float | None) -> int:
-        row = self._row.get(key, -1)
+        row = int(self._rows(np.array([key], dtype=np.uint64))[0])
         if row < 0:
             row = self._new_rows([key])[key]
             self._last[row] = self._written[row] = t
@@ -223,15 +249,77 @@ class OpenaiEngine(BaseEngine):
 
     def _new_rows(self, keys: list[int]) -> dict[int, int]:
         """Rows for keys not cached yet (distinct), the arrays grown to hold them."""
-        first = len(self._row)
+        first = len(self)
         end = first + len(keys)
         if end > len(self._last):
             size = max(end, 2 * len(self._last))
             self._last = np.resize(self._last, size)
             self._written = np.resize(self._written, size)
         new = dict(zip(keys, range(first, end), strict=True))
-        self._row.update(new)
+        self._recent.update(new)
+        if len(self._recent) > max(self._MERGE_FROM, len(self._sorted) >> 4):
+            self._merge()
         return new
 
+    def _merge(self) -> None:
+        """The dict's keys into the sorted array (no key is in both: a key is given a row
+        only when `_rows` found it in neither)."""
+        count = len(self._recent)
+        keys = np.fromiter(self._recent, dtype=np.uint64, count=count)
+        rows = np.fromiter(self._recent.values(), dtype=np.intp, count=count)
+        order = np.argsort(keys)
+        keys, rows = keys[order], rows[order]
+        at = np.searchsorted(self._sorted, keys)
+        self._sorted = np.insert(self._sorted, at, keys)
+        self._sorted_rows = np.insert(self._sorted_rows, at, rows)
+        self._recent = {}
+
+    def expire(self, horizon: float) -> None:
+        """Forget the entries no later call can find alive, when the entries have doubled
+        since the last pass (each pass is linear in them). The caller promises that every
+        later call's `now` is a number (not None) no less than `horizon`, and that no
+        admission is outstanding (its rows would be renumbered under it).
+
+        Why forgetting changes no answer: an entry dead at a finite `horizon` (`_alive`:
+        ``horizon - last <= idle_ttl`` fails, or with a `max_age` ``horizon - written <=
+        max_age`` does) is dead at every ``now >= horizon``. Float subtraction rounds
+        monotonically in its first operand, so ``now - x >= horizon - x`` for a finite x;
+        an x of -inf gives +inf at both; an x of +inf passes at `horizon` (-inf) unless the
+        bound is NaN, which nothing passes; a NaN x never passes. A NaN `now` finds nothing
+        alive. And a dead entry decides as an absent key at every call: `_matched` stops
+        at the first of either; `admit` marks used only the hit's keys (alive); `_cache`
+        (`_cache_one`) leaves both used and written at the step's time. The rows left are
+        renumbered in their order, and those `_known` holds with them; a prompt there with
+        a key forgotten leaves it (`_known` lends only rows of cached keys, and the key may
+        be cached again under a new row before a successor asks)."""
+        if len(self) >= self._expire_at:
+            self._forget(horizon)
+            self._expire_at = max(self._EXPIRE_FROM, 2 * len(self))
+
+    def _forget(self, horizon: float) -> None:
+        """Drop every entry dead at `horizon` (finite; else nothing), see `expire`."""
+        n = len(self)
+        if not n or not math.isfinite(horizon):
+            return
+        keep = self._alive(np.arange(n), horizon)
+        live = int(np.count_nonzero(keep))
+        if live == n:
+            return
+        remap = np.full(n, -1, dtype=np.intp)
+        remap[keep] = np.arange(live)
+        size = max(_FIRST_ROWS, live)
+        last, written = np.zeros(size), np.zeros(size)
+        last[:live], written[:live] = self._last[:n][keep], self._written[:n][keep]
+        self._last, self._written = last, written
+        rows = remap[self._sorted_rows]
+        held = rows >= 0
+        self._sorted, self._sorted_rows = self._sorted[held], rows[held]
+        recent = remap[np.fromiter(self._recent.values(), dtype=np.intp,
+                                   count=len(self._recent))].tolist()
+        self._recent = {key: row for key, row in zip(self._recent, recent, strict=True)
+                        if row >= 0}
+        known = ((i, units, remap[rows]) for i, (units, rows) in self._known.items())
+        self._known = {i: (units, rows) for i, units, rows in known if rows.min(initial=0) >= 0}
+
     def __len__(self) -> int:
-        return len(self._row)
+        return len(self._sorted) + len(self._recent)

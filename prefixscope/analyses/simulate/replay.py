@@ -5,6 +5,7 @@ processes that share the prepared requests (`parallel.Pool(shared=)`)."""
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -237,7 +238,9 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     # (end time, order, admission, sequence) of the requests still running (--concurrent)
     running: list[tuple[float, int, Admission, Units | None]] = []
     expander = _Expander(prepared, engine, log_ttl=options.ttl_seconds is None)
-    for p in prepared:
+    # sequential with a clock: the engine may forget what no later request can find
+    horizons = None if unlimited or options.concurrent else _horizons(prepared)
+    for i, p in enumerate(prepared):
         if p.trace is not None:
             trace_engine = traces.get((p.trace_engine, p.trace_block))
             if trace_engine is None:
@@ -250,6 +253,9 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
             continue
         prompt, sequence = expander.units(p, options.cache_output)
         now = None if unlimited else p.seconds
+        horizon = None if horizons is None else horizons[i]
+        if horizon is not None:
+            engine.expire(horizon)
         if not (options.concurrent and not unlimited and p.seconds is not None):
             out.append(engine.step(prompt, sequence=sequence, now=now,
                                    prefix=expander.prefix).cached_tokens)
@@ -266,6 +272,25 @@ def _replay(prepared: Sequence[_Prepared], options: SimulateOptions, *,
     while running:
         end, _, admission, done = heapq.heappop(running)
         engine.release(admission, sequence=done, now=end)
+    return out
+
+
+def _horizons(prepared: Sequence[_Prepared]) -> list[float | None]:
+    """For each request, the least time of it and the requests after it that the engine
+    steps (not a trace's): every `now` the engine sees from it on is at least that, in
+    whatever order the times come (`Engine.expire`). None where one of them has no time
+    (a `now` of None finds every entry alive); a NaN time is passed over (it finds none).
+    Infinite where none is left (nothing to keep for)."""
+    out: list[float | None] = [None] * len(prepared)
+    least: float | None = math.inf
+    for i in range(len(prepared) - 1, -1, -1):
+        p = prepared[i]
+        if p.trace is None and least is not None:
+            if p.seconds is None:
+                least = None
+            elif p.seconds < least:  # (False for a NaN)
+                least = p.seconds
+        out[i] = least
     return out
 
 
