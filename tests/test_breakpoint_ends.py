@@ -83,3 +83,30 @@ def test_a_body_without_marks_has_no_breakpoint_and_a_marked_system_block_its_en
                                    {"type": "text", "text": "and kind"}]}
     assert breakpoint_ends(tokens(make_request(unmarked, endpoint="anthropic-messages"),
                                   RenderOptions()), unmarked) == ()
+
+
+@settings(max_examples=400)
+@given(keys=st.lists(st.sampled_from([None, "system", "system[0]", "tools[1]", "messages[2]",
+                                      "messages[2].content[0]"]), max_size=40),
+       marked=st.sets(st.sampled_from(["template", "system", "system[0]", "tools[1]",
+                                       "messages[2]", "messages[2].content[0]", "tools[9]"])))
+def test_each_marked_run_ends_where_a_walk_of_every_segment_ends_it(keys, marked) -> None:
+    """`_run_lasts` on block keys Hypothesis lists (glue first or not, a block's segments
+    apart and again after another block's, the ``template`` block marked): the last
+    segment of each run of a marked block, as the blocks laid out segment by segment
+    give them (each glue segment the block before it's, or ``template``'s; consecutive
+    segments of one block one run)."""
+    from itertools import groupby
+
+    from prefixscope.analyses.breakpoints import _run_lasts
+
+    owner, owners = "template", []
+    for key in keys:
+        owner = key or owner
+        owners.append(owner)
+    want, at = [], 0
+    for block, run in groupby(owners):
+        at += len(list(run))
+        if block in marked:
+            want.append(at - 1)
+    assert sorted(_run_lasts(keys, marked)) == want

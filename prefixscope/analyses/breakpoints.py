@@ -36,20 +36,9 @@ def breakpoint_ends(tok: Tokens, body: dict[str, object]) -> tuple[int, ...]:
     if not marked and not automatic:
         return ()
     segments = tok.prompt.segments
-    # A block is a run of segments: its own, and the template glue after it up to the
-    # next block's first segment. `lasts`: the last segment of each marked block's run.
-    lasts: list[int] = []
-    key: str | None = None  # the open block's key (None: no block yet)
-    last = 0
-    for i, found in enumerate(map(_block_key, map(_PATH, segments))):
-        if key is not None and (found is None or found == key):
-            last = i
-            continue
-        if key in marked:
-            lasts.append(last)
-        key, last = found or "template", i
-    if key is not None and (key in marked or automatic):
-        lasts.append(last)
+    lasts = _run_lasts(list(map(_block_key, map(_PATH, segments))), marked)
+    if automatic and segments:
+        lasts.append(len(segments) - 1)
     if not lasts:
         return ()
     # a segment's token end, as `Tokens.segment_token_spans` gives it: where the next
@@ -61,6 +50,39 @@ def breakpoint_ends(tok: Tokens, body: dict[str, object]) -> tuple[int, ...]:
 
 
 _PATH = attrgetter("path")
+
+
+def _run_lasts(keys: list[str | None], marked: set[str]) -> list[int]:
+    """The last segment of each run of a marked block, `keys` the segments' block keys
+    (`_block_key`; None: template glue). A block is a run of segments: its own, and the
+    glue after it up to the next block's first segment; glue before any block is the
+    block ``template``'s.
+
+    A run of a block K (not ``template``: no segment's key is that) starts at a segment of
+    key K whose last keyed segment before it is not K's (none, or another block's), so at
+    K's first segment and at each one after a run of K has ended: each is found by a
+    search of the key list from where the last run ended (`list.index`, C), and only the
+    runs' own segments are read one by one, not all of a prompt's ~240 for its one or two
+    marked blocks."""
+    lasts: list[int] = []
+    n = len(keys)
+    for key in marked:
+        if key == "template":
+            if n and keys[0] is None:  # the glue before the first block
+                lasts.append(next((i for i, k in enumerate(keys) if k is not None), n) - 1)
+            continue
+        at = 0
+        while True:
+            try:
+                i = keys.index(key, at)
+            except ValueError:
+                break
+            j = i + 1
+            while j < n and (keys[j] is None or keys[j] == key):
+                j += 1
+            lasts.append(j - 1)
+            at = j
+    return lasts
 
 
 @lru_cache(maxsize=1 << 16)
@@ -87,9 +109,10 @@ def _marked_keys(body: dict[str, object]) -> set[str]:
             if name == "messages":
                 content = item.get("content")
                 if isinstance(content, list):  # the common case inline: no call a block
-                    out.update(f"messages[{i}].content[{j}]" for j, block in enumerate(content)
-                               if isinstance(block, dict) and "cache_control" in block
-                               and isinstance(block["cache_control"], dict))
+                    for j, block in enumerate(content):
+                        if isinstance(block, dict) and "cache_control" in block and \
+                                isinstance(block["cache_control"], dict):
+                            out.add(f"messages[{i}].content[{j}]")
     return out
 
 
