@@ -27,6 +27,7 @@ from prefixscope.model.redaction import (
     SECRET_PATTERNS,
     Redactor,
     Rule,
+    _anchors,
     _masked,
     _text,
     activate,
@@ -721,3 +722,31 @@ def test_windows_of_consecutive_turns_mask_as_the_whole_text_cut_there(
             start = max(0, edge - width // 2)
             want = _every_rule_masked(text)[start:start + width]
             assert r.window(text, start, start + width) == want
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(
+    _spelled_anchor(),
+    st.sampled_from([a for rule in SECRET_PATTERNS for a in rule.anchors]),
+    st.builds(str.swapcase, st.sampled_from([a for rule in SECRET_PATTERNS
+                                             for a in rule.anchors])),
+    st.sampled_from([ANTHROPIC, GITHUB, AWS, "https://user:p4ss@host.example", "\u212a"]),
+    st.text(alphabet="aAcCiIkKsSyY-_.:/ \u0130\u0131\u017f\u212a\né", max_size=6)),
+    max_size=5))
+def test_a_text_holds_no_anchor_exactly_where_no_rule_may_match(parts: list[str]) -> None:
+    """`_Anchors.none_in` (one search for every rule's anchors, before a short text's
+    rules are asked one by one) against each rule's own check; where it holds, every
+    pattern run over the text leaves it as it is."""
+    text = "".join(parts)
+    none = _anchors(SECRET_PATTERNS).none_in(text)
+    assert none == (not any(rule.may_match(text, lowered(text)) for rule in SECRET_PATTERNS))
+    if none:
+        assert _every_rule_masked(text) == text
+    assert _text.__wrapped__(SECRET_PATTERNS, text) == _every_rule_masked(text)
+
+
+def test_a_rule_without_anchors_runs_on_every_text() -> None:
+    """A user's ``--redact`` has no anchors: no text is passed over for holding none."""
+    rules = redactor(["zz"]).rules
+    assert not _anchors(rules).none_in("no anchor here")
+    assert Redactor(rules).text("a zz b") == "a " + MASK * 2 + " b"

@@ -433,6 +433,8 @@ def _text(rules: tuple[Rule, ...], s: str) -> str:
     # Cached: a diff masks each prompt once though it is both sides of two pairs.
     if len(s) > _NEAR_MIN:
         return _text_near(rules, s)
+    if _anchors(rules).none_in(s):
+        return s  # (most of a report's strings: ids, names, numbers as text)
     folded = lowered(s)
     for rule in rules:
         if rule.may_match(s, folded):
@@ -504,13 +506,34 @@ class _Anchors:
     """The anchors of one set of rules, and the places of them in each line of the long
     texts masked lately (a cache: `_anchor_places`)."""
 
-    __slots__ = ("plain", "folded", "lines", "held")
+    __slots__ = ("plain", "folded", "lines", "held", "_any")
 
     def __init__(self, rules: tuple[Rule, ...]) -> None:
         self.plain = tuple(dict.fromkeys(a for rule in rules for a in rule.anchors))
         self.folded = tuple(dict.fromkeys(a for rule in rules for a in rule.folded))
         self.lines: dict[str, _Places] = {}
         self.held = 0  # what the lines held cost: their characters and `_LINE_COST` each
+        # any anchor, and any folded one as IGNORECASE finds it; None: a rule with
+        # neither, which runs on every text
+        self._any = None if not all(rule.anchors or rule.folded for rule in rules) else (
+            re.compile("|".join(map(re.escape, self.plain))) if self.plain else None,
+            re.compile("|".join(map(re.escape, self.folded)), re.IGNORECASE)
+            if self.folded else None)
+
+    def none_in(self, text: str) -> bool:
+        """True only when no rule may match `text`: `Rule.may_hold` is false for each.
+
+        Why equal: a rule may match where it has no anchor at all (then this is False),
+        where one of its anchors is in `text`, or where one of its folded anchors is, as
+        IGNORECASE finds it -- `may_hold` asks `lowered(text)` where that gives the places
+        IGNORECASE finds (`lowered`), else the engine. Each search here looks for every
+        rule's anchors at once (an alternation finds a match wherever one of its
+        alternatives is), one call instead of one check per rule."""
+        if self._any is None:
+            return False
+        plain, folded = self._any
+        return (plain is None or plain.search(text) is None) and (
+            folded is None or folded.search(text) is None)
 
     def scan(self, lines: list[str]) -> list[_Places]:
         """Where each anchor is in each of `lines` (none holding a newline), found by
