@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from prefixscope.engines.base import Units
 from prefixscope.engines.openai import OpenaiEngine
 
 
@@ -129,6 +130,19 @@ class _Reference:
             self.entries[key] = (t, old[1] if old is not None and self.alive(key, now) else t)
 
 
+def _step_both(engine: OpenaiEngine, ref: _Reference, prompt: Units, keys: list[int], n: int,
+               sequence: Units | None, when: float | None, prefix: object) -> None:
+    """`engine.step` of the prompt (with its output `sequence`, when given) and the
+    reference's admit and release of the same keys: the hit equals the reference's."""
+    hit = engine.step(prompt, sequence=sequence, now=when,
+                      prefix=prefix)  # type: ignore[arg-type]
+    assert (hit.cached_tokens, hit.matched_units) == ref.admit(keys, n, when)
+    if sequence is not None and sequence.n_tokens > prompt.n_tokens:
+        ref.release(sequence.keys[: (sequence.n_tokens - 1) // 4].tolist(), n, when)
+    else:
+        ref.release(keys, n, when)
+
+
 _session = st.integers(0, 3)
 _op = st.tuples(st.sampled_from(["step", "admit", "release"]), _session,
                 st.integers(0, 120), st.integers(0, 30), st.integers(-20, 50),
@@ -178,13 +192,7 @@ def test_the_array_rows_decide_as_the_dict_one_key_at_a_time(ops, idle, age, clo
         prefix = (named, 1 + length // 4) if named is not None else None
         sequence = engine.units(ids + tokens(out, 50_000)) if output and not repeat_key \
             else None
-        hit = engine.step(prompt, sequence=sequence, now=when,
-                          prefix=prefix)  # type: ignore[arg-type]
-        assert (hit.cached_tokens, hit.matched_units) == ref.admit(keys, len(ids), when)
-        if sequence is not None and sequence.n_tokens > prompt.n_tokens:
-            ref.release(sequence.keys[: (sequence.n_tokens - 1) // 4].tolist(), len(ids), when)
-        else:
-            ref.release(keys, len(ids), when)
+        _step_both(engine, ref, prompt, keys, len(ids), sequence, when, prefix)
         last[session] = prompt
     assert len(engine) == len(ref.entries)
     for key, (used, written) in ref.entries.items():
@@ -286,13 +294,7 @@ def test_forgetting_at_the_horizon_answers_as_the_engine_that_keeps_everything(
         named = last.get(session) if hint else None
         prefix = (named, 1 + length // 4) if named is not None else None
         sequence = engine.units(ids + tokens(out, 50_000)) if output else None
-        hit = engine.step(prompt, sequence=sequence, now=when,
-                          prefix=prefix)  # type: ignore[arg-type]
-        assert (hit.cached_tokens, hit.matched_units) == ref.admit(keys, len(ids), when)
-        if sequence is not None and sequence.n_tokens > prompt.n_tokens:
-            ref.release(sequence.keys[: (sequence.n_tokens - 1) // 4].tolist(), len(ids), when)
-        else:
-            ref.release(keys, len(ids), when)
+        _step_both(engine, ref, prompt, keys, len(ids), sequence, when, prefix)
         last[session] = prompt
     held = 0
     for key, (used, written) in ref.entries.items():
