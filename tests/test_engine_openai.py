@@ -262,6 +262,21 @@ class TestForgetting:
         assert (hit.cached_tokens, hit.matched_units) == (40, 10)  # kept's 10 blocks
         assert len(engine) == 15  # longer's 15 keys, 10 of them kept's
 
+    def test_a_prompt_whose_rows_were_forgotten_lends_none_to_its_successor(self):
+        # A's keys are forgotten at 20; B, the same tokens, caches them again under new
+        # rows; C extends A and names A as its prefix: the rows A held are gone, so C must
+        # look its keys up (finding B's), not read A's stale rows. By hand: B's 10 blocks
+        # written at 20 are alive at 25 (idle 10), C's hit is min(10, (60 - 1) // 4) * 4.
+        engine = _Forgetful(step=4, min_tokens=8, idle_ttl=10.0)
+        first = engine.units(tokens(40))
+        engine.step(first, now=0)
+        engine.expire(20)
+        again = engine.units(tokens(40))
+        assert engine.step(again, now=20).cached_tokens == 0  # A's entries dead, forgotten
+        longer = engine.units(tokens(60))
+        hit = engine.step(longer, now=25, prefix=(first, 10))
+        assert (hit.cached_tokens, hit.matched_units) == (40, 10)
+
 
 _time = st.one_of(st.none(), st.just(float("nan")), st.sampled_from([0.0, 5.0, 30.0]),
                   st.floats(-50, 200, allow_nan=False))
