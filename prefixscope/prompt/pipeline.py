@@ -549,9 +549,9 @@ def render_turn(request: Request, options: RenderOptions | None = None,
         made: list[str] | None = [] if keep and proxy and mapped else None
         messages, tools = _template_input(endpoint, body, profile, proxy, plan, tok, marker,
                                           made=made)
-        tools_json = _json(body.get("tools")) if made is not None else None
-        if made is not None and tools_json is not None:
-            tool_texts = (tools_json, tuple(made))
+        logged_tools = _json(body.get("tools")) if made is not None else None
+        if made is not None and logged_tools is not None:
+            tool_texts = (logged_tools, tuple(made))
         if keep and rule is not None and mapped:
             head = len(_template_input(endpoint, _head_body(body, lead, listed or "messages"),
                                        profile, proxy, plan, tok, Marker(enabled=False))[0])
@@ -1292,12 +1292,12 @@ def _build_template_input(endpoint: str, body: dict[str, Any], profile: str, app
     the body's, made with a marker whose table this one's starts with, the body's tools
     then not marked again (`_appended_input`, the proof there)."""
     if approximate and texts is not None:
-        marked = apply_text_edits(endpoint, mark_body(endpoint, {
-            k: v for k, v in body.items() if k != "tools"}, marker), plan, marker)
+        body = {k: v for k, v in body.items() if k != "tools"}
+    marked = apply_text_edits(endpoint, mark_body(endpoint, body, marker), plan, marker)
+    if approximate and texts is not None:
         marked["tools"] = list(range(len(texts)))  # (the view reads them through tool_text)
         messages, tools = anthropic_proxy_view(marked, marker, texts.__getitem__)
     elif approximate:
-        marked = apply_text_edits(endpoint, mark_body(endpoint, body, marker), plan, marker)
         if plan.sort_json_keys:
             marked["tools"] = [_with_sorted_schema(t, marker) for t in marked.get("tools") or []]
 
@@ -1308,7 +1308,6 @@ def _build_template_input(endpoint: str, body: dict[str, Any], profile: str, app
             return text
         messages, tools = anthropic_proxy_view(marked, marker, tool_text)
     else:
-        marked = apply_text_edits(endpoint, mark_body(endpoint, body, marker), plan, marker)
         messages, tools = to_upstream(endpoint, marked, profile, marker, hoist=not plan.no_hoist)
     conversation = serving.conversation(messages, marker, serving.content_format(tok.chat_template))
     dumped = serving.tool_dicts(tools, marker)

@@ -94,9 +94,7 @@ class TiktokenTokenizer(Tokenizer):
         if encoder is None:
             # built now, before any fork (module doc), from the table read above (the
             # rank dict of `rank_dict` without reading the cache a second time)
-            ranks_dict = _from_arrays(blob, ends, ranks)
-            self.__dict__["_enc"] = self._encoding(
-                ranks_dict if ranks_dict is not None else _load_bpe(raw))
+            self.__dict__["_enc"] = self._encoding(rank_dict(raw, (blob, ends, ranks)))
 
     def __getstate__(self) -> dict[str, Any]:
         """The state without the `encoder` (a Rust object that does not pickle): a copy
@@ -184,10 +182,11 @@ def _table(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return blob, ends, ids
 
 
-def rank_dict(raw: bytes) -> dict[bytes, int]:
+def rank_dict(raw: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+              ) -> dict[bytes, int]:
     """`_load_bpe` of `raw` (the ``{bytes: rank}`` dict tiktoken takes), through the disk
-    cache."""
-    ranks = _from_arrays(*_table(raw))
+    cache (`table`: `_table(raw)` when the caller has read it already)."""
+    ranks = _from_arrays(*(table if table is not None else _table(raw)))
     return ranks if ranks is not None else _load_bpe(raw)
 
 
