@@ -69,6 +69,38 @@ def test_the_worker_pool_loads_its_tokenizers_once_before_forking():
     assert seen == [(1, 1)] * 4
 
 
+def _compiles_in_worker(_: int) -> tuple[str, int, int]:
+    """(a render of the bundled template in this worker, the marked and the plain
+    compiles this process has done, its parent's included)."""
+    from prefixscope.prompt.marks import Marker
+    from prefixscope.prompt.template import _compiled_marked, render_marked, render_plain
+    from prefixscope.tokenizers.jinja_env import compile_chat_template
+
+    tok = load_tokenizer("deepseek-v4")
+    messages = [{"role": "user", "content": "hi"}]
+    marked = render_marked(tok.chat_template, messages, None, Marker(enabled=False),
+                           tok.template_vars)
+    assert marked == render_plain(tok.chat_template, messages, None, tok.template_vars)
+    return (marked, _compiled_marked.cache_info().misses,
+            compile_chat_template.cache_info().misses)
+
+
+def test_the_workers_render_with_the_template_compiled_before_the_fork():
+    from prefixscope.prompt.template import _compiled_marked
+    from prefixscope.tokenizers.jinja_env import compile_chat_template
+
+    _compiled_marked.cache_clear()
+    compile_chat_template.cache_clear()
+    alone = _compiles_in_worker(0)[0]  # this process compiles, and renders the same
+    _compiled_marked.cache_clear()
+    compile_chat_template.cache_clear()
+    with worker_pool(2, ["deepseek-v4"]) as pool:
+        assert (_compiled_marked.cache_info().misses,
+                compile_chat_template.cache_info().misses) == (1, 1)  # here, once each
+        seen = pool.map(_compiles_in_worker, [0, 1, 2, 3])
+    assert seen == [(alone, 1, 1)] * 4  # no worker compiled it again
+
+
 def test_a_tokenizer_that_cannot_load_is_left_to_the_workers():
     with worker_pool(2, ["/nonexistent/model-dir"]) as pool:
         assert pool.map(_mark, [0]) == ["imported"]
