@@ -141,9 +141,27 @@ class TestKeptLinesAreTheWholeTextsIds:
         whole = AsciiBPE(deepseek._tok.model, ascii_bpe._byte_level_map(), ())
         for text in texts + texts[::-1]:  # the second time round, every part is kept
             got = fast.ids(text)
-            assert got == whole._part_ids(text)  # the whole text word by word, no parts
+            alone = whole._part_ids(text)  # the whole text word by word, no parts
+            assert got == (None if alone is None else alone.tolist())
             if got is not None:
                 assert got == library(deepseek, text)[0]
+
+    @SETTINGS
+    @given(st.one_of(LINED, st.text(st.characters(max_codepoint=127), max_size=80)))
+    def test_the_split_parts_are_the_cuts_parts(self, text):
+        ends = [cut.end() for cut in ascii_bpe.LINE_CUTS.finditer(text)] + [len(text)]
+        split = ascii_bpe._LINE_SPLIT.split(text)
+        parts = [a + b for a, b in zip(split[0:-1:2], split[1::2], strict=True)] + [split[-1]]
+        assert parts == [text[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+    def test_an_array_handed_out_is_the_callers_own(self, deepseek):
+        fast = AsciiBPE(deepseek._tok.model, ascii_bpe._byte_level_map(), ())
+        for text in ("one line", "two\nlines\n"):
+            want = library(deepseek, text)[0]
+            first = fast.array(text)
+            assert first is not None and first.dtype == np.uint32 and first.tolist() == want
+            first[:] = 0  # written by the caller: the kept parts are not
+            assert fast.ids(text) == want
 
     def test_full_kept_lines_start_again_exact(self, monkeypatch, deepseek):
         monkeypatch.setattr(ascii_bpe, "_LINES_KEPT", 40)

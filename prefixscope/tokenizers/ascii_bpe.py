@@ -93,10 +93,13 @@ text's (the property above).
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
-from typing import Any
+from typing import Any, cast
+
+import numpy as np
 
 from prefixscope.tokenizers.boundaries import deepseek_like
 
@@ -120,8 +123,10 @@ _WORDS_KEPT = 1 << 16
 # break followed by a printable character other than a space (the look-ahead keeps that
 # character in the next part; a class first, so the engine scans for it quickly).
 LINE_CUTS = re.compile(r"[\r\n](?=[!-~])")
-# Parts up to this long are kept, up to this many characters in all (their ids about 2.5
-# bytes a character more: ~8 MB a process); past that the kept parts start again.
+_LINE_SPLIT = re.compile(r"([\r\n])(?=[!-~])")  # the same, the line break kept apart
+# Parts up to this long are kept, up to this many characters in all (their ids, a uint32
+# array each, about 1.2 bytes a character more: ~5 MB a process); past that the kept parts
+# start again.
 _LINE_MAX = 1 << 14
 _LINES_KEPT = 1 << 21
 
@@ -136,50 +141,60 @@ class AsciiBPE:
         ascii_added = sorted({a for a in added if a.isascii() and a}, key=len, reverse=True)
         self._added = re.compile("|".join(map(re.escape, ascii_added))) if ascii_added else None
         self._words: dict[str, list[int]] = {}
-        self._lines: dict[str, list[int]] = {}
+        self._lines: dict[str, np.ndarray] = {}  # read-only arrays
         self._lines_size = 0  # characters of the kept parts
 
     def ids(self, text: str) -> list[int] | None:
         """The ids of `text`; None where the claim does not hold (a character outside
         ASCII, an added token, a character no alternative matches)."""
+        found = self.array(text)
+        return None if found is None else found.tolist()
+
+    def array(self, text: str) -> np.ndarray | None:
+        """`ids(text)` as a uint32 array (what `hf` keeps): the kept parts' arrays end to
+        end, no list of every id made."""
         if not text.isascii() or (self._added is not None and self._added.search(text)):
             return None
-        lines = self._lines
-        out: list[int] = []
-        start = 0
         # the parts end to end ("Lines"): each one's ids kept, or made and kept
-        for end in [*(cut.end() for cut in LINE_CUTS.finditer(text)), len(text)]:
-            line = text[start:end]
-            start = end
-            found = lines.get(line)
-            if found is None:
-                found = self._part_ids(line)
-                if found is None:
+        cut = _LINE_SPLIT.split(text)  # part, its line break, part, ..., the last part
+        parts = [*map(operator.add, cut[0:-1:2], cut[1::2]), cut[-1]]
+        lines = self._lines
+        found = list(map(lines.get, parts))
+        for i in [i for i, ids in enumerate(found) if ids is None]:
+            line = parts[i]
+            ids = lines.get(line)  # the same new line earlier in this text
+            if ids is None:
+                ids = self._part_ids(line)
+                if ids is None:
                     return None
                 if len(line) <= _LINE_MAX:
                     if self._lines_size + len(line) > _LINES_KEPT:
                         lines.clear()
                         self._lines_size = 0
-                    lines[line] = found
+                    lines[line] = ids
                     self._lines_size += len(line)
-            out += found
-        return out
+            found[i] = ids
+        ready = cast("list[np.ndarray]", found)  # every part's ids now
+        return ready[0].copy() if len(ready) == 1 else np.concatenate(ready)
 
-    def _part_ids(self, text: str) -> list[int] | None:
+    def _part_ids(self, text: str) -> np.ndarray | None:
         """The claim's ids of an ASCII text holding no added token, word by word; None
-        where its matches do not cover it."""
+        where its matches do not cover it. (Read-only: it is kept.)"""
         words = WORDS.findall(text)
         if sum(map(len, words)) != len(text):
             return None
         known = self._words
         if len(known) > _WORDS_KEPT:
             known.clear()
-        out: list[int] = []
+        ids: list[int] = []
         for word in words:
-            ids = known.get(word)
-            if ids is None:
-                ids = known[word] = [t.id for t in self._model.tokenize(word.translate(self._map))]
-            out += ids
+            found = known.get(word)
+            if found is None:
+                found = known[word] = [t.id for t in
+                                       self._model.tokenize(word.translate(self._map))]
+            ids += found
+        out = np.array(ids, dtype=np.uint32)
+        out.flags.writeable = False  # kept: `array` hands out copies only
         return out
 
 

@@ -133,11 +133,10 @@ class HFTokenizer(Tokenizer):
         if self._ascii is not None and self._byte_lengths is not None:
             lengths, left = self._byte_lengths, []
             for i in todo:
-                found = self._ascii.ids(texts[i])
-                if found is None:
+                ids = self._ascii.array(texts[i])
+                if ids is None:
                     left.append(i)
                     continue
-                ids = np.array(found, dtype=np.uint32)
                 sizes = lengths[ids]  # ASCII: a byte is a character
                 out[i] = Encoded(ids, np.cumsum(sizes) - sizes)
             todo = left

@@ -730,16 +730,17 @@ def common_run(a: str, i: int, b: str, j: int) -> int:
     as one comparison of the whole would read them."""
     n = min(len(a) - i, len(b) - j)
     lo, block = 0, _FIRST_TEXT_BLOCK
+    starts = a.startswith  # a.startswith(b[p:q], i + p): a[i + p:i + q] == b[p:q], q - p <= n
     while True:  # a[i:i + lo] == b[j:j + lo]
         if lo >= n:
             return n
         hi = min(n, lo + block)
-        if a[i + lo:i + hi] != b[j + lo:j + hi]:
+        if not starts(b[j + lo:j + hi], i + lo):
             break  # the first difference is in [lo, hi)
         lo, block = hi, block * 4
     while hi - lo > 64:
         mid = (lo + hi) // 2
-        if a[i + lo:i + mid] == b[j + lo:j + mid]:
+        if starts(b[j + lo:j + mid], i + lo):
             lo = mid
         else:
             hi = mid
