@@ -125,6 +125,17 @@ def test_the_common_run_at_two_places_is_the_first_difference(a, b, data):
     assert common_run(a, i, b, j) == expected
 
 
+def test_a_difference_at_every_place_of_a_text_is_found_at_that_place():
+    # One character changed at each place in turn of a 1,400-character text: its first
+    # block (256), the next (1,024) and into the third, at every place a halving can end,
+    # read from other starts in the two strings; the answer is the changed place.
+    a = "".join(chr(97 + k % 23) for k in range(1_400))
+    for where in range(len(a)):
+        b = a[:where] + "Z" + a[where + 1:]
+        assert common_run("xy" + a, 2, "bbbbb" + b, 5) == where
+    assert common_run("xy" + a, 2, "bbbbb" + a, 5) == len(a)
+
+
 @given(st.integers(0, 5_000), st.integers(0, 5_000), st.integers(0, 6_000), st.booleans())
 def test_a_text_difference_anywhere_is_found_past_every_block(length, where, known, differs):
     a = "".join(chr(97 + k % 5) for k in range(length))
