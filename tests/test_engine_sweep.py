@@ -12,6 +12,7 @@ are checked here, and docs/simulate.md traces them."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -359,14 +360,19 @@ def test_a_live_entrys_depth_is_the_live_entries_from_it_on(steps, data):
 
 @settings(max_examples=300)
 @given(pool=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=8, unique=True),
-       picks=st.lists(st.integers(0, 7), max_size=400))
-def test_each_listed_key_is_first_listed_where_a_dict_first_meets_it(pool, picks):
-    """`_runs` with `_first_of_runs`, and the ranks `VllmSweep._replay` reads off them: for
-    keys listed many times over (runs long enough that an unstable sort moves equal keys,
-    values up to 2**64 - 1), where each distinct key, ascending, is listed first and each
-    listing's rank among the distinct keys, as a dict filled in listing order and a sorted
-    list give them (np.unique's ``return_index`` and ``return_inverse``)."""
-    from prefixscope.engines.sweep import _first_of_runs, _runs
+       picks=st.lists(st.integers(0, 7), max_size=400), piece=st.integers(1, 9))
+def test_each_listed_key_is_first_listed_where_a_dict_first_meets_it(pool, picks, piece):
+    """`_runs` with `_first_of_runs`, and the ranks `VllmSweep._replay` reads off them
+    (`_ranks`, int32) and each listing's first listing (`_gathered`): for keys listed many
+    times over (runs long enough that an unstable sort moves equal keys, values up to
+    2**64 - 1), where each distinct key, ascending, is listed first, each listing's rank
+    among the distinct keys and where its key is listed first, as a dict filled in listing
+    order and a sorted list give them (np.unique's ``return_index`` and
+    ``return_inverse``). The sorted keys compared, the ranks counted and the first listings
+    gathered `piece` listings at a time (`_SLICE`): a run may cross from one slice to the
+    next."""
+    from prefixscope.engines import sweep
+    from prefixscope.engines.sweep import _first_of_runs, _gathered, _ranks, _runs
 
     keys = [pool[p % len(pool)] for p in picks]
     listed = np.array(keys, dtype=np.uint64)
@@ -374,11 +380,15 @@ def test_each_listed_key_is_first_listed_where_a_dict_first_meets_it(pool, picks
     for i, key in enumerate(keys):
         first_at.setdefault(key, i)
     distinct = sorted(first_at)
-    order, new = _runs(listed)
-    assert _first_of_runs(order, new).tolist() == [first_at[k] for k in distinct]
-    rank = np.empty(len(listed), dtype=np.intp)
-    rank[order] = np.cumsum(new) - 1
-    assert rank.tolist() == [distinct.index(k) for k in keys]
+    with patch.object(sweep, "_SLICE", piece):
+        order, new = _runs(listed)
+        ranks = _ranks(order, new)
+        firsts = _first_of_runs(order, new)
+        gathered = _gathered(firsts.astype(np.int32), ranks)
+    assert firsts.tolist() == [first_at[k] for k in distinct]
+    assert ranks.dtype == np.int32
+    assert ranks.tolist() == [distinct.index(k) for k in keys]
+    assert gathered.tolist() == [first_at[k] for k in keys]
 
 
 def test_a_key_listed_again_and_again_is_first_where_it_first_came():

@@ -226,13 +226,14 @@ class _Sweep:
 @dataclass(frozen=True, slots=True)
 class _Staged:
     """One request `VllmSweep.step` was given, as its replay needs it: which kept prompt's
-    first `shared` keys are its own (`base`, -1: none), the keys after them (`tail`), the
-    output's keys it caches (`extra`), and its sizes."""
+    first `shared` keys are its own (`base`, -1: none), how many keys after them it lists
+    (`tail`) and output keys it caches (`extra`: those keys are in `VllmSweep._listed`),
+    and its sizes."""
 
     base: int
     shared: int
-    tail: np.ndarray  # uint64
-    extra: np.ndarray  # uint64
+    tail: int
+    extra: int
     n_full: int
     n_tokens: int
     blocks: int  # blocks it allocates (prompt and output)
@@ -245,13 +246,52 @@ def _runs(listed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     np.unique sorts stably so that each run of a key starts at its first listing; its
     indices and ranks follow from the runs alone, whatever the order within each run
     (`_first_of_runs`; a key's rank is its run's). numpy's unstable sort of 64-bit keys is
-    vectorized: on report's 2M listed keys at 1 GiB ~4x faster than the stable one."""
+    vectorized: on report's 2M listed keys at 1 GiB ~4x faster than the stable one. The
+    sorted keys are compared a slice at a time, never held whole beside `listed` and the
+    order."""
     order = np.argsort(listed)
-    ordered = listed[order]
-    new = np.empty(len(listed), dtype=bool)
+    n = len(listed)
+    new = np.empty(n, dtype=bool)
     new[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    for start in range(1, n, _SLICE):
+        stop = min(start + _SLICE, n)
+        ordered = listed[order[start - 1:stop]]
+        np.not_equal(ordered[1:], ordered[:-1], out=new[start:stop])
     return order, new
+
+
+_SLICE = 1 << 18  # listings taken at a time (`_runs`, `_ranks`, `_gathered`)
+
+
+def _index_type(n: int) -> type[np.signedinteger]:
+    """The type of indices (or ranks) below `n` held per listing: int32 where they fit,
+    half the size of numpy's own (report's base sweep lists ~2M keys a GiB)."""
+    return np.int32 if n < 1 << 31 else np.intp
+
+
+def _ranks(order: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Each listing's key's rank among the distinct keys, ascending (np.unique's
+    ``return_inverse``), from `_runs`: its run's, the runs counted a slice at a time (no
+    array of all the ranks in sorted order beside the result); in `_index_type`."""
+    kind = _index_type(len(order))
+    out = np.empty(len(order), dtype=kind)
+    done = 0  # runs started before the slice
+    for start in range(0, len(order), _SLICE):
+        stop = min(start + _SLICE, len(order))
+        rank = np.cumsum(new[start:stop], dtype=kind)
+        rank += done - 1
+        out[order[start:stop]] = rank
+        done = int(rank[-1]) + 1
+    return out
+
+
+def _gathered(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """``values[at]`` a slice of `at` at a time: numpy indexes through an intp copy of
+    an index array of another type, which would be as large as `at` twice over."""
+    out = np.empty(len(at), dtype=values.dtype)
+    for start in range(0, len(at), _SLICE):
+        out[start:start + _SLICE] = values[at[start:start + _SLICE]]
+    return out
 
 
 def _first_of_runs(order: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -291,6 +331,7 @@ class VllmSweep(_Sweep):
         self.cache_output = cache_output
         self._limited = not unlimited
         self._staged: list[_Staged] = []
+        self._listed: list[np.ndarray] = []  # each staged request's tail and extra keys
         # id(keys) of a prompt stepped with `keep` -> (its keys, its staged index)
         self._kept: dict[int, tuple[np.ndarray, int]] = {}
         self._done: SweepResult | None = None
@@ -322,9 +363,10 @@ class VllmSweep(_Sweep):
             blocks = -(-n_tokens // bs)
         if keep:
             self._kept[id(prompt.keys)] = (prompt.keys, len(self._staged))
-        self._staged.append(_Staged(base, shared, np.array(prompt.keys[shared:n_full],
-                                                           dtype=np.uint64),
-                                    extra, n_full, n_tokens, blocks))
+        tail = np.array(prompt.keys[shared:n_full], dtype=np.uint64)
+        self._listed += (tail, extra)
+        self._staged.append(_Staged(base, shared, len(tail), len(extra), n_full, n_tokens,
+                                    blocks))
 
     def forget(self, prompt: Units) -> None:
         """Drop what `step(prompt, keep=True)` kept (no later prompt extends it)."""
@@ -337,7 +379,7 @@ class VllmSweep(_Sweep):
         return self._done
 
     def _replay_unlimited(self, staged: list[_Staged], offsets: np.ndarray,
-                          listed: np.ndarray) -> None:
+                          first: np.ndarray) -> None:
         """`_replay` at the unlimited capacity alone: every key listed is cached for good,
         so a request hits its keys up to the first one no earlier request listed (and its
         shared start), never past its last-token block.
@@ -346,13 +388,11 @@ class VllmSweep(_Sweep):
         in the whole log): each key before it in the tail was listed before it, and not
         first by this request -- the tail's first listing of it would be an earlier first
         listing in this tail -- so by an earlier request; and the key at it is listed by no
-        earlier one. Only where each key is listed first is needed: no slot numbers."""
-        first = np.zeros(len(listed), dtype=bool)
-        order, new = _runs(listed)
-        first[_first_of_runs(order, new)] = True
+        earlier one. Only where each key is listed first is needed (`first`: is each
+        listing its key's first), no slot numbers."""
         bs = self.unit
         for index, r in enumerate(staged):
-            at, tail = int(offsets[index]), len(r.tail)
+            at, tail = int(offsets[index]), r.tail
             new = np.flatnonzero(first[at: at + tail])
             cut = int(new[0]) if len(new) else tail
             h_max = (r.n_tokens - 1) // bs if r.n_tokens else 0
@@ -361,20 +401,25 @@ class VllmSweep(_Sweep):
     def _replay(self) -> None:
         """Every staged request, in order (`VllmEngine.step`'s rules, module docstring)."""
         staged, self._staged, self._kept = self._staged, [], {}
-        lengths = np.array([len(r.tail) + len(r.extra) for r in staged], dtype=np.int64)
+        lengths = np.array([r.tail + r.extra for r in staged], dtype=np.int64)
         offsets = np.concatenate(([0], np.cumsum(lengths)))
-        listed = np.concatenate([part for r in staged for part in (r.tail, r.extra)]) \
-            if staged else _NO_KEYS
+        # Each array made here is held only while the next needs it (report's base sweep
+        # lists ~2M keys a GiB of raw captures).
+        listed = np.concatenate(self._listed) if self._listed else _NO_KEYS
+        self._listed = []
+        order, new = _runs(listed)
+        del listed
         if not self._limited:
-            self._replay_unlimited(staged, offsets, listed)
+            first = np.zeros(len(order), dtype=bool)
+            first[_first_of_runs(order, new)] = True
+            del order, new
+            self._replay_unlimited(staged, offsets, first)
             return
         # slot of each listed key, and where that key is listed first
-        order, new = _runs(listed)
-        first = _first_of_runs(order, new)
-        slot_of = np.empty(len(listed), dtype=np.intp)  # each listing's key's rank
-        slot_of[order] = np.cumsum(new) - 1
+        first = _first_of_runs(order, new).astype(_index_type(len(order)))
+        slot_of = _ranks(order, new)  # each listing's key's rank
         del order, new
-        first_at = first[slot_of]
+        first_at = _gathered(first, slot_of)
         del first
         self._stamp = np.zeros(int(slot_of.max()) + 1 if len(slot_of) else 0, dtype=np.int64)
         self._copied = np.zeros(len(self._stamp), dtype=bool)
@@ -384,11 +429,11 @@ class VllmSweep(_Sweep):
         self._blocks, self._free = 0, False  # blocks the previous request held, one hashless
         bs = self.unit
         for index, r in enumerate(staged):
-            at, tail = int(offsets[index]), len(r.tail)
+            at, tail = int(offsets[index]), r.tail
             seen = first_at[at: at + tail] < at  # listed by an earlier request
             missing = np.flatnonzero(~seen)
             cut = int(missing[0]) if len(missing) else tail
-            looked = slot_of[at: at + cut]
+            looked = slot_of[at: at + cut].astype(np.intp)  # (indexes below: once)
             slots = looked if r.base < 0 else np.concatenate((kept[r.base][:r.shared], looked))
             if r.base >= 0:
                 uses[r.base] -= 1
@@ -404,7 +449,7 @@ class VllmSweep(_Sweep):
             self._record(depth, r.n_tokens, self._blocks, self._free)
             if not r.blocks:
                 continue  # nothing allocated, nothing freed: the pool is as it was
-            n = r.n_full + len(r.extra)
+            n = r.n_full + r.extra
             if r.blocks - n > 1:
                 self._exact = False  # more than one hashless block: outside this model
             start = self._stack.push(n)
@@ -417,7 +462,7 @@ class VllmSweep(_Sweep):
             for j, slot in enumerate(slots[lim:].tolist()):
                 self._copy(slot, int(new[lim + j]))
             where = np.arange(at + cut, int(offsets[index + 1]))
-            made = slot_of[where]
+            made = slot_of[where].astype(np.intp)
             fresh = first_at[where] == where  # listed here first
             if fresh.all():
                 self._stamp[made] = new[present:]
