@@ -800,9 +800,13 @@ class TestSpliceEqualsTheWholeRender:
                                endpoint="anthropic-messages")
         _, turn = render_turn(earlier, RenderOptions(tokenizer="deepseek-v4"))
         assume(turn is not None)
+        assert turn.items == orjson.dumps(messages[:k])  # the turn's own history, whole
         body = {"system": system, "messages": list(messages)}
         whole = (orjson.dumps({"system": system}), orjson.dumps(messages))
         assert module._raw_parts(body, "messages", turn) == whole
+        assert module._extends(turn, whole)  # its items, then the new ones
+        if k:  # (any array extends an empty one)
+            assert not module._extends(turn, (whole[0], b"[" + whole[1]))  # not its items
         assert module._raw_parts(body, "messages") == whole
 
     def test_a_rewritten_history_is_rendered_whole_and_still_equal(self):

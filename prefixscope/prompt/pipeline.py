@@ -442,7 +442,7 @@ class Turn:
     key: tuple[str, str, bool]  # (renderer id, endpoint, proxy view): equal or no splice
     history: str  # the body's list that grows: "messages" or "input"
     rest: bytes  # JSON of the body without that list (key order kept)
-    items: bytes  # JSON of that list without its closing bracket
+    items: bytes  # JSON of that list (its closing bracket last: `_open` is it without)
     count: int  # its length
     table: tuple[tuple[str, ...], tuple[str, ...]]  # the marker's paths and kinds
     # JSON of the template input's messages (marks included), open, and of its tools; empty
@@ -530,7 +530,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     # `grown`: the previous turn, when this body's history continues its history (the
     # rest of the body, its system prompt say, may differ); `seed`: ... and the rest is equal.
     grown = seed if seed is not None and raw is not None and seed.lead == lead and \
-        _continues(seed.items, seed.count, raw[1]) else None
+        _continues(_open(seed.items), seed.count, raw[1]) else None
     if seed is not None and (raw is None or not _extends(seed, raw)):
         seed = None
     # Path ids are numbered as marking meets them; seeded with the previous turn's table,
@@ -599,7 +599,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     if keep and raw is not None and attribution == "exact" and history is not None and (
             mapped or (conversation is not None and tools_json is not None)):
         logged = body[history][lead:] if lead else body[history]
-        turn = Turn(key, history, raw[0], raw[1][:-1], len(logged),
+        turn = Turn(key, history, raw[0], raw[1], len(logged),
                     (tuple(marker.paths), tuple(marker.kinds)),
                     b"" if mapped or conversation is None else conversation[:-1],
                     len(messages), tools_json or b"", prompt,
@@ -795,7 +795,7 @@ def _without_dropped(previous: Turn, listed: list[Any]) -> Turn | None:
     if items is None:
         return None
     return dataclasses.replace(
-        previous, items=items[:-1], count=len(kept), logged=kept,
+        previous, items=items, count=len(kept), logged=kept,
         table=(tuple(renamed), kinds),
         prompt=dataclasses.replace(previous.prompt, segments=tuple(segments)))
 
@@ -1048,7 +1048,7 @@ def _raw_parts(body: dict[str, Any], history: str, previous: Turn | None = None,
         assert previous is not None
         new = _json(listed[len(logged):])
         items = None if new is None else \
-            previous.items + (b"," if logged and len(new) > 2 else b"") + new[1:]
+            b"".join((_open(previous.items), b"," if logged and len(new) > 2 else b"", new[1:]))
     else:
         items = _json(listed)
     return None if rest is None or items is None else (rest, items)
@@ -1060,7 +1060,7 @@ def _starts_with(listed: list[Any], known: list[Any]) -> bool:
     return len(listed) >= len(known) and all(map(operator.is_, listed[:len(known)], known))
 
 
-def _continues(before: bytes, count: int, now: bytes) -> bool:
+def _continues(before: bytes | memoryview, count: int, now: bytes) -> bool:
     """Is the JSON array `now` the array of `count` items whose text without its closing
     bracket is `before`, with items appended (or none)?
 
@@ -1073,9 +1073,16 @@ def _continues(before: bytes, count: int, now: bytes) -> bool:
     return follow == 0x5D or (follow == 0x2C and count > 0) or count == 0  # "]" or ","
 
 
+def _open(items: bytes) -> memoryview:
+    """A JSON array's text without its closing bracket, not copied (what `_continues`
+    compares and `_raw_parts` extends: `bytes.startswith` and `bytes.join` take it)."""
+    return memoryview(items)[:-1]
+
+
 def _extends(previous: Turn, raw: tuple[bytes, bytes]) -> bool:
     """Is this body the previous one with items appended to its history?"""
-    return raw[0] == previous.rest and _continues(previous.items, previous.count, raw[1])
+    return raw[0] == previous.rest and \
+        _continues(_open(previous.items), previous.count, raw[1])
 
 
 def _splice(rule: SpliceRule, previous: Turn, messages: list[dict[str, Any]],
@@ -1183,7 +1190,7 @@ def _splice_head(previous: Turn, messages: list[dict[str, Any]],
     stop = len(old) - len(generation)
     shift = len(top.text) - end
     segments = _joined_segments(top, marker, previous.prompt.segments, end, stop, shift, tail)
-    return top.text + old[end:stop] + tail.text, segments, len(top.text)
+    return "".join((top.text, old[end:stop], tail.text)), segments, len(top.text)
 
 
 def _joined_segments(top: Stripped, marker: Marker, old: tuple[Segment, ...], lo: int,
@@ -1232,9 +1239,9 @@ def _scan_body(body: dict[str, Any], parts: tuple[bytes, bytes] | None = None,
         rest, items = parts
         if clean is not None and rest == clean.rest:
             rest = b""
-        if clean is not None and items.startswith(clean.items):
+        if clean is not None and items.startswith(_open(clean.items)):
             # a match is shorter than `_OVERLAP`: one across the cut starts after it
-            items = items[max(0, len(clean.items) - _OVERLAP):]
+            items = items[max(0, len(clean.items) - 1 - _OVERLAP):]
         return _reserved_in(rest) or _reserved_in(items), False
     try:
         raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
