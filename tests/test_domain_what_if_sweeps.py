@@ -11,10 +11,14 @@ those cached tokens over the prompt tokens."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from prefixscope.analyses.onepass import PassResult
 from prefixscope.analyses.simulate import SimulateOptions, _Prepared, _replay, remembered_replays
 from prefixscope.analyses.simulate import replay as replay_module
 from prefixscope.findings import domains
@@ -22,6 +26,7 @@ from prefixscope.findings.values import ReportOptions
 from prefixscope.store import Store
 
 UNIT = 2
+STAGED = replay_module._staged
 
 
 def requests(prompts: list[tuple[str, list[int], int]]) -> list[_Prepared]:
@@ -89,3 +94,100 @@ def test_a_what_if_is_swept_once_at_the_unlimited_capacity_when_no_capacity_is_f
     ideal = _replay(WHAT_IF, SimulateOptions(engine="vllm", unit=UNIT), unlimited=True)
     (what_if,) = report.what_if
     assert what_if.hit_rate_predicted == what_if.hit_rate_ideal == sum(ideal) / (4 + 4 + 6)
+
+
+# --- the base's sweep made ahead (`domains.swept_bases`: report makes it while its workers
+# make the what-ifs' input), then read by the domain's replay
+
+
+def replay_domain(prepared: list[_Prepared], options: ReportOptions,
+                  ahead: bool, monkeypatch: Any) -> tuple[Any, Counter[Any]]:
+    """The domain "d" (vLLM, one file) replayed with one priced what-if, its base swept
+    ahead by `swept_bases` first or not; and how often each input was swept."""
+    swept: Counter[tuple[str, bool]] = Counter()
+
+    def counted(held: Any, sim: SimulateOptions, unlimited: bool = False) -> Any:
+        swept[("what-if" if held is WHAT_IF else "log", unlimited)] += 1
+        return STAGED(held, sim, unlimited)
+
+    monkeypatch.setattr(replay_module, "_staged", counted)
+    planned = ({"d": ("vllm", UNIT, ["f"])}, {}, [])
+    passed = PassResult(None, {"d": (prepared, {})}, {})
+    made = domains.swept_bases(options, planned, passed)() if ahead else {}
+    sim = SimulateOptions(engine="vllm", unit=UNIT, capacity_tokens=options.capacity_tokens,
+                          render=options.render, source_files=("f",))
+    report = domains._replay_domain(
+        cast(Store, None), sim, options, [], {"json-key-order": "sort-json-keys"}, [],
+        prepared, {}, 1, lambda _changed, _transform: WHAT_IF, made.get("d"))
+    return report, swept
+
+
+def test_a_base_swept_ahead_is_swept_once_and_the_replay_is_the_same(monkeypatch):
+    for log in (EVICTED, KEPT):
+        alone, swept_alone = replay_domain(log, ReportOptions(), False, monkeypatch)
+        ahead, swept_ahead = replay_domain(log, ReportOptions(), True, monkeypatch)
+        assert ahead == alone
+        assert swept_ahead == swept_alone  # the log's sweep once: ahead, not again
+        assert swept_ahead[("log", False)] == 1
+    # by hand (KEPT, unlimited): a's second prompt hits its first two blocks
+    assert [r.predicted for r in ahead.per_request] == [0, 0, 4]
+
+
+def test_no_base_is_swept_ahead_where_its_replay_sweeps_none_ahead():
+    """A capacity given (no fit follows) or a hosted engine: the replay sweeps nothing
+    ahead, nor does `swept_bases`; a domain the walk could not prepare is left to its
+    replay (which says why)."""
+    vllm = ({"d": ("vllm", UNIT, ["f"])}, {}, [])
+    passed = PassResult(None, {"d": (EVICTED, {})}, {})
+    assert domains.swept_bases(ReportOptions(capacity_tokens=4), vllm, passed)() == {}
+    assert set(domains.swept_bases(ReportOptions(), vllm, passed)()) == {"d"}
+    hosted = ({"d": ("anthropic", None, ["f"])}, {}, [])
+    assert domains.swept_bases(ReportOptions(), hosted, passed)() == {}
+    assert domains.swept_bases(ReportOptions(), vllm, PassResult(None, {}, {"d": "no"}))() == {}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.lists(st.integers(0, 5), min_size=1,
+                                                           max_size=9),
+                          st.integers(0, 8)), min_size=1, max_size=8))
+def test_any_log_swept_ahead_replays_as_the_engine_does(prompts):
+    """Whatever the log, its replay read off the sweep made ahead is vLLM's own replay
+    (`_replay`, no sweep) request by request: unlimited, and at the fitted capacity."""
+    log = requests([(s, ids, observed) for s, ids, observed in prompts])
+    options = ReportOptions()
+    planned = ({"d": ("vllm", UNIT, ["f"])}, {}, [])
+    made = domains.swept_bases(options, planned, PassResult(None, {"d": (log, {})}, {}))()
+    sim = SimulateOptions(engine="vllm", unit=UNIT, render=options.render, source_files=("f",))
+    report = domains._replay_domain(cast(Store, None), sim, options, [], {}, [], log, {}, 1,
+                                    None, made["d"])
+    assert report is not None
+    capacity = report.fit.capacity_tokens if report.fit is not None else None
+    fitted = replace(sim, capacity_tokens=capacity,
+                     unit=report.fit.unit if report.fit is not None else UNIT)
+    expected = _replay(log, fitted)
+    assert [r.predicted for r in report.per_request] == expected
+    assert [r.ideal for r in report.per_request] == _replay(log, sim, unlimited=True)
+
+
+def test_a_base_staged_ahead_is_swept_only_when_made(monkeypatch):
+    """`swept_bases` stages the log's sweep (its requests given to vLLM's sweep) and makes
+    it (the sweep's replay, `VllmSweep.result`) only when its function is called: report
+    calls it once its workers are gone."""
+    from prefixscope.engines.sweep import VllmSweep
+
+    made: list[int] = []
+    real = VllmSweep.result
+
+    def result(self: VllmSweep) -> Any:
+        made.append(1)
+        return real(self)
+
+    monkeypatch.setattr(VllmSweep, "result", result)
+    planned = ({"d": ("vllm", UNIT, ["f"])}, {}, [])
+    later = domains.swept_bases(ReportOptions(), planned, PassResult(None, {"d": (EVICTED, {})},
+                                                                     {}))
+    assert made == []
+    (memo,) = later()["d"].values()
+    assert made == [1]
+    (swept,) = memo[1].values()
+    assert swept.cached(None) == [0, 0, 4]  # by hand: a's second prompt, its first 2 blocks

@@ -172,6 +172,25 @@ def test_real_diff_and_segments_are_the_same_with_two_workers(real_store: Path,
     assert census[0] == census[1]
 
 
+def test_the_census_taken_in_a_forked_process_is_this_ones(real_store: Path):
+    """report's census beside the base sweeps (`evidence._census_aside`: a forked process
+    opening the same file, reading the bodies held here) is the census taken here, held
+    bodies or not."""
+    from prefixscope.findings.evidence import _census, _census_aside
+    from prefixscope.findings.values import ReportOptions
+
+    options = ReportOptions()
+    with Store.open(real_store, read_only=True) as store:
+        here = json.dumps(segments_json(list(_census(store, options)), ()))
+        for hold in (False, True):
+            if hold:
+                assert store.hold_stored()
+            aside = _census_aside(store, options)
+            assert aside is not None
+            assert json.dumps(segments_json(list(aside()), ())) == here
+        store.let_go_stored()
+
+
 def test_real_report_is_the_same_with_two_workers(real_store: Path, pools: list[int]):
     one = cli_json("report", "--store", real_store, "--json", "--workers", "1")
     assert pools == []

@@ -11,7 +11,7 @@ priced what-ifs; the domains are merged for the summary.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,6 +22,7 @@ from prefixscope.analyses.onepass import (
     WhatIfRunner,
 )
 from prefixscope.analyses.simulate import (
+    Remembered,
     SimulateError,
     SimulateOptions,
     SimulateReport,
@@ -31,6 +32,7 @@ from prefixscope.analyses.simulate import (
     remembered_replays,
     replay_prepared,
     sweep_ahead,
+    swept_ahead,
 )
 from prefixscope.analyses.simulate.prepare import Links
 from prefixscope.engines import ENGINES
@@ -120,22 +122,24 @@ def block_size_notes(engine_log: EngineLogAnalysis | None,
 def replay_domains(store: Store, options: ReportOptions, records: Sequence[UsageRecord],
                    diff: DiffReport | None, notes: list[str], planned: Plans, passed: PassResult,
                    workers: int = 1, what_ifs: tuple[WhatIfRunner, int] | None = None,
-                   links: Links | None = None, ready: dict[str, dict[str, list[Any]]] | None = None
+                   links: Links | None = None, ready: dict[str, dict[str, list[Any]]] | None = None,
+                   ahead: dict[str, Remembered] | None = None
                    ) -> tuple[SimulateReport | None, dict[str, str], tuple[Replay, ...],
                               dict[str, tuple[str | None, int | None]]]:
     """The replay the summary and the replay findings read (None: no engine fits): each
     planned domain (`plan_domains`) replayed from its input the walk prepared (a
     what-if's input from `ready` (domain -> transform -> entries) when made already, else
-    by `what_ifs`: (a runner, the runs of sessions to cut it into) when given). The
-    domains are merged for the summary.
+    by `what_ifs`: (a runner, the runs of sessions to cut it into) when given; its base's
+    sweep from `ahead` (`swept_bases`) when made already). The domains are merged for the
+    summary.
     """
     what_if_of = priced_what_ifs(diff, options)
     plans, chosen, reasons = planned
     notes += reasons
     replays: list[Replay] = []
     for domain, (engine, unit, files) in plans.items():
-        sim = SimulateOptions(engine=engine, unit=unit, capacity_tokens=options.capacity_tokens,
-                              render=options.render, source_files=tuple(files))
+        sim = _domain_options(options, engine, unit, files)
+        swept = ahead.pop(domain, None) if ahead else None  # (let go with its domain)
         try:
             if domain in passed.failed:
                 raise SimulateError(passed.failed[domain])
@@ -146,7 +150,7 @@ def replay_domains(store: Store, options: ReportOptions, records: Sequence[Usage
             if ready and ready.get(domain):
                 what_if_input = ready_input(ready[domain], what_if_input, store, prepared)
             replayed = _replay_domain(store, sim, options, records, what_if_of, notes,
-                                      prepared, skipped, workers, what_if_input)
+                                      prepared, skipped, workers, what_if_input, swept)
         except (SimulateError, RenderError, TokenizerError) as exc:
             notes.append(f"no cache replay of {domain}: {str(exc).splitlines()[0]}")
             continue
@@ -157,6 +161,65 @@ def replay_domains(store: Store, options: ReportOptions, records: Sequence[Usage
             notes.append("no cache replay: nothing replayable")
         return None, {}, (), chosen
     return merge_replays([r.report for r in replays]), what_if_of, tuple(replays), chosen
+
+
+def swept_bases(options: ReportOptions, planned: Plans, passed: PassResult
+                ) -> Callable[[], dict[str, Remembered]]:
+    """Each planned domain's base sweep that its replay sweeps ahead (`_replay_steps`),
+    for `replay_domains` to read, in two steps (`swept_ahead`): staged now, made when the
+    function returned is called. Report stages them while its workers make the what-ifs'
+    input, and makes them once the workers are gone: the sweep's own memory (its replay's
+    arrays) then never adds to theirs. A domain whose sweep fails is left out (its replay
+    sweeps it again, and says why it failed)."""
+    staged: dict[str, Callable[[], Remembered]] = {}
+    for domain, (engine, unit, files) in planned[0].items():
+        if domain in passed.failed or domain not in passed.prepared:
+            continue
+        prepared = passed.prepared[domain][0]
+        sim, _ = _breakpoints(_domain_options(options, engine, unit, files), prepared)
+        if not _sweeps_ahead(sim, options):
+            continue
+        try:
+            staged[domain] = swept_ahead(prepared, sim)
+        except (SimulateError, RenderError, TokenizerError):
+            continue
+
+    def made() -> dict[str, Remembered]:
+        out: dict[str, Remembered] = {}
+        for domain, make in staged.items():
+            try:
+                out[domain] = make()
+            except (SimulateError, RenderError, TokenizerError):
+                continue
+        staged.clear()  # (each domain's staged requests let go)
+        return out
+    return made
+
+
+def _domain_options(options: ReportOptions, engine: str, unit: int | None,
+                    files: Sequence[str]) -> SimulateOptions:
+    return SimulateOptions(engine=engine, unit=unit, capacity_tokens=options.capacity_tokens,
+                           render=options.render, source_files=tuple(files))
+
+
+def _breakpoints(sim: SimulateOptions, prepared: Sequence[Any]
+                 ) -> tuple[SimulateOptions, str | None]:
+    """`sim` as the domain is replayed: with its engine's automatic breakpoints where the
+    bodies carry no mark yet report reads (`unmarked_cache_reads`), and the note saying
+    so."""
+    if not unmarked_cache_reads(sim.engine, prepared):
+        return sim, None
+    return replace(sim, automatic_breakpoints=True), (
+        f"replayed with {sim.engine}'s automatic breakpoints: the logged bodies carry "
+        "no cache_control mark, yet their usage reports cache reads -- the "
+        "client's marks were not logged (Claude Code puts one on the last "
+        "message), or the upstream caches automatically")
+
+
+def _sweeps_ahead(sim: SimulateOptions, options: ReportOptions) -> bool:
+    """Does the domain's replay sweep its base first: a fit follows unless the log got all
+    an unlimited cache gives (a self-hosted engine, no capacity given)?"""
+    return not ENGINES[sim.engine].hosted and options.capacity_tokens is None
 
 
 def priced_what_ifs(diff: DiffReport | None, options: ReportOptions) -> dict[str, str]:
@@ -183,14 +246,15 @@ def unmarked_cache_reads(engine: str, prepared: Sequence[Any]) -> bool:
 def _replay_domain(store: Store, sim: SimulateOptions, options: ReportOptions,
                    records: Sequence[UsageRecord], what_if_of: dict[str, str],
                    notes: list[str], prepared: list[Any], skipped: dict[str, int],
-                   workers: int = 1, what_if_input: WhatIfInput | None = None
-                   ) -> SimulateReport | None:
+                   workers: int = 1, what_if_input: WhatIfInput | None = None,
+                   swept: Remembered | None = None) -> SimulateReport | None:
     """One cache domain, replayed with unlimited capacity; when the log got less than that
     predicts (a self-hosted engine, no --capacity), the capacity (and the unit, unless
     known) is fitted to the observed cached tokens and the domain replayed at the fit with
     a capacity curve; the priced what-ifs either way (None: nothing replayable). A replay
-    the steps share (the ideal, the fit's sweep, every capacity read off it) runs once."""
-    with remembered_replays():
+    the steps share (the ideal, the fit's sweep, every capacity read off it) runs once;
+    `swept`: the base's sweep, made ahead (`swept_bases`)."""
+    with remembered_replays(swept):
         return _replay_steps(store, sim, options, what_if_of, notes, prepared, skipped,
                              workers, what_if_input)
 
@@ -199,24 +263,21 @@ def _replay_steps(store: Store, sim: SimulateOptions, options: ReportOptions,
                   what_if_of: dict[str, str], notes: list[str], prepared: list[Any],
                   skipped: dict[str, int], workers: int, what_if_input: WhatIfInput | None
                   ) -> SimulateReport | None:
-    if unmarked_cache_reads(sim.engine, prepared):
-        sim = replace(sim, automatic_breakpoints=True)
-        notes.append(f"replayed with {sim.engine}'s automatic breakpoints: the logged bodies carry "
-                     "no cache_control mark, yet their usage reports cache reads -- the "
-                     "client's marks were not logged (Claude Code puts one on the last "
-                     "message), or the upstream caches automatically")
+    sim, note = _breakpoints(sim, prepared)
+    if note is not None:
+        notes.append(note)
     hosted = ENGINES[sim.engine].hosted
     transforms = tuple(sorted(set(what_if_of.values())))
     if what_if_input is not None:
         what_if_input = _held_input(what_if_input)
-    if not hosted and options.capacity_tokens is None:
+    if _sweeps_ahead(sim, options):
         # a fit follows unless the log got all an unlimited cache gives: its sweep, made
         # first, is the unlimited replay too. The what-ifs are swept after the fit, once
         # each: at the unlimited capacity alone when no capacity is fitted, else in full
         # (their predicted replay at the capacity; the ideal is read off the same pass).
         # Swept ahead at the unlimited capacity beside this sweep, a what-if fitted a
         # capacity was swept twice (2 GiB of raw captures: 2.5 s of CPU of ~53).
-        sweep_ahead(prepared, sim, workers)
+        sweep_ahead(prepared, sim, workers)  # (nothing, where swept ahead already)
     first = replay_prepared(store, prepared, skipped, sim, workers=workers)
     if not first.requests:
         return None

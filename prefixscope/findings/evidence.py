@@ -19,8 +19,8 @@ where the what-ifs' inputs are made (`whatif_pools`) and the ledger over the evi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import Any
 
 from prefixscope.analyses.bucket import (
@@ -49,6 +49,7 @@ from prefixscope.analyses.pool import worker_pool
 from prefixscope.analyses.segments import SegmentsReport, segments_store
 from prefixscope.analyses.simulate import (
     AUTO_MIN_REPLAY_REQUESTS,
+    Remembered,
     SimulateOptions,
 )
 from prefixscope.analyses.simulate.prepare import Links
@@ -58,6 +59,7 @@ from prefixscope.findings.domains import (
     plan_domains,
     priced_what_ifs,
     replay_domains,
+    swept_bases,
 )
 from prefixscope.findings.ledger import blamed_segment, break_kind
 from prefixscope.findings.ledgering import cache_inclusive_input, ledger_of
@@ -70,8 +72,8 @@ from prefixscope.model import UsageRecord
 from prefixscope.model.protocols import makers
 from prefixscope.model.redaction import active
 from prefixscope.model.whatifs import POLICY
-from prefixscope.parallel import Pool, effective_workers, release_freed_memory
-from prefixscope.store import Store
+from prefixscope.parallel import Pool, effective_workers, forks, release_freed_memory
+from prefixscope.store import Store, reader
 from prefixscope.store.kinds import bodies_without_last_message, request_roles
 from prefixscope.store.store import UsageSummary
 
@@ -146,6 +148,32 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
 def _census(store: Store, options: ReportOptions) -> tuple[SegmentsReport, ...]:
     """The segments census of the whole store (`segments_store`, without token positions)."""
     return tuple(segments_store(store, (), options=options.render, with_tokens=False))
+
+
+def _census_aside(store: Store, options: ReportOptions
+                  ) -> Callable[[], tuple[SegmentsReport, ...]] | None:
+    """`_census(store, options)` begun in a process forked now, its result when the
+    function returned is called (None: none can be forked that reads the store as this
+    process does: a store open for writing, or no fork). The child opens the same file
+    read-only (`reader`) and reads the bodies this process holds (`Store.hold_stored`:
+    held for the processes it forks); the census reads nothing else. (A pool of one
+    process is none: two are forked, one left idle.)"""
+    if not (store.read_only and forks()):
+        return None
+    pool = worker_pool(2)
+    batch = pool.submit(_census_task, [(store.file, options)])
+
+    def taken() -> tuple[SegmentsReport, ...]:
+        try:
+            return batch.results()[0]
+        finally:
+            pool.close()
+    return taken
+
+
+def _census_task(task: tuple[str, ReportOptions]) -> tuple[SegmentsReport, ...]:
+    file, options = task
+    return _census(reader(file), options)
 
 
 def _tokenizers(options: ReportOptions, records: tuple[UsageRecord, ...]) -> set[str]:
@@ -242,33 +270,46 @@ def _gather(started: _Started) -> Evidence:
     usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source
                             in ("inferred", "forced") else None)
     ready: dict[str, dict[str, list[Any]]] = {}
+    ahead: dict[str, Remembered] = {}  # each domain's base sweep, made already
     if pending is not None and pool is not None:  # the workers walked the log meanwhile
         step("diff")
         passed = pending.result(store)
         diff = passed.diff
-        # The census only where read (as without workers), taken here while the same
-        # workers make the what-ifs' input; then they go: idle, they would hold their
-        # memory through the replays. (Taken during the walk, the census cost its CPU on
-        # every log and was thrown away where no finding reads it: the Codex rollouts.)
-        census = cache(lambda: _census(store, options))
+        # The workers make the what-ifs' input; then they go: idle, they would hold their
+        # memory through the replays. Meanwhile each domain's base sweep is staged here
+        # (`swept_bases`: its requests given to the sweep), which its replay would make
+        # first with a core idle (it reads only the walk's entries); it is made once the
+        # workers are gone (most of its memory: not beside theirs), and the census, only
+        # where read (as without workers), is taken beside that in a process forked then.
+        # (Taken during the walk, the census cost its CPU on every log and was thrown away
+        # where no finding reads it: the Codex rollouts.)
         wanted = not started.with_census and census_read(diff)
         if wanted:
             step("segments")
+        walked = passed
+        bases: list[Callable[[], dict[str, Remembered]]] = []
+
+        def meanwhile() -> None:
+            bases.append(swept_bases(options, plans, walked))
         ready = ready_what_ifs(store, options, setup.links, passed, plans,
-                               priced_what_ifs(diff, options), pool,
-                               meanwhile=census if wanted else None)
-        if wanted:
-            segments = census()  # (taken already, unless no what-if task ran)
+                               priced_what_ifs(diff, options), pool, meanwhile=meanwhile)
         pool.close()
+        aside = _census_aside(store, options) if wanted else None
+        try:
+            if bases:
+                ahead = bases[0]()
+        finally:
+            if wanted:
+                segments = aside() if aside is not None else _census(store, options)
         store.let_go_stored()  # (a later read of a body queries the store)
-        release_freed_memory()  # the census's and the merge's garbage, before the replays
+        release_freed_memory()  # the census's, the merge's and the sweeps' garbage
     if passed is None:  # no bodies: the replay's input from usage and traces alone
         passed = one_pass(store, setup, diff=False)
     step("replay")
     workers = started.replay_workers
     simulate, what_if_of, replays, chosen = replay_domains(
         store, options, records, diff, notes, plans, passed, workers,
-        what_if_runner(store, runner, workers), setup.links, ready)
+        what_if_runner(store, runner, workers), setup.links, ready, ahead)
     step("ledger")
     inclusive = cache_inclusive_input(records, replays, store.lacking_parts())
     if inclusive:

@@ -79,6 +79,7 @@ from prefixscope.analyses.simulate.prepare import (
 )
 from prefixscope.analyses.simulate.replay import (
     _IDEAL,
+    Remembered,
     _at_capacities,
     _Expander,
     _replay,
@@ -88,6 +89,7 @@ from prefixscope.analyses.simulate.replay import (
     remembered_replays,
     replays_many,
     sweep_ahead,
+    swept_ahead,
 )
 from prefixscope.store import Store
 
@@ -191,9 +193,10 @@ def _what_ifs(store: Store, options: SimulateOptions, transforms: tuple[str, ...
 
 __all__ = ["ANTHROPIC_READ_LAG", "AUTO_MIN_REPLAY_REQUESTS", "DEFAULT_TRACE_BLOCK",
            "TRACE_ENGINES", "MISS_CLASSES",
-           "CurvePoint", "FitResult", "RequestSim", "SimulateError", "SimulateOptions",
-           "SimulateReport", "WhatIfInput", "WhatIfResult", "_Expander", "_Prepared",
+           "CurvePoint", "FitResult", "Remembered", "RequestSim", "SimulateError",
+           "SimulateOptions", "SimulateReport", "WhatIfInput", "WhatIfResult", "_Expander",
+           "_Prepared",
            "_at_capacities", "_compact", "_replay", "_replays", "_sweep", "engine_block_size",
            "fit_parameters", "merge_replays", "prepare", "remembered_replays", "replay_prepared",
            "replay_report",
-           "simulate_store", "spec_of", "stored_rows", "sweep_ahead"]
+           "simulate_store", "spec_of", "stored_rows", "sweep_ahead", "swept_ahead"]

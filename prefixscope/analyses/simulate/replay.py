@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -421,13 +421,17 @@ _REMEMBERED: ContextVar[dict[int, tuple[Sequence[_Prepared], dict[Any, Any]]] | 
     ContextVar("remembered_replays", default=None)
 
 
+# What one `remembered_replays` block made (`swept_ahead`), for a later block to remember.
+Remembered = dict[int, tuple[Sequence[_Prepared], dict[Any, Any]]]
+
+
 @contextmanager
-def remembered_replays() -> Iterator[None]:
+def remembered_replays(ahead: Remembered | None = None) -> Iterator[None]:
     """Within the block, a replay (or sweep) of the same prepared requests with the same
     options is run once: report replays a domain, fits it (one sweep), then replays it at
     the fit, whose predicted replay is read off that sweep and whose ideal is the
-    first's."""
-    token = _REMEMBERED.set({})
+    first's. `ahead`: what an earlier block made (`swept_ahead`), remembered here too."""
+    token = _REMEMBERED.set(dict(ahead) if ahead else {})
     try:
         yield
     finally:
@@ -471,10 +475,19 @@ def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions,
     is not a stack algorithm, or the replay overlaps requests; docs/simulate.md).
     `unlimited`: at the unlimited capacity alone (the ideal replay), where the engine's
     sweep can skip the others."""
+    return _staged(prepared, options, unlimited)()
+
+
+def _staged(prepared: Sequence[_Prepared], options: SimulateOptions,
+            unlimited: bool = False) -> Callable[[], _Swept | None]:
+    """`_sweep` in two steps: the requests given to the engine's sweep now, and the sweep
+    made (`VllmSweep.result`: its replay, and most of its memory) when the function
+    returned is called. Report stages a domain's base sweep while its workers make the
+    what-ifs' input, and makes it once they are gone (`swept_ahead`)."""
     make = ENGINES[options.engine].sweep
     if options.concurrent or make is None or any(
             p.trace is not None and p.trace_engine != "blocktrace" for p in prepared):
-        return None  # (an LMCache lookup-hash trace replays LMCache's chunk LRU: no stack)
+        return lambda: None  # (an LMCache lookup-hash trace replays LMCache's chunk LRU)
     engine = _engine(replace(options, capacity_tokens=None), True)  # cuts the units
     sweeps: dict[int | None, Sweep] = {None: make(
         block_size=engine.unit, cache_output=options.cache_output,
@@ -494,8 +507,9 @@ def _sweep(prepared: Sequence[_Prepared], options: SimulateOptions,
                          keep=expander.holds(p.id))
         if expander.released is not None:
             sweeps[key].forget(expander.released)
-    return _Swept(tuple(sweep.result() for sweep in sweeps.values()),
-                  np.array(stream, dtype=np.int64), np.array(index, dtype=np.int64))
+    streams, at = np.array(stream, dtype=np.int64), np.array(index, dtype=np.int64)
+    staged = tuple(sweeps.values())
+    return lambda: _Swept(tuple(sweep.result() for sweep in staged), streams, at)
 
 
 def _sweeps(prepared: Sequence[_Prepared], runs: Sequence[SimulateOptions],
@@ -523,6 +537,22 @@ def sweep_ahead(prepared: Sequence[_Prepared], options: SimulateOptions,
             or ENGINES[options.engine].sweep is None:
         return
     _sweeps(prepared, [options], workers)
+
+
+def swept_ahead(prepared: Sequence[_Prepared], options: SimulateOptions
+                ) -> Callable[[], Remembered]:
+    """`sweep_ahead(prepared, options)` in this process, outside any `remembered_replays`
+    block, in two steps (`_staged`): the requests staged now, the sweep made when the
+    function returned is called, for a later block given what it returns
+    (`remembered_replays(ahead)`). Report stages a domain's base sweep while its workers
+    make the what-ifs' input, and makes it once they are gone, before the block that
+    replays the domain. The sweep reads nothing but `prepared` and `options`, so it is the
+    one that block would make, under the key it would look for."""
+    if options.concurrent or ENGINES[options.engine].sweep is None:
+        return dict
+    key = _sweep_key(options)
+    made = _staged(prepared, key[1])
+    return lambda: {id(prepared): (prepared, {key: made()})}
 
 
 def _at_capacities(prepared: Sequence[_Prepared], options: SimulateOptions,
