@@ -80,13 +80,30 @@ def test_runs_of_sessions_merged_in_any_order_give_the_whole_walk(store: Store,
     order, cut = session_runs(store, setup, parts)
     assert len(cut) > 1
     loaded = {r.id: r for r in store.iter_requests()}
-    results = [session_stage([loaded[i] for i in ids], setup.subset(ids), pairs)
+    results = [session_stage([loaded[i] for i in ids], setup.subset(ids, pairs), pairs)
                for ids, pairs in cut][::-1]
     merged = merge_stages(results, setup, order, store)
     assert merged.diff == whole.diff and merged.failed == whole.failed
     for name, (entries, skipped) in whole.prepared.items():
         assert merged.prepared[name][1] == skipped
         _same_entries(merged.prepared[name][0], entries)
+
+
+def test_a_runs_setup_holds_its_own_pairs_and_links_only(store: Store) -> None:
+    """What a worker is sent for a run of sessions: the pairs whose later request is in
+    the run, by their place in diff --all's order, and the links of the run's requests."""
+    setup = _setup(store)
+    order, cut = session_runs(store, setup, 5)
+    assert isinstance(setup.pairs, tuple)
+    for ids, pairs in cut:
+        run = setup.subset(ids, pairs)
+        assert run.pairs == {i: setup.pairs[i] for i in pairs}
+        assert all(b in ids for _, b, _, _ in run.pairs.values())
+        assert set(run.links.session_of) == set(ids) & set(setup.links.session_of)
+        assert run.links.prev_of == {r: p for r, p in setup.links.prev_of.items() if r in ids}
+        assert run.links.successors == {r: n for r, n in setup.links.successors.items()
+                                        if r in ids}
+    assert sorted(i for _, pairs in cut for i in pairs) == list(range(len(setup.pairs)))
 
 
 @pytest.mark.parametrize("transform", ["strip-billing-header", "sort-json-keys"])

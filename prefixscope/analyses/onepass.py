@@ -78,7 +78,9 @@ class PassSetup:
     sizes: BlockSizes
     domains: tuple[Domain, ...]
     links: Links
-    pairs: tuple[PairRow, ...]  # diff --all's pairs, in its order (their index is their place)
+    # diff --all's pairs by their place in its order: all of them, or (a run's: `subset`)
+    # those of the run's sessions
+    pairs: tuple[PairRow, ...] | Mapping[int, PairRow]
     context: int = DEFAULT_CONTEXT
     redactor: Redactor = field(default_factory=Redactor)
     # A `Spill`'s folder on this machine: the entries' ids are written there as the walk
@@ -91,23 +93,32 @@ class PassSetup:
     keep: frozenset[str] = frozenset()
     keep_hold: int = HOLD_BYTES
 
-    def subset(self, request_ids: Iterable[str]) -> PassSetup:
-        """The setup a run of these requests' sessions needs: its own pairs and links only
-        (pair indexes kept)."""
+    def subset(self, request_ids: Iterable[str], pair_indexes: Iterable[int]) -> PassSetup:
+        """The setup a run of these requests' sessions needs: its own links and its own
+        pairs (`pair_indexes`, kept by their place) only. Each run's setup is pickled to
+        its worker: with every pair and the whole log's links, a log cut into the most
+        runs (`_MAX_RUNS`) sent and read each of them once a run."""
+        pairs = self.pairs
         return PassSetup(self.render, self.sizes, self.domains,
-                         links_of(self.links, request_ids), self.pairs, self.context,
-                         self.redactor, self.spill, self.spill_hold, self.keep,
+                         links_of(self.links, request_ids), {i: pairs[i] for i in pair_indexes},
+                         self.context, self.redactor, self.spill, self.spill_hold, self.keep,
                          self.keep_hold)
 
 
+def indexed(pairs: tuple[PairRow, ...] | Mapping[int, PairRow]) -> Iterable[tuple[int, PairRow]]:
+    """`PassSetup.pairs`, each with its place in diff --all's order."""
+    return pairs.items() if isinstance(pairs, Mapping) else enumerate(pairs)
+
+
 def links_of(links: Links, request_ids: Iterable[str]) -> Links:
-    """`links` of these requests only (a run of whole sessions needs no other)."""
-    ids = set(request_ids)
-    return Links({r: s for r, s in links.session_of.items() if r in ids},
-                 {r: p for r, p in links.prev_of.items() if r in ids},
-                 Counter({r: n for r, n in links.successors.items() if r in ids}),
-                 frozenset(r for r in links.changed if r in ids),
-                 frozenset(r for r in links.rewritten if r in ids))
+    """`links` of these requests only (a run of whole sessions needs no other), looked up
+    by them: a scan of the whole log's links for each run cost every run the log."""
+    ids = list(dict.fromkeys(request_ids))
+    session_of, prev_of, successors = links.session_of, links.prev_of, links.successors
+    return Links({r: session_of[r] for r in ids if r in session_of},
+                 {r: prev_of[r] for r in ids if r in prev_of},
+                 Counter({r: successors[r] for r in ids if r in successors}),
+                 links.changed.intersection(ids), links.rewritten.intersection(ids))
 
 
 @dataclass(slots=True)
@@ -127,7 +138,7 @@ def session_stage(requests: Iterable[Request], setup: PassSetup,
                   pair_indexes: Sequence[int] | None = None) -> StageResult:
     """Walk `requests` (whole sessions, in log order; see the module doc).
 
-    `pair_indexes`: the pairs of `setup.pairs` these sessions hold (None: all).
+    `pair_indexes`: the pairs of `setup.pairs` these sessions hold (None: all it has).
 
     Raises:
         TokenizerError: the tokenizer cannot be loaded offline.
@@ -155,7 +166,8 @@ class _Walk:
                 self.result.failed[domain.name] = str(exc)
         self.domain_of = {f: d.name for d in setup.domains if d.name in self.preparers
                           for f in d.options.source_files or ()}
-        indexes = range(len(setup.pairs)) if pair_indexes is None else pair_indexes
+        indexes = (pair_indexes if pair_indexes is not None else
+                   [i for i, _ in indexed(setup.pairs)])
         self.pairs_of: dict[str, list[int]] = defaultdict(list)
         self.open: Counter[str] = Counter()  # request id -> its pairs not diffed yet
         for i in indexes:
@@ -411,7 +423,7 @@ def session_runs(store: Store, setup: PassSetup, parts: int
     order = walk_order(store)
     session_of = setup.links.session_of
     pairs_by_session: dict[str, list[int]] = defaultdict(list)
-    for i, (_, b, _, _) in enumerate(setup.pairs):
+    for i, (_, b, _, _) in indexed(setup.pairs):
         pairs_by_session[session_of.get(b) or b].append(i)
     return order, [(ids, [i for key in keys for i in pairs_by_session.get(key, ())])
                    for keys, ids in _session_runs(order, session_of, parts)]
@@ -441,7 +453,7 @@ def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
     order, cut = session_runs(store, setup, pool.workers * _RUNS_PER_WORKER)
     spill = Spill()
     spilled = replace(setup, spill=spill.folder)
-    tasks = [_Task(store.file, tuple(ids), spilled.subset(ids), tuple(pairs))
+    tasks = [_Task(store.file, tuple(ids), spilled.subset(ids, pairs), tuple(pairs))
              for ids, pairs in cut]
     batch = pool.submit(_task, tasks, [len(t.ids) for t in tasks])
     return PendingPass(batch, setup, order, store.file, diff, spill)

@@ -56,7 +56,8 @@ def ray_stages() -> Iterator[StageRunner]:
 def _walk(ray: Any, cpus: int, store: Store, setup: PassSetup) -> PassResult:
     order, cut = session_runs(store, setup, cpus * _RUNS_PER_CPU)
     parts: list[StageResult] = _map(
-        ray, cpus, store, _stage, [(ids, (setup.subset(ids), tuple(pairs))) for ids, pairs in cut])
+        ray, cpus, store, _stage,
+        [(ids, (setup.subset(ids, pairs), tuple(pairs))) for ids, pairs in cut])
     return merge_stages(parts, setup, order, store)
 
 
