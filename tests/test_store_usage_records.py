@@ -64,3 +64,18 @@ def test_a_writable_store_reads_its_records_after_each_write(tmp_path: Path) -> 
     assert len(after) == len(before) + 1
     assert "another-call" in {r.id for r in after}
     st.close()
+
+
+def test_a_value_a_column_repeats_is_one_str_however_many_records_hold_it(
+        tmp_path: Path) -> None:
+    """A Codex call's record held ~530 bytes of strs its neighbours hold too (its model,
+    session, file, project...): each distinct value is one object, so memory follows the
+    distinct values, not the calls."""
+    st = Store.open(_store(tmp_path), read_only=True)
+    records = st.usage_records()
+    for name in ("endpoint", "model", "client", "source_format", "session", "source_file",
+                 "project"):
+        values = [getattr(r, name) for r in records]
+        assert len(values) > len(set(values))  # a value held by several records
+        assert len({id(v) for v in values}) == len(set(values)), name
+    st.close()

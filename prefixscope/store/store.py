@@ -932,7 +932,18 @@ class Store:
             f"coalesce({_BACKEND_SQL}, channel) "
             "FROM turns "
             f"ORDER BY {time_order()}")
-        return [UsageRecord(*row) for row in rows]
+        # One str per distinct value of the columns a log repeats row after row (its
+        # endpoint, model, client, format, session, file, project...): DuckDB makes a str
+        # per value fetched, ~530 bytes a Codex call's record held for the whole report
+        # (31 MB at 1 GiB), in the memory its walk's workers are forked with.
+        same: dict[str | None, str | None] = {}
+        records = []
+        for values in rows:
+            row = list(values)
+            for i in _REPEATED_USAGE_COLUMNS:
+                row[i] = same.setdefault(row[i], row[i])
+            records.append(UsageRecord(*row))
+        return records
 
     def session_events(self) -> dict[str, tuple[SessionEvent, ...]]:
         """request id -> the session events the log recorded before it (oldest first)."""
@@ -1306,6 +1317,9 @@ class Store:
 
 # what a query selects of a request's body (`request_from_row` reads it)
 _BODY_COLUMNS = "b.body AS body_json, b.layout AS body_layout"
+# `_read_usage_records`' text columns whose values repeat from row to row: endpoint, model,
+# client, user, channel, source format, session, source file, project, backend
+_REPEATED_USAGE_COLUMNS = (2, 3, 4, 5, 6, 7, 8, 13, 19, 20)
 
 
 def _by_row_id(table: str) -> str:
