@@ -67,7 +67,7 @@ def _setup(store: Store) -> PassSetup:
                Domain("tokens", SimulateOptions(engine="vllm", cache_output=True,
                                                 source_files=langfuse)),
                Domain("blocks", SimulateOptions(engine="anthropic", source_files=rest)))
-    # spill_hold=0: every array spilled (a report holds 64 MiB a process first)
+    # spill_hold=0: every array spilled (a report holds 16 MiB a process first)
     return PassSetup(RenderOptions(), resolve_block_sizes(None, store), domains,
                      Links.of(store), tuple(session_pair_rows(store, None)),
                      redactor=Redactor(), spill_hold=0)
