@@ -4,6 +4,7 @@ the findings, ledger and notes over evidence without it equal those over evidenc
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +65,19 @@ def test_a_segment_change_rate_is_shown_only_where_the_census_is_read(
 
 @pytest.mark.parametrize("with_census", [False, True])
 def test_walking_workers_take_the_census_once_where_read_and_never_elsewhere(
-        gathered: dict[str, Any], with_census: bool, monkeypatch: pytest.MonkeyPatch
-        ) -> None:
+        gathered: dict[str, Any], with_census: bool, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     from prefixscope.findings import evidence
 
-    taken: list[int] = []
+    # Counted in a file: report may take the census in a process it forks (which
+    # inherits this patch), and its walk's workers are forked too.
+    taken = tmp_path / "taken"
+    taken.touch()
     real = evidence.segments_store
 
     def counted(*args: Any, **kwargs: Any) -> Any:
-        taken.append(1)
+        with taken.open("a") as out:
+            out.write(f"{os.getpid()}\n")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(evidence, "segments_store", counted)
@@ -80,5 +85,5 @@ def test_walking_workers_take_the_census_once_where_read_and_never_elsewhere(
     with store_of(store) as handle, reading(handle, None) as st:
         ev = gather(st, ReportOptions(), workers=2, with_census=with_census)
     read = with_census or census_read(gathered["forced"].diff)
-    assert len(taken) == (1 if read else 0)  # (the workers' processes census nothing)
+    assert len(taken.read_text().split()) == (1 if read else 0)
     assert ev.segments == (gathered["forced"].segments if read else ())
