@@ -122,8 +122,9 @@ _WORDS_KEPT = 1 << 16
 # Where a text is cut into the parts whose ids are kept ("Lines" above): after a line
 # break followed by a printable character other than a space (the look-ahead keeps that
 # character in the next part; a class first, so the engine scans for it quickly).
-LINE_CUTS = re.compile(r"[\r\n](?=[!-~])")
-_LINE_SPLIT = re.compile(r"([\r\n])(?=[!-~])")  # the same, the line break kept apart
+_BREAK, _BEFORE_PRINTABLE = r"[\r\n]", r"(?=[!-~])"
+LINE_CUTS = re.compile(_BREAK + _BEFORE_PRINTABLE)
+_LINE_SPLIT = re.compile(f"({_BREAK}){_BEFORE_PRINTABLE}")  # the same, the break kept apart
 # Parts up to this long are kept, up to this many characters in all (their ids, a uint32
 # array each, about 1.2 bytes a character more: ~5 MB a process); past that the kept parts
 # start again.
