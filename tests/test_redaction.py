@@ -250,6 +250,66 @@ class TestValues:
                                              + masked[20:] + " end")
 
 
+# Values as a report holds them: counts, rates, flags, short texts seen many times (ids,
+# names), long texts, secrets in either, a credential header's plain value, nested in
+# lists, tuples, dicts and dataclasses.
+_VALUE_TEXTS = st.sampled_from(["claude-sonnet", "session-42", "a1b2", "", "x" * 300,
+                                f"key {GITHUB}", AWS, "y" * 280 + " " + NEWAPI, "session",
+                                "Bearer " + "tok3n." * 5])
+_VALUE_KEYS = st.sampled_from(["model", "session", "session-42", NEWAPI])
+_VALUES = st.recursive(
+    st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(),
+              _VALUE_TEXTS),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(_VALUE_KEYS, inner, max_size=3),
+        st.dictionaries(st.just("x-api-key"), st.one_of(st.integers(), st.none())),
+        st.builds(_Inner, _VALUE_TEXTS, st.integers()),
+        st.builds(_Outer, st.lists(st.builds(_Inner, _VALUE_TEXTS, st.integers()),
+                                   max_size=3).map(tuple),
+                  st.dictionaries(_VALUE_KEYS, inner, max_size=3))),
+    max_leaves=12)
+
+
+def _each_string_masked(value: object, rules: tuple[Rule, ...]) -> object:
+    """The oracle: every string in `value` with each of `rules` run over it in order (a
+    mapping's keys with the built-in ones only; a credential header's value, drawn here
+    only as a number or None, as it is)."""
+    def masked(text: str, by: tuple[Rule, ...]) -> str:
+        for rule in by:
+            text = rule.pattern.sub(_masked, text)
+        return text
+    if isinstance(value, str):
+        return masked(value, rules)
+    if isinstance(value, dict):
+        return {masked(k, SECRET_PATTERNS): _each_string_masked(v, rules)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_each_string_masked(v, rules) for v in value)
+    if isinstance(value, _Inner):
+        return _Inner(masked(value.text, rules), value.n)
+    if isinstance(value, _Outer):
+        return _Outer(tuple(_Inner(masked(i.text, rules), i.n) for i in value.items),
+                      _each_string_masked(value.extra, rules))
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES, st.booleans())
+def test_a_value_walked_has_each_string_masked_and_comes_back_itself_where_none_is(
+        value: object, user_rule: bool) -> None:
+    """`Redactor.value` against each string masked by the rules, one after another, and
+    the value itself where nothing in it is masked; walked twice (the second time every
+    short text is in the cache)."""
+    r = redactor([r"session-\d+"]) if user_rule else Redactor()
+    want = _each_string_masked(value, r.rules)
+    for _ in range(2):
+        got = r.value(value)
+        assert got == want and type(got) is type(want)
+        if want == value:
+            assert got is value
+
+
 class TestOptionPlacement:
     def test_privacy_options_after_the_command_move_before_it(self) -> None:
         commands = {"report": None, "sql": None}

@@ -329,7 +329,7 @@ class Redactor:
         whole."""
         if not self.rules:
             return obj
-        return self._walk(obj)
+        return self._walk(obj, _short_texts(self.rules), _builtin_only(self.rules))
 
     def styled(self, rendering: str) -> str:
         """A terminal rendering masked as if it had no styling: a secret split by rich's
@@ -348,33 +348,45 @@ class Redactor:
                 out.append(codes[i])
         return "".join(out)
 
-    def _walk(self, obj: Any) -> Any:
-        if type(obj) in _PLAIN:  # most of a report: counts, rates, flags
+    def _walk(self, obj: Any, known: dict[str, str], keys: Redactor) -> Any:
+        """`value(obj)`; `known`: the short texts masked already (`_short_texts`), `keys`:
+        the redactor of mapping keys (`_builtin_only`), looked up once a value."""
+        kind = type(obj)
+        if kind in _PLAIN:  # most of a report: counts, rates, flags
             return obj
+        if kind is str:
+            masked = known.get(obj)  # (`text`'s own cache of short texts, read here)
+            if masked is not None:
+                return masked or obj
         if isinstance(obj, str):
             return self.text(obj)
         # Containers and dataclasses come back as they were when nothing in them is
-        # masked: a report of 100k usage records is walked, not copied.
-        if isinstance(obj, Mapping):
-            keys = _builtin_only(self.rules)
+        # masked: a report of 100k usage records is walked, not copied. Their plain
+        # values are taken as they are, without a call each.
+        if kind is dict or isinstance(obj, Mapping):
             items = [(keys.text(k) if isinstance(k, str) else k,
+                      v if type(v) in _PLAIN else
                       _whole(v) if isinstance(k, str) and isinstance(v, str)
-                      and _CREDENTIAL_KEY.fullmatch(k) else self._walk(v))
+                      and _CREDENTIAL_KEY.fullmatch(k) else self._walk(v, known, keys))
                      for k, v in obj.items()]
             if all(k is a and v is b for (k, v), (a, b) in zip(items, obj.items(),
                                                                 strict=True)):
                 return obj
             return dict(items)
-        if isinstance(obj, list | tuple) and type(obj) in (list, tuple):
-            walked = [self._walk(v) for v in obj]
+        if isinstance(obj, list | tuple) and kind in (list, tuple):
+            walked = [v if type(v) in _PLAIN else self._walk(v, known, keys) for v in obj]
             if all(a is b for a, b in zip(walked, obj, strict=True)):
                 return obj
-            return walked if isinstance(obj, list) else tuple(walked)
+            return walked if kind is list else tuple(walked)
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             changed = {}
             for name in _init_fields(type(obj)):
                 old = getattr(obj, name)
-                new = self._walk(old)
+                field = type(old)
+                if field in _PLAIN:
+                    continue
+                new = known.get(old) if field is str else None  # (as above)
+                new = (new or old) if new is not None else self._walk(old, known, keys)
                 if new is not old:
                     changed[name] = new
             return dataclasses.replace(obj, **changed) if changed else obj
