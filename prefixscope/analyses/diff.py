@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -50,12 +50,24 @@ class Divergence:
     char_a: int  # offset of that token in A's rendered prompt
     char_b: int  # offset of that token in B's rendered prompt
     segment: str  # deepest segment path at the divergence (as logged)
-    text_a: str  # A's text around the divergence (context chars each side)
-    text_b: str  # B's text around the divergence
+    # A's and B's texts around the divergence (context chars each side); None: not made
+    # (report's walk leaves them to `windowed`, for the pairs the report shows)
+    text_a: str | None
+    text_b: str | None
     context_start: int  # offset in both texts where text_a / text_b begin
     first_char: int  # first differing character (offset, same in both texts)
     token_a: str | None  # A's token at the split, decoded (None past A's end)
     token_b: str | None  # B's token at the split, decoded (None past B's end)
+
+    def texts(self) -> tuple[str, str]:
+        """(text_a, text_b), where they were made (`windowed`).
+
+        Raises:
+            ValueError: a divergence whose texts were left unmade.
+        """
+        if self.text_a is None or self.text_b is None:
+            raise ValueError(f"the texts around token {self.token} were not made")
+        return self.text_a, self.text_b
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +141,10 @@ def lost_tokens(len_a: int, len_b: int, reusable: int, block_size: int) -> int:
 
 def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: int,
                 context: int = DEFAULT_CONTEXT, session: str | None = None,
-                compaction_link: bool = False, block_size_source: str = "flag") -> PairDiff:
-    """Compare two tokenized requests (same options) and explain the divergence."""
+                compaction_link: bool = False, block_size_source: str = "flag",
+                windows: bool = True) -> PairDiff:
+    """Compare two tokenized requests (same options) and explain the divergence;
+    `windows` False: its texts around the split are left unmade (`windowed` makes them)."""
     ids_a, ids_b = ta.ids, tb.ids
     d = first_divergence_index(ids_a, ids_b)
     identical = d is None and len(ids_a) == len(ids_b)
@@ -140,7 +154,7 @@ def diff_tokens(ta: Tokens, tb: Tokens, a: Request, b: Request, *, block_size: i
     divergence = None
     site = None
     if d is not None:
-        divergence, site = _locate(ta, tb, d, context)
+        divergence, site = _locate(ta, tb, d, context, windows)
     cause = classify(a, b, site, identical=identical, compaction_link=compaction_link,
                      what_if=ta.options.what_if)
     if cause.cause == "append-only":
@@ -184,7 +198,8 @@ def _model_change(a: Request, b: Request, ta: Tokens, tb: Tokens) -> Cause | Non
     return None
 
 
-def _locate(ta: Tokens, tb: Tokens, d: int, context: int) -> tuple[Divergence, DivergenceSite]:
+def _locate(ta: Tokens, tb: Tokens, d: int, context: int, windows: bool = True
+            ) -> tuple[Divergence, DivergenceSite]:
     text_a, text_b = ta.prompt.text, tb.prompt.text
     char_a = int(ta.char_starts[d]) if d < len(ta) else len(text_a)
     char_b = int(tb.char_starts[d]) if d < len(tb) else len(text_b)
@@ -198,21 +213,30 @@ def _locate(ta: Tokens, tb: Tokens, d: int, context: int) -> tuple[Divergence, D
     if (segment == "template" or first >= len(text_b)) and seg_a.path != "template":
         segment = seg_a.path
     tok_a, tok_b = load_tokenizer(ta.prompt.tokenizer), load_tokenizer(tb.prompt.tokenizer)
-    start = max(0, first - context)
-    # Masked around the window, then cut (masking keeps offsets): a secret across the
-    # window's edge does not show its inner part.
-    masked = active()
     divergence = Divergence(
-        token=d, char_a=char_a, char_b=char_b, segment=segment,
-        text_a=masked.window(text_a, start, first + context),
-        text_b=masked.window(text_b, start, first + context),
-        context_start=start, first_char=first,
+        token=d, char_a=char_a, char_b=char_b, segment=segment, text_a=None, text_b=None,
+        context_start=max(0, first - context), first_char=first,
         token_a=tok_a.decode([int(ta.ids[d])]) if d < len(ta) else None,
         token_b=tok_b.decode([int(tb.ids[d])]) if d < len(tb) else None,
     )
+    if windows:
+        divergence = windowed(divergence, text_a, text_b, context)
     site = DivergenceSite(segment=segment, text_a=text_a, text_b=text_b, char=first,
                           segment_end_a=seg_a.char_end, segment_end_b=seg_b.char_end)
     return divergence, site
+
+
+def windowed(divergence: Divergence, text_a: str, text_b: str, context: int) -> Divergence:
+    """`divergence` with its texts: A's and B's prompts (`text_a`, `text_b`) from its
+    `context_start` to `context` characters past its first differing character, masked
+    around that window, then cut (masking keeps offsets): a secret across the window's
+    edge does not show its inner part. A function of the two prompts, the divergence's
+    offsets and the run's redactor: made beside the diff or later, from the same prompts,
+    it is the same."""
+    masked = active()
+    start, end = divergence.context_start, divergence.first_char + context
+    return replace(divergence, text_a=masked.window(text_a, start, end),
+                   text_b=masked.window(text_b, start, end))
 
 
 def diff_requests(a: Request, b: Request, options: RenderOptions, *,

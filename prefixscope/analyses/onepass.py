@@ -92,6 +92,9 @@ class PassSetup:
     # `keep_hold` bytes of them (`tokens_bytes`; the others are rendered where asked)
     keep: frozenset[str] = frozenset()
     keep_hold: int = HOLD_BYTES
+    # False: the pairs' divergences come without their texts (`diff.windowed` makes those
+    # a report shows, from the two prompts)
+    windows: bool = True
 
     def subset(self, request_ids: Iterable[str], pair_indexes: Iterable[int]) -> PassSetup:
         """The setup a run of these requests' sessions needs: its own links and its own
@@ -102,7 +105,7 @@ class PassSetup:
         return PassSetup(self.render, self.sizes, self.domains,
                          links_of(self.links, request_ids), {i: pairs[i] for i in pair_indexes},
                          self.context, self.redactor, self.spill, self.spill_hold, self.keep,
-                         self.keep_hold)
+                         self.keep_hold, self.windows)
 
 
 def indexed(pairs: tuple[PairRow, ...] | Mapping[int, PairRow]) -> Iterable[tuple[int, PairRow]]:
@@ -275,7 +278,7 @@ class _Walk:
         a_id, b_id, session, compaction = self.setup.pairs[i]
         (a, ta), (b, tb) = self.seen[a_id], self.seen[b_id]
         return diff_outcome(PairRef(a, b, session, compaction), ta, tb, self.setup.sizes,
-                            self.setup.context)
+                            self.setup.context, self.setup.windows)
 
 
 def tokens_bytes(tok: Tokens) -> int:
@@ -285,8 +288,9 @@ def tokens_bytes(tok: Tokens) -> int:
 
 
 def diff_outcome(pair: PairRef, ta: Tokens | RenderError | None, tb: Tokens | RenderError | None,
-                 sizes: BlockSizes, context: int) -> PairDiff | str:
-    """What `diff_pairs` makes of one pair: its diff, or the reason it is skipped for."""
+                 sizes: BlockSizes, context: int, windows: bool = True) -> PairDiff | str:
+    """What `diff_pairs` makes of one pair: its diff, or the reason it is skipped for
+    (`windows` False: its divergence without its texts, `diff_tokens`)."""
     if pair.a.body is None or pair.b.body is None:
         return NO_BODY
     error = next((t for t in (ta, tb) if isinstance(t, RenderError)), None)
@@ -296,7 +300,7 @@ def diff_outcome(pair: PairRef, ta: Tokens | RenderError | None, tb: Tokens | Re
     bs, source = sizes.of(pair.b)
     return diff_tokens(ta, tb, pair.a, pair.b, block_size=bs, context=context,
                        session=pair.session, compaction_link=pair.compaction,
-                       block_size_source=source)
+                       block_size_source=source, windows=windows)
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,7 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
     """
     from prefixscope.distributed import DistributedError
     from prefixscope.engines import ENGINES
-    from prefixscope.findings.build import build_report
+    from prefixscope.findings.build import build_report, shown_windows
     from prefixscope.findings.evidence import ReportOptions, gather
     from prefixscope.findings.gate import BaselineError, GateOptions, read_baseline
     from prefixscope.model.whatifs import LEDGER_WHAT_IFS
@@ -128,7 +128,7 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
             else:
                 with stage_runner(runner) as stages:
                     evidence = gather(st, options, progress, ingest=ingested,
-                                      workers=workers, runner=stages)
+                                      workers=workers, runner=stages, windows=False)
         except (RenderError, TokenizerError, ValueError, WorkerError, DistributedError) as exc:
             raise Error(str(exc).splitlines()[0]) from None
         except OSError as exc:
@@ -137,6 +137,10 @@ def report(store: Store | str | PathLike[str], *, engine: str = "auto",
             result = build_report(evidence, gate, by=dimensions(by))
         except ValueError as exc:
             raise Error(str(exc), usage=True) from None
+        try:
+            result = shown_windows(result, st)
+        except (RenderError, TokenizerError) as exc:
+            raise Error(str(exc).splitlines()[0]) from None
     # Masked once, before any view: every file a view writes is as masked as the terminal.
     return masked(Report._of(result))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from prefixscope.analyses.diff import DEFAULT_CONTEXT, windowed
 from prefixscope.engines import ttl_split_engine
 from prefixscope.findings.breakdown import breakdown
 from prefixscope.findings.evidence import Evidence
@@ -28,6 +29,8 @@ from prefixscope.findings.pinning import pin_backend, pin_line
 from prefixscope.findings.policy import policy_line
 from prefixscope.findings.ttl_choice import TTL_WHAT_IFS
 from prefixscope.model.whatifs import PIN_BACKEND, POLICY
+from prefixscope.prompt import render
+from prefixscope.store import Store
 
 
 def summarize(ev: Evidence) -> Summary:
@@ -146,6 +149,38 @@ def build_report(ev: Evidence, gate: GateOptions | None = None,
     return Report(summary, tuple(found), evaluate(gate or GateOptions(), summary, ev.diff,
                                                    scenarios), scenarios, ev.notes, ev,
                   ev.ledger, priced_what_ifs(ev), table)
+
+
+def shown_windows(report: Report, store: Store) -> Report:
+    """`report` with the texts around the split (`diff.windowed`) of each pair a view shows
+    them of -- each finding's first example pair (`views.wording.divergence`) -- where the
+    walk left them unmade (`gather(windows=False)`): the report's other pairs are never
+    shown with their texts, and masking a window around each split was ~5% of the walk.
+
+    The same texts: `windowed` is a function of the two prompts, the divergence's offsets
+    (made by the walk) and the run's redactor, and each prompt here is its request's
+    render with the diff's options, which is the prompt the walk diffed (a turn the walk
+    made from its predecessor's is that render: `prompt.pipeline`, tests/test_splice.py).
+    The walk's context is the default one (`evidence._pass_setup`)."""
+    ev = report.evidence
+    if ev is None or ev.diff is None:
+        return report
+    shown = {(str(pairs[0][0]), str(pairs[0][1])) for f in report.findings
+             if (pairs := f.evidence.get("example_pairs"))}
+    unmade = [i for i, p in enumerate(ev.diff.pairs) if (p.a, p.b) in shown and
+              p.first_divergence is not None and p.first_divergence.text_a is None]
+    if not unmade:
+        return report
+    pairs = list(ev.diff.pairs)
+    loaded = store.get_many(rid for i in unmade for rid in (pairs[i].a, pairs[i].b))
+    options = ev.diff.options
+    for i in unmade:
+        pair, divergence = pairs[i], pairs[i].first_divergence
+        assert divergence is not None  # (`unmade`)
+        pairs[i] = replace(pair, first_divergence=windowed(
+            divergence, render(loaded[pair.a], options).text,
+            render(loaded[pair.b], options).text, DEFAULT_CONTEXT))
+    return replace(report, evidence=replace(ev, diff=replace(ev.diff, pairs=tuple(pairs))))
 
 
 def priced_what_ifs(ev: Evidence) -> tuple[WhatIfLine, ...]:

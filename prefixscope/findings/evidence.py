@@ -84,7 +84,8 @@ _BUCKET_BY = ("source",)  # the bucket whose spikes are explained
 
 def gather(store: Store, options: ReportOptions, progress: Progress | None = None,
            ingest: Any = None, workers: int | None = 1,
-           runner: StageRunner | None = None, with_census: bool = False) -> Evidence:
+           runner: StageRunner | None = None, with_census: bool = False,
+           windows: bool = True) -> Evidence:
     """Run every analysis once over `store` (and the engine logs of `options`).
 
     `workers` > 1 (None: the machine's cores on a store with `AUTO_MIN_PAIRS` pairs): the
@@ -98,6 +99,8 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     the rest here; the evidence is the same.
     `with_census`: the segments census is in the evidence even when no finding reads it
     (`census_read`; a bundle's evidence.json carries it), else only when one does.
+    `windows` False: the diff's divergences come without their texts around the split
+    (`diff.windowed` makes them; `build.shown_windows` those a report shows).
 
     Raises:
         RenderError, TokenizerError: a bad render option (checked before anything runs).
@@ -125,7 +128,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
                          engine_log.effective_block_size if engine_log else None)
     if options.block_size is None:  # else the block size is the one given
         notes += block_size_notes(engine_log, plans[1])
-    setup = _pass_setup(store, options, plans[0])
+    setup = replace(_pass_setup(store, options, plans[0]), windows=windows)
     # workers open the store's file: read-only only; a runner walks the log its own way
     if runner is None and store.body_count() and store.read_only:
         n = effective_workers(workers, len(setup.pairs), auto_minimum=AUTO_MIN_PAIRS)

@@ -17,7 +17,7 @@ from prefixscope.analyses import diff as _diff
 if TYPE_CHECKING:
     import polars as pl
 
-    from prefixscope.views.jsonshapes import DiffJson, DiffPairJson
+    from prefixscope.views.jsonshapes import DiffJson, DiffPairJson, DivergenceJson
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -78,13 +78,15 @@ def diff_pair_json(p: _diff.PairDiff) -> DiffPairJson:
     return {
         "a": p.a, "b": p.b, "session": p.session, "tokens_a": p.tokens_a,
         "tokens_b": p.tokens_b,
-        "first_divergence": None if fd is None else {
-            "token": fd.token, "char_a": fd.char_a, "char_b": fd.char_b,
-            "segment": fd.segment, "text_a": fd.text_a, "text_b": fd.text_b,
-            "token_a": fd.token_a, "token_b": fd.token_b,
-        },
+        "first_divergence": None if fd is None else _divergence_json(fd),
         "block_size": p.block_size, "reusable_tokens": p.reusable_tokens,
         "lost_tokens": p.lost_tokens, "cause": p.cause, "detail": p.detail,
         "approximate": p.approximate, "block_size_source": p.block_size_source,
         "observed_cached": p.observed_cached, "shortfall": p.shortfall,
     }
+
+
+def _divergence_json(fd: _diff.Divergence) -> DivergenceJson:
+    text_a, text_b = fd.texts()
+    return {"token": fd.token, "char_a": fd.char_a, "char_b": fd.char_b, "segment": fd.segment,
+            "text_a": text_a, "text_b": text_b, "token_a": fd.token_a, "token_b": fd.token_b}

@@ -300,7 +300,7 @@ def divergence(report: Report, f: Finding) -> tuple[int, str, str, str] | None:
     if fd is None:
         return None
     at = fd.first_char - fd.context_start  # the first differing character, in both texts
-    text_a, text_b = fd.text_a, fd.text_b
+    text_a, text_b = fd.texts()
     same = 0  # the unchanged characters both texts end with
     while (same < min(len(text_a), len(text_b)) - at
            and text_a[len(text_a) - 1 - same] == text_b[len(text_b) - 1 - same]):

@@ -35,7 +35,8 @@ def pair_screen(p: PairDiff, block_source: str, screen: Screen) -> Screen:
     else:
         screen.print(f"first divergence at token {fd.token:,} (char {fd.char_b:,}) in "
                   f"[bold cyan]{shown(' › '.join(fd.segment.split('.')))}[/]")
-        a_text, b_text = _highlight(fd.text_a.replace("\n", "⏎"), fd.text_b.replace("\n", "⏎"),
+        text_a, text_b = fd.texts()
+        a_text, b_text = _highlight(text_a.replace("\n", "⏎"), text_b.replace("\n", "⏎"),
                                     fd.first_char - fd.context_start)
         screen.print(f"  A: …{a_text}…")
         screen.print(f"  B: …{b_text}…")
