@@ -73,8 +73,12 @@ def ledger_of(records: Sequence[UsageRecord], diff: DiffReport | None,
                                                sim.unit or replay.report.unit, sim)
     block_of_source = {str(g.key.get("source")): g.block_size for g in bucket.groups}
     engine_of = {r.id: chosen.get(r.source_file, (None, None))[0] for r in records}
-    family = {r.id: model_family_engine([r]) for r in records}
-    unmodelled = {r.id: unmodelled_family([r]) for r in records}
+    # (each a function of the record's model alone: found once a model)
+    one_of_model = {r.model: r for r in records}
+    family_of = {model: model_family_engine([r]) for model, r in one_of_model.items()}
+    unmodelled_of = {model: unmodelled_family([r]) for model, r in one_of_model.items()}
+    family = {r.id: family_of[r.model] for r in records}
+    unmodelled = {r.id: unmodelled_of[r.model] for r in records}
     rules = rules_for(records, replayed, block_of_source, engine_of, family, unmodelled,
                       extended)
     # A self-hosted engine has no list price (a gateway may name it after a hosted model):
