@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import os
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from prefixscope import parallel
 from prefixscope.analyses.pool import worker_pool
 from prefixscope.parallel import Pool, forks
 from prefixscope.tokenizers import _load, load_tokenizer
+from prefixscope.tokenizers.hf import HFTokenizer
 
 # set after the import, so that a spawned worker (which imports this module afresh) sees
 # the initial value and a forked one the parent's
@@ -99,6 +101,35 @@ def test_the_workers_render_with_the_template_compiled_before_the_fork():
                 compile_chat_template.cache_info().misses) == (1, 1)  # here, once each
         seen = pool.map(_compiles_in_worker, [0, 1, 2, 3])
     assert seen == [(alone, 1, 1)] * 4  # no worker compiled it again
+
+
+def _word_bpe_in_worker(_: int) -> tuple[int, int, list[int]]:
+    """(the id of this process's word BPE and of its Python path for non-ASCII texts,
+    after tokenizing a text that needs both here: new words, accents, CJK)."""
+    tok = load_tokenizer("deepseek-v4")
+    assert isinstance(tok, HFTokenizer)
+    ids = [int(i) for i in tok.encode(WARM_TEXT).ids]
+    return id(tok._ascii_model._bpe), id(tok._unicode_bpe), ids
+
+
+WARM_TEXT = "zqxwv frobnicated wibblewobble café naïve — “quoted” 日本語"
+
+
+def test_the_workers_tokenize_with_the_parts_built_before_the_fork(warm_deepseek: Any):
+    warm_deepseek()  # the cache entry made: the next load does not load the library
+    _load.cache_clear()  # loaded afresh: nothing built lazily yet
+    fresh = load_tokenizer("deepseek-v4")
+    assert isinstance(fresh, HFTokenizer)
+    assert fresh._rust is None
+    assert fresh._ascii_model._bpe is None and fresh._unicode_bpe is None
+    with worker_pool(2, ["deepseek-v4"]) as pool:
+        built = (id(fresh._ascii_model._bpe), id(fresh._unicode_bpe))
+        assert fresh._ascii_model._bpe is not None and fresh._unicode_bpe is not None
+        seen = pool.map(_word_bpe_in_worker, [0, 1, 2, 3])
+    here = _word_bpe_in_worker(0)
+    _load.cache_clear()  # (the entry's directory is this test's)
+    assert here[:2] == built  # this process's, built once (ids of live objects)
+    assert seen == [here] * 4  # the same objects in every worker, and the same ids
 
 
 def test_a_tokenizer_that_cannot_load_is_left_to_the_workers():

@@ -29,18 +29,23 @@ WORKER_PIECE_TOKENS = 6_000_000
 
 def worker_pool(workers: int, tokenizers: Iterable[str] = ()) -> Pool:
     """A pool of `workers` processes masking secrets as this process does (none: 1),
-    forked after `tokenizers` (specs, as `load_tokenizer` takes them) are loaded here and
-    their chat templates compiled (`template.compile_both`).
+    forked after `tokenizers` (specs, as `load_tokenizer` takes them) are loaded here,
+    their chat templates compiled (`template.compile_both`) and their lazily built parts
+    built (`HFTokenizer.warm`).
 
     A tokenizer that cannot be loaded is left to the workers, which raise its error where
     a request needs it, as a spawned worker would."""
     if workers > 1 and forks():
         from prefixscope.prompt.template import compile_both
         from prefixscope.tokenizers import load_tokenizer
+        from prefixscope.tokenizers.hf import HFTokenizer
 
         for spec in sorted(set(tokenizers)):
             try:
-                compile_both(load_tokenizer(spec).chat_template)
+                tok = load_tokenizer(spec)
+                compile_both(tok.chat_template)
+                if isinstance(tok, HFTokenizer):
+                    tok.warm()
             except (ValueError, OSError):  # TokenizerError is a ValueError
                 pass  # (the walk says so, request by request, as without a pool)
     return Pool(workers, initializer=_start_worker, initargs=(active(),), fork=True)
