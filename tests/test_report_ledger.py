@@ -6,11 +6,13 @@ published list prices times the tokens."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import REAL, ROOT
+from report_scenarios import write_session
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -97,6 +99,55 @@ class TestHostedUsageOnly:
         assert [f for f in doc["findings"] if f["lost_tokens"]] == []
         out = runner.invoke(app, ["report", str(log)]).stdout
         assert "all unavoidable" in out and "no findings" in out
+
+
+def _session_usage(first: int, step: int, cached: Callable[[int], int]
+                   ) -> Callable[[int], dict[str, Any]]:
+    """A session's logged usage: `first` prompt tokens growing by `step` a turn, each turn
+    after the first reading `cached(previous prompt)` tokens."""
+    def usage(turn: int) -> dict[str, Any]:
+        prompt = first + step * turn
+        return {"prompt_tokens": prompt, "completion_tokens": 5,
+                "prompt_tokens_details": {"cached_tokens": cached(prompt - step) if turn else 0}}
+    return usage
+
+
+# (model, first prompt, growth a turn, cached of the previous prompt, the by-hand ledger)
+_SIDES = {
+    # token-exact: 7 short of the previous prompt each turn is rounding, 4 x 7
+    "anthropic": ("claude-sonnet-4-5", 3000, 400, lambda p: p - 7,
+                  {"cold": 3000, "new": 4 * 400, "rounding": 4 * 7}),
+    # 128-token steps: 2500, 2800, 3100, 3400 read as 2432, 2688, 3072, 3328
+    "openai": ("gpt-4.1", 2500, 300, lambda p: p // 128 * 128,
+               {"cold": 2500, "new": 4 * 300, "rounding": 68 + 112 + 28 + 72}),
+    # no cache model of Gemini: 64 short each turn is the provider's
+    "gemini": ("gemini-2.5-pro", 2000, 200, lambda p: p - 64,
+               {"cold": 2000, "new": 4 * 200, "provider": 4 * 64}),
+}
+
+
+class TestMixedProviders:
+    """A log mixing providers: each request is ledgered by its own model's family, whichever
+    model the log's first request has and whichever engine its file is given."""
+
+    @pytest.mark.parametrize("sides", [("anthropic", "openai"), ("openai", "anthropic"),
+                                       ("anthropic", "gemini", "gemini"),
+                                       ("gemini", "gemini", "anthropic")])
+    def test_each_sessions_ledger_is_its_own_providers_by_hand(
+            self, tmp_path: Path, sides: tuple[str, ...]) -> None:
+        logs = []
+        for n, side in enumerate(sides):
+            model, first, step, cached, _ = _SIDES[side]
+            logs.append(write_session(tmp_path / f"{n}.jsonl", turns=5, model=model,
+                                      session=f"{side}-{n}",
+                                      usage=_session_usage(first, step, cached)).read_text())
+        log = tmp_path / "mixed.jsonl"
+        log.write_text("".join(logs))  # one file: one engine chosen for all of it
+        result = runner.invoke(app, ["calls", str(log), "--json"])
+        assert result.exit_code == 0, result.output + result.stderr
+        got = {s["session"]: {k: v for k, v in s["by_cause"].items() if v}
+               for s in json.loads(result.stdout)["sessions"]}
+        assert got == {f"{side}-{n}": _SIDES[side][4] for n, side in enumerate(sides)}
 
 
 @pytest.mark.slow  # report on the whole real folder: ~25 s
