@@ -11,11 +11,13 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from report_scenarios import write_session
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -536,6 +538,25 @@ def test_no_command_sends_a_logged_control_sequence_to_the_terminal(
         assert not any(c in result.stdout + result.stderr for c in "\x1b\x07\x08"), args
     pair = runner.invoke(app, ["diff", ids[0], ids[1], "--store", str(store)])
     assert "cli\\x1b]0;pwned\\x07\\x1b[2J\\x08; cch=" in pair.stdout
+
+
+def test_a_reports_excerpt_whose_window_starts_inside_a_key_shows_none_of_it(
+        tmp_path: Path) -> None:
+    """A system prompt ending in a key, then a line that changes every turn: the report's
+    window around each split (40 characters before it) starts inside the key, so it is
+    masked before it is cut -- cut first, what is left of the key is no key the whole
+    report's masking finds. The terminal, Markdown and HTML excerpts show the 12 characters
+    before the change as the key's last 6, masked, and ``\\nturn ``."""
+    def key_then_turn(turn: int, request: dict[str, Any]) -> None:
+        request["messages"][0]["content"] += f"\nANTHROPIC_API_KEY={ANTHROPIC}\nturn {turn}"
+
+    log = write_session(tmp_path / "key.jsonl", turns=4, change=key_then_turn)
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    result = runner.invoke(app, ["report", str(log), "--md", str(md), "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    for text in (result.stdout, md.read_text(), page.read_text()):
+        assert "\u2022" * 6 + "\\nturn 0" in text  # the excerpt of the first pair, masked
+        assert _leaks(text, {"anthropic": ANT_BODY}) == []
 
 
 _PLANTED = ("sk-ant-api03-" + "Ab3_" * 12, "ghp_" + "x1Y2" * 9, "AKIA" + "QWERTY234567ABCD",
