@@ -52,3 +52,31 @@ def test_a_forked_pool_gives_the_results_of_this_process():
     tasks = list(range(40))
     with Pool(2, fork=True) as pool:
         assert pool.map(_square, tasks) == [x * x for x in tasks]
+
+
+def test_the_parent_hands_duckdbs_free_pages_back_and_a_worker_does_not(monkeypatch, trims):
+    purges: list[None] = []
+    monkeypatch.setattr(parallel, "_duckdb_purge", lambda: lambda: purges.append(None))
+    monkeypatch.setattr(parallel, "_free_heap", lambda: 10 * WORKER_KEEPS_FREED)
+    release_freed_memory()  # (the parent, before a fork)
+    assert purges == [None] and trims == [0]
+    release_freed_memory(keep=WORKER_KEEPS_FREED)  # (a worker, after a task)
+    assert purges == [None] and trims == [0, 0]
+
+
+def test_duckdbs_allocator_is_purged_only_where_duckdb_is_loaded(monkeypatch):
+    import sys
+
+    import duckdb
+
+    con = duckdb.connect()
+    want = con.execute("SELECT sum(i) FROM range(1000000) t(i)").fetchall()
+    purge = parallel._duckdb_purge()
+    if sys.platform == "linux":  # (DuckDB links jemalloc on Linux only)
+        assert purge is not None
+    if purge is not None:
+        purge()
+        purge()
+    assert con.execute("SELECT sum(i) FROM range(1000000) t(i)").fetchall() == want
+    monkeypatch.delitem(sys.modules, "_duckdb")
+    assert parallel._duckdb_purge() is None
