@@ -398,15 +398,19 @@ class _WordModel:
 
     def warm(self) -> None:
         """Build the Python BPE `tokenize` builds at its first word, while it would."""
-        if self._left > 0 and self._bpe is None and self._rows is not None:
+        if self._left > 0:
+            self._python_bpe()
+
+    def _python_bpe(self) -> merges.MergeBPE:
+        """The Python BPE of a word, built at its first use (`_left` > 0: `_rows` given)."""
+        if self._bpe is None:
+            assert self._rows is not None
             self._bpe = merges.MergeBPE(self._rows, self._chars)
+        return self._bpe
 
     def tokenize(self, word: str) -> Any:
         if self._left > 0 and self._owner._rust is None:
-            if self._bpe is None:
-                assert self._rows is not None
-                self._bpe = merges.MergeBPE(self._rows, self._chars)
-            found = self._bpe.tokenize(word)
+            found = self._python_bpe().tokenize(word)
             if found is not None:
                 self._left -= 1
                 return found
