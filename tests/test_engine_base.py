@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixscope.engines import ENGINES, Engine, Units, block_keys, get_engine
@@ -55,33 +55,63 @@ class TestBlockKeys:
            st.one_of(st.none(), st.text(min_size=1, max_size=8)), st.integers(0, 8))
     def test_keys_follow_the_hash_contract(self, tokens, bs, namespace, known):
         """The contract in engines/base.py, computed one block at a time with Python's
-        integers (the oracle): key[i] = key[i-1] * P + mix(sum of weight * token) mod 2**64;
-        the keys given as known are continued exactly."""
-        import xxhash
-
-        from prefixscope.engines import base
-
-        mask = (1 << 64) - 1
-
-        def mix(z: int) -> int:
-            z = (z + 0x9E3779B97F4A7C15) & mask
-            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-            return z ^ (z >> 31)
-
-        weights = [mix(k) | 1 for k in range(1, bs + 1)]
-        key = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else base._ROOT
-        expected = []
-        for i in range(len(tokens) // bs):
-            block = tokens[i * bs:(i + 1) * bs]
-            content = mix(sum((t & mask) * w for t, w in zip(block, weights, strict=True))
-                          & mask)
-            key = (key * 0xD6E8FEB86659FD93 + content) & mask
-            expected.append(key)
+        integers (the oracle, `_contract_keys`); the keys given as known are continued
+        exactly."""
+        expected = _contract_keys(tokens, bs, namespace)
         assert block_keys(tokens, bs, namespace=namespace).tolist() == expected
         prefix = np.array(expected[:known], dtype=np.uint64)
         assert block_keys(tokens, bs, namespace=namespace,
                           prefix_keys=prefix).tolist() == expected
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.sampled_from(["int32", "int64", "uint32", "int16", "uint64"]),
+           st.integers(0, 2**32 - 1), st.sampled_from([16, 64, 256]), st.integers(-3, 3),
+           st.integers(0, 40))
+    def test_long_arrays_of_every_integer_dtype_follow_the_contract(self, dtype, seed, bs,
+                                                                     extra, known):
+        """Arrays long enough that the blocks' sums are taken in one pass (`_contents`,
+        from `_EINSUM_TOKENS` ids), of each integer dtype a prompt's ids come in, with
+        values at both ends of the dtype's range (negative ids are their int64 two's
+        complement): the same keys as the contract's oracle."""
+        from prefixscope.engines import base
+
+        info = np.iinfo(dtype)
+        n = base._EINSUM_TOKENS + extra * bs + (seed % bs)
+        rng = np.random.default_rng(seed)
+        ids = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
+        ids[: 4] = [info.min, info.max, 0, 1]
+        tokens = [int(t) for t in ids]
+        expected = _contract_keys(tokens, bs, None)
+        assert block_keys(ids, bs).tolist() == expected
+        assert block_keys(ids[::-1].copy()[::-1], bs).tolist() == expected  # (a strided view)
+        prefix = np.array(expected[:known], dtype=np.uint64)
+        assert block_keys(ids, bs, prefix_keys=prefix).tolist() == expected
+
+
+def _contract_keys(tokens: list[int], bs: int, namespace: str | None) -> list[int]:
+    """The hash contract of engines/base.py with Python's integers: key[i] = key[i-1] * P
+    + mix(sum of weight * token) mod 2**64, a token taken mod 2**64 (two's complement)."""
+    import xxhash
+
+    from prefixscope.engines import base
+
+    mask = (1 << 64) - 1
+
+    def mix(z: int) -> int:
+        z = (z + 0x9E3779B97F4A7C15) & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    weights = [mix(k) | 1 for k in range(1, bs + 1)]
+    key = xxhash.xxh3_64_intdigest(namespace.encode()) if namespace else base._ROOT
+    expected = []
+    for i in range(len(tokens) // bs):
+        block = tokens[i * bs:(i + 1) * bs]
+        content = mix(sum((t & mask) * w for t, w in zip(block, weights, strict=True)) & mask)
+        key = (key * 0xD6E8FEB86659FD93 + content) & mask
+        expected.append(key)
+    return expected
 
 
 class TestUnits:
