@@ -305,7 +305,10 @@ def _gather(started: _Started) -> Evidence:
             if wanted:
                 segments = aside() if aside is not None else _census(store, options)
         store.let_go_stored()  # (a later read of a body queries the store)
-        release_freed_memory()  # the census's, the merge's and the sweeps' garbage
+        # the blocks DuckDB read for the workers (`hold_stored`'s count: the bodies' and
+        # parts' columns), which this process would hold to the end
+        store.let_go_cache()
+        release_freed_memory()  # those, the census's, the merge's and the sweeps' garbage
     if passed is None:  # no bodies: the replay's input from usage and traces alone
         passed = one_pass(store, setup, diff=False)
     step("replay")

@@ -1,0 +1,131 @@
+"""A read-only store lets go of the blocks DuckDB has read (`Store.let_go_cache`: its
+connection closed and opened again) and reads the same afterwards, sealed and locked as
+`Store.open` left it; a write that got in while no connection held the file is an error,
+never a read of the changed file.
+
+The oracles: the same reads before letting go (every request by id and in log order, every
+part, the usage records), DuckDB's own count of the memory its tables' blocks take
+(``duckdb_memory()``), and DuckDB's refusals of what the sealed connection may not do.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import ROOT
+
+from prefixscope.store import Store, StoreError, reader
+from prefixscope.store import store as store_module
+from prefixscope.store.load import ingest_paths
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cache") / "s.duckdb"
+    with Store.open(path) as store:
+        ingest_paths([str(ROOT / "sample_logs")], store)
+    return path
+
+
+def _reads(store: Store) -> dict[str, Any]:
+    ids = [r.id for r in store.iter_requests()]
+    hashes = sorted({h for _, layout in store.iter_layouts() if layout
+                     for hs in layout.values() for h in hs})
+    return {"by_id": list(store.iter_ids(ids[::-1], batch=5)),
+            "in_order": list(store.iter_requests(batch=7)),
+            "parts": store.parts_text(hashes), "records": store._read_usage_records()}
+
+
+def _table_blocks(store: Store) -> int:
+    """Bytes of the store's blocks DuckDB holds in memory."""
+    return store.run("SELECT memory_usage_bytes FROM duckdb_memory() "
+                     "WHERE tag = 'BASE_TABLE'")[0][0]
+
+
+def test_the_reads_after_letting_go_are_the_reads_before_and_the_blocks_are_gone(stored):
+    with Store.open(stored, read_only=True) as store:
+        want = _reads(store)
+        store.hold_stored()  # its count reads the bodies' and parts' columns whole
+        held = _table_blocks(store)
+        store.let_go_stored()
+        store.let_go_cache()
+        assert _table_blocks(store) < held
+        assert _reads(store) == want
+
+
+def test_the_connection_opened_again_is_sealed_and_locked(stored, tmp_path: Path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s3cret")
+    out = tmp_path / "out"
+    out.mkdir()
+    with Store.open(stored, read_only=True, writes_into=out) as store:
+        store.let_go_cache()
+        with pytest.raises(duckdb.PermissionException):
+            store.run(f"SELECT content FROM read_text('{secret}')")
+        with pytest.raises(duckdb.Error, match="the configuration has been locked"):
+            store.run("SET enable_external_access = true")
+        store.run(f"COPY (SELECT id FROM requests) TO '{out / 'ids.csv'}'")
+        with pytest.raises(duckdb.PermissionException):
+            store.run(f"COPY (SELECT id FROM requests) TO '{tmp_path / 'elsewhere.csv'}'")
+    assert sorted(p.name for p in out.iterdir()) == ["ids.csv"]
+
+
+def test_a_write_between_the_connections_is_an_error_not_a_read_of_it(
+        stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "w.duckdb"
+    path.write_bytes(stored.read_bytes())
+    connect = duckdb.connect
+
+    def writer_first(database: str, **kwargs: Any) -> duckdb.DuckDBPyConnection:
+        # a writer takes the file in the gap (no process holds it), writes, and closes
+        con = connect(database)
+        con.execute("UPDATE requests SET model = 'changed'")
+        con.close()
+        return connect(database, **kwargs)
+
+    store = Store.open(path, read_only=True)
+    monkeypatch.setattr(store_module.duckdb, "connect", writer_first)
+    with pytest.raises(StoreError, match="was written while it was being read"):
+        store.let_go_cache()
+
+
+def test_a_writable_store_keeps_its_connection(stored, tmp_path: Path):
+    path = tmp_path / "w.duckdb"
+    path.write_bytes(stored.read_bytes())
+    with Store.open(path) as store:
+        con = store.con
+        store.let_go_cache()
+        assert store.con is con
+
+
+def test_another_connection_of_the_process_reads_on_and_so_does_the_store(stored):
+    with Store.open(stored, read_only=True) as store:
+        want = _reads(store)
+        other = reader(store.file)
+        try:
+            store.let_go_cache()
+            assert _reads(store) == want
+            assert _reads(other) == want
+        finally:
+            store_module._READERS.pop(store.file).close()
+
+
+def test_a_forked_childs_copy_keeps_the_parents_connection(stored):
+    with Store.open(stored, read_only=True) as store:
+        want = _reads(store)
+        pid = os.fork()
+        if pid == 0:  # the child: its copy shares the parent's database
+            code = 0
+            try:
+                store.let_go_cache()
+                code = 0 if _reads(store) == want else 4
+            except BaseException:
+                code = 3
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        assert _reads(store) == want
