@@ -222,6 +222,16 @@ class TestValues:
         value = _Outer((_Inner("plain text", 3),), {"list": ["cch=fa690", 7]})
         assert Redactor().value(value) is value
 
+    def test_a_dataclass_held_in_two_places_is_masked_in_both(self) -> None:
+        # (a report holds its ledger twice: as its own and in its evidence)
+        shared = _Inner(f"key {GITHUB}", 3)
+        got = Redactor().value(_Outer((shared, _Inner("plain", 1), shared), {"again": shared}))
+        masked = _Inner("key ghp_" + bullets(GITHUB[4:]), 3)
+        assert got == _Outer((masked, _Inner("plain", 1), masked), {"again": masked})
+        plain = _Inner("plain", 2)
+        value = _Outer((plain, plain), {"again": plain})
+        assert Redactor().value(value) is value
+
     def test_texts_equal_to_ones_masked_before_come_back_as_themselves(self) -> None:
         # the caches hold the first such string; a record built from another equal one
         # must not be copied because the cached string is another object
@@ -254,7 +264,7 @@ class TestValues:
 
 # Values as a report holds them: counts, rates, flags, short texts seen many times (ids,
 # names), long texts, secrets in either, a credential header's plain value, nested in
-# lists, tuples, dicts and dataclasses.
+# lists, tuples, dicts and dataclasses, one value held in two places.
 _VALUE_TEXTS = st.sampled_from(["claude-sonnet", "session-42", "a1b2", "", "x" * 300,
                                 f"key {GITHUB}", AWS, "y" * 280 + " " + NEWAPI, "session",
                                 "Bearer " + "tok3n." * 5])
@@ -266,6 +276,7 @@ _VALUES = st.recursive(
         st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
         st.dictionaries(_VALUE_KEYS, inner, max_size=3),
         st.dictionaries(st.just("x-api-key"), st.one_of(st.integers(), st.none())),
+        inner.map(lambda held: (held, held)),  # one value in two places
         st.builds(_Inner, _VALUE_TEXTS, st.integers()),
         st.builds(_Outer, st.lists(st.builds(_Inner, _VALUE_TEXTS, st.integers()),
                                    max_size=3).map(tuple),

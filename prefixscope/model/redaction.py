@@ -329,7 +329,7 @@ class Redactor:
         whole."""
         if not self.rules:
             return obj
-        return self._walk(obj, _short_texts(self.rules), _builtin_only(self.rules))
+        return self._walk(obj, _short_texts(self.rules), _builtin_only(self.rules), {})
 
     def styled(self, rendering: str) -> str:
         """A terminal rendering masked as if it had no styling: a secret split by rich's
@@ -348,9 +348,11 @@ class Redactor:
                 out.append(codes[i])
         return "".join(out)
 
-    def _walk(self, obj: Any, known: dict[str, str], keys: Redactor) -> Any:
+    def _walk(self, obj: Any, known: dict[str, str], keys: Redactor,
+              walked: dict[int, tuple[Any, Any]]) -> Any:
         """`value(obj)`; `known`: the short texts masked already (`_short_texts`), `keys`:
-        the redactor of mapping keys (`_builtin_only`), looked up once a value."""
+        the redactor of mapping keys (`_builtin_only`), looked up once a value; `walked`:
+        each dataclass met so far in this `value` call, by id, with what it came back as."""
         kind = type(obj)
         if kind in _PLAIN:  # most of a report: counts, rates, flags
             return obj
@@ -367,18 +369,24 @@ class Redactor:
             items = [(keys.text(k) if isinstance(k, str) else k,
                       v if type(v) in _PLAIN else
                       _whole(v) if isinstance(k, str) and isinstance(v, str)
-                      and _CREDENTIAL_KEY.fullmatch(k) else self._walk(v, known, keys))
+                      and _CREDENTIAL_KEY.fullmatch(k) else self._walk(v, known, keys, walked))
                      for k, v in obj.items()]
             if all(k is a and v is b for (k, v), (a, b) in zip(items, obj.items(),
                                                                 strict=True)):
                 return obj
             return dict(items)
         if isinstance(obj, list | tuple) and kind in (list, tuple):
-            walked = [v if type(v) in _PLAIN else self._walk(v, known, keys) for v in obj]
-            if all(a is b for a, b in zip(walked, obj, strict=True)):
+            items = [v if type(v) in _PLAIN else self._walk(v, known, keys, walked) for v in obj]
+            if all(a is b for a, b in zip(items, obj, strict=True)):
                 return obj
-            return walked if kind is list else tuple(walked)
+            return items if kind is list else tuple(items)
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            # A value a result holds in two places is walked once: a report's ledger is
+            # its evidence's too, a one-domain replay its summary (a third of the report's
+            # values). The ids are those of `value`'s argument's parts, alive throughout.
+            seen = walked.get(id(obj))
+            if seen is not None and seen[0] is obj:
+                return seen[1]
             changed = {}
             for name in _init_fields(type(obj)):
                 old = getattr(obj, name)
@@ -386,10 +394,13 @@ class Redactor:
                 if field in _PLAIN:
                     continue
                 new = known.get(old) if field is str else None  # (as above)
-                new = (new or old) if new is not None else self._walk(old, known, keys)
+                new = (new or old) if new is not None else self._walk(old, known, keys,
+                                                                      walked)
                 if new is not old:
                     changed[name] = new
-            return dataclasses.replace(obj, **changed) if changed else obj
+            out = dataclasses.replace(obj, **changed) if changed else obj
+            walked[id(obj)] = (obj, out)
+            return out
         return obj
 
 
