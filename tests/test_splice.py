@@ -567,6 +567,53 @@ class TestSpliceEqualsTheWholeRender:
             assert got == render(request, options)
         assert len(calls) == 1 + 4  # the first turn whole; then only the plain renders above
 
+    @SETTINGS
+    @given(system=texts, listed=st.lists(messages(), min_size=1, max_size=8),
+           cut=st.integers(1, 8))
+    def test_a_deepseek_splice_renders_none_of_the_previous_messages(self, system, listed,
+                                                                   cut):
+        """deepseek-v4's splice (`splice._deepseek`: R_A empty) renders the new messages
+        alone, never the previous turn's system prompt (in the proxy view: every tool's
+        text), and gives the whole render; a turn with a new system message is rendered
+        whole."""
+        options = RenderOptions(tokenizer="deepseek-v4")
+        first = [{"role": "system", "content": system}, *listed[:cut]]
+        later = listed[cut:] or [{"role": "user", "content": "next"}]
+        requests = [make_request({"messages": m}, endpoint="openai-chat", id=f"r{k}")
+                    for k, m in enumerate([first, [*first, *later]])]
+        expected = [render(r, options) for r in requests]
+        _RENDER._empty_render(load_tokenizer("deepseek-v4"))  # (made once, here)
+        rendered: list[list[Any]] = []
+        wholes: list[int] = []
+        real, whole = _RENDER.render_marked, _RENDER._whole
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_RENDER, "render_marked", lambda source, messages, *a:
+                          rendered.append(messages) or real(source, messages, *a))
+            patch.setattr(_RENDER, "_whole", lambda *a: wholes.append(1) or whole(*a))
+            turn = None
+            for request, want in zip(requests, expected, strict=True):
+                rendered.clear()
+                got, turn = render_turn(request, options, turn)
+                assert got == want
+        if any(m["role"] in ("system", "developer") for m in later):
+            assert len(wholes) == 2
+        else:  # spliced: the second turn's one render is R_B, the new messages
+            assert len(wholes) == 1
+            assert len(rendered) == 1
+            assert len(rendered[0]) == len(later)
+            assert not any(m.get("role") == "system" for m in rendered[0])
+
+    @pytest.mark.parametrize("name", BUNDLED)
+    def test_the_empty_render_is_the_whole_render_of_no_message(self, name):
+        """`_empty_render`: the template with no message and no tools, as transformers'
+        render gives it (no marks), the same object each time."""
+        from prefixscope.prompt.template import render_plain
+
+        tok = load_tokenizer(name)
+        empty = _RENDER._empty_render(tok)
+        assert empty == render_plain(tok.chat_template, [], None, tok.template_vars)
+        assert _RENDER._empty_render(tok) is empty
+
     @pytest.mark.parametrize("name", sorted(HEADS))
     def test_a_head_that_changes_every_turn_is_spliced_not_rendered_whole(self, name,
                                                                         monkeypatch):

@@ -1108,20 +1108,40 @@ def _splice(rule: SpliceRule, previous: Turn, messages: list[dict[str, Any]],
     # after the same head and the tail is the same; their schemas' JSON was most of a
     # splice's rendering (the OpenAI Chat captures: 0.74 s of tojson at 1 GiB).
     with marks_active(True):
-        before = render_marked(tok.chat_template, base, None, marker, tok.template_vars)
+        before = render_marked(tok.chat_template, base, None, marker, tok.template_vars) \
+            if base else _empty_render(tok)
         after = render_marked(tok.chat_template, base + messages[n:], None, marker,
                               tok.template_vars)
     old = previous.prompt.text
     cut = len(before) - len(gen)
     if not (before.endswith(gen) and old.endswith(gen) and after.startswith(before[:cut])):
         return None
-    if not strip_marks(before).balanced:  # a mark open at the cut
+    if base and not strip_marks(before).balanced:  # a mark open at the cut
         return None
     tail = strip_marks(after[cut:])
     if not tail.balanced:
         return None
     at = len(old) - len(gen)
-    return old[:at] + tail.text, _segments(tail.runs, marker, previous.prompt.segments, at)
+    # old is old[:at] + G: a tail that starts with G (a new assistant message's, in
+    # deepseek-v4's) joins old whole, one copy of the prompt instead of a cut and a join
+    text = old + tail.text[len(gen):] if tail.text.startswith(gen) else old[:at] + tail.text
+    return text, _segments(tail.runs, marker, previous.prompt.segments, at)
+
+
+def _empty_render(tok: Tokenizer) -> str:
+    """`tok`'s template rendered with no message and no tools (`_splice`'s R_A where the
+    rule reads no message of A: deepseek-v4's), rendered once a tokenizer. It holds no
+    mark: marks are written only around the messages' and tools' values, and there are
+    none; so it reads nothing but the template's source and variables, which are the
+    tokenizer's (a render that fails is not kept: it fails each time, as before)."""
+    text = _EMPTY_RENDERS.get(tok)
+    if text is None:
+        text = _EMPTY_RENDERS[tok] = render_marked(tok.chat_template, [], None,
+                                                   Marker(enabled=True), tok.template_vars)
+    return text
+
+
+_EMPTY_RENDERS: dict[Tokenizer, str] = {}  # `_empty_render`'s, by tokenizer (a few a run)
 
 
 def _head_end(tok: Tokenizer, head: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

@@ -77,11 +77,15 @@ def _deepseek(conv: Sequence[Any], n: int) -> list[int] | None:
     content; assistant: content and calls; tool: content; system and other roles: nothing).
 
     So T(C)[:-|G|] starts with T(A)[:-|G|] iff the head is the same: no new message is a
-    system/developer one. ctx = A's system messages: T(R_A) = head + G (they render nothing
-    in the loop) and T(R_B) = head + Σ P(new) + G, the tail exactly."""
+    system/developer one. ctx = [] (no message of A): R_A is empty and R_B the new
+    messages, neither holding a system message and both rendered without tools
+    (`pipeline._splice`), so both have the head ``bos`` (no tools, an empty ns.system):
+    T(R_A) = bos + G and T(R_B) = bos + Σ P(new) + G, whose tail is Σ P(new) + G exactly
+    -- the messages of A are read by P(new) nowhere. (A's system messages, the head of a
+    proxy view's prompt with every tool's text, were rendered twice a turn for nothing.)"""
     if n == 0 or any(_system(m) for m in conv[n:]):
         return None
-    return [i for i in range(n) if _system(conv[i])]
+    return []
 
 
 def _qwen25(conv: Sequence[Any], n: int) -> list[int] | None:
