@@ -320,6 +320,18 @@ class TestAStoreIsDataOnly:
         assert re.fullmatch(r"error: s\.duckdb has schema v99; this prefixscope knows v\d+: "
                             r"upgrade prefixscope", line), line
 
+    def test_the_latest_catalog_is_no_earlier_versions_so_a_store_is_compared_with_it_first(
+            self) -> None:
+        """`catalog.version_of` takes a store whose catalog is `catalog.latest` to be at the
+        latest version without reading the others' (`catalog.expected`): right only while
+        each migration changes the catalog, as the v7 store's refusal also needs."""
+        from prefixscope.store import catalog
+
+        versions = catalog.expected()
+        assert len(set(versions)) == len(versions) == len(catalog.MIGRATIONS) + 1
+        assert catalog.latest() == versions[-1]
+        assert [catalog.version_of(found) for found in versions] == list(range(len(versions)))
+
     def test_a_temporary_store_created_here_is_migrated_without_reading_its_catalog(
             self, monkeypatch: pytest.MonkeyPatch) -> None:
         """issue 37, start-up: the writable open of a temporary store that is not there yet
