@@ -594,8 +594,9 @@ def _base_ids_out(entries: list[_Prepared], base: Mapping[str, _Prepared]) -> _S
     out, left = list(entries), []
     for i, entry in enumerate(entries):
         mine = base.get(entry.id)
-        if entry.ids is not None and mine is not None and mine.ids is not None and \
-                entry.ids.dtype == mine.ids.dtype and np.array_equal(entry.ids, mine.ids):
+        if entry.ids is not None and mine is not None and mine.ids is not None and (
+                entry.ids is mine.ids or entry.ids.dtype == mine.ids.dtype and
+                np.array_equal(entry.ids, mine.ids)):
             out[i] = replace(entry, ids=None)
             left.append(i)
     return out, tuple(left)
