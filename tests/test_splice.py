@@ -847,14 +847,19 @@ class TestSpliceEqualsTheWholeRender:
                                endpoint="anthropic-messages")
         _, turn = render_turn(earlier, RenderOptions(tokenizer="deepseek-v4"))
         assume(turn is not None)
-        assert turn.items == orjson.dumps(messages[:k])  # the turn's own history, whole
+        assert module._array(turn.items) == orjson.dumps(messages[:k])  # its own history
         body = {"system": system, "messages": list(messages)}
         whole = (orjson.dumps({"system": system}), orjson.dumps(messages))
-        assert module._raw_parts(body, "messages", turn) == whole
-        assert module._extends(turn, whole)  # its items, then the new ones
+        rest, runs = module._raw_parts(body, "messages", turn)
+        assert (rest, module._array(runs)) == whole
+        assert runs[:len(turn.items)] == turn.items  # the turn's runs, then the new items'
+        assert all(a is b for a, b in zip(runs, turn.items, strict=False))  # (not copied)
+        assert module._extends(turn, (rest, runs))  # its items, then the new ones
+        assert module._extends(turn, (whole[0], module._runs(whole[1])))  # (dumped whole)
         if k:  # (any array extends an empty one)
-            assert not module._extends(turn, (whole[0], b"[" + whole[1]))  # not its items
-        assert module._raw_parts(body, "messages") == whole
+            assert not module._extends(turn, (whole[0], module._runs(b"[" + whole[1])))
+        rest, runs = module._raw_parts(body, "messages")
+        assert (rest, module._array(runs)) == whole
 
     def test_a_rewritten_history_is_rendered_whole_and_still_equal(self):
         first = {"messages": [{"role": "user", "content": "a"},
@@ -921,6 +926,33 @@ class TestTokenReuseAfterADifference:
         got = cache.encode_many([second], [(first, enc_first, 0)])[0]
         assert np.array_equal(got.ids, whole_ids(name, second))
         assert cache.hits + cache.misses - pieces < 10  # not the history's 300 pieces again
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(st.one_of(st.integers(-9, 99), texts,
+                                st.lists(st.integers(0, 9), max_size=2)), max_size=8),
+       data=st.data())
+def test_a_history_in_runs_grows_as_its_whole_json_continues(items, data):
+    """`_grows` of two histories' JSON in runs (`Turn.items`) is `_continues` of their whole
+    texts: runs cut anywhere between items, the later history the earlier one's runs (the
+    very bytes, or equal ones) then more, or any other history."""
+    module = importlib.import_module("prefixscope.prompt.pipeline")
+
+    def runs_of(listed: list[Any]) -> tuple[bytes, ...]:
+        cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(listed))),
+                                             max_size=3))))
+        bounds = [0, *[c for c in cuts if c < len(listed)], len(listed)]
+        return tuple(orjson.dumps(listed[a:b])[1:-1]
+                     for a, b in zip(bounds, bounds[1:], strict=False) if b > a)
+
+    k = data.draw(st.integers(0, len(items)))
+    before = runs_of(items[:k])
+    assert module._array(before) == orjson.dumps(items[:k])
+    other = data.draw(st.lists(st.one_of(st.integers(0, 99), texts), max_size=8))
+    for now in (before + runs_of(items[k:]), tuple(bytes(bytearray(r)) for r in before) +
+                runs_of(items[k:]), runs_of(items), runs_of(other)):
+        assert module._grows(before, k, now) == module._continues(
+            module._open(module._array(before)), k, module._array(now))
 
 
 @pytest.mark.parametrize(("a", "b", "known"), [("", "", 0), ("abc", "abd", 0), ("abc", "abc", 2),

@@ -442,7 +442,10 @@ class Turn:
     key: tuple[str, str, bool]  # (renderer id, endpoint, proxy view): equal or no splice
     history: str  # the body's list that grows: "messages" or "input"
     rest: bytes  # JSON of the body without that list (key order kept)
-    items: bytes  # JSON of that list (its closing bracket last: `_open` is it without)
+    # JSON of that list in runs of its items' texts (`_array`: "[" + the runs joined by
+    # commas + "]"; no run empty), a turn's own runs after its predecessor's very runs
+    # where it extends that history (`_raw_parts`): compared and extended run by run
+    items: tuple[bytes, ...]
     count: int  # its length
     table: tuple[tuple[str, ...], tuple[str, ...]]  # the marker's paths and kinds
     # JSON of the template input's messages (marks included), open, and of its tools; empty
@@ -530,7 +533,7 @@ def render_turn(request: Request, options: RenderOptions | None = None,
     # `grown`: the previous turn, when this body's history continues its history (the
     # rest of the body, its system prompt say, may differ); `seed`: ... and the rest is equal.
     grown = seed if seed is not None and raw is not None and seed.lead == lead and \
-        _continues(_open(seed.items), seed.count, raw[1]) else None
+        _grows(seed.items, seed.count, raw[1]) else None
     if seed is not None and (raw is None or not _extends(seed, raw)):
         seed = None
     # Path ids are numbered as marking meets them; seeded with the previous turn's table,
@@ -795,7 +798,7 @@ def _without_dropped(previous: Turn, listed: list[Any]) -> Turn | None:
     if items is None:
         return None
     return dataclasses.replace(
-        previous, items=items, count=len(kept), logged=kept,
+        previous, items=_runs(items), count=len(kept), logged=kept,
         table=(tuple(renamed), kinds),
         prompt=dataclasses.replace(previous.prompt, segments=tuple(segments)))
 
@@ -1028,11 +1031,12 @@ def _json(value: Any) -> bytes | None:
 
 
 def _raw_parts(body: dict[str, Any], history: str, previous: Turn | None = None,
-               lead: int = 0) -> tuple[bytes, bytes] | None:
-    """(JSON of the body without `history`, JSON of `history`): key order kept, so equal
-    bytes are equal input to marking. `previous`: a turn whose history's items, these very
-    objects, start this one's: their JSON is taken from it, only the new items dumped
-    (a JSON array is its items' texts joined by commas). `lead`: the history's first
+               lead: int = 0) -> tuple[bytes, tuple[bytes, ...]] | None:
+    """(JSON of the body without `history`, JSON of `history` in runs: `Turn.items`): key
+    order kept, so equal bytes are equal input to marking. `previous`: a turn whose
+    history's items, these very objects, start this one's: their runs are its runs, these
+    very bytes, and the new items' text is one more run (a JSON array is its items' texts
+    joined by commas), the history's JSON not copied. `lead`: the history's first
     `lead` items belong to the head (`_lead`): their JSON follows the rest's (a JSON
     object's text is self-delimiting, so equal bytes are an equal rest and equal items),
     and the history is the items after them."""
@@ -1047,11 +1051,21 @@ def _raw_parts(body: dict[str, Any], history: str, previous: Turn | None = None,
     if logged is not None and _starts_with(listed, logged):
         assert previous is not None
         new = _json(listed[len(logged):])
-        items = None if new is None else \
-            b"".join((_open(previous.items), b"," if logged and len(new) > 2 else b"", new[1:]))
+        items = None if new is None else previous.items + _runs(new)
     else:
-        items = _json(listed)
+        whole = _json(listed)
+        items = None if whole is None else _runs(whole)
     return None if rest is None or items is None else (rest, items)
+
+
+def _runs(array: bytes) -> tuple[bytes, ...]:
+    """A JSON array's text as `Turn.items`' runs: its items' texts, one run (none: empty)."""
+    return (array[1:-1],) if len(array) > 2 else ()
+
+
+def _array(runs: tuple[bytes, ...]) -> bytes:
+    """The JSON array whose items' texts are `runs`' (`Turn.items`)."""
+    return b"".join((b"[", b",".join(runs), b"]"))
 
 
 def _starts_with(listed: list[Any], known: list[Any]) -> bool:
@@ -1075,14 +1089,24 @@ def _continues(before: bytes | memoryview, count: int, now: bytes) -> bool:
 
 def _open(items: bytes) -> memoryview:
     """A JSON array's text without its closing bracket, not copied (what `_continues`
-    compares and `_raw_parts` extends: `bytes.startswith` and `bytes.join` take it)."""
+    compares: `bytes.startswith` takes it)."""
     return memoryview(items)[:-1]
 
 
-def _extends(previous: Turn, raw: tuple[bytes, bytes]) -> bool:
+def _extends(previous: Turn, raw: tuple[bytes, tuple[bytes, ...]]) -> bool:
     """Is this body the previous one with items appended to its history?"""
-    return raw[0] == previous.rest and \
-        _continues(_open(previous.items), previous.count, raw[1])
+    return raw[0] == previous.rest and _grows(previous.items, previous.count, raw[1])
+
+
+def _grows(before: tuple[bytes, ...], count: int, now: tuple[bytes, ...]) -> bool:
+    """`_continues` of two histories' JSON in runs (`Turn.items`): `before` of `count`
+    items. Where `now`'s runs start with `before`'s (the same bytes: where `_raw_parts`
+    extended them, the very objects, compared by identity first) it is so without reading
+    them: ``[`` + those runs, then ``]`` or ``,`` (a run is one or more items, so `before`
+    has items when it has runs), as `_continues` reads it. Else the texts are compared."""
+    if now[:len(before)] == before:
+        return True
+    return _continues(_open(_array(before)), count, _array(now))
 
 
 def _splice(rule: SpliceRule, previous: Turn, messages: list[dict[str, Any]],
@@ -1246,23 +1270,23 @@ def _char_start(segment: Segment) -> int:
     return segment.char_start
 
 
-def _scan_body(body: dict[str, Any], parts: tuple[bytes, bytes] | None = None,
+def _scan_body(body: dict[str, Any], parts: tuple[bytes, tuple[bytes, ...]] | None = None,
                clean: Turn | None = None) -> tuple[bool, bool]:
     """(uses the marks' private-use range, holds lone surrogates) -- fast path via orjson.
 
     `parts`: the body's JSON as `_raw_parts` cut it, scanned instead of dumping it again:
-    every string of the body (its keys too) is whole in one of them, and what is looked
-    for lies inside one string. `clean`: a turn of a body scanned clean (a `Turn` is made
-    of such bodies only): bytes equal to its JSON are not scanned again, so a session's
-    history is scanned once, not once per turn."""
+    every string of the body (its keys too) is whole in the rest or in one run of the
+    history's (a run is whole items), and what is looked for lies inside one string.
+    `clean`: a turn of a body scanned clean (a `Turn` is made of such bodies only): its
+    rest, and the runs of its history that start this one's, are not scanned again, so a
+    session's history is scanned once, not once per turn."""
     if parts is not None:
         rest, items = parts
         if clean is not None and rest == clean.rest:
             rest = b""
-        if clean is not None and items.startswith(_open(clean.items)):
-            # a match is shorter than `_OVERLAP`: one across the cut starts after it
-            items = items[max(0, len(clean.items) - 1 - _OVERLAP):]
-        return _reserved_in(rest) or _reserved_in(items), False
+        if clean is not None and items[:len(clean.items)] == clean.items:
+            items = items[len(clean.items):]
+        return _reserved_in(rest) or any(map(_reserved_in, items)), False
     try:
         raw = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):
@@ -1271,9 +1295,6 @@ def _scan_body(body: dict[str, Any], parts: tuple[bytes, bytes] | None = None,
         text = json.dumps(body, ensure_ascii=False, default=str)
         return has_reserved_chars(text), True
     return _reserved_in(raw), False
-
-
-_OVERLAP = 8  # bytes longer than what `_reserved_in` looks for (a 4-byte character, 6 escaped)
 
 
 def _reserved_in(raw: bytes) -> bool:
