@@ -117,6 +117,41 @@ class TestCommandList:
             assert first.endswith("."), name
 
 
+class TestTheCommandRunAlone:
+    """`prefixscope NAME ...` runs in an app holding that command alone (`main.app_for`:
+    typer makes the group from every command it holds at each run); the oracle is `app`."""
+
+    def test_each_command_alone_has_the_help_it_has_in_the_app(self) -> None:
+        from prefixscope.cli.main import app_for
+
+        for name in COMMANDS:
+            for before in ([], ["--redact", "report", "--no-default-redaction"],
+                           ["--redact=sql"]):
+                one = app_for([*before, name, "--help"])
+                assert [c.name for c in one.registered_commands] == [name]
+                alone = runner.invoke(one, [*before, name, "--help"], env={"COLUMNS": "100"})
+                assert alone.exit_code == 0, alone.output
+                assert alone.stdout == help_of(*before, name), name
+
+    def test_the_app_answers_what_names_no_command_first(self) -> None:
+        from prefixscope.cli.main import app_for
+
+        for args in ([], ["--help"], ["--help", "report"], ["reprot", "LOGS"], ["--redact"],
+                     ["--redact", "report"], ["--bogus", "sql", "select 1"], ["--", "sql"]):
+            assert app_for(args) is app, args
+
+    def test_a_command_alone_hoists_the_privacy_options_after_its_name(self) -> None:
+        from prefixscope.cli.main import app_for
+
+        # (the error names the store given: masked by the option written after it)
+        args = ["sql", "select 1", "--store", "ACME-1234.duckdb", "--redact", "ACME-[0-9]+"]
+        alone = runner.invoke(app_for(args), args)
+        whole = runner.invoke(app, args)
+        assert alone.exit_code == whole.exit_code == 1
+        assert "no store at " + "•" * 9 + ".duckdb" in alone.stderr
+        assert (alone.stdout, alone.stderr) == (whole.stdout, whole.stderr)
+
+
 class TestIngestHelp:
     def test_lists_every_format_module_of_the_registry(self) -> None:
         # The oracle: the format modules on disk, each read for its NAME without importing.

@@ -8,6 +8,7 @@ lazily inside their callbacks. A test enforces this for `prefixscope --help`.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import typer
 
@@ -31,25 +32,50 @@ from prefixscope.cli.exitcodes import EXIT_CODES_HELP, ExitCode
 # tokenizers and chat templates, so the advice is noise on stderr.
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
-app = typer.Typer(
-    name="prefixscope",
-    help="Offline forensics for prompt (prefix) caching: where do consecutive turns diverge, "
-         "what breaks the cache, and what a fix would gain.\n\n"
-         "Example:\n    prefixscope report sample_logs/ --html report.html\n\n"
-         + EXIT_CODES_HELP + "\n\nMore: README.md, docs/cli.md (every command's help).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-    rich_markup_mode="rich",
-    cls=privacy.Group,
-)
-app.callback()(privacy.options)
+
+
+def _typer() -> typer.Typer:
+    """The app's group with its options (`privacy.options`), no command yet."""
+    made = typer.Typer(
+        name="prefixscope",
+        help="Offline forensics for prompt (prefix) caching: where do consecutive turns "
+             "diverge, what breaks the cache, and what a fix would gain.\n\n"
+             "Example:\n    prefixscope report sample_logs/ --html report.html\n\n"
+             + EXIT_CODES_HELP + "\n\nMore: README.md, docs/cli.md (every command's help).",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_show_locals=False,
+        rich_markup_mode="rich",
+        cls=privacy.Group,
+    )
+    made.callback()(privacy.options)
+    return made
+
+
+app = _typer()
+_MODULES: dict[str, Any] = {}  # each command's name -> the module that registers it
 
 # `report` first: the main job, and `calls`, its ledger a call at a time; then the
 # analyses it is made of, then the store's tools.
 for module in (report_cmd, calls_cmd, ingest_cmd, diff_cmd, segments_cmd, bucket_cmd,
                simulate_cmd, render_cmd, engine_log_cmd, sql_cmd, export_cmd):
     module.register(app)
+    _MODULES[app.registered_commands[-1].name or ""] = module
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The app to run `args` with: one holding only the command they name, when nothing
+    but privacy options comes before its name, else `app`. Click's group is made from the
+    signature of every command it holds, at each run (typer's `get_command`: 0.022 s of
+    CPU for the eleven, 0.004 s for one); the command runs as in `app`: its options, the
+    privacy options after its name hoisted (`privacy.hoisted` finds the same name), and
+    an unknown name, the app's help or no name at all are answered by `app` itself."""
+    at = privacy.command_at(args, _MODULES)
+    if at is None:
+        return app
+    one = _typer()
+    _MODULES[args[at]].register(one)
+    return one
 
 
 _terminated = False  # SIGTERM arrived: the interrupt unwinding the command is its
@@ -80,6 +106,7 @@ def main() -> None:
     import atexit
     import gc
     import signal
+    import sys
 
     gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
     # At exit the interpreter searches everything still alive for cycles, more than once,
@@ -94,7 +121,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     stopped = ExitCode.INTERRUPTED
     try:
-        app(standalone_mode=True)
+        app_for(sys.argv[1:])(standalone_mode=True)
     except SystemExit as exit:
         if exit.code == ExitCode.INTERRUPTED:  # Typer's own answer to KeyboardInterrupt
             _interrupted()

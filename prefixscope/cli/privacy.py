@@ -79,6 +79,22 @@ def hoisted(args: list[str], commands: Any) -> list[str]:
     return args[:at] + moved + [args[at]] + rest
 
 
+def command_at(args: list[str], commands: Any) -> int | None:
+    """Where in `args` the command name is when only privacy options come before it (None:
+    no name of `commands`, or something else first: the app's help, an unknown option)."""
+    i = 0
+    while i < len(args):
+        if args[i] in commands:
+            return i
+        if args[i] == _OPTION:
+            i += 2
+        elif args[i] == _FLAG or args[i].startswith(_OPTION + "="):
+            i += 1
+        else:
+            return None
+    return None
+
+
 class Group(manual.Group):
     """The app's command group: privacy options are global wherever they are written."""
 
