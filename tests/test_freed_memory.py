@@ -6,6 +6,7 @@ free sizes (glibc's allocator faked), and the tasks' results as in this process.
 from __future__ import annotations
 
 import pytest
+from conftest import ROOT
 
 from prefixscope import parallel
 from prefixscope.parallel import WORKER_KEEPS_FREED, Pool, release_freed_memory
@@ -80,3 +81,33 @@ def test_duckdbs_allocator_is_purged_only_where_duckdb_is_loaded(monkeypatch):
     assert con.execute("SELECT sum(i) FROM range(1000000) t(i)").fetchall() == want
     monkeypatch.delitem(sys.modules, "_duckdb")
     assert parallel._duckdb_purge() is None
+
+
+def test_the_report_hands_back_what_it_freed_before_it_waits_out_the_walk(
+        monkeypatch, tmp_path):
+    # bucket's and the usage lint's queries run while the workers walk; what they freed
+    # (DuckDB's allocator keeps it) goes back before this process waits on the walk
+    import prefixscope as ps
+    from prefixscope.analyses import onepass
+    from prefixscope.api.handle import store_of
+    from prefixscope.api.scope import reading
+    from prefixscope.findings import evidence
+    from prefixscope.findings.evidence import ReportOptions, gather
+
+    events: list[str] = []
+    real_release, real_result = evidence.release_freed_memory, onepass.PendingPass.result
+
+    def release(keep: int = 0) -> None:
+        events.append(f"release {keep}")
+        real_release(keep)
+
+    def result(self, store):
+        events.append("walk results")
+        return real_result(self, store)
+
+    monkeypatch.setattr(evidence, "release_freed_memory", release)
+    monkeypatch.setattr(onepass.PendingPass, "result", result)
+    ps.ingest(ROOT / "sample_logs", tmp_path / "s.duckdb")
+    with store_of(tmp_path / "s.duckdb") as handle, reading(handle, None) as st:
+        gather(st, ReportOptions(), workers=2)
+    assert events[:2] == ["release 0", "walk results"]

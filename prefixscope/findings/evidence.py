@@ -276,6 +276,9 @@ def _gather(started: _Started) -> Evidence:
     ahead: dict[str, Remembered] = {}  # each domain's base sweep, made already
     if pending is not None and pool is not None:  # the workers walked the log meanwhile
         step("diff")
+        # what bucket's and the usage lint's queries freed (DuckDB's allocator keeps it),
+        # handed back before this process waits out the walk beside the workers
+        release_freed_memory()
         passed = pending.result(store)
         diff = passed.diff
         # The workers make the what-ifs' input; then they go: idle, they would hold their
