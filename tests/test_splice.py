@@ -597,7 +597,9 @@ class TestSpliceEqualsTheWholeRender:
                 assert got == want
         if any(m["role"] in ("system", "developer") for m in later):
             assert len(wholes) == 2
-        else:  # spliced: the second turn's one render is R_B, the new messages
+        elif all(_RENDER._scan_body(r.body) == (False, False) for r in requests):
+            # spliced (a body with the marks' characters or lone surrogates never is): the
+            # second turn's one render is R_B, the new messages
             assert len(wholes) == 1
             assert len(rendered) == 1
             assert len(rendered[0]) == len(later)
@@ -708,6 +710,49 @@ class TestSpliceEqualsTheWholeRender:
             assert turn is not None and turn.head_end == len(head) and turn.lead == 1
             assert got.text.startswith(head)
         assert len(calls) == 1
+
+    @pytest.mark.parametrize("name", sorted(HEADS))
+    @SETTINGS
+    @given(heads=st.lists(texts, min_size=2, max_size=4),
+           turns=st.lists(st.lists(messages(), min_size=1, max_size=3), min_size=2,
+                          max_size=4))
+    def test_a_new_head_is_rendered_once_with_its_tools(self, name, heads, turns):
+        """A turn whose system message changed (`render._splice_head`) renders the new head
+        with its tools and the new messages alone, without them (the tail by the empty
+        head, `_empty_render`), never the head twice; every turn is its whole render."""
+        options = RenderOptions(tokenizer=name)
+        tools = [{"type": "function", "function": {"name": "bash", "description": "run",
+                                                    "parameters": {"type": "object"}}}]
+        listed: list[dict[str, Any]] = []
+        requests = []
+        for k, new in enumerate(turns):
+            listed = [*listed, *(m for m in new if m["role"] not in ("system", "developer"))]
+            system = {"role": "system", "content": heads[k % len(heads)]}
+            requests.append(make_request({"messages": [system, *listed], "tools": tools},
+                                         endpoint="openai-chat", id=f"r{k}"))
+        expected = [render(r, options) for r in requests]
+        _RENDER._empty_render(load_tokenizer(name))  # (made once, here)
+        rendered: list[tuple[list[Any], Any]] = []
+        moved: list[int] = []
+        real, splice_head = _RENDER.render_marked, _RENDER._splice_head
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_RENDER, "render_marked", lambda source, messages, tools, *a:
+                          rendered.append((messages, tools)) or
+                          real(source, messages, tools, *a))
+            patch.setattr(_RENDER, "_splice_head", lambda *a: (
+                moved.append(1) if (out := splice_head(*a)) is not None else None) or out)
+            turn = None
+            for request, want in zip(requests, expected, strict=True):
+                rendered.clear()
+                moved.clear()
+                got, turn = render_turn(request, options, turn)
+                assert got == want
+                if moved:  # a new head: it with the tools, then the new messages alone
+                    assert len(rendered) == 2
+                    (head, with_tools), (tail, without) = rendered
+                    assert with_tools is not None and without is None
+                    assert [m.get("role") for m in head] == ["system"]
+                    assert not any(m.get("role") == "system" for m in tail)
 
     @pytest.mark.parametrize("name", sorted(HEADS))
     def test_head_tokens_are_the_tokenizers_own_ids_of_the_head(self, name):

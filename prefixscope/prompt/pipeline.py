@@ -1154,7 +1154,8 @@ def _splice(rule: SpliceRule, previous: Turn, messages: list[dict[str, Any]],
 
 def _empty_render(tok: Tokenizer) -> str:
     """`tok`'s template rendered with no message and no tools (`_splice`'s R_A where the
-    rule reads no message of A: deepseek-v4's), rendered once a tokenizer. It holds no
+    rule reads no message of A: deepseek-v4's; `_splice_head`'s empty head), rendered
+    once a tokenizer. It holds no
     mark: marks are written only around the messages' and tools' values, and there are
     none; so it reads nothing but the template's source and variables, which are the
     tokenizer's (a render that fails is not kept: it fails each time, as before)."""
@@ -1201,10 +1202,15 @@ def _splice_head(previous: Turn, messages: list[dict[str, Any]],
     the previous text is T(H)[:-|G|] + Q(M) + G and this one T(H')[:-|G|] + Q(M) + Q(N)
     + G, where T(H' + N) = T(H')[:-|G|] + Q(N) + G. So it is
     the new head's render, the previous text between its head's end (`Turn.head_end`) and
-    G, then the tail of the render of H' + N: two renders of the head and the new messages,
-    none of the history. Segments: those of the two renders, and the previous turn's
-    between, moved by the change of the head's length, joined where they meet as one walk
-    over the whole text joins them."""
+    G, then Q(N) + G. Q(N) is N's alone, whatever the head (its messages and tools): by
+    `HEADS` again with the empty head (no message, no tools; the cut at 0, checked), T(N)
+    = T([])[:-|G|] + Q(N) + G, so Q(N) + G is T(N) past |T([])| - |G| (T([]): `_empty_render`,
+    which holds no mark, as the marked T(N) is the render of N's marked objects with the
+    same marker): two renders, the new head with its tools and the new messages without,
+    none of the history, and the head with the tools once (their schemas' JSON, in the
+    OpenAI Chat view, was most of a head render). Segments: those of the two renders, and
+    the previous turn's between, moved by the change of the head's length, joined where
+    they meet as one walk over the whole text joins them."""
     rule = HEADS.get(tok.name)
     end = previous.head_end
     if rule is None or end is None or previous.messages is None or \
@@ -1216,19 +1222,20 @@ def _splice_head(previous: Turn, messages: list[dict[str, Any]],
             not rule.cuts(messages, head + kept) or \
             not heads_split(tok.name, previous.messages, previous.head):
         return None
-    base = messages[:head]
-    if not rule.cuts([*base, *messages[head + kept:]], head):
+    base, new = messages[:head], messages[head + kept:]
+    if not (rule.cuts([*base, *new], head) and rule.cuts(new, 0)):
         return None
     with marks_active(True):
         before = render_marked(tok.chat_template, base, tools, marker, tok.template_vars)
-        after = render_marked(tok.chat_template, base + messages[head + kept:], tools, marker,
-                              tok.template_vars)
+        after = render_marked(tok.chat_template, new, None, marker, tok.template_vars)
+    empty = _empty_render(tok)
     old = previous.prompt.text
-    cut = len(before) - len(generation)
-    if not (before.endswith(generation) and old.endswith(generation)
-            and after.startswith(before[:cut]) and end <= len(old) - len(generation)):
+    cut, start = len(before) - len(generation), len(empty) - len(generation)
+    if not (before.endswith(generation) and old.endswith(generation) and
+            empty.endswith(generation) and after.startswith(empty[:start])
+            and end <= len(old) - len(generation)):
         return None
-    top, tail = strip_marks(before[:cut]), strip_marks(after[cut:])
+    top, tail = strip_marks(before[:cut]), strip_marks(after[start:])
     if not (top.balanced and tail.balanced):
         return None
     stop = len(old) - len(generation)
