@@ -401,9 +401,7 @@ class Store:
                 if runs.unfinished(store):
                     con.close()
                     return cls._recovered(path, label, writes_into)
-            if not store.run("SELECT system.main.current_setting('lock_configuration')"
-                             )[0][0]:
-                store.run("SET lock_configuration = true")  # no statement reopens access
+            store._lock()
         except BaseException as exc:
             with suppress(duckdb.Error):
                 con.close()
@@ -424,6 +422,12 @@ class Store:
             raise StoreError(f"{name} holds an ingest that did not finish (killed?), which "
                              f"an open for writing removes, and that failed: {exc}") from None
         return cls.open(path, read_only=True, label=label, writes_into=writes_into)
+
+    def _lock(self) -> None:
+        """Lock the connection's settings, last: no statement reopens access (a connection
+        of this process to the same file may have locked them already)."""
+        if not self.run("SELECT system.main.current_setting('lock_configuration')")[0][0]:
+            self.run("SET lock_configuration = true")
 
     def _seal(self, writes_into: Path | None) -> None:
         """No file or network access but the store (and `writes_into`), before anything of
@@ -1316,8 +1320,7 @@ class Store:
             self.con.close()
             raise StoreError(f"{self.path} was written while it was being read: run again")
         self._seal(self._writes_into)
-        if not self.run("SELECT system.main.current_setting('lock_configuration')")[0][0]:
-            self.run("SET lock_configuration = true")
+        self._lock()
 
     def let_go_stored(self) -> None:
         """Stop answering from what `hold_stored` read (a forked worker keeps its copy)."""
