@@ -20,6 +20,7 @@ from prefixscope.engines import ENGINES, EngineSpec, register
 from prefixscope.engines.base import Admission, BaseEngine, Lookup, Units
 from prefixscope.engines.openai import OpenaiEngine
 from prefixscope.findings.evidence import ReportOptions, gather
+from prefixscope.model import API_USAGE_SEMANTICS
 from prefixscope.store import Store
 from prefixscope.store.load import ingest_paths
 
@@ -84,6 +85,13 @@ def test_an_engine_registered_in_one_line_runs_through_simulate_and_report(
     evidence = gather(store, ReportOptions(engine="forgetful"))
     assert evidence.simulate is not None and evidence.simulate.engine == "forgetful"
     assert evidence.simulate.hit_rate_predicted == 0.0
+
+
+def test_an_engines_own_usage_convention_is_one_the_store_keeps() -> None:
+    # the store keeps a request's usage convention only when one API alone writes it
+    owned = [spec.usage_semantics for spec in ENGINES.values() if spec.usage_semantics]
+    assert owned == ["deepseek"]
+    assert set(owned) <= set(API_USAGE_SEMANTICS)
 
 
 def test_n_blocks_are_the_engines_blocks(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from prefixscope.analyses.bucket import (
 )
 from prefixscope.analyses.diff import CauseTotal, DiffReport, DiffTotals, Divergence, PairDiff
 from prefixscope.analyses.simulate import CurvePoint, RequestSim, SimulateReport, WhatIfResult
-from prefixscope.engines.choose import choose_engine, model_family_engine
+from prefixscope.engines.choose import choose_engine, model_family_engine, usage_engine
 from prefixscope.findings.build import build_report, reading_order
 from prefixscope.findings.evidence import Evidence
 from prefixscope.findings.finders import breakage, constants, replay, split
@@ -397,6 +397,24 @@ class TestEngineChoice:
         assert choose_engine(records, "openai", None).engine == "openai"
         gemma = (record("a", "s", 100, 64, model="gemma-3-27b"),)  # open weights, self-hosted
         assert choose_engine(gemma, "auto", 64).engine == "vllm"
+
+    def test_deepseeks_own_usage_fields_mean_its_api_whatever_step_the_reads_move_in(self):
+        # DeepSeek's API reads in 64- or 128-token steps (real mini-swe-agent runs,
+        # tests/test_real_mini_swe_agent_deepseek.py); only it writes `prompt_cache_hit_tokens`
+        api = [replace(record(r, "s", 2_000, 1_920, model="deepseek/deepseek-chat"),
+                       usage_semantics="deepseek") for r in "abc"]
+        chosen = choose_engine(api, "auto", None)
+        assert (chosen.engine, chosen.why) == (
+            "deepseek", "the usage has DeepSeek's API's own cache fields")
+        assert usage_engine(api) == "deepseek"
+        # the same model served by a server of open weights reports OpenAI's fields: its blocks
+        served = [record(r, "s", 2_000, 1_920, model="deepseek-ai/DeepSeek-V3") for r in "abc"]
+        assert usage_engine(served) is None
+        assert choose_engine(served, "auto", None).engine == "vllm"
+        # half is not most; a block size given keeps the self-hosted reading; asked wins
+        assert usage_engine(api[:1] + served[:1]) is None
+        assert choose_engine(api, "auto", 64).why == "--block-size given"
+        assert choose_engine(api, "vllm", None).engine == "vllm"
 
 
 class TestGate:

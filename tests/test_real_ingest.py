@@ -21,7 +21,7 @@ EXPECTED = {
     "aider": 33,
     "codex": 485,  # codex-desktop/: the publisher's manifest counts 485 turn_context lines
     "langfuse": 4 + 1 + 2 + 2 + 2,
-    "mini-swe-agent": 10 + 2,
+    "mini-swe-agent": 10 + 2 + 15,  # mini-swe-agent-deepseek/: 15 calls of 16 made
     "openhands": 23 + 33 + 49 + 2 + 5 + 3 + 4 + 4 + 22,
     "swe-agent": 21 + 5 + 5 + 12 + 14 + 11 + 13,
     "tracelab": 19 + 19,

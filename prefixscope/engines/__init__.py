@@ -89,6 +89,10 @@ class EngineSpec:
     hosted: bool = False  # a provider's API (one cache for every log it answered)
     replays: Literal["tokens", "segments", "traces"] = "tokens"  # what a request becomes
     models: re.Pattern[str] | None = None  # model names it serves (report's automatic choice)
+    # The usage convention only its hosted API writes (`UsageRecord.usage_semantics`:
+    # DeepSeek's ``prompt_cache_hit_tokens``): a log whose usage has it was answered by that
+    # API, whatever step its cached values move in (report's automatic choice).
+    usage_semantics: str | None = None
     cache_output: bool = False  # the factory takes `cache_output`
     unlimited: Callable[..., Engine] | None = None  # same answers without a capacity, leaner
     sweep: Callable[..., Sweep] | None = None  # every capacity in one pass (engines.sweep)
@@ -272,7 +276,7 @@ for _spec in (
     EngineSpec("deepseek", Lazy("deepseek", "DeepseekEngine"),
                "persisted prefix units (input end, output end, common)",
                ttl_parameter="ttl", hosted=True, models=DEEPSEEK_MODELS,
-               reads_last_token=True, display="DeepSeek"),
+               usage_semantics="deepseek", reads_last_token=True, display="DeepSeek"),
 ):
     register(_spec)
 

@@ -7,14 +7,18 @@ self-hosted one. With ``--engine auto``:
 
 1. block-hash traces (Mooncake / Bailian, LMCache lookup logs) replay through their own
    block ids with the self-hosted default (`SELF_HOSTED`);
-2. cached values aligned to a block size (given with ``--block-size``, else the largest
+2. usage in a hosted API's own convention (`EngineSpec.usage_semantics`: DeepSeek's
+   ``prompt_cache_hit_tokens``, which no server of open weights writes) for most requests:
+   that API, whatever step its cached values move in (DeepSeek's reads are multiples of 64
+   or 128 tokens, and would otherwise look like a server's blocks);
+3. cached values aligned to a block size (given with ``--block-size``, else the largest
    candidate dividing 90% of them: `aligned_block_size`) mean a self-hosted engine's
    blocks -- unless the models' hosted API reads in steps itself (OpenAI's 128 tokens
    look like blocks);
-3. models of a hosted family prefixscope has no cache model of (Gemini, xAI): nothing,
+4. models of a hosted family prefixscope has no cache model of (Gemini, xAI): nothing,
    unless asked;
-4. the hosted engine serving most of the requests' models (`model_family_engine`);
-5. the self-hosted default when the log has prompts to render, else nothing (usage alone
+5. the hosted engine serving most of the requests' models (`model_family_engine`);
+6. the self-hosted default when the log has prompts to render, else nothing (usage alone
    cannot be replayed without a hosted engine's rules).
 
 `simulate` on a log without bodies (`with_bodies=False`) has nothing a self-hosted engine
@@ -69,6 +73,16 @@ def model_family_engine(records: Sequence[UsageRecord]) -> str | None:
                 votes[engine] += 1
                 break
     return votes.most_common(1)[0][0] if votes else None
+
+
+def usage_engine(records: Sequence[UsageRecord]) -> str | None:
+    """The hosted engine whose own usage convention (`EngineSpec.usage_semantics`) more than
+    half of the requests' usage is in (None: none is)."""
+    owners = {spec.usage_semantics: name for name, spec in ENGINES.items()
+              if spec.usage_semantics}
+    votes = Counter(owners[r.usage_semantics] for r in records if r.usage_semantics in owners)
+    top = votes.most_common(1)
+    return top[0][0] if top and 2 * top[0][1] > len(records) else None
 
 
 def unmodelled_family(records: Sequence[UsageRecord]) -> str | None:
@@ -151,6 +165,9 @@ def _auto(records: Sequence[UsageRecord], block_size: int | None, forced: bool
     or the one the cached values are aligned to."""
     if any(r.source_format in TRACE_FORMATS for r in records):
         return SELF_HOSTED, "block-hash traces replay through their own block ids"
+    served = None if forced else usage_engine(records)
+    if served is not None:
+        return served, f"the usage has {ENGINES[served].label}'s API's own cache fields"
     family = model_family_engine(records)
     if block_size is not None and (family is None or ENGINES[family].block_size == 1):
         return SELF_HOSTED, (f"cached values are multiples of {block_size} tokens: a "
@@ -169,4 +186,4 @@ def _auto(records: Sequence[UsageRecord], block_size: int | None, forced: bool
 
 __all__ = ["AUTO", "BLOCK_SIZES", "NO_UNIT", "SELF_HOSTED", "TRACE_FORMATS", "USAGE_ONLY",
            "EngineChoice", "aligned_block_size", "choose_engine", "model_family_engine",
-           "unmodelled_family", "usage_only_fix"]
+           "unmodelled_family", "usage_engine", "usage_only_fix"]

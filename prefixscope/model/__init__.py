@@ -4,6 +4,7 @@ content hashes and request keys computed from them, and what every output shares
 layer: imports nothing else of prefixscope."""
 
 from prefixscope.model.records import (
+    API_USAGE_SEMANTICS,
     ENDPOINTS,
     EVENT_KINDS,
     Endpoint,
@@ -15,5 +16,5 @@ from prefixscope.model.records import (
     UsageRecord,
 )
 
-__all__ = ["ENDPOINTS", "EVENT_KINDS", "Endpoint", "Record", "Request", "SessionEvent", "Skip",
-           "Usage", "UsageRecord"]
+__all__ = ["API_USAGE_SEMANTICS", "ENDPOINTS", "EVENT_KINDS", "Endpoint", "Record", "Request",
+           "SessionEvent", "Skip", "Usage", "UsageRecord"]

@@ -159,6 +159,12 @@ class Record:
     key: str
 
 
+# Usage conventions (`Usage.semantics`) that only one provider's API writes: ``deepseek``,
+# DeepSeek's ``prompt_cache_hit_tokens`` (no server of open weights reports it). A
+# `UsageRecord` keeps its request's convention only when it is one of these.
+API_USAGE_SEMANTICS = ("deepseek",)
+
+
 @dataclass(frozen=True, slots=True)
 class UsageRecord:
     """A stored request's usage and grouping fields, without its body (what bucket reads)."""
@@ -186,3 +192,6 @@ class UsageRecord:
     # the backend that served it, where the log says: LiteLLM's deployment (``model_id``,
     # ``api_base``), a gateway's channel or provider, a raw capture's host (`Store.usage_records`)
     backend: str | None = None
+    # the usage's convention when only one provider's API writes it (`API_USAGE_SEMANTICS`),
+    # by which report's automatic choice knows that API answered; None for any other
+    usage_semantics: str | None = None

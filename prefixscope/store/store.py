@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
-from prefixscope.model import Request, SessionEvent, Usage, UsageRecord
+from prefixscope.model import API_USAGE_SEMANTICS, Request, SessionEvent, Usage, UsageRecord
 from prefixscope.model.bodytext import WrittenBody, write_body
 from prefixscope.model.hashing import exact_json
 from prefixscope.model.keys import (
@@ -938,7 +938,7 @@ class Store:
             "cache_write_tokens, cache_write_1h_tokens, output_tokens, prev_id, "
             "coalesce(compaction, false), coalesce(json_extract_string(metadata, '$.cwd'), "
             "json_extract_string(metadata, '$.project')), "
-            f"coalesce({_BACKEND_SQL}, channel) "
+            f"coalesce({_BACKEND_SQL}, channel), {_API_USAGE_SQL} "
             "FROM turns "
             f"ORDER BY {time_order()}")
         # One str per distinct value of the columns a log repeats row after row (its
@@ -1375,8 +1375,8 @@ _ROW_COLUMNS = ", ".join(f"r.{name}" for name in (
     "cached_tokens", "cache_write_tokens", "output_tokens", "usage_semantics",
     "cache_write_1h_tokens", "block_hashes", "block_size", "source_position", "metadata"))
 # `_read_usage_records`' text columns whose values repeat from row to row: endpoint, model,
-# client, user, channel, source format, session, source file, project, backend
-_REPEATED_USAGE_COLUMNS = (2, 3, 4, 5, 6, 7, 8, 13, 19, 20)
+# client, user, channel, source format, session, source file, project, backend, usage semantics
+_REPEATED_USAGE_COLUMNS = (2, 3, 4, 5, 6, 7, 8, 13, 19, 20, 21)
 
 
 def _by_row_id(table: str) -> str:
@@ -1441,6 +1441,10 @@ class _SharedParts:
 # provider (OpenRouter's, Cline's ``providerId``), LiteLLM's deployment (``model_id``,
 # ``api_base``), a deployment name; else the request's channel.
 BACKEND_KEYS = ("provider", "model_id", "api_base", "deployment")
+# a request's usage convention when only one API writes it, else NULL: the other conventions,
+# repeated row after row, would be a str each in the fetch (~10 MB at 2 GiB of Codex rollouts)
+_API_USAGE_SQL = ("CASE WHEN usage_semantics IN ("
+                  + ", ".join(f"'{s}'" for s in API_USAGE_SEMANTICS) + ") THEN usage_semantics END")
 _BACKEND_SQL = ", ".join(f"nullif(json_extract_string(metadata, '$.{k}'), '')"
                          for k in BACKEND_KEYS)
 
