@@ -1,7 +1,8 @@
 """A session's turns share one buffer of token ids and starts (`tokens.tokenize._Run`):
 each turn's arrays are read-only views of it, and a turn that goes on from all of the
-last turn written appends in place instead of copying the prompt's arrays. The oracle is
-the tokenizer's own encoding of each whole text (no piece cache, no previous turn), for
+last turn written (or lays out its last tokens again as the same ones) appends in place
+instead of copying the prompt's arrays. The oracle is the tokenizer's own encoding of
+each whole text (no piece cache, no previous turn), for
 chains of turns, turns branching from one predecessor, heads that change, and every
 earlier turn read again after later ones were written; and `common_prefix_length` and
 `common_run` (the first difference, looked for a growing block at a time) against a loop
@@ -24,7 +25,7 @@ from prefixscope.tokens.tokenize import (
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-NAMES = ("deepseek-v4", "qwen3.6")
+NAMES = ("deepseek-v4", "qwen3.6", "o200k-harmony")
 
 
 def whole(name: str, text: str) -> tuple[list[int], list[int]]:
@@ -143,3 +144,26 @@ def test_a_text_difference_anywhere_is_found_past_every_block(length, where, kno
     expected = where if differs and where < length else length
     assert common_text_prefix(a, b, min(known, expected)) == expected
     assert common_text_prefix(a, b + "tail") == expected
+
+
+def test_a_turn_that_lays_out_its_predecessors_last_tokens_again_is_appended_in_place():
+    # o200k-harmony's prompts end with "<|start|>assistant": the next turn goes on
+    # "assistant<|channel|>...", and "assistant" (after the last split token both share)
+    # is laid out again -- the same token, so the turn is written after its predecessor
+    name = "o200k-harmony"
+    cache = PieceCache(load_tokenizer(name))
+    texts = [f"<|start|>system<|message|>{' rules' * 200}<|end|><|start|>assistant"]
+    made = [cache.encode_many(texts)[0]]
+    for turn in ("hi there", "more words", "and a last reply"):
+        text = f"{texts[-1]}<|channel|>final<|message|>{turn}<|end|><|start|>assistant"
+        made.append(cache.encode_many([text], [(texts[-1], made[-1], 0)])[0])
+        texts.append(text)
+    assert all(np.shares_memory(made[0].ids, enc.ids) for enc in made[1:])
+    # a last token laid out as another one ("assistant" -> "assistants"): copied, and the
+    # predecessor's views keep their ids
+    other = f"{texts[-1]}s"
+    apart = cache.encode_many([other], [(texts[-1], made[-1], 0)])[0]
+    assert whole(name, other)[0][-1] != made[-1].ids[-1]
+    assert not np.shares_memory(apart.ids, made[0].ids)
+    for text, enc in zip([*texts, other], [*made, apart], strict=True):
+        assert (enc.ids.tolist(), enc.starts.tolist()) == whole(name, text)

@@ -54,13 +54,15 @@ alone.
 
 A turn's arrays are not copied from its predecessor's when they start with all of them
 (the previous prompt ends with a split token, the generation prompt, and this one goes on
-from it: most turns of a session): a session's arrays live in one buffer with room to grow
-(`_Run`), each turn's `Tokens` are read-only views of its first entries, and a turn that
-extends the last one written appends after it. Why no view ever changes: a buffer is
-written only past `_Run.used`, and every view of it ends at or before `used` when it is
-made; `used` only grows. So a turn costs its new tokens, not a copy of the prompt's
-arrays, and two turns' ids sharing a buffer are equal up to the shorter one without
-comparing them (`common_prefix_length`).
+from it: most turns of a session; or it ends with a few tokens after the last split token,
+laid out again as the same tokens: o200k-harmony's ``<|start|>assistant``): a session's
+arrays live in one buffer with room to grow (`_Run`), each turn's `Tokens` are read-only
+views of its first entries, and a turn that extends the last one written appends after it.
+Why no view ever changes: a buffer is written only past `_Run.used` (the tokens laid out
+again are compared with the buffer's, not written), and every view of it ends at or before
+`used` when it is made; `used` only grows. So a turn costs its new tokens, not a copy of
+the prompt's arrays, and two turns' ids sharing a buffer are equal up to the shorter one
+without comparing them (`common_prefix_length`).
 """
 
 from __future__ import annotations
@@ -434,7 +436,15 @@ class PieceCache:
         whole length: a session's turn is its previous turn's tokens and a few new ones,
         so this is a copy of the prompt's arrays, not several (concatenating the
         entries, widening their starts, adding the offsets, then the previous tokens
-        before them each made another whole-prompt array)."""
+        before them each made another whole-prompt array).
+
+        Where `before` is the last turn written to its buffers and the turn goes on
+        from it, nothing is copied: the new entries are written after it. That is so at
+        k = |before| (the previous prompt ends with a split token), and at a smaller k
+        whose re-laid-out tokens are `before`'s last ones again (o200k-harmony's prompts
+        end with ``<|start|>assistant``, whose ``assistant`` is laid out again with what
+        follows it): those entries are written aside, compared with the buffer's, and
+        only the ones past `before` written to it -- so no entry a view reads changes."""
         starts, entries = layout
         pieces = self._pieces
         pairs = [pieces[e] if isinstance(e, int) else e for e in entries]
@@ -443,9 +453,17 @@ class PieceCache:
         total = k + int(lengths.sum())
         kinds = id_arrays + ([before.ids] if before is not None and k else [])  # (uint32)
         dtype = np.result_type(*kinds) if kinds else np.dtype(np.uint32)
-        # `before` whole, the last turn written to its buffers: this turn appends after it
-        found = self._run_of(before) if before is not None and k == len(before.ids) else None
-        if found is not None and found[1].dtype == dtype and len(found[1]) >= total:
+        # `before` whole, the last turn written to its buffers: this turn may append to it
+        found = self._run_of(before) if before is not None and k else None
+        if found is not None and not (found[1].dtype == dtype and len(found[1]) >= total and
+                                      k <= found[0].used <= total):
+            found = None
+        tail = None
+        if found is not None and k < found[0].used:
+            tail = _goes_on(found, pairs, starts, k, total, dtype)
+            if tail is None:
+                found = None
+        if found is not None:
             run, ids, out = found
         else:
             ids = np.empty(total + total // _RUN_ROOM, dtype)
@@ -456,16 +474,11 @@ class PieceCache:
             if before is not None and k:
                 ids[:k] = before.ids[:k]
                 out[:k] = before.starts[:k]
-        if pairs:
-            np.concatenate(id_arrays, out=ids[k:total])
-            # each entry's starts moved by its start, written in one pass (a middle taken
-            # from the previous turn is most of a prompt whose head changed)
-            at = k
-            for (_, rel), start in zip(pairs, starts, strict=True):
-                end = at + len(rel)
-                np.add(rel, start, out=out[at:end], dtype=np.int64)
-                at = end
-        run.used = total  # (k <= the old `used`: only entries past it were written)
+        if tail is not None:  # the entries past `used`, written aside by `_goes_on`
+            ids[run.used:total], out[run.used:total] = tail
+        elif pairs:
+            _write(pairs, starts, ids[k:total], out[k:total])
+        run.used = total  # (`used` <= total: only entries past the old `used` were written)
         ids, out = ids[:total], out[:total]
         ids.flags.writeable = False
         out.flags.writeable = False
@@ -750,6 +763,35 @@ def common_run(a: str, i: int, b: str, j: int) -> int:
 
 
 _FIRST_TEXT_BLOCK = 256  # characters compared first by `common_run`
+
+
+def _goes_on(found: tuple[_Run, np.ndarray, np.ndarray],
+             pairs: list[tuple[np.ndarray, np.ndarray]], starts: list[int], k: int,
+             total: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
+    """The entries from token k on, written aside (`_write`), past the buffer's `used`,
+    when those before it are the buffer's between k and `used` (ids and starts); else
+    None (`PieceCache._assemble`)."""
+    run, ids, out = found
+    new_ids = np.empty(total - k, dtype)
+    new_starts = np.empty(total - k, np.int64)
+    _write(pairs, starts, new_ids, new_starts)
+    seen = run.used - k
+    if not (np.array_equal(new_ids[:seen], ids[k:run.used]) and
+            np.array_equal(new_starts[:seen], out[k:run.used])):
+        return None
+    return new_ids[seen:], new_starts[seen:]
+
+
+def _write(pairs: list[tuple[np.ndarray, np.ndarray]], starts: list[int],
+           ids: np.ndarray, out: np.ndarray) -> None:
+    """Each entry's ids, and its starts moved by its start, end to end into `ids` and
+    `out` (as long as the entries together) in one pass."""
+    np.concatenate([pair[0] for pair in pairs], out=ids)
+    at = 0
+    for (_, rel), start in zip(pairs, starts, strict=True):
+        end = at + len(rel)
+        np.add(rel, start, out=out[at:end], dtype=np.int64)
+        at = end
 
 
 def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:
