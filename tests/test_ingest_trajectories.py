@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from prefixscope.ingest import read_requests
 from prefixscope.ingest.formats import all_formats, mini_swe_agent, openhands, swe_agent
 from prefixscope.ingest.probing import probe
 from prefixscope.ingest.source import Source
+from prefixscope.store import Store
+from prefixscope.store.load import ingest_paths
 
 SWE = FIXTURES / "swe-agent"
 OH = FIXTURES / "openhands"
@@ -422,6 +425,24 @@ class TestMiniSweAgentRequests:
         requests, skips = read_requests(path)
         assert [(s.line, s.reason) for s in skips] == [(2, "message 2 is not a role message")]
         assert [len(_messages(r)) for r in requests] == [1]
+
+
+def test_a_batch_runs_preds_json_is_passed_over_not_an_unrecognized_file(tmp_path: Path) -> None:
+    # mini-swe-agent's batch run writes `preds.json` (each instance's patch) beside the
+    # instances' folders; a real DeepSeek run's folder warned "not a recognized log format"
+    run = tmp_path / "run"
+    (run / "i1").mkdir(parents=True)
+    shutil.copy(MINI / "v1_usage.traj.json", run / "i1" / "i1.traj.json")
+    (run / "preds.json").write_text('{"i1": {"instance_id": "i1", "model_patch": ""}}')
+    result = ingest_paths([str(run)], Store.open(":memory:"))
+    assert (result.ingested, result.skipped, result.unrecognized) == (2, 0, ())
+    assert result.ignored == (str(run / "preds.json"),)
+    # without trajectories beside it, a preds.json is a file like any other: reported
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "preds.json").write_text('{"i1": {"instance_id": "i1", "model_patch": ""}}')
+    assert not mini_swe_agent.is_companion(alone / "preds.json")
+    assert ingest_paths([str(alone)], Store.open(":memory:")).unrecognized != ()
 
 
 class TestMiniSweAgentRealFiles:

@@ -25,11 +25,15 @@ Guarantees:
   (when the response arrived).
 * One file is one session: ``mini-swe-agent:<file stem>:<12 hex of the content
   hash>`` (``mini-swe-agent.file``), so two runs of one instance stay apart.
+* A batch run's ``preds.json`` (each instance's patch, no model call) beside its
+  ``<instance>/<instance>.traj.json`` folders is a companion (`is_companion`): a directory
+  walk passes it over and counts it as ignored, not as a file no format recognizes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from prefixscope.ingest.normalize.fields import as_object, dig, first_present, parse_time
@@ -45,6 +49,13 @@ _MESSAGE_KEYS = frozenset({"role", "content", "extra", "tool_calls", "tool_call_
                            "timestamp"})
 _ROLES = frozenset({"system", "user", "assistant", "tool", "exit"})
 _LOCAL_ROLES = frozenset({"exit"})
+
+
+def is_companion(path: Path) -> bool:
+    """A batch run's ``preds.json``, read with nothing: an instance folder holding a
+    trajectory (``<instance>/<instance>.traj.json``) is beside it."""
+    return path.name == "preds.json" \
+        and next(path.parent.glob("*/*.traj.json"), None) is not None
 
 
 def sniff(probe: Probe) -> bool:
