@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prefixscope.tokenizers import load_tokenizer
+from prefixscope.tokenizers import Encoded, load_tokenizer
 from prefixscope.tokens.tokenize import (
     PieceCache,
     common_prefix_length,
@@ -69,18 +69,28 @@ def test_every_turn_is_its_whole_text_and_stays_so(name, data):
         assert (enc.ids.tolist(), enc.starts.tolist()) == whole(name, text)
 
 
-def test_a_turn_that_goes_on_from_its_predecessor_is_appended_in_place():
-    name = "deepseek-v4"
+def _chain(name: str, first: str, each: str) -> tuple[PieceCache, list[str], list[Encoded]]:
+    """A session of four turns, each its predecessor's text, a reply and `each` (the reply
+    in place of ``{}``), encoded from its predecessor; every turn after the first is
+    asserted to be views of the first one's buffer (appended in place)."""
     cache = PieceCache(load_tokenizer(name))
-    user, assistant = "<｜User｜>", "<｜Assistant｜>"
-    texts = [f"{' system' * 200}{user}hello{assistant}"]  # a quarter's room: ~50 tokens
+    texts = [first]
     made = [cache.encode_many(texts)[0]]
     for turn in ("hi there", "more words", "and a last reply"):
-        text = f"{texts[-1]}{turn}<｜end▁of▁sentence｜>{user}next{assistant}"
+        text = texts[-1] + each.format(turn)
         made.append(cache.encode_many([text], [(texts[-1], made[-1], 0)])[0])
         texts.append(text)
     # one buffer, each turn's views from its start (the first turn made it with room)
     assert all(np.shares_memory(made[0].ids, enc.ids) for enc in made[1:])
+    return cache, texts, made
+
+
+def test_a_turn_that_goes_on_from_its_predecessor_is_appended_in_place():
+    name = "deepseek-v4"
+    user, assistant = "<｜User｜>", "<｜Assistant｜>"
+    cache, texts, made = _chain(  # a quarter's room: ~50 tokens
+        name, f"{' system' * 200}{user}hello{assistant}",
+        f"{{}}<｜end▁of▁sentence｜>{user}next{assistant}")
     assert common_prefix_length(made[1].ids, made[3].ids) == len(made[1].ids)
     # a second turn after the first one (a branch): the first's buffer is not written
     other = f"{texts[0]}another reply<｜end▁of▁sentence｜>"
@@ -151,14 +161,9 @@ def test_a_turn_that_lays_out_its_predecessors_last_tokens_again_is_appended_in_
     # "assistant<|channel|>...", and "assistant" (after the last split token both share)
     # is laid out again -- the same token, so the turn is written after its predecessor
     name = "o200k-harmony"
-    cache = PieceCache(load_tokenizer(name))
-    texts = [f"<|start|>system<|message|>{' rules' * 200}<|end|><|start|>assistant"]
-    made = [cache.encode_many(texts)[0]]
-    for turn in ("hi there", "more words", "and a last reply"):
-        text = f"{texts[-1]}<|channel|>final<|message|>{turn}<|end|><|start|>assistant"
-        made.append(cache.encode_many([text], [(texts[-1], made[-1], 0)])[0])
-        texts.append(text)
-    assert all(np.shares_memory(made[0].ids, enc.ids) for enc in made[1:])
+    cache, texts, made = _chain(
+        name, f"<|start|>system<|message|>{' rules' * 200}<|end|><|start|>assistant",
+        "<|channel|>final<|message|>{}<|end|><|start|>assistant")
     # a last token laid out as another one ("assistant" -> "assistants"): copied, and the
     # predecessor's views keep their ids
     other = f"{texts[-1]}s"
