@@ -1,7 +1,9 @@
 """A read-only store lets go of the blocks DuckDB has read (`Store.let_go_cache`: its
 connection closed and opened again) and reads the same afterwards, sealed and locked as
 `Store.open` left it; a write that got in while no connection held the file is an error,
-never a read of the changed file.
+never a read of the changed file. A store being written does the same between two
+transactions (`Store.let_go_written`: an ingest, before its session threading), and writes
+on.
 
 The oracles: the same reads before letting go (every request by id and in log order, every
 part, the usage records), DuckDB's own count of the memory its tables' blocks take
@@ -129,3 +131,58 @@ def test_a_forked_childs_copy_keeps_the_parents_connection(stored):
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
         assert _reads(store) == want
+
+
+def test_a_writer_lets_go_of_its_blocks_and_writes_and_reads_on_sealed(
+        stored, tmp_path: Path):
+    path = tmp_path / "w.duckdb"
+    path.write_bytes(stored.read_bytes())
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s3cret")
+    with Store.open(path) as store:
+        want = _reads(store)
+        store.run("CHECKPOINT")
+        held = _table_blocks(store)
+        store.let_go_written()
+        assert _table_blocks(store) < held
+        assert _reads(store) == want
+        with store.transaction():
+            store.run("UPDATE requests SET model = 'after'")
+        with pytest.raises(duckdb.PermissionException):
+            store.run(f"SELECT content FROM read_text('{secret}')")
+        with pytest.raises(duckdb.Error, match="the configuration has been locked"):
+            store.run("SET enable_external_access = true")
+    with Store.open(path, read_only=True) as store:
+        assert {r.model for r in store.iter_requests()} == {"after"}
+
+
+def test_a_writer_keeps_its_connection_while_its_blocks_take_no_more_than_it_keeps(
+        stored, tmp_path: Path):
+    path = tmp_path / "w.duckdb"
+    path.write_bytes(stored.read_bytes())
+    with Store.open(path) as store:
+        _reads(store)
+        con = store.con
+        store.let_go_written(keep=_table_blocks(store))
+        assert store.con is con
+        store.let_go_written()
+        assert store.con is not con
+
+
+def test_a_write_by_another_process_while_a_writer_let_go_is_an_error(
+        stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "w.duckdb"
+    path.write_bytes(stored.read_bytes())
+    connect = duckdb.connect
+
+    def writer_first(database: str, **kwargs: Any) -> duckdb.DuckDBPyConnection:
+        con = connect(database)
+        con.execute("UPDATE requests SET model = 'changed'")
+        con.close()
+        return connect(database, **kwargs)
+
+    store = Store.open(path)
+    _reads(store)
+    monkeypatch.setattr(store_module.duckdb, "connect", writer_first)
+    with pytest.raises(StoreError, match="was written by another process"):
+        store.let_go_written()

@@ -117,6 +117,11 @@ def _extends(text: WrittenBody, before: WrittenBody | None) -> bool:
     return before is not None and text.shares is not None and text.shares == before.serial
 
 
+# What an ingest lets DuckDB keep of the blocks of its store before its last transaction
+# (`Store.let_go_written`): ~50 ms to let them go, for a store whose blocks outgrow this.
+LET_GO_BYTES = 64 << 20
+
+
 # A part hash in a stored layout: ``"x3:`` + 32 hex digits + ``",``.
 _LAYOUT_ENTRY = 38
 
@@ -210,6 +215,8 @@ def ingest_paths(
             if progress:
                 progress(source.name, done, total, tally.read)
         batch.write()
+        # the blocks the batches' checkpoints wrote, under what threading holds next
+        store.let_go_written(LET_GO_BYTES)
         if strict and tally.skipped > 0:
             raise _Rejected
         with store.transaction():  # what rewrites stored rows: all of it, or none
