@@ -605,6 +605,41 @@ class TestSpliceEqualsTheWholeRender:
             assert len(rendered[0]) == len(later)
             assert not any(m.get("role") == "system" for m in rendered[0])
 
+    @SETTINGS
+    @given(system=texts, listed=st.lists(messages(), min_size=1, max_size=8),
+           cut=st.integers(1, 8))
+    def test_a_harmony_splice_renders_no_head(self, system, listed, cut):
+        """o200k-harmony's splice (`splice._harmony`: R without C's leading system
+        message, so neither render has a head) never renders the previous turn's system
+        prompt (a Codex session's instructions) where no new message is a system or
+        developer one, and gives the whole render."""
+        options = RenderOptions(tokenizer="o200k-harmony")
+        first = [{"role": "system", "content": system}, *listed[:cut]]
+        later = listed[cut:] or [{"role": "user", "content": "next"}]
+        requests = [make_request({"messages": m}, endpoint="openai-chat", id=f"r{k}")
+                    for k, m in enumerate([first, [*first, *later]])]
+        expected = [render(r, options) for r in requests]
+        _RENDER._empty_render(load_tokenizer("o200k-harmony"))  # (made once, here)
+        rendered: list[list[Any]] = []
+        wholes: list[int] = []
+        real, whole = _RENDER.render_marked, _RENDER._whole
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_RENDER, "render_marked", lambda source, messages, *a:
+                          rendered.append(messages) or real(source, messages, *a))
+            patch.setattr(_RENDER, "_whole", lambda *a: wholes.append(1) or whole(*a))
+            turn = None
+            for request, want in zip(requests, expected, strict=True):
+                rendered.clear()
+                got, turn = render_turn(request, options, turn)
+                assert got == want
+        if not any(m["role"] in ("system", "developer") for m in later) and \
+                all(_RENDER._scan_body(r.body) == (False, False) for r in requests):
+            # spliced: R_A (when a new tool result asks for an earlier call) and R_B,
+            # neither holding a system message
+            assert len(wholes) == 1
+            assert not any(m.get("role") in ("system", "developer")
+                           for messages in rendered for m in messages)
+
     @pytest.mark.parametrize("name", BUNDLED)
     def test_the_empty_render_is_the_whole_render_of_no_message(self, name):
         """`_empty_render`: the template with no message and no tools, as transformers'

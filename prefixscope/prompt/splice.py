@@ -154,10 +154,20 @@ def _harmony(conv: Sequence[Any], n: int) -> list[int] | None:
     id equals its ``tool_call_id`` (else its own name, else ``tool``); nothing looks ahead.
 
     So A's parts never change. The new part depends on A only through the pairs whose id
-    a new tool message asks for: ctx = [0 if start] + every assistant of A with a call
-    whose id is one of those (in order, so the last matching pair is the same one; pairs
-    with other ids are never read for those messages). An id that is not hashable (a JSON
-    list or object) cannot be looked up so: render whole."""
+    a new tool message asks for: ctx = every assistant of A in the loop with a call whose
+    id is one of those (in order, so the last matching pair is the same one; pairs with
+    other ids are never read for those messages). An id that is not hashable (a JSON list
+    or object) cannot be looked up so: render whole.
+
+    Not the head: R_A and R_B are rendered without tools (`pipeline._splice`), and when
+    R's first message (ctx's first, else C[n]) is no system/developer one, neither has a
+    head (start = 0, no tools: the developer message is not written), so T(R_A) =
+    Σ P(R_A) + G and T(R_B) = Σ P(R_A) + Σ P(new) + G, with the new parts as in C (the
+    head reads neither ``ns.calls`` nor anything a part reads): the tail is Σ P(new) + G.
+    C's leading system message -- a Codex session's instructions, the longest message --
+    is rendered by neither. Where R's first message is a system one (no call asked for,
+    C[n] a system or developer message), ctx takes C's leading system message as before
+    (0 if start), and R's head must then be one exactly when C's is."""
     if n == 0:
         return None
     start = 1 if _system(conv[0]) else 0
@@ -168,11 +178,11 @@ def _harmony(conv: Sequence[Any], n: int) -> list[int] | None:
                 wanted.add(message["tool_call_id"])
             except TypeError:
                 return None
+    ctx = [i for i in range(start, n)
+           if _role(conv[i]) == "assistant" and _asks(conv[i], wanted)] if wanted else []
+    if ctx or n == len(conv) or not _system(conv[n]):
+        return ctx
     ctx = [0] if start else []
-    if wanted:
-        for i in range(start, n):
-            if _role(conv[i]) == "assistant" and _asks(conv[i], wanted):
-                ctx.append(i)
     return ctx if _first_is_system_alike(conv, ctx, n) else None
 
 
