@@ -23,8 +23,11 @@ from prefixscope.tokens.tokenize import limit_piece_caches
 
 # A worker's piece-cache capacity: a run holds a few sessions (`onepass.SESSIONS_PER_RUN`;
 # ~150k tokens of pieces each on the bench corpus), and a worker walks several runs;
-# 2.09 GiB report, summed memory 1,401 -> 1,223 MB with it, the same time.
-WORKER_PIECE_TOKENS = 6_000_000
+# 2.09 GiB report, summed memory 1,401 -> 1,223 MB with it, the same time. 6M -> 3M tokens
+# (48 -> 24 MB a worker): a worker meets most pieces once (its runs' sessions' own
+# messages), so half the cache encodes 1.4% more tokens on the raw captures and 2.5% more
+# on Codex rollouts (half a worker's runs at 1 GiB each).
+WORKER_PIECE_TOKENS = 3_000_000
 
 
 def worker_pool(workers: int, tokenizers: Iterable[str] = ()) -> Pool:
