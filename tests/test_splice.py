@@ -176,6 +176,34 @@ def _turns_of(bodies: list[dict[str, Any]], options: RenderOptions, endpoint: st
         texts_so_far.append((got.text, enc))
 
 
+def _two_turns(tokenizer: str, system: str, listed: list[Any], cut: int
+               ) -> tuple[list[Any], list[Any], list[list[Any]], list[int]]:
+    """Two turns of one session (a system message and `listed[:cut]`, then the rest, or a
+    user message), each rendered turn by turn and asserted equal to its whole render;
+    returns the later messages, the two requests, the message lists the last turn's
+    renders were given (`render_marked`) and one entry per whole render (`_whole`)."""
+    options = RenderOptions(tokenizer=tokenizer)
+    first = [{"role": "system", "content": system}, *listed[:cut]]
+    later = listed[cut:] or [{"role": "user", "content": "next"}]
+    requests = [make_request({"messages": m}, endpoint="openai-chat", id=f"r{k}")
+                for k, m in enumerate([first, [*first, *later]])]
+    expected = [render(r, options) for r in requests]
+    _RENDER._empty_render(load_tokenizer(tokenizer))  # (made once, here)
+    rendered: list[list[Any]] = []
+    wholes: list[int] = []
+    real, whole = _RENDER.render_marked, _RENDER._whole
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_RENDER, "render_marked", lambda source, messages, *a:
+                      rendered.append(messages) or real(source, messages, *a))
+        patch.setattr(_RENDER, "_whole", lambda *a: wholes.append(1) or whole(*a))
+        turn = None
+        for request, want in zip(requests, expected, strict=True):
+            rendered.clear()
+            got, turn = render_turn(request, options, turn)
+            assert got == want
+    return later, requests, rendered, wholes
+
+
 class TestSpliceEqualsTheWholeRender:
     @pytest.mark.parametrize("name", BUNDLED)
     @SETTINGS
@@ -576,25 +604,7 @@ class TestSpliceEqualsTheWholeRender:
         alone, never the previous turn's system prompt (in the proxy view: every tool's
         text), and gives the whole render; a turn with a new system message is rendered
         whole."""
-        options = RenderOptions(tokenizer="deepseek-v4")
-        first = [{"role": "system", "content": system}, *listed[:cut]]
-        later = listed[cut:] or [{"role": "user", "content": "next"}]
-        requests = [make_request({"messages": m}, endpoint="openai-chat", id=f"r{k}")
-                    for k, m in enumerate([first, [*first, *later]])]
-        expected = [render(r, options) for r in requests]
-        _RENDER._empty_render(load_tokenizer("deepseek-v4"))  # (made once, here)
-        rendered: list[list[Any]] = []
-        wholes: list[int] = []
-        real, whole = _RENDER.render_marked, _RENDER._whole
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(_RENDER, "render_marked", lambda source, messages, *a:
-                          rendered.append(messages) or real(source, messages, *a))
-            patch.setattr(_RENDER, "_whole", lambda *a: wholes.append(1) or whole(*a))
-            turn = None
-            for request, want in zip(requests, expected, strict=True):
-                rendered.clear()
-                got, turn = render_turn(request, options, turn)
-                assert got == want
+        later, requests, rendered, wholes = _two_turns("deepseek-v4", system, listed, cut)
         if any(m["role"] in ("system", "developer") for m in later):
             assert len(wholes) == 2
         elif all(_RENDER._scan_body(r.body) == (False, False) for r in requests):
@@ -613,25 +623,7 @@ class TestSpliceEqualsTheWholeRender:
         message, so neither render has a head) never renders the previous turn's system
         prompt (a Codex session's instructions) where no new message is a system or
         developer one, and gives the whole render."""
-        options = RenderOptions(tokenizer="o200k-harmony")
-        first = [{"role": "system", "content": system}, *listed[:cut]]
-        later = listed[cut:] or [{"role": "user", "content": "next"}]
-        requests = [make_request({"messages": m}, endpoint="openai-chat", id=f"r{k}")
-                    for k, m in enumerate([first, [*first, *later]])]
-        expected = [render(r, options) for r in requests]
-        _RENDER._empty_render(load_tokenizer("o200k-harmony"))  # (made once, here)
-        rendered: list[list[Any]] = []
-        wholes: list[int] = []
-        real, whole = _RENDER.render_marked, _RENDER._whole
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(_RENDER, "render_marked", lambda source, messages, *a:
-                          rendered.append(messages) or real(source, messages, *a))
-            patch.setattr(_RENDER, "_whole", lambda *a: wholes.append(1) or whole(*a))
-            turn = None
-            for request, want in zip(requests, expected, strict=True):
-                rendered.clear()
-                got, turn = render_turn(request, options, turn)
-                assert got == want
+        later, requests, rendered, wholes = _two_turns("o200k-harmony", system, listed, cut)
         if not any(m["role"] in ("system", "developer") for m in later) and \
                 all(_RENDER._scan_body(r.body) == (False, False) for r in requests):
             # spliced: R_A (when a new tool result asks for an earlier call) and R_B,

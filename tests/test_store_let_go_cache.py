@@ -76,21 +76,26 @@ def test_the_connection_opened_again_is_sealed_and_locked(stored, tmp_path: Path
     assert sorted(p.name for p in out.iterdir()) == ["ids.csv"]
 
 
-def test_a_write_between_the_connections_is_an_error_not_a_read_of_it(
-        stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    path = tmp_path / "w.duckdb"
-    path.write_bytes(stored.read_bytes())
+def _a_writer_in_the_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB's `connect` made to let a writer take the file first, in the gap (no process
+    holds it), write to it and close, before the connection asked for."""
     connect = duckdb.connect
 
     def writer_first(database: str, **kwargs: Any) -> duckdb.DuckDBPyConnection:
-        # a writer takes the file in the gap (no process holds it), writes, and closes
         con = connect(database)
         con.execute("UPDATE requests SET model = 'changed'")
         con.close()
         return connect(database, **kwargs)
 
-    store = Store.open(path, read_only=True)
     monkeypatch.setattr(store_module.duckdb, "connect", writer_first)
+
+
+def test_a_write_between_the_connections_is_an_error_not_a_read_of_it(
+        stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "w.duckdb"
+    path.write_bytes(stored.read_bytes())
+    store = Store.open(path, read_only=True)
+    _a_writer_in_the_gap(monkeypatch)
     with pytest.raises(StoreError, match="was written while it was being read"):
         store.let_go_cache()
 
@@ -173,16 +178,8 @@ def test_a_write_by_another_process_while_a_writer_let_go_is_an_error(
         stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     path = tmp_path / "w.duckdb"
     path.write_bytes(stored.read_bytes())
-    connect = duckdb.connect
-
-    def writer_first(database: str, **kwargs: Any) -> duckdb.DuckDBPyConnection:
-        con = connect(database)
-        con.execute("UPDATE requests SET model = 'changed'")
-        con.close()
-        return connect(database, **kwargs)
-
     store = Store.open(path)
     _reads(store)
-    monkeypatch.setattr(store_module.duckdb, "connect", writer_first)
+    _a_writer_in_the_gap(monkeypatch)
     with pytest.raises(StoreError, match="was written by another process"):
         store.let_go_written()
