@@ -527,8 +527,8 @@ def test_a_notebook_session_on_the_real_data(tmp_path: Path) -> None:
     store = ps.ingest([REAL], store=tmp_path / "real.duckdb")
     calls = store.requests()
     # codex-desktop: 485 calls; mini-swe-agent-deepseek: its 15 assistant messages (its 16th API
-    # call failed before any reply)
-    assert calls.height == store.ingest_result.ingested == 16_378 + 485 + 15
+    # call failed before any reply); openhands-completions: 6 + 4 files, one call each
+    assert calls.height == store.ingest_result.ingested == 16_378 + 485 + 15 + 10
 
     # Gemini CLI's own fixture totals (tests/data/real/README.md): flash 113,397 input
     # tokens besides 48,951 cache reads, 1,886 output + 1,689 thoughts; pro 40,238 / 0 /

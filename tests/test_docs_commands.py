@@ -64,6 +64,7 @@ STAND_INS = {
     "generations.jsonl": "tests/fixtures/langfuse/clickhouse-observations.jsonl",
     "spend.csv": "tests/fixtures/litellm/spend_logs.csv",
     "results/": "tests/data/real/mini-swe-agent",
+    "logs/completions/": "tests/data/real/openhands-completions/llm-logs",
     "spans.jsonl": "tests/fixtures/otel/collector.jsonl",
     ".claude-trace/log-*.jsonl": "tests/fixtures/raw/claude_trace.jsonl",
     "capture.jsonl": "tests/fixtures/raw/claude_code_capture.jsonl",

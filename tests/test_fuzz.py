@@ -57,6 +57,7 @@ TEMPLATES = {
     "swe-agent": "swe-agent/query_steps.traj",
     "openhands": "openhands/runs_output.jsonl",
     "mini-swe-agent": "mini-swe-agent/v1_usage.traj.json",
+    "openhands-completions": "openhands-completions/conv/gpt-4.1-1757000003.250-3c4d.json",
     "gemini-cli": "gemini-cli/legacy/session-2025-10-18T14-57-f86f5318.json",
     "cline": "cline/Code/User/globalStorage/saoudrizwan.claude-dev/tasks/1769064454592/"
              "ui_messages.json",

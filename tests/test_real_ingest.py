@@ -23,6 +23,7 @@ EXPECTED = {
     "langfuse": 4 + 1 + 2 + 2 + 2,
     "mini-swe-agent": 10 + 2 + 15,  # mini-swe-agent-deepseek/: 15 calls of 16 made
     "openhands": 23 + 33 + 49 + 2 + 5 + 3 + 4 + 4 + 22,
+    "openhands-completions": 6 + 4,  # llm-logs/, nonfncall-llm-logs/
     "swe-agent": 21 + 5 + 5 + 12 + 14 + 11 + 13,
     "tracelab": 19 + 19,
 }

@@ -23,7 +23,11 @@ LOGS = {
     "swe-agent": FIXTURES / "swe-agent" / "function_calling_elided.traj",
     "openhands": FIXTURES / "openhands" / "runs_output.jsonl",
     "mini-swe-agent": FIXTURES / "mini-swe-agent" / "v2_tool_calls.traj.json",
+    "openhands-completions": FIXTURES / "openhands-completions" / "conv"
+                             / "gpt-4.1-1757000000.500-1a2b.json",
 }
+# diff --all reads a folder of the formats that log one call per file.
+DIFF_LOGS = {**LOGS, "openhands-completions": FIXTURES / "openhands-completions" / "conv"}
 PROFILES = ("auto", "passthrough", "anthropic-to-openai", "hoist-system-messages")
 
 
@@ -52,7 +56,7 @@ def test_every_body_format_renders(name, tokenizer):
     assert rendered >= 2
 
 
-@pytest.mark.parametrize("name", sorted(LOGS))
+@pytest.mark.parametrize("name", sorted(DIFF_LOGS))
 def test_diff_all_works_on_every_body_format(name):
     import json
 
@@ -60,7 +64,7 @@ def test_diff_all_works_on_every_body_format(name):
 
     from prefixscope.cli.main import app
 
-    result = CliRunner().invoke(app, ["diff", "--all", str(LOGS[name]), "--json"],
+    result = CliRunner().invoke(app, ["diff", "--all", str(DIFF_LOGS[name]), "--json"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)

@@ -48,6 +48,7 @@ _MODULES = (
     "aider",
     "swe_agent",
     "openhands",
+    "openhands_completions",
     "mini_swe_agent",
     "raw",
 )
