@@ -138,13 +138,32 @@ def test_a_forked_childs_copy_keeps_the_parents_connection(stored):
         assert _reads(store) == want
 
 
+def _built_beside(path: Path) -> Store:
+    """`path` opened as a new store built beside its final name (`files.NewStore`): a file
+    no other process opens."""
+    return Store.open(path, label=str(path.with_name("final.duckdb")))
+
+
+def test_a_store_opened_by_its_own_name_keeps_its_connection(stored, tmp_path: Path):
+    # another process may open it in the gap, find the run under way with no writer and
+    # undo it as a dead one: the blocks stay instead
+    path = tmp_path / "w.duckdb"
+    path.write_bytes(stored.read_bytes())
+    with Store.open(path) as store:
+        _reads(store)
+        con, held = store.con, _table_blocks(store)
+        store.let_go_written()
+        assert store.con is con
+        assert _table_blocks(store) == held
+
+
 def test_a_writer_lets_go_of_its_blocks_and_writes_and_reads_on_sealed(
         stored, tmp_path: Path):
     path = tmp_path / "w.duckdb"
     path.write_bytes(stored.read_bytes())
     secret = tmp_path / "secret.txt"
     secret.write_text("s3cret")
-    with Store.open(path) as store:
+    with _built_beside(path) as store:
         want = _reads(store)
         store.run("CHECKPOINT")
         held = _table_blocks(store)
@@ -165,7 +184,7 @@ def test_a_writer_keeps_its_connection_while_its_blocks_take_no_more_than_it_kee
         stored, tmp_path: Path):
     path = tmp_path / "w.duckdb"
     path.write_bytes(stored.read_bytes())
-    with Store.open(path) as store:
+    with _built_beside(path) as store:
         _reads(store)
         con = store.con
         store.let_go_written(keep=_table_blocks(store))
@@ -178,7 +197,7 @@ def test_a_write_by_another_process_while_a_writer_let_go_is_an_error(
         stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     path = tmp_path / "w.duckdb"
     path.write_bytes(stored.read_bytes())
-    store = Store.open(path)
+    store = _built_beside(path)
     _reads(store)
     _a_writer_in_the_gap(monkeypatch)
     with pytest.raises(StoreError, match="was written by another process"):

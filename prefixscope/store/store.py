@@ -349,6 +349,7 @@ class Store:
         self.ingest_run: runs.Run | None = None  # the ingest writing (`store.runs`)
         self._pid = os.getpid()  # the process whose connection this is (`close`)
         self._writes_into: Path | None = None  # `open`'s, sealed again by `let_go_cache`
+        self._private = False  # `open`'s: no other process opens the file (`let_go_written`)
 
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False,
@@ -391,6 +392,9 @@ class Store:
         store.file = os.path.abspath(path)  # workers may start in another directory
         store.named = os.path.abspath(name)
         store._writes_into = writes_into
+        # no other process opens the file by a name it knows: a temporary store in this
+        # process's private folder, or a new store built beside its final name
+        store._private = made_here or os.path.abspath(name) != store.file
         try:
             store._seal(writes_into)
             if not read_only:
@@ -1341,14 +1345,17 @@ class Store:
         `let_go_cache` does for a reader: the connection is closed (DuckDB checkpoints
         what its write-ahead log holds) and opened again (~50 ms at 1 GiB), sealed and
         locked as `open` left it. Where another connection of this process writes the
-        same file, the database stays (nothing let go).
+        same file, the database stays (nothing let go). Only a store no other process
+        opens (a new store built beside its name, a temporary one) lets go: in the gap,
+        another process opening a store by its name would find the run under way
+        recorded with no writer holding the file, take it for a dead run and undo it.
 
         Raises:
             StoreError: the disk is full (at the checkpoint); the file changed while no
                 connection held it (another process wrote it in between), or cannot be
                 opened again.
         """
-        if self.read_only or os.getpid() != self._pid:
+        if self.read_only or os.getpid() != self._pid or not self._private:
             return
         held = self.run("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() "
                         "WHERE tag = 'BASE_TABLE'")[0][0]
