@@ -233,6 +233,38 @@ class Basis:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedModel:
+    """One model's calls that the log records a cost for and list prices price."""
+
+    model: str
+    requests: int
+    recorded_usd: float  # what the log says they cost
+    list_usd: float  # what list prices make of them
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCost:
+    """What the log itself says the basis's calls cost (the client's or gateway's own
+    figure, `UsageRecord.recorded_cost_usd`), set beside list prices over the same calls:
+    a price table out of date for a model shows as their ratio. List prices stay the
+    report's dollars; this only checks them."""
+
+    requests: int  # basis calls whose record carries a cost
+    usd: float  # those costs summed
+    compared_requests: int  # of them, the calls list prices price too
+    compared_recorded_usd: float  # the recorded cost of the compared calls
+    compared_list_usd: float  # list prices' spend on the compared calls
+    by_model: tuple[RecordedModel, ...]  # the compared calls by model, largest gap first
+
+    @property
+    def ratio(self) -> float | None:
+        """List prices over the log's own figure, on the calls both price."""
+        if not self.compared_requests or self.compared_recorded_usd <= 0:
+            return None
+        return self.compared_list_usd / self.compared_recorded_usd
+
+
+@dataclass(frozen=True, slots=True)
 class Money:
     """The basis in dollars (list prices, or the user's own rate)."""
 
@@ -245,6 +277,7 @@ class Money:
     lost_usd: float  # what the loss causes cost beyond cache reads
     lost_usd_by_cause: Mapping[str, float]
     write_premium_usd: float = 0.0  # the cache writes beyond the input price
+    recorded: RecordedCost | None = None  # the log's own cost, where it records one
 
     @property
     def net_saved_usd(self) -> float:
@@ -429,7 +462,8 @@ def build_ledger(records: Sequence[UsageRecord], pairs: Sequence[PairDiff],
             by_segment[e.break_segment or "(not located)"] += e.causes["break"]
     missed = sum(e.missed_tokens for e in entries)
     assert sum(by_cause.values()) == missed, "the ledger's causes must sum to its misses"
-    money = _money(entries, prices, money_source, unknown_models) if money_source else None
+    money = (_money(entries, prices, money_source, unknown_models, by_id) if money_source
+             else None)
     return Ledger(basis, missed, {c: by_cause[c] for c in CAUSES},
                   dict(by_kind.most_common()), dict(by_segment.most_common()),
                   tuple(entries), money, prices)
@@ -684,7 +718,7 @@ def _kept_warm(rules: Rules, rep: ReplayedRequest | None, prompt: int) -> int | 
 
 
 def _money(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice], source: str,
-           unknown: Sequence[str]) -> Money:
+           unknown: Sequence[str], records: Mapping[str, UsageRecord]) -> Money:
     priced = [e for e in entries if e.id in prices]
     spend = sum(prices[e.id].spend_usd for e in priced)
     saved = sum(e.cached_tokens * max(0.0, prices[e.id].rates.input / 1e6
@@ -696,7 +730,30 @@ def _money(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice], sour
     premium = sum(prices[e.id].write_premium_usd for e in priced)
     return Money(source, len(priced), len(entries) - len(priced), tuple(sorted(unknown)),
                  spend, saved, float(sum(by_cause.values())),
-                 {c: float(by_cause[c]) for c in LOSSES if by_cause[c]}, premium)
+                 {c: float(by_cause[c]) for c in LOSSES if by_cause[c]}, premium,
+                 _recorded(entries, prices, records))
+
+
+def _recorded(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
+              records: Mapping[str, UsageRecord]) -> RecordedCost | None:
+    """The log's own cost of the basis's calls beside list prices (None: it records none)."""
+    costs = {e.id: c for e in entries
+             if (c := records[e.id].recorded_cost_usd) is not None}
+    if not costs:
+        return None
+    by_model: dict[str, list[float]] = {}
+    for rid, cost in costs.items():
+        if rid in prices:
+            row = by_model.setdefault(prices[rid].rates.model, [0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += cost
+            row[2] += prices[rid].spend_usd
+    models = sorted((RecordedModel(m, int(n), got, listed)
+                     for m, (n, got, listed) in by_model.items()),
+                    key=lambda r: (-abs(r.list_usd - r.recorded_usd), r.model))
+    return RecordedCost(len(costs), sum(costs.values()), sum(r.requests for r in models),
+                        sum(r.recorded_usd for r in models),
+                        sum(r.list_usd for r in models), tuple(models))
 
 
 def read_ttls(records: Sequence[UsageRecord]) -> dict[str, float]:

@@ -195,3 +195,6 @@ class UsageRecord:
     # the usage's convention when only one provider's API writes it (`API_USAGE_SEMANTICS`),
     # by which report's automatic choice knows that API answered; None for any other
     usage_semantics: str | None = None
+    # what the log itself says the call cost, in dollars (a client's or gateway's own
+    # figure, `Store.usage_records`); report sets list prices beside it, never in its place
+    recorded_cost_usd: float | None = None

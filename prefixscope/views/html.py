@@ -100,9 +100,8 @@ def _summary(report: Report) -> list[str]:
     if approximate:
         out.append(f'<p class="caveat"><span class="badge approx">approximate</span> '
                    f"{esc(approximate.removeprefix('approximate: '))}.</p>")
-    money = wording.money_line(s)
-    if money:
-        out.append(f"<p>{esc(money)}.</p>")
+    out += [f"<p>{esc(line)}.</p>" for line in (wording.money_line(s),
+                                                  wording.recorded_cost_line(s)) if line]
     out += [f"<p>{esc(line)}.</p>" for line in wording.what_if_lines(report)]
     return out + _ledger(report)
 

@@ -21,7 +21,7 @@ from prefixscope.analyses.segments import (
 from prefixscope.analyses.simulate import MISS_CLASSES, RequestSim, SimulateReport
 from prefixscope.findings.breakdown import Breakdown
 from prefixscope.findings.calls import Call, Calls
-from prefixscope.findings.ledger import Basis, Ledger, Money
+from prefixscope.findings.ledger import Basis, Ledger, Money, RecordedCost
 from prefixscope.findings.model import ReplayBasis, Report
 from prefixscope.findings.values import Policy
 from prefixscope.findings.verdicts import VerdictCall, reconcile
@@ -42,6 +42,7 @@ from prefixscope.views.jsonshapes import (
     MissesJson,
     MoneyJson,
     PolicyJson,
+    RecordedCostJson,
     RenderJson,
     ReplayBasisJson,
     ReportJson,
@@ -344,7 +345,21 @@ def _money_json(m: Money | None) -> MoneyJson | None:
             "write_premium_usd": _usd(m.write_premium_usd) or 0.0,
             "net_saved_usd": _usd(m.net_saved_usd) or 0.0,
             "lost_usd": _usd(m.lost_usd) or 0.0,
-            "lost_usd_by_cause": {c: _usd(v) or 0.0 for c, v in m.lost_usd_by_cause.items()}}
+            "lost_usd_by_cause": {c: _usd(v) or 0.0 for c, v in m.lost_usd_by_cause.items()},
+            "recorded": _recorded_json(m.recorded)}
+
+
+def _recorded_json(r: RecordedCost | None) -> RecordedCostJson | None:
+    if r is None:
+        return None
+    return {"requests": r.requests, "usd": _usd(r.usd) or 0.0,
+            "compared_requests": r.compared_requests,
+            "compared_recorded_usd": _usd(r.compared_recorded_usd) or 0.0,
+            "compared_list_usd": _usd(r.compared_list_usd) or 0.0,
+            "ratio": round(r.ratio, 4) if r.ratio is not None else None,
+            "by_model": [{"model": m.model, "requests": m.requests,
+                          "recorded_usd": _usd(m.recorded_usd) or 0.0,
+                          "list_usd": _usd(m.list_usd) or 0.0} for m in r.by_model]}
 
 
 def _ledger_json(ledger: Ledger | None, verdicts: Mapping[str, tuple[str, int | None]],

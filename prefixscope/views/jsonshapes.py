@@ -503,6 +503,25 @@ class ReplayBasisJson(TypedDict):
     above_ideal: str | None  # why observed is above ideal; None when it is not
 
 
+class RecordedModelJson(TypedDict):
+    model: str
+    requests: int
+    recorded_usd: float
+    list_usd: float
+
+
+class RecordedCostJson(TypedDict):
+    """What the log itself says the basis's calls cost, beside list prices."""
+
+    requests: int
+    usd: float
+    compared_requests: int
+    compared_recorded_usd: float
+    compared_list_usd: float
+    ratio: float | None
+    by_model: list[RecordedModelJson]
+
+
 class MoneyJson(TypedDict):
     """The basis in dollars."""
 
@@ -516,6 +535,7 @@ class MoneyJson(TypedDict):
     net_saved_usd: float
     lost_usd: float
     lost_usd_by_cause: dict[str, float]
+    recorded: RecordedCostJson | None
 
 
 class VerdictCallJson(TypedDict):

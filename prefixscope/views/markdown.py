@@ -128,7 +128,8 @@ def report_markdown(report: Report, *, top: int = 20) -> str:
         if line:
             lines += [f"> {md_text(line)}", ""]
     for line in (wording.ledger_line(report.ledger), wording.verdicts_line(report),
-                 wording.money_line(s), *wording.what_if_lines(report)):
+                 wording.money_line(s), wording.recorded_cost_line(s),
+                 *wording.what_if_lines(report)):
         if line:
             lines += [md_text(line), ""]
     if report.breakdown is not None:

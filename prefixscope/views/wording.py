@@ -217,6 +217,32 @@ def money_line(s: Summary) -> str | None:
     return f"spend {usd(m.spend_usd)} · {saved}{lost}{unpriced}"
 
 
+# List prices within this share of the log's own cost agree with it (float noise, rounding
+# of per-call figures to cents by some clients).
+RECORDED_AGREES = 0.01
+
+
+def recorded_cost_line(s: Summary) -> str | None:
+    """The log's own cost beside list prices over the same calls (None: it records none)."""
+    r = s.money.recorded if s.money is not None else None
+    if r is None:
+        return None
+    head = f"the log's own cost {usd(r.usd)} over {plural(r.requests, 'call')}"
+    if not r.compared_requests:
+        return head + " (list prices price none of them)"
+    some = (f" {r.compared_requests:,} of them" if r.compared_requests < r.requests
+            else " the same calls")
+    ratio = r.ratio
+    if ratio is not None and abs(ratio - 1) <= RECORDED_AGREES:
+        return f"{head}; list prices agree within 1% on{some} ({usd(r.compared_list_usd)})"
+    gaps = [f"{m.model} {usd(m.list_usd)} against {usd(m.recorded_usd)}" for m in r.by_model
+            if abs(m.list_usd - m.recorded_usd) > RECORDED_AGREES * max(m.recorded_usd, 1e-9)]
+    times = f"{ratio:.2f}x: " if ratio is not None else ""
+    return (f"{head}; list prices make {usd(r.compared_list_usd)} of{some} ({times}"
+            f"{', '.join(gaps[:3])}{', ...' if len(gaps) > 3 else ''}): a gap is a price the "
+            "data lacks or a charge the usage does not show")
+
+
 def no_findings_line(report: Report) -> str:
     ledger = report.ledger
     if ledger is not None and ledger.missed_tokens and ledger.lost_tokens == 0:

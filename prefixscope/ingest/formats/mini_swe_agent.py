@@ -19,7 +19,8 @@ Guarantees:
 * Usage per call from the assistant message's ``extra.response.usage`` (the
   LiteLLM response dump, OpenAI convention) when present, else None. The
   tool schemas of tool-calling configs are not in the file
-  (`metadata["tools_missing"]`).
+  (`metadata["tools_missing"]`). The call's cost as LiteLLM priced it (``extra.cost``,
+  dollars) is kept as `metadata["cost"]` (report sets list prices beside it).
 * `model` from ``info.config.model.model_name``, else the response's `model`.
   `timestamp` from ``extra.timestamp`` of the assistant message when present
   (when the response arrived).
@@ -36,7 +37,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from prefixscope.ingest.normalize.fields import as_object, dig, first_present, parse_time
+from prefixscope.ingest.normalize.fields import (
+    as_object,
+    dig,
+    first_present,
+    parse_time,
+    to_float,
+)
 from prefixscope.ingest.normalize.sessions import file_session_key, source_stem
 from prefixscope.ingest.normalize.usage import usage_auto
 from prefixscope.ingest.source import Probe, Source
@@ -115,6 +122,9 @@ def _record(session_key: str, call: int, place: int, messages: list[dict[str, An
     response = response if isinstance(response, dict) else {}
     metadata: dict[str, Any] = {"call_index": call,
                                 "body_from": "mini-swe-agent messages before the assistant reply"}
+    cost = to_float(dig(reply, "extra", "cost"))
+    if cost is not None:
+        metadata["cost"] = cost
     if tool_calling:
         metadata["tools_missing"] = "tool schemas come from the agent's model class, not the file"
     if call == 0:

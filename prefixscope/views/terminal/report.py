@@ -37,7 +37,7 @@ def report_screen(report: Report, screen: Screen, *, top: int = 10) -> Screen:
         if line:
             screen.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
     for said in (wording.ledger_line(report.ledger), wording.verdicts_line(report),
-                 wording.money_line(s),
+                 wording.money_line(s), wording.recorded_cost_line(s),
                  *wording.what_if_lines(report)):
         if said:
             screen.print(escape(said), soft_wrap=True)
