@@ -18,8 +18,6 @@ walked) are diffed afterwards from the store (`finish`).
 
 from __future__ import annotations
 
-import os
-import pickle
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -414,32 +412,17 @@ def one_pass(store: Store, setup: PassSetup, *, diff: bool = True) -> PassResult
 
 @dataclass(frozen=True, slots=True)
 class _Task:
-    """A run of whole sessions for one worker: the store's file and its requests' ids, and
-    the file its result is written to (`_task`)."""
+    """A run of whole sessions for one worker: the store's file and its requests' ids."""
 
     file: str
     ids: tuple[str, ...]
     setup: PassSetup
     pairs: tuple[int, ...]
-    out: str
 
 
-def _task(task: _Task) -> str:
-    """Walk `task`'s run; its result is written to `task.out` (pickled), whose path is
-    returned: the parent reads every run's once all are walked (`PendingPass.result`)."""
+def _task(task: _Task) -> StageResult:
     store = reader(task.file)
-    result = session_stage(store.iter_ids(task.ids), task.setup, task.pairs)
-    with open(task.out, "wb") as file:
-        pickle.dump(result, file, protocol=pickle.HIGHEST_PROTOCOL)
-    return task.out
-
-
-def _taken(path: str) -> StageResult:
-    """The run's result `_task` wrote to `path`, read back (and the file removed)."""
-    with open(path, "rb") as file:
-        result: StageResult = pickle.load(file)
-    os.remove(path)
-    return result
+    return session_stage(store.iter_ids(task.ids), task.setup, task.pairs)
 
 
 def session_runs(store: Store, setup: PassSetup, parts: int
@@ -459,7 +442,7 @@ def session_runs(store: Store, setup: PassSetup, parts: int
 class PendingPass:
     """The walk running in a pool's workers; `result()` waits and merges."""
 
-    batch: Batch[str]  # each run's result, written to a file (`_task`)
+    batch: Batch[StageResult]
     setup: PassSetup
     order: list[str]
     file: str
@@ -467,7 +450,7 @@ class PendingPass:
     spill: Spill  # where the workers write the entries' ids (kept until the replay)
 
     def result(self, store: Store) -> PassResult:
-        parts = [_taken(path) for path in self.batch.results()]
+        parts = self.batch.results()
         return merge_stages(parts, self.setup, self.order, store, diff=self.diff,
                             spill=self.spill)
 
@@ -475,19 +458,12 @@ class PendingPass:
 def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
                ) -> PendingPass:
     """Start the walk in `pool`'s workers, runs of whole sessions each (the store must be
-    open read-only: the workers open its file too).
-
-    Each run's result goes to a file in the spill folder, not back to this process as it
-    is made: held here as they came (a request's entry and pair are a few objects, 1.5-2
-    KB once unpickled), the results grew this process through the whole walk beside the
-    workers mid-task, its peak of summed memory (2 GiB of Codex rollouts: +265 MB by its
-    end). Read once every run is walked, they cost that memory beside idle workers."""
+    open read-only: the workers open its file too)."""
     order, cut = session_runs(store, setup, pool.workers * _RUNS_PER_WORKER)
     spill = Spill()
     spilled = replace(setup, spill=spill.folder)
-    tasks = [_Task(store.file, tuple(ids), spilled.subset(ids, pairs), tuple(pairs),
-                   os.path.join(spill.folder, f"run-{run}.pickle"))
-             for run, (ids, pairs) in enumerate(cut)]
+    tasks = [_Task(store.file, tuple(ids), spilled.subset(ids, pairs), tuple(pairs))
+             for ids, pairs in cut]
     batch = pool.submit(_task, tasks, [len(t.ids) for t in tasks])
     return PendingPass(batch, setup, order, store.file, diff, spill)
 

@@ -10,8 +10,6 @@ array's bytes to a file of its own process in a scratch folder and keeps only a
 The replay reads a call's ids back (one `pread` into a new array) when it needs them (the
 same bytes, the same dtype: the replay's arrays are equal to the held ones, so its answers
 are) and lets go of them after: memory follows the sessions open at once, not the log.
-A pool's walk writes each run's whole result into the folder as well, which the parent
-reads once every run is walked (`onepass.start_pass`).
 
 Only for a walk on this machine (its workers share the folder); Ray's stages keep arrays.
 
