@@ -69,6 +69,30 @@ def test_every_turn_is_its_whole_text_and_stays_so(name, data):
         assert (enc.ids.tolist(), enc.starts.tolist()) == whole(name, text)
 
 
+@pytest.mark.parametrize("name", NAMES)
+@SETTINGS
+@given(data=st.data())
+def test_a_turn_changed_past_a_split_token_is_copied_and_the_last_turn_kept(name, data):
+    # A head changed after the prompt's first split token (a billing header inside the
+    # system message): the turn is laid out from that split token, compared with the last
+    # turn's buffer entry by entry, refused at the change and written to its own buffer.
+    cache = PieceCache(load_tokenizer(name), chunk_min=4, middle_min=1)
+    piece = bits(name)
+    split = data.draw(st.sampled_from(list(cache.splitters)))
+    first = split + " base" * 80 + "".join(data.draw(st.lists(piece, min_size=1, max_size=8)))
+    second = first + "".join(data.draw(st.lists(piece, min_size=1, max_size=6)))
+    made = cache.encode_many([first])
+    made.append(cache.encode_many([second], [(first, made[0], 0)])[0])
+    where = data.draw(st.integers(len(split), len(second) - 1))
+    changed = second[:where] + data.draw(st.sampled_from("xZ7\n")) + second[where + 1:]
+    third = (changed if changed != second else second[:where] + "Q" + second[where + 1:]) \
+        + "".join(data.draw(st.lists(piece, max_size=6)))
+    made.append(cache.encode_many([third], [(second, made[1], 0)])[0])
+    assert not np.shares_memory(made[2].ids, made[1].ids)
+    for text, enc in zip((first, second, third), made, strict=True):
+        assert (enc.ids.tolist(), enc.starts.tolist()) == whole(name, text)
+
+
 def _chain(name: str, first: str, each: str) -> tuple[PieceCache, list[str], list[Encoded]]:
     """A session of four turns, each its predecessor's text, a reply and `each` (the reply
     in place of ``{}``), encoded from its predecessor; every turn after the first is

@@ -768,18 +768,36 @@ _FIRST_TEXT_BLOCK = 256  # characters compared first by `common_run`
 def _goes_on(found: tuple[_Run, np.ndarray, np.ndarray],
              pairs: list[tuple[np.ndarray, np.ndarray]], starts: list[int], k: int,
              total: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
-    """The entries from token k on, written aside (`_write`), past the buffer's `used`,
-    when those before it are the buffer's between k and `used` (ids and starts); else
-    None (`PieceCache._assemble`)."""
+    """The entries' tokens past the buffer's `used` (ids and starts, written aside by
+    `_write`), when their tokens from token k to `used` are the buffer's there; else None
+    (`PieceCache._assemble`).
+
+    Compared entry by entry, each against the buffer's tokens it covers, before anything
+    is written: a turn whose head changed (a billing header) differs in its first
+    entries and is refused there, not after its whole prompt (its history's run taken
+    whole) was written aside and compared."""
     run, ids, out = found
-    new_ids = np.empty(total - k, dtype)
-    new_starts = np.empty(total - k, np.int64)
-    _write(pairs, starts, new_ids, new_starts)
-    seen = run.used - k
-    if not (np.array_equal(new_ids[:seen], ids[k:run.used]) and
-            np.array_equal(new_starts[:seen], out[k:run.used])):
-        return None
-    return new_ids[seen:], new_starts[seen:]
+    seen = run.used - k  # (<= the entries' tokens: `used` <= total)
+    at = i = cut = 0
+    while at < seen:  # ids[k:k + at] and out[k:k + at] are pairs[:i]'s
+        entry_ids, rel = pairs[i]
+        n = min(len(entry_ids), seen - at)
+        if not (np.array_equal(entry_ids[:n], ids[k + at:k + at + n]) and
+                np.array_equal(np.add(rel[:n], starts[i], dtype=np.int64),
+                               out[k + at:k + at + n])):
+            return None
+        if n < len(entry_ids):  # the entry goes on past `used`: its rest is written
+            cut = n
+            break
+        at += n
+        i += 1
+    rest = [(pairs[i][0][cut:], pairs[i][1][cut:]), *pairs[i + 1:]] if cut else pairs[i:]
+    if not rest:
+        return np.empty(0, dtype), np.empty(0, np.int64)
+    new_ids = np.empty(total - run.used, dtype)
+    new_starts = np.empty(total - run.used, np.int64)
+    _write(rest, starts[i:], new_ids, new_starts)
+    return new_ids, new_starts
 
 
 def _write(pairs: list[tuple[np.ndarray, np.ndarray]], starts: list[int],
