@@ -42,15 +42,24 @@ def bits(name: str) -> st.SearchStrategy[str]:
                      st.sampled_from(["a", " word", "\n", "12", "{\"k\": 1}", "é", "  "]))
 
 
+def _first_turn(name: str, data: st.DataObject, after_split: bool = False
+                ) -> tuple[PieceCache, st.SearchStrategy[str], str, str]:
+    """A piece cache with small chunks and middles (every path of `encode_many` on short
+    texts), the pieces of text, the first text's head (one of the split tokens if
+    `after_split`, else empty) and a long first text opening with it (its buffer has room
+    for the next turns: a quarter of its length)."""
+    cache = PieceCache(load_tokenizer(name), chunk_min=4, middle_min=1)
+    piece = bits(name)
+    head = data.draw(st.sampled_from(list(cache.splitters))) if after_split else ""
+    first = head + " base" * 80 + "".join(data.draw(st.lists(piece, min_size=1, max_size=8)))
+    return cache, piece, head, first
+
+
 @pytest.mark.parametrize("name", NAMES)
 @SETTINGS
 @given(data=st.data())
 def test_every_turn_is_its_whole_text_and_stays_so(name, data):
-    # small chunks and middles: every path of `encode_many` on short texts
-    cache = PieceCache(load_tokenizer(name), chunk_min=4, middle_min=1)
-    piece = bits(name)
-    # a long first text: its buffer has room for the next turns (a quarter of its length)
-    first = " base" * 80 + "".join(data.draw(st.lists(piece, min_size=1, max_size=8)))
+    cache, piece, _, first = _first_turn(name, data)
     texts, made = [first], [cache.encode_many([first])[0]]
     for _ in range(data.draw(st.integers(1, 8))):
         # mostly the last turn; sometimes an earlier one (a branch: its buffer goes on
@@ -76,10 +85,7 @@ def test_a_turn_changed_past_a_split_token_is_copied_and_the_last_turn_kept(name
     # A head changed after the prompt's first split token (a billing header inside the
     # system message): the turn is laid out from that split token, compared with the last
     # turn's buffer entry by entry, refused at the change and written to its own buffer.
-    cache = PieceCache(load_tokenizer(name), chunk_min=4, middle_min=1)
-    piece = bits(name)
-    split = data.draw(st.sampled_from(list(cache.splitters)))
-    first = split + " base" * 80 + "".join(data.draw(st.lists(piece, min_size=1, max_size=8)))
+    cache, piece, split, first = _first_turn(name, data, after_split=True)
     second = first + "".join(data.draw(st.lists(piece, min_size=1, max_size=6)))
     made = cache.encode_many([first])
     made.append(cache.encode_many([second], [(first, made[0], 0)])[0])
