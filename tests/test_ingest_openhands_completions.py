@@ -85,9 +85,9 @@ class TestOneFileIsOneRequest:
         assert request.timestamp is not None and request.timestamp.isoformat() == \
             "2025-09-04T15:33:23.250000"
 
-    def test_a_folder_is_one_session(self) -> None:
+    def test_a_folder_is_one_session_keyed_by_its_first_call(self) -> None:
         keys = {read_requests(p)[0][0].session_key for p in (OK_1, OK_2)}
-        assert keys == {"openhands-completions:conv"}
+        assert keys == {"openhands-completions:conv:1757000000.500"}
 
     def test_tools_the_call_did_not_send_are_not_in_the_body(self, tmp_path: Path) -> None:
         kwargs = {"tools": None, "temperature": 0.0}
@@ -107,6 +107,55 @@ class TestOneFileIsOneRequest:
         (request,), _ = read_requests(_write(tmp_path / "c.json",
                                              _call(kwargs={"temperature": 0.0})))
         assert request.body["tools"] == TOOLS
+
+
+def _run(root: Path, *stamps: str) -> Path:
+    """An evaluation run's instance folder `conv` holding the fixture's two calls, written
+    under the file names the SDK gives calls made at `stamps` (their `timestamp` too), their
+    response ids the run's."""
+    folder = root / "conv"
+    folder.mkdir(parents=True)
+    for stamp, call in zip(stamps, (OK_1, OK_2), strict=True):
+        doc = json.loads(call.read_text())
+        doc["response"]["id"] = f"{root.name}-{doc['response']['id']}"
+        doc["timestamp"] = float(stamp.split("-")[0])
+        _write(folder / f"gpt-4.1-{stamp}.json", doc)
+    return folder
+
+
+class TestSessionsAcrossRuns:
+    def _summary(self) -> dict:
+        result = runner.invoke(app, ["report", "--store", "s.duckdb", "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["summary"]
+
+    def test_two_runs_with_the_same_instance_folder_are_two_sessions(self,
+                                                                     tmp_path: Path) -> None:
+        first = _run(tmp_path / "run-1", "1757000000.500", "1757000003.250")
+        second = _run(tmp_path / "run-2", "1757100000.125-9f9f", "1757100004.000")
+        assert _ingest(first)[0] == 0
+        assert _ingest(second)[0] == 0
+        summary = self._summary()
+        assert (summary["requests"], summary["sessions"]) == (4, 2)
+
+    def test_one_run_read_twice_is_one_session(self, tmp_path: Path) -> None:
+        run = _run(tmp_path / "run-1", "1757000000.500", "1757000003.250")
+        code, out = _ingest(run)
+        assert (code, out["ingested"]) == (0, 2)
+        code, out = _ingest(run)
+        assert (code, out["ingested"], out["already_present"]) == (0, 0, 2)
+        summary = self._summary()
+        assert (summary["requests"], summary["sessions"]) == (2, 1)
+
+    def test_a_later_call_of_a_run_joins_the_session_of_its_first(self,
+                                                                  tmp_path: Path) -> None:
+        run = _run(tmp_path / "run-1", "1757000000.500", "1757000003.250")
+        later = run / "gpt-4.1-1757000003.250.json"
+        later.rename(tmp_path / "later.json")
+        assert _ingest(run)[0] == 0
+        (tmp_path / "later.json").rename(later)
+        assert _ingest(later)[0] == 0
+        assert self._summary()["sessions"] == 1
 
 
 class TestCountedSkips:
@@ -184,5 +233,5 @@ class TestRealLogs:
         assert result.exit_code == 0, result.output
         pairs = json.loads(result.stdout)["pairs"]
         assert sorted((p["session"], p["cause"]) for p in pairs) == sorted(
-            [("openhands-completions:llm-logs", "append-only")] * 5
-            + [("openhands-completions:nonfncall-llm-logs", "append-only")] * 3)
+            [("openhands-completions:llm-logs:1757015025.972", "append-only")] * 5
+            + [("openhands-completions:nonfncall-llm-logs:1757015054.055", "append-only")] * 3)

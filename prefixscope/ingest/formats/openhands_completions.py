@@ -26,15 +26,20 @@ Guarantees:
 * `model` from the response (``litellm_proxy/...`` as LiteLLM returned it), else
   ``kwargs.model``; `native_id` the response's ``id``; `output` the model's message (the
   ``raw_response``'s when tool calls were mocked, the text the model wrote).
-* A folder is one conversation: session ``openhands-completions:<folder name>``
-  (``openhands-completions.folder``); calls are ordered by their ``timestamp``, which is the
-  order of the file names.
+* A folder is one conversation: session ``openhands-completions:<folder name>:<its first
+  call's time>`` (``openhands-completions.folder``), the time as the earliest file name in
+  the folder spells it. Evaluation runs reuse the instance folders' names, and a run's first
+  call is its own, so two runs ingested into one store stay two sessions, while a run read
+  again (or a call read after the rest) keys the same. Calls are ordered by their
+  ``timestamp``, which is the order of the file names.
 * A failed call (``error``) and a file without a ``response`` object or a ``messages`` list
   are one counted skip each, with the reason.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +53,9 @@ NAME = "openhands-completions"
 DESCRIPTION = "OpenHands completion logs (log_completions): one file per LLM call, as sent"
 
 _PREFIX = "openhands-completions"
+# `Telemetry.log_llm_call`'s file name: <model>-<epoch seconds, 3 decimals>[-<4 hex>], and
+# `-error` for a failed call.
+_FILE_NAME = re.compile(r"-(\d+\.\d{3})(?:-[0-9a-f]{4})?(?:-error)?\.json(?:\.gz)?$")
 
 
 def sniff(probe: Probe) -> bool:
@@ -102,7 +110,7 @@ def _record(source: Source, doc: dict[str, Any], messages: list[Any],
             metadata[key] = doc[key]
     reply = as_object(doc.get("raw_response")) or response
     native_id = response.get("id")
-    session_key = f"{_PREFIX}:{_folder(source)}"
+    session_key = _session_key(source)
     request = Request(
         id="", source_format="", source_file="", source_line=None, source_position=0,
         timestamp=parse_time(first_present(doc.get("timestamp"), response.get("created"))),
@@ -125,7 +133,20 @@ def _openai_tools(tools: Any) -> bool:
         for t in tools)
 
 
-def _folder(source: Source) -> str:
-    if source.name == "-":
-        return "stdin"
-    return Path(source.name).resolve().parent.name if source.path else Path(source.name).parent.name
+def _session_key(source: Source) -> str:
+    if source.path is None:
+        return f"{_PREFIX}:stdin"
+    folder = source.path.resolve().parent
+    first = _first_call(folder)
+    return f"{_PREFIX}:{folder.name}" + (f":{first}" if first else "")
+
+
+def _first_call(folder: Path) -> str | None:
+    """The earliest call time the folder's file names hold, as spelled there; None when no
+    name is the SDK's (renamed files: the folder name alone keys the session)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    stamps = [m.group(1) for name in names if (m := _FILE_NAME.search(name))]
+    return min(stamps, key=float) if stamps else None
