@@ -156,6 +156,33 @@ class TestHandmadeRollout:
         assert call.metadata["compaction"]["kind"] == "remote"
         assert compaction_marker(call) == "codex"
 
+    def test_a_line_of_a_type_it_does_not_read_is_a_skip_naming_the_type(
+            self, tmp_path: Path) -> None:
+        # Codex 0.146's `world_state` and `inter_agent_communication_metadata` lines are
+        # well-formed rollout lines of types this reader does not know; a line without a
+        # payload object is not a rollout line at all.
+        lines = [
+            {"timestamp": "2026-08-03T10:48:56Z", "type": "session_meta", "payload": {"id": "s1"}},
+            {"timestamp": "2026-08-03T10:48:56Z", "type": "world_state",
+             "payload": {"full": True, "state": {"agents_md": {"text": "be brief"}}}},
+            {"timestamp": "2026-08-03T10:48:57Z", "type": "inter_agent_communication_metadata",
+             "payload": {}},
+            {"timestamp": "2026-08-03T10:48:57Z", "type": "response_item", "payload": "text"},
+            {"timestamp": "2026-08-03T10:48:58Z", "type": "event_msg",
+             "payload": {"type": "token_count", "info": {"last_token_usage": {
+                 "input_tokens": 10, "cached_input_tokens": 0, "output_tokens": 1}}}},
+        ]
+        path = tmp_path / "rollout-2026-08-03T10-48-56-s1.jsonl"
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        (call,), skips = read_requests(path)
+        assert _counts(call) == (10, 0, 1)
+        assert [(s.line, s.reason) for s in skips] == [
+            (2, "a Codex `world_state` line: a line type this reader does not read (a newer "
+                "Codex's), passed over"),
+            (3, "a Codex `inter_agent_communication_metadata` line: a line type this reader "
+                "does not read (a newer Codex's), passed over"),
+            (4, "not a Codex rollout line ({timestamp, type, payload})")]
+
     def test_directory_walk(self, tmp_path: Path) -> None:
         home = tmp_path / ".codex"
         for sub in ("sessions", "archived_sessions"):

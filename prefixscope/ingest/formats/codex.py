@@ -92,9 +92,11 @@ Guarantees:
   `prefer` keeps the earlier-timed copy (the original; on equal times the one whose file
   name, which begins with the session's start time, sorts first) whatever order files are
   read in.
-* Not requests, not reported: every other line type and event. Reported as skips:
-  invalid JSON, lines that are not objects of the rollout shape, a ``token_count`` whose
-  `info` has no usage object.
+* Not requests, not reported: every other event. Reported as skips: invalid JSON, lines
+  that are not objects of the rollout shape, a ``token_count`` whose `info` has no usage
+  object, and a well-formed line of a type this reader does not know (0.146's
+  ``world_state`` and ``inter_agent_communication_metadata``: what they add to a prompt is
+  not rebuilt), which the skip names.
 """
 
 from __future__ import annotations
@@ -163,6 +165,17 @@ def is_rollout_line(rec: Any) -> bool:
     if not isinstance(payload, dict) or "timestamp" not in rec:
         return False
     return rec["type"] != "event_msg" or isinstance(payload.get("type"), str)
+
+
+def _not_read(rec: Any) -> str:
+    """Why a line that `is_rollout_line` refuses is skipped: a well-formed line of a type
+    newer Codex versions write (0.146's ``world_state``) is named, not called malformed."""
+    if isinstance(rec, dict) and isinstance(rec.get("type"), str) \
+            and rec["type"] not in LINE_TYPES and isinstance(rec.get("payload"), dict) \
+            and "timestamp" in rec:
+        return (f"a Codex `{rec['type']}` line: a line type this reader does not read "
+                f"(a newer Codex's), passed over")
+    return "not a Codex rollout line ({timestamp, type, payload})"
 
 
 Counts = tuple[int | None, ...]
@@ -334,7 +347,7 @@ def parse(source: Source, probe: Probe) -> Iterator[Record | Skip]:
             yield Skip(place, str(rec))
             continue
         if not is_rollout_line(rec):
-            yield Skip(place, "not a Codex rollout line ({timestamp, type, payload})")
+            yield Skip(place, _not_read(rec))
             continue
         kind, payload = rec["type"], rec["payload"]
         when = rec.get("timestamp")
