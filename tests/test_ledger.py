@@ -156,6 +156,29 @@ class TestPrecedence:
         assert a.causes == {"cold": 17_000}
 
 
+class TestDeepSeeksReadSteps:
+    def test_only_whole_64_token_steps_of_the_predecessor_are_the_providers(self):
+        # DeepSeek's API reads in 64-token steps (every cache hit of the real runs in
+        # tests/data/real and of H4's 2,498-call batch is a multiple of 64), so the tail of a
+        # predecessor past its last whole step is never read, whatever the call read.
+        # a: 1,000 cold. b: 1,500 after a's 1,000, read 0: 15 x 64 = 960 readable (provider),
+        # 40 past them (rounding), 500 new. c: 2,100 after b's 1,500, read 1,408 = 22 x 64:
+        # b's steps end at 23 x 64 = 1,472 (provider 64), 28 past them, 600 new. d: 2,500
+        # after c's 2,100, read 2,048 = 32 x 64, all of c's steps: 52 rounding, 400 new.
+        ds = "deepseek-chat"
+        records = [rec("a", 1_000, 0, model=ds),
+                   rec("b", 1_500, 0, minute=1, prev="a", model=ds),
+                   rec("c", 2_100, 1_408, minute=2, prev="b", model=ds),
+                   rec("d", 2_500, 2_048, minute=3, prev="c", model=ds)]
+        ledger = ledger_of(records, hosted_rules("deepseek", ds))
+        assert [e.causes for e in ledger.entries] == [
+            {"cold": 1_000},
+            {"provider": 960, "rounding": 40, "new": 500},
+            {"provider": 64, "rounding": 28, "new": 600},
+            {"rounding": 52, "new": 400}]
+        assert [e.expected_tokens for e in ledger.entries[1:]] == [960, 1_472, 2_048]
+
+
 class TestBasis:
     def test_requests_without_a_cache_field_are_outside_the_basis_and_counted(self):
         sonnet = "claude-sonnet-4-5"  # caches from 1,024 tokens

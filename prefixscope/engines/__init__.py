@@ -108,6 +108,12 @@ class EngineSpec:
     # breakpoint: 2 in 7 of 9 adjacent pairs of TraceLab's claude-opus sample,
     # cache-semantics.md A.4; the replay reads it as `analyses.simulate.ANTHROPIC_READ_LAG`).
     read_lag: int = 0
+    # The step a hosted API's reads move in, in tokens (1: token-exact). DeepSeek's: every
+    # `prompt_cache_hit_tokens` of the real runs seen is a multiple of 64 (2,562 calls;
+    # its V3 docs: "64 tokens as a storage unit"), so no read reaches the part of a prefix
+    # past its last whole step: the ledger's unit for it (`findings.ledger.hosted_rules`),
+    # and a miss of that part is `rounding`, never the provider's.
+    read_step: int = 1
     # A longer TTL a request can choose per write (`LongTtl`): the ledger reads a session
     # whose writes chose it by it, and report prices choosing it (`findings.ttl_choice`).
     long_ttl: LongTtl | None = None
@@ -276,7 +282,8 @@ for _spec in (
     EngineSpec("deepseek", Lazy("deepseek", "DeepseekEngine"),
                "persisted prefix units (input end, output end, common)",
                ttl_parameter="ttl", hosted=True, models=DEEPSEEK_MODELS,
-               usage_semantics="deepseek", reads_last_token=True, display="DeepSeek"),
+               usage_semantics="deepseek", reads_last_token=True, read_step=64,
+               display="DeepSeek"),
 ):
     register(_spec)
 

@@ -351,7 +351,7 @@ def _in_history(pair: PairDiff) -> bool:
 
 def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False,
                  extended: bool = False) -> Rules:
-    """A hosted API's rules, from its registry entry (`EngineSpec`: unit, minimum
+    """A hosted API's rules, from its registry entry (`EngineSpec`: unit or read step, minimum
     cacheable length for `model`, retention, read lag). `ttl_1h`: the predecessor's writes
     chose the engine's longer TTL (`EngineSpec.long_ttl`: Anthropic's 1 hour);
     `extended`: the predecessor asked for the engine's extended retention
@@ -363,7 +363,8 @@ def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False,
         ttl = spec.long_ttl.seconds
     if extended and spec.extended_ttl_seconds is not None:
         ttl = spec.extended_ttl_seconds
-    return Rules(engine, True, spec.block_size, spec.minimum(model), ttl, spec.read_lag,
+    return Rules(engine, True, max(spec.block_size, spec.read_step), spec.minimum(model), ttl,
+                 spec.read_lag,
                  max(spec.block_size, HOSTED_SHORTFALL_TOLERANCE),
                  ttl_range=spec.ttl_low_seconds is not None,
                  ttl_low=None if extended else spec.ttl_low_seconds,
