@@ -74,6 +74,23 @@ class TestRoundTrip:
             back = store.get("r").body
         assert list(back["tools"][0]["input_schema"]["properties"]) == ["b", "a"]
 
+    @settings(max_examples=30, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(reqs=st.lists(requests, min_size=1, max_size=6, unique_by=lambda r: r.id),
+           picks=st.lists(st.integers(0, 7), max_size=12), batch=st.integers(1, 4))
+    def test_iter_ids_gives_each_stored_request_asked_for_in_the_order_asked(
+            self, reqs, picks, batch, tmp_path):
+        # picks past the stored requests name ids that are not in the store
+        asked = [reqs[i].id if i < len(reqs) else f"absent-{i}" for i in picks]
+        path = tmp_path / f"ids-{reqs[0].id}.duckdb"
+        with Store.open(path) as store:
+            store.add(reqs)
+            got = list(store.iter_ids(asked, batch=batch))
+            # one by one (`get`: its own query, a row and its body joined)
+            want = [store.get(rid) for rid in asked if not rid.startswith("absent-")]
+        path.unlink()
+        assert got == want
+
 
 class TestDedupe:
     def test_same_ids_are_added_once(self):
