@@ -12,6 +12,7 @@ folders each call's `messages` start with the whole `messages` of the call befor
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,20 @@ class TestSessionsAcrossRuns:
         (tmp_path / "later.json").rename(later)
         assert _ingest(later)[0] == 0
         assert self._summary()["sessions"] == 1
+
+
+    def test_a_folder_is_listed_once_for_all_its_calls(self, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+        # a long session's folder holds thousands of calls: listed once a call, its read
+        # took the square of its size
+        run = _run(tmp_path / "run-1", "1757000000.500", "1757000003.250")
+        calls = sorted(run.iterdir())
+        listed: list[Path] = []
+        listdir = os.listdir
+        monkeypatch.setattr(os, "listdir", lambda p: listed.append(Path(p)) or listdir(p))
+        keys = {read_requests(p)[0][0].session_key for p in calls}
+        assert keys == {"openhands-completions:conv:1757000000.500"}
+        assert listed.count(run.resolve()) == 1
 
 
 class TestCountedSkips:
