@@ -122,7 +122,8 @@ def test_a_spilled_walk_gives_the_held_entries_and_replays(store: Store) -> None
 
 def test_a_pool_walk_spills_in_its_workers_and_the_parent_reads_them(store: Store) -> None:
     """Spawned workers write their own files in the parent's folder; the entries they
-    send back are references to them, read in this process as the held arrays."""
+    send back are references to them, read in this process as the held arrays. Each
+    run's result goes through a file of that folder too (`walkfile`), removed once read."""
     from prefixscope.analyses.pool import worker_pool
 
     setup = _setup(store)
@@ -131,11 +132,32 @@ def test_a_pool_walk_spills_in_its_workers_and_the_parent_reads_them(store: Stor
         spilled = pending.result(store)
     files = os.listdir(spilled.spill.folder)
     assert sum(f.startswith("ids-") and f != f"ids-{os.getpid()}.bin" for f in files) >= 1
+    assert not [f for f in files if f.startswith("run-")]
     held = _held(store, setup)
     assert spilled.diff == held.diff
     assert _check_same(spilled, held) > 20
     for name, (entries, _) in held.prepared.items():
         assert _replayed(spilled.prepared[name][0]) == _replayed(entries), name
+
+
+def test_a_pool_walk_holding_its_arrays_gives_the_held_entries_through_its_files(
+        store: Store) -> None:
+    """Under the hold budget the workers keep their arrays: they come back through the
+    runs' files (`walkfile`: the arrays' bytes) equal to the held walk's, in this process
+    (nothing spilled), and the diff is the same."""
+    from dataclasses import replace
+
+    from prefixscope.analyses.pool import worker_pool
+
+    setup = replace(_setup(store), spill_hold=HOLD_BYTES)
+    with worker_pool(2) as pool:
+        kept = start_pass(store, setup, pool, diff=True).result(store)
+    assert kept.spill is not None and os.listdir(kept.spill.folder) == ["owner.pid"]
+    held = _held(store, setup)
+    assert kept.diff == held.diff
+    assert _check_same(kept, held) == 0  # nothing spilled, every array equal
+    for name, (entries, _) in held.prepared.items():
+        assert _replayed(kept.prepared[name][0]) == _replayed(entries), name
 
 
 def test_spilled_ids_pickle_as_where_they_are_and_read_back_equal() -> None:

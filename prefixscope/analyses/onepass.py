@@ -18,6 +18,7 @@ walked) are diffed afterwards from the store (`finish`).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -46,6 +47,7 @@ from prefixscope.analyses.simulate.prepare import (
     what_if_entries_many,
 )
 from prefixscope.analyses.simulate.spill import HOLD_BYTES, Spill, close_writers
+from prefixscope.analyses.walkfile import Unwritable, read_run, write_run
 from prefixscope.model import Request
 from prefixscope.model.redaction import Redactor, activate, active
 from prefixscope.parallel import Batch, Pool, runs
@@ -412,17 +414,39 @@ def one_pass(store: Store, setup: PassSetup, *, diff: bool = True) -> PassResult
 
 @dataclass(frozen=True, slots=True)
 class _Task:
-    """A run of whole sessions for one worker: the store's file and its requests' ids."""
+    """A run of whole sessions for one worker: the store's file and its requests' ids, and
+    the file its result is written to (`_task`)."""
 
     file: str
     ids: tuple[str, ...]
     setup: PassSetup
     pairs: tuple[int, ...]
+    out: str
 
 
-def _task(task: _Task) -> StageResult:
+def _task(task: _Task) -> str | StageResult:
+    """Walk `task`'s run; its result is written to `task.out` (`walkfile`), whose path is
+    returned: the parent reads every run's once all are walked (`PendingPass.result`). A
+    result the file cannot hold exactly (`Unwritable`), or with tokens kept for the parent
+    (`PassSetup.keep`), is returned as it is."""
     store = reader(task.file)
-    return session_stage(store.iter_ids(task.ids), task.setup, task.pairs)
+    result = session_stage(store.iter_ids(task.ids), task.setup, task.pairs)
+    if result.kept:
+        return result
+    try:
+        write_run(task.out, (result.diffs, result.prepared, result.skips, result.failed,
+                             result.open_pairs))
+    except Unwritable:
+        return result
+    return task.out
+
+
+def _taken(part: str | StageResult) -> StageResult:
+    """A run's result as `_task` returned it, read back from its file if written there."""
+    if isinstance(part, StageResult):
+        return part
+    diffs, prepared, skips, failed, open_pairs = read_run(part)
+    return StageResult(diffs, prepared, skips, failed, open_pairs)
 
 
 def session_runs(store: Store, setup: PassSetup, parts: int
@@ -442,7 +466,7 @@ def session_runs(store: Store, setup: PassSetup, parts: int
 class PendingPass:
     """The walk running in a pool's workers; `result()` waits and merges."""
 
-    batch: Batch[StageResult]
+    batch: Batch[str | StageResult]  # each run's result, written to a file (`_task`)
     setup: PassSetup
     order: list[str]
     file: str
@@ -450,7 +474,7 @@ class PendingPass:
     spill: Spill  # where the workers write the entries' ids (kept until the replay)
 
     def result(self, store: Store) -> PassResult:
-        parts = self.batch.results()
+        parts = [_taken(part) for part in self.batch.results()]
         return merge_stages(parts, self.setup, self.order, store, diff=self.diff,
                             spill=self.spill)
 
@@ -458,12 +482,18 @@ class PendingPass:
 def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
                ) -> PendingPass:
     """Start the walk in `pool`'s workers, runs of whole sessions each (the store must be
-    open read-only: the workers open its file too)."""
+    open read-only: the workers open its file too).
+
+    Each run's result goes to a file in the spill folder (`walkfile`), not back to this
+    process as it is made: held here as they came, the results grew this process through
+    the whole walk beside the workers mid-task, its peak of summed memory on large logs.
+    Read once every run is walked, they cost that memory beside idle workers."""
     order, cut = session_runs(store, setup, pool.workers * _RUNS_PER_WORKER)
     spill = Spill()
     spilled = replace(setup, spill=spill.folder)
-    tasks = [_Task(store.file, tuple(ids), spilled.subset(ids, pairs), tuple(pairs))
-             for ids, pairs in cut]
+    tasks = [_Task(store.file, tuple(ids), spilled.subset(ids, pairs), tuple(pairs),
+                   os.path.join(spill.folder, f"run-{run}.result"))
+             for run, (ids, pairs) in enumerate(cut)]
     batch = pool.submit(_task, tasks, [len(t.ids) for t in tasks])
     return PendingPass(batch, setup, order, store.file, diff, spill)
 
