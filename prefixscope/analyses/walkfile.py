@@ -10,13 +10,17 @@ file, they cost that memory only at the merge, beside idle workers.
 
 The file holds only data (docs/security.md: nothing read from a file is evaluated): an
 8-byte length, a JSON document of the run's values (each `PairDiff` and `_Prepared` as
-the list of its fields), then the bytes of the token-id arrays it holds, each named in
-the JSON by its dtype, offset and length. A `SpilledIds` is written as its reference. The
-values are read back equal, field by field (tuples as tuples, floats exact: JSON keeps a
-finite float's shortest repr), and the strings a run repeats (request ids, sessions,
-causes, the spill files' paths) are one object each (`sys.intern`), as the worker held them.
-A value JSON cannot hold exactly (a non-finite float, an integer past 64 bits, a string
-that is not UTF-8) is refused (`Unwritable`): the caller sends that run's result as it is.
+the list of its fields), then the bytes of the token-id arrays the worker held (under
+`spill.HOLD_BYTES`), each named in the JSON by its dtype, offset and length. Those are
+not read back into memory: each comes back as a `SpilledIds` into the run's file, read
+where the replay needs it, as the arrays the worker spilled itself are (written as their
+reference); held, they were up to `HOLD_BYTES` a worker more in the merging process
+through the replays. The values are read back equal, field by field (tuples as tuples,
+floats exact: JSON keeps a finite float's shortest repr), and the strings a run repeats
+(request ids, sessions, causes, the spill files' paths) are one object each
+(`sys.intern`), as the worker held them. A value JSON cannot hold exactly (a non-finite
+float, an integer past 64 bits, a string that is not UTF-8) is refused (`Unwritable`):
+the caller sends that run's result as it is.
 """
 
 from __future__ import annotations
@@ -126,21 +130,26 @@ def _finite(value: float | None) -> None:
 
 
 def read_run(path: str) -> RunValues:
-    """The values `write_run` wrote to `path`, equal to them (the file is removed)."""
+    """The values `write_run` wrote to `path`, equal to them. The arrays the file holds
+    are read from it where they are needed (`SpilledIds`), not held: the file stays for
+    them (its folder, a walk's `Spill`, goes with the last of them); a file without
+    arrays is removed."""
     with open(path, "rb") as file:
-        data = file.read()
-    os.remove(path)
-    (length,) = _HEAD.unpack_from(data)
+        (length,) = _HEAD.unpack(file.read(_HEAD.size))
+        document = orjson.loads(file.read(length))
     start = _HEAD.size + length
-    document = orjson.loads(memoryview(data)[_HEAD.size:start])
     intern: Callable[[str], str] = sys.intern
+    name = intern(path)
+    held = False
 
-    def array(ref: list[Any] | None) -> np.ndarray | SpilledIds | None:
+    def array(ref: list[Any] | None) -> SpilledIds | None:
+        nonlocal held
         if ref is None:
             return None
         if ref[0] == "s":
             return SpilledIds(intern(ref[1]), ref[2], ref[3], np.dtype(ref[4]))
-        return np.frombuffer(data, np.dtype(ref[1]), ref[3], start + ref[2]).copy()
+        held = True
+        return SpilledIds(name, start + ref[2], ref[3], np.dtype(ref[1]))
 
     def entry(row: list[Any]) -> _Prepared:
         for i in _STRINGS:
@@ -168,8 +177,12 @@ def read_run(path: str) -> RunValues:
         row[_PAIR_BREAKPOINTS] = tuple(row[_PAIR_BREAKPOINTS])
         return PairDiff(*row)
 
-    return ([(i, pair(row)) for i, row in document["diffs"]],
-            {name: [entry(row) for row in rows] for name, rows in document["prepared"].items()},
-            {name: [(intern(rid), intern(reason)) for rid, reason in rows]
-             for name, rows in document["skips"].items()},
-            document["failed"], document["open"])
+    values = ([(i, pair(row)) for i, row in document["diffs"]],
+              {domain: [entry(row) for row in rows]
+               for domain, rows in document["prepared"].items()},
+              {domain: [(intern(rid), intern(reason)) for rid, reason in rows]
+               for domain, rows in document["skips"].items()},
+              document["failed"], document["open"])
+    if not held:
+        os.remove(path)
+    return values

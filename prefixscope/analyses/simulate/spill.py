@@ -40,8 +40,10 @@ _WRITERS: dict[tuple[str, int], list[int]] = {}
 # A walk's ids are held in memory up to this many bytes a process and spilled past it: a
 # small log writes no file at all (no disk I/O, no file-size limit met before the output's),
 # a large one holds at most this much (`keep_ids`).
-# What a walk worker holds goes back to the parent with its entries, and is held there
-# through the replays: at 64 MiB, two workers' 128 MB from 0.25 GiB of Codex rollouts up.
+# What a pool's walk worker holds goes to its runs' files with their entries
+# (`analyses.walkfile`), read from there by the replay like a spilled array: held, it was
+# held in the parent through the replays (at 64 MiB, two workers' 128 MB from 0.25 GiB
+# of Codex rollouts up; at 16 MiB, 32 MB).
 HOLD_BYTES = 16 * 2**20
 # (folder, pid) -> bytes of that walk's ids this process holds instead of spilling
 _HELD: dict[tuple[str, int], int] = {}
