@@ -264,6 +264,19 @@ class TestCodec:
         assert decode(orjson.loads(old)) == {"policy": policy}
         assert _class("prefixscope.findings.evidence:Evidence") is values.Evidence
 
+    def test_a_bundle_storing_a_figure_now_derived_is_read(self) -> None:
+        """A bundle written before `RecordedCost.compared_*` became sums of `by_model`
+        (properties) stores them as fields: it reads as the same value, the stored figures
+        passed over (one written now, the old fields added by hand)."""
+        from prefixscope.findings.ledger import RecordedCost, RecordedModel
+
+        cost = RecordedCost(2, 0.75, (RecordedModel("a", 1, 0.5, 0.25),))
+        data = orjson.loads(orjson.dumps(encode({"recorded": cost})))
+        fields = data["$m"][0][1]["f"]
+        assert set(fields) == {"requests", "usd", "by_model"}
+        fields.update(compared_requests=1, compared_recorded_usd=0.5, compared_list_usd=0.25)
+        assert decode(data) == {"recorded": cost}
+
     def test_an_excerpt_is_not_written(self) -> None:
         from prefixscope.model import SessionEvent
 

@@ -19,6 +19,7 @@ from test_ttl_money import report
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
+from prefixscope.findings.ledger import RecordedCost, RecordedModel
 
 INPUT, W5, READ, OUTPUT = 5.0, 6.25, 0.50, 25.0
 
@@ -120,3 +121,15 @@ def test_a_real_deepseek_runs_litellm_cost_beside_list_prices(real: Path) -> Non
     assert recorded["compared_list_usd"] == pytest.approx(list_usd, abs=1e-6)
     assert recorded["compared_list_usd"] == pytest.approx(money["spend_usd"], abs=1e-6)
     assert recorded["by_model"][0]["model"] == "deepseek-reasoner"
+
+
+def test_the_compared_figures_are_the_sums_of_the_models_compared() -> None:
+    # 4 calls carry a cost ($0.75); 3 of them are priced: 2 of model a (the log $0.25, list
+    # $0.50), 1 of model b ($0.125 both) -- so 3 calls, $0.375 recorded, $0.625 listed.
+    cost = RecordedCost(4, 0.75, (RecordedModel("a", 2, 0.25, 0.5),
+                                  RecordedModel("b", 1, 0.125, 0.125)))
+    assert (cost.compared_requests, cost.compared_recorded_usd, cost.compared_list_usd) == \
+        (3, 0.375, 0.625)
+    assert cost.ratio == 0.625 / 0.375
+    empty = RecordedCost(2, 0.5, ())
+    assert (empty.compared_requests, empty.compared_list_usd, empty.ratio) == (0, 0, None)

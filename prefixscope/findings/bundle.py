@@ -199,7 +199,10 @@ def decode(data: Any) -> Any:
         cls = _class(data["$dc"])
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             raise BundleError(f"{data['$dc']} is not a dataclass")
-        return cls(**{k: decode(v) for k, v in data["f"].items()})
+        # a field an older version stored that this one derives (a property now, as
+        # `RecordedCost.compared_*` became) is not passed back: the bundle stays readable
+        return cls(**{k: decode(v) for k, v in data["f"].items()
+                      if not isinstance(getattr(cls, k, None), property)})
     if set(data) == {"$e", "v"}:
         cls = _class(data["$e"])
         if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):

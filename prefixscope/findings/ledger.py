@@ -251,10 +251,23 @@ class RecordedCost:
 
     requests: int  # basis calls whose record carries a cost
     usd: float  # those costs summed
-    compared_requests: int  # of them, the calls list prices price too
-    compared_recorded_usd: float  # the recorded cost of the compared calls
-    compared_list_usd: float  # list prices' spend on the compared calls
-    by_model: tuple[RecordedModel, ...]  # the compared calls by model, largest gap first
+    by_model: tuple[RecordedModel, ...]  # of them, the calls list prices price too, by model,
+    # largest gap first
+
+    @property
+    def compared_requests(self) -> int:
+        """The calls both price: those list prices price too."""
+        return sum(r.requests for r in self.by_model)
+
+    @property
+    def compared_recorded_usd(self) -> float:
+        """The recorded cost of the compared calls."""
+        return sum(r.recorded_usd for r in self.by_model)
+
+    @property
+    def compared_list_usd(self) -> float:
+        """List prices' spend on the compared calls."""
+        return sum(r.list_usd for r in self.by_model)
 
     @property
     def ratio(self) -> float | None:
@@ -752,9 +765,7 @@ def _recorded(entries: Sequence[LedgerEntry], prices: Mapping[str, CallPrice],
     models = sorted((RecordedModel(m, int(n), got, listed)
                      for m, (n, got, listed) in by_model.items()),
                     key=lambda r: (-abs(r.list_usd - r.recorded_usd), r.model))
-    return RecordedCost(len(costs), sum(costs.values()), sum(r.requests for r in models),
-                        sum(r.recorded_usd for r in models),
-                        sum(r.list_usd for r in models), tuple(models))
+    return RecordedCost(len(costs), sum(costs.values()), tuple(models))
 
 
 def read_ttls(records: Sequence[UsageRecord]) -> dict[str, float]:
