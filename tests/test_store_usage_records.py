@@ -73,8 +73,8 @@ def test_a_value_a_column_repeats_is_one_str_however_many_records_hold_it(
     distinct values, not the calls."""
     st = Store.open(_store(tmp_path), read_only=True)
     records = st.usage_records()
-    for name in ("endpoint", "model", "client", "source_format", "session", "source_file",
-                 "project"):
+    for name in ("endpoint", "model", "client", "user", "channel", "source_format",
+                 "session", "source_file", "project", "backend", "usage_semantics"):
         values = [getattr(r, name) for r in records]
         assert len(values) > len(set(values))  # a value held by several records
         assert len({id(v) for v in values}) == len(set(values)), name

@@ -43,7 +43,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -945,15 +945,7 @@ class Store:
         return records
 
     def _read_usage_records(self) -> list[UsageRecord]:
-        rows = self.run(
-            "SELECT id, timestamp, endpoint, model, client, user_id, channel, source_format, "
-            "session, prompt_tokens, cached_tokens, has_body, duplicate_of, source_file, "
-            "cache_write_tokens, cache_write_1h_tokens, output_tokens, prev_id, "
-            "coalesce(compaction, false), coalesce(json_extract_string(metadata, '$.cwd'), "
-            "json_extract_string(metadata, '$.project')), "
-            f"coalesce({_BACKEND_SQL}, channel), {_API_USAGE_SQL}, {_RECORDED_COST_SQL} "
-            "FROM turns "
-            f"ORDER BY {time_order()}")
+        rows = self.run(f"SELECT {_USAGE_SELECT} FROM turns ORDER BY {time_order()}")
         # One str per distinct value of the columns a log repeats row after row (its
         # endpoint, model, client, format, session, file, project...): DuckDB makes a str
         # per value fetched, ~530 bytes a Codex call's record held for the whole report
@@ -964,8 +956,10 @@ class Store:
             row = list(values)
             for i in _REPEATED_USAGE_COLUMNS:
                 row[i] = same.setdefault(row[i], row[i])
-            if row[-1] is not None and not 0 <= row[-1] < math.inf:
-                row[-1] = None  # a recorded cost that is no amount of dollars (NaN, < 0, inf)
+            cost = row[_RECORDED_COST_COLUMN]
+            if cost is not None and not 0 <= cost < math.inf:
+                # a recorded cost that is no amount of dollars (NaN, < 0, inf)
+                row[_RECORDED_COST_COLUMN] = None
             records.append(UsageRecord(*row))
         return records
 
@@ -1434,9 +1428,6 @@ _ROW_COLUMNS = ", ".join(f"r.{name}" for name in (
     "gateway", "native_id", "body_truncated", "body_hash", "output", "prompt_tokens",
     "cached_tokens", "cache_write_tokens", "output_tokens", "usage_semantics",
     "cache_write_1h_tokens", "block_hashes", "block_size", "source_position", "metadata"))
-# `_read_usage_records`' text columns whose values repeat from row to row: endpoint, model,
-# client, user, channel, source format, session, source file, project, backend, usage semantics
-_REPEATED_USAGE_COLUMNS = (2, 3, 4, 5, 6, 7, 8, 13, 19, 20, 21)
 
 
 def _by_row_id(table: str, key: str = "hash") -> str:
@@ -1515,6 +1506,31 @@ _BACKEND_SQL = ", ".join(f"nullif(json_extract_string(metadata, '$.{k}'), '')"
 RECORDED_COST_KEYS = ("cost", "costUSD", "total_cost")
 _RECORDED_COST_SQL = ("list_any_value(TRY_CAST(json_extract_string(metadata, ["
                       + ", ".join(f"'$.{k}'" for k in RECORDED_COST_KEYS) + "]) AS DOUBLE[]))")
+# `_read_usage_records`' select: the SQL of each `UsageRecord` field, selected in the
+# record's field order (a field without SQL here fails at import), so that its cleaning
+# below finds its columns by name, whatever fields are added where.
+_USAGE_SQL = {
+    "id": "id", "timestamp": "timestamp", "endpoint": "endpoint", "model": "model",
+    "client": "client", "user": "user_id", "channel": "channel",
+    "source_format": "source_format", "session": "session", "prompt_tokens": "prompt_tokens",
+    "cached_tokens": "cached_tokens", "has_body": "has_body", "duplicate_of": "duplicate_of",
+    "source_file": "source_file", "cache_write_tokens": "cache_write_tokens",
+    "cache_write_1h_tokens": "cache_write_1h_tokens", "output_tokens": "output_tokens",
+    "prev_id": "prev_id", "compaction": "coalesce(compaction, false)",
+    "project": "coalesce(json_extract_string(metadata, '$.cwd'), "
+               "json_extract_string(metadata, '$.project'))",
+    "backend": f"coalesce({_BACKEND_SQL}, channel)",
+    "usage_semantics": _API_USAGE_SQL,
+    "recorded_cost_usd": _RECORDED_COST_SQL,
+}
+_USAGE_FIELDS = tuple(f.name for f in fields(UsageRecord))
+_USAGE_SELECT = ", ".join(_USAGE_SQL[name] for name in _USAGE_FIELDS)
+# its text fields whose values repeat from row to row (one str per distinct value) ...
+_REPEATED_USAGE_COLUMNS = tuple(_USAGE_FIELDS.index(name) for name in (
+    "endpoint", "model", "client", "user", "channel", "source_format", "session",
+    "source_file", "project", "backend", "usage_semantics"))
+# ... and the log's own cost, which it cleans
+_RECORDED_COST_COLUMN = _USAGE_FIELDS.index("recorded_cost_usd")
 
 
 def request_from_row(row: dict[str, Any], parts: Mapping[str, str] | None = None,
