@@ -156,6 +156,37 @@ class TestHandmadeRollout:
         assert call.metadata["compaction"]["kind"] == "remote"
         assert compaction_marker(call) == "codex"
 
+    def test_the_context_window_marker_codex_writes_is_no_call_and_the_next_call_counts(
+            self, tmp_path: Path) -> None:
+        # On a context-window error Codex replaces its running totals by the window
+        # (`TokenUsageInfo::fill_to_context_window`: total {total_tokens: window}, last
+        # {total_tokens: window - the previous total}) and emits that state; every later
+        # event (a rate-limit refresh: line 4) emits the state as it then is, so the calls
+        # before the marker are never emitted again after it; the next call's totals add its
+        # usage to the marker's. 2 calls: (1,000, 0, 10) and (1,500, 1,000, 20).
+        def count(total: dict, last: dict) -> dict:
+            return {"timestamp": "2026-01-01T00:00:02Z", "type": "event_msg", "payload": {
+                "type": "token_count", "info": {"total_token_usage": total,
+                                                "last_token_usage": last,
+                                                "model_context_window": 272_000}}}
+
+        def usage(inp: int, cached: int, out: int, total: int) -> dict:
+            return {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
+                    "reasoning_output_tokens": 0, "total_tokens": total}
+
+        marker = count(usage(0, 0, 0, 272_000), usage(0, 0, 0, 272_000 - 1_010))
+        lines = [
+            {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s1"}},
+            count(usage(1_000, 0, 10, 1_010), usage(1_000, 0, 10, 1_010)),
+            marker, marker,
+            count(usage(1_500, 1_000, 20, 273_520), usage(1_500, 1_000, 20, 1_520)),
+        ]
+        path = tmp_path / "rollout-2026-01-01T00-00-00-s1.jsonl"
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        calls = _read(path)
+        assert [_counts(r) for r in calls] == [(1_000, 0, 10), (1_500, 1_000, 20)]
+        assert [r.source_line for r in calls] == [2, 5]
+
     def test_a_line_of_a_type_it_does_not_read_is_a_skip_naming_the_type(
             self, tmp_path: Path) -> None:
         # Codex 0.146's `world_state` and `inter_agent_communication_metadata` lines are
