@@ -179,4 +179,19 @@ def test_a_forked_worker_leaves_this_process_objects_out_of_its_collections():
         # every object this process held at the fork: a collection in the worker does not
         # write to them (and copy their pages)
         assert min(pool.map(_frozen, [0, 1])) > 1000
+        # nor one in this process while the workers live (it would copy the pages too)
+        assert gc.get_freeze_count() > 1000
     assert gc.get_freeze_count() == frozen  # this process collects its own as before
+
+
+def test_this_process_collects_its_objects_again_once_every_forked_pool_closed():
+    frozen = gc.get_freeze_count()
+    outer = Pool(2, fork=True)
+    assert outer.map(_frozen, [0])[0] > 1000
+    with Pool(2, fork=True) as inner:
+        inner.map(_frozen, [0])
+    assert gc.get_freeze_count() > 1000  # (the outer pool's workers live on)
+    outer.close()
+    assert gc.get_freeze_count() == frozen
+    outer.close()  # (twice: nothing more to do)
+    assert gc.get_freeze_count() == frozen

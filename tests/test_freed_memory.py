@@ -85,8 +85,8 @@ def test_duckdbs_allocator_is_purged_only_where_duckdb_is_loaded(monkeypatch):
 
 def test_the_report_hands_back_what_it_freed_before_it_waits_out_the_walk(
         monkeypatch, tmp_path):
-    # bucket's and the usage lint's queries run while the workers walk; what they freed
-    # (DuckDB's allocator keeps it) goes back before this process waits on the walk
+    # what this process's queries freed while the workers walk (DuckDB's allocator keeps
+    # it) goes back before it waits on the walk
     import prefixscope as ps
     from prefixscope.analyses import onepass
     from prefixscope.api.handle import store_of

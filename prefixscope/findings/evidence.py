@@ -2,7 +2,7 @@
 
 `gather` runs, in order: the usage summary, bucket (overall, and by each dimension the
 log distinguishes), the diff of every consecutive pair (with `workers`, in worker
-processes while this one runs the next two; walked in this process, it goes before
+processes forked after bucket and the usage lint; walked in this process, it goes before
 bucket, whose spike explanations take the tokens it made), the segments census, the
 usage lint, a cache replay (the engine chosen from the log when not given, its
 parameters fitted to the observed cached tokens when the log has them, priced what-ifs
@@ -53,7 +53,7 @@ from prefixscope.analyses.simulate import (
     SimulateOptions,
 )
 from prefixscope.analyses.simulate.prepare import Links
-from prefixscope.analyses.usage_lint import lint_usage
+from prefixscope.analyses.usage_lint import UsageLint, lint_usage
 from prefixscope.findings.domains import (
     block_size_notes,
     plan_domains,
@@ -76,6 +76,7 @@ from prefixscope.parallel import Pool, effective_workers, forks, release_freed_m
 from prefixscope.store import Store, reader
 from prefixscope.store.kinds import bodies_without_last_message, request_roles
 from prefixscope.store.store import UsageSummary
+from prefixscope.tokens import Tokens
 
 # Dimensions a hit rate is split by to find the part of the traffic that caches badly.
 SPLIT_DIMENSIONS = ("source", "endpoint", "model", "client", "channel")
@@ -89,8 +90,8 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     """Run every analysis once over `store` (and the engine logs of `options`).
 
     `workers` > 1 (None: the machine's cores on a store with `AUTO_MIN_PAIRS` pairs): the
-    diff of every pair runs in that many processes, whole sessions each, while this
-    process runs bucket, the segments census and the usage lint, and the cache replay's
+    diff of every pair runs in that many processes, whole sessions each (forked once this
+    process ran bucket and the usage lint: see `_Usage`), and the cache replay's
     independent replays (a fit's candidates, the capacity curve, what-ifs) run in as many
     forked processes, and the walk's processes make every what-if's input right after
     the walk, by runs of sessions; the evidence is the same whatever the number.
@@ -122,6 +123,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     records = tuple(store.usage_records())
     pending = None
     pool = None
+    early = None
     replay_workers = effective_workers(workers, store.count(),
                                        auto_minimum=AUTO_MIN_REPLAY_REQUESTS)
     plans = plan_domains(store, options, records,
@@ -133,6 +135,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     if runner is None and store.body_count() and store.read_only:
         n = effective_workers(workers, len(setup.pairs), auto_minimum=AUTO_MIN_PAIRS)
         if n > 1:
+            early = _usage_steps(store, options, step)
             pool = worker_pool(n, _tokenizers(options, records))
             # the bodies and parts read once, before the fork: the workers' runs of
             # sessions (the walk's, the what-ifs') and the census read them from memory
@@ -141,7 +144,7 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
     try:
         return _gather(_Started(store, options, step, ingest, runner, replay_workers, notes,
                                 engine_log, usage, records, plans, setup, with_census,
-                                pending, pool))
+                                pending, pool, early))
     finally:
         if pool is not None:
             pool.close(cancel=True)
@@ -227,6 +230,53 @@ class _Started:
     with_census: bool  # the segments census whether or not a finding reads it
     pending: PendingPass | None = None  # the walk running in `pool`'s workers
     pool: Pool | None = None
+    early: _Usage | None = None  # bucket's and the usage lint's, run before the fork
+
+
+@dataclass(frozen=True, slots=True)
+class _Usage:
+    """Bucket's reports (by source, and by each dimension the log splits) and the usage
+    lint: what `gather` finds from the usage columns alone.
+
+    With workers walking, this process runs them before it forks them: their steps read
+    every usage record (`Store.usage_records` hands each a list of its own) and allocate
+    beside them, and each object they touch after the fork -- a reference count written
+    -- copies the page it is on into this process while the workers still share it
+    (copy-on-write): on the 1 GiB Codex store, run beside the walk, they took this
+    process's private memory up 99-107 MB. Before the fork they take the same CPU (~1 s
+    a GiB there), before the workers start instead of beside them."""
+
+    bucket: BucketReport
+    by_dimension: tuple[BucketReport, ...]
+    lint: UsageLint
+
+
+def _buckets(store: Store, options: ReportOptions, step: Progress,
+             rendered: dict[str, Tokens] | None) -> tuple[BucketReport, list[BucketReport]]:
+    """Bucket by source (its spikes explained; `rendered`: the samples' tokens a walk in
+    this process made) and by each other dimension the log splits."""
+    step("bucket")
+    # By source: each log keeps its own block size (a gateway's and an agent's upstreams
+    # differ) and its spikes are explained against its own prompts.
+    bucket = bucket_store(store, _BUCKET_BY, block_size=options.block_size,
+                          options=options.render, rendered=rendered)
+    by_dimension = [bucket] if len(bucket.groups) > 1 else []
+    for dim in SPLIT_DIMENSIONS[1:]:
+        if group_count(store, (dim,)) > 1:  # one group: nothing to split (not built)
+            by_dimension.append(bucket_store(store, (dim,), block_size=options.block_size,
+                                             explain=False))
+    return bucket, by_dimension
+
+
+def _lint(store: Store, step: Progress, bucket: BucketReport) -> UsageLint:
+    step("usage lint")
+    return lint_usage(store, bucket.block_size if bucket.block_size_source
+                      in ("inferred", "forced") else None)
+
+
+def _usage_steps(store: Store, options: ReportOptions, step: Progress) -> _Usage:
+    bucket, by_dimension = _buckets(store, options, step, None)
+    return _Usage(bucket, tuple(by_dimension), _lint(store, step, bucket))
 
 
 def _gather(started: _Started) -> Evidence:
@@ -241,18 +291,13 @@ def _gather(started: _Started) -> Evidence:
         step("diff")
         passed = one_pass(store, replace(setup, keep=frozenset(spike_samples(
             store, _BUCKET_BY, block_size=options.block_size))))
-    step("bucket")
-    # By source: each log keeps its own block size (a gateway's and an agent's upstreams
-    # differ) and its spikes are explained against its own prompts.
-    bucket = bucket_store(store, _BUCKET_BY, block_size=options.block_size,
-                          options=options.render, rendered=passed.kept if passed else None)
+    early = started.early
+    if early is not None:
+        bucket, by_dimension = early.bucket, list(early.by_dimension)
+    else:
+        bucket, by_dimension = _buckets(store, options, step, passed.kept if passed else None)
     if passed is not None:
         passed = replace(passed, kept={})  # (the samples' tokens, let go)
-    by_dimension = [bucket] if len(bucket.groups) > 1 else []
-    for dim in SPLIT_DIMENSIONS[1:]:
-        if group_count(store, (dim,)) > 1:  # one group: nothing to split (not built)
-            by_dimension.append(bucket_store(store, (dim,), block_size=options.block_size,
-                                             explain=False))
     diff = None
     segments: tuple[SegmentsReport, ...] = ()
     if store.body_count():
@@ -269,15 +314,13 @@ def _gather(started: _Started) -> Evidence:
     else:
         notes.append("no request bodies in the log: where turns diverge cannot be seen "
                      "(usage and replay only)")
-    step("usage lint")
-    usage_lint = lint_usage(store, bucket.block_size if bucket.block_size_source
-                            in ("inferred", "forced") else None)
+    usage_lint = early.lint if early is not None else _lint(store, step, bucket)
     ready: dict[str, dict[str, list[Any]]] = {}
     ahead: dict[str, Remembered] = {}  # each domain's base sweep, made already
     if pending is not None and pool is not None:  # the workers walked the log meanwhile
         step("diff")
-        # what bucket's and the usage lint's queries freed (DuckDB's allocator keeps it),
-        # handed back before this process waits out the walk beside the workers
+        # what the census's queries freed (DuckDB's allocator keeps it), handed back
+        # before this process waits out the walk beside the workers
         release_freed_memory()
         passed = pending.result(store)
         diff = passed.diff
