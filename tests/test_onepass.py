@@ -4,16 +4,28 @@ gives, whatever the runs of sessions the walk is cut into (workers, Ray)."""
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from prefixscope.analyses.diff import diff_sessions, resolve_block_sizes, session_pair_rows
+from prefixscope.analyses.diff import (
+    BlockSizes,
+    diff_sessions,
+    resolve_block_sizes,
+    session_pair_rows,
+)
 from prefixscope.analyses.onepass import (
     Domain,
     PassSetup,
     merge_stages,
     one_pass,
+    run_of,
+    run_text,
     session_runs,
     session_stage,
     what_if_pass,
@@ -72,15 +84,19 @@ def test_one_walk_gives_the_diff_and_each_domains_prepared_input(store: Store) -
     assert set(passed.failed) == {"bad"}
 
 
+@pytest.mark.parametrize("own_files", [False, True])
 @pytest.mark.parametrize("parts", [2, 5])
-def test_runs_of_sessions_merged_in_any_order_give_the_whole_walk(store: Store,
-                                                                 parts: int) -> None:
+def test_runs_of_sessions_merged_in_any_order_give_the_whole_walk(store: Store, parts: int,
+                                                                 own_files: bool) -> None:
+    """(`own_files`: each run's domains cut to its requests' log files, as report's
+    workers are sent them.)"""
     setup = _setup(store)
     whole = one_pass(store, setup)
     order, cut = session_runs(store, setup, parts)
     assert len(cut) > 1
     loaded = {r.id: r for r in store.iter_requests()}
-    results = [session_stage([loaded[i] for i in ids], setup.subset(ids, pairs), pairs)
+    results = [session_stage([loaded[i] for i in ids], setup.subset(
+        ids, pairs, [loaded[i].source_file for i in ids] if own_files else None), pairs)
                for ids, pairs in cut][::-1]
     merged = merge_stages(results, setup, order, store)
     assert merged.diff == whole.diff and merged.failed == whole.failed
@@ -104,6 +120,53 @@ def test_a_runs_setup_holds_its_own_pairs_and_links_only(store: Store) -> None:
         assert run.links.successors == {r: n for r, n in setup.links.successors.items()
                                         if r in ids}
     assert sorted(i for _, pairs in cut for i in pairs) == list(range(len(setup.pairs)))
+
+
+def test_a_runs_text_gives_back_its_ids_links_and_pairs(store: Store) -> None:
+    """What a worker is sent as text (`run_text`) reads back (`run_of`) as the run's own
+    setup (`PassSetup.subset`) and its ids and pair indexes, every field equal."""
+    setup = _setup(store)
+    _, cut = session_runs(store, setup, 5)
+    for ids, pairs in cut:
+        run = setup.subset(ids, pairs)
+        bare = replace(run, links=Links({}, {}, Counter()), pairs={})
+        assert run_of(run_text(ids, run, pairs), bare) == (ids, run, pairs)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.text(), st.text(), st.one_of(st.none(), st.text()),
+                          st.booleans(), st.integers(0, 3), st.booleans()), max_size=8))
+def test_any_runs_links_and_pairs_read_back_from_its_text(rows) -> None:
+    """Any ids (unicode, empty), sessions, predecessors (none, a compaction), successor
+    counts and changes survive the text as they were, tuples as tuples."""
+    ids = [rid for rid, *_ in rows]
+    links = Links({rid: session for rid, session, *_ in rows},
+                  {rid: (prev, compaction) for rid, _, prev, compaction, _, _ in rows},
+                  Counter({rid: n for rid, _, _, _, n, _ in rows if n}),
+                  frozenset(rid for rid, *_, changed in rows if changed),
+                  frozenset(rid for rid, *_, changed in rows[:1] if changed))
+    pairs = {3 * i: (prev or "", rid, session, compaction)
+             for i, (rid, session, prev, compaction, _, _) in enumerate(rows)}
+    run = PassSetup(RenderOptions(), BlockSizes(), (), links, pairs, redactor=Redactor())
+    bare = replace(run, links=Links({}, {}, Counter()), pairs={})
+    got_ids, got, got_pairs = run_of(run_text(ids, run, list(pairs)), bare)
+    assert (got_ids, got, got_pairs) == (ids, run, list(pairs))
+    assert all(type(p) is tuple for p in got.links.prev_of.values())
+    assert all(type(p) is tuple for p in got.pairs.values())
+
+
+def test_a_runs_domains_hold_its_own_files_only(store: Store) -> None:
+    """Cut to a run's files, each domain keeps its place, its options and those of its
+    files the run's requests come from (none: an empty tuple, not every file)."""
+    setup = _setup(store)
+    tokens_file, blocks_file = store.source_files()
+    run = setup.subset([], [], [blocks_file, "elsewhere.jsonl", blocks_file])
+    assert [d.name for d in run.domains] == ["tokens", "blocks", "bad"]
+    assert [d.options.source_files for d in run.domains] == [(), (blocks_file,), ()]
+    assert [d.options.engine for d in run.domains] == ["vllm", "anthropic", "no-such-engine"]
+    both = setup.subset([], [], [blocks_file, tokens_file])
+    assert both.domains == setup.domains
+    assert setup.subset([], []).domains == setup.domains
 
 
 @pytest.mark.parametrize("transform", ["strip-billing-header", "sort-json-keys"])
