@@ -79,3 +79,30 @@ def test_a_value_a_column_repeats_is_one_str_however_many_records_hold_it(
         assert len(values) > len(set(values))  # a value held by several records
         assert len({id(v) for v in values}) == len(set(values)), name
     st.close()
+
+
+def test_the_records_are_the_same_whatever_the_batch_they_are_fetched_in(
+        tmp_path: Path, monkeypatch) -> None:
+    """Fetched a row at a time, three, or in one batch: the same records, in the same
+    order; a predecessor's or a kept copy's id is its own record's str where that record
+    came first (one str per id)."""
+    from prefixscope.store import store as store_module
+
+    path = _store(tmp_path)
+    got = []
+    for batch in (1, 3, 1 << 20):
+        monkeypatch.setattr(store_module, "_RECORDS_BATCH", batch)
+        st = Store.open(path)
+        got.append(st.usage_records())
+        st.close()
+    assert len(got[0]) > 3 and got[0] == got[1] == got[2]
+    records = got[0]
+    own = {r.id: r.id for r in records}
+    linked = [r for r in records if r.prev_id is not None]
+    assert linked
+    seen: set[str] = set()
+    for r in records:
+        for other in (r.prev_id, r.duplicate_of):
+            if other is not None and other in seen:
+                assert other is own[other]
+        seen.add(r.id)
