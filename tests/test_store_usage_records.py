@@ -106,3 +106,25 @@ def test_the_records_are_the_same_whatever_the_batch_they_are_fetched_in(
             if other is not None and other in seen:
                 assert other is own[other]
         seen.add(r.id)
+
+
+def test_a_read_only_stores_links_are_the_tables_in_its_records_own_strs(
+        tmp_path: Path) -> None:
+    """Once a read-only store holds its records, `session_of` and `session_pairs` give
+    what a writable store reads from the tables (the same pairs in the same order), each
+    id and session the str object of its request's record."""
+    path = _store(tmp_path)
+    writable = Store.open(path)
+    want_of, want_pairs = writable.session_of(), writable.session_pairs(once=True)
+    writable.close()
+    st = Store.open(path, read_only=True)
+    records = st.usage_records()
+    got_of, got_pairs = st.session_of(), st.session_pairs(once=True)
+    assert want_pairs and got_pairs == want_pairs and got_of == want_of
+    assert list(got_of) == list(want_of)
+    own = {r.id: r for r in records}
+    for rid, session in got_of.items():
+        assert rid is own[rid].id and session is own[rid].session
+    for a, b, session, _ in got_pairs:
+        assert a is own[a].id and b is own[b].id and session is own[b].session
+    st.close()

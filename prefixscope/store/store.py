@@ -1073,7 +1073,27 @@ class Store:
 
     def session_of(self) -> dict[str, str]:
         """request id -> session id, for every threaded request."""
-        return dict(self.run("SELECT request_id, session FROM sessions"))
+        one = self._record_strs()
+        rows = self.run("SELECT request_id, session FROM sessions")
+        if one is None:
+            return dict(rows)
+        return {one.get(rid, rid): one.get(session, session) for rid, session in rows}
+
+    def _record_strs(self) -> dict[str, str] | None:
+        """Each request id and session of the usage records a read-only store holds, to
+        itself (None: none held): the ids and sessions other reads return, made the
+        records' own str objects (`session_of`, `session_pairs`). report holds both
+        beside the records, in the memory its walk's workers are forked with: at 2 GiB of
+        Codex rollouts ~117k ids three times over and a session per request."""
+        records = self._usage_records
+        if records is None:
+            return None
+        one: dict[str, str] = {}
+        for r in records:
+            one[r.id] = r.id
+            if r.session is not None:
+                one[r.session] = r.session
+        return one
 
     def positive_cached_values(self) -> list[int]:
         """The cached-token values above zero, every request (block-size inference)."""
@@ -1123,6 +1143,14 @@ class Store:
         clause = "AND s.session = ?" if session is not None else ""
         if once:
             clause += " AND r.duplicate_of IS NULL"
+        one = self._record_strs() if session is None else None
+        if one is not None:
+            get = one.get
+            return [(get(r[0], r[0]), get(r[1], r[1]), get(r[2], r[2]), bool(r[3]))
+                    for r in self.run(
+                        "SELECT s.prev_id, s.request_id, s.session, s.compaction FROM sessions s "
+                        "JOIN requests r ON r.id = s.request_id "
+                        f"WHERE s.prev_id IS NOT NULL {clause} ORDER BY s.session, s.turn")]
         return [(r[0], r[1], r[2], bool(r[3])) for r in self.run(
             "SELECT s.prev_id, s.request_id, s.session, s.compaction FROM sessions s "
             "JOIN requests r ON r.id = s.request_id "
