@@ -1143,19 +1143,16 @@ class Store:
         clause = "AND s.session = ?" if session is not None else ""
         if once:
             clause += " AND r.duplicate_of IS NULL"
-        one = self._record_strs() if session is None else None
-        if one is not None:
-            get = one.get
-            return [(get(r[0], r[0]), get(r[1], r[1]), get(r[2], r[2]), bool(r[3]))
-                    for r in self.run(
-                        "SELECT s.prev_id, s.request_id, s.session, s.compaction FROM sessions s "
-                        "JOIN requests r ON r.id = s.request_id "
-                        f"WHERE s.prev_id IS NOT NULL {clause} ORDER BY s.session, s.turn")]
-        return [(r[0], r[1], r[2], bool(r[3])) for r in self.run(
+        rows = self.run(
             "SELECT s.prev_id, s.request_id, s.session, s.compaction FROM sessions s "
             "JOIN requests r ON r.id = s.request_id "
             f"WHERE s.prev_id IS NOT NULL {clause} ORDER BY s.session, s.turn",
-            [session] if session is not None else [])]
+            [session] if session is not None else [])
+        one = self._record_strs() if session is None else None
+        if one is None:
+            return [(a, b, s, bool(c)) for a, b, s, c in rows]
+        get = one.get
+        return [(get(a, a), get(b, b), get(s, s), bool(c)) for a, b, s, c in rows]
 
     def continuations(self) -> list[str]:
         """Ids of the requests that continue an unknown compacted session (threading's
