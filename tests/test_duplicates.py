@@ -4,14 +4,16 @@ still shown on its own, every total over all sources counting the call once."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
-from prefixscope.store.duplicates import WINDOW_S, CallRow, link_duplicates
+from prefixscope.store.duplicates import WINDOW_S, CallRow, call_row, link_duplicates
 
 runner = CliRunner()
 T0 = datetime(2026, 8, 17, 1, 0, 0)
@@ -67,6 +69,69 @@ class TestLinking:
                 row("cc", "session.jsonl", fmt="claude-code", seconds=1, response_id="msg_1"),
                 row("gw", "new-api.db", fmt="new-api", seconds=2)]
         assert link_duplicates(rows) == {"cc": "raw", "gw": "raw"}
+
+
+class TestResponseIdFormats:
+    """A format whose native id is the id the provider (or the gateway the client called)
+    returned in the response: a gateway's log of the same calls carries it too."""
+
+    @staticmethod
+    def spend_log(folder: Path) -> list[dict]:
+        """The LiteLLM proxy's spend rows of the calls in an OpenHands completion folder
+        (the SDK called ``litellm_proxy/...``: the proxy logs each call under the response
+        id it returned), from a LiteLLM that kept no usage object in the row's metadata."""
+        rows = []
+        for path in sorted(folder.rglob("*.json")):
+            doc = json.loads(path.read_text())
+            end = datetime.fromtimestamp(doc["timestamp"], UTC)
+            usage = doc["response"]["usage"]
+            rows.append({"request_id": doc["response"]["id"], "call_type": "acompletion",
+                         "spend": doc["cost"],
+                         "startTime": (end - timedelta(seconds=doc["latency_sec"])).isoformat(),
+                         "endTime": end.isoformat(),
+                         "model": doc["response"]["model"].split("/", 1)[1],
+                         "prompt_tokens": usage["prompt_tokens"],
+                         "completion_tokens": usage["completion_tokens"],
+                         "total_tokens": usage["total_tokens"], "metadata": {}})
+        return rows
+
+    def test_openhands_completions_and_the_proxys_spend_log_count_each_call_once(
+            self, tmp_path):
+        shutil.copytree(ROOT / "tests/data/real/openhands-completions", "logs")
+        rows = self.spend_log(Path("logs"))
+        Path("logs/spend_logs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        calls = {r["request_id"] for r in rows}  # one response id a call
+        assert len(calls) == 10
+        runner.invoke(app, ["ingest", "logs", "--store", "s.duckdb"])
+        stored = json.loads(runner.invoke(app, [
+            "sql", "select source_format, native_id, duplicate_of, "
+                   "(select native_id from requests k where k.id = r.duplicate_of) kept "
+                   "from requests r order by 1, 2", "--store", "s.duckdb", "--json"]).stdout)
+        # the spend rows' usage lacks the cache fields the completion logs report, so only
+        # the response id tells the copies apart: each row points at its own call
+        assert [(r["source_format"], r["native_id"], r["kept"]) for r in stored
+                if r["duplicate_of"]] == [("litellm", c, c) for c in sorted(calls)]
+        assert sum(r["duplicate_of"] is None for r in stored) == len(calls)
+        report = json.loads(runner.invoke(app, ["report", "--store", "s.duckdb",
+                                                "--json"]).stdout)
+        assert (report["summary"]["requests"], report["summary"]["sessions"]) == (10, 2)
+
+    def test_an_openrouter_generation_is_the_response_its_id_names(self):
+        # the generation record has no cache-write count and the capture of the streamed
+        # call none of its usage: neither body nor usage can pair them, the id does
+        capture = call_row({"id": "cap", "source_format": "raw", "source_file": "proxy.jsonl",
+                            "source_line": 1, "timestamp": T0, "model": "anthropic/claude",
+                            "native_id": "gen-17", "body_hash": "h", "prompt_tokens": None,
+                            "cached_tokens": None, "cache_write_tokens": None,
+                            "output_tokens": None})
+        record = call_row({"id": "gen", "source_format": "openrouter",
+                           "source_file": "generations.jsonl", "source_line": 1,
+                           "timestamp": T0 + timedelta(seconds=2), "model": "anthropic/claude",
+                           "native_id": "gen-17", "body_hash": None, "prompt_tokens": 18054,
+                           "cached_tokens": 18041, "cache_write_tokens": None,
+                           "output_tokens": 90})
+        assert record.response_id == "gen-17"
+        assert link_duplicates([capture, record]) == {"gen": "cap"}
 
 
 @pytest.mark.slow

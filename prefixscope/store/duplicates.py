@@ -47,13 +47,17 @@ from typing import Any
 # end), so copies of one call are seconds apart: at most this far.
 WINDOW_S = 120.0
 
-# Formats whose native id is the upstream's response id (formats.md): raw captures (the
-# response's `id`), Claude Code (`message.id`), OpenHands (`model_response.id`),
-# mini-swe-agent (the response dump's `id`), LiteLLM SpendLogs (`request_id`, the
-# response id). Other formats' ids are their own (Langfuse observation, new-api log,
-# Bifrost row, TraceLab round). OTel spans carry gen_ai.response.id in metadata.
-RESPONSE_ID_FORMATS = frozenset({"raw", "claude-code", "openhands", "mini-swe-agent",
-                                 "litellm"})
+# Formats whose native id is the response id the client was given (formats.md), which a
+# gateway's log of the same call carries too: raw captures (the response's `id`), Claude
+# Code (`message.id`), OpenHands (`model_response.id`), OpenHands completion logs
+# (`response.id`), mini-swe-agent (the response dump's `id`), LiteLLM SpendLogs
+# (`request_id`, the id the proxy returned), OpenRouter generation records (the generation
+# `id`, the `id` of OpenRouter's chat completion). Other formats' ids are their own
+# (Langfuse observation, new-api log, Bifrost row, TraceLab round, Gemini CLI message,
+# Bailian chat, an LMCache lookup: a request looked up twice is two lookups). OTel spans
+# carry gen_ai.response.id in metadata.
+RESPONSE_ID_FORMATS = frozenset({"raw", "claude-code", "openhands", "openhands-completions",
+                                 "mini-swe-agent", "litellm", "openrouter"})
 
 
 @dataclass(frozen=True, slots=True)
