@@ -178,6 +178,30 @@ class TestDeepSeeksReadSteps:
             {"rounding": 52, "new": 400}]
         assert [e.expected_tokens for e in ledger.entries[1:]] == [960, 1_472, 2_048]
 
+    def test_v4_reads_in_128_token_steps(self):
+        # every cache hit of a real 64-call deepseek-v4-flash run is a multiple of 128 (V3's:
+        # of 64). a: 1,000 cold. b: 1,500 after a's 1,000, read 896 = 7 x 128, all of a's
+        # steps (8 x 128 = 1,024 > 1,000): 104 rounding, 500 new (at 64-token steps: 15 x 64
+        # = 960 readable, 64 of them the provider's). c: 2,100 after b's 1,500, read 1,280 =
+        # 10 x 128: b's steps end at 11 x 128 = 1,408 (provider 128), 92 past them, 600 new.
+        v4 = "deepseek-v4-flash"
+        records = [rec("a", 1_000, 0, model=v4),
+                   rec("b", 1_500, 896, minute=1, prev="a", model=v4),
+                   rec("c", 2_100, 1_280, minute=2, prev="b", model=v4)]
+        ledger = ledger_of(records, hosted_rules("deepseek", v4))
+        assert [e.causes for e in ledger.entries] == [
+            {"cold": 1_000},
+            {"rounding": 104, "new": 500},
+            {"provider": 128, "rounding": 92, "new": 600}]
+        assert [e.expected_tokens for e in ledger.entries[1:]] == [896, 1_408]
+
+    @pytest.mark.parametrize(("model", "step"), [
+        ("deepseek-v4-flash", 128), ("deepseek-v4-pro", 128), ("DeepSeek-V4-Flash-0731", 128),
+        ("litellm_proxy/deepseek-v4-flash", 128), ("deepseek/deepseek-v4-pro", 128),
+        ("deepseek-chat", 64), ("deepseek-reasoner", 64), ("deepseek-v3.2", 64), (None, 64)])
+    def test_the_step_is_the_models(self, model, step):
+        assert hosted_rules("deepseek", model).unit == step
+
 
 class TestBasis:
     def test_requests_without_a_cache_field_are_outside_the_basis_and_counted(self):

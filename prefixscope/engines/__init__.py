@@ -108,12 +108,13 @@ class EngineSpec:
     # breakpoint: 2 in 7 of 9 adjacent pairs of TraceLab's claude-opus sample,
     # cache-semantics.md A.4; the replay reads it as `analyses.simulate.ANTHROPIC_READ_LAG`).
     read_lag: int = 0
-    # The step a hosted API's reads move in, in tokens (1: token-exact). DeepSeek's: every
-    # `prompt_cache_hit_tokens` of the real runs seen is a multiple of 64 (2,562 calls;
-    # its V3 docs: "64 tokens as a storage unit"), so no read reaches the part of a prefix
-    # past its last whole step: the ledger's unit for it (`findings.ledger.hosted_rules`),
-    # and a miss of that part is `rounding`, never the provider's.
+    # The step a hosted API's reads move in, in tokens (1: token-exact) -- or, by model,
+    # `read_step_of(model)` (DeepSeek's table: `deepseek_read_step`). No read reaches the
+    # part of a prefix past its last whole step: the ledger's unit for it
+    # (`findings.ledger.hosted_rules`), and a miss of that part is `rounding`, never the
+    # provider's.
     read_step: int = 1
+    read_step_of: Callable[[str | None], int] | None = None
     # A longer TTL a request can choose per write (`LongTtl`): the ledger reads a session
     # whose writes chose it by it, and report prices choosing it (`findings.ttl_choice`).
     long_ttl: LongTtl | None = None
@@ -196,6 +197,10 @@ class EngineSpec:
             return int(self.min_tokens_of(model=model))
         return self.min_tokens
 
+    def step(self, model: str | None) -> int:
+        """The step its reads of `model`'s prompts move in."""
+        return self.read_step_of(model) if self.read_step_of is not None else self.read_step
+
     def block_kwargs(self, block_size: int | None) -> dict[str, int]:
         """The factory keyword setting `block_size` (None: the default)."""
         if self.block_parameter is None:
@@ -206,6 +211,25 @@ class EngineSpec:
 
 
 ENGINES: dict[str, EngineSpec] = {}
+
+# The steps DeepSeek's API reads move in, by model (the first pattern that matches; else
+# `DEEPSEEK_READ_STEP`), from every `prompt_cache_hit_tokens` of the real runs seen (the
+# fork network of SWE-agent/mini-swe-agent): V3.x in 64 (`deepseek-chat` and
+# `deepseek-reasoner`, @ ec0e8e84 `output/deepseek_*_dev/`: 2,474 hits of 2,498 calls, 1,303
+# of them an odd multiple of 64; the V3 docs: "64 tokens as a storage unit"), V4 in 128
+# (`deepseek-v4-flash`, @ 9c0e0e77 `eval/example_trajectories/astropy__astropy-12907`: 64
+# of 64 hits a multiple of 128). V4's heavily compressed attention keeps one entry per 128
+# tokens (its cache's block, vllm-project/vllm-ascend#16270): no prefix between is restored.
+DEEPSEEK_READ_STEP = 64
+DEEPSEEK_READ_STEPS: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"deepseek[-_.]?v4", re.I), 128),
+)
+
+
+def deepseek_read_step(model: str | None) -> int:
+    """The step DeepSeek's API reads `model`'s prompts in (`DEEPSEEK_READ_STEPS`)."""
+    return next((step for pattern, step in DEEPSEEK_READ_STEPS
+                 if model and pattern.search(model)), DEEPSEEK_READ_STEP)
 # Why a session that marks no breakpoint read and wrote nothing (Anthropic's opt-in cache)
 _NOT_REQUESTED = ("Anthropic caches only what a request marks with `cache_control`, and none "
                   "of these calls read or wrote a token: ")
@@ -282,7 +306,8 @@ for _spec in (
     EngineSpec("deepseek", Lazy("deepseek", "DeepseekEngine"),
                "persisted prefix units (input end, output end, common)",
                ttl_parameter="ttl", hosted=True, models=DEEPSEEK_MODELS,
-               usage_semantics="deepseek", reads_last_token=True, read_step=64,
+               usage_semantics="deepseek", reads_last_token=True,
+               read_step=DEEPSEEK_READ_STEP, read_step_of=deepseek_read_step,
                display="DeepSeek"),
 ):
     register(_spec)

@@ -376,7 +376,7 @@ def hosted_rules(engine: str, model: str | None, ttl_1h: bool = False,
         ttl = spec.long_ttl.seconds
     if extended and spec.extended_ttl_seconds is not None:
         ttl = spec.extended_ttl_seconds
-    return Rules(engine, True, max(spec.block_size, spec.read_step), spec.minimum(model), ttl,
+    return Rules(engine, True, max(spec.block_size, spec.step(model)), spec.minimum(model), ttl,
                  spec.read_lag,
                  max(spec.block_size, HOSTED_SHORTFALL_TOLERANCE),
                  ttl_range=spec.ttl_low_seconds is not None,
