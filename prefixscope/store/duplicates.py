@@ -5,7 +5,8 @@ A Langfuse export and the gateway's own log of the same traffic hold every call 
 database). Each source's view stays whole (`bucket --by source` shows both), but totals
 that add sources must count each call once, so every later copy points at the one kept:
 ``requests.duplicate_of``. A pure function over store rows (like `prefixscope.sessions`),
-re-run over the whole store after every ingest.
+run after every ingest over the requests it added and those they reach through a key
+(`match_keys`): a small ingest into a large store links what it can change, not the store.
 
 Two requests are copies of one call when they come from different log files (one log
 never records a call twice: two such records are two calls) and, in this order:
@@ -164,6 +165,36 @@ def _pair_in_time(clusters: _Clusters, groups: Mapping[Any, list[CallRow]], *,
                     break
 
 
+def body_key(r: CallRow) -> tuple[str, str | None] | None:
+    """What rule 2 groups a request by (None: it has no body)."""
+    return None if r.body_hash is None else (r.body_hash, r.model)
+
+
+def usage_key(r: CallRow) -> tuple[int, int | None, int | None, int] | None:
+    """What rule 3 groups a request by (None: it reports no prompt or no output)."""
+    if not r.prompt_tokens or r.output_tokens is None:
+        return None
+    return (r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.output_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class MatchKeys:
+    """The keys `link_duplicates` groups some requests by. A request holding none of them is
+    never joined to those requests, directly or through a third: the requests a new one can
+    reach this way, and none other, can change the links (`store.load.relink`)."""
+
+    response_ids: frozenset[str]
+    bodies: frozenset[tuple[str, str | None]]
+    usages: frozenset[tuple[int, int | None, int | None, int]]
+
+
+def match_keys(rows: Iterable[CallRow]) -> MatchKeys:
+    rows = list(rows)
+    return MatchKeys(frozenset(r.response_id for r in rows if r.response_id),
+                     frozenset(k for k in map(body_key, rows) if k is not None),
+                     frozenset(k for k in map(usage_key, rows) if k is not None))
+
+
 def link_duplicates(rows: Iterable[CallRow]) -> dict[str, str]:
     """request id -> id of the copy kept, for every request that is a second log of a call
     (the kept copies and single calls are not in the result)."""
@@ -179,11 +210,10 @@ def link_duplicates(rows: Iterable[CallRow]) -> dict[str, str]:
     by_body: dict[Any, list[CallRow]] = defaultdict(list)
     by_usage: dict[Any, list[CallRow]] = defaultdict(list)
     for r in rows:
-        if r.body_hash is not None:
-            by_body[(r.body_hash, r.model)].append(r)
-        if r.prompt_tokens and r.output_tokens is not None:
-            by_usage[(r.prompt_tokens, r.cached_tokens, r.cache_write_tokens,
-                      r.output_tokens)].append(r)
+        if (body := body_key(r)) is not None:
+            by_body[body].append(r)
+        if (usage := usage_key(r)) is not None:
+            by_usage[usage].append(r)
     _pair_in_time(clusters, by_body)
     _pair_in_time(clusters, by_usage, other_format=True)
     members: dict[str, list[CallRow]] = defaultdict(list)

@@ -127,6 +127,17 @@ def own(store: Store, run: Run, ids: list[str]) -> set[str]:
         "(SELECT unnest(?::VARCHAR[]))", [run.id, ids])}
 
 
+def added(store: Store, run: Run) -> list[str] | None:
+    """The requests this run inserted, in its last transaction before `finish` (which
+    forgets them); None when that list does not say what changed: a fresh run (nothing is
+    listed: every request is new) or one whose copies replace calls earlier runs stored
+    (`Run.deferred`: stored rows change, and what they matched before with them)."""
+    if run.fresh or run.deferred:
+        return None
+    return [r[0] for r in store.run(
+        "SELECT key FROM ingest_added WHERE run = ? AND tbl = 'requests'", [run.id])]
+
+
 def finish(store: Store, run: Run) -> None:
     """The run's last writes, inside the caller's transaction (with the re-threading): the
     copies that replace calls earlier runs stored, and the run's record deleted."""

@@ -78,6 +78,7 @@ if TYPE_CHECKING:  # polars is imported by the writes, not by a command that onl
     import polars as pl
 
     from prefixscope.sessions import SessionLink
+    from prefixscope.store.duplicates import MatchKeys
 
 # A write's rows (`Store._run_on`): each column's values, in the order its statement reads
 # them, and each column's type as the schema names them (`schema.polars_type`).
@@ -843,18 +844,41 @@ class Store:
                 finally:
                     other.con.unregister("_copied")
 
-    def replace_sessions(self, links: Iterable[SessionLink]) -> None:
+    def replace_sessions(self, links: Iterable[SessionLink], *, only: bool = False) -> None:
+        """Store `links` as the sessions of every request (`only`: of the requests they
+        name; the others keep theirs)."""
         types = {"request_id": "Utf8", "session": "Utf8", "turn": "Int32", "prev_id": "Utf8",
                  "link": "Utf8", "compaction": "Boolean"}
         rows: dict[str, list[Any]] = {name: [] for name in types}
         for ln in links:
             for name in types:
                 rows[name].append(getattr(ln, name))
-        self.run("DELETE FROM sessions")
+        if not only:
+            self.run("DELETE FROM sessions")
+            self._run_on("_sessions", rows, types,
+                         "INSERT INTO sessions SELECT * FROM _sessions")
+            # the requests table's copy (schema v7); a request threading left out has none
+            self.run("UPDATE requests SET session = (SELECT s.session FROM sessions s "
+                     "WHERE s.request_id = requests.id)")
+            return
+        # the rows that change: a request threaded anew, or placed otherwise than before
+        changed = self._run_on("_sessions", rows, types, (
+            "SELECT n.request_id FROM _sessions n LEFT JOIN sessions s "
+            "ON s.request_id = n.request_id WHERE s.request_id IS NULL "
+            "OR " + " OR ".join(f"s.{c} IS DISTINCT FROM n.{c}" for c in types)))
+        if not changed:
+            return
+        keep = {r[0] for r in changed}
+        rows = {name: [v for rid, v in zip(rows["request_id"], values, strict=True)
+                       if rid in keep] for name, values in rows.items()}
+        self._run_on("_sessions", {"request_id": rows["request_id"]}, {"request_id": "Utf8"},
+                     "DELETE FROM sessions WHERE request_id IN "
+                     "(SELECT request_id FROM _sessions)")
         self._run_on("_sessions", rows, types, "INSERT INTO sessions SELECT * FROM _sessions")
-        # the requests table's copy (schema v7); a request threading left out has none
-        self.run("UPDATE requests SET session = (SELECT s.session FROM sessions s "
-                 "WHERE s.request_id = requests.id)")
+        self._run_on("_sessions", rows, types,
+                     "UPDATE requests SET session = n.session FROM _sessions n "
+                     "WHERE requests.id = n.request_id "
+                     "AND requests.session IS DISTINCT FROM n.session")
 
     # -- reading -------------------------------------------------------------------
 
@@ -1020,20 +1044,55 @@ class Store:
             f"ORDER BY {time_order('r.')}")
         return [UsageFacts(*row) for row in rows]
 
-    def duplicate_rows(self) -> list[dict[str, Any]]:
-        """What duplicate matching reads of every request (`store.duplicates.call_row`)."""
+    def duplicate_rows(self, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """What duplicate matching reads of every request (`store.duplicates.call_row`), or
+        of those of `ids`, in time order."""
+        where = "" if ids is None else "WHERE id IN (SELECT unnest(?::VARCHAR[])) "
+        return self._duplicate_rows(where, [] if ids is None else [list(ids)])
+
+    def duplicate_rows_matching(self, keys: MatchKeys, response_formats: Iterable[str]
+                                ) -> list[dict[str, Any]]:
+        """`duplicate_rows` of every request holding one of `keys` (a body hash with any
+        model: more rows than that key's, never fewer), in no given order. A request's
+        response id is its ``metadata.response_id``, else its native id when its format
+        logs the response id so (`response_formats`), as `call_row` reads them."""
+        where, params = [], []
+        if keys.response_ids:
+            where.append("coalesce(nullif(json_extract_string(metadata, '$.response_id'), "
+                         "''), CASE WHEN source_format IN (SELECT unnest(?::VARCHAR[])) "
+                         "THEN nullif(native_id, '') END) IN (SELECT unnest(?::VARCHAR[]))")
+            params += [sorted(response_formats), sorted(keys.response_ids)]
+        if keys.bodies:
+            where.append("body_hash IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(sorted({body for body, _ in keys.bodies}))
+        if keys.usages:
+            where.append("prompt_tokens::VARCHAR || ',' || coalesce(cached_tokens::VARCHAR, "
+                         "'') || ',' || coalesce(cache_write_tokens::VARCHAR, '') || ',' || "
+                         "output_tokens::VARCHAR IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(sorted(",".join("" if v is None else str(v) for v in usage)
+                                 for usage in keys.usages))
+        if not where:
+            return []
+        return self._duplicate_rows("WHERE " + " OR ".join(where) + " ", params)
+
+    def _duplicate_rows(self, where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         rel = self.con.execute(
             "SELECT id, source_format, source_file, source_line, timestamp, model, native_id, "
             "json_extract_string(metadata, '$.response_id') AS response_id, body_hash, "
             "prompt_tokens, cached_tokens, cache_write_tokens, output_tokens FROM requests "
-            f"ORDER BY {time_order()}")
+            f"{where}ORDER BY {time_order()}", params)
         cols = [d[0] for d in rel.description]
         return [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
 
-    def set_duplicates(self, links: dict[str, str]) -> None:
+    def set_duplicates(self, links: dict[str, str], among: Sequence[str] | None = None
+                       ) -> None:
         """Record `links` (request id -> id of the copy kept) as ``duplicate_of``; every
-        other request's is cleared."""
-        self.run("UPDATE requests SET duplicate_of = NULL WHERE duplicate_of IS NOT NULL")
+        other request's (of `among`, when given: the others keep theirs) is cleared."""
+        if among is None:
+            self.run("UPDATE requests SET duplicate_of = NULL WHERE duplicate_of IS NOT NULL")
+        else:
+            self.run("UPDATE requests SET duplicate_of = NULL WHERE duplicate_of IS NOT NULL "
+                     "AND id IN (SELECT unnest(?::VARCHAR[]))", [list(among)])
         if not links:
             return
         self._run_on("_duplicates", {"id": list(links), "kept": list(links.values())},
@@ -1110,8 +1169,10 @@ class Store:
         return int(self.run("SELECT count(*) FROM requests WHERE has_body AND "
                             "duplicate_of IS NULL")[0][0])
 
-    def threading_rows(self) -> Iterator[dict[str, Any]]:
-        """The columns session threading needs, each request's as a dict, in time order.
+    def threading_rows(self, keys: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+        """The columns session threading needs, each request's as a dict, in time order
+        (`keys`: of the requests whose session key is one of them, and of every request
+        without a key).
 
         Through a Polars frame when Polars is loaded (a large ingest's writes load it) or
         the store holds more than `_FETCHED_ROWS` requests (a scoped copy of a large store):
@@ -1125,15 +1186,35 @@ class Store:
             "message_count, prompt_tokens, cached_tokens, cache_write_tokens, "
             "cache_write_1h_tokens, compaction_marker, "
             "block_hashes IS NOT NULL AS chain_of_blocks FROM requests "
-            f"ORDER BY {time_order()}")
+            + ("" if keys is None else "WHERE session_key IN (SELECT unnest($keys::VARCHAR[])) "
+               "OR coalesce(session_key, '') = '' ")
+            + f"ORDER BY {time_order()}")
+        params = {} if keys is None else {"keys": list(keys)}
         if _polars_loaded() or self.count() > _FETCHED_ROWS:
             import polars as pl
 
             # through the Arrow C stream: `.pl()` would import pyarrow (~0.1 s) to convert
-            return pl.DataFrame(self.con.sql(sql)).iter_rows(named=True)
-        cursor = self.con.execute(sql)
+            return pl.DataFrame(self.con.sql(sql, params=params)).iter_rows(named=True)
+        cursor = self.con.execute(sql, params)
         names = [column[0] for column in cursor.description]
         return (dict(zip(names, row, strict=True)) for row in cursor.fetchall())
+
+    def session_keys(self, ids: Sequence[str]) -> list[str]:
+        """The session keys (none empty) the requests of `ids` carry, each once."""
+        return [r[0] for r in self.run(
+            "SELECT DISTINCT session_key FROM requests WHERE id IN "
+            "(SELECT unnest(?::VARCHAR[])) AND session_key <> '' ORDER BY 1", [list(ids)])]
+
+    def keyed(self, names: Sequence[str]) -> bool:
+        """Whether a request's session key is one of `names`."""
+        return bool(names) and bool(self.run(
+            "SELECT EXISTS (SELECT 1 FROM requests WHERE session_key IN "
+            "(SELECT unnest(?::VARCHAR[])))", [list(names)])[0][0])
+
+    def has_parent_keys(self) -> bool:
+        """Whether a request names a parent (`parent_key`, threading's rule 2)."""
+        return bool(self.run("SELECT EXISTS (SELECT 1 FROM requests WHERE parent_key <> '')"
+                             )[0][0])
 
     def session_pairs(self, session: str | None = None, *,
                       once: bool = False) -> list[tuple[str, str, str, bool]]:
