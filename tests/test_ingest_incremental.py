@@ -12,10 +12,12 @@ resumed in a second file (the same session id, a compaction after the resume).""
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from agent_captures import write_agent_captures
 from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
@@ -74,7 +76,7 @@ def assert_runs_make_one_ingest(tmp_path: Path, runs: list[list[Path]], *,
 
 
 def sessions_of(tables: dict[str, list[str]]) -> set[str]:
-    return {eval(row)[1] for row in tables["sessions"]}  # noqa: S307 - our own repr
+    return {ast.literal_eval(row)[1] for row in tables["sessions"]}
 
 
 def test_a_new_session_in_a_later_ingest(tmp_path: Path) -> None:
@@ -124,6 +126,63 @@ def test_a_call_stored_by_an_earlier_ingest_logged_again(tmp_path: Path) -> None
         with_report=True)
     with Store.open(tmp_path / "inc" / "s.duckdb", read_only=True) as st:
         assert st.duplicate_count() == 5  # each copy linked (the kept copy: gw.jsonl's)
+
+
+def test_a_later_copy_kept_relinks_the_copies_only_a_stored_response_id_reaches(
+        tmp_path: Path) -> None:
+    # gw.jsonl logs every call with its response id; a spend log holds three of them under
+    # that id (its usage is not theirs: the id alone joins them); a later capture of the
+    # same three bodies without response ids, a.jsonl (first by name), joins gw's copies by
+    # body and, of equal copies the first file's, is kept: every copy of those calls points
+    # at it -- the spend rows too, which only gw's response ids reach (two keys away)
+    lines = captured(tmp_path, sessions=2, turns=4)
+    spend = write(tmp_path / "spend.jsonl", [
+        {**spend_row("", 0, "deployment-1", ln["response"]["usage"]["prompt_tokens"] + 7, 0,
+                     0, model=ln["request"]["model"]),
+         "request_id": ln["response"]["id"], "startTime": ln["timestamp"],
+         "endTime": ln["timestamp"], "session_id": None, "custom_llm_provider": "openai"}
+        for ln in lines[2:5]])
+    stripped = [{**ln, "response": {k: v for k, v in ln["response"].items() if k != "id"}}
+                for ln in lines[2:5]]
+    assert_runs_make_one_ingest(
+        tmp_path, [[write(tmp_path / "gw.jsonl", lines)], [spend],
+                   [write(tmp_path / "a.jsonl", stripped)]], with_report=True)
+    con = duckdb.connect(str(tmp_path / "inc" / "s.duckdb"), read_only=True)
+    links = con.execute(
+        "SELECT r.source_file, r.source_line, k.source_file, k.source_line FROM requests r "
+        "JOIN requests k ON k.id = r.duplicate_of ORDER BY 1, 2").fetchall()
+    con.close()
+    a, gw, sp = (str(tmp_path / n) for n in ("a.jsonl", "gw.jsonl", "spend.jsonl"))
+    # gw's lines 3-5 and the spend log's 1-3 are the calls of a.jsonl's lines 1-3
+    assert links == [(gw, 3 + n, a, 1 + n) for n in range(3)] + [
+        (sp, 1 + n, a, 1 + n) for n in range(3)]
+
+
+def test_a_copy_matched_by_a_usage_without_cache_fields(tmp_path: Path) -> None:
+    # a capture without response ids, then LiteLLM's spend row of its second call (s0t1)
+    # from a proxy that kept no usage object: its own request id, and cache fields unknown
+    # as the capture's are, so the usage alone (prompt, output; cached and written None in
+    # both) pairs it with the call, the nearest such one in time
+    lines = captured(tmp_path, sessions=2, turns=4)
+    stripped = [{**ln, "response": {k: v for k, v in ln["response"].items() if k != "id"}}
+                for ln in lines]
+    call = lines[1]
+    usage = call["response"]["usage"]
+    spend = write(tmp_path / "spend.jsonl", [
+        {**spend_row("", 0, "deployment-1", usage["prompt_tokens"], 0, 0,
+                     model=call["request"]["model"]),
+         "request_id": "spend-1", "completion_tokens": usage["completion_tokens"],
+         "total_tokens": usage["total_tokens"], "metadata": {}, "startTime": call["timestamp"],
+         "endTime": call["timestamp"], "session_id": None, "custom_llm_provider": "openai"}])
+    assert_runs_make_one_ingest(tmp_path, [[write(tmp_path / "gw.jsonl", stripped)], [spend]],
+                                with_report=True)
+    con = duckdb.connect(str(tmp_path / "inc" / "s.duckdb"), read_only=True)
+    links = con.execute(
+        "SELECT r.source_file, r.source_line, r.cached_tokens, k.source_file, k.source_line, "
+        "k.cached_tokens FROM requests r JOIN requests k ON k.id = r.duplicate_of").fetchall()
+    con.close()
+    assert links == [(str(tmp_path / "spend.jsonl"), 1, None, str(tmp_path / "gw.jsonl"), 2,
+                      None)]
 
 
 def test_a_compaction_whose_predecessor_an_earlier_ingest_stored(tmp_path: Path) -> None:
@@ -211,4 +270,4 @@ def test_a_session_key_spelling_a_threaded_sessions_name(tmp_path: Path) -> None
                     write(tmp_path / "k.jsonl", keyed)],
                    [write(tmp_path / "b.jsonl", threaded[2:])]], with_report=True)
     assert sessions_of(tables) == {name}
-    assert sorted(eval(row)[2] for row in tables["sessions"]) == list(range(6))  # noqa: S307
+    assert sorted(ast.literal_eval(row)[2] for row in tables["sessions"]) == list(range(6))
