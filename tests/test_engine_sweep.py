@@ -202,6 +202,57 @@ def test_the_sweep_is_the_replay_at_every_capacity(reqs, outputs, bs, cache_outp
                 [(block_keys(t, bs).tolist(), len(t)) for t in reqs], bs, capacity)
 
 
+@settings(max_examples=60, deadline=None)
+@given(prompts, st.lists(st.integers(0, 3), min_size=14, max_size=14), st.integers(1, 5),
+       st.integers(1, 40))
+def test_the_sweep_cutting_its_depths_into_runs_a_few_requests_at_a_time_is_the_replay(
+        reqs, outputs, bs, pending):
+    """The depths `_record`ed are cut into runs whenever `pending` of them wait: every
+    capacity's hits are still the replay's (outputs cached)."""
+    engine = VllmEngine(block_size=bs)
+    requests = [(engine.units(t), engine.units(t + TRUNK[: outputs[i] * 3])
+                 if outputs[i] else None) for i, t in enumerate(reqs)]
+    with patch("prefixscope.engines.sweep._PENDING_DEPTHS", pending):
+        result = swept(requests, bs)
+    blocks = sum(-(-(s or p).n_tokens // bs) for p, s in requests)
+    for capacity in (None, *range(blocks + 3)):
+        pool = VllmEngine(block_size=bs, capacity_blocks=capacity)
+        replayed = [pool.step(p, sequence=s).cached_tokens for p, s in requests]
+        if result.follows(capacity):
+            assert result.cached_tokens(capacity) == replayed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 4), max_size=12), max_size=10), st.integers(1, 30))
+def test_recorded_depths_are_each_requests_runs_of_consecutive_values(steps, pending):
+    """`_Sweep._record`: each request's increasing depths (built from `steps`, the gaps
+    between them) come back as its own runs of consecutive values -- where a run starts
+    (index, value) and stops -- however many requests are cut into runs at once (the
+    oracle: a loop over each request's depths alone)."""
+    from prefixscope.engines.sweep import _Sweep
+
+    sweep = _Sweep()
+    sweep.unit = 1
+    want_runs, want = [0], []
+    with patch("prefixscope.engines.sweep._PENDING_DEPTHS", pending):
+        for gaps in steps:
+            depth = np.cumsum(gaps, dtype=np.int64)
+            sweep._record(depth, 1)
+            mine = []
+            for i, d in enumerate(depth.tolist()):
+                if mine and d == mine[-1][0] + (i - mine[-1][1]):
+                    mine[-1][2] = i + 1
+                else:
+                    mine.append([d, i, i + 1])
+            want += [(start_value, start, stop) for start_value, start, stop in mine]
+            want_runs.append(want_runs[-1] + len(mine))
+        result = sweep.result()
+    assert list(zip(result.run_value.tolist(), result.run_index.tolist(),
+                    result.run_stop.tolist(), strict=True)) == want
+    assert result.runs.tolist() == want_runs
+    assert result.depths.tolist() == [len(gaps) for gaps in steps]
+
+
 @settings(max_examples=120, deadline=None)
 @given(prompts, st.lists(st.integers(0, 3), min_size=14, max_size=14), st.integers(1, 5),
        st.booleans(), st.data())
