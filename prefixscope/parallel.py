@@ -126,6 +126,15 @@ def release_freed_memory(keep: int = 0) -> None:
     trim(0)
 
 
+def release_duckdb_freed() -> None:
+    """Hand DuckDB's allocator's free pages back to the system (`_duckdb_purge`; nothing
+    where DuckDB is not loaded or has no jemalloc): what a database closed in this process
+    (`Store.let_go_cache`) freed stays there until later allocations pass its decay time."""
+    purge = _duckdb_purge()
+    if purge is not None:
+        purge()
+
+
 # What a pool's worker keeps of the heap its task freed, for its next task to reuse: handed
 # back after every task, it was faulted in again page by page by the next (report of the
 # 1.05 GiB raw store: a walk task frees 40-70 MB, a what-if task 15-25 MB; each worker
@@ -345,12 +354,13 @@ class Pool:
           none between queries (every `store` query is fetched whole before it returns),
           and a child's query runs its tasks on its own thread (DuckDB's client thread
           executes the tasks of its query; the store opened in a child by path is this
-          process's database: DuckDB's instance cache); its allocator (jemalloc) takes its
-          locks across the fork itself (pthread_atfork). The tokenizers library's thread
-          pool, once used here, would not exist in the child: the variables of
-          `_ONE_THREAD` are set for the fork (and only then: this process keeps its own),
-          so the library starts the child without it, one thread, and without its
-          warning on stderr;
+          process's database: DuckDB's instance cache, unless this process had closed
+          every connection to it first, `Store.unconnected`); its allocator (jemalloc)
+          takes its locks across the fork itself (pthread_atfork). The tokenizers
+          library's thread pool, once used here, would not exist in the child: the
+          variables of `_ONE_THREAD` are set for the fork (and only then: this process
+          keeps its own), so the library starts the child without it, one thread, and
+          without its warning on stderr;
         * memory: the heap's free pages go back to the system first (each child would
           otherwise copy them), and the objects alive now are frozen out of the cyclic
           collector (`gc.freeze`), so that a collection in a child does not write to them

@@ -140,6 +140,26 @@ def test_a_pool_walk_spills_in_its_workers_and_the_parent_reads_them(store: Stor
         assert _replayed(spilled.prepared[name][0]) == _replayed(entries), name
 
 
+def test_a_pool_walk_of_workers_reading_databases_of_their_own_gives_the_held_walk(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the store unconnected while the workers fork (`own_blocks`), each reads the
+    file through a database of its own, here let go of after every task (a keep of one
+    byte): the diff and every domain's entries are the held walk's, and this process
+    reads on through its connection opened again."""
+    from prefixscope.analyses import onepass
+    from prefixscope.analyses.pool import worker_pool
+
+    monkeypatch.setattr(onepass, "WORKER_KEEPS_BLOCKS", 1)
+    setup = _setup(store)
+    with worker_pool(2) as pool:
+        own = start_pass(store, setup, pool, diff=True, own_blocks=True).result(store)
+    held = _held(store, setup)
+    assert own.diff == held.diff
+    assert _check_same(own, held) > 20
+    for name, (entries, _) in held.prepared.items():
+        assert _replayed(own.prepared[name][0]) == _replayed(entries), name
+
+
 def test_a_pool_walk_holding_its_arrays_gives_the_held_entries_through_its_files(
         store: Store) -> None:
     """Under the hold budget the workers keep their arrays: they go to the runs' files

@@ -1,9 +1,10 @@
 """A read-only store lets go of the blocks DuckDB has read (`Store.let_go_cache`: its
 connection closed and opened again) and reads the same afterwards, sealed and locked as
 `Store.open` left it; a write that got in while no connection held the file is an error,
-never a read of the changed file. A store being written does the same between two
-transactions (`Store.let_go_written`: an ingest, before its session threading), and writes
-on.
+never a read of the changed file. A child forked while the store is unconnected
+(`Store.unconnected`) reads through a database of its own and lets go of it, never of a
+copy of its parent's. A store being written does the same between two transactions
+(`Store.let_go_written`: an ingest, before its session threading), and writes on.
 
 The oracles: the same reads before letting go (every request by id and in log order, every
 part, the usage records), DuckDB's own count of the memory its tables' blocks take
@@ -109,12 +110,26 @@ def test_a_writable_store_keeps_its_connection(stored, tmp_path: Path):
         assert store.con is con
 
 
+def test_a_store_keeps_its_blocks_while_they_take_no_more_than_it_keeps(stored):
+    with Store.open(stored, read_only=True) as store:
+        want = _reads(store)
+        con, held = store.con, _table_blocks(store)
+        assert held > 0
+        assert store.let_go_cache(keep=held) is False
+        assert store.con is con and _table_blocks(store) == held
+        assert store.let_go_cache(keep=held - 1) is True
+        assert store.con is not con and _table_blocks(store) < held
+        assert _reads(store) == want
+
+
 def test_another_connection_of_the_process_reads_on_and_so_does_the_store(stored):
     with Store.open(stored, read_only=True) as store:
         want = _reads(store)
         other = reader(store.file)
         try:
-            store.let_go_cache()
+            con = store.con
+            assert store.let_go_cache() is False  # the database stays: nothing to let go
+            assert store.con is con
             assert _reads(store) == want
             assert _reads(other) == want
         finally:
@@ -136,6 +151,74 @@ def test_a_forked_childs_copy_keeps_the_parents_connection(stored):
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
         assert _reads(store) == want
+
+
+def _in_child(check) -> None:
+    """`check()` in a forked child, which must return True there."""
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            code = 0 if check() else 4
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def test_a_child_forked_while_the_store_is_unconnected_lets_go_of_its_own_blocks(stored):
+    # no connection of the parent at the fork: the child's reader opens a database of its
+    # own, and letting go of its blocks leaves the parent's connection opened again whole
+    with Store.open(stored, read_only=True) as store:
+        want = _reads(store)
+
+        def child() -> bool:
+            mine = reader(store.file)
+            if _reads(mine) != want or not _table_blocks(mine):
+                return False
+            held = _table_blocks(mine)
+            if mine.let_go_cache(keep=held):  # (within its keep: kept)
+                return False
+            return (mine.let_go_cache(keep=held - 1) is True and _table_blocks(mine) < held
+                    and _reads(mine) == want)
+        with store.unconnected():
+            _in_child(child)
+        assert _reads(store) == want
+        assert store.let_go_cache() is True  # the only connection again
+
+
+def test_a_child_forked_beside_the_parents_connection_lets_go_of_nothing(stored):
+    # the child's reader is a connection to the parent's database, copied: closing it
+    # would not let go of its blocks, so it is not closed
+    with Store.open(stored, read_only=True) as store:
+        want = _reads(store)
+
+        def child() -> bool:
+            mine = reader(store.file)
+            con = mine.con
+            return (mine.let_go_cache() is False and mine.con is con
+                    and _reads(mine) == want)
+        _in_child(child)
+        assert _reads(store) == want
+
+
+def test_a_store_closed_twice_counts_its_connection_once(stored):
+    with Store.open(stored, read_only=True) as store:
+        other = Store.open(stored, read_only=True)
+        other.close()
+        other.close()
+        assert store.let_go_cache() is True
+
+
+def test_a_write_while_unconnected_is_an_error_not_a_read_of_it(
+        stored, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = tmp_path / "w.duckdb"
+    path.write_bytes(stored.read_bytes())
+    store = Store.open(path, read_only=True)
+    _a_writer_in_the_gap(monkeypatch)
+    with pytest.raises(StoreError, match="was written while it was being read"), \
+            store.unconnected():
+        pass
 
 
 def _built_beside(path: Path) -> Store:

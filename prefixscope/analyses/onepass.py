@@ -22,6 +22,7 @@ import os
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -51,7 +52,7 @@ from prefixscope.analyses.simulate.spill import HOLD_BYTES, Spill, close_writers
 from prefixscope.analyses.walkfile import Unwritable, read_run, write_run
 from prefixscope.model import Request
 from prefixscope.model.redaction import Redactor, activate, active
-from prefixscope.parallel import Batch, Pool, runs
+from prefixscope.parallel import Batch, Pool, release_duckdb_freed, runs
 from prefixscope.prompt import RenderError, RenderOptions
 from prefixscope.store import Store, reader
 from prefixscope.tokens import Tokens, Turns
@@ -67,6 +68,10 @@ SESSIONS_PER_RUN = 4  # 2.09 GiB report: 16 -> 4, peak summed memory 1,060 -> 97
 # worker holding ~50 MB more at once than at 4 (1 GiB, two walks at once: runs of 9.2 and
 # 4.0 sessions, workers' peak private 277-289 -> 225-230 MB, the walk's CPU 155.4 / 155.6 s).
 _MAX_RUNS = 1024
+# What a worker reading a database of its own (`start_pass`'s `own_blocks`) keeps of the
+# blocks its tasks read, for its next task (its neighbour in the log) to reuse; past it,
+# let go (~20 ms to open the database again)
+WORKER_KEEPS_BLOCKS = 16 << 20
 NO_BODY = "a request has no body in the log"
 
 
@@ -505,6 +510,8 @@ def _task(task: _Task) -> str | StageResult:
     store = reader(task.file)
     ids, setup, pair_indexes = run_of(task.run, task.setup)
     result = session_stage(store.iter_ids(ids), setup, pair_indexes)
+    if store.let_go_cache(keep=WORKER_KEEPS_BLOCKS):
+        release_duckdb_freed()
     if result.kept:
         return result
     try:
@@ -556,15 +563,21 @@ class PendingPass:
                             spill=self.spill)
 
 
-def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
-               ) -> PendingPass:
+def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True,
+               own_blocks: bool = False) -> PendingPass:
     """Start the walk in `pool`'s workers, runs of whole sessions each (the store must be
     open read-only: the workers open its file too).
 
     Each run's result goes to a file in the spill folder (`walkfile`), not back to this
     process as it is made: held here as they came, the results grew this process through
     the whole walk beside the workers mid-task, its peak of summed memory on large logs.
-    Read once every run is walked, they cost that memory beside idle workers."""
+    Read once every run is walked, they cost that memory beside idle workers.
+
+    `own_blocks` (the bodies and parts not held here: `Store.hold_stored`): the store's
+    connection is closed while the workers fork (`Store.unconnected`), so that each
+    reads the file through a database of its own and lets go of its blocks past
+    `WORKER_KEEPS_BLOCKS` after a task, instead of sharing those read here before the
+    fork (2 GiB of Codex rollouts: 235 MB) and keeping every block it reads beside them."""
     order, cut = session_runs(store, setup, pool.workers * _RUNS_PER_WORKER)
     spill = Spill()
     spilled = replace(setup, spill=spill.folder)
@@ -575,7 +588,8 @@ def start_pass(store: Store, setup: PassSetup, pool: Pool, *, diff: bool = True
         tasks.append(_Task(store.file, replace(run, links=_NO_LINKS, pairs={}),
                            run_text(ids, run, pairs),
                            os.path.join(spill.folder, f"run-{n}.result")))
-    batch = pool.submit(_task, tasks, [len(ids) for ids, _ in cut])
+    with store.unconnected() if own_blocks else nullcontext():
+        batch = pool.submit(_task, tasks, [len(ids) for ids, _ in cut])
     return PendingPass(batch, setup, order, store.file, diff, spill)
 
 
@@ -698,7 +712,10 @@ _Sent = tuple[list[_Prepared], tuple[int, ...]]
 
 
 def _what_if_task(task: WhatIfTask) -> list[_Sent]:
-    made = what_if_stage(reader(task.file).iter_ids(task.ids), task)
+    store = reader(task.file)
+    made = what_if_stage(store.iter_ids(task.ids), task)
+    if store.let_go_cache(keep=WORKER_KEEPS_BLOCKS):
+        release_duckdb_freed()
     base = {p.id: p for p in task.base}
     return [_base_ids_out(entries, base) for entries in made]
 

@@ -138,9 +138,10 @@ def gather(store: Store, options: ReportOptions, progress: Progress | None = Non
             early = _usage_steps(store, options, step)
             pool = worker_pool(n, _tokenizers(options, records))
             # the bodies and parts read once, before the fork: the workers' runs of
-            # sessions (the walk's, the what-ifs') and the census read them from memory
-            store.hold_stored()
-            pending = start_pass(store, setup, pool, diff=True)
+            # sessions (the walk's, the what-ifs') and the census read them from memory;
+            # not held, each worker reads the file through a database of its own
+            held = store.hold_stored()
+            pending = start_pass(store, setup, pool, diff=True, own_blocks=not held)
     try:
         return _gather(_Started(store, options, step, ingest, runner, replay_workers, notes,
                                 engine_log, usage, records, plans, setup, with_census,

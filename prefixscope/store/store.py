@@ -41,6 +41,7 @@ import os
 import re
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
@@ -352,6 +353,7 @@ class Store:
         self._pid = os.getpid()  # the process whose connection this is (`close`)
         self._writes_into: Path | None = None  # `open`'s, sealed again by `let_go_cache`
         self._private = False  # `open`'s: no other process opens the file (`let_go_written`)
+        self._counted = False  # its connection is one of `_CONNECTED`'s
 
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, *, read_only: bool = False,
@@ -415,6 +417,7 @@ class Store:
             if full is not None:
                 raise StoreError(full) from None
             raise
+        store._count(True)
         return store
 
     @classmethod
@@ -480,6 +483,7 @@ class Store:
             # parent's copied memory, and kills the child (SIGSEGV); the parent closes it
             return
         self.let_go_stored()  # (a later writer of the file may add bodies and parts)
+        self._count(False)
         try:
             self.con.close()
         except duckdb.Error as exc:
@@ -487,6 +491,11 @@ class Store:
             if full is not None:
                 raise StoreError(full) from None
             raise
+
+    def _count(self, connected: bool) -> None:
+        if connected != self._counted:
+            _CONNECTED[self.file] += 1 if connected else -1
+            self._counted = connected
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Execute and fetch everything (DuckDB refuses new work while a result is pending)."""
@@ -1415,19 +1424,51 @@ class Store:
         _HELD[self.file] = _Held(blob, bodies, parts)
         return True
 
-    def let_go_cache(self) -> None:
-        """Let go of the blocks of the file DuckDB holds in memory (a read-only store).
+    def let_go_cache(self, keep: int = 0) -> bool:
+        """Let go of the blocks of the file DuckDB holds in memory (a read-only store), when
+        they take more than `keep` bytes.
 
         DuckDB keeps every block a query has read in its buffer pool until its memory
         limit (80% of the machine's) is near; no statement evicts them, and the store's
         settings are locked. `hold_stored`'s count reads the bodies' and parts' columns
-        whole (the walk's forked workers then share those blocks instead of each reading
-        its own): 227 MB at 2 GiB of Codex rollouts, held in report's process through its
-        replays, ledger and masking. A database opened again starts empty, so the
-        connection is closed and opened again (~20 ms) in the process that opened it (a
-        forked child's copy is its parent's), sealed as `open` sealed it. Where another
-        connection of this process reads the same file (`reader`'s), the database stays
-        (the same blocks: nothing let go, nothing read differently).
+        whole: 227 MB at 2 GiB of Codex rollouts, held in report's process through its
+        replays, ledger and masking; a walk's worker reading through a database of its own
+        (`unconnected`) holds every block its tasks read. A database opened again starts
+        empty, so the connection is closed and opened again (~20 ms) in the process that
+        opened it (a forked child's copy is its parent's), sealed as `open` sealed it.
+        Where another connection of this process reads the same file (`reader`'s, or a
+        copy of its parent's in a forked child: `_CONNECTED`), the database stays (the same
+        blocks: nothing let go, nothing read differently), and nothing is done. Returns
+        whether it let go.
+
+        Raises:
+            StoreError: the file changed while no connection held it (a writer got in
+                between: DuckDB lets no process write a file another reads), or cannot
+                be opened again.
+        """
+        if not self.read_only or os.getpid() != self._pid or _CONNECTED[self.file] > 1:
+            return False
+        if keep and self._blocks_held() <= keep:
+            return False
+        with self.unconnected():
+            pass
+        return True
+
+    def _blocks_held(self) -> int:
+        """The bytes of the file's blocks DuckDB holds in memory."""
+        return int(self.run("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() "
+                            "WHERE tag = 'BASE_TABLE'")[0][0])
+
+    @contextmanager
+    def unconnected(self) -> Iterator[None]:
+        """The connection closed while the block runs, opened again after it (a read-only
+        store in the process that opened it; else it stays open), sealed and locked as
+        `open` left it. Closed, with no other connection of this process to the file,
+        DuckDB's database of the file is gone with its blocks: a child forked meanwhile
+        holds none of it, and a connection it opens (`reader`) is to a database of its
+        own, whose blocks it can let go of (`let_go_cache`), where a forked copy of this
+        process's it cannot (closing the last connection to it tears it down under the
+        parent's copied memory).
 
         Raises:
             StoreError: the file changed while no connection held it (a writer got in
@@ -1435,19 +1476,26 @@ class Store:
                 be opened again.
         """
         if not self.read_only or os.getpid() != self._pid:
+            yield
             return
         before = _file_state(self.file)
         self._streams.clear()  # (registered on the old connection)
         self.con.close()
+        self._count(False)
         try:
-            self.con = duckdb.connect(self.file, read_only=True, config=_OFFLINE)
-        except duckdb.Error as exc:
-            raise StoreError(_connect_error(self.named, exc)) from None
-        if _file_state(self.file) != before:
-            self.con.close()
-            raise StoreError(f"{self.path} was written while it was being read: run again")
-        self._seal(self._writes_into)
-        self._lock()
+            yield
+        finally:
+            try:
+                self.con = duckdb.connect(self.file, read_only=True, config=_OFFLINE)
+            except duckdb.Error as exc:
+                raise StoreError(_connect_error(self.named, exc)) from None
+            self._count(True)
+            if _file_state(self.file) != before:
+                self.close()
+                raise StoreError(f"{self.path} was written while it was being read: run "
+                                 "again")
+            self._seal(self._writes_into)
+            self._lock()
 
     def let_go_written(self, keep: int = 0) -> None:
         """Let go of the blocks DuckDB holds in memory of a store being written, between
@@ -1685,6 +1733,10 @@ def request_from_row(row: dict[str, Any], parts: Mapping[str, str] | None = None
 
 
 _READERS: dict[str, Store] = {}
+# The connections to each store file (absolute path) this process's memory holds: its own
+# (`Store.open`, until `close`) and, in a forked child, its parent's, copied and never
+# closed there. DuckDB keeps one database a file while any is open (`let_go_cache`).
+_CONNECTED: Counter[str] = Counter()
 
 
 def _file_state(path: str) -> tuple[int, int, int, bool]:
