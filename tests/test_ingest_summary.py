@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 
+from agent_captures import write_agent_captures
 from conftest import ROOT
+from litellm_rows import spend_row
 from typer.testing import CliRunner
 
 from prefixscope.cli.main import app
@@ -64,3 +66,27 @@ class TestEveryCallOnce:
             once["n"], once["p"], once["c"], 62)
         assert t["hit_rate"] == once["c"] / once["p"]
         assert sum(f["requests"] for f in out["formats"].values()) == once["n"] + 62
+
+    def test_a_figure_the_kept_copy_lacks_counts_from_the_copy_reporting_it(self, tmp_path):
+        # three calls captured with their bodies (prompt 1300, 1900, 2500; no cached
+        # count), the first two logged again by LiteLLM (no body; cached 100, 200): each
+        # call counts once, its prompt from the capture, its cached tokens from the copy
+        capture = tmp_path / "capture.jsonl"
+        write_agent_captures(capture, sessions=1, turns=3)
+        lines = [json.loads(line) for line in capture.read_text().splitlines()]
+        spend = tmp_path / "spend.jsonl"
+        spend.write_text("".join(json.dumps({
+            **spend_row("", 0, "deployment-1", ln["response"]["usage"]["prompt_tokens"],
+                        100 * (n + 1), 0, model=ln["request"]["model"]),
+            "request_id": ln["response"]["id"], "startTime": ln["timestamp"],
+            "endTime": ln["timestamp"], "session_id": None,
+            "custom_llm_provider": "openai"}) + "\n" for n, ln in enumerate(lines[:2])))
+        out = runner.invoke(app, ["ingest", str(capture), str(spend), "--store",
+                                  str(tmp_path / "s.duckdb"), "--json"])
+        t = json.loads(out.stdout)["totals"]
+        assert (t["requests"], t["duplicates"], t["with_body"]) == (3, 2, 3)
+        assert (t["prompt_tokens"], t["prompt_requests"]) == (1300 + 1900 + 2500, 3)
+        assert (t["cached_tokens"], t["cached_requests"]) == (100 + 200, 2)
+        # both figures from one copy: the LiteLLM rows of the first two calls
+        assert (t["rate_requests"], t["rate_prompt_tokens"], t["rate_cached_tokens"]) == (
+            2, 1300 + 1900, 300)
