@@ -78,14 +78,20 @@ def app_for(args: list[str]) -> typer.Typer:
     return one
 
 
-_terminated = False  # SIGTERM arrived: the interrupt unwinding the command is its
+# The signal unwinding the command, once one arrived: its exit code (Ctrl-C 130, SIGTERM
+# 143). Inside a DuckDB query the KeyboardInterrupt the handler raises comes out as
+# DuckDB's own RuntimeError ("Query interrupted"); this says it is still the signal.
+_stopped_by: ExitCode | None = None
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    """SIGTERM unwinds the command as Ctrl-C does (temporary stores are removed, a new
-    store is not left half made), then exits 143."""
-    global _terminated
-    _terminated = True
+def _on_signal(signum: int, frame: object) -> None:
+    """Ctrl-C and SIGTERM unwind the command alike (temporary stores are removed, a new
+    store is not left half made); the exit code says which arrived."""
+    import signal  # imported by `main`, which installs this handler
+
+    global _stopped_by
+    _stopped_by = (ExitCode.TERMINATED if signum == signal.SIGTERM
+                   else ExitCode.INTERRUPTED)
     raise KeyboardInterrupt
 
 
@@ -118,27 +124,24 @@ def main() -> None:
     # promise to finalize anyway. What the command writes (stores, files, the temporary
     # store) it closes itself before it returns.
     atexit.register(gc.freeze)
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    stopped = ExitCode.INTERRUPTED
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
     try:
         app_for(sys.argv[1:])(standalone_mode=True)
     except SystemExit as exit:
         if exit.code == ExitCode.INTERRUPTED:  # Typer's own answer to KeyboardInterrupt
             _interrupted()
-            if _terminated:
-                raise SystemExit(int(ExitCode.TERMINATED)) from None
+            raise SystemExit(int(_stopped_by or ExitCode.INTERRUPTED)) from None
         raise
     except KeyboardInterrupt:  # before or after Typer's own handler
         _interrupted()
-        if _terminated:
-            stopped = ExitCode.TERMINATED
-        raise SystemExit(int(stopped)) from None
+        raise SystemExit(int(_stopped_by or ExitCode.INTERRUPTED)) from None
     except Exception as exc:  # noqa: BLE001 - the last line of defence
-        if _terminated:
+        if _stopped_by is not None:
             # the interrupt raised inside a DuckDB query comes out as its RuntimeError
-            # ("Query interrupted"): it is still the SIGTERM, answered as one
+            # ("Query interrupted"): it is still the signal, answered as one
             _interrupted()
-            raise SystemExit(int(ExitCode.TERMINATED)) from None
+            raise SystemExit(int(_stopped_by)) from None
         if os.environ.get("PREFIXSCOPE_DEBUG"):
             raise
         _unexpected(exc)
