@@ -481,6 +481,27 @@ class TestTemporaryStores:
         assert (proc.returncode, err) == (code, "interrupted: nothing written\n")
         assert _temporary(temp) == []
 
+    def test_ctrl_c_ignored_when_started_stays_ignored(self, tmp_path: Path) -> None:
+        # a command started with SIGINT ignored (`nohup`, a script's `cmd &`) runs on past
+        # a Ctrl-C; only the SIGTERM after it stops it (had SIGINT stopped it: exit 130)
+        import time
+
+        temp = tmp_path / "temp"
+        temp.mkdir()
+        hook = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n" + BLOCK_IN_INGEST
+        proc = hooked(hook, ["report", str(RAW_BODIES)], tmp_path, {**ENV, "TMPDIR": str(temp)})
+        try:
+            wait_for(lambda: (tmp_path / "started").exists(), proc)
+            proc.send_signal(signal.SIGINT)
+            time.sleep(1)
+            proc.send_signal(signal.SIGTERM)
+            out, err = _communicate_or_stacks(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert (proc.returncode, err) == (143, "interrupted: nothing written\n")
+        assert _temporary(temp) == []
+
     def test_after_sigkill_the_next_run_removes_the_dead_owners_folder_only(
             self, tmp_path: Path) -> None:
         temp = tmp_path / "temp"

@@ -125,7 +125,9 @@ def main() -> None:
     # store) it closes itself before it returns.
     atexit.register(gc.freeze)
     signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        # not where Ctrl-C is ignored (`nohup`, a script's `cmd &`): it stays ignored
+        signal.signal(signal.SIGINT, _on_signal)
     try:
         app_for(sys.argv[1:])(standalone_mode=True)
     except SystemExit as exit:
