@@ -70,8 +70,11 @@ SESSIONS_PER_RUN = 4  # 2.09 GiB report: 16 -> 4, peak summed memory 1,060 -> 97
 _MAX_RUNS = 1024
 # What a worker reading a database of its own (`start_pass`'s `own_blocks`) keeps of the
 # blocks its tasks read, for its next task (its neighbour in the log) to reuse; past it,
-# let go (~20 ms to open the database again)
-WORKER_KEEPS_BLOCKS = 16 << 20
+# let go (~20-30 ms to open the database again, and the blocks read again after it).
+# 2 GiB of Codex rollouts, one run each in one window (load 2): 16 MiB 327.9 s of CPU /
+# 890 MB summed, 64 MiB 289.1 s / 878 MB; the shared blocks before (0f64762) 252.3 s /
+# 1,058 MB.
+WORKER_KEEPS_BLOCKS = 64 << 20
 NO_BODY = "a request has no body in the log"
 
 
