@@ -513,8 +513,7 @@ def _task(task: _Task) -> str | StageResult:
     store = reader(task.file)
     ids, setup, pair_indexes = run_of(task.run, task.setup)
     result = session_stage(store.iter_ids(ids), setup, pair_indexes)
-    if store.let_go_cache(keep=WORKER_KEEPS_BLOCKS):
-        release_duckdb_freed()
+    _let_go_blocks(store)
     if result.kept:
         return result
     try:
@@ -714,11 +713,17 @@ def pool_what_ifs(pool: Pool, meanwhile: Callable[[], object] | None = None
 _Sent = tuple[list[_Prepared], tuple[int, ...]]
 
 
+def _let_go_blocks(store: Store) -> None:
+    """After a worker's task: its own database's blocks past `WORKER_KEEPS_BLOCKS` let go,
+    and DuckDB's allocator emptied of what that freed (a no-op on a shared database)."""
+    if store.let_go_cache(keep=WORKER_KEEPS_BLOCKS):
+        release_duckdb_freed()
+
+
 def _what_if_task(task: WhatIfTask) -> list[_Sent]:
     store = reader(task.file)
     made = what_if_stage(store.iter_ids(task.ids), task)
-    if store.let_go_cache(keep=WORKER_KEEPS_BLOCKS):
-        release_duckdb_freed()
+    _let_go_blocks(store)
     base = {p.id: p for p in task.base}
     return [_base_ids_out(entries, base) for entries in made]
 
